@@ -1,0 +1,207 @@
+// Package bolt implements the kv contract on a bbolt file.
+//
+// Every Update commits with bbolt's two fsyncs before it returns, so a nil
+// error means the write is on disk. Buckets are created on first write; a
+// read of a bucket that does not exist yet sees it empty.
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/countersign/countersign/kv"
+	bbolt "go.etcd.io/bbolt"
+	bberrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrLocked is returned by Open when another process holds the file.
+var ErrLocked = errors.New("the store is locked by another process")
+
+// DB is an open bbolt store.
+type DB struct {
+	db   *bbolt.DB
+	path string
+}
+
+var _ kv.Store = (*DB)(nil)
+
+// Options tunes Open. The zero value is the safe default.
+type Options struct {
+	// LockTimeout is how long Open waits for another process to release the
+	// file before it fails with ErrLocked. Zero means one second.
+	LockTimeout time.Duration
+	// ReadOnly opens the file without taking the writer lock.
+	ReadOnly bool
+}
+
+// Open opens (creating if needed) the bbolt file at path with mode 0600.
+func Open(path string, opt Options) (*DB, error) {
+	if path == "" {
+		return nil, errors.New("store path is empty")
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("store directory %s: %w", dir, err)
+		}
+	}
+	timeout := opt.LockTimeout
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
+		Timeout:        timeout,
+		ReadOnly:       opt.ReadOnly,
+		FreelistType:   bbolt.FreelistMapType,
+		NoFreelistSync: true,
+	})
+	if err != nil {
+		if errors.Is(err, bberrors.ErrTimeout) {
+			return nil, fmt.Errorf("open %s: %w (is a countersign server running with this store? stop it first, or point --config at another store.path)", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return &DB{db: db, path: path}, nil
+}
+
+// Path returns the file the store was opened from.
+func (d *DB) Path() string { return d.path }
+
+// Close closes the file. It waits for open transactions to finish.
+func (d *DB) Close() error { return d.db.Close() }
+
+// Update runs fn in a read-write transaction and commits it durably.
+func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.db.Update(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
+}
+
+// View runs fn in a read-only transaction.
+func (d *DB) View(ctx context.Context, fn func(kv.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.db.View(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
+}
+
+// Check runs bbolt's consistency check and returns every problem found.
+func (d *DB) Check() error {
+	return d.db.View(func(t *bbolt.Tx) error {
+		var errs []error
+		for err := range t.Check() {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	})
+}
+
+type tx struct{ t *bbolt.Tx }
+
+func (x *tx) bucket(name string, create bool) (*bbolt.Bucket, error) {
+	if b := x.t.Bucket([]byte(name)); b != nil {
+		return b, nil
+	}
+	if !create {
+		return nil, nil
+	}
+	return x.t.CreateBucketIfNotExists([]byte(name))
+}
+
+func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
+	b, err := x.bucket(bucket, false)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	v := b.Get(key)
+	if v == nil {
+		return nil, nil
+	}
+	return bytes.Clone(v), nil
+}
+
+func (x *tx) Put(bucket string, key, value []byte) error {
+	b, err := x.bucket(bucket, true)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, value)
+}
+
+func (x *tx) Delete(bucket string, key []byte) error {
+	b, err := x.bucket(bucket, false)
+	if err != nil || b == nil {
+		return err
+	}
+	return b.Delete(key)
+}
+
+func (x *tx) NextSequence(bucket string) (uint64, error) {
+	b, err := x.bucket(bucket, true)
+	if err != nil {
+		return 0, err
+	}
+	return b.NextSequence()
+}
+
+func (x *tx) Ascend(bucket string, from, to []byte, fn func(k, v []byte) error) error {
+	b, err := x.bucket(bucket, false)
+	if err != nil || b == nil {
+		return err
+	}
+	c := b.Cursor()
+	var k, v []byte
+	if from == nil {
+		k, v = c.First()
+	} else {
+		k, v = c.Seek(from)
+	}
+	for ; k != nil; k, v = c.Next() {
+		if to != nil && bytes.Compare(k, to) >= 0 {
+			return nil
+		}
+		if err := fn(k, v); err != nil {
+			if errors.Is(err, kv.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *tx) Descend(bucket string, from, to []byte, fn func(k, v []byte) error) error {
+	b, err := x.bucket(bucket, false)
+	if err != nil || b == nil {
+		return err
+	}
+	c := b.Cursor()
+	var k, v []byte
+	if to == nil {
+		k, v = c.Last()
+	} else {
+		k, v = c.Seek(to)
+		if k == nil {
+			k, v = c.Last()
+		} else {
+			k, v = c.Prev() // Seek lands on the first key >= to, which is excluded
+		}
+	}
+	for ; k != nil; k, v = c.Prev() {
+		if from != nil && bytes.Compare(k, from) < 0 {
+			return nil
+		}
+		if err := fn(k, v); err != nil {
+			if errors.Is(err, kv.ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+	return nil
+}

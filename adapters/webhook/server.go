@@ -1,0 +1,250 @@
+// Package webhook is the agents' HTTP edge: the tool API (POST
+// /v1/tools/{name}, GET /v1/tools), health and readiness, and the mount
+// points of the other HTTP surfaces (MCP, the Slack and Discord callbacks,
+// metrics). It authenticates bearer keys and translates every error into
+// one status code and a body that says what is wrong.
+package webhook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/countersign/countersign/bot"
+)
+
+// App is what the server needs of the application.
+type App interface {
+	Authenticate(ctx context.Context, key string) (*bot.Caller, error)
+	Call(ctx context.Context, caller *bot.Caller, tool string, args []byte) (bot.Result, error)
+	Tools() []bot.ToolInfo
+}
+
+// Options configure NewServer.
+type Options struct {
+	App     App
+	Logger  *slog.Logger
+	MaxBody int64 // bytes; larger bodies get 413
+	// Ready reports whether the store is open (for /readyz).
+	Ready func() error
+	// Mounts are extra handlers by pattern ("POST /mcp", "POST /slack/interactions", "GET /metrics").
+	Mounts map[string]http.Handler
+	// Middleware wraps every tool call after authentication (rate limits,
+	// idempotency, metrics); applied in order, outermost first.
+	Middleware []func(http.Handler) http.Handler
+}
+
+// NewServer returns the HTTP handler of the whole API.
+func NewServer(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 1 << 20
+	}
+	mux := http.NewServeMux()
+	addRoutes(mux, o)
+	return withRequestID(withRecover(o.Logger, mux))
+}
+
+func addRoutes(mux *http.ServeMux, o Options) {
+	var call http.Handler = handleCall(o)
+	for i := len(o.Middleware) - 1; i >= 0; i-- {
+		call = o.Middleware[i](call)
+	}
+	mux.Handle("POST /v1/tools/{name}", authenticate(o.App, o.Logger, call))
+	mux.Handle("GET /v1/tools", handleList(o.App))
+	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}))
+	mux.Handle("GET /readyz", handleReady(o.Ready))
+	for pattern, h := range o.Mounts {
+		mux.Handle(pattern, h)
+	}
+	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no route " + r.Method + " " + r.URL.Path + "; tools are called with POST /v1/tools/{name}, listed by GET /v1/tools"})
+	}))
+}
+
+type ctxKey int
+
+const (
+	keyCaller ctxKey = iota
+	keyRequestID
+)
+
+// CallerFrom returns the authenticated caller of a request.
+func CallerFrom(ctx context.Context) *bot.Caller {
+	c, _ := ctx.Value(keyCaller).(*bot.Caller)
+	return c
+}
+
+// RequestID returns the request's id (also sent as X-Request-ID).
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(keyRequestID).(string)
+	return id
+}
+
+// BearerKey extracts the key of an "Authorization: Bearer <key>" header.
+func BearerKey(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(key)
+}
+
+func authenticate(app App, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		caller, err := app.Authenticate(r.Context(), BearerKey(r))
+		if err != nil {
+			WriteError(w, r, log, err)
+			return
+		}
+		caller.Surface = "http"
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCaller, caller)))
+	})
+}
+
+func handleCall(o Options) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				WriteError(w, r, o.Logger, bot.Errorf(bot.KindTooLarge, "request body too large: the limit is %d bytes", mbe.Limit))
+				return
+			}
+			WriteError(w, r, o.Logger, bot.Invalid("", "could not read the request body"))
+			return
+		}
+		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+			WriteError(w, r, o.Logger, bot.Invalid("", "Content-Type must be application/json, not %q", ct))
+			return
+		}
+		res, err := o.App.Call(r.Context(), CallerFrom(r.Context()), r.PathValue("name"), body)
+		if err != nil {
+			WriteError(w, r, o.Logger, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
+}
+
+func handleList(app App) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"tools": app.Tools()})
+	})
+}
+
+func handleReady(ready func() error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+}
+
+// StatusOf maps an error kind to its HTTP status.
+func StatusOf(err error) int {
+	switch bot.KindOf(err) {
+	case bot.KindInvalid:
+		return http.StatusBadRequest
+	case bot.KindUnauthenticated:
+		return http.StatusUnauthorized
+	case bot.KindDenied:
+		return http.StatusForbidden
+	case bot.KindNotFound:
+		return http.StatusNotFound
+	case bot.KindConflict:
+		return http.StatusConflict
+	case bot.KindTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case bot.KindUnprocessable:
+		return http.StatusUnprocessableEntity
+	case bot.KindRateLimited:
+		return http.StatusTooManyRequests
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// WriteError is the one error translator of the HTTP edge. Known kinds get
+// their status and message; anything else is a 500 with a reference id, and
+// the detail goes to the log only.
+func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err error) {
+	status := StatusOf(err)
+	body := map[string]any{}
+	var e *bot.Error
+	if errors.As(err, &e) {
+		body["error"] = e.Error()
+		body["text"] = e.Msg
+		if e.Field != "" {
+			body["field"] = e.Field
+		}
+		if e.Data != nil {
+			body["data"] = e.Data
+		}
+	} else {
+		ref := RequestID(r.Context())
+		msg := "Countersign couldn't complete that (ref " + ref + "). Retry if it was a transient blip; otherwise the full detail is in the server logs under that reference."
+		if status == http.StatusServiceUnavailable {
+			msg = "the request was cancelled or the server is shutting down; retry (ref " + ref + ")"
+		}
+		body["error"], body["text"] = msg, msg
+		log.Error("request failed", "request_id", ref, "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id := hex.EncodeToString(b[:])
+		w.Header().Set("X-Request-ID", id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRequestID, id)))
+	})
+}
+
+// withRecover turns a panic in a handler into a logged 500 instead of a
+// dropped connection. It is a last line: no input is meant to reach it.
+func withRecover(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic in handler", "request_id", RequestID(r.Context()), "path", r.URL.Path, "panic", v)
+				writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error (ref " + RequestID(r.Context()) + ")"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

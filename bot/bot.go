@@ -1,0 +1,226 @@
+// Package bot is the application: the one registry of tools every surface
+// serves, identity and authorisation of each call, the audit entry and the
+// outbox written in the same transaction as the state change, the pending
+// items that chat shows, and the sweeper.
+package bot
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// Options are the dependencies of a Bot. Store and SigningKey are required.
+type Options struct {
+	Store      kv.Store
+	SigningKey ed25519.PrivateKey
+	Logger     *slog.Logger     // nil discards
+	Now        func() time.Time // nil means time.Now
+	// Sinks are the outbox consumers (for example "slack", "discord"):
+	// every item event is queued once for each.
+	Sinks []string
+}
+
+// Bot is the application core. Build it with New, then Register tools.
+type Bot struct {
+	store  kv.Store
+	key    ed25519.PrivateKey
+	log    *slog.Logger
+	now    func() time.Time
+	sinks  []string
+	tools  map[string]*Tool
+	kinds  map[ItemKind]ItemSource
+	notify chan struct{} // signalled (non-blocking) after a commit that queued outbox events
+}
+
+// New returns a Bot with no tools registered.
+func New(o Options) (*Bot, error) {
+	if o.Store == nil {
+		return nil, errors.New("bot: no store")
+	}
+	if len(o.SigningKey) != ed25519.PrivateKeySize {
+		return nil, errors.New("bot: no audit signing key")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Bot{
+		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
+		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
+		notify: make(chan struct{}, 1),
+	}, nil
+}
+
+// Now returns the bot's clock reading.
+func (b *Bot) Now() time.Time { return b.now() }
+
+// Store returns the store the bot writes through.
+func (b *Bot) Store() kv.Store { return b.store }
+
+// Logger returns the bot's logger.
+func (b *Bot) Logger() *slog.Logger { return b.log }
+
+// PublicKey returns the audit chain's verification key.
+func (b *Bot) PublicKey() ed25519.PublicKey { return b.key.Public().(ed25519.PublicKey) }
+
+// Call is one tool invocation in progress.
+type Call struct {
+	bot    *Bot
+	Tool   *Tool
+	Caller *Caller
+	Space  Space // normalised; zero for tools without a space
+	Now    time.Time
+}
+
+// Bot returns the bot the call runs on.
+func (c *Call) Bot() *Bot { return c.bot }
+
+// Tx is a transaction of one call: the store's transaction plus the call's
+// audit trail and outbox, which commit with it.
+type Tx struct {
+	kv.Tx
+	call   *Call
+	queued bool
+}
+
+// Call runs tool name for caller with the raw JSON arguments. It is the one
+// code path of every surface. Denials are audited.
+func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte) (Result, error) {
+	t, ok := b.tools[name]
+	if !ok {
+		return Result{}, Errorf(KindNotFound, "unknown tool '%s'. GET /v1/tools lists the tools.", name)
+	}
+	if caller == nil {
+		return Result{}, Errorf(KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", KeyPrefix)
+	}
+	c := &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
+	if !policy.Grants(caller.Role, t.Capability) {
+		msg := policy.DenyCapability(name, t.Capability, caller.Role)
+		return Result{}, b.deny(ctx, c, msg)
+	}
+	args, err := decodeArgs(t.argType, t.required, raw)
+	if err != nil {
+		return Result{}, err
+	}
+	if sp, ok := spaceOf(args); ok {
+		c.Space = sp
+		if err := ValidateSpace(sp); err != nil {
+			return Result{}, err
+		}
+		if !policy.InScope(caller.Role, caller.Scopes, sp.UserID) {
+			return Result{}, b.deny(ctx, c, policy.DenyScope(name))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	return t.Handler(ctx, c, args)
+}
+
+// ValidateSpace checks the memory-space identifiers: at most 128 bytes each,
+// no control characters.
+func ValidateSpace(s Space) error {
+	for _, f := range []struct{ name, v string }{{"user_id", s.UserID}, {"agent_id", s.AgentID}, {"run_id", s.RunID}} {
+		if len(f.v) > 128 {
+			return Invalid(f.name, "must be at most 128 bytes")
+		}
+		for _, r := range f.v {
+			if r < 0x20 || r == 0x7f {
+				return Invalid(f.name, "must not contain control characters")
+			}
+		}
+	}
+	return nil
+}
+
+// deny records an access denial in the audit chain and returns it as a
+// KindDenied error.
+func (b *Bot) deny(ctx context.Context, c *Call, msg string) error {
+	err := b.Update(ctx, c, func(tx *Tx) error {
+		return tx.Audit("access_denied", c.Tool.Name+": "+msg)
+	})
+	if err != nil {
+		return err
+	}
+	return &Error{Kind: KindDenied, Msg: msg}
+}
+
+// Deny records a denial found by a tool handler (for example a trusted
+// source claimed by the wrong key) and returns it as a KindDenied error.
+func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(ctx, c, msg) }
+
+// Update runs fn in one durable transaction on behalf of call c.
+func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
+	var queued bool
+	err := b.store.Update(ctx, func(t kv.Tx) error {
+		tx := &Tx{Tx: t, call: c}
+		if err := fn(tx); err != nil {
+			return err
+		}
+		queued = tx.queued
+		return nil
+	})
+	if err == nil && queued {
+		b.Wake()
+	}
+	return err
+}
+
+// View runs fn in a read-only transaction.
+func (b *Bot) View(ctx context.Context, fn func(kv.Tx) error) error { return b.store.View(ctx, fn) }
+
+// Update runs fn in one durable transaction for this call.
+func (c *Call) Update(ctx context.Context, fn func(*Tx) error) error { return c.bot.Update(ctx, c, fn) }
+
+// View runs fn in a read-only transaction.
+func (c *Call) View(ctx context.Context, fn func(kv.Tx) error) error {
+	return c.bot.store.View(ctx, fn)
+}
+
+// Audit appends an entry for this call's caller and space to the chain.
+func (tx *Tx) Audit(action, detail string) error {
+	_, err := tx.AuditAs(tx.call.Caller.String(), tx.call.Space, action, detail)
+	return err
+}
+
+// AuditAs appends an entry with an explicit principal and space (the sweeper
+// audits as "countersign [sweeper]").
+func (tx *Tx) AuditAs(principal string, sp Space, action, detail string) (approvals.Entry, error) {
+	now := time.Now()
+	if tx.call != nil {
+		now = tx.call.Now
+	}
+	return approvals.Append(tx.Tx, tx.call.bot.key, now, approvals.Entry{
+		Principal: principal, UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID,
+		Action: action, Detail: detail,
+	})
+}
+
+// Wake signals the outbox workers that new events are queued.
+func (b *Bot) Wake() {
+	select {
+	case b.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Woken returns the channel signalled after commits that queued outbox events.
+func (b *Bot) Woken() <-chan struct{} { return b.notify }
+
+// SystemCall returns a Call for work Countersign does on its own behalf (the
+// sweeper, outbox bookkeeping), audited as "countersign [system]".
+func (b *Bot) SystemCall(now time.Time) *Call {
+	return &Call{bot: b, Caller: &Caller{Principal: Principal{ID: "system", Name: "countersign", Role: policy.RoleAdmin, Kind: "service"}, Surface: "system"}, Now: now, Tool: &Tool{Name: "system"}}
+}
+
+func (c *Call) String() string { return fmt.Sprintf("%s by %s", c.Tool.Name, c.Caller) }

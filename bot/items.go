@@ -1,0 +1,352 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign/kv"
+)
+
+// Item buckets.
+const (
+	bucketItems  = "items"  // item id (big-endian seq) -> ItemRecord JSON
+	bucketOutbox = "outbox" // sink 0x00 seq -> Event JSON
+)
+
+// ItemKind is the kind of a pending item shown in chat.
+type ItemKind string
+
+// The kinds of item.
+const (
+	KindMemoryChange ItemKind = "memory_change" // a proposal on a confirm slot
+	KindAction       ItemKind = "action"        // an agent tool call awaiting confirmation
+	KindConsent      ItemKind = "consent"       // a soft-approval request
+	KindQuestion     ItemKind = "question"      // an ask_user question
+)
+
+// MessageRef locates one chat message posted for an item.
+type MessageRef struct {
+	Platform  string `json:"platform"` // slack or discord
+	ChannelID string `json:"channel_id"`
+	MessageID string `json:"message_id"` // Slack ts, Discord message id
+}
+
+// ItemRecord is the stored envelope of a pending item: what it points at in
+// its own domain (Key), where it is shown, and the messages posted for it.
+type ItemRecord struct {
+	ID        uint64       `json:"id"`
+	Kind      ItemKind     `json:"kind"`
+	Key       string       `json:"key"` // memory id or request id, in Space
+	Space     Space        `json:"space"`
+	Channel   string       `json:"channel"` // the configured channel name, "default" unless a slot or tool names another
+	CreatedAt time.Time    `json:"created_at"`
+	Messages  []MessageRef `json:"messages,omitempty"`
+}
+
+// Field is one labelled line of an item view.
+type Field struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// Item is the platform-neutral view of an item that chat renders. Every
+// string in it may be untrusted text: renderers escape it.
+type Item struct {
+	ID        uint64    `json:"id"`
+	Kind      ItemKind  `json:"kind"`
+	Title     string    `json:"title"` // one line: what is asked
+	Space     Space     `json:"space"`
+	Requester string    `json:"requester"` // "name [id]"
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Fields    []Field   `json:"fields"`
+	// Status is pending until decided; then the outcome word (approved,
+	// rejected, denied, expired, stale, answered, recorded).
+	Status    string       `json:"status"`
+	DecidedBy []string     `json:"decided_by,omitempty"`
+	DecidedAt time.Time    `json:"decided_at,omitzero"`
+	Reason    string       `json:"reason,omitempty"`
+	Tally     string       `json:"tally,omitempty"` // "1 of 2 approvals: dr_smith"
+	Sensitive bool         `json:"sensitive,omitempty"`
+	Options   []string     `json:"options,omitempty"` // choices of a question
+	Multi     bool         `json:"multi,omitempty"`   // a question that takes several choices
+	Channel   string       `json:"channel"`
+	Messages  []MessageRef `json:"messages,omitempty"`
+}
+
+// Pending reports whether the item still awaits a decision.
+func (it Item) Pending() bool { return it.Status == "pending" }
+
+// ItemSource is implemented per item kind by the package that owns the
+// item's state.
+type ItemSource interface {
+	// View renders the item's current state.
+	View(tx kv.Tx, rec ItemRecord) (Item, error)
+	// DecisionCall maps a decision taken in chat to the tool call that makes
+	// it, so chat and API decisions share one code path. approve is false for
+	// a rejection; answers carry a question's chosen options.
+	DecisionCall(rec ItemRecord, approve bool, reason string, answers []string) (tool string, args map[string]any, err error)
+}
+
+// RegisterItemKind installs the source of one kind of item.
+func (b *Bot) RegisterItemKind(k ItemKind, s ItemSource) { b.kinds[k] = s }
+
+// NewItem records a new pending item in tx and queues its "created" event for
+// every sink. It returns the item's id.
+func (tx *Tx) NewItem(kind ItemKind, key string, sp Space, channel string) (uint64, error) {
+	id, err := tx.NextSequence(bucketItems)
+	if err != nil {
+		return 0, err
+	}
+	if channel == "" {
+		channel = "default"
+	}
+	rec := ItemRecord{ID: id, Kind: kind, Key: key, Space: sp, Channel: channel, CreatedAt: tx.now()}
+	if err := putItem(tx.Tx, rec); err != nil {
+		return 0, err
+	}
+	return id, tx.Emit(id, EventCreated, "")
+}
+
+func (tx *Tx) now() time.Time {
+	if tx.call != nil {
+		return tx.call.Now
+	}
+	return time.Now()
+}
+
+func putItem(tx kv.Tx, rec ItemRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return tx.Put(bucketItems, kv.U64(rec.ID), b)
+}
+
+// LoadItemRecord reads an item record; it returns nil if there is none.
+func LoadItemRecord(tx kv.Tx, id uint64) (*ItemRecord, error) {
+	b, err := tx.Get(bucketItems, kv.U64(id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var rec ItemRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("item %d: %w", id, err)
+	}
+	return &rec, nil
+}
+
+// ParseItemID parses an item id as shown in chat ("12" or "#12").
+func ParseItemID(s string) (uint64, error) {
+	if len(s) > 0 && s[0] == '#' {
+		s = s[1:]
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, Invalid("id", "%q is not an item id; item ids are positive numbers such as 12", s)
+	}
+	return n, nil
+}
+
+// ErrNoItem is returned for an item id that does not exist.
+var ErrNoItem = errors.New("no such item")
+
+// Item returns the current view of item id, with its message references.
+func (b *Bot) Item(ctx context.Context, id uint64) (Item, error) {
+	var it Item
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		var err error
+		it, err = b.itemView(tx, id)
+		return err
+	})
+	return it, err
+}
+
+func (b *Bot) itemView(tx kv.Tx, id uint64) (Item, error) {
+	rec, err := LoadItemRecord(tx, id)
+	if err != nil {
+		return Item{}, err
+	}
+	if rec == nil {
+		return Item{}, ErrNoItem
+	}
+	src, ok := b.kinds[rec.Kind]
+	if !ok {
+		return Item{}, fmt.Errorf("item %d: no source for kind %s", id, rec.Kind)
+	}
+	it, err := src.View(tx, *rec)
+	if err != nil {
+		return Item{}, err
+	}
+	it.ID, it.Kind, it.Space, it.Channel, it.Messages = rec.ID, rec.Kind, rec.Space, rec.Channel, rec.Messages
+	if it.CreatedAt.IsZero() {
+		it.CreatedAt = rec.CreatedAt
+	}
+	return it, nil
+}
+
+// AddMessageRef records a chat message posted for item id, so that it can be
+// updated in place after a restart.
+func (b *Bot) AddMessageRef(ctx context.Context, id uint64, ref MessageRef) error {
+	return b.store.Update(ctx, func(tx kv.Tx) error {
+		rec, err := LoadItemRecord(tx, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			return ErrNoItem
+		}
+		for _, m := range rec.Messages {
+			if m == ref {
+				return nil
+			}
+		}
+		rec.Messages = append(rec.Messages, ref)
+		return putItem(tx, *rec)
+	})
+}
+
+// DecideItem takes a decision on item id for caller, through the same tool
+// call an API client would make.
+func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve bool, reason string, answers []string) (Result, error) {
+	var rec *ItemRecord
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		var err error
+		rec, err = LoadItemRecord(tx, id)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	if rec == nil {
+		return Result{}, Errorf(KindNotFound, "No item #%d.", id)
+	}
+	src, ok := b.kinds[rec.Kind]
+	if !ok {
+		return Result{}, fmt.Errorf("item %d: no source for kind %s", id, rec.Kind)
+	}
+	tool, args, err := src.DecisionCall(*rec, approve, reason, answers)
+	if err != nil {
+		return Result{}, err
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return Result{}, err
+	}
+	return b.Call(ctx, caller, tool, raw)
+}
+
+// Event types queued in the outbox.
+const (
+	EventCreated   = "created"   // post the item
+	EventUpdated   = "updated"   // refresh the item's messages (a quorum tally moved)
+	EventDecided   = "decided"   // the item reached its outcome: update messages in place
+	EventReminder  = "reminder"  // post a reminder in the item's thread
+	EventEscalated = "escalated" // post an escalation in the item's thread
+)
+
+// Event is one outbox entry for one sink.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Sink   string    `json:"sink"`
+	Type   string    `json:"type"`
+	ItemID uint64    `json:"item_id"`
+	Note   string    `json:"note,omitempty"` // escalation target, reminder text
+	At     time.Time `json:"at"`
+	// Attempts and NextAttempt are the delivery state kept by the sink's worker.
+	Attempts    int       `json:"attempts,omitempty"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// Emit queues an event about item id for every configured sink, in tx.
+func (tx *Tx) Emit(id uint64, typ, note string) error {
+	for _, sink := range tx.call.bot.sinks {
+		if err := tx.EmitTo(sink, id, typ, note); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EmitTo queues an event for one sink, in tx.
+func (tx *Tx) EmitTo(sink string, id uint64, typ, note string) error {
+	seq, err := tx.NextSequence(bucketOutbox)
+	if err != nil {
+		return err
+	}
+	ev := Event{Seq: seq, Sink: sink, Type: typ, ItemID: id, Note: note, At: tx.now()}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	tx.queued = true
+	return tx.Put(bucketOutbox, outboxKey(sink, seq), b)
+}
+
+func outboxKey(sink string, seq uint64) []byte {
+	return kv.Join([]byte(sink), kv.U64(seq))
+}
+
+// Pending returns up to limit queued events of sink whose next attempt is due
+// at now, oldest first.
+func (b *Bot) Pending(ctx context.Context, sink string, now time.Time, limit int) ([]Event, error) {
+	var out []Event
+	prefix := append([]byte(sink), 0)
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		return kv.Prefix(tx, bucketOutbox, prefix, func(_, v []byte) error {
+			var ev Event
+			if err := json.Unmarshal(v, &ev); err != nil {
+				return err
+			}
+			if ev.NextAttempt.After(now) {
+				return nil
+			}
+			out = append(out, ev)
+			if len(out) >= limit {
+				return kv.ErrStop
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// OutboxDepth counts the events queued for sink.
+func (b *Bot) OutboxDepth(ctx context.Context, sink string) (int, error) {
+	n := 0
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		return kv.Prefix(tx, bucketOutbox, append([]byte(sink), 0), func(_, _ []byte) error { n++; return nil })
+	})
+	return n, err
+}
+
+// Delivered removes a delivered event from the outbox.
+func (b *Bot) Delivered(ctx context.Context, ev Event) error {
+	return b.store.Update(ctx, func(tx kv.Tx) error {
+		return tx.Delete(bucketOutbox, outboxKey(ev.Sink, ev.Seq))
+	})
+}
+
+// Retry records a failed delivery attempt and when to try again.
+func (b *Bot) Retry(ctx context.Context, ev Event, next time.Time, cause error) error {
+	ev.Attempts++
+	ev.NextAttempt = next
+	if cause != nil {
+		ev.LastError = cause.Error()
+	}
+	return b.store.Update(ctx, func(tx kv.Tx) error {
+		if cur, err := tx.Get(bucketOutbox, outboxKey(ev.Sink, ev.Seq)); err != nil || cur == nil {
+			return err // delivered or dropped meanwhile
+		}
+		v, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		return tx.Put(bucketOutbox, outboxKey(ev.Sink, ev.Seq), v)
+	})
+}

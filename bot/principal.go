@@ -1,0 +1,213 @@
+package bot
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// Principal buckets.
+const (
+	bucketPrincipals = "principals" // id -> Principal JSON
+	bucketKeys       = "keys"       // sha256(key) -> principal id
+)
+
+// KeyPrefix starts every API key, so a leaked key is recognisable.
+const KeyPrefix = "cs_sk_"
+
+// Principal is a person, agent or service with one role and optional scopes.
+type Principal struct {
+	ID        string      `json:"id"`
+	Name      string      `json:"name"`
+	Role      policy.Role `json:"role"`
+	Kind      string      `json:"kind"`             // person, agent or service
+	Scopes    []string    `json:"scopes,omitempty"` // user_ids it may touch; empty = all
+	Revoked   bool        `json:"revoked,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+}
+
+// Caller is the authenticated identity behind one tool call: a principal,
+// and, when the call came from chat, the chat identity that was mapped to it.
+type Caller struct {
+	Principal
+	// Surface is where the call came from: http, mcp, cli, slack, discord.
+	Surface string
+	// ChatID is the platform user id when the call came from chat.
+	ChatID string
+}
+
+// String renders the caller as the seeds' "name [id]": the principal id, or
+// the chat user id for a call from chat.
+func (c *Caller) String() string {
+	if c == nil {
+		return "[]"
+	}
+	id := c.ID
+	if c.ChatID != "" {
+		id = c.ChatID
+	}
+	return fmt.Sprintf("%s [%s]", c.Name, id)
+}
+
+// SamePrincipal reports whether a and b are the same principal, by id or by
+// name (a person may hold a key and a chat identity under one name).
+func SamePrincipal(aID, aName, bID, bName string) bool {
+	return (aID != "" && aID == bID) || (aName != "" && strings.EqualFold(aName, bName))
+}
+
+// newKey returns a random API key and its stored hash.
+func newKey() (key, hash string, err error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	key = KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return key, hashKey(key), nil
+}
+
+func hashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+func newPrincipalID() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "prin_" + hex.EncodeToString(b[:]), nil
+}
+
+// ValidateName checks a principal name: 1-64 characters of letters, digits,
+// '_', '-', '.' or ':'.
+func ValidateName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("must be 1 to 64 characters")
+	}
+	for _, r := range name {
+		ok := r == '_' || r == '-' || r == '.' || r == ':' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
+		if !ok {
+			return fmt.Errorf("may hold only letters, digits, '_', '-', '.' and ':'")
+		}
+	}
+	return nil
+}
+
+// ParseScopes splits a comma-separated scope list. "*" alone means
+// unrestricted; mixed with other scopes it is dropped.
+func ParseScopes(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" && p != "*" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CreatePrincipal stores a new principal inside tx and returns it with its
+// API key, which is never stored and cannot be shown again.
+func CreatePrincipal(tx kv.Tx, now time.Time, name string, role policy.Role, kind string, scopes []string) (Principal, string, error) {
+	if err := ValidateName(name); err != nil {
+		return Principal{}, "", Invalid("name", "%v", err)
+	}
+	if _, err := policy.ParseRole(string(role)); err != nil {
+		return Principal{}, "", Invalid("role", "%v", err)
+	}
+	switch kind {
+	case "":
+		kind = "agent"
+	case "agent", "person", "service":
+	default:
+		return Principal{}, "", Invalid("kind", "unknown kind %q; use agent, person or service", kind)
+	}
+	id, err := newPrincipalID()
+	if err != nil {
+		return Principal{}, "", err
+	}
+	key, hash, err := newKey()
+	if err != nil {
+		return Principal{}, "", err
+	}
+	p := Principal{ID: id, Name: name, Role: role, Kind: kind, Scopes: scopes, CreatedAt: now.UTC()}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return Principal{}, "", err
+	}
+	if err := tx.Put(bucketPrincipals, []byte(id), b); err != nil {
+		return Principal{}, "", err
+	}
+	if err := tx.Put(bucketKeys, []byte(hash), []byte(id)); err != nil {
+		return Principal{}, "", err
+	}
+	return p, key, nil
+}
+
+// LoadPrincipal reads a principal by id; it returns nil if there is none.
+func LoadPrincipal(tx kv.Tx, id string) (*Principal, error) {
+	b, err := tx.Get(bucketPrincipals, []byte(id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var p Principal
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("principal %s: %w", id, err)
+	}
+	return &p, nil
+}
+
+// SavePrincipal overwrites a stored principal.
+func SavePrincipal(tx kv.Tx, p Principal) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return tx.Put(bucketPrincipals, []byte(p.ID), b)
+}
+
+// ListPrincipals returns every stored principal in id order.
+func ListPrincipals(tx kv.Tx) ([]Principal, error) {
+	var out []Principal
+	err := tx.Ascend(bucketPrincipals, nil, nil, func(_, v []byte) error {
+		var p Principal
+		if err := json.Unmarshal(v, &p); err != nil {
+			return err
+		}
+		out = append(out, p)
+		return nil
+	})
+	return out, err
+}
+
+// Authenticate resolves an API key to its principal. A missing, unknown or
+// revoked key is a KindUnauthenticated error.
+func (b *Bot) Authenticate(ctx context.Context, key string) (*Caller, error) {
+	if key == "" {
+		return nil, Errorf(KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", KeyPrefix)
+	}
+	var p *Principal
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		id, err := tx.Get(bucketKeys, []byte(hashKey(key)))
+		if err != nil || id == nil {
+			return err
+		}
+		p, err = LoadPrincipal(tx, string(id))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if p == nil || p.Revoked {
+		return nil, Errorf(KindUnauthenticated, "Access denied: unknown or revoked API key. Create one with `countersign keys create`.")
+	}
+	return &Caller{Principal: *p}, nil
+}

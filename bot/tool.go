@@ -1,0 +1,136 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"github.com/countersign/countersign/policy"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Annotations describe a tool's effects to clients (MCP tool annotations).
+type Annotations struct {
+	ReadOnly    bool `json:"read_only"`
+	Destructive bool `json:"destructive"`
+	Idempotent  bool `json:"idempotent"`
+}
+
+// Result is what a tool answers: Text for people (the seeds' wording where
+// the seeds give it) and Data, the same result as structured fields.
+type Result struct {
+	Text string `json:"text"`
+	Data any    `json:"data"`
+}
+
+// Handler runs a tool. args is a pointer to the tool's argument struct,
+// already decoded, validated and scope-checked.
+type Handler func(ctx context.Context, c *Call, args any) (Result, error)
+
+// Tool is one capability of Countersign, served identically on every surface
+// (HTTP, MCP, CLI, chat).
+type Tool struct {
+	Name        string
+	Description string
+	Capability  policy.Capability
+	Annotations Annotations
+	// Args is the zero value of the argument struct (for example FooArgs{}).
+	// An argument struct that embeds Space takes the memory-space arguments
+	// and is scope-checked before the handler runs.
+	Args    any
+	Handler Handler
+
+	argType  reflect.Type
+	schema   *jsonschema.Schema
+	required []string
+	spaced   bool
+}
+
+// ToolInfo is the public description of a tool.
+type ToolInfo struct {
+	Name        string             `json:"name"`
+	Description string             `json:"description"`
+	Capability  policy.Capability  `json:"capability"`
+	Annotations Annotations        `json:"annotations"`
+	Schema      *jsonschema.Schema `json:"input_schema"`
+}
+
+// Space is the memory-space triple every space tool takes.
+type Space struct {
+	UserID  string `json:"user_id,omitempty" jsonschema:"the memory space's user (default \"default\")"`
+	AgentID string `json:"agent_id,omitempty" jsonschema:"the memory space's agent (default \"\")"`
+	RunID   string `json:"run_id,omitempty" jsonschema:"the memory space's run (default \"\")"`
+}
+
+// Normalized returns the space with defaults applied.
+func (s Space) Normalized() Space {
+	if s.UserID == "" {
+		s.UserID = "default"
+	}
+	return s
+}
+
+// String renders the space as user/agent/run.
+func (s Space) String() string { return s.UserID + "/" + s.AgentID + "/" + s.RunID }
+
+var spaceType = reflect.TypeOf(Space{})
+
+// Register adds tools to the registry. It returns an error for a duplicate
+// name or an argument type whose schema cannot be inferred.
+func (b *Bot) Register(tools ...Tool) error {
+	for _, t := range tools {
+		if _, dup := b.tools[t.Name]; dup {
+			return fmt.Errorf("tool %s registered twice", t.Name)
+		}
+		t.argType = reflect.TypeOf(t.Args)
+		if t.argType == nil || t.argType.Kind() != reflect.Struct {
+			return fmt.Errorf("tool %s: Args must be a struct value", t.Name)
+		}
+		s, req, err := schemaFor(t.argType)
+		if err != nil {
+			return fmt.Errorf("tool %s: schema: %w", t.Name, err)
+		}
+		s.Description = t.Description
+		t.schema, t.required = s, req
+		for i := 0; i < t.argType.NumField(); i++ {
+			f := t.argType.Field(i)
+			if f.Anonymous && f.Type == spaceType {
+				t.spaced = true
+			}
+		}
+		tt := t
+		b.tools[t.Name] = &tt
+	}
+	return nil
+}
+
+// Tools lists the registered tools sorted by name.
+func (b *Bot) Tools() []ToolInfo {
+	out := make([]ToolInfo, 0, len(b.tools))
+	for _, t := range b.tools {
+		out = append(out, ToolInfo{Name: t.Name, Description: t.Description, Capability: t.Capability, Annotations: t.Annotations, Schema: t.schema})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// spaceOf returns the (normalised) space embedded in args, if any.
+func spaceOf(args any) (Space, bool) {
+	v := reflect.ValueOf(args)
+	if v.Kind() == reflect.Pointer {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return Space{}, false
+	}
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if f.Anonymous && f.Type == spaceType {
+			sp := v.Field(i).Interface().(Space).Normalized()
+			v.Field(i).Set(reflect.ValueOf(sp))
+			return sp, true
+		}
+	}
+	return Space{}, false
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+)
+
+// app is everything serve wires together.
+type app struct {
+	cfg     *Config
+	db      *bolt.DB
+	bot     *bot.Bot
+	log     *slog.Logger
+	getenv  func(string) string
+	mounts  map[string]http.Handler
+	mw      []func(http.Handler) http.Handler
+	runners []runner
+	closers []func() error
+}
+
+// runner is a background loop owned by serve; it returns when ctx ends.
+type runner struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// openStore opens the bbolt file and the audit signing key.
+func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
+	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := bolt.Open(cfg.Store.Path, bolt.Options{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, key, nil
+}
+
+// loadSigningKey reads the hex Ed25519 seed at path, creating it with mode
+// 0600 when it does not exist.
+func loadSigningKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		seed := make([]byte, ed25519.SeedSize)
+		if _, err := rand.Read(seed); err != nil {
+			return nil, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("audit.signing_key: create %s: %w", path, err)
+		}
+		if _, err := f.WriteString(hex.EncodeToString(seed) + "\n"); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit.signing_key: write %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+		return ed25519.NewKeyFromSeed(seed), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit.signing_key: %w", err)
+	}
+	seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(seed) != ed25519.SeedSize {
+		return nil, fmt.Errorf("audit.signing_key: %s does not hold a hex Ed25519 seed of %d bytes", path, ed25519.SeedSize)
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// buildApp opens the store and wires the bot, its tools and the edges.
+func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logger *slog.Logger) (*app, error) {
+	db, key, err := openStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, db: db, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
+	a.closers = append(a.closers, db.Close)
+	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks()})
+	if err != nil {
+		a.close()
+		return nil, err
+	}
+	for _, wire := range []func(context.Context) error{a.wireMemory} {
+		if err := wire(ctx); err != nil {
+			a.close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// sinks are the outbox consumers the configuration turns on.
+func (c *Config) sinks() []string {
+	var s []string
+	if c.Slack != nil {
+		s = append(s, "slack")
+	}
+	if c.Discord != nil {
+		s = append(s, "discord")
+	}
+	return s
+}
+
+func (a *app) handler() http.Handler {
+	return webhook.NewServer(webhook.Options{
+		App:        a.bot,
+		Logger:     a.log,
+		MaxBody:    a.cfg.HTTP.MaxBodyBytes,
+		Ready:      func() error { return a.db.View(context.Background(), func(kv.Tx) error { return nil }) },
+		Mounts:     a.mounts,
+		Middleware: a.mw,
+	})
+}
+
+// close releases everything in reverse order of acquisition.
+func (a *app) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			a.log.Warn("close", "err", err)
+		}
+	}
+	a.closers = nil
+}

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/memory"
+)
+
+// wireMemory registers the memory, gate and memory-approval tools.
+func (a *app) wireMemory(ctx context.Context) error {
+	m := a.cfg.Memory
+	return bot.RegisterMemory(a.bot, memory.Options{
+		Schema:             a.cfg.schema,
+		CriticalCategories: m.CriticalCategories,
+		CriticalBudget:     m.CriticalBudget,
+		RecallContext:      m.RecallContext,
+		TrustedSources:     m.TrustedSources,
+		ProposalMaxAge:     m.ProposalMaxAge,
+	})
+}

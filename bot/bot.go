@@ -38,6 +38,9 @@ type Bot struct {
 	tools  map[string]*Tool
 	kinds  map[ItemKind]ItemSource
 	notify chan struct{} // signalled (non-blocking) after a commit that queued outbox events
+
+	sweepSteps []namedStep
+	directory  *Directory
 }
 
 // New returns a Bot with no tools registered.

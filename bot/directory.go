@@ -1,0 +1,99 @@
+package bot
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/countersign/countersign/policy"
+)
+
+// ChatPrincipal maps chat identities to a principal who decides from chat.
+type ChatPrincipal struct {
+	Name         string
+	Role         policy.Role
+	Slack        string   // Slack user id (U…/W…)
+	Discord      string   // Discord user id (snowflake)
+	DiscordRoles []string // Discord role ids whose members act as this principal
+}
+
+// Directory resolves chat users to principals. It is built from config.
+type Directory struct {
+	slack        map[string]ChatPrincipal
+	discord      map[string]ChatPrincipal
+	discordRoles map[string]ChatPrincipal
+}
+
+// NewDirectory indexes the chat principals. A chat id mapped twice is an error.
+func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
+	d := &Directory{slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}}
+	for _, p := range ps {
+		if p.Slack != "" {
+			if o, dup := d.slack[p.Slack]; dup {
+				return nil, fmt.Errorf("slack user %s is mapped to both %s and %s", p.Slack, o.Name, p.Name)
+			}
+			d.slack[p.Slack] = p
+		}
+		if p.Discord != "" {
+			if o, dup := d.discord[p.Discord]; dup {
+				return nil, fmt.Errorf("discord user %s is mapped to both %s and %s", p.Discord, o.Name, p.Name)
+			}
+			d.discord[p.Discord] = p
+		}
+		for _, r := range p.DiscordRoles {
+			if o, dup := d.discordRoles[r]; dup {
+				return nil, fmt.Errorf("discord role %s is mapped to both %s and %s", r, o.Name, p.Name)
+			}
+			d.discordRoles[r] = p
+		}
+	}
+	return d, nil
+}
+
+// SetDirectory installs the chat directory.
+func (b *Bot) SetDirectory(d *Directory) { b.directory = d }
+
+func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
+	return &Caller{
+		Principal: Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person"},
+		Surface:   surface,
+		ChatID:    chatID,
+	}
+}
+
+// SlackCaller returns the caller a Slack user acts as, or nil if unmapped.
+func (b *Bot) SlackCaller(userID string) *Caller {
+	if b.directory == nil || userID == "" {
+		return nil
+	}
+	p, ok := b.directory.slack[userID]
+	if !ok {
+		return nil
+	}
+	return chatCaller(p, "slack", userID)
+}
+
+// DiscordCaller returns the caller a Discord user acts as: a direct user
+// mapping first, else the first of their roles that is mapped; nil if none.
+func (b *Bot) DiscordCaller(userID string, roleIDs []string) *Caller {
+	if b.directory == nil || userID == "" {
+		return nil
+	}
+	if p, ok := b.directory.discord[userID]; ok {
+		return chatCaller(p, "discord", userID)
+	}
+	for _, r := range roleIDs {
+		if p, ok := b.directory.discordRoles[r]; ok {
+			return chatCaller(p, "discord", userID)
+		}
+	}
+	return nil
+}
+
+// DenyChat records a refused chat attempt (an unmapped or unauthorised
+// clicker) in the audit chain, with the chat identity as the principal.
+func (b *Bot) DenyChat(ctx context.Context, surface, chatID, what string) error {
+	c := &Call{bot: b, Caller: &Caller{Principal: Principal{Name: "unmapped", ID: surface}, Surface: surface, ChatID: chatID}, Now: b.now(), Tool: &Tool{Name: surface}}
+	return b.Update(ctx, c, func(tx *Tx) error {
+		return tx.Audit("access_denied", surface+": "+what)
+	})
+}

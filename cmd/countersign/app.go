@@ -104,7 +104,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 
-	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/memorytools"
 	"github.com/countersign/countersign/memory"
 )
 
 // wireMemory registers the memory, gate and memory-approval tools.
 func (a *app) wireMemory(ctx context.Context) error {
 	m := a.cfg.Memory
-	return bot.RegisterMemory(a.bot, memory.Options{
+	return memorytools.Register(a.bot, memory.Options{
 		Schema:             a.cfg.schema,
 		CriticalCategories: m.CriticalCategories,
 		CriticalBudget:     m.CriticalBudget,

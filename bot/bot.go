@@ -57,11 +57,13 @@ func New(o Options) (*Bot, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Bot{
+	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
 		notify: make(chan struct{}, 1),
-	}, nil
+	}
+	b.OnSweep("deliveries", b.pruneDeliveries)
+	return b, nil
 }
 
 // Now returns the bot's clock reading.

@@ -1,0 +1,91 @@
+package bot
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type testArgs struct {
+	Space
+	Subject    string   `json:"subject" jsonschema:"the subject"`
+	Confidence *float64 `json:"confidence,omitempty"`
+	Tags       []string `json:"tags,omitempty"`
+	Count      int      `json:"count,omitempty"`
+}
+
+func TestSchemaFlattensSpaceAndMarksRequired(t *testing.T) {
+	s, req, err := schemaFor(reflect.TypeOf(testArgs{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(req, []string{"subject"}) {
+		t.Fatalf("required = %v, want [subject]", req)
+	}
+	b, _ := json.Marshal(s)
+	for _, f := range []string{`"user_id"`, `"agent_id"`, `"run_id"`, `"subject"`, `"confidence"`} {
+		if !strings.Contains(string(b), f) {
+			t.Errorf("schema lacks %s: %s", f, b)
+		}
+	}
+}
+
+func TestDecodeArgs(t *testing.T) {
+	typ := reflect.TypeOf(testArgs{})
+	cases := []struct {
+		name, raw, field, msg string
+	}{
+		{"ok", `{"subject":"x","user_id":"u"}`, "", ""},
+		{"empty body is an empty object", ``, "subject", "required argument is missing"},
+		{"null", `null`, "", "not null"},
+		{"array", `[1]`, "", "must be a JSON object"},
+		{"malformed", `{"subject":`, "", "must be a JSON object"},
+		{"unknown field", `{"subject":"x","sujbect":"y"}`, "sujbect", "unknown argument"},
+		{"missing required", `{"user_id":"u"}`, "subject", "required argument is missing"},
+		{"required null", `{"subject":null}`, "subject", "required argument is missing"},
+		{"wrong type", `{"subject":"x","confidence":"high"}`, "confidence", "must be a number"},
+		{"wrong type in slice", `{"subject":"x","tags":"a"}`, "tags", "must be an array"},
+		{"integer", `{"subject":"x","count":1.5}`, "count", "must be an integer"},
+		{"NUL byte", `{"subject":"a\u0000b"}`, "subject", "NUL"},
+		{"invalid UTF-8", "{\"subject\":\"\xff\"}", "", "UTF-8"},
+		{"trailing garbage", `{"subject":"x"} {}`, "", "JSON object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := decodeArgs(typ, []string{"subject"}, []byte(tc.raw))
+			if tc.msg == "" {
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+				a := v.(*testArgs)
+				if a.Subject != "x" || a.UserID != "u" {
+					t.Fatalf("decoded %+v", a)
+				}
+				return
+			}
+			e, ok := err.(*Error)
+			if !ok || e.Kind != KindInvalid {
+				t.Fatalf("err = %#v, want a KindInvalid *Error", err)
+			}
+			if e.Field != tc.field || !strings.Contains(e.Msg, tc.msg) {
+				t.Fatalf("got field %q msg %q, want field %q msg containing %q", e.Field, e.Msg, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+func TestSpaceNormalizedAndValidated(t *testing.T) {
+	a := &testArgs{Subject: "x"}
+	sp, ok := spaceOf(a)
+	if !ok || sp.UserID != "default" || a.UserID != "default" {
+		t.Fatalf("space = %+v ok=%v args=%+v; want user_id defaulted in both", sp, ok, a)
+	}
+	if err := ValidateSpace(Space{UserID: strings.Repeat("u", 129)}); err == nil {
+		t.Fatal("a 129-byte user_id was accepted")
+	}
+	if err := ValidateSpace(Space{AgentID: "a\nb"}); err == nil {
+		t.Fatal("a control character in agent_id was accepted")
+	}
+}

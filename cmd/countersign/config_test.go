@@ -1,0 +1,144 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	countersign "github.com/countersign/countersign"
+)
+
+func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
+	cfg, err := parseConfig(countersign.DefaultConfig, t.TempDir())
+	if err != nil {
+		t.Fatalf("the default config.yaml does not load: %v", err)
+	}
+	if cfg.Listen != "127.0.0.1:8080" || filepath.Base(cfg.Store.Path) != "countersign.db" {
+		t.Fatalf("listen %q store %q: the contract defaults changed", cfg.Listen, cfg.Store.Path)
+	}
+	if s, ok := cfg.schema.Lookup("Current Medication"); !ok || s.Name != "active_medication" || !s.Confirm {
+		t.Fatalf("the default declares active_medication (confirm) with alias current_medication; got %+v %v", s, ok)
+	}
+	if cfg.Sweep.Schedule != "@every 1m" || cfg.Memory.CriticalBudget != 200 || cfg.Memory.RecallContext != 40 {
+		t.Fatalf("defaults: %+v %+v", cfg.Sweep, cfg.Memory)
+	}
+}
+
+func TestRootConfigIsTheEmbeddedOne(t *testing.T) {
+	b, err := os.ReadFile("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(countersign.DefaultConfig) {
+		t.Fatal("config.yaml differs from the embedded default")
+	}
+}
+
+func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	bad := `
+listen: nowhere
+memory:
+  critical_budget: -1
+  slots:
+    - name: ""
+tools:
+  - name: drop_table
+    category: dangerous
+    approvers: {roles: [agent, owner]}
+    quorum: -1
+slack:
+  mode: carrier-pigeon
+  channels: {}
+principals:
+  - name: dr_smith
+    role: boss
+sweep:
+  schedule: "every minute"
+log:
+  format: xml
+`
+	_, err := parseConfig([]byte(bad), t.TempDir())
+	if err == nil {
+		t.Fatal("a bad config loaded")
+	}
+	for _, want := range []string{
+		`listen: "nowhere" is not host:port`,
+		"memory.critical_budget: must be at least 1",
+		"memory.slots: slots[0].name: required",
+		`tools[0].category: "dangerous" is not a category`,
+		`tools[0].approvers.roles[0]: role "agent" cannot approve`,
+		"tools[0].approvers.roles[1]: Unknown role 'owner'",
+		"tools[0].quorum: must be at least 1",
+		`slack.mode: "carrier-pigeon" is not a mode`,
+		"slack.bot_token_env: required",
+		"slack.channels.default: required",
+		"principals[0].role: Unknown role 'boss'",
+		"principals[0]: maps no chat identity",
+		`sweep.schedule: "every minute"`,
+		`log.format: "xml"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing problem %q in:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigUnknownKeyIsAnError(t *testing.T) {
+	_, err := parseConfig([]byte("listen: 127.0.0.1:1\nstroe:\n  path: x.db\n"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "stroe") {
+		t.Fatalf("err = %v, want the unknown key named", err)
+	}
+	_, err = parseConfig([]byte("listen: [\n"), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "not valid YAML") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
+	dir := t.TempDir()
+	cases := map[string]string{
+		"missing.json":   "cannot read",
+		"malformed.json": "malformed JSON",
+		"unknown.json":   `unknown field "confrim"`,
+		"noslots.json":   `missing "slots" array`,
+	}
+	files := map[string]string{
+		"malformed.json": `{"slots": [`,
+		"unknown.json":   `{"slots": [{"name": "a", "confrim": true}]}`,
+		"noslots.json":   `{}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range cases {
+		_, err := parseConfig([]byte("memory:\n  slot_schema: "+name+"\n"), dir)
+		if err == nil || !strings.Contains(err.Error(), "memory.slot_schema") || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want memory.slot_schema, the file name and %q", name, err, want)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ok.json"), []byte(`{"slots": [{"name": "active_medication", "aliases": ["meds"], "confirm": true}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseConfig([]byte("memory:\n  slot_schema: ok.json\n"), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := cfg.schema.Lookup("MEDS"); !ok || s.Name != "active_medication" {
+		t.Fatalf("alias lookup = %+v %v", s, ok)
+	}
+}
+
+func TestServeRefusesBadConfig(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "c.yaml")
+	if err := os.WriteFile(p, []byte("sweep:\n  schedule: nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(t.Context(), []string{"serve", "--config", p}, func(string) string { return "" }, nil, os.Stdout, os.Stderr)
+	if err == nil || !strings.Contains(err.Error(), "sweep.schedule") {
+		t.Fatalf("serve with a bad config: %v", err)
+	}
+}

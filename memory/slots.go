@@ -112,6 +112,9 @@ func ParseSchema(r io.Reader) (*Schema, error) {
 		if errors.As(err, &se) {
 			return nil, fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, err)
 		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, errors.New("malformed JSON: the file ends before the object is closed")
+		}
 		return nil, fmt.Errorf("%v (the format is {\"slots\": [{\"name\": ..., \"aliases\": [...], \"category\": ..., \"verbatim\": true, \"multi\": true, \"confirm\": true}]})", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {

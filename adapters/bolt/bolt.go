@@ -24,8 +24,9 @@ var ErrLocked = errors.New("the store is locked by another process")
 
 // DB is an open bbolt store.
 type DB struct {
-	db   *bbolt.DB
-	path string
+	db    *bbolt.DB
+	path  string
+	group *committer // nil unless Options.GroupCommit
 }
 
 var _ kv.Store = (*DB)(nil)
@@ -37,6 +38,9 @@ type Options struct {
 	LockTimeout time.Duration
 	// ReadOnly opens the file without taking the writer lock.
 	ReadOnly bool
+	// GroupCommit merges concurrent Updates into one durable commit (see
+	// committer). Every Update function must then be safe to run twice.
+	GroupCommit bool
 }
 
 // Open opens (creating if needed) the bbolt file at path with mode 0600.
@@ -65,19 +69,31 @@ func Open(path string, opt Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	return &DB{db: db, path: path}, nil
+	d := &DB{db: db, path: path}
+	if opt.GroupCommit && !opt.ReadOnly {
+		d.group = newCommitter(db)
+	}
+	return d, nil
 }
 
 // Path returns the file the store was opened from.
 func (d *DB) Path() string { return d.path }
 
 // Close closes the file. It waits for open transactions to finish.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	if d.group != nil {
+		d.group.close()
+	}
+	return d.db.Close()
+}
 
 // Update runs fn in a read-write transaction and commits it durably.
 func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if d.group != nil {
+		return d.group.update(ctx, fn)
 	}
 	return d.db.Update(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
 }

@@ -97,3 +97,10 @@ func (b *Bot) DenyChat(ctx context.Context, surface, chatID, what string) error 
 		return tx.Audit("access_denied", surface+": "+what)
 	})
 }
+
+// AuditChat records something a mapped chat user did outside a tool call
+// (a refused command, a view of a sensitive item's detail), as that user.
+func (b *Bot) AuditChat(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
+	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
+	return b.Update(ctx, c, func(tx *Tx) error { return tx.Audit(action, detail) })
+}

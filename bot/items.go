@@ -15,6 +15,7 @@ import (
 const (
 	bucketItems  = "items"  // item id (big-endian seq) -> ItemRecord JSON
 	bucketOutbox = "outbox" // sink 0x00 seq -> Event JSON
+	bucketOpen   = "items_open" // item id -> nothing: items not yet decided
 )
 
 // ItemKind is the kind of a pending item shown in chat.
@@ -107,6 +108,9 @@ func (tx *Tx) NewItem(kind ItemKind, key string, sp Space, channel string) (uint
 	}
 	rec := ItemRecord{ID: id, Kind: kind, Key: key, Space: sp, Channel: channel, CreatedAt: tx.now()}
 	if err := putItem(tx.Tx, rec); err != nil {
+		return 0, err
+	}
+	if err := tx.Put(bucketOpen, kv.U64(id), []byte{1}); err != nil {
 		return 0, err
 	}
 	return id, tx.Emit(id, EventCreated, "")
@@ -264,7 +268,13 @@ type Event struct {
 }
 
 // Emit queues an event about item id for every configured sink, in tx.
+// EventDecided also takes the item off the list of open items.
 func (tx *Tx) Emit(id uint64, typ, note string) error {
+	if typ == EventDecided {
+		if err := tx.Delete(bucketOpen, kv.U64(id)); err != nil {
+			return err
+		}
+	}
 	for _, sink := range tx.call.bot.sinks {
 		if err := tx.EmitTo(sink, id, typ, note); err != nil {
 			return err
@@ -349,4 +359,26 @@ func (b *Bot) Retry(ctx context.Context, ev Event, next time.Time, cause error) 
 		}
 		return tx.Put(bucketOutbox, outboxKey(ev.Sink, ev.Seq), v)
 	})
+}
+
+// PendingItems returns up to limit items still awaiting a decision, newest
+// first, in one read transaction.
+func (b *Bot) PendingItems(ctx context.Context, limit int) ([]Item, error) {
+	var out []Item
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		return tx.Descend(bucketOpen, nil, nil, func(k, _ []byte) error {
+			it, err := b.itemView(tx, kv.ParseU64(k))
+			if err != nil {
+				return err
+			}
+			if it.Pending() {
+				out = append(out, it)
+				if len(out) >= limit {
+					return kv.ErrStop
+				}
+			}
+			return nil
+		})
+	})
+	return out, err
 }

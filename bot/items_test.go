@@ -1,0 +1,133 @@
+package bot
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/kv"
+)
+
+// testSource renders items from a map of statuses kept in the test.
+type testSource struct{ status map[string]string }
+
+func (s testSource) View(_ kv.Tx, rec ItemRecord) (Item, error) {
+	return Item{Title: "item " + rec.Key, Status: s.status[rec.Key]}, nil
+}
+
+func (s testSource) DecisionCall(rec ItemRecord, approve bool, reason string, _ []string) (string, map[string]any, error) {
+	return "decide", map[string]any{"key": rec.Key, "approve": approve}, nil
+}
+
+func newTestBot(t *testing.T, sinks ...string) *Bot {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	b, err := New(Options{Store: db, SigningKey: key, Sinks: sinks, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestItemsOutboxAndOpenIndex(t *testing.T) {
+	b := newTestBot(t, "slack", "discord")
+	src := testSource{status: map[string]string{"a": "pending", "b": "pending"}}
+	b.RegisterItemKind(KindAction, src)
+	ctx := context.Background()
+	sys := b.SystemCall(b.Now())
+	var ida, idb uint64
+	err := b.Update(ctx, sys, func(tx *Tx) error {
+		var err error
+		if ida, err = tx.NewItem(KindAction, "a", Space{UserID: "u"}, ""); err != nil {
+			return err
+		}
+		idb, err = tx.NewItem(KindAction, "b", Space{UserID: "u"}, "ops")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ida != 1 || idb != 2 {
+		t.Fatalf("ids %d, %d; want 1, 2", ida, idb)
+	}
+	for _, sink := range []string{"slack", "discord"} {
+		if n, _ := b.OutboxDepth(ctx, sink); n != 2 {
+			t.Fatalf("%s outbox depth %d, want 2 (one created event per item)", sink, n)
+		}
+	}
+	it, err := b.Item(ctx, idb)
+	if err != nil || it.Channel != "ops" || it.Title != "item b" || it.Space.UserID != "u" {
+		t.Fatalf("item = %+v, %v", it, err)
+	}
+	if _, err := b.Item(ctx, 99); !errors.Is(err, ErrNoItem) {
+		t.Fatalf("missing item err = %v", err)
+	}
+	open, _ := b.PendingItems(ctx, 10)
+	if len(open) != 2 || open[0].ID != 2 {
+		t.Fatalf("pending = %+v, want items 2 and 1, newest first", open)
+	}
+	src.status["a"] = "approved"
+	if err := b.Update(ctx, sys, func(tx *Tx) error { return tx.Emit(ida, EventDecided, "") }); err != nil {
+		t.Fatal(err)
+	}
+	open, _ = b.PendingItems(ctx, 10)
+	if len(open) != 1 || open[0].ID != 2 {
+		t.Fatalf("after deciding item 1, pending = %+v", open)
+	}
+	// The slack sink delivers in order; a failure stops the pass and is retried later.
+	var got []string
+	fail := true
+	deliver := func(_ context.Context, ev Event) error {
+		if ev.Type == EventDecided && fail {
+			fail = false
+			return &RetryAfterError{After: time.Minute, Err: errors.New("429")}
+		}
+		got = append(got, ev.Type)
+		return nil
+	}
+	if err := b.DrainSink(ctx, "slack", deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("first pass delivered %v, want the two created events", got)
+	}
+	if n, _ := b.OutboxDepth(ctx, "slack"); n != 1 {
+		t.Fatalf("depth %d, want the failed event kept", n)
+	}
+	if err := b.DrainSink(ctx, "slack", deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("the event was retried before its Retry-After: %v", got)
+	}
+}
+
+func TestFirstDeliveryOnceAndPruned(t *testing.T) {
+	b := newTestBot(t)
+	ctx := context.Background()
+	first, err := b.FirstDelivery(ctx, "slack:T1")
+	if err != nil || !first {
+		t.Fatalf("first = %v, %v", first, err)
+	}
+	if again, _ := b.FirstDelivery(ctx, "slack:T1"); again {
+		t.Fatal("a replayed delivery was reported as first")
+	}
+	n, err := b.pruneDeliveries(ctx, b.Now().Add(DeliveryTTL+time.Second))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v", n, err)
+	}
+	if first, _ := b.FirstDelivery(ctx, "slack:T1"); !first {
+		t.Fatal("a pruned id is still remembered")
+	}
+}

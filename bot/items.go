@@ -13,8 +13,8 @@ import (
 
 // Item buckets.
 const (
-	bucketItems  = "items"  // item id (big-endian seq) -> ItemRecord JSON
-	bucketOutbox = "outbox" // sink 0x00 seq -> Event JSON
+	bucketItems  = "items"      // item id (big-endian seq) -> ItemRecord JSON
+	bucketOutbox = "outbox"     // sink 0x00 seq -> Event JSON
 	bucketOpen   = "items_open" // item id -> nothing: items not yet decided
 )
 

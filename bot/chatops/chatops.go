@@ -1,11 +1,32 @@
 // Package chatops runs the chat commands (/countersign pending, show,
-// approve, reject, history, check, help) behind the deterministic scope gate.
+// approve, reject, history, check, help) behind the deterministic scope gate
+// (policy.Scope).
+//
+// Every message goes through the gate first. A well-formed command runs; a
+// greeting, a capability question, an informational question or unknown
+// in-lane text gets the help; free text that reads like a decision ("yes",
+// "approve it") is told that it decided nothing; an out-of-lane request gets
+// the gate's refusal, which names who does the thing instead.
+//
+// A decision is taken only by the exact command "approve <id>" or
+// "reject <id> <reason>" from a chat user mapped to a principal, through
+// bot.DecideItem: the same tool call, capability check and audit entry as an
+// API client's. Every reply is private to the person who typed the command,
+// because a channel may be shared.
 package chatops
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
 )
 
 // Reply is the answer to a chat command.
@@ -14,9 +35,613 @@ type Reply struct {
 	Private bool   // show only to the user who typed the command
 }
 
+// Limits of what one reply lists.
+const (
+	// scanLimit is how many of the most recent items `pending` looks at.
+	scanLimit = 1000
+	// listLimit is how many pending items one reply lists (Discord caps a
+	// message at 2000 characters).
+	listLimit = 20
+	// titleRunes and valueRunes cap one line of untrusted text.
+	titleRunes = 90
+	valueRunes = 300
+)
+
+// Tool names the commands call.
+const (
+	toolHistory = "history"
+	toolCheck   = "check_before_act"
+)
+
+// Replies to a failure that is Countersign's, not the user's. Neither claims
+// to know whether anything changed.
+const (
+	couldNotComplete = "Sorry, I couldn't complete that. It may be a temporary fault; try again in a moment."
+	couldNotDecide   = "Sorry, I couldn't complete that decision. It may be a temporary fault; check the item with `show <id>` before trying again."
+)
+
 // Run executes one chat command typed by a chat user. caller is the
 // principal the chat user is mapped to, or nil if unmapped. surface is
 // "slack" or "discord"; chatUserID is the platform user id.
 func Run(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, chatUserID, text string) Reply {
-	return Reply{Text: "not implemented yet", Private: true}
+	s := session{b: b, caller: caller, surface: surface, user: chatUserID}
+	v := policy.Scope(text)
+	b.Logger().Info("chat message",
+		"surface", surface, "chat_user", oneLine(chatUserID, 64), "principal", s.principal(),
+		"verdict", string(v.Kind), "command", v.Command.Name, "families", v.Families)
+	return Reply{Text: s.answer(ctx, v), Private: true}
+}
+
+// session is one chat user's command.
+type session struct {
+	b       *bot.Bot
+	caller  *bot.Caller // nil when unmapped
+	surface string
+	user    string
+}
+
+func (s session) principal() string {
+	if s.caller == nil {
+		return ""
+	}
+	return s.caller.String()
+}
+
+// answer turns the gate's verdict into the reply text.
+func (s session) answer(ctx context.Context, v policy.ScopeVerdict) string {
+	switch v.Kind {
+	case policy.ScopeCommand:
+		return s.command(ctx, v.Command)
+	case policy.ScopeGreeting:
+		return "Hi, I'm Countersign. " + policy.LaneStatement + "\n\nType `help` to see the commands."
+	case policy.ScopeCapability:
+		return s.help()
+	case policy.ScopeQuestion:
+		if len(v.Families) > 0 {
+			return "I don't carry out actions myself — that's by design. " + policy.Handoffs(v.Families) + "\n\n" + s.help()
+		}
+		return s.help()
+	case policy.ScopeUsage:
+		return usage(v.Command)
+	case policy.ScopeNotADecision:
+		return notADecision(v.Command)
+	case policy.ScopeTooLong:
+		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", policy.MaxChatText)
+	case policy.ScopeOutOfLane:
+		return policy.Refusal(v.Families)
+	default: // policy.ScopeUnknown
+		return "I didn't recognise that, so I did nothing with it.\n\n" + s.help()
+	}
+}
+
+func (s session) command(ctx context.Context, c policy.ChatCommand) string {
+	switch c.Name {
+	case policy.CmdPending:
+		return s.pending(ctx)
+	case policy.CmdShow:
+		return s.show(ctx, c.ID)
+	case policy.CmdApprove:
+		return s.decide(ctx, c.ID, true, "")
+	case policy.CmdReject:
+		return s.decide(ctx, c.ID, false, c.Reason)
+	case policy.CmdHistory:
+		return s.tool(ctx, policy.CmdHistory, toolHistory, c.Subject, c.Space)
+	case policy.CmdCheck:
+		return s.tool(ctx, policy.CmdCheck, toolCheck, c.Subject, c.Space)
+	default: // policy.CmdHelp
+		return s.help()
+	}
+}
+
+// help is the command list and the lane statement.
+func (s session) help() string {
+	var b strings.Builder
+	b.WriteString("Countersign: " + policy.LaneStatement + "\n\n")
+	b.WriteString("Commands (type them after /countersign):\n")
+	b.WriteString("  pending — what awaits a decision\n")
+	b.WriteString("  show <id> — one item: what is asked, its fields, its status and who decided\n")
+	b.WriteString("  approve <id> — approve an item (people whose role holds approve)\n")
+	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
+	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
+	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
+	b.WriteString("  help — this message\n")
+	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
+	b.WriteString("Only you see my replies. A decision is only ever `approve <id>`, `reject <id> <reason>` or a button, from a person mapped to a principal; a \"yes\" typed in a channel decides nothing.")
+	if s.caller == nil {
+		b.WriteString("\n\n" + s.unmappedNote())
+	} else {
+		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", oneLine(s.caller.Name, 64), s.caller.Role)
+	}
+	return b.String()
+}
+
+func usage(c policy.ChatCommand) string {
+	switch c.Name {
+	case policy.CmdPending:
+		return "`pending` takes nothing after it: type `pending` on its own to list what awaits a decision."
+	case policy.CmdShow:
+		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
+	case policy.CmdApprove:
+		return fmt.Sprintf("`approve` takes one item id and nothing else, so I did nothing. To approve #%d, type `approve %d`.", c.ID, c.ID)
+	case policy.CmdReject:
+		return fmt.Sprintf("A rejection needs a reason, so the agent knows why; I did nothing. Type `reject %d <reason>`, for example `reject %d dose too high`.", c.ID, c.ID)
+	case policy.CmdHistory:
+		return "Usage: `history <subject> [space]`, for example `history active_medication patient_42`. The space is the memory space's user_id; it defaults to \"default\"."
+	case policy.CmdCheck:
+		return "Usage: `check <subject> [space]`, for example `check active_medication patient_42`. The space is the memory space's user_id; it defaults to \"default\"."
+	default:
+		return "Type `help` to see the commands."
+	}
+}
+
+// notADecision answers free text that reads like a decision.
+func notADecision(hint policy.ChatCommand) string {
+	msg := "That isn't a decision: I never take one from conversation text, so nothing was approved or rejected. " +
+		"A person whose role holds approve decides with the buttons on the item, or by typing `approve <id>` or `reject <id> <reason>` on its own; `pending` lists the ids."
+	switch {
+	case hint.Name == policy.CmdApprove && hint.ID != 0:
+		msg += fmt.Sprintf(" To approve #%d, type `approve %d`.", hint.ID, hint.ID)
+	case hint.Name == policy.CmdReject && hint.ID != 0:
+		msg += fmt.Sprintf(" To reject #%d, type `reject %d <reason>`.", hint.ID, hint.ID)
+	}
+	return msg
+}
+
+// unmappedNote says why an unmapped chat user cannot act, and whom to ask.
+func (s session) unmappedNote() string {
+	id := oneLine(s.user, 64)
+	switch s.surface {
+	case "slack":
+		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
+	case "discord":
+		return fmt.Sprintf("Your Discord account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Discord user id, or one of your Discord roles, there.", id)
+	default:
+		return fmt.Sprintf("Your chat account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add you there.", id)
+	}
+}
+
+// mapped reports whether the user is mapped to a principal. If not, it
+// audits the attempt and returns the refusal.
+func (s session) mapped(ctx context.Context, what string) (string, bool) {
+	if s.caller != nil {
+		return "", true
+	}
+	if err := s.b.DenyChat(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, oneLine(s.user, 64))); err != nil {
+		s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+	}
+	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, s.unmappedNote()), false
+}
+
+// audit appends an entry as the mapped caller (a refusal, or a view of
+// sensitive detail).
+func (s session) audit(ctx context.Context, sp bot.Space, action, detail string) error {
+	c := s.b.SystemCall(s.b.Now())
+	c.Caller, c.Tool, c.Space = s.caller, &bot.Tool{Name: s.surface}, sp
+	return c.Update(ctx, func(tx *bot.Tx) error { return tx.Audit(action, detail) })
+}
+
+// canRead checks that the mapped caller's role may read items; a refusal is
+// audited.
+func (s session) canRead(ctx context.Context, what string) (string, bool) {
+	if policy.Grants(s.caller.Role, policy.CapRead) {
+		return "", true
+	}
+	msg := policy.DenyCapability(what, policy.CapRead, s.caller.Role)
+	if err := s.audit(ctx, bot.Space{}, "access_denied", s.surface+": "+msg); err != nil {
+		s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+	}
+	return msg, false
+}
+
+// pending lists the items that await a decision, oldest first.
+func (s session) pending(ctx context.Context) string {
+	if msg, ok := s.mapped(ctx, policy.CmdPending); !ok {
+		return msg
+	}
+	if msg, ok := s.canRead(ctx, policy.CmdPending); !ok {
+		return msg
+	}
+	items, last, err := pendingItems(ctx, s.b)
+	if err != nil {
+		s.b.Logger().Error("chatops: listing pending items failed", "err", err)
+		return couldNotComplete
+	}
+	var visible []bot.Item
+	for _, it := range items {
+		if policy.InScope(s.caller.Role, s.caller.Scopes, it.Space.UserID) {
+			visible = append(visible, it)
+		}
+	}
+	var b strings.Builder
+	switch len(visible) {
+	case 0:
+		b.WriteString("Nothing awaits a decision.")
+	case 1:
+		b.WriteString("1 item awaits a decision:")
+	default:
+		fmt.Fprintf(&b, "%d items await a decision:", len(visible))
+	}
+	canApprove := policy.Grants(s.caller.Role, policy.CapApprove)
+	now := s.b.Now()
+	for i, it := range visible {
+		if i == listLimit {
+			fmt.Fprintf(&b, "\n… and %d more, newer ones. `show <id>` gives any one.", len(visible)-listLimit)
+			break
+		}
+		b.WriteString("\n• " + listLine(it, canApprove, now))
+	}
+	if len(visible) > 0 {
+		b.WriteString("\nDecide with the buttons on each item, or type `approve <id>` or `reject <id> <reason>`; `show <id>` gives the details.")
+	}
+	if last > scanLimit {
+		fmt.Fprintf(&b, "\n(I looked at the %d most recent items.)", scanLimit)
+	}
+	return b.String()
+}
+
+// listLine is one pending item on one line. A sensitive item's title is
+// shown only to approvers.
+func listLine(it bot.Item, canApprove bool, now time.Time) string {
+	title := oneLine(it.Title, titleRunes)
+	if it.Sensitive && !canApprove {
+		title = "(details withheld: sensitive)"
+	}
+	if title == "" {
+		title = "(untitled)"
+	}
+	line := fmt.Sprintf("#%d %s — %s", it.ID, kindNoun(it.Kind), title)
+	var notes []string
+	if it.Space.UserID != "" {
+		notes = append(notes, "space "+oneLine(it.Space.UserID, 40))
+	}
+	if it.Tally != "" {
+		notes = append(notes, oneLine(it.Tally, 60))
+	}
+	if !it.ExpiresAt.IsZero() {
+		if it.ExpiresAt.After(now) {
+			notes = append(notes, "expires in "+roundDuration(it.ExpiresAt.Sub(now)))
+		} else {
+			notes = append(notes, "expiry due")
+		}
+	}
+	if len(notes) > 0 {
+		line += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return line
+}
+
+// pendingItems returns the pending items among the scanLimit most recent,
+// oldest first, and the highest item id. Item ids are a gapless sequence, so
+// the highest is found by galloping and bisection over b.Item.
+func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, uint64, error) {
+	last, err := lastItemID(ctx, b)
+	if err != nil {
+		return nil, 0, err
+	}
+	var out []bot.Item
+	lo := uint64(1)
+	if last > scanLimit {
+		lo = last - scanLimit + 1
+	}
+	for id := lo; id <= last && id >= lo; id++ {
+		it, err := b.Item(ctx, id)
+		switch {
+		case errors.Is(err, bot.ErrNoItem):
+			continue
+		case err != nil:
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, 0, cerr
+			}
+			b.Logger().Warn("chatops: an item could not be rendered; left out of pending", "item", id, "err", err)
+			continue
+		}
+		if it.Pending() {
+			out = append(out, it)
+		}
+	}
+	return out, last, nil
+}
+
+// lastItemID returns the highest existing item id, 0 if there is none.
+func lastItemID(ctx context.Context, b *bot.Bot) (uint64, error) {
+	exists := func(id uint64) (bool, error) {
+		_, err := b.Item(ctx, id)
+		if errors.Is(err, bot.ErrNoItem) {
+			return false, nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return false, cerr
+		}
+		return true, nil // an item that fails to render still exists
+	}
+	ok, err := exists(1)
+	if err != nil || !ok {
+		return 0, err
+	}
+	lo, hi := uint64(1), uint64(2) // lo exists; hi is probed
+	for {
+		ok, err := exists(hi)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			break
+		}
+		lo = hi
+		if hi > 1<<62 {
+			return lo, nil
+		}
+		hi *= 2
+	}
+	for hi-lo > 1 { // lo exists, hi does not
+		mid := lo + (hi-lo)/2
+		ok, err := exists(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+// show renders one item. A sensitive item's detail is shown only to
+// approvers, and showing it is audited.
+func (s session) show(ctx context.Context, id uint64) string {
+	if msg, ok := s.mapped(ctx, policy.CmdShow); !ok {
+		return msg
+	}
+	if msg, ok := s.canRead(ctx, policy.CmdShow); !ok {
+		return msg
+	}
+	it, err := s.b.Item(ctx, id)
+	if errors.Is(err, bot.ErrNoItem) {
+		return fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", id)
+	}
+	if err != nil {
+		s.b.Logger().Error("chatops: reading an item failed", "item", id, "err", err)
+		return couldNotComplete
+	}
+	if !policy.InScope(s.caller.Role, s.caller.Scopes, it.Space.UserID) {
+		msg := policy.DenyScope(policy.CmdShow)
+		if err := s.audit(ctx, it.Space, "access_denied", fmt.Sprintf("%s: %s (#%d)", s.surface, msg, id)); err != nil {
+			s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+		}
+		return msg
+	}
+	canApprove := policy.Grants(s.caller.Role, policy.CapApprove)
+	detail := !it.Sensitive || canApprove
+	if it.Sensitive && canApprove {
+		if err := s.audit(ctx, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately (show)", s.surface, id)); err != nil {
+			s.b.Logger().Error("chatops: auditing a sensitive view failed; details withheld", "item", id, "err", err)
+			return couldNotComplete
+		}
+	}
+	return renderItem(it, detail, s.b.Now())
+}
+
+// renderItem is the private text of one item. Every string from the item is
+// untrusted: each is put on one line and capped.
+func renderItem(it bot.Item, detail bool, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d %s — %s\n", it.ID, kindNoun(it.Kind), it.Status)
+	if !detail {
+		b.WriteString("The details of this sensitive item are shown only to people whose role holds approve.")
+		if len(it.DecidedBy) > 0 {
+			b.WriteString("\nDecided by: " + joinLine(it.DecidedBy))
+		}
+		return b.String()
+	}
+	if t := oneLine(it.Title, 200); t != "" {
+		b.WriteString(t + "\n")
+	}
+	if sp := spaceLine(it.Space); sp != "" {
+		b.WriteString("Space: " + sp + "\n")
+	}
+	if it.Requester != "" {
+		b.WriteString("Requested by: " + oneLine(it.Requester, 100))
+		if !it.CreatedAt.IsZero() {
+			b.WriteString(" on " + stamp(it.CreatedAt))
+		}
+		b.WriteString("\n")
+	} else if !it.CreatedAt.IsZero() {
+		b.WriteString("Created: " + stamp(it.CreatedAt) + "\n")
+	}
+	if it.Pending() && !it.ExpiresAt.IsZero() {
+		b.WriteString("Expires: " + stamp(it.ExpiresAt))
+		if it.ExpiresAt.After(now) {
+			b.WriteString(" (in " + roundDuration(it.ExpiresAt.Sub(now)) + ")")
+		}
+		b.WriteString("\n")
+	}
+	if it.Tally != "" {
+		b.WriteString("Tally: " + oneLine(it.Tally, 200) + "\n")
+	}
+	for _, f := range it.Fields {
+		fmt.Fprintf(&b, "  %s: %s\n", oneLine(f.Label, 60), oneLine(f.Value, valueRunes))
+	}
+	if len(it.Options) > 0 {
+		b.WriteString("Options: " + joinLine(it.Options))
+		if it.Multi {
+			b.WriteString(" (choose one or more)")
+		}
+		b.WriteString("\n")
+	}
+	if len(it.DecidedBy) > 0 {
+		b.WriteString("Decided by: " + joinLine(it.DecidedBy))
+		if !it.DecidedAt.IsZero() {
+			b.WriteString(" on " + stamp(it.DecidedAt))
+		}
+		b.WriteString("\n")
+	}
+	if it.Reason != "" {
+		b.WriteString("Reason: " + oneLine(it.Reason, 500) + "\n")
+	}
+	if it.Pending() {
+		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d` or `reject %d <reason>`.", it.ID, it.ID)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// decide takes a decision on item id through bot.DecideItem, the same tool
+// call an API client makes.
+func (s session) decide(ctx context.Context, id uint64, approve bool, reason string) string {
+	verb := policy.CmdApprove
+	if !approve {
+		verb = policy.CmdReject
+	}
+	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
+		return msg
+	}
+	res, err := s.b.DecideItem(ctx, s.caller, id, approve, reason, nil)
+	if err != nil {
+		return s.failure(err, couldNotDecide, "deciding an item", "item", id)
+	}
+	if strings.TrimSpace(res.Text) == "" {
+		return fmt.Sprintf("Recorded: you chose to %s #%d.", verb, id)
+	}
+	return res.Text
+}
+
+// tool runs a read tool (history, check_before_act) for the mapped caller
+// through b.Call, which checks the capability and the space's scope.
+func (s session) tool(ctx context.Context, command, tool, subject, space string) string {
+	if msg, ok := s.mapped(ctx, command); !ok {
+		return msg
+	}
+	if !hasTool(s.b, tool) {
+		return fmt.Sprintf("`%s` is not available: this Countersign runs without the memory tools.", command)
+	}
+	if space == "" {
+		space = "default"
+	}
+	raw, err := json.Marshal(map[string]string{"subject": subject, "user_id": space})
+	if err != nil {
+		return s.failure(err, couldNotComplete, "encoding tool arguments", "tool", tool)
+	}
+	res, err := s.b.Call(ctx, s.caller, tool, raw)
+	if err != nil {
+		return s.failure(err, couldNotComplete, "calling a tool", "tool", tool)
+	}
+	return res.Text
+}
+
+// failure turns an error into the private reply: a *bot.Error's message as
+// it is (the "Access denied" wording intact); anything else is logged and
+// answered with generic.
+func (s session) failure(err error, generic, what string, attrs ...any) string {
+	var be *bot.Error
+	if errors.As(err, &be) && be.Kind != bot.KindInternal {
+		return be.Error()
+	}
+	s.b.Logger().Error("chatops: "+what+" failed", append(attrs, "err", err)...)
+	return generic
+}
+
+func hasTool(b *bot.Bot, name string) bool {
+	for _, t := range b.Tools() {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func kindNoun(k bot.ItemKind) string {
+	switch k {
+	case bot.KindMemoryChange:
+		return "memory change"
+	case bot.KindAction:
+		return "action request"
+	case bot.KindConsent:
+		return "approval request"
+	case bot.KindQuestion:
+		return "question"
+	default:
+		return oneLine(string(k), 40)
+	}
+}
+
+func spaceLine(sp bot.Space) string {
+	if sp.UserID == "" && sp.AgentID == "" && sp.RunID == "" {
+		return ""
+	}
+	s := oneLine(sp.UserID, 128)
+	if sp.AgentID != "" {
+		s += ", agent " + oneLine(sp.AgentID, 128)
+	}
+	if sp.RunID != "" {
+		s += ", run " + oneLine(sp.RunID, 128)
+	}
+	return s
+}
+
+func joinLine(ss []string) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = oneLine(s, 100)
+	}
+	return oneLine(strings.Join(out, ", "), 400)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// roundDuration renders a positive duration coarsely: "45s", "25m", "3h10m",
+// "2d4h".
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h := int(d.Hours())
+		if m := int(d.Minutes()) % 60; m != 0 {
+			return fmt.Sprintf("%dh%dm", h, m)
+		}
+		return fmt.Sprintf("%dh", h)
+	default:
+		days := int(d.Hours()) / 24
+		if h := int(d.Hours()) % 24; h != 0 {
+			return fmt.Sprintf("%dd%dh", days, h)
+		}
+		return fmt.Sprintf("%dd", days)
+	}
+}
+
+// oneLine makes untrusted text safe to put on one line of a reply: control
+// characters and line or paragraph separators become spaces, bidirectional
+// overrides and invalid UTF-8 are dropped, runs of white space collapse, and
+// text over max runes is cut with "…". Escaping markup is the adapter's job.
+func oneLine(s string, max int) string {
+	out := make([]rune, 0, min(len(s), 4*max))
+	space := false
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError || isBidiControl(r):
+			continue
+		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
+			space = len(out) > 0
+			continue
+		}
+		if space {
+			out = append(out, ' ')
+			space = false
+		}
+		out = append(out, r)
+		if len(out) > max {
+			break
+		}
+	}
+	if max > 0 && len(out) > max {
+		return string(out[:max-1]) + "…"
+	}
+	return string(out)
+}
+
+func isBidiControl(r rune) bool {
+	return (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
 }

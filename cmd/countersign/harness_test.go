@@ -86,12 +86,13 @@ var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 func (e *testEnv) Start() {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	e.cancel, e.done, e.logs = cancel, make(chan error, 1), &syncBuffer{}
+	logs, done := &syncBuffer{}, make(chan error, 1)
+	e.cancel, e.done, e.logs = cancel, done, logs
 	pr, pw := io.Pipe()
 	go func() {
 		err := run(ctx, []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, pw)
 		pw.CloseWithError(io.EOF)
-		e.done <- err
+		done <- err
 	}()
 	addr := make(chan string, 1)
 	go func() {
@@ -99,7 +100,7 @@ func (e *testEnv) Start() {
 		sent := false
 		for sc.Scan() {
 			line := sc.Text()
-			e.logs.Write([]byte(line + "\n"))
+			logs.Write([]byte(line + "\n"))
 			if m := listenRE.FindStringSubmatch(line); m != nil && !sent {
 				addr <- m[1]
 				sent = true
@@ -111,7 +112,7 @@ func (e *testEnv) Start() {
 	}()
 	a, ok := <-addr
 	if !ok {
-		err := <-e.done
+		err := <-done
 		e.t.Fatalf("server did not start: %v\n%s", err, e.logs.String())
 	}
 	e.URL = "http://" + a

@@ -1,8 +1,50 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"strings"
 
-// wireChat wires the chat commands and the chat directory.
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+)
+
+// wireChat builds the chat directory (chat identity -> principal) from
+// principals: in the configuration. The chat commands themselves are run by
+// the Slack and Discord adapters through package chatops. A directory that
+// cannot be built stops start-up with a message that says what to fix.
 func (a *app) wireChat(ctx context.Context) error {
+	ps := make([]bot.ChatPrincipal, 0, len(a.cfg.Principals))
+	for i, p := range a.cfg.Principals {
+		key := fmt.Sprintf("principals[%d]", i)
+		if err := bot.ValidateName(p.Name); err != nil {
+			return fmt.Errorf("%s.name: %q %v; fix it in the config file", key, p.Name, err)
+		}
+		role, err := policy.ParseRole(p.Role)
+		if err != nil {
+			return fmt.Errorf("%s.role: %v", key, err)
+		}
+		roles := make([]string, 0, len(p.DiscordRoles))
+		for _, r := range p.DiscordRoles {
+			if r = strings.TrimSpace(r); r != "" {
+				roles = append(roles, r)
+			}
+		}
+		ps = append(ps, bot.ChatPrincipal{
+			Name:         p.Name,
+			Role:         role,
+			Slack:        strings.TrimSpace(p.Slack),
+			Discord:      strings.TrimSpace(p.Discord),
+			DiscordRoles: roles,
+		})
+	}
+	d, err := bot.NewDirectory(ps)
+	if err != nil {
+		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
+	}
+	a.bot.SetDirectory(d)
+	if len(ps) > 0 {
+		a.log.Info("chat directory", "principals", len(ps))
+	}
 	return nil
 }

@@ -1,0 +1,963 @@
+package discord
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chatops"
+)
+
+// memoryChange and action are the two kinds of item the tests post most.
+func memoryChange() testState {
+	return testState{
+		Title: "REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'",
+		Fields: []bot.Field{
+			{Label: "Current", Value: "warfarin 5mg daily"},
+			{Label: "Proposed", Value: "apixaban 5mg twice daily"},
+			{Label: "Said", Value: "Switch her to apixaban 5mg twice daily."},
+		},
+		ExpiresAt: t0.Add(168 * time.Hour),
+	}
+}
+
+func destructiveAction() testState {
+	return testState{
+		Title: "delete_database (destructive)",
+		Fields: []bot.Field{
+			{Label: "Arguments", Value: `{"db_name": "orders_prod"}`},
+			{Label: "Dry run", Value: "would drop 41 tables, 1.2M rows"},
+		},
+		ExpiresAt: t0.Add(30 * time.Minute),
+	}
+}
+
+// respType and respData pick an interaction response apart.
+func respType(r map[string]any) int {
+	f, _ := r["type"].(float64)
+	return int(f)
+}
+
+func respData(t *testing.T, r map[string]any) map[string]any {
+	t.Helper()
+	d, ok := r["data"].(map[string]any)
+	if !ok {
+		t.Fatalf("response has no data: %v", r)
+	}
+	return d
+}
+
+// wantPrivate fails unless r is an ephemeral reply (type 4, flags 64)
+// whose content contains every one of parts.
+func wantPrivate(t *testing.T, r map[string]any, parts ...string) string {
+	t.Helper()
+	if respType(r) != 4 {
+		t.Fatalf("response type %d, want 4 (a private reply): %v", respType(r), r)
+	}
+	d := respData(t, r)
+	if f, _ := d["flags"].(float64); int(f)&64 == 0 {
+		t.Fatalf("reply flags %v, want 64 (ephemeral): %v", d["flags"], d)
+	}
+	wantNoMentions(t, d)
+	content, _ := d["content"].(string)
+	for _, p := range parts {
+		if !strings.Contains(content, p) {
+			t.Errorf("private reply %q does not contain %q", content, p)
+		}
+	}
+	return content
+}
+
+// wantNoMentions fails unless m carries allowed_mentions with an empty
+// parse list.
+func wantNoMentions(t *testing.T, m map[string]any) {
+	t.Helper()
+	am, ok := m["allowed_mentions"].(map[string]any)
+	if !ok {
+		t.Fatalf("no allowed_mentions in %v", m)
+	}
+	p, ok := am["parse"].([]any)
+	if !ok || len(p) != 0 {
+		t.Fatalf("allowed_mentions.parse = %v, want []", am["parse"])
+	}
+}
+
+// customIDs lists the custom ids of a message's components.
+func customIDs(m map[string]any) []string {
+	var out []string
+	rows, _ := m["components"].([]any)
+	for _, r := range rows {
+		row, _ := r.(map[string]any)
+		cs, _ := row["components"].([]any)
+		for _, c := range cs {
+			if cm, ok := c.(map[string]any); ok {
+				out = append(out, fmt.Sprint(cm["custom_id"]))
+			}
+		}
+	}
+	return out
+}
+
+// embed returns a message's first embed.
+func embed(t *testing.T, m map[string]any) map[string]any {
+	t.Helper()
+	es, _ := m["embeds"].([]any)
+	if len(es) == 0 {
+		t.Fatalf("message has no embed: %v", m)
+	}
+	return es[0].(map[string]any)
+}
+
+// fieldValue returns the value of the embed field named name.
+func fieldValue(e map[string]any, name string) (string, bool) {
+	fs, _ := e["fields"].([]any)
+	for _, f := range fs {
+		fm := f.(map[string]any)
+		if fm["name"] == name {
+			return fmt.Sprint(fm["value"]), true
+		}
+	}
+	return "", false
+}
+
+func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	e := newEnv(t)
+	mem := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	act := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+
+	posts := e.fake.CallsTo("POST", "channels/")
+	if len(posts) != 2 {
+		t.Fatalf("%d posts, want 2: %v", len(posts), posts)
+	}
+	tests := []struct {
+		name    string
+		call    discordtest.Call
+		id      uint64
+		channel string
+		content string
+		title   string
+		field   string
+		value   string
+	}{
+		{"memory change", posts[0], mem, chDefault, "a memory change awaits approval", "REPLACE active\\_medication", "Proposed", "apixaban 5mg twice daily"},
+		{"destructive action", posts[1], act, chOps, "an action request awaits approval", "delete\\_database (destructive)", "Dry run", "would drop 41 tables, 1.2M rows"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if want := "channels/" + tc.channel + "/messages"; tc.call.Path != want {
+				t.Errorf("posted to %s, want %s", tc.call.Path, want)
+			}
+			if tc.call.Auth != "Bot "+botToken {
+				t.Errorf("Authorization %q, want the bot token", tc.call.Auth)
+			}
+			m := tc.call.JSON()
+			wantNoMentions(t, m)
+			if n, _ := m["nonce"].(string); n == "" || len(n) > 25 || m["enforce_nonce"] != true {
+				t.Errorf("nonce %q enforce_nonce %v: want an enforced nonce of at most 25 characters", n, m["enforce_nonce"])
+			}
+			if c := fmt.Sprint(m["content"]); !strings.Contains(c, fmt.Sprintf("#%d", tc.id)) || !strings.Contains(c, tc.content) {
+				t.Errorf("content %q, want #%d and %q", c, tc.id, tc.content)
+			}
+			em := embed(t, m)
+			if title := fmt.Sprint(em["title"]); !strings.Contains(title, tc.title) {
+				t.Errorf("title %q, want %q", title, tc.title)
+			}
+			if v, _ := fieldValue(em, tc.field); v != tc.value {
+				t.Errorf("field %s = %q, want %q", tc.field, v, tc.value)
+			}
+			want := []string{customID(actApprove, tc.id), customID(actReject, tc.id)}
+			if got := customIDs(m); !slices.Equal(got, want) {
+				t.Errorf("buttons %v, want %v", got, want)
+			}
+			ref := e.ref(tc.id)
+			if ref.ChannelID != tc.channel || e.fake.Message(ref.MessageID) == nil {
+				t.Errorf("recorded ref %+v does not point at the posted message", ref)
+			}
+		})
+	}
+
+	// Delivering again (a re-delivered created event) posts nothing new.
+	err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		return tx.Emit(mem, bot.EventCreated, "")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
+		t.Errorf("%d posts after a re-delivered created event, want still 2", n)
+	}
+}
+
+// approveTests: a mapped member approves by user id and by role id.
+func TestMappedMemberApproves(t *testing.T) {
+	tests := []struct {
+		name      string
+		who       discordtest.Clicker
+		decidedBy string
+	}{
+		{"by user id", smith, "dr_smith [111]"},
+		{"by role id", oncall, "oncall [222]"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+			e.drain()
+			ref := e.ref(id)
+			e.clock.Add(time.Minute)
+
+			resp := e.click("i1", tc.who, id, customID(actApprove, id))
+			if respType(resp) != 7 {
+				t.Fatalf("response type %d, want 7 (update the clicked message): %v", respType(resp), resp)
+			}
+			d := respData(t, resp)
+			wantNoMentions(t, d)
+			if ids := customIDs(d); len(ids) != 0 {
+				t.Errorf("buttons %v left on a decided message", ids)
+			}
+			em := embed(t, d)
+			if v, _ := fieldValue(em, "Outcome"); v != "✅ Approved" {
+				t.Errorf("Outcome %q", v)
+			}
+			if v, _ := fieldValue(em, "Decided by"); v != clip(tc.decidedBy, 100, inline) {
+				t.Errorf("Decided by %q, want %q", v, tc.decidedBy)
+			}
+			if v, _ := fieldValue(em, "Decided at"); v != "2026-03-01 09:01:00 UTC" {
+				t.Errorf("Decided at %q", v)
+			}
+
+			it := e.item(id)
+			if it.Status != "approved" || !slices.Equal(it.DecidedBy, []string{tc.decidedBy}) {
+				t.Errorf("item: status %s decided_by %v, want approved by %s", it.Status, it.DecidedBy, tc.decidedBy)
+			}
+			if !e.auditHas(tc.decidedBy, "test_decide") {
+				t.Errorf("no audit entry for the decision by %s: %v", tc.decidedBy, e.audit())
+			}
+
+			// The outbox then edits the message in place.
+			e.drain()
+			edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
+			if len(edits) != 1 {
+				t.Fatalf("%d edits of the message, want 1", len(edits))
+			}
+			m := edits[0].JSON()
+			wantNoMentions(t, m)
+			if v, _ := fieldValue(embed(t, m), "Decided by"); v != clip(tc.decidedBy, 100, inline) {
+				t.Errorf("edited Decided by %q", v)
+			}
+			if ids := customIDs(m); len(ids) != 0 {
+				t.Errorf("edit keeps buttons %v", ids)
+			}
+		})
+	}
+}
+
+func TestRefusalsArePrivateAndAudited(t *testing.T) {
+	tests := []struct {
+		name   string
+		who    discordtest.Clicker
+		setup  func(*testState)
+		reply  string
+		audit  []string
+		custom func(id uint64) string
+	}{
+		{"unmapped user", stranger, nil, "not mapped to a Countersign principal", []string{"unmapped [999]", "access_denied", "approve #", "not mapped"}, nil},
+		{"requester's own principal", smith, func(st *testState) { st.RequesterName, st.RequesterID = "dr_smith", "prin_smith" },
+			"someone else must decide it", []string{"dr_smith [111]", "access_denied", "someone else must decide"}, nil},
+		{"role without approve", viewer, nil, "Access denied", []string{"vic [333]", "access_denied", "approve"}, nil},
+		{"direct message", discordtest.Clicker{UserID: uSmith}, nil, "configured Discord server", []string{"[111]", "access_denied", "direct message"}, nil},
+		{"another server", discordtest.Clicker{UserID: uSmith, GuildID: "G2"}, nil, "configured Discord server", []string{"[111]", "access_denied", "server G2"}, nil},
+		{"unmapped user opening the reject modal", stranger, nil, "not mapped", []string{"unmapped [999]", "reject #"}, func(id uint64) string { return customID(actReject, id) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			st := memoryChange()
+			if tc.setup != nil {
+				tc.setup(&st)
+			}
+			id := e.newItem(bot.KindMemoryChange, "default", st)
+			e.drain()
+			custom := customID(actApprove, id)
+			if tc.custom != nil {
+				custom = tc.custom(id)
+			}
+			resp := e.click("i1", tc.who, id, custom)
+			wantPrivate(t, resp, tc.reply)
+			if it := e.item(id); it.Status != "pending" {
+				t.Errorf("item is %s after a refused click, want pending", it.Status)
+			}
+			if !e.auditHas(tc.audit...) {
+				t.Errorf("no audit entry with %q: %v", tc.audit, e.audit())
+			}
+			e.drain()
+			if n := len(e.fake.CallsTo("PATCH", "channels/")); n != 0 {
+				t.Errorf("%d message edits after a refusal, want none (the message is unchanged)", n)
+			}
+		})
+	}
+}
+
+func TestHTTPEndpointChecksSignatureAndFreshness(t *testing.T) {
+	e := newEnv(t)
+	body := discordtest.Marshal(t, discordtest.Ping("p1"))
+	now := e.clock.Now()
+	send := func(stamp, sig string, body []byte) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", e.url, strings.NewReader(string(body)))
+		if stamp != "" {
+			req.Header.Set("X-Signature-Timestamp", stamp)
+		}
+		if sig != "" {
+			req.Header.Set("X-Signature-Ed25519", sig)
+		}
+		resp, err := (&http.Client{Transport: discordtest.Transport()}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	stamp := func(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+	_, otherKey, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		stamp string
+		sig   string
+		body  []byte
+		want  int
+	}{
+		{"valid", stamp(now), discordtest.Sign(e.key, stamp(now), body), body, 200},
+		{"valid, 4 minutes old", stamp(now.Add(-4 * time.Minute)), discordtest.Sign(e.key, stamp(now.Add(-4*time.Minute)), body), body, 200},
+		{"wrong key", stamp(now), discordtest.Sign(otherKey, stamp(now), body), body, 401},
+		{"body changed after signing", stamp(now), discordtest.Sign(e.key, stamp(now), body), []byte(`{"type":1,"id":"p2"}`), 401},
+		{"stale timestamp", stamp(now.Add(-6 * time.Minute)), discordtest.Sign(e.key, stamp(now.Add(-6*time.Minute)), body), body, 401},
+		{"future timestamp", stamp(now.Add(6 * time.Minute)), discordtest.Sign(e.key, stamp(now.Add(6*time.Minute)), body), body, 401},
+		{"timestamp not a number", "soon", discordtest.Sign(e.key, "soon", body), body, 401},
+		{"no signature", stamp(now), "", body, 401},
+		{"no timestamp", "", discordtest.Sign(e.key, "", body), body, 401},
+		{"signature not hex", stamp(now), "zz", body, 401},
+		{"signed but not JSON", stamp(now), discordtest.Sign(e.key, stamp(now), []byte("{nope")), []byte("{nope"), 400},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := send(tc.stamp, tc.sig, tc.body); got != tc.want {
+				t.Errorf("status %d, want %d", got, tc.want)
+			}
+		})
+	}
+
+	status, resp := e.post(discordtest.Ping("p3"))
+	if status != 200 || respType(resp) != 1 || len(resp) != 1 {
+		t.Errorf("PING answered %d %v, want 200 {\"type\":1}", status, resp)
+	}
+}
+
+func TestDuplicateDeliveryAppliesOnce(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+	first := e.click("same", smith, id, customID(actApprove, id))
+	if respType(first) != 7 {
+		t.Fatalf("first delivery answered %v, want type 7", first)
+	}
+	again := e.click("same", smith, id, customID(actApprove, id))
+	wantPrivate(t, again, "already approved by dr\\_smith \\[111\\]", "Nothing was changed")
+	// A second person clicking late gets the recorded outcome too.
+	late := e.click("other", oncall, id, customID(actApprove, id))
+	wantPrivate(t, late, "already approved")
+	if st := e.state(id); st.Applied != 1 {
+		t.Errorf("decision applied %d times, want 1", st.Applied)
+	}
+	n := 0
+	for _, en := range e.audit() {
+		if strings.Contains(en, "|test_decide|") {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d decision audit entries, want 1", n)
+	}
+
+	// A replayed click on a pending item never reaches the decision again:
+	// with a quorum of two, a replay of the first approval is recognised as
+	// a re-delivery, not taken as a second click.
+	st := destructiveAction()
+	st.Quorum = 2
+	q := e.newItem(bot.KindAction, "ops", st)
+	e.drain()
+	if r := e.click("q-once", smith, q, customID(actApprove, q)); respType(r) != 7 {
+		t.Fatalf("quorum click: %v", r)
+	}
+	wantPrivate(t, e.click("q-once", smith, q, customID(actApprove, q)), "not applied twice")
+	// A replayed refused click is not audited twice.
+	refusals := func() int {
+		n := 0
+		for _, en := range e.audit() {
+			if strings.Contains(en, "unmapped [999]") {
+				n++
+			}
+		}
+		return n
+	}
+	e.click("stranger-once", stranger, q, customID(actApprove, q))
+	e.click("stranger-once", stranger, q, customID(actApprove, q))
+	if n := refusals(); n != 1 {
+		t.Errorf("%d audit entries for one refused click delivered twice, want 1", n)
+	}
+}
+
+func TestConcurrentClicksDecideOnce(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+	var wg sync.WaitGroup
+	resps := make([]map[string]any, 2)
+	for n, who := range []discordtest.Clicker{smith, oncall} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ref := e.ref(id)
+			_, resps[n] = e.post(discordtest.Click(fmt.Sprintf("c%d", n), who, ref.ChannelID, ref.MessageID, customID(actApprove, id)))
+		}()
+	}
+	wg.Wait()
+	types := []int{respType(resps[0]), respType(resps[1])}
+	slices.Sort(types)
+	if !slices.Equal(types, []int{4, 7}) {
+		t.Errorf("response types %v, want one update (7) and one private reply (4)", types)
+	}
+	if st := e.state(id); st.Applied != 1 {
+		t.Errorf("decision applied %d times, want 1", st.Applied)
+	}
+}
+
+func TestRejectAsksForAReason(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.drain()
+	ref := e.ref(id)
+	modal := e.click("r1", smith, id, customID(actReject, id))
+	if respType(modal) != 9 {
+		t.Fatalf("reject answered type %d, want 9 (a modal): %v", respType(modal), modal)
+	}
+	d := respData(t, modal)
+	if d["custom_id"] != customID(actReason, id) {
+		t.Errorf("modal custom_id %v", d["custom_id"])
+	}
+	if it := e.item(id); it.Status != "pending" {
+		t.Fatalf("item %s after opening the modal, want pending", it.Status)
+	}
+
+	empty := discordtest.Submit("r2", smith, ref.ChannelID, ref.MessageID, customID(actReason, id), "   ")
+	_, resp := e.post(empty)
+	wantPrivate(t, resp, "A reason is required")
+
+	_, resp = e.post(discordtest.Submit("r3", smith, ref.ChannelID, ref.MessageID, customID(actReason, id), "INR too high; keep warfarin until the cardiology review"))
+	if respType(resp) != 7 {
+		t.Fatalf("submit answered %v, want type 7", resp)
+	}
+	em := embed(t, respData(t, resp))
+	if v, _ := fieldValue(em, "Outcome"); v != "⛔ Rejected" {
+		t.Errorf("Outcome %q", v)
+	}
+	if v, _ := fieldValue(em, "Reason"); v != "INR too high; keep warfarin until the cardiology review" {
+		t.Errorf("Reason %q", v)
+	}
+	if st := e.state(id); st.Status != "rejected" || st.Reason != "INR too high; keep warfarin until the cardiology review" || !slices.Equal(st.DecidedBy, []string{"dr_smith [111]"}) {
+		t.Errorf("state %+v", st)
+	}
+
+	// An unmapped user submitting the form is refused and audited.
+	id2 := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.drain()
+	ref2 := e.ref(id2)
+	_, resp = e.post(discordtest.Submit("r4", stranger, ref2.ChannelID, ref2.MessageID, customID(actReason, id2), "no"))
+	wantPrivate(t, resp, "not mapped")
+	if it := e.item(id2); it.Status != "pending" {
+		t.Errorf("item %s after an unmapped submit", it.Status)
+	}
+}
+
+func TestQuorumShowsLiveTally(t *testing.T) {
+	e := newEnv(t)
+	st := destructiveAction()
+	st.Quorum = 2
+	id := e.newItem(bot.KindAction, "ops", st)
+	e.drain()
+	ref := e.ref(id)
+
+	resp := e.click("q1", smith, id, customID(actApprove, id))
+	d := respData(t, resp)
+	if respType(resp) != 7 {
+		t.Fatalf("first approval answered %v", resp)
+	}
+	if v, _ := fieldValue(embed(t, d), "Approvals"); v != clip("1 of 2 approvals: dr_smith [111]", 200, inline) {
+		t.Errorf("tally %q", v)
+	}
+	if ids := customIDs(d); len(ids) != 2 {
+		t.Errorf("buttons %v, want Approve and Reject still there", ids)
+	}
+	wantPrivate(t, e.click("q2", smith, id, customID(actApprove, id)), "You already approved")
+	e.drain()
+	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
+	if len(edits) != 1 {
+		t.Fatalf("%d edits after the first approval, want 1 (the tally)", len(edits))
+	}
+	if v, _ := fieldValue(embed(t, edits[0].JSON()), "Approvals"); !strings.Contains(v, "1 of 2") {
+		t.Errorf("edited tally %q", v)
+	}
+
+	resp = e.click("q3", oncall, id, customID(actApprove, id))
+	if v, _ := fieldValue(embed(t, respData(t, resp)), "Outcome"); v != "✅ Approved" {
+		t.Errorf("Outcome %q after the second approval", v)
+	}
+	if it := e.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
+		t.Errorf("item %s decided by %v", it.Status, it.DecidedBy)
+	}
+}
+
+func TestSweeperClosureEditsEveryMessage(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+	ref := e.ref(id)
+	// A second message of the same item (posted by an earlier version).
+	if err := e.bot.AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "gone"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(31 * time.Minute)
+	e.closeAs(id, "expired")
+	e.drain()
+	edits := e.fake.CallsTo("PATCH", "channels/")
+	if len(edits) != 2 {
+		t.Fatalf("%d edits, want 2 (one per message)", len(edits))
+	}
+	m := e.fake.Message(ref.MessageID)
+	if v, _ := fieldValue(embed(t, m), "Outcome"); v != "⌛ Expired" {
+		t.Errorf("Outcome %q", v)
+	}
+	if ids := customIDs(m); len(ids) != 0 {
+		t.Errorf("buttons %v on an expired item", ids)
+	}
+	// The deleted message (404) was skipped; nothing is left queued.
+	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 0 {
+		t.Errorf("%d events left in the outbox", n)
+	}
+	// A late click answers with the recorded outcome.
+	_, resp := e.post(discordtest.Click("late", smith, ref.ChannelID, ref.MessageID, customID(actApprove, id)))
+	wantPrivate(t, resp, "already expired")
+}
+
+func TestRemindersReplyInTheItemsThread(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+	ref := e.ref(id)
+	for _, ev := range []string{bot.EventReminder, bot.EventEscalated} {
+		err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+			return tx.Emit(id, ev, "still waiting after 10m @here <@&456>")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.drain()
+	posts := e.fake.CallsTo("POST", "channels/"+chOps+"/messages")
+	if len(posts) != 3 {
+		t.Fatalf("%d posts, want the item, a reminder and an escalation", len(posts))
+	}
+	for i, want := range []string{"reminder", "escalation"} {
+		m := posts[i+1].JSON()
+		wantNoMentions(t, m)
+		ref2, _ := m["message_reference"].(map[string]any)
+		if ref2["message_id"] != ref.MessageID || ref2["channel_id"] != ref.ChannelID {
+			t.Errorf("%s message_reference %v, want the item's message %s", want, ref2, ref.MessageID)
+		}
+		c := fmt.Sprint(m["content"])
+		if !strings.Contains(c, want) || !strings.Contains(c, "@"+zwsp+"here") || strings.Contains(c, "<@&456>") {
+			t.Errorf("%s content %q: want the note with its mentions neutralised", want, c)
+		}
+	}
+}
+
+func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
+
+	err := e.a.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	var ra *bot.RetryAfterError
+	if !errors.As(err, &ra) || ra.After != 2500*time.Millisecond {
+		t.Fatalf("Deliver = %v, want a RetryAfterError of 2.5s", err)
+	}
+
+	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
+	e.drain() // one attempt: 429
+	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
+		t.Fatalf("%d posts, want 2 attempts so far (no retry inside the call)", n)
+	}
+	if evs, _ := e.bot.Pending(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
+		t.Errorf("event due again before its retry_after: %+v", evs)
+	}
+	e.clock.Add(3 * time.Second)
+	e.drain()
+	if got := refs(e.item(id)); len(got) != 1 {
+		t.Fatalf("item not posted after retry_after: refs %v", got)
+	}
+}
+
+func TestPermanentAndTransientFailures(t *testing.T) {
+	tests := []struct {
+		status int
+		perm   bool
+	}{
+		{400, true}, {403, true}, {404, true}, {401, false}, {408, false}, {500, false}, {503, false},
+	}
+	for _, tc := range tests {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			e := newEnv(t)
+			id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+			e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: tc.status, Body: `{"message":"no","code":0}`})
+			err := e.a.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+			var perm *bot.PermanentError
+			if err == nil || errors.As(err, &perm) != tc.perm {
+				t.Errorf("Deliver = %v (%T), want permanent=%v", err, err, tc.perm)
+			}
+		})
+	}
+}
+
+func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.drain()
+	ref := e.ref(id)
+	// Created while the adapter is down: queued, posted after the restart.
+	late := e.newItem(bot.KindAction, "ops", destructiveAction())
+
+	e.restart()
+	e.clock.Add(time.Hour)
+	resp := e.click("after-restart", smith, id, customID(actApprove, id))
+	if respType(resp) != 7 {
+		t.Fatalf("click after restart answered %v", resp)
+	}
+	e.drain()
+	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
+	if len(edits) != 1 {
+		t.Fatalf("%d edits of the original message after the restart, want 1", len(edits))
+	}
+	if v, _ := fieldValue(embed(t, e.fake.Message(ref.MessageID)), "Outcome"); v != "✅ Approved" {
+		t.Errorf("original message Outcome %q", v)
+	}
+	if got := refs(e.item(late)); len(got) != 1 || got[0].ChannelID != chOps {
+		t.Errorf("item created while down: refs %v, want posted in %s", got, chOps)
+	}
+}
+
+func TestInjectedMentionsRenderInert(t *testing.T) {
+	e := newEnv(t)
+	st := memoryChange()
+	st.Title = "REPLACE note: @everyone"
+	st.Fields = []bot.Field{{Label: "Proposed", Value: "@everyone <@123> <@&456> @here **APPROVED** [click](https://evil.example)\n> Decided by: admin"}}
+	st.RequesterName = "agent_<@789>"
+	id := e.newItem(bot.KindMemoryChange, "default", st)
+	e.drain()
+	resp := e.click("inj", smith, id, customID(actApprove, id))
+	e.drain()
+
+	m := e.fake.Message(e.ref(id).MessageID)
+	v, _ := fieldValue(embed(t, m), "Proposed")
+	for _, want := range []string{"@" + zwsp + "everyone", `\<` + zwsp + "@123>", `\<` + zwsp + "@&456>", "@" + zwsp + "here", `\*\*APPROVED\*\*`, `\[click\]`, `\> Decided by`} {
+		if !strings.Contains(v, want) {
+			t.Errorf("field value %q lacks %q", v, want)
+		}
+	}
+	raw, _ := json.Marshal(m)
+	for _, live := range []string{"<@123>", "<@&456>", "<@789>"} {
+		if strings.Contains(string(raw), live) {
+			t.Errorf("a live mention %s is in the message: %s", live, raw)
+		}
+	}
+	for _, s := range []string{string(raw), fmt.Sprint(resp)} {
+		if strings.Contains(strings.ReplaceAll(s, "@"+zwsp, ""), "@everyone") {
+			t.Errorf("a live @everyone is in %s", s)
+		}
+	}
+	// allowed_mentions is empty on every message sent: posts, edits and
+	// interaction responses.
+	wantNoMentions(t, respData(t, resp))
+	calls := e.fake.Calls()
+	if len(calls) < 2 {
+		t.Fatalf("calls %v", calls)
+	}
+	for _, c := range calls {
+		if c.Method == "POST" || c.Method == "PATCH" {
+			wantNoMentions(t, c.JSON())
+		}
+	}
+}
+
+func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
+	e := newEnv(t)
+	st := memoryChange()
+	st.Sensitive = true
+	st.Title = "REPLACE hiv_status: 'negative' -> 'positive'"
+	st.Fields = []bot.Field{{Label: "Proposed", Value: "positive"}}
+	id := e.newItem(bot.KindMemoryChange, "default", st)
+	e.drain()
+	m := e.fake.Message(e.ref(id).MessageID)
+	raw, _ := json.Marshal(m)
+	for _, secret := range []string{"hiv", "positive", "negative", "agent\\\\_x"} {
+		if strings.Contains(string(raw), secret) {
+			t.Errorf("the channel message shows %q: %s", secret, raw)
+		}
+	}
+	if title := fmt.Sprint(embed(t, m)["title"]); title != "A change to a sensitive slot awaits approval" {
+		t.Errorf("title %q", title)
+	}
+	want := []string{customID(actApprove, id), customID(actReject, id), customID(actDetails, id)}
+	if got := customIDs(m); !slices.Equal(got, want) {
+		t.Errorf("buttons %v, want %v", got, want)
+	}
+
+	resp := e.click("d1", smith, id, customID(actDetails, id))
+	wantPrivate(t, resp, "shown only to you")
+	if v, _ := fieldValue(embed(t, respData(t, resp)), "Proposed"); v != "positive" {
+		t.Errorf("details Proposed %q, want the full value", v)
+	}
+	if !e.auditHas("dr_smith [111]", "view_sensitive", fmt.Sprintf("#%d", id)) {
+		t.Errorf("the details view is not audited: %v", e.audit())
+	}
+	wantPrivate(t, e.click("d2", viewer, id, customID(actDetails, id)), "shown only to approvers")
+	if !e.auditHas("access_denied", "details #") {
+		t.Errorf("the refused details view is not audited: %v", e.audit())
+	}
+	wantPrivate(t, e.click("d3", stranger, id, customID(actDetails, id)), "not mapped")
+
+	// Decided with a reason: the reason stays out of the channel.
+	_, resp = e.post(discordtest.Submit("d4", smith, chDefault, e.ref(id).MessageID, customID(actReason, id), "confirmed positive by lab"))
+	raw, _ = json.Marshal(resp)
+	if strings.Contains(string(raw), "lab") {
+		t.Errorf("a sensitive item's reason is shown in the channel: %s", raw)
+	}
+}
+
+func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
+	e := newEnv(t)
+	one := e.newItem(bot.KindQuestion, "default", testState{Title: "Which region should the failover use?", Options: []string{"eu-west-1", "us-east-1"}})
+	multi := e.newItem(bot.KindQuestion, "default", testState{Title: "Which checks may be skipped?", Options: []string{"lint", "unit", "e2e"}, Multi: true})
+	e.drain()
+
+	m := e.fake.Message(e.ref(one).MessageID)
+	if got, want := customIDs(m), []string{customID(actAnswer, one, 0), customID(actAnswer, one, 1), customID(actReject, one)}; !slices.Equal(got, want) {
+		t.Errorf("answer buttons %v, want %v", got, want)
+	}
+	resp := e.click("a1", smith, one, customID(actAnswer, one, 1))
+	if respType(resp) != 7 {
+		t.Fatalf("answer click: %v", resp)
+	}
+	if st := e.state(one); st.Status != "answered" || !slices.Equal(st.Answers, []string{"us-east-1"}) {
+		t.Errorf("state %+v", st)
+	}
+
+	m = e.fake.Message(e.ref(multi).MessageID)
+	if got := customIDs(m); !slices.Equal(got, []string{customID(actSelect, multi), customID(actReject, multi)}) {
+		t.Errorf("select %v", got)
+	}
+	wantPrivate(t, e.click("a2", smith, multi, customID(actSelect, multi), "0", "7"), "not one of")
+	resp = e.click("a3", smith, multi, customID(actSelect, multi), "0", "2")
+	if respType(resp) != 7 {
+		t.Fatalf("select: %v", resp)
+	}
+	if st := e.state(multi); !slices.Equal(st.Answers, []string{"lint", "e2e"}) {
+		t.Errorf("answers %v", st.Answers)
+	}
+
+	// Decline opens a modal whose reason is optional.
+	third := e.newItem(bot.KindQuestion, "default", testState{Title: "Deploy now?", Options: []string{"yes", "no"}})
+	e.drain()
+	modal := e.click("a4", smith, third, customID(actReject, third))
+	if respType(modal) != 9 {
+		t.Fatalf("decline: %v", modal)
+	}
+	ref := e.ref(third)
+	_, resp = e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
+	if respType(resp) != 7 {
+		t.Fatalf("decline submit: %v", resp)
+	}
+	if st := e.state(third); st.Status != "rejected" {
+		t.Errorf("declined question state %s", st.Status)
+	}
+}
+
+func TestUnknownCustomIDsDoNothing(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.drain()
+	for _, custom := range []string{"approval:approve:1", "cs:approve:x", "cs:delete:1", "cs:reason:1", strings.Repeat("c", 200)} {
+		wantPrivate(t, e.click("u-"+custom[:4], smith, id, custom), "not one of Countersign's")
+	}
+	wantPrivate(t, e.click("u-missing", smith, id, customID(actApprove, 4242)), "no item #4242")
+	if it := e.item(id); it.Status != "pending" {
+		t.Errorf("item %s", it.Status)
+	}
+}
+
+func TestSlashCommandRunsChatops(t *testing.T) {
+	e := newEnv(t)
+	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
+	want := chatops.Run(context.Background(), e.bot, e.bot.DiscordCaller(uSmith, nil), Sink, uSmith, "help")
+	content := wantPrivate(t, resp)
+	if content != clip(want.Text, maxContent, block) {
+		t.Errorf("command reply %q, want chatops' %q", content, want.Text)
+	}
+	// A replayed command is not run twice.
+	_, resp = e.post(discordtest.Command("s1", smith, chDefault, "help"))
+	wantPrivate(t, resp, "not run twice")
+	// Outside the configured server: refused and audited.
+	_, resp = e.post(discordtest.Command("s2", discordtest.Clicker{UserID: uSmith}, chDefault, "pending"))
+	wantPrivate(t, resp, "configured Discord server")
+	if !e.auditHas("access_denied", "command refused") {
+		t.Errorf("refused command not audited: %v", e.audit())
+	}
+}
+
+func TestGatewayModeEndToEnd(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 2)
+	go func() { done <- e.a.RunGateway(ctx) }()
+	go func() { done <- e.a.RunOutbox(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		for range 2 {
+			<-done
+		}
+	})
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.fake.Wait("the item to be posted", func() bool { return len(refs(e.item(id))) == 1 })
+	ref := e.ref(id)
+
+	e.fake.Wait("identify", func() bool { return len(e.fake.Identifies()) == 1 })
+	if idf := e.fake.Identifies()[0]; idf.Token != "Bot "+botToken || idf.Intents != 0 {
+		t.Errorf("identify %+v, want the bot token and no intents", idf)
+	}
+
+	e.fake.Dispatch(discordtest.Click("g1", stranger, ref.ChannelID, ref.MessageID, customID(actApprove, id)))
+	e.fake.Wait("the refusal", func() bool { return len(e.fake.CallsTo("POST", "interactions/g1/tok-g1/callback")) == 1 })
+	r := e.fake.CallsTo("POST", "interactions/g1/tok-g1/callback")[0].JSON()
+	wantPrivate(t, r, "not mapped")
+
+	e.fake.Dispatch(discordtest.Click("g2", oncall, ref.ChannelID, ref.MessageID, customID(actApprove, id)))
+	e.fake.Wait("the update", func() bool { return len(e.fake.CallsTo("POST", "interactions/g2/tok-g2/callback")) == 1 })
+	r = e.fake.CallsTo("POST", "interactions/g2/tok-g2/callback")[0].JSON()
+	if respType(r) != 7 {
+		t.Fatalf("callback %v, want type 7", r)
+	}
+	if it := e.item(id); it.Status != "approved" || !slices.Equal(it.DecidedBy, []string{"oncall [222]"}) {
+		t.Errorf("item %s by %v", it.Status, it.DecidedBy)
+	}
+	e.fake.Wait("the outbox edit", func() bool {
+		return len(e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)) == 1
+	})
+
+	e.fake.Dispatch(discordtest.Command("g3", smith, chOps, "help"))
+	e.fake.Wait("the command reply", func() bool { return len(e.fake.CallsTo("POST", "interactions/g3/tok-g3/callback")) == 1 })
+	wantPrivate(t, e.fake.CallsTo("POST", "interactions/g3/tok-g3/callback")[0].JSON())
+}
+
+func TestRegisterCommands(t *testing.T) {
+	e := newEnv(t)
+	if err := e.a.RegisterCommands(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.fake.CallsTo("POST", "applications/"+testAppID+"/guilds/"+guild+"/commands")
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", e.fake.Calls())
+	}
+	m := calls[0].JSON()
+	opts, _ := m["options"].([]any)
+	if m["name"] != CommandName || len(opts) != 1 || opts[0].(map[string]any)["name"] != "command" {
+		t.Errorf("command %v", m)
+	}
+}
+
+func TestRewriteTransport(t *testing.T) {
+	var got []string
+	rt := &rewriteTransport{target: apiTarget{scheme: "http", host: "127.0.0.1:9", prefix: "/fake/api/v10/"}, base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = append(got, r.URL.String())
+		return &http.Response{StatusCode: 204, Body: http.NoBody, Request: r}, nil
+	})}
+	tests := []struct {
+		url  string
+		want string // "" = refused
+	}{
+		{"https://discord.com/api/v9/channels/1/messages", "http://127.0.0.1:9/fake/api/v10/channels/1/messages"},
+		{"https://discord.com/api/v9/webhooks/A/t/messages/@original", "http://127.0.0.1:9/fake/api/v10/webhooks/A/t/messages/@original"},
+		{"https://evil.example/api/v9/channels/1/messages", ""},
+		{"https://cdn.discordapp.com/avatars/1.png", ""},
+		{"https://discord.com/oauth2/authorize", ""},
+	}
+	for _, tc := range tests {
+		got = nil
+		u, _ := url.Parse(tc.url)
+		_, err := rt.RoundTrip(&http.Request{Method: "GET", URL: u, Header: http.Header{}})
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%s was sent, want refused", tc.url)
+		case tc.want != "" && (err != nil || len(got) != 1 || got[0] != tc.want):
+			t.Errorf("%s -> %v %v, want %s", tc.url, got, err, tc.want)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	e := newEnv(t)
+	base := Options{Bot: e.bot, Token: "t", Channels: map[string]string{"default": "C"}}
+	tests := []struct {
+		name string
+		mod  func(*Options)
+		want string
+	}{
+		{"no token", func(o *Options) { o.Token = " " }, "token"},
+		{"plain http to a remote host", func(o *Options) { o.APIURL = "http://discord.example/api/v10/" }, "https"},
+		{"no trailing slash", func(o *Options) { o.APIURL = "https://discord.com/api/v10" }, "end with '/'"},
+		{"not a URL", func(o *Options) { o.APIURL = "discord" }, "absolute"},
+		{"short public key", func(o *Options) { o.PublicKey = []byte{1, 2} }, "public key"},
+		{"no default channel", func(o *Options) { o.Channels = map[string]string{"ops": "C"} }, "default channel"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.mod(&o)
+			if _, err := New(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want an error about %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := New(base); err != nil {
+		t.Errorf("New with good options: %v", err)
+	}
+}

@@ -1,0 +1,492 @@
+package discord
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bwmarrin/discordgo"
+	"github.com/countersign/countersign/bot"
+)
+
+// Custom ids of the components Countersign puts on its messages. Every id
+// is "cs:<action>:<item id>" (":<n>" for an answer), at most maxCustomID
+// characters: an item id has at most 20 digits.
+const (
+	actApprove = "approve" // Approve button
+	actReject  = "reject"  // Reject button: opens the reason modal
+	actReason  = "reason"  // the reason modal's submit
+	actDetails = "details" // Show details button of a sensitive item
+	actAnswer  = "answer"  // one answer button of a question
+	actSelect  = "select"  // the answer select menu of a question
+
+	// reasonInput is the custom id of the reason modal's text input.
+	reasonInput = "reason"
+	// maxReason is the longest reason the modal accepts.
+	maxReason = 1000
+)
+
+func customID(action string, id uint64, extra ...int) string {
+	s := "cs:" + action + ":" + strconv.FormatUint(id, 10)
+	for _, n := range extra {
+		s += ":" + strconv.Itoa(n)
+	}
+	return s
+}
+
+// parseCustomID splits a custom id made by customID. n is -1 when absent.
+func parseCustomID(s string) (action string, id uint64, n int, ok bool) {
+	if len(s) > maxCustomID {
+		return "", 0, 0, false
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 3 || len(parts) > 4 || parts[0] != "cs" {
+		return "", 0, 0, false
+	}
+	id, err := strconv.ParseUint(parts[2], 10, 64)
+	if err != nil || id == 0 {
+		return "", 0, 0, false
+	}
+	n = -1
+	if len(parts) == 4 {
+		n, err = strconv.Atoi(parts[3])
+		if err != nil || n < 0 {
+			return "", 0, 0, false
+		}
+	}
+	switch parts[1] {
+	case actApprove, actReject, actReason, actDetails, actSelect:
+		if n != -1 {
+			return "", 0, 0, false
+		}
+	case actAnswer:
+		if n == -1 {
+			return "", 0, 0, false
+		}
+	default:
+		return "", 0, 0, false
+	}
+	return parts[1], id, n, true
+}
+
+// Embed colours: amber while pending, green when approved, red when
+// refused, grey when closed without a decision.
+const (
+	colorPending  = 0xF1C40F
+	colorApproved = 0x2ECC71
+	colorRefused  = 0xE74C3C
+	colorClosed   = 0x95A5A6
+)
+
+// outcome is how a final status is shown.
+type outcome struct {
+	icon, word string
+	color      int
+}
+
+var outcomes = map[string]outcome{
+	"approved": {"✅", "Approved", colorApproved},
+	"answered": {"✅", "Answered", colorApproved},
+	"recorded": {"✅", "Recorded", colorApproved},
+	"rejected": {"⛔", "Rejected", colorRefused},
+	"declined": {"⛔", "Declined", colorRefused},
+	"denied":   {"⛔", "Denied", colorRefused},
+	"expired":  {"⌛", "Expired", colorClosed},
+	"stale":    {"⚠️", "Stale", colorClosed},
+}
+
+func outcomeOf(status string) outcome {
+	if o, ok := outcomes[status]; ok {
+		return o
+	}
+	return outcome{"•", capitalize(clip(status, 64, inline)), colorClosed}
+}
+
+// kindNoun names an item kind in running text.
+func kindNoun(k bot.ItemKind) string {
+	switch k {
+	case bot.KindMemoryChange:
+		return "memory change"
+	case bot.KindAction:
+		return "action request"
+	case bot.KindConsent:
+		return "consent request"
+	case bot.KindQuestion:
+		return "question"
+	}
+	return "item"
+}
+
+// sensitiveNoun names a sensitive item without saying what it is about.
+func sensitiveNoun(k bot.ItemKind) string {
+	if k == bot.KindMemoryChange {
+		return "change to a sensitive slot"
+	}
+	return "sensitive " + kindNoun(k)
+}
+
+// waitsFor says what a pending item waits for.
+func waitsFor(k bot.ItemKind) string {
+	switch k {
+	case bot.KindQuestion:
+		return "awaits an answer"
+	case bot.KindConsent:
+		return "awaits a decision"
+	}
+	return "awaits approval"
+}
+
+func capitalize(s string) string {
+	for i, r := range s {
+		if i == 0 {
+			return strings.ToUpper(string(r)) + s[len(string(r)):]
+		}
+	}
+	return s
+}
+
+func article(noun string) string {
+	if strings.IndexAny(noun[:1], "aeiou") == 0 {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// fmtTime shows a time unambiguously, in UTC.
+func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+// message is one rendered item: what a post, an edit and an interaction
+// update all send.
+type message struct {
+	Content    string                       `json:"content"`
+	Embeds     []*discordgo.MessageEmbed    `json:"embeds"`
+	Components []discordgo.MessageComponent `json:"components"`
+}
+
+// noMentions is set on every message Countersign sends: nothing in it may
+// ping anyone. The empty (not nil) Parse list is what tells Discord so.
+func noMentions() *discordgo.MessageAllowedMentions {
+	return &discordgo.MessageAllowedMentions{Parse: []discordgo.AllowedMentionType{}}
+}
+
+// render shows an item in a channel: an embed with what is asked and, while
+// it is pending, the buttons to decide it. A sensitive item shows only
+// that it awaits a decision; its detail goes privately to approvers who
+// click Show details (renderDetails).
+func render(it bot.Item) message {
+	m := message{Content: headline(it), Components: []discordgo.MessageComponent{}}
+	e := &discordgo.MessageEmbed{
+		Type:      discordgo.EmbedTypeRich,
+		Color:     colorPending,
+		Footer:    &discordgo.MessageEmbedFooter{Text: fmt.Sprintf("Countersign #%d · %s", it.ID, kindNoun(it.Kind))},
+		Timestamp: it.CreatedAt.UTC().Format(time.RFC3339),
+	}
+	if it.CreatedAt.IsZero() {
+		e.Timestamp = ""
+	}
+	if !it.Pending() {
+		e.Color = outcomeOf(it.Status).color
+	}
+	var desc []string
+	var fields []field
+	if it.Sensitive {
+		e.Title = capitalize(article(sensitiveNoun(it.Kind))) + " " + waitsFor(it.Kind)
+		desc = append(desc, "The details are withheld from this channel. Approvers can click **Show details** to see them privately.")
+	} else {
+		e.Title = clip(it.Title, maxEmbedTitle, inline)
+		if e.Title == "" {
+			e.Title = capitalize(kindNoun(it.Kind))
+		}
+		if it.Requester != "" {
+			desc = append(desc, "**Requested by** "+clip(it.Requester, 300, inline))
+		}
+		if it.Space.UserID != "" && !hasField(it, "Space") {
+			desc = append(desc, "**Memory space** "+clip(spaceText(it.Space), 400, inline))
+		}
+		fields = itemFields(it)
+	}
+	if it.Pending() && !it.ExpiresAt.IsZero() {
+		desc = append(desc, "**Expires** "+fmtTime(it.ExpiresAt))
+	}
+	e.Description = strings.Join(desc, "\n")
+	e.Fields = layoutFields(fields, statusFields(it), maxEmbedTotal-units16(e.Title)-units16(e.Description)-units16(e.Footer.Text))
+	m.Embeds = []*discordgo.MessageEmbed{e}
+	if it.Pending() {
+		m.Components = components(it)
+	}
+	return m
+}
+
+// renderDetails shows a sensitive item in full, for an ephemeral reply to
+// one approver. It has no buttons.
+func renderDetails(it bot.Item) message {
+	it.Sensitive = false
+	m := render(it)
+	m.Content = fmt.Sprintf("🔒 Details of Countersign #%d, shown only to you. Decide on the message in the channel.", it.ID)
+	m.Components = []discordgo.MessageComponent{}
+	return m
+}
+
+// hasField reports whether the item's source shows a field with label.
+func hasField(it bot.Item, label string) bool {
+	for _, f := range it.Fields {
+		if strings.EqualFold(f.Label, label) {
+			return true
+		}
+	}
+	return false
+}
+
+// spaceText shows a memory space: its user, then its agent and run when set.
+func spaceText(sp bot.Space) string {
+	s := sp.UserID
+	if sp.AgentID != "" {
+		s += " · agent " + sp.AgentID
+	}
+	if sp.RunID != "" {
+		s += " · run " + sp.RunID
+	}
+	return s
+}
+
+// headline is a message's content: one line with no untrusted text except
+// the deciders' names, which notifications show.
+func headline(it bot.Item) string {
+	noun := kindNoun(it.Kind)
+	if it.Sensitive {
+		noun = sensitiveNoun(it.Kind)
+	}
+	if it.Pending() {
+		return fmt.Sprintf("**Countersign #%d**: %s %s.", it.ID, article(noun), waitsFor(it.Kind))
+	}
+	o := outcomeOf(it.Status)
+	s := fmt.Sprintf("**Countersign #%d**: %s %s %s", it.ID, o.icon, noun, strings.ToLower(o.word))
+	if len(it.DecidedBy) > 0 {
+		s += " by " + deciders(it, 1500)
+	}
+	return s + "."
+}
+
+// deciders lists who decided, escaped, within limit characters.
+func deciders(it bot.Item, limit int) string {
+	return clip(strings.Join(it.DecidedBy, ", "), limit, inline)
+}
+
+// field is one embed field before layout.
+type field struct{ name, value string }
+
+// itemFields are the item's own labelled lines (untrusted), and a
+// question's options.
+func itemFields(it bot.Item) []field {
+	var fs []field
+	for _, f := range it.Fields {
+		fs = append(fs, field{clip(f.Label, maxFieldName, inline), clip(f.Value, maxFieldValue, block)})
+	}
+	if it.Kind == bot.KindQuestion && len(it.Options) > 0 {
+		name := "Options"
+		if it.Multi {
+			name = "Options (choose one or more)"
+		}
+		fs = append(fs, field{name, optionList(it.Options)})
+	}
+	return fs
+}
+
+// optionList numbers a question's options, one a line, within one field.
+func optionList(opts []string) string {
+	const reserve = 24 // room for "… and N more"
+	var lines []string
+	used := 0
+	for i, o := range opts {
+		line := fmt.Sprintf("%d\\. %s", i+1, clip(o, 200, inline))
+		if used+units16(line)+1 > maxFieldValue-reserve {
+			lines = append(lines, fmt.Sprintf("… and %d more", len(opts)-i))
+			break
+		}
+		lines = append(lines, line)
+		used += units16(line) + 1
+	}
+	return strings.Join(lines, "\n")
+}
+
+// statusFields are the tally and, once decided, the outcome, who decided,
+// when and why. They always fit: layoutFields places them first.
+func statusFields(it bot.Item) []field {
+	var fs []field
+	if it.Tally != "" {
+		fs = append(fs, field{"Approvals", clip(it.Tally, maxFieldValue, inline)})
+	}
+	if it.Pending() {
+		return fs
+	}
+	o := outcomeOf(it.Status)
+	fs = append(fs, field{"Outcome", o.icon + " " + o.word})
+	if len(it.DecidedBy) > 0 {
+		fs = append(fs, field{"Decided by", deciders(it, maxFieldValue)})
+	}
+	if !it.DecidedAt.IsZero() {
+		fs = append(fs, field{"Decided at", fmtTime(it.DecidedAt)})
+	}
+	if it.Reason != "" {
+		if it.Sensitive {
+			fs = append(fs, field{"Reason", "Recorded; withheld from this channel."})
+		} else {
+			fs = append(fs, field{"Reason", clip(it.Reason, maxFieldValue, block)})
+		}
+	}
+	return fs
+}
+
+// layoutFields places the status fields after as many item fields as fit
+// in Discord's per-embed limits (25 fields, budget characters in all); the
+// rest are summarised in one field, never dropped silently.
+func layoutFields(items, status []field, budget int) []*discordgo.MessageEmbedField {
+	size := func(f field) int { return units16(f.name) + units16(f.value) }
+	for _, f := range status {
+		budget -= size(f)
+	}
+	const more = "Not shown"
+	moreSize := units16(more) + 80
+	room := maxFields - len(status)
+	var out []*discordgo.MessageEmbedField
+	for i, f := range items {
+		if f.name == "" {
+			f.name = "(no label)"
+		}
+		if f.value == "" {
+			f.value = "(empty)"
+		}
+		left := len(items) - i
+		fits := size(f) <= budget && len(out) < room
+		if fits && left > 1 {
+			fits = size(f)+moreSize <= budget && len(out) < room-1
+		}
+		if !fits {
+			out = append(out, &discordgo.MessageEmbedField{Name: more, Value: fmt.Sprintf("%d more field(s) did not fit in one Discord message.", left)})
+			break
+		}
+		out = append(out, &discordgo.MessageEmbedField{Name: f.name, Value: f.value})
+		budget -= size(f)
+	}
+	for _, f := range status {
+		out = append(out, &discordgo.MessageEmbedField{Name: f.name, Value: f.value})
+	}
+	return out
+}
+
+// components are a pending item's buttons: Approve and Reject; for a
+// question one button per option (a select menu when there are more than
+// a row holds, or several may be chosen) and Decline; Show details on a
+// sensitive item.
+func components(it bot.Item) []discordgo.MessageComponent {
+	var rows []discordgo.MessageComponent
+	decline := discordgo.Button{Label: "Decline", Style: discordgo.SecondaryButton, CustomID: customID(actReject, it.ID)}
+	switch {
+	case it.Kind == bot.KindQuestion && len(it.Options) > 0 && !it.Multi && len(it.Options) <= maxButtonsPerRow:
+		var bs []discordgo.MessageComponent
+		for i, o := range it.Options {
+			bs = append(bs, discordgo.Button{Label: buttonLabel(o), Style: discordgo.PrimaryButton, CustomID: customID(actAnswer, it.ID, i)})
+		}
+		if len(bs) < maxButtonsPerRow {
+			rows = append(rows, discordgo.ActionsRow{Components: append(bs, decline)})
+		} else {
+			rows = append(rows, discordgo.ActionsRow{Components: bs}, discordgo.ActionsRow{Components: []discordgo.MessageComponent{decline}})
+		}
+	case it.Kind == bot.KindQuestion && len(it.Options) > 0:
+		n := min(len(it.Options), maxSelectOptions)
+		opts := make([]discordgo.SelectMenuOption, n)
+		for i := range n {
+			opts[i] = discordgo.SelectMenuOption{Label: selectLabel(it.Options[i]), Value: strconv.Itoa(i)}
+		}
+		one := 1
+		maxV := 1
+		placeholder := "Choose an answer"
+		if it.Multi {
+			maxV = n
+			placeholder = "Choose one or more answers"
+		}
+		rows = append(rows,
+			discordgo.ActionsRow{Components: []discordgo.MessageComponent{discordgo.SelectMenu{
+				MenuType: discordgo.StringSelectMenu, CustomID: customID(actSelect, it.ID),
+				Placeholder: placeholder, MinValues: &one, MaxValues: maxV, Options: opts,
+			}}},
+			discordgo.ActionsRow{Components: []discordgo.MessageComponent{decline}})
+	case it.Kind == bot.KindQuestion:
+		// A free-text question is answered with /countersign; it can be
+		// declined here.
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{decline}})
+	default:
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: customID(actApprove, it.ID)},
+			discordgo.Button{Label: "Reject", Style: discordgo.DangerButton, CustomID: customID(actReject, it.ID)},
+		}})
+	}
+	if it.Sensitive {
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+			discordgo.Button{Label: "Show details", Style: discordgo.SecondaryButton, CustomID: customID(actDetails, it.ID)},
+		}})
+	}
+	return rows
+}
+
+func buttonLabel(s string) string {
+	l := clip(s, maxButtonLabel, label)
+	if strings.TrimSpace(l) == "" {
+		return "(blank)"
+	}
+	return l
+}
+
+func selectLabel(s string) string {
+	l := clip(s, maxSelectLabel, label)
+	if strings.TrimSpace(l) == "" {
+		return "(blank)"
+	}
+	return l
+}
+
+// reasonModal asks a rejecter why (required), or a person declining a
+// question why (optional). It must be the first response to the click (a
+// modal cannot follow a deferral).
+func reasonModal(it bot.Item) *discordgo.InteractionResponse {
+	title, question, required := fmt.Sprintf("Reject #%d", it.ID), "Why reject it?", true
+	if it.Kind == bot.KindQuestion {
+		title, question, required = fmt.Sprintf("Decline #%d", it.ID), "Why decline? (optional)", false
+	}
+	in := discordgo.TextInput{
+		CustomID: reasonInput, Label: question, Style: discordgo.TextInputParagraph,
+		Placeholder: "Recorded with the decision and shown with the outcome.",
+		Required:    required, MaxLength: maxReason,
+	}
+	if required {
+		in.MinLength = 1
+	}
+	return &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseModal,
+		Data: &discordgo.InteractionResponseData{
+			CustomID:   customID(actReason, it.ID),
+			Title:      clip(title, maxModalTitle, label),
+			Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{in}}},
+		},
+	}
+}
+
+// recordedOutcome tells one person, privately, how an item ended, with at
+// most reasonLimit characters of its reason (never a sensitive item's).
+// The result is rendered text of at most 1000+reasonLimit characters.
+func recordedOutcome(it bot.Item, reasonLimit int) string {
+	o := outcomeOf(it.Status)
+	s := fmt.Sprintf("#%d was already %s", it.ID, strings.ToLower(o.word))
+	if len(it.DecidedBy) > 0 {
+		s += " by " + deciders(it, 600)
+	}
+	if !it.DecidedAt.IsZero() {
+		s += " at " + fmtTime(it.DecidedAt)
+	}
+	s += ". Nothing was changed."
+	if it.Reason != "" && !it.Sensitive {
+		s += "\nReason: " + clip(it.Reason, reasonLimit, inline)
+	}
+	return s
+}

@@ -1,0 +1,437 @@
+package discord
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// testState is the whole state of a test item. testSource stands in for
+// the memory and approvals packages, so these tests depend on no other
+// helper's work: it renders items and decides them through a registered
+// tool, with the same rules (requester is not the approver, one decision
+// once, quorum) the real sources apply.
+type testState struct {
+	Title         string      `json:"title"`
+	Fields        []bot.Field `json:"fields"`
+	RequesterName string      `json:"requester_name"`
+	RequesterID   string      `json:"requester_id"`
+	ExpiresAt     time.Time   `json:"expires_at"`
+	Sensitive     bool        `json:"sensitive"`
+	Options       []string    `json:"options"`
+	Multi         bool        `json:"multi"`
+	Quorum        int         `json:"quorum"`
+
+	Status    string    `json:"status"`
+	Approvals []string  `json:"approvals"`
+	DecidedBy []string  `json:"decided_by"`
+	DecidedAt time.Time `json:"decided_at"`
+	Reason    string    `json:"reason"`
+	Answers   []string  `json:"answers"`
+	Applied   int       `json:"applied"` // decisions applied: must never exceed one
+}
+
+const testBucket = "test_items"
+
+type testSource struct{}
+
+func loadState(tx kv.Tx, key string) (testState, error) {
+	var st testState
+	b, err := tx.Get(testBucket, []byte(key))
+	if err != nil || b == nil {
+		return st, fmt.Errorf("test item %q: %v", key, err)
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+func saveState(tx kv.Tx, key string, st testState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	return tx.Put(testBucket, []byte(key), b)
+}
+
+func (testSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
+	st, err := loadState(tx, rec.Key)
+	if err != nil {
+		return bot.Item{}, err
+	}
+	it := bot.Item{
+		Title: st.Title, Fields: st.Fields, Requester: fmt.Sprintf("%s [%s]", st.RequesterName, st.RequesterID),
+		ExpiresAt: st.ExpiresAt, Status: st.Status, DecidedBy: st.DecidedBy, DecidedAt: st.DecidedAt,
+		Reason: st.Reason, Sensitive: st.Sensitive, Options: st.Options, Multi: st.Multi,
+	}
+	if st.Quorum > 1 && len(st.Approvals) > 0 {
+		it.Tally = fmt.Sprintf("%d of %d approvals: %s", len(st.Approvals), st.Quorum, strings.Join(st.Approvals, ", "))
+	}
+	return it, nil
+}
+
+func (testSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, answers []string) (string, map[string]any, error) {
+	args := map[string]any{"item": rec.ID, "approve": approve}
+	if reason != "" {
+		args["reason"] = reason
+	}
+	if answers != nil {
+		args["answers"] = answers
+	}
+	return "test_decide", args, nil
+}
+
+type decideArgs struct {
+	Item    uint64   `json:"item"`
+	Approve bool     `json:"approve"`
+	Reason  string   `json:"reason,omitempty"`
+	Answers []string `json:"answers,omitempty"`
+}
+
+func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+	a := args.(*decideArgs)
+	var rec *bot.ItemRecord
+	var st testState
+	err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		if rec, err = bot.LoadItemRecord(tx, a.Item); err != nil || rec == nil {
+			return fmt.Errorf("no item %d: %v", a.Item, err)
+		}
+		st, err = loadState(tx, rec.Key)
+		return err
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	if bot.SamePrincipal(st.RequesterID, st.RequesterName, c.Caller.ID, c.Caller.Name) {
+		return bot.Result{}, c.Deny(ctx, fmt.Sprintf("Access denied: you requested #%d, so someone else must decide it.", a.Item))
+	}
+	err = c.Update(ctx, func(tx *bot.Tx) error {
+		st, err := loadState(tx, rec.Key)
+		if err != nil {
+			return err
+		}
+		if st.Status != "pending" {
+			return bot.Errorf(bot.KindConflict, "#%d is not awaiting approval.", a.Item)
+		}
+		who := c.Caller.String()
+		if a.Approve && slices.Contains(st.Approvals, who) {
+			return bot.Errorf(bot.KindConflict, "You already approved #%d.", a.Item)
+		}
+		event := bot.EventDecided
+		switch {
+		case !a.Approve:
+			st.Status, st.Reason, st.DecidedBy = "rejected", a.Reason, []string{who}
+		case len(st.Answers) == 0 && a.Answers != nil:
+			st.Status, st.Answers, st.DecidedBy = "answered", a.Answers, []string{who}
+		default:
+			st.Approvals = append(st.Approvals, who)
+			if len(st.Approvals) < max(st.Quorum, 1) {
+				event = bot.EventUpdated
+			} else {
+				st.Status, st.DecidedBy = "approved", st.Approvals
+			}
+		}
+		if event == bot.EventDecided {
+			st.DecidedAt = c.Now
+			st.Applied++
+		}
+		if err := saveState(tx, rec.Key, st); err != nil {
+			return err
+		}
+		if err := tx.Audit("test_decide", fmt.Sprintf("#%d approve=%v answers=%v", a.Item, a.Approve, a.Answers)); err != nil {
+			return err
+		}
+		return tx.Emit(a.Item, event, "")
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	return bot.Result{Text: "ok"}, nil
+}
+
+// clock is a settable test clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+// Chat identities of the tests.
+const (
+	guild      = "G1"
+	chDefault  = "C100"
+	chOps      = "C200"
+	uSmith     = "111" // mapped by user id to dr_smith (member)
+	uOncall    = "222" // mapped by role rOncall to oncall (member)
+	rOncall    = "555"
+	uViewer    = "333" // mapped to vic (viewer: no approve)
+	uStranger  = "999" // not mapped
+	botToken   = "test-token"
+	testAppID  = "APP"
+	requesterA = "agent_x"
+)
+
+var (
+	smith    = discordtest.Clicker{UserID: uSmith, GuildID: guild}
+	oncall   = discordtest.Clicker{UserID: uOncall, Roles: []string{"42", rOncall}, GuildID: guild}
+	viewer   = discordtest.Clicker{UserID: uViewer, GuildID: guild}
+	stranger = discordtest.Clicker{UserID: uStranger, Roles: []string{"42"}, GuildID: guild}
+)
+
+// env is a bot over a real bbolt file with the test source, a fake
+// Discord, and the adapter under test.
+type env struct {
+	t     *testing.T
+	path  string
+	key   ed25519.PrivateKey
+	pub   ed25519.PublicKey
+	clock *clock
+	fake  *discordtest.Server
+	db    *bolt.DB
+	bot   *bot.Bot
+	a     *Adapter
+	url   string // the HTTP interactions endpoint
+	seq   int
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: &clock{t: t0}}
+	e.fake = discordtest.New(t, botToken)
+	e.open()
+	return e
+}
+
+// open opens the store and builds the bot and the adapter on it (again,
+// after close: a restart).
+func (e *env) open() {
+	t := e.t
+	t.Helper()
+	db, err := bolt.Open(e.path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, signing, _ := ed25519.GenerateKey(nil)
+	b, err := bot.New(bot.Options{Store: db, SigningKey: signing, Now: e.clock.Now, Sinks: []string{Sink}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Register(bot.Tool{Name: "test_decide", Description: "decide a test item", Capability: policy.CapApprove, Args: decideArgs{}, Handler: testDecide}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
+		b.RegisterItemKind(k, testSource{})
+	}
+	dir, err := bot.NewDirectory([]bot.ChatPrincipal{
+		{Name: "dr_smith", Role: policy.RoleMember, Discord: uSmith},
+		{Name: "oncall", Role: policy.RoleMember, DiscordRoles: []string{rOncall}},
+		{Name: "vic", Role: policy.RoleViewer, Discord: uViewer},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetDirectory(dir)
+	a, err := New(Options{
+		Bot: b, Token: botToken, PublicKey: e.pub, ApplicationID: testAppID, GuildID: guild,
+		APIURL: e.fake.APIURL, Channels: map[string]string{"default": chDefault, "ops": chOps},
+		Transport: discordtest.Transport(), Dialer: discordtest.Dialer(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("POST /discord/interactions", a.Handler())
+	srv := httptest.NewServer(mux)
+	e.db, e.bot, e.a, e.url = db, b, a, srv.URL+"/discord/interactions"
+	t.Cleanup(func() {
+		srv.Close()
+		db.Close()
+	})
+}
+
+// restart closes the store and opens it again with a new bot and adapter.
+func (e *env) restart() {
+	e.t.Helper()
+	if err := e.db.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open()
+}
+
+// newItem creates a pending item (as a system call) and returns its id.
+func (e *env) newItem(kind bot.ItemKind, channel string, st testState) uint64 {
+	e.t.Helper()
+	e.seq++
+	key := fmt.Sprintf("k%d", e.seq)
+	if st.Status == "" {
+		st.Status = "pending"
+	}
+	if st.RequesterName == "" {
+		st.RequesterName, st.RequesterID = requesterA, "prin_agent"
+	}
+	var id uint64
+	err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		if err := saveState(tx, key, st); err != nil {
+			return err
+		}
+		var err error
+		id, err = tx.NewItem(kind, key, bot.Space{UserID: "patient_7"}, channel)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// close changes a test item's state as the sweeper would, and queues the
+// decided event.
+func (e *env) closeAs(id uint64, status string) {
+	e.t.Helper()
+	err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		rec, err := bot.LoadItemRecord(tx, id)
+		if err != nil || rec == nil {
+			return fmt.Errorf("no item %d", id)
+		}
+		st, err := loadState(tx, rec.Key)
+		if err != nil {
+			return err
+		}
+		st.Status, st.DecidedBy, st.DecidedAt = status, []string{"countersign [sweeper]"}, e.clock.Now()
+		if err := saveState(tx, rec.Key, st); err != nil {
+			return err
+		}
+		return tx.Emit(id, bot.EventDecided, "")
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// state reads a test item's state.
+func (e *env) state(id uint64) testState {
+	e.t.Helper()
+	var st testState
+	err := e.bot.View(context.Background(), func(tx kv.Tx) error {
+		rec, err := bot.LoadItemRecord(tx, id)
+		if err != nil || rec == nil {
+			return fmt.Errorf("no item %d", id)
+		}
+		st, err = loadState(tx, rec.Key)
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// item reads an item's view.
+func (e *env) item(id uint64) bot.Item {
+	e.t.Helper()
+	it, err := e.bot.Item(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return it
+}
+
+// drain delivers every due outbox event to the fake.
+func (e *env) drain() {
+	e.t.Helper()
+	if err := e.bot.DrainSink(context.Background(), Sink, e.a.Deliver); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// ref is the Discord message posted for an item.
+func (e *env) ref(id uint64) bot.MessageRef {
+	e.t.Helper()
+	rs := refs(e.item(id))
+	if len(rs) != 1 {
+		e.t.Fatalf("item %d has %d discord messages, want 1", id, len(rs))
+	}
+	return rs[0]
+}
+
+// post signs and posts an interaction to the HTTP endpoint now.
+func (e *env) post(payload any) (int, map[string]any) {
+	e.t.Helper()
+	return discordtest.Post(e.t, e.url, e.key, e.clock.Now(), discordtest.Marshal(e.t, payload))
+}
+
+// click posts a signed click on item id's message.
+func (e *env) click(iid string, who discordtest.Clicker, id uint64, custom string, values ...string) map[string]any {
+	e.t.Helper()
+	ref := e.ref(id)
+	status, resp := e.post(discordtest.Click(iid, who, ref.ChannelID, ref.MessageID, custom, values...))
+	if status != http.StatusOK {
+		e.t.Fatalf("click %s: status %d: %v", custom, status, resp)
+	}
+	return resp
+}
+
+// audit returns the audit chain's entries as "principal|action|detail".
+func (e *env) audit() []string {
+	e.t.Helper()
+	var out []string
+	err := e.bot.View(context.Background(), func(tx kv.Tx) error {
+		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
+			var en struct{ Principal, Action, Detail string }
+			if err := json.Unmarshal(v, &en); err != nil {
+				return err
+			}
+			out = append(out, en.Principal+"|"+en.Action+"|"+en.Detail)
+			return nil
+		})
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// auditHas reports whether an audit entry contains every one of parts.
+func (e *env) auditHas(parts ...string) bool {
+	for _, en := range e.audit() {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(en, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}

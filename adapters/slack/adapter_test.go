@@ -1,0 +1,859 @@
+package slack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chatops"
+)
+
+func memoryTestItem() testItem {
+	return testItem{
+		Title: "Replace active_medication for patient default", Requester: "intake_agent",
+		Fields: []bot.Field{
+			{Label: "Space", Value: "default//"}, {Label: "Subject", Value: "active_medication"},
+			{Label: "Current", Value: "warfarin 5mg daily"}, {Label: "Proposed", Value: "apixaban 5mg twice daily"},
+			{Label: "Said", Value: "Switch her to apixaban 5mg twice daily."}, {Label: "Source", Value: "intake_agent"},
+			{Label: "Confidence", Value: "0.92"},
+		},
+	}
+}
+
+func actionTestItem() testItem {
+	return testItem{
+		Title: "delete_database (destructive) requested by deploy_bot", Requester: "deploy_bot",
+		ExpiresAt: time.Date(2026, 1, 1, 9, 30, 0, 0, time.UTC),
+		Fields: []bot.Field{
+			{Label: "Tool", Value: "delete_database"}, {Label: "Category", Value: "destructive"},
+			{Label: "Arguments", Value: `{"db_name": "orders_prod"}`},
+			{Label: "Dry-run plan", Value: "DROP DATABASE orders_prod;\n-- 42 tables"},
+		},
+	}
+}
+
+// blockJSON is the blocks of a call as JSON, for substring assertions, with
+// json.Marshal's HTML escapes (\u003c, \u003e, \u0026) undone so that a
+// live <!channel> cannot hide from a check.
+func blockJSON(c apiCall) string {
+	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(c.Form.Get("blocks"))
+}
+
+// buttons returns the action_id -> value of the call's actions blocks.
+func buttons(t *testing.T, c apiCall) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, b := range c.Blocks(t) {
+		if b["type"] != "actions" {
+			continue
+		}
+		for _, el := range b["elements"].([]any) {
+			m := el.(map[string]any)
+			if v, ok := m["value"].(string); ok {
+				out[m["action_id"].(string)] = v
+			}
+		}
+	}
+	return out
+}
+
+func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	e := newEnv(t)
+	mem := e.create(bot.KindMemoryChange, "default", memoryTestItem())
+	act := e.create(bot.KindAction, "ops", actionTestItem())
+	other := e.create(bot.KindConsent, "nowhere", testItem{Title: "share the summary with the family", Requester: "agent"})
+	e.drain()
+
+	posts := e.fake.Calls("chat.postMessage")
+	if len(posts) != 3 {
+		t.Fatalf("%d posts, want 3", len(posts))
+	}
+	wantChannel := map[uint64]string{mem: chDefault, act: chOps, other: chDefault}
+	for i, id := range []uint64{mem, act, other} {
+		p := posts[i]
+		if got := p.Form.Get("channel"); got != wantChannel[id] {
+			t.Errorf("item %d posted to %s, want %s", id, got, wantChannel[id])
+		}
+		if p.Form.Get("token") != "xoxb-test" {
+			t.Errorf("item %d: not posted with the bot token", id)
+		}
+		v := strconv.FormatUint(id, 10)
+		if b := buttons(t, p); b[actionApprove] != v || b[actionReject] != v || len(b) != 2 {
+			t.Errorf("item %d buttons = %v, want approve and reject with value %s", id, b, v)
+		}
+		ref := e.ref(id)
+		if ref.ChannelID != wantChannel[id] || ref.MessageID == "" {
+			t.Errorf("item %d message ref = %+v", id, ref)
+		}
+	}
+	memBlocks := blockJSON(posts[0])
+	for _, want := range []string{"Replace active_medication for patient default", "`warfarin 5mg daily`", "`apixaban 5mg twice daily`",
+		"Switch her to apixaban 5mg twice daily.", "`0.92`", "intake_agent [prin_intake_agent]", "Item #" + strconv.FormatUint(mem, 10)} {
+		if !strings.Contains(memBlocks, want) {
+			t.Errorf("memory proposal message lacks %q:\n%s", want, memBlocks)
+		}
+	}
+	actBlocks := blockJSON(posts[1])
+	for _, want := range []string{"delete_database (destructive)", "`destructive`", "DROP DATABASE orders_prod;", "Expires <!date^1767259800^", "deploy_bot [prin_deploy_bot]", `"confirm"`} {
+		if !strings.Contains(actBlocks, want) {
+			t.Errorf("action request message lacks %q:\n%s", want, actBlocks)
+		}
+	}
+	if !strings.HasPrefix(posts[1].Form.Get("text"), "Approval needed: delete_database") {
+		t.Errorf("notification text = %q", posts[1].Form.Get("text"))
+	}
+
+	// Delivering again posts nothing twice.
+	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: mem}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.fake.Calls("chat.postMessage")); n != 3 {
+		t.Errorf("a repeated created event posted again: %d posts", n)
+	}
+}
+
+func TestMemberClickApprovesAndUpdatesMessage(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+
+	code, body := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
+	if code != http.StatusOK || body != "" {
+		t.Fatalf("click answered %d %q, want an empty 200", code, body)
+	}
+	e.barrier()
+	st := e.state(id)
+	if st.Status != "approved" || len(st.DecidedBy) != 1 || st.DecidedBy[0] != "dr_smith [U0123ABC]" {
+		t.Fatalf("after the click: status %q decided_by %v", st.Status, st.DecidedBy)
+	}
+	e.drain()
+	ups := e.fake.Calls("chat.update")
+	if len(ups) != 1 {
+		t.Fatalf("%d chat.update calls, want 1", len(ups))
+	}
+	u := ups[0]
+	if u.Form.Get("channel") != ref.ChannelID || u.Form.Get("ts") != ref.MessageID {
+		t.Errorf("updated %s/%s, want the posted message %s/%s", u.Form.Get("channel"), u.Form.Get("ts"), ref.ChannelID, ref.MessageID)
+	}
+	if b := buttons(t, u); len(b) != 0 {
+		t.Errorf("updated message still has buttons: %v", b)
+	}
+	for _, want := range []string{"✅ *Approved* by dr_smith [U0123ABC] on <!date^", "DROP DATABASE orders_prod;"} {
+		if !strings.Contains(blockJSON(u), want) {
+			t.Errorf("updated message lacks %q:\n%s", want, blockJSON(u))
+		}
+	}
+	if u.Form.Get("text") != "Approved: delete_database (destructive) requested by deploy_bot" {
+		t.Errorf("updated text = %q", u.Form.Get("text"))
+	}
+	if n := len(e.fake.Calls("chat.postEphemeral")); n != 0 {
+		t.Errorf("a successful approval sent %d private answers", n)
+	}
+}
+
+func TestRefusedClicksArePrivateAndAudited(t *testing.T) {
+	cases := []struct {
+		name, user, want, auditPrincipal string
+		item                             testItem
+	}{
+		{"unmapped", stranger, "is not mapped to a Countersign principal", "unmapped [U0999XYZ]", actionTestItem()},
+		{"requester's own principal", drSmith, "a requester cannot decide their own request", "dr_smith [U0123ABC]",
+			func() testItem { it := actionTestItem(); it.Requester = "dr_smith"; return it }()},
+		{"no approve capability", viewerVic, "requires the 'approve' capability", "viewer_vic [U0789VIC]", actionTestItem()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			id := e.create(bot.KindAction, "ops", c.item)
+			e.drain()
+			ref := e.ref(id)
+			before := len(e.denials())
+
+			code, _ := e.interact(clickPayload(c.user, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
+			if code != http.StatusOK {
+				t.Fatalf("click answered %d", code)
+			}
+			e.barrier()
+			eph := e.ephemerals(c.user)
+			if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), c.want) || eph[0].Form.Get("channel") != ref.ChannelID {
+				t.Fatalf("private answers to %s: %+v, want one in %s saying %q", c.user, eph, ref.ChannelID, c.want)
+			}
+			if n := len(e.fake.Calls("chat.postEphemeral")); n != 1 {
+				t.Errorf("%d private answers in all, want only the clicker's", n)
+			}
+			if st := e.state(id); st.Status != "pending" || st.Decisions != 0 {
+				t.Errorf("refused click changed the item: %+v", st)
+			}
+			d := e.denials()
+			if len(d) != before+1 || d[len(d)-1].Principal != c.auditPrincipal {
+				t.Fatalf("audit denials %+v, want one more by %s", d, c.auditPrincipal)
+			}
+			e.drain()
+			if n := len(e.fake.Calls("chat.update")); n != 0 {
+				t.Errorf("a refused click updated the message (%d chat.update)", n)
+			}
+		})
+	}
+}
+
+func TestSignatureAndTimestampAreChecked(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	payload, _ := json.Marshal(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
+	form := url.Values{"payload": {string(payload)}}
+
+	for _, path := range []string{"/slack/interactions", "/slack/commands"} {
+		f := form
+		if path == "/slack/commands" {
+			f = url.Values{"user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
+		}
+		if code, _ := e.post(path, f, "wrong-secret", time.Now()); code != http.StatusUnauthorized {
+			t.Errorf("%s: bad signature answered %d, want 401", path, code)
+		}
+		if code, _ := e.post(path, f, testSecret, time.Now().Add(-6*time.Minute)); code != http.StatusUnauthorized {
+			t.Errorf("%s: 6-minute-old timestamp answered %d, want 401", path, code)
+		}
+		if code, _ := e.post(path, f, testSecret, time.Now().Add(6*time.Minute)); code != http.StatusUnauthorized {
+			t.Errorf("%s: future timestamp answered %d, want 401", path, code)
+		}
+		resp, err := http.Post(e.srv.URL+path, "application/x-www-form-urlencoded", strings.NewReader(f.Encode()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("%s: unsigned request answered %d, want 401", path, resp.StatusCode)
+		}
+	}
+	// A body changed after signing fails too.
+	req, _ := http.NewRequest("POST", e.srv.URL+"/slack/interactions", strings.NewReader(form.Encode()+"x"))
+	now := time.Now().Unix()
+	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(now, 10))
+	req.Header.Set("X-Slack-Signature", sign(testSecret, now, form.Encode()))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("tampered body answered %d, want 401", resp.StatusCode)
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "pending" {
+		t.Fatalf("a rejected request decided the item: %+v", st)
+	}
+	select {
+	case c := <-e.cmds:
+		t.Fatalf("a rejected command ran: %+v", c)
+	default:
+	}
+	// Signed but not a Slack form: 400, never 500.
+	if code, _ := e.post("/slack/interactions", url.Values{"payload": {"{not json"}}, testSecret, time.Now()); code != http.StatusBadRequest {
+		t.Errorf("malformed payload answered %d, want 400", code)
+	}
+	if code, _ := e.post("/slack/interactions", url.Values{}, testSecret, time.Now()); code != http.StatusBadRequest {
+		t.Errorf("empty form answered %d, want 400", code)
+	}
+}
+
+func TestDuplicateDeliveriesApplyOnce(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	click := clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())
+
+	// Slack's retry and a replay of the same signed request inside the window.
+	for range 3 {
+		if code, _ := e.interact(click); code != http.StatusOK {
+			t.Fatalf("click answered %d", code)
+		}
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "approved" || st.Decisions != 1 {
+		t.Fatalf("after three deliveries of one click: %+v", st)
+	}
+	if n := len(e.fake.Calls("chat.postEphemeral")); n != 0 {
+		t.Errorf("duplicates were answered %d times; they must be ignored silently", n)
+	}
+
+	// A new click (a new trigger) on the decided item gets the recorded
+	// outcome privately, and changes nothing.
+	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	eph := e.ephemerals(nurseJo)
+	if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "no longer awaiting a decision: approved by dr_smith [U0123ABC] at 2026-01-01 09:00 UTC") {
+		t.Fatalf("late click answers: %+v", eph)
+	}
+	if st := e.state(id); st.Decisions != 1 || len(st.DecidedBy) != 1 {
+		t.Errorf("late click changed the decision: %+v", st)
+	}
+	e.drain()
+	if n := len(e.fake.Calls("chat.update")); n != 1 {
+		t.Errorf("%d chat.update calls, want 1", n)
+	}
+}
+
+func TestConcurrentClicksDecideOnce(t *testing.T) {
+	e := newEnv(t)
+	for range 3 { // four workers in all, so the two clicks race
+		e.wg.Go(func() { e.ad.work(e.ctx) })
+	}
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	errs := make(chan error, 2)
+	for _, u := range []string{drSmith, nurseJo} {
+		go func() {
+			code, _ := e.interact(clickPayload(u, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
+			if code != http.StatusOK {
+				errs <- errors.New("click not acknowledged")
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "one decision and one private answer", func() bool {
+		return e.state(id).Status == "approved" && len(e.fake.Calls("chat.postEphemeral")) == 1
+	})
+	st := e.state(id)
+	if st.Decisions != 1 || len(st.DecidedBy) != 1 {
+		t.Fatalf("two concurrent clicks: %+v", st)
+	}
+	loser := drSmith
+	if st.DecidedBy[0] == "dr_smith [U0123ABC]" {
+		loser = nurseJo
+	}
+	if eph := e.ephemerals(loser); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "approved by "+st.DecidedBy[0]) {
+		t.Errorf("the second clicker was told %+v", eph)
+	}
+}
+
+func TestRejectOpensModalAndRequiresReason(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	trigger := newTrigger()
+	if code, _ := e.interact(clickPayload(nurseJo, actionReject, strconv.FormatUint(id, 10), ref, trigger)); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	opens := e.fake.Calls("views.open")
+	if len(opens) != 1 {
+		t.Fatalf("%d views.open calls, want 1", len(opens))
+	}
+	view := opens[0].JSON["view"].(map[string]any)
+	meta := view["private_metadata"].(string)
+	if opens[0].JSON["trigger_id"] != trigger || view["callback_id"] != callbackReject || meta != strconv.FormatUint(id, 10)+"|"+chOps {
+		t.Fatalf("views.open = %v", opens[0].JSON)
+	}
+	if !strings.HasPrefix(opens[0].Auth, "Bearer xoxb-test") {
+		t.Errorf("views.open authorised with %q", opens[0].Auth)
+	}
+	if st := e.state(id); st.Status != "pending" {
+		t.Fatalf("opening the form decided the item: %+v", st)
+	}
+
+	// An empty (whitespace) reason keeps the form open with an error.
+	code, body := e.interact(submitPayload(nurseJo, meta, "   \n ", newTrigger()))
+	var resp struct {
+		Action string            `json:"response_action"`
+		Errors map[string]string `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.Action != "errors" || resp.Errors[reasonBlock] == "" {
+		t.Fatalf("empty reason answered %d %s", code, body)
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "pending" {
+		t.Fatalf("an empty reason decided the item: %+v", st)
+	}
+
+	code, body = e.interact(submitPayload(nurseJo, meta, "Not during the freeze <!channel>", newTrigger()))
+	if code != http.StatusOK || body != "" {
+		t.Fatalf("reason submitted: %d %q, want an empty 200 (closes the form)", code, body)
+	}
+	e.barrier()
+	st := e.state(id)
+	if st.Status != "rejected" || st.Reason != "Not during the freeze <!channel>" || st.DecidedBy[0] != "nurse_jo [U0456DEF]" {
+		t.Fatalf("after the reason: %+v", st)
+	}
+	e.drain()
+	u := e.fake.Calls("chat.update")
+	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo [U0456DEF]") ||
+		!strings.Contains(blockJSON(u[0]), "Not during the freeze &lt;!channel&gt;") {
+		t.Fatalf("rejected message: %+v", u)
+	}
+}
+
+func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindMemoryChange, "default", memoryTestItem())
+	e.drain()
+	ref := e.ref(id)
+
+	e.restart()
+	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	e.drain()
+	u := e.fake.Calls("chat.update")
+	if len(u) != 1 || u[0].Form.Get("channel") != ref.ChannelID || u[0].Form.Get("ts") != ref.MessageID {
+		t.Fatalf("after a restart: chat.update %+v, want the message posted before (%+v)", u, ref)
+	}
+	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
+		t.Errorf("%d posts; the restart must not post again", n)
+	}
+}
+
+func TestItemsCreatedWhileDownArePostedAfterwards(t *testing.T) {
+	e := newEnv(t)
+	e.close() // Slack side down: the bot keeps taking requests
+	db, b := reopenBare(t, e)
+	id, err := createTestItem(context.Background(), b, bot.KindAction, "ops", actionTestItem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	e.drain()
+	if p := e.fake.Calls("chat.postMessage"); len(p) != 1 || buttons(t, p[0])[actionApprove] != strconv.FormatUint(id, 10) {
+		t.Fatalf("item created while down: posts %+v", p)
+	}
+}
+
+func TestSweeperClosedItemIsUpdated(t *testing.T) {
+	e := newEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	e.clock.Advance(31 * time.Minute)
+	if err := closeTestItem(context.Background(), e.bot, id, "expired"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	u := e.fake.Calls("chat.update")
+	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⌛ *Expired* on <!date^") {
+		t.Fatalf("expired message: %+v", u)
+	}
+}
+
+func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
+	e := newEnv(t)
+	it := actionTestItem()
+	it.Quorum = 2
+	id := e.create(bot.KindAction, "default", it)
+	e.drain()
+	ref := e.ref(id)
+
+	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "1 of 2 approvals") {
+		t.Fatalf("first of two approvers was told %+v", eph)
+	}
+	e.drain()
+	u := e.fake.Calls("chat.update")
+	if len(u) != 1 || !strings.Contains(blockJSON(u[0]), "1 of 2 approvals: dr_smith [U0123ABC]") || len(buttons(t, u[0])) != 2 {
+		t.Fatalf("tally update: %+v", u)
+	}
+
+	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "Reminder: @here <!channel> waited 10m"); err != nil {
+		t.Fatal(err)
+	}
+	if err := emitNote(context.Background(), e.bot, id, bot.EventEscalated, "channel=ops role=member"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	posts := e.fake.Calls("chat.postMessage")
+	if len(posts) != 4 {
+		t.Fatalf("%d posts, want the item, a reminder, an escalation and the item in the escalation channel", len(posts))
+	}
+	rem, esc, moved := posts[1], posts[2], posts[3]
+	if rem.Form.Get("thread_ts") != ref.MessageID || rem.Form.Get("channel") != ref.ChannelID || rem.Form.Get("reply_broadcast") != "" {
+		t.Errorf("reminder not in the item's thread: %v", rem.Form)
+	}
+	if got := rem.Form.Get("text"); got != "⏰ Reminder: @\u2060here &lt;!channel&gt; waited 10m" {
+		t.Errorf("reminder text = %q", got)
+	}
+	want := "📣 Escalated: #" + strconv.FormatUint(id, 10) + " still awaits a decision. Escalated to role member: <@U0123ABC> <@U0456DEF>"
+	if esc.Form.Get("thread_ts") != ref.MessageID || esc.Form.Get("reply_broadcast") != "true" || esc.Form.Get("text") != want {
+		t.Errorf("escalation: %v, want text %q", esc.Form, want)
+	}
+	if moved.Form.Get("channel") != chOps || len(buttons(t, moved)) != 2 || moved.Form.Get("thread_ts") != "" {
+		t.Errorf("item in the escalation channel: %v", moved.Form)
+	}
+	if n := len(refs(e.item(id))); n != 2 {
+		t.Fatalf("the escalation channel's message is not recorded with the item (%d refs)", n)
+	}
+	// The same escalation again does not post the item a third time.
+	if err := emitNote(context.Background(), e.bot, id, bot.EventEscalated, "channel=ops"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if n := len(e.fake.Calls("chat.postMessage")); n != 6 {
+		t.Errorf("%d posts after a second escalation, want two more thread replies only", n)
+	}
+
+	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "approved" {
+		t.Fatalf("quorum reached: %+v", st)
+	}
+	e.drain()
+	ups := e.fake.Calls("chat.update")
+	if len(ups) != 3 || ups[1].Form.Get("channel") != chDefault || ups[2].Form.Get("channel") != chOps ||
+		len(buttons(t, ups[1])) != 0 || len(buttons(t, ups[2])) != 0 {
+		t.Fatalf("both messages must be updated without buttons: %+v", ups)
+	}
+	// A reminder queued after the decision is not posted.
+	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "late"); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	if n := len(e.fake.Calls("chat.postMessage")); n != 6 {
+		t.Errorf("a reminder for a decided item was posted (%d posts)", n)
+	}
+}
+
+func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
+	e := newEnv(t)
+	e.fake.RateLimit("chat.postMessage", 7)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	var ra *bot.RetryAfterError
+	if !errors.As(err, &ra) || ra.After != 7*time.Second {
+		t.Fatalf("429 delivered as %v, want RetryAfterError of 7s", err)
+	}
+
+	e.fake.RateLimit("chat.postMessage", 7)
+	e.drain() // the queued event meets the 429 again and is held back
+	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 1 {
+		t.Fatalf("outbox depth %d after a 429, want the event kept", n)
+	}
+	e.clock.Advance(6 * time.Second)
+	e.drain()
+	if n := len(e.fake.Calls("chat.postMessage")); n != 2 {
+		t.Fatalf("retried before Retry-After: %d calls", n)
+	}
+	e.clock.Advance(2 * time.Second)
+	e.drain()
+	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 0 || len(e.fake.Calls("chat.postMessage")) != 3 {
+		t.Fatalf("not delivered after Retry-After: depth %d", n)
+	}
+	ref := e.ref(id)
+
+	// A rate-limited chat.update never holds up a click: the click is
+	// acknowledged and decided, and the update waits in the outbox.
+	e.fake.RateLimit("chat.update", 30)
+	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "approved" {
+		t.Fatalf("decision waited on Slack: %+v", st)
+	}
+	e.drain()
+	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 1 {
+		t.Fatalf("the rate-limited update was dropped (depth %d)", n)
+	}
+	e.clock.Advance(31 * time.Second)
+	e.drain()
+	if u := e.fake.Calls("chat.update"); len(u) != 2 || len(buttons(t, u[1])) != 0 {
+		t.Fatalf("update after the rate limit: %+v", u)
+	}
+}
+
+func TestDeliveryErrorsAreClassified(t *testing.T) {
+	cases := []struct {
+		method, code string
+		permanent    bool
+	}{
+		{"chat.postMessage", "channel_not_found", true},
+		{"chat.postMessage", "not_in_channel", true},
+		{"chat.postMessage", "invalid_blocks", true},
+		{"chat.postMessage", "invalid_auth", false},
+		{"chat.postMessage", "internal_error", false},
+	}
+	for _, c := range cases {
+		e := newEnv(t)
+		e.fake.SlackError(c.method, c.code)
+		id := e.create(bot.KindAction, "ops", actionTestItem())
+		err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+		var perm *bot.PermanentError
+		if err == nil || errors.As(err, &perm) != c.permanent {
+			t.Errorf("%s %s: %v, permanent want %v", c.method, c.code, err, c.permanent)
+		}
+	}
+	e := newEnv(t)
+	e.fake.Fail("chat.postMessage", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	var perm *bot.PermanentError
+	if err == nil || errors.As(err, &perm) {
+		t.Errorf("503: %v, want a retryable error", err)
+	}
+	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: 999}); !errors.As(err, &perm) {
+		t.Errorf("unknown item: %v, want permanent", err)
+	}
+	// An item whose source cannot render it is retried a few times, then
+	// given up so that it does not hold every later delivery back.
+	var broken uint64
+	if err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		var err error
+		broken, err = tx.NewItem(bot.KindAction, "gone", bot.Space{UserID: "default"}, "ops")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: broken}); err == nil || errors.As(err, &perm) {
+		t.Errorf("unrenderable item, first try: %v, want a retryable error", err)
+	}
+	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: broken, Attempts: maxViewAttempts - 1}); !errors.As(err, &perm) {
+		t.Errorf("unrenderable item, last try: %v, want permanent", err)
+	}
+
+	// A deleted message is skipped; the item's other messages still update.
+	if err := e.bot.DrainSink(context.Background(), Sink, func(ctx context.Context, ev bot.Event) error {
+		if ev.ItemID == broken {
+			return &bot.PermanentError{Err: errors.New("drop")}
+		}
+		return e.ad.Deliver(ctx, ev)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.bot.AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "1.0"}); err != nil {
+		t.Fatal(err)
+	}
+	e.fake.SlackError("chat.update", "message_not_found")
+	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventUpdated, ItemID: id}); err != nil {
+		t.Fatalf("update with one deleted message: %v", err)
+	}
+	if n := len(e.fake.Calls("chat.update")); n != 2 {
+		t.Errorf("%d chat.update calls, want both messages tried", n)
+	}
+}
+
+func TestInjectedMarkupIsInert(t *testing.T) {
+	e := newEnv(t)
+	it := memoryTestItem()
+	it.Fields[3].Value = "<!channel> @everyone <@U0123ABC> <https://evil.example|approve here> @here"
+	it.Title = "<!here> approve me"
+	id := e.create(bot.KindMemoryChange, "default", it)
+	e.drain()
+	p := e.fake.Calls("chat.postMessage")[0]
+	all := blockJSON(p) + p.Form.Get("text")
+	for _, bad := range []string{"<!channel>", "<!here>", "<@U0123ABC>", "<https://", "@everyone", "@here"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("posted message holds live markup %q:\n%s", bad, all)
+		}
+	}
+	for _, want := range []string{"&lt;!channel&gt; @\u2060everyone &lt;@U0123ABC&gt; &lt;https://evil.example|approve here&gt; @\u2060here", "&lt;!here&gt; approve me"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("posted message lacks the inert text %q:\n%s", want, all)
+		}
+	}
+	if b := buttons(t, p); len(b) != 2 || b[actionApprove] != strconv.FormatUint(id, 10) {
+		t.Errorf("buttons %v", b)
+	}
+}
+
+func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
+	e := newEnv(t)
+	it := memoryTestItem()
+	it.Title, it.Sensitive = "A change to a sensitive slot awaits approval", true
+	id := e.create(bot.KindMemoryChange, "default", it)
+	e.drain()
+	p := e.fake.Calls("chat.postMessage")
+	if len(p) != 1 {
+		t.Fatalf("%d posts", len(p))
+	}
+	ch := blockJSON(p[0]) + p[0].Form.Get("text")
+	for _, secret := range []string{"warfarin", "apixaban", "Switch her"} {
+		if strings.Contains(ch, secret) {
+			t.Errorf("channel message shows %q of a sensitive item:\n%s", secret, ch)
+		}
+	}
+	if !strings.Contains(ch, "A change to a sensitive slot awaits approval") || len(buttons(t, p[0])) != 2 {
+		t.Errorf("channel message: %s", ch)
+	}
+	eph := e.fake.Calls("chat.postEphemeral")
+	if len(eph) != 2 || eph[0].Form.Get("user") != drSmith || eph[1].Form.Get("user") != nurseJo {
+		t.Fatalf("private detail went to %+v, want dr_smith and nurse_jo", eph)
+	}
+	for _, d := range eph {
+		if !strings.Contains(blockJSON(d), "apixaban 5mg twice daily") || len(buttons(t, d)) != 0 || d.Form.Get("channel") != chDefault {
+			t.Errorf("private detail: %v", d.Form)
+		}
+	}
+	_ = id
+}
+
+func TestQuestionOptionsAreAnswered(t *testing.T) {
+	e := newEnv(t)
+	single := e.create(bot.KindQuestion, "default", testItem{Title: "Which replica?", Requester: "router", Options: []string{"eu-west-1", "us-east-1"}})
+	multi := e.create(bot.KindQuestion, "default", testItem{Title: "Which checks?", Requester: "router", Options: []string{"lint", "unit", "integration"}, Multi: true})
+	e.drain()
+	posts := e.fake.Calls("chat.postMessage")
+	sid := strconv.FormatUint(single, 10)
+	if b := buttons(t, posts[0]); b[actionAnswer+"1"] != sid+":1" || b[actionReject] != sid {
+		t.Fatalf("question buttons: %v", b)
+	}
+	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"1", sid+":1", e.ref(single), newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	// An option index the question does not have is refused.
+	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"9", strconv.FormatUint(multi, 10)+":9", e.ref(multi), newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	mid := strconv.FormatUint(multi, 10)
+	submit := clickPayload(nurseJo, actionSubmit, mid, e.ref(multi), newTrigger())
+	submit["state"] = map[string]any{"values": map[string]any{blockPrefix + mid: map[string]any{actionChoices: map[string]any{
+		"type": "checkboxes", "selected_options": []any{map[string]any{"value": "0"}, map[string]any{"value": "2"}}}}}}
+	if code, _ := e.interact(submit); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	if st := e.state(single); st.Status != "answered" || len(st.Answers) != 1 || st.Answers[0] != "us-east-1" {
+		t.Errorf("single answer: %+v", st)
+	}
+	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not one of") {
+		t.Errorf("bad option answers: %+v", eph)
+	}
+	if st := e.state(multi); st.Status != "answered" || strings.Join(st.Answers, ",") != "lint,integration" {
+		t.Errorf("multi answer: %+v", st)
+	}
+}
+
+func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
+	e := newEnv(t)
+	form := url.Values{"user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}
+	code, body := e.post("/slack/commands", form, testSecret, time.Now())
+	var resp commandResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
+		t.Fatalf("command answered %d %s", code, body)
+	}
+	got := <-e.cmds
+	if got.Text != "pending --all" || got.UserID != drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
+		t.Fatalf("chatops got %+v", got)
+	}
+	if resp.ResponseType != "ephemeral" || resp.Text != "ran &lt;pending --all&gt; @\u2060here" {
+		t.Fatalf("answer %+v, want the reply escaped and ephemeral", resp)
+	}
+	// A replay of the same delivery does not run the command again.
+	code, body = e.post("/slack/commands", form, testSecret, time.Now())
+	if code != http.StatusOK || !strings.Contains(body, "already received") {
+		t.Fatalf("replayed command answered %d %s", code, body)
+	}
+	select {
+	case c := <-e.cmds:
+		t.Fatalf("replayed command ran: %+v", c)
+	default:
+	}
+	// An unmapped user reaches chatops with no caller (chatops refuses).
+	form.Set("user_id", stranger)
+	form.Set("trigger_id", newTrigger())
+	if code, _ := e.post("/slack/commands", form, testSecret, time.Now()); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	if got := <-e.cmds; got.Caller != nil || got.UserID != stranger {
+		t.Fatalf("unmapped command: %+v", got)
+	}
+}
+
+func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Commands = nil })
+	form := url.Values{"user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {newTrigger()}}
+	code, body := e.post("/slack/commands", form, testSecret, time.Now())
+	var resp commandResponse
+	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
+		t.Fatalf("command answered %d %s", code, body)
+	}
+	want := chatops.Run(context.Background(), e.bot, e.bot.SlackCaller(drSmith), Sink, drSmith, "help")
+	wantType := "ephemeral"
+	if !want.Private {
+		wantType = "in_channel"
+	}
+	if resp.Text != text(want.Text, maxMessageText) || resp.ResponseType != wantType {
+		t.Fatalf("answer %+v, want chatops' reply %+v", resp, want)
+	}
+}
+
+func TestFullQueueIsNotAcknowledged(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.QueueSize = 1 })
+	e.stop() // no worker: the queue fills
+	e.wg.Wait()
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatalf("first click: %d", code)
+	}
+	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusServiceUnavailable {
+		t.Fatalf("click on a full queue: %d, want 503 (Slack then tells the user it failed)", code)
+	}
+}
+
+func TestNewValidatesOptions(t *testing.T) {
+	e := newEnv(t)
+	cases := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"no mode", Options{Bot: e.bot, BotToken: "x", Channels: map[string]string{"default": "C"}}, `mode ""`},
+		{"http without secret", Options{Bot: e.bot, Mode: ModeHTTP, BotToken: "x", Channels: map[string]string{"default": "C"}}, "signing secret"},
+		{"socket without app token", Options{Bot: e.bot, Mode: ModeSocket, BotToken: "x", Channels: map[string]string{"default": "C"}}, "app-level token"},
+		{"no bot token", Options{Bot: e.bot, Mode: ModeHTTP, SigningSecret: "s", Channels: map[string]string{"default": "C"}}, "bot token"},
+		{"no default channel", Options{Bot: e.bot, Mode: ModeHTTP, SigningSecret: "s", BotToken: "x"}, "default channel"},
+		{"bad api url", Options{Bot: e.bot, Mode: ModeHTTP, SigningSecret: "s", BotToken: "x", APIURL: "http://x", Channels: map[string]string{"default": "C"}}, "end with '/'"},
+		{"bad approver id", Options{Bot: e.bot, Mode: ModeHTTP, SigningSecret: "s", BotToken: "x", Channels: map[string]string{"default": "C"}, Approvers: []string{"U1> <!channel"}}, "not a Slack user id"},
+		{"bad role member id", Options{Bot: e.bot, Mode: ModeHTTP, SigningSecret: "s", BotToken: "x", Channels: map[string]string{"default": "C"}, RoleMembers: map[string][]string{"admin": {"dr_smith"}}}, "not a Slack user id"},
+	}
+	for _, c := range cases {
+		if _, err := New(c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// TestRunPostsFromTheOutbox runs the whole adapter loop (workers, outbox).
+func TestRunPostsFromTheOutbox(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Poll = 20 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.ad.Run(ctx) }()
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	eventually(t, "the item to be posted", func() bool { return len(refs(e.item(id))) == 1 })
+	ref := e.ref(id)
+	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	eventually(t, "the message to be updated", func() bool { return len(e.fake.Calls("chat.update")) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v", err)
+	}
+}

@@ -1,0 +1,444 @@
+package slack
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/bot"
+	slackgo "github.com/slack-go/slack"
+)
+
+// Slack's documented limits. Everything sent is cut to these before it
+// leaves, so Slack never rejects a message for its length (invalid_blocks)
+// and nothing is silently dropped.
+const (
+	// Section block text: at most 3000 characters; a section field at most
+	// 2000, and at most 10 fields.
+	// https://docs.slack.dev/reference/block-kit/blocks/section-block
+	maxSectionText = 3000
+	maxFieldText   = 2000
+	maxFields      = 10
+	// Header block text (plain_text): at most 150 characters.
+	// https://docs.slack.dev/reference/block-kit/blocks/header-block
+	maxHeaderText = 150
+	// Button text (plain_text): at most 75 characters; value at most 2000.
+	// https://docs.slack.dev/reference/block-kit/block-elements/button-element
+	maxButtonText  = 75
+	maxButtonValue = 2000
+	// Confirmation dialog: title 100, text 300, button labels 30 characters.
+	// https://docs.slack.dev/reference/block-kit/composition-objects/confirmation-dialog-object
+	maxConfirmTitle = 100
+	maxConfirmText  = 300
+	// Option object text: at most 75 characters; a checkbox group holds at
+	// most 10 options.
+	// https://docs.slack.dev/reference/block-kit/composition-objects/option-object
+	// https://docs.slack.dev/reference/block-kit/block-elements/checkboxes-element
+	maxOptionText = 75
+	maxCheckboxes = 10
+	// An actions block holds at most 25 elements; a context block at most 10.
+	// https://docs.slack.dev/reference/block-kit/blocks/actions-block
+	// https://docs.slack.dev/reference/block-kit/blocks/context-block
+	maxActionElements = 25
+	// A message holds at most 50 blocks.
+	// https://docs.slack.dev/reference/block-kit/blocks
+	maxBlocks = 50
+	// Message text (the notification fallback): Slack truncates at 40000
+	// characters and recommends at most 4000.
+	// https://docs.slack.dev/reference/methods/chat.postMessage#truncating
+	maxMessageText = 4000
+	// Modal title, submit and close labels: at most 24 characters;
+	// private_metadata at most 3000; an input label at most 2000.
+	// https://docs.slack.dev/reference/views/modal-views (view object fields)
+	maxModalTitle = 24
+	// maxReason is the most characters of a rejection reason the modal
+	// accepts (the plain-text input's max_length, itself at most 3000).
+	// https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element
+	maxReason = 2000
+)
+
+// truncMarker ends every text cut to a limit.
+const truncMarker = "…(truncated)"
+
+// Action and callback ids. They are fixed per action; the item id travels in
+// the button's value and the actions block's block_id.
+const (
+	actionApprove  = "countersign.approve"
+	actionReject   = "countersign.reject"
+	actionAnswer   = "countersign.answer." // + option index
+	actionChoices  = "countersign.choices" // a multi-choice question's checkboxes
+	actionSubmit   = "countersign.submit"  // submits the checked choices
+	callbackReject = "countersign.reject"  // the reason modal
+	blockPrefix    = "countersign:"        // + item id
+	reasonBlock    = "reason_block"
+	reasonAction   = "reason"
+)
+
+// escape makes untrusted text inert in Slack mrkdwn (and harmless in
+// plain_text): &, < and > become entities, so no <!channel>, <@U…>, <#C…>
+// or <url|label> can be formed; @channel, @here and @everyone typed plainly
+// get a word joiner after the @; control characters other than newline and
+// tab, and bidirectional overrides (which can make text read differently
+// from what it is), are shown as U+FFFD.
+func escape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case r == '&':
+			b.WriteString("&amp;")
+		case r == '<':
+			b.WriteString("&lt;")
+		case r == '>':
+			b.WriteString("&gt;")
+		case r == '\r':
+			// "\r\n" becomes "\n"; a lone CR is dropped.
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || isBidiControl(r):
+			b.WriteRune(utf8.RuneError)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return neutraliseBroadcasts(b.String())
+}
+
+// isBidiControl reports the explicit directional formatting characters.
+func isBidiControl(r rune) bool {
+	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
+}
+
+// wordJoiner is invisible and stops Slack reading "@channel" as a mention.
+const wordJoiner = "\u2060"
+
+var broadcasts = []string{"channel", "here", "everyone"}
+
+// neutraliseBroadcasts inserts a word joiner after every @ that starts
+// @channel, @here or @everyone, in any letter case.
+func neutraliseBroadcasts(s string) string {
+	if !strings.Contains(s, "@") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		b.WriteByte(s[i])
+		if s[i] != '@' {
+			continue
+		}
+		rest := s[i+1:]
+		for _, w := range broadcasts {
+			if len(rest) >= len(w) && strings.EqualFold(rest[:len(w)], w) {
+				b.WriteString(wordJoiner)
+				break
+			}
+		}
+	}
+	return b.String()
+}
+
+// truncate cuts escaped text to at most max characters (runes), ending with
+// truncMarker when it cut. It never cuts inside an entity such as &amp;.
+func truncate(s string, max int) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	keep := max - utf8.RuneCountInString(truncMarker)
+	if keep < 0 {
+		keep = 0
+	}
+	cut := 0
+	for i := range s {
+		if keep == 0 {
+			cut = i
+			break
+		}
+		keep--
+	}
+	s = s[:cut]
+	// An entity is at most 5 bytes ("&amp;"); drop a partial one.
+	if amp := strings.LastIndexByte(s, '&'); amp >= 0 && len(s)-amp < 5 && !strings.Contains(s[amp:], ";") {
+		s = s[:amp]
+	}
+	return strings.TrimRight(s, "\n") + truncMarker
+}
+
+// text is escape then truncate.
+func text(s string, max int) string { return truncate(escape(s), max) }
+
+// codeSafe keeps escaped text from closing the code span or block it is
+// shown in: no two backticks stay adjacent, and a backtick at either end is
+// padded, using zero-width spaces.
+func codeSafe(s string) string {
+	for strings.Contains(s, "``") {
+		s = strings.ReplaceAll(s, "``", "`\u200b`")
+	}
+	if strings.HasPrefix(s, "`") {
+		s = "\u200b" + s
+	}
+	if strings.HasSuffix(s, "`") {
+		s += "\u200b"
+	}
+	return s
+}
+
+func mrkdwn(s string) *slackgo.TextBlockObject {
+	return slackgo.NewTextBlockObject(slackgo.MarkdownType, s, false, true)
+}
+
+func plain(s string) *slackgo.TextBlockObject {
+	return slackgo.NewTextBlockObject(slackgo.PlainTextType, s, false, false)
+}
+
+// slackDate renders t in each reader's own time zone, with a UTC fallback.
+// https://docs.slack.dev/messaging/formatting-message-text#date-formatting
+func slackDate(t time.Time) string {
+	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), utcTime(t))
+}
+
+func utcTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+
+// shortValue is the longest field value shown inline in a two-column field.
+const shortValue = 60
+
+// fieldBlocks renders an item's fields: short single-line values as
+// two-column section fields in inline code, anything longer as its own
+// section in a code block. Code keeps the value verbatim (no bold, italics
+// or strike-through made from its characters) and escape keeps it inert.
+func fieldBlocks(fields []bot.Field) []slackgo.Block {
+	var out []slackgo.Block
+	var row []*slackgo.TextBlockObject
+	flush := func() {
+		if len(row) > 0 {
+			out = append(out, slackgo.NewSectionBlock(nil, row, nil))
+			row = nil
+		}
+	}
+	for _, f := range fields {
+		label := "*" + text(f.Label, 100) + "*"
+		v := escape(f.Value)
+		switch {
+		case strings.TrimSpace(f.Value) == "":
+			row = append(row, mrkdwn(label+"\n—"))
+		case utf8.RuneCountInString(v) <= shortValue && !strings.ContainsAny(v, "\n`"):
+			row = append(row, mrkdwn(label+"\n`"+v+"`"))
+		default:
+			flush()
+			room := maxSectionText - utf8.RuneCountInString(label) - len("\n``````") - 2
+			out = append(out, slackgo.NewSectionBlock(mrkdwn(label+"\n```"+truncate(codeSafe(v), room)+"```"), nil, nil))
+			continue
+		}
+		if len(row) == maxFields {
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// outcome describes a decided item's status for people.
+func outcome(status string) (icon, word string) {
+	switch status {
+	case "approved":
+		return "✅", "Approved"
+	case "answered":
+		return "✅", "Answered"
+	case "recorded":
+		return "✅", "Recorded"
+	case "rejected":
+		return "⛔", "Rejected"
+	case "denied":
+		return "⛔", "Denied"
+	case "declined":
+		return "⛔", "Declined"
+	case "expired":
+		return "⌛", "Expired"
+	case "stale":
+		return "⚠️", "Closed as stale"
+	}
+	if status == "" {
+		return "•", "Closed"
+	}
+	return "•", strings.ToUpper(status[:1]) + status[1:]
+}
+
+// itemText is the message's notification text (shown in notifications and
+// by clients that cannot render blocks).
+func itemText(it bot.Item) string {
+	title := itemTitle(it)
+	if it.Pending() {
+		return text("Approval needed: "+title, maxMessageText)
+	}
+	_, word := outcome(it.Status)
+	return text(word+": "+title, maxMessageText)
+}
+
+func itemTitle(it bot.Item) string {
+	if strings.TrimSpace(it.Title) == "" {
+		return "Item #" + strconv.FormatUint(it.ID, 10)
+	}
+	return it.Title
+}
+
+// itemBlocks renders an item as Block Kit. A sensitive item shows only its
+// title in a channel; detail renders its fields anyway (the private copy
+// sent to approvers) and never carries buttons.
+func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
+	blocks := []slackgo.Block{slackgo.NewHeaderBlock(plain(text(itemTitle(it), maxHeaderText)))}
+	showFields := !it.Sensitive || detail
+	var tail []slackgo.Block
+	tail = append(tail, contextBlock(it))
+	if it.Tally != "" {
+		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("🗳 "+text(it.Tally, 2000))))
+	}
+	switch {
+	case detail:
+		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("Only you can see this detail. Decide with the buttons on the message in the channel.")))
+	case it.Pending():
+		tail = append(tail, actionBlocks(it)...)
+	default:
+		tail = append(tail, outcomeBlock(it))
+	}
+	if showFields {
+		fb := fieldBlocks(it.Fields)
+		if room := maxBlocks - len(blocks) - len(tail) - 1; len(fb) > room {
+			hidden := len(fb) - room
+			fb = append(fb[:room], slackgo.NewContextBlock("", mrkdwn(fmt.Sprintf("…(truncated: %d more blocks of detail are not shown)", hidden))))
+		}
+		blocks = append(blocks, fb...)
+	} else {
+		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("_The detail of this sensitive item was sent privately to the approvers._"), nil, nil))
+	}
+	return append(blocks, tail...)
+}
+
+func contextBlock(it bot.Item) *slackgo.ContextBlock {
+	var els []slackgo.MixedElement
+	if it.Requester != "" {
+		els = append(els, mrkdwn("Requested by *"+text(it.Requester, 200)+"*"))
+	}
+	if !it.CreatedAt.IsZero() {
+		els = append(els, mrkdwn("Asked "+slackDate(it.CreatedAt)))
+	}
+	if it.Pending() && !it.ExpiresAt.IsZero() {
+		els = append(els, mrkdwn("Expires "+slackDate(it.ExpiresAt)))
+	}
+	els = append(els, mrkdwn(fmt.Sprintf("Item #%d", it.ID)))
+	return slackgo.NewContextBlock("", els...)
+}
+
+func outcomeBlock(it bot.Item) slackgo.Block {
+	icon, word := outcome(it.Status)
+	var b strings.Builder
+	b.WriteString(icon + " *" + escape(word) + "*")
+	if len(it.DecidedBy) > 0 {
+		b.WriteString(" by " + escape(strings.Join(it.DecidedBy, ", ")))
+	}
+	if !it.DecidedAt.IsZero() {
+		b.WriteString(" on " + slackDate(it.DecidedAt))
+	}
+	head := truncate(b.String(), 1000)
+	switch {
+	case it.Reason == "":
+	case it.Sensitive:
+		head += "\n_The reason is kept in the audit log._"
+	default:
+		room := maxSectionText - utf8.RuneCountInString(head) - len("\n*Reason*\n``````") - 2
+		head += "\n*Reason*\n```" + truncate(codeSafe(escape(it.Reason)), room) + "```"
+	}
+	return slackgo.NewSectionBlock(mrkdwn(head), nil, nil)
+}
+
+// actionBlocks renders the buttons of a pending item.
+func actionBlocks(it bot.Item) []slackgo.Block {
+	id := strconv.FormatUint(it.ID, 10)
+	blockID := blockPrefix + id
+	if it.Kind == bot.KindQuestion && len(it.Options) > 0 {
+		return questionBlocks(it, id, blockID)
+	}
+	approve := slackgo.NewButtonBlockElement(actionApprove, id, plain("Approve")).WithStyle(slackgo.StylePrimary)
+	approve.WithConfirm(slackgo.NewConfirmationBlockObject(
+		plain(text("Approve #"+id+"?", maxConfirmTitle)),
+		plain(text("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),
+		plain("Approve"), plain("Cancel")))
+	reject := slackgo.NewButtonBlockElement(actionReject, id, plain("Reject")).WithStyle(slackgo.StyleDanger)
+	return []slackgo.Block{slackgo.NewActionBlock(blockID, approve, reject)}
+}
+
+func questionBlocks(it bot.Item, id, blockID string) []slackgo.Block {
+	decline := slackgo.NewButtonBlockElement(actionReject, id, plain("Decline")).WithStyle(slackgo.StyleDanger)
+	var els []slackgo.BlockElement
+	shown := len(it.Options)
+	if it.Multi {
+		shown = min(shown, maxCheckboxes)
+		opts := make([]*slackgo.OptionBlockObject, shown)
+		for i := range shown {
+			opts[i] = slackgo.NewOptionBlockObject(strconv.Itoa(i), plain(text(it.Options[i], maxOptionText)), nil)
+		}
+		els = append(els, slackgo.NewCheckboxGroupsBlockElement(actionChoices, opts...),
+			slackgo.NewButtonBlockElement(actionSubmit, id, plain("Submit")).WithStyle(slackgo.StylePrimary))
+	} else {
+		shown = min(shown, maxActionElements-1)
+		for i := range shown {
+			els = append(els, slackgo.NewButtonBlockElement(actionAnswer+strconv.Itoa(i), id+":"+strconv.Itoa(i), plain(text(it.Options[i], maxButtonText))))
+		}
+	}
+	els = append(els, decline)
+	out := []slackgo.Block{slackgo.NewActionBlock(blockID, els...)}
+	if hidden := len(it.Options) - shown; hidden > 0 {
+		out = append(out, slackgo.NewContextBlock("", mrkdwn(fmt.Sprintf("…(truncated: %d more options cannot be shown in Slack; answer with the API)", hidden))))
+	}
+	return out
+}
+
+// detailText is the notification text of the private copy of a sensitive item.
+func detailText(it bot.Item) string {
+	return text("Detail of sensitive item #"+strconv.FormatUint(it.ID, 10)+": "+itemTitle(it), maxMessageText)
+}
+
+// reasonModal is the form a rejection reason is typed into. private
+// metadata carries the item id and the channel to answer in.
+func reasonModal(it bot.Item, channelID string) slackgo.ModalViewRequest {
+	id := strconv.FormatUint(it.ID, 10)
+	verb := "Reject"
+	if it.Kind == bot.KindQuestion {
+		verb = "Decline"
+	}
+	in := slackgo.NewPlainTextInputBlockElement(plain("Why? This is recorded with the decision."), reasonAction)
+	in.Multiline = true
+	in.MaxLength = maxReason
+	return slackgo.ModalViewRequest{
+		Type:            slackgo.VTModal,
+		CallbackID:      callbackReject,
+		PrivateMetadata: id + "|" + channelID,
+		Title:           plain(text(verb+" #"+id, maxModalTitle)),
+		Submit:          plain(verb),
+		Close:           plain("Cancel"),
+		Blocks: slackgo.Blocks{BlockSet: []slackgo.Block{
+			slackgo.NewSectionBlock(mrkdwn("*"+text(itemTitle(it), maxSectionText-2)+"*"), nil, nil),
+			slackgo.NewInputBlock(reasonBlock, plain("Reason"), nil, in),
+		}},
+	}
+}
+
+// recordedOutcome says how a decided item ended, for a private answer to a
+// late click. It is plain text; the caller escapes it.
+func recordedOutcome(it bot.Item) string {
+	_, word := outcome(it.Status)
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d is no longer awaiting a decision: %s", it.ID, strings.ToLower(word))
+	if len(it.DecidedBy) > 0 {
+		b.WriteString(" by " + strings.Join(it.DecidedBy, ", "))
+	}
+	if !it.DecidedAt.IsZero() {
+		b.WriteString(" at " + utcTime(it.DecidedAt))
+	}
+	b.WriteString(".")
+	if it.Reason != "" && !it.Sensitive {
+		b.WriteString(" Reason: " + it.Reason)
+	}
+	return b.String()
+}

@@ -1,0 +1,302 @@
+package slack
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/bot"
+	slackgo "github.com/slack-go/slack"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var (
+	asked   = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	expires = asked.Add(30 * time.Minute)
+	decided = asked.Add(12 * time.Minute)
+)
+
+func memoryItem() bot.Item {
+	return bot.Item{
+		ID: 7, Kind: bot.KindMemoryChange, Title: "Replace active_medication for patient default",
+		Requester: "intake_agent [prin_4f2a9c]", CreatedAt: asked, Status: "pending", Channel: "default",
+		Fields: []bot.Field{
+			{Label: "Space", Value: "default//"},
+			{Label: "Subject", Value: "active_medication"},
+			{Label: "Current", Value: "warfarin 5mg daily"},
+			{Label: "Proposed", Value: "apixaban 5mg twice daily"},
+			{Label: "Said", Value: "Switch her to apixaban 5mg twice daily, stop the warfarin tonight and recheck renal function on Monday."},
+			{Label: "Source", Value: "intake_agent"},
+			{Label: "Confidence", Value: "0.92"},
+		},
+	}
+}
+
+func actionItem() bot.Item {
+	return bot.Item{
+		ID: 12, Kind: bot.KindAction, Title: "delete_database (destructive) requested by deploy_bot",
+		Requester: "deploy_bot [prin_9a0b1c]", CreatedAt: asked, ExpiresAt: expires, Status: "pending", Channel: "ops",
+		Fields: []bot.Field{
+			{Label: "Tool", Value: "delete_database"},
+			{Label: "Category", Value: "destructive"},
+			{Label: "Arguments", Value: `{"db_name": "orders_prod", "cascade": true}`},
+			{Label: "Summary", Value: "Drop the orders_prod database after the migration to orders_v2."},
+			{Label: "Dry-run plan", Value: "DROP DATABASE orders_prod;\n-- 42 tables, 1.2M rows\n-- backups: s3://backups/orders_prod/2026-01-01"},
+			{Label: "Requested effects", Value: "irreversible data loss unless restored from backup"},
+		},
+	}
+}
+
+func TestRenderGolden(t *testing.T) {
+	long := strings.Repeat("all work and no play ", 400)
+	cases := []struct {
+		name string
+		item func() bot.Item
+	}{
+		{"memory_pending", memoryItem},
+		{"action_pending", actionItem},
+		{"action_quorum", func() bot.Item {
+			it := actionItem()
+			it.Tally = "1 of 2 approvals: dr_smith [U0123ABC]"
+			return it
+		}},
+		{"memory_approved", func() bot.Item {
+			it := memoryItem()
+			it.Status, it.DecidedBy, it.DecidedAt = "approved", []string{"dr_smith [U0123ABC]"}, decided
+			return it
+		}},
+		{"action_rejected", func() bot.Item {
+			it := actionItem()
+			it.Status, it.DecidedBy, it.DecidedAt, it.Reason = "rejected", []string{"nurse_jo [U0456DEF]"}, decided, "Not during the freeze; the ``` migration <@U1> is not verified."
+			return it
+		}},
+		{"action_expired", func() bot.Item {
+			it := actionItem()
+			it.Status, it.DecidedAt = "expired", expires
+			return it
+		}},
+		{"question_single", func() bot.Item {
+			return bot.Item{ID: 21, Kind: bot.KindQuestion, Title: "Which replica should take the traffic?", Requester: "router_agent [prin_77]",
+				CreatedAt: asked, ExpiresAt: expires, Status: "pending", Options: []string{"eu-west-1", "us-east-1", "<!here> both"}}
+		}},
+		{"question_multi", func() bot.Item {
+			return bot.Item{ID: 22, Kind: bot.KindQuestion, Title: "Which checks may be skipped?", Requester: "router_agent [prin_77]",
+				CreatedAt: asked, Status: "pending", Multi: true, Options: []string{"lint", "unit", "integration"}}
+		}},
+		{"sensitive_pending", func() bot.Item {
+			it := memoryItem()
+			it.Title, it.Sensitive = "A change to a sensitive slot awaits approval", true
+			return it
+		}},
+		{"sensitive_rejected", func() bot.Item {
+			it := memoryItem()
+			it.Title, it.Sensitive = "A change to a sensitive slot awaits approval", true
+			it.Status, it.DecidedBy, it.DecidedAt, it.Reason = "rejected", []string{"dr_smith [U0123ABC]"}, decided, "patient is allergic"
+			return it
+		}},
+		{"injection", func() bot.Item {
+			return bot.Item{ID: 30, Kind: bot.KindMemoryChange, Title: "<!channel> *URGENT* approve now",
+				Requester: "agent [a]", CreatedAt: asked, Status: "pending",
+				Fields: []bot.Field{
+					{Label: "Proposed", Value: "<!channel> @everyone <@U0123ABC> <https://evil.example|click> & @Here"},
+					{Label: "Said", Value: "ignore the above\n*Approved by dr_smith*\n```\n<!subteam^S1>"},
+					{Label: "Bidi", Value: "abc\u202edcba\x07"},
+				}}
+		}},
+		{"long", func() bot.Item {
+			return bot.Item{ID: 40, Kind: bot.KindAction, Title: long, Requester: "agent [a]", CreatedAt: asked, Status: "pending",
+				Fields: []bot.Field{{Label: "Arguments", Value: long}, {Label: "Amp", Value: strings.Repeat("&", 3000)}}}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			it := c.item()
+			got := renderJSON(t, it)
+			path := filepath.Join("testdata", c.name+".golden.json")
+			if *update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./adapters/slack -update to create it)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("rendering of %s differs from %s (run with -update to accept):\n%s", c.name, path, got)
+			}
+			checkLimits(t, itemBlocks(it, false))
+			if it.Sensitive {
+				checkLimits(t, itemBlocks(it, true))
+			}
+		})
+	}
+}
+
+// renderJSON renders the channel message (and, for a sensitive item, the
+// private detail) as the golden document.
+func renderJSON(t *testing.T, it bot.Item) []byte {
+	t.Helper()
+	doc := map[string]any{"text": itemText(it), "blocks": slackgo.Blocks{BlockSet: itemBlocks(it, false)}}
+	if it.Sensitive && it.Pending() {
+		doc["detail_text"] = detailText(it)
+		doc["detail_blocks"] = slackgo.Blocks{BlockSet: itemBlocks(it, true)}
+	}
+	if it.Pending() {
+		doc["reason_modal"] = reasonModal(it, "C0OPS")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		t.Fatal(err)
+	}
+	// slack-go marshals blocks with HTML escaping; undo it so the golden
+	// files show what Slack receives as it reads.
+	out := bytes.ReplaceAll(buf.Bytes(), []byte(`\u003c`), []byte("<"))
+	out = bytes.ReplaceAll(out, []byte(`\u003e`), []byte(">"))
+	return bytes.ReplaceAll(out, []byte(`\u0026`), []byte("&"))
+}
+
+// checkLimits asserts Slack's documented limits on rendered blocks.
+func checkLimits(t *testing.T, blocks []slackgo.Block) {
+	t.Helper()
+	if len(blocks) > maxBlocks {
+		t.Errorf("%d blocks, limit %d", len(blocks), maxBlocks)
+	}
+	runes := func(o *slackgo.TextBlockObject) int { return utf8.RuneCountInString(o.Text) }
+	for _, b := range blocks {
+		switch b := b.(type) {
+		case *slackgo.HeaderBlock:
+			if n := runes(b.Text); n > maxHeaderText {
+				t.Errorf("header text %d > %d", n, maxHeaderText)
+			}
+		case *slackgo.SectionBlock:
+			if b.Text != nil && runes(b.Text) > maxSectionText {
+				t.Errorf("section text %d > %d", runes(b.Text), maxSectionText)
+			}
+			if len(b.Fields) > maxFields {
+				t.Errorf("%d fields > %d", len(b.Fields), maxFields)
+			}
+			for _, f := range b.Fields {
+				if runes(f) > maxFieldText {
+					t.Errorf("field %d > %d", runes(f), maxFieldText)
+				}
+			}
+		case *slackgo.ActionBlock:
+			if len(b.Elements.ElementSet) > maxActionElements {
+				t.Errorf("%d action elements > %d", len(b.Elements.ElementSet), maxActionElements)
+			}
+			for _, el := range b.Elements.ElementSet {
+				if btn, ok := el.(*slackgo.ButtonBlockElement); ok {
+					if runes(btn.Text) > maxButtonText || utf8.RuneCountInString(btn.Value) > maxButtonValue {
+						t.Errorf("button %q over its limits", btn.Text.Text)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestEscapeMakesMarkupInert(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"<!channel>", "&lt;!channel&gt;"},
+		{"<!here|here>", "&lt;!here|here&gt;"},
+		{"<@U0123ABC>", "&lt;@U0123ABC&gt;"},
+		{"<#C0123|general>", "&lt;#C0123|general&gt;"},
+		{"<https://evil.example|click here>", "&lt;https://evil.example|click here&gt;"},
+		{"<!subteam^S0123>", "&lt;!subteam^S0123&gt;"},
+		{"a & b", "a &amp; b"},
+		{"&lt;!channel&gt;", "&amp;lt;!channel&amp;gt;"},
+		{"@channel", "@\u2060channel"},
+		{"hey @Everyone and @HERE", "hey @\u2060Everyone and @\u2060HERE"},
+		{"mail me at a@hereford.example", "mail me at a@\u2060hereford.example"},
+		{"@channelled @chan", "@\u2060channelled @chan"},
+		{"line\r\nbreak\ttab", "line\nbreak\ttab"},
+		{"bell\x07nul\x00", "bell\ufffdnul\ufffd"},
+		{"abc\u202edcba", "abc\ufffddcba"},
+		{"warfarin 5mg", "warfarin 5mg"},
+		{"\xff", "\ufffd"},
+	}
+	for _, c := range cases {
+		if got := escape(c.in); got != c.want {
+			t.Errorf("escape(%q) = %q, want %q", c.in, got, c.want)
+		}
+		got := escape(c.in)
+		if strings.ContainsAny(got, "<>") {
+			t.Errorf("escape(%q) = %q still holds < or >", c.in, got)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		max  int
+		want string
+	}{
+		{"fits", "abc", 3, "abc"},
+		{"cut", strings.Repeat("a", 20), 15, "aaa" + truncMarker},
+		{"runes", strings.Repeat("é", 20), 14, "éé" + truncMarker},
+		{"entity not split", "aa&amp;bbbbbbbbbbbbbbb", 16, "aa" + truncMarker},
+		{"entity kept whole", "aa&amp;bbbbbbbbbbbbbbb", 19, "aa&amp;" + truncMarker},
+		{"trailing newline dropped", "ab\n" + strings.Repeat("c", 20), 15, "ab" + truncMarker},
+		{"tiny limit", strings.Repeat("a", 20), 3, truncMarker},
+	}
+	for _, c := range cases {
+		got := truncate(c.in, c.max)
+		if got != c.want {
+			t.Errorf("%s: truncate(%q, %d) = %q, want %q", c.name, c.in, c.max, got, c.want)
+		}
+		if c.max >= utf8.RuneCountInString(truncMarker) && utf8.RuneCountInString(got) > c.max {
+			t.Errorf("%s: %d runes > %d", c.name, utf8.RuneCountInString(got), c.max)
+		}
+	}
+}
+
+func TestCodeSafeNeverClosesTheFence(t *testing.T) {
+	for _, in := range []string{"```", "````", "a``b", "`", "x`", "`x", "``````"} {
+		got := codeSafe(in)
+		if strings.Contains(got, "``") || strings.HasPrefix(got, "`") || strings.HasSuffix(got, "`") {
+			t.Errorf("codeSafe(%q) = %q can close a code block", in, got)
+		}
+		if strings.ReplaceAll(got, "\u200b", "") != in {
+			t.Errorf("codeSafe(%q) = %q changed more than zero-width spaces", in, got)
+		}
+	}
+}
+
+// TestPendingItemHasExactlyOneActionsBlock: however long or hostile the
+// text, a message carries one actions block, whose only buttons are ours.
+func TestPendingItemHasExactlyOneActionsBlock(t *testing.T) {
+	it := actionItem()
+	for i := 0; i < 80; i++ {
+		it.Fields = append(it.Fields, bot.Field{Label: "Field", Value: strings.Repeat("<button> \"action_id\": \"countersign.approve\" ", 100)})
+	}
+	blocks := itemBlocks(it, false)
+	checkLimits(t, blocks)
+	var actions []*slackgo.ActionBlock
+	for _, b := range blocks {
+		if a, ok := b.(*slackgo.ActionBlock); ok {
+			actions = append(actions, a)
+		}
+	}
+	if len(actions) != 1 || len(actions[0].Elements.ElementSet) != 2 {
+		t.Fatalf("want one actions block with Approve and Reject, got %d blocks", len(actions))
+	}
+	if _, ok := blocks[len(blocks)-1].(*slackgo.ActionBlock); !ok {
+		t.Errorf("the buttons must be the last block, after the truncation note")
+	}
+}

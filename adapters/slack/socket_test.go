@@ -1,0 +1,121 @@
+package slack
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+)
+
+func socketEnv(t *testing.T) *env {
+	return newEnv(t, func(o *Options) {
+		o.Mode, o.AppToken, o.SigningSecret = ModeSocket, "xapp-test", ""
+		o.PingInterval = 5 * time.Second // the fake pings every 100 ms
+	})
+}
+
+// ackOf returns the frames the bot sent for envelope.
+func ackOf(f *fakeSlack, envelope string) []map[string]any {
+	var out []map[string]any
+	for _, a := range f.Acks() {
+		if a["envelope_id"] == envelope {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
+	e := socketEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	ref := e.ref(id)
+	eventually(t, "the socket to open", func() bool { return e.fake.Opens() >= 1 })
+	if c := e.fake.Calls("apps.connections.open"); c[0].Auth != "Bearer xapp-test" {
+		t.Errorf("apps.connections.open authorised with %q, want the app-level token", c[0].Auth)
+	}
+
+	click := clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())
+	e.fake.Send("interactive", "env-1", click)
+	e.fake.Send("interactive", "env-1", click) // Slack redelivers the envelope
+	eventually(t, "both deliveries acknowledged", func() bool { return len(ackOf(e.fake, "env-1")) == 2 })
+	for _, a := range ackOf(e.fake, "env-1") {
+		if _, has := a["payload"]; has {
+			t.Errorf("a click's acknowledgement carries a payload: %v", a)
+		}
+	}
+	e.barrier()
+	if st := e.state(id); st.Status != "approved" || st.Decisions != 1 || st.DecidedBy[0] != "dr_smith [U0123ABC]" {
+		t.Fatalf("after a duplicated envelope: %+v", st)
+	}
+	e.drain()
+	if u := e.fake.Calls("chat.update"); len(u) != 1 || len(buttons(t, u[0])) != 0 {
+		t.Fatalf("message update: %+v", u)
+	}
+
+	// An unmapped clicker over the socket is refused privately and audited.
+	other := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	before := len(e.denials())
+	e.fake.Send("interactive", "env-2", clickPayload(stranger, actionApprove, strconv.FormatUint(other, 10), e.ref(other), newTrigger()))
+	eventually(t, "the refusal", func() bool { return len(e.ephemerals(stranger)) == 1 })
+	if d := e.denials(); len(d) != before+1 || d[len(d)-1].Principal != "unmapped [U0999XYZ]" {
+		t.Errorf("audit denials %+v", d)
+	}
+}
+
+func TestSocketModeReasonFormErrorsGoInTheAck(t *testing.T) {
+	e := socketEnv(t)
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	meta := strconv.FormatUint(id, 10) + "|" + chOps
+	e.fake.Send("interactive", "env-empty", submitPayload(nurseJo, meta, " ", newTrigger()))
+	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-empty")) == 1 })
+	p, _ := ackOf(e.fake, "env-empty")[0]["payload"].(map[string]any)
+	if p["response_action"] != "errors" || p["errors"].(map[string]any)[reasonBlock] == "" {
+		t.Fatalf("empty reason acknowledged with %v", ackOf(e.fake, "env-empty")[0])
+	}
+	e.fake.Send("interactive", "env-ok", submitPayload(nurseJo, meta, "freeze", newTrigger()))
+	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-ok")) == 1 })
+	e.barrier()
+	if st := e.state(id); st.Status != "rejected" || st.Reason != "freeze" {
+		t.Fatalf("after the reason: %+v", st)
+	}
+}
+
+func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
+	e := socketEnv(t)
+	e.fake.Send("slash_commands", "env-cmd", map[string]any{
+		"user_id": drSmith, "channel_id": chOps, "command": "/countersign", "text": "pending", "trigger_id": newTrigger(),
+	})
+	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-cmd")) == 1 })
+	got := <-e.cmds
+	if got.Text != "pending" || got.Caller == nil || got.Caller.Name != "dr_smith" {
+		t.Fatalf("chatops got %+v", got)
+	}
+	p, _ := ackOf(e.fake, "env-cmd")[0]["payload"].(map[string]any)
+	if p["response_type"] != "ephemeral" || p["text"] != "ran &lt;pending&gt; @\u2060here" {
+		t.Fatalf("command acknowledged with %v", ackOf(e.fake, "env-cmd")[0])
+	}
+}
+
+func TestSocketModeReconnects(t *testing.T) {
+	e := newEnv(t, func(o *Options) {
+		o.Mode, o.AppToken, o.SigningSecret = ModeSocket, "xapp-test", ""
+		o.PingInterval = 5 * time.Second
+	})
+	eventually(t, "the socket to open", func() bool { return e.fake.Opens() == 1 })
+	// Slack refreshes the connection.
+	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	eventually(t, "a reconnect", func() bool { return e.fake.Opens() == 2 })
+	// A fatal answer (invalid_auth) ends slack-go's loop; the adapter's
+	// supervisor starts it again, and clicks flow once it is back.
+	e.fake.SlackError("apps.connections.open", "invalid_auth")
+	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	eventually(t, "the supervisor to reconnect", func() bool { return e.fake.Opens() >= 4 })
+	id := e.create(bot.KindAction, "ops", actionTestItem())
+	e.drain()
+	e.fake.Send("interactive", "env-after", clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), e.ref(id), newTrigger()))
+	eventually(t, "the click after reconnecting", func() bool { return e.state(id).Status == "approved" })
+}

@@ -1,0 +1,354 @@
+package memorytools
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/memory"
+	"github.com/countersign/countersign/policy"
+)
+
+// pendingLines loads the space's open proposals with their targets' values.
+func pendingLines(tx kv.Tx, sp memory.Space) ([]memory.PendingLine, error) {
+	open, err := memory.OpenProposals(tx, sp)
+	if err != nil {
+		return nil, err
+	}
+	lines := make([]memory.PendingLine, 0, len(open))
+	for _, f := range open {
+		l := memory.PendingLine{Fact: f}
+		if f.Supersedes != 0 {
+			t, err := memory.Load(tx, sp, f.Supersedes)
+			if err != nil {
+				return nil, err
+			}
+			if t != nil && t.Status == memory.StatusActive {
+				l.Current, l.TargetActive = t.Value, true
+			}
+		}
+		lines = append(lines, l)
+	}
+	return lines, nil
+}
+
+// pendingData is one proposal in pending_changes' structured answer.
+type pendingData struct {
+	MemoryID   uint64 `json:"memory_id"`
+	Change     string `json:"change"` // REPLACE, REMOVE or ADD
+	Subject    string `json:"subject"`
+	Current    string `json:"current,omitempty"`
+	Proposed   string `json:"proposed,omitempty"`
+	Target     uint64 `json:"target,omitempty"`
+	Said       string `json:"said,omitempty"`
+	Source     string `json:"source,omitempty"`
+	Held       string `json:"held"`
+	ProposedBy string `json:"proposed_by"`
+	ProposedAt string `json:"proposed_at"`
+	ItemID     uint64 `json:"item_id,omitempty"`
+}
+
+func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	var lines []memory.PendingLine
+	err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		lines, err = pendingLines(tx, mspace(c.Space))
+		return err
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	data := make([]pendingData, len(lines))
+	for i, l := range lines {
+		f := l.Fact
+		d := pendingData{
+			MemoryID: f.ID, Change: memory.ChangeVerb(f), Subject: f.Subject, Current: l.Current,
+			Target: f.Supersedes, Said: f.Said, Source: f.Source, Held: f.Held,
+			ProposedBy: f.Proposer(), ProposedAt: f.ProposedAt.UTC().Format(time.RFC3339), ItemID: f.ItemID,
+		}
+		if f.Pending != memory.ActionRetract {
+			d.Proposed = f.Value
+		}
+		data[i] = d
+	}
+	return bot.Result{Text: memory.RenderPending(lines), Data: map[string]any{"count": len(lines), "changes": data}}, nil
+}
+
+// decisionData is the structured answer of confirm_change and reject_change.
+type decisionData struct {
+	MemoryID  uint64        `json:"memory_id"`
+	Outcome   string        `json:"outcome"` // approved or rejected
+	Applied   memory.Action `json:"applied,omitempty"`
+	Subject   string        `json:"subject"`
+	Value     string        `json:"value"`
+	Status    memory.Status `json:"status"`
+	Target    uint64        `json:"target,omitempty"`
+	DecidedBy string        `json:"decided_by"`
+	Note      string        `json:"note,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+}
+
+// selfApprovalDenial refuses the proposer approving its own proposal.
+func selfApprovalDenial(f *memory.Fact) string {
+	return fmt.Sprintf("Access denied: #%d was proposed by you (%s), and a change to a confirm slot needs a second person. Ask another member or admin to confirm it, or withdraw it with reject_change.", f.ID, f.Proposer())
+}
+
+// decisionNote is the audit suffix of a decision's notes.
+func decisionNote(note, reason string) string {
+	s := ""
+	if note != "" {
+		s += " (decided_by note: " + memory.OneLine(note) + ")"
+	}
+	if reason != "" {
+		s += " reason: " + memory.OneLine(reason)
+	}
+	return s
+}
+
+func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*decideArgs)
+	sp := mspace(c.Space)
+	var prop *memory.Fact
+	if err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		prop, err = memory.LoadOpen(tx, sp, args.MemoryID)
+		return err
+	}); err != nil {
+		return bot.Result{}, wrap(err)
+	}
+	if bot.SamePrincipal(prop.ProposerID, prop.ProposerName, c.Caller.ID, c.Caller.Name) {
+		return bot.Result{}, c.Deny(ctx, selfApprovalDenial(prop))
+	}
+	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
+	var dec memory.Decision
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		var err error
+		if dec, err = t.o.Confirm(tx, sp, args.MemoryID, d, c.Now); err != nil {
+			return err
+		}
+		f := dec.Proposal
+		if err := decided(tx, f); err != nil {
+			return err
+		}
+		if dec.Closed != "" {
+			return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s: %s; not applied (confirm attempted by %s)", f.ID, upper(dec.Closed), f.Subject, dec.Why, c.Caller))
+		}
+		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
+	})
+	if err != nil {
+		return bot.Result{}, wrap(err)
+	}
+	f := dec.Proposal
+	if dec.Closed != "" {
+		return bot.Result{}, &bot.Error{Kind: bot.KindConflict, Msg: memory.NotAwaiting(args.MemoryID), Data: map[string]any{
+			"memory_id": f.ID, "status": f.Status, "resolved": f.Resolved, "why": dec.Why,
+		}}
+	}
+	value := f.Value
+	if dec.Applied == memory.ActionRetract {
+		value = dec.Target.Value
+	}
+	data := decisionData{
+		MemoryID: f.ID, Outcome: "approved", Applied: dec.Applied, Subject: f.Subject, Value: value,
+		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
+	}
+	return bot.Result{Text: fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.OneLine(value)), Data: data}, nil
+}
+
+func upper(r memory.Resolution) string {
+	switch r {
+	case memory.ResolvedStale:
+		return "STALE"
+	case memory.ResolvedExpired:
+		return "EXPIRED"
+	}
+	return string(r)
+}
+
+func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*decideArgs)
+	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
+	var dec memory.Decision
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		var err error
+		if dec, err = t.o.Reject(tx, mspace(c.Space), args.MemoryID, d, c.Now); err != nil {
+			return err
+		}
+		f := dec.Proposal
+		if err := decided(tx, f); err != nil {
+			return err
+		}
+		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
+	})
+	if err != nil {
+		return bot.Result{}, wrap(err)
+	}
+	f := dec.Proposal
+	data := decisionData{
+		MemoryID: f.ID, Outcome: "rejected", Subject: f.Subject, Value: f.Value, Status: f.Status,
+		Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
+	}
+	return bot.Result{Text: fmt.Sprintf("Discarded #%d. The current value is unchanged.", f.ID), Data: data}, nil
+}
+
+// itemStatus is a proposal's status as chat shows it.
+func itemStatus(f *memory.Fact) string {
+	switch f.Resolved {
+	case "":
+		if f.Open() {
+			return "pending"
+		}
+		return "closed"
+	case memory.ResolvedConfirmed:
+		return "approved"
+	}
+	return string(f.Resolved) // rejected, stale, expired
+}
+
+// itemSource renders memory proposals as chat items and maps chat decisions
+// to confirm_change / reject_change.
+type itemSource struct{ t *tools }
+
+var _ bot.ItemSource = itemSource{}
+
+// View renders a proposal's current state.
+func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
+	id, err := strconv.ParseUint(rec.Key, 10, 64)
+	if err != nil {
+		return bot.Item{}, fmt.Errorf("memory item %d: bad key %q", rec.ID, rec.Key)
+	}
+	sp := mspace(rec.Space)
+	f, err := memory.Load(tx, sp, id)
+	if err != nil {
+		return bot.Item{}, err
+	}
+	if f == nil {
+		return bot.Item{}, fmt.Errorf("memory item %d: no memory #%d in %s", rec.ID, id, sp)
+	}
+	// current is the value the proposal was made against: the target's
+	// value (or, if the target is gone, the snapshot taken when proposed).
+	current := f.Target
+	if f.Supersedes != 0 {
+		t, err := memory.Load(tx, sp, f.Supersedes)
+		if err != nil {
+			return bot.Item{}, err
+		}
+		if t != nil {
+			current = t.Value
+		}
+	}
+	title := memory.ChangeTitle(f, current, true)
+	proposed, curShown := f.Value, current
+	switch {
+	case f.Pending == memory.ActionRetract:
+		proposed = "(removed)"
+	case f.Supersedes == 0:
+		curShown = "(none)"
+	}
+	it := bot.Item{
+		Kind: bot.KindMemoryChange, Title: title,
+		Requester: f.Proposer(), CreatedAt: f.ProposedAt, Status: itemStatus(f),
+		Reason: f.Reason, Sensitive: s.t.o.Resolve(f.Subject).Slot.Sensitive,
+		Fields: []bot.Field{
+			{Label: "Space", Value: sp.String()},
+			{Label: "Subject", Value: f.Subject},
+			{Label: "Current value", Value: curShown},
+			{Label: "Proposed value", Value: proposed},
+			{Label: "Said", Value: f.Said},
+			{Label: "Source", Value: f.Source},
+			{Label: "Confidence", Value: policy.Conf(f.Confidence)},
+			{Label: "Proposed by", Value: f.Proposer()},
+		},
+	}
+	if !f.Gated() && f.Held != "" {
+		it.Fields = append(it.Fields, bot.Field{Label: "Held because", Value: f.Held})
+	}
+	if s.t.o.ProposalMaxAge > 0 {
+		it.ExpiresAt = f.ProposedAt.Add(s.t.o.ProposalMaxAge)
+	}
+	if f.Resolved == memory.ResolvedConfirmed || f.Resolved == memory.ResolvedRejected {
+		it.DecidedBy = []string{f.DecidedBy}
+	}
+	if f.Resolved != "" {
+		it.DecidedAt = f.DecidedAt
+	}
+	return it, nil
+}
+
+// DecisionCall maps a chat decision to confirm_change or reject_change.
+func (s itemSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, _ []string) (string, map[string]any, error) {
+	id, err := strconv.ParseUint(rec.Key, 10, 64)
+	if err != nil {
+		return "", nil, fmt.Errorf("memory item %d: bad key %q", rec.ID, rec.Key)
+	}
+	tool := "reject_change"
+	if approve {
+		tool = "confirm_change"
+	}
+	args := map[string]any{"memory_id": id, "user_id": rec.Space.UserID}
+	if rec.Space.AgentID != "" {
+		args["agent_id"] = rec.Space.AgentID
+	}
+	if rec.Space.RunID != "" {
+		args["run_id"] = rec.Space.RunID
+	}
+	if reason != "" {
+		args["reason"] = reason
+	}
+	return tool, args, nil
+}
+
+// Sweep batch bounds: how many open proposals one transaction examines,
+// and how many it closes.
+const (
+	sweepScan  = 1024
+	sweepClose = 256
+)
+
+// sweep closes open proposals that went stale (their target is no longer
+// ACTIVE) or expired (older than ProposalMaxAge): HISTORICAL with the
+// resolution, audited as the system, the chat item's decided event queued,
+// in bounded transactions.
+func (t *tools) sweep(ctx context.Context, now time.Time) (int, error) {
+	c := t.b.SystemCall(now)
+	var after []byte
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var (
+			closed []*memory.Fact
+			next   []byte
+			more   bool
+		)
+		err := c.Update(ctx, func(tx *bot.Tx) error {
+			var err error
+			closed, next, more, err = t.o.SweepOpen(tx, after, now, sweepScan, sweepClose)
+			if err != nil {
+				return err
+			}
+			for _, f := range closed {
+				if err := decided(tx, f); err != nil {
+					return err
+				}
+				detail := fmt.Sprintf("#%d %s %s: %s", f.ID, upper(f.Resolved), f.Subject, f.Reason)
+				if _, err := tx.AuditAs(c.Caller.String(), bspace(f.Space), "memory_sweep", detail); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += len(closed)
+		if !more || next == nil {
+			return total, nil
+		}
+		after = next
+	}
+}

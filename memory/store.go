@@ -1,0 +1,304 @@
+package memory
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// Memory buckets. sk is a space key (Space.key), id a big-endian uint64.
+const (
+	bucketFacts  = "mem_facts"  // sk id -> Fact JSON: every fact, live or retired
+	bucketSeq    = "mem_seq"    // sk -> last fact id of the space
+	bucketLive   = "mem_live"   // sk subject 0x00 id -> projection: ACTIVE and FLAGGED_CONFLICT only (the hot path)
+	bucketSubj   = "mem_subj"   // sk subject 0x00 id -> empty: every fact of a subject (history)
+	bucketPolicy = "mem_policy" // sk -> storedPolicy JSON
+	bucketOpen   = "mem_open"   // sk id -> openEntry JSON: proposals awaiting a decision
+)
+
+func factKey(sp Space, id uint64) []byte {
+	return append(sp.key(), kv.U64(id)...)
+}
+
+func subjectPrefix(sp Space, subject string) []byte {
+	k := append(sp.key(), subject...)
+	return append(k, 0)
+}
+
+func subjectKey(sp Space, subject string, id uint64) []byte {
+	return append(subjectPrefix(sp, subject), kv.U64(id)...)
+}
+
+// nextID returns the space's next fact id: sequential per space from 1.
+func nextID(tx kv.Tx, sp Space) (uint64, error) {
+	b, err := tx.Get(bucketSeq, sp.key())
+	if err != nil {
+		return 0, err
+	}
+	n := kv.ParseU64(b) + 1
+	return n, tx.Put(bucketSeq, sp.key(), kv.U64(n))
+}
+
+// LastID returns the highest fact id issued in the space (0 if none).
+func LastID(tx kv.Tx, sp Space) (uint64, error) {
+	b, err := tx.Get(bucketSeq, sp.key())
+	return kv.ParseU64(b), err
+}
+
+func decodeFact(b []byte) (*Fact, error) {
+	var f Fact
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("memory: decode fact: %w", err)
+	}
+	if f.V != factVersion {
+		return nil, fmt.Errorf("memory: fact #%d has unknown version %d", f.ID, f.V)
+	}
+	return &f, nil
+}
+
+// Load reads fact id of the space; it returns nil if there is none.
+func Load(tx kv.Tx, sp Space, id uint64) (*Fact, error) {
+	b, err := tx.Get(bucketFacts, factKey(sp, id))
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return decodeFact(b)
+}
+
+// put writes a fact and keeps the indexes in step: the live copy exists
+// exactly while the fact is ACTIVE or FLAGGED_CONFLICT; the open-proposal
+// entry exactly while the fact is an open proposal.
+func put(tx kv.Tx, f *Fact) error {
+	f.V = factVersion
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := tx.Put(bucketFacts, factKey(f.Space, f.ID), b); err != nil {
+		return err
+	}
+	if err := tx.Put(bucketSubj, subjectKey(f.Space, f.Subject, f.ID), nil); err != nil {
+		return err
+	}
+	lk := subjectKey(f.Space, f.Subject, f.ID)
+	if f.Status.Live() {
+		if err := tx.Put(bucketLive, lk, encodeProjection(f)); err != nil {
+			return err
+		}
+	} else if err := tx.Delete(bucketLive, lk); err != nil {
+		return err
+	}
+	ok := factKey(f.Space, f.ID)
+	if !f.Open() {
+		return tx.Delete(bucketOpen, ok)
+	}
+	ob, err := json.Marshal(openEntry{V: 1, ID: f.ID, Space: f.Space, Target: f.Supersedes, ProposedAt: f.ProposedAt})
+	if err != nil {
+		return err
+	}
+	return tx.Put(bucketOpen, ok, ob)
+}
+
+// Live returns the ACTIVE and FLAGGED_CONFLICT facts of one subject, by id:
+// a prefix scan of the live index, so its cost is the subject's live facts.
+func Live(tx kv.Tx, sp Space, subject string) ([]*Fact, error) {
+	var ids []uint64
+	prefix := subjectPrefix(sp, subject)
+	if err := kv.Prefix(tx, bucketLive, prefix, func(k, _ []byte) error {
+		ids = append(ids, kv.ParseU64(k[len(prefix):]))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return loadAll(tx, sp, ids)
+}
+
+// loadAll loads facts by id; an id without a fact is an index fault.
+func loadAll(tx kv.Tx, sp Space, ids []uint64) ([]*Fact, error) {
+	out := make([]*Fact, 0, len(ids))
+	for _, id := range ids {
+		f, err := Load(tx, sp, id)
+		if err != nil {
+			return nil, err
+		}
+		if f == nil {
+			return nil, fmt.Errorf("memory: live index of %s names #%d, which does not exist", sp, id)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// LiveAll calls fn for every ACTIVE and FLAGGED_CONFLICT fact of the space,
+// grouped by subject and then by id. It is one prefix scan of the live
+// index: its cost is the space's live facts, not the store's.
+func LiveAll(tx kv.Tx, sp Space, fn func(*Fact) error) error {
+	var ids []uint64
+	prefix := sp.key()
+	if err := kv.Prefix(tx, bucketLive, prefix, func(k, _ []byte) error {
+		ids = append(ids, kv.ParseU64(k[len(k)-8:]))
+		return nil
+	}); err != nil {
+		return err
+	}
+	facts, err := loadAll(tx, sp, ids)
+	if err != nil {
+		return err
+	}
+	for _, f := range facts {
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// projectionVersion is the first byte of a live-index entry.
+const projectionVersion = 1
+
+// A live-index entry is a compact projection of the fact that recall ranks
+// without decoding the fact's JSON: version, status (1 ACTIVE, 2 FLAGGED),
+// then the category, value and said, each a uvarint length and bytes. It is
+// derived from the fact record (which stays JSON) and rewritten with it.
+func encodeProjection(f *Fact) []byte {
+	b := make([]byte, 0, 2+3*binary.MaxVarintLen32+len(f.Category)+len(f.Value)+len(f.Said))
+	st := byte(1)
+	if f.Status == StatusFlagged {
+		st = 2
+	}
+	b = append(b, projectionVersion, st)
+	for _, s := range []string{f.Category, f.Value, f.Said} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// projection is a decoded live-index entry. Its slices alias the store's
+// memory and are valid only inside the scan callback.
+type projection struct {
+	id                    uint64
+	subject               []byte
+	flagged               bool
+	category, value, said []byte
+}
+
+func decodeProjection(prefixLen int, k, v []byte) (projection, error) {
+	var p projection
+	if len(k) < prefixLen+9 || len(v) < 2 || v[0] != projectionVersion {
+		return p, fmt.Errorf("memory: malformed live-index entry")
+	}
+	p.id = kv.ParseU64(k[len(k)-8:])
+	p.subject = k[prefixLen : len(k)-9]
+	p.flagged = v[1] == 2
+	rest := v[2:]
+	for _, dst := range []*[]byte{&p.category, &p.value, &p.said} {
+		n, w := binary.Uvarint(rest)
+		if w <= 0 || uint64(len(rest)-w) < n {
+			return p, fmt.Errorf("memory: malformed live-index entry #%d", p.id)
+		}
+		*dst = rest[w : w+int(n)]
+		rest = rest[w+int(n):]
+	}
+	return p, nil
+}
+
+// History returns every fact of a subject, oldest first (by id).
+func History(tx kv.Tx, sp Space, subject string) ([]*Fact, error) {
+	var out []*Fact
+	prefix := subjectPrefix(sp, subject)
+	err := kv.Prefix(tx, bucketSubj, prefix, func(k, _ []byte) error {
+		id := kv.ParseU64(k[len(prefix):])
+		f, err := Load(tx, sp, id)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			out = append(out, f)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// RecentRetired returns up to limit retired facts (SUPERSEDED or
+// HISTORICAL) of the space, newest first.
+func RecentRetired(tx kv.Tx, sp Space, limit int) ([]*Fact, error) {
+	var out []*Fact
+	prefix := sp.key()
+	err := tx.Descend(bucketFacts, prefix, kv.PrefixEnd(prefix), func(_, v []byte) error {
+		f, err := decodeFact(v)
+		if err != nil {
+			return err
+		}
+		if !f.Status.Live() {
+			out = append(out, f)
+			if len(out) >= limit {
+				return kv.ErrStop
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// storedPolicy is a space's reconcile policy as stored.
+type storedPolicy struct {
+	V         int                  `json:"v"`
+	Mode      policy.ReconcileMode `json:"mode"`
+	Authority []policy.SourceRank  `json:"authority,omitempty"`
+	SetBy     string               `json:"set_by,omitempty"`
+}
+
+// LoadPolicy returns the space's reconcile policy and whether one was set.
+func LoadPolicy(tx kv.Tx, sp Space) (policy.ReconcilePolicy, bool, error) {
+	b, err := tx.Get(bucketPolicy, sp.key())
+	if err != nil || b == nil {
+		return policy.ReconcilePolicy{Mode: policy.ModeRecency}, false, err
+	}
+	var p storedPolicy
+	if err := json.Unmarshal(b, &p); err != nil {
+		return policy.ReconcilePolicy{}, false, fmt.Errorf("memory: decode policy of %s: %w", sp, err)
+	}
+	return policy.ReconcilePolicy{Mode: p.Mode, Authority: p.Authority}, true, nil
+}
+
+// SavePolicy stores the space's reconcile policy.
+func SavePolicy(tx kv.Tx, sp Space, p policy.ReconcilePolicy, setBy string) error {
+	b, err := json.Marshal(storedPolicy{V: 1, Mode: p.Mode, Authority: p.Authority, SetBy: setBy})
+	if err != nil {
+		return err
+	}
+	return tx.Put(bucketPolicy, sp.key(), b)
+}
+
+// openEntry is one open proposal in the index the sweep walks, so that the
+// sweep never scans facts.
+type openEntry struct {
+	V          int       `json:"v"`
+	ID         uint64    `json:"id"`
+	Space      Space     `json:"space"`
+	Target     uint64    `json:"target,omitempty"`
+	ProposedAt time.Time `json:"proposed_at"`
+}
+
+// OpenProposals returns the space's open proposals, oldest first.
+func OpenProposals(tx kv.Tx, sp Space) ([]*Fact, error) {
+	var out []*Fact
+	prefix := sp.key()
+	err := kv.Prefix(tx, bucketOpen, prefix, func(k, _ []byte) error {
+		f, err := Load(tx, sp, kv.ParseU64(k[len(prefix):]))
+		if err != nil {
+			return err
+		}
+		if f != nil && f.Open() {
+			out = append(out, f)
+		}
+		return nil
+	})
+	return out, err
+}

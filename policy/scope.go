@@ -1,0 +1,1131 @@
+package policy
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// This file is the chat scope gate (seed 004): a pure function over the text
+// a person typed to Countersign in chat. It never does I/O and never reads a
+// clock, so the same message always gets the same verdict, and no text in a
+// message can change what it computes: the gate matches words, it does not
+// follow instructions.
+//
+// The gate is a denylist that short-circuits out; everything else is in.
+// Two things it deliberately never does:
+//   - it never turns free text into a decision: "yes", "approve it" or "lgtm"
+//     typed in a channel is ScopeNotADecision; only the exact command
+//     "approve <id>" (or a button, which does not come through here) decides;
+//   - it never refuses a greeting, a capability question or an informational
+//     question: those are in lane.
+//
+// The gate shapes replies; it is not what protects an action. Countersign
+// carries out no action itself, and a decision is taken only through the
+// command grammar below, from a mapped principal holding approve.
+
+// MaxChatText is the longest chat message, in bytes, the gate classifies.
+// Longer text is ScopeTooLong.
+const MaxChatText = 4000
+
+// LaneStatement is what Countersign does, stated positively. It opens the
+// help and every refusal.
+const LaneStatement = "I record and route approvals: I show pending memory changes and agent action requests, take decisions from the people allowed to make them, and keep a signed audit trail."
+
+// ScopeKind is the scope gate's classification of one chat message.
+type ScopeKind string
+
+// The verdicts. Every verdict but ScopeOutOfLane is in lane.
+const (
+	// ScopeCommand is a well-formed command; ScopeVerdict.Command holds it.
+	ScopeCommand ScopeKind = "command"
+	// ScopeGreeting is a greeting or a thank-you.
+	ScopeGreeting ScopeKind = "greeting"
+	// ScopeCapability asks what Countersign does or how to use it.
+	ScopeCapability ScopeKind = "capability"
+	// ScopeQuestion is an informational question. Families lists the
+	// out-of-lane families it mentions, so the answer can name who does them.
+	ScopeQuestion ScopeKind = "question"
+	// ScopeUsage is a command word with arguments that do not fit it;
+	// Command.Name (and Command.ID when one parsed) say which.
+	ScopeUsage ScopeKind = "usage"
+	// ScopeNotADecision is free text that reads like consent or refusal
+	// ("yes", "approve it", "lgtm"): it decides nothing. When the text names
+	// one item ("please approve #7"), Command carries the command it
+	// probably meant, to show, never to run.
+	ScopeNotADecision ScopeKind = "not_a_decision"
+	// ScopeUnknown is in-lane text the gate does not recognise; it is
+	// answered with the help, never refused.
+	ScopeUnknown ScopeKind = "unknown"
+	// ScopeTooLong is a message over MaxChatText bytes.
+	ScopeTooLong ScopeKind = "too_long"
+	// ScopeOutOfLane is a request outside Countersign's lane: refused.
+	// Families lists every family the message names, in table order.
+	ScopeOutOfLane ScopeKind = "out_of_lane"
+)
+
+// ScopeKinds returns every verdict the gate can return.
+func ScopeKinds() []ScopeKind {
+	return []ScopeKind{ScopeCommand, ScopeGreeting, ScopeCapability, ScopeQuestion, ScopeUsage,
+		ScopeNotADecision, ScopeUnknown, ScopeTooLong, ScopeOutOfLane}
+}
+
+// InLane reports whether the verdict is answered rather than refused.
+func (v ScopeKind) InLane() bool { return v != ScopeOutOfLane }
+
+// The chat command names.
+const (
+	CmdPending = "pending"
+	CmdShow    = "show"
+	CmdApprove = "approve"
+	CmdReject  = "reject"
+	CmdHistory = "history"
+	CmdCheck   = "check"
+	CmdHelp    = "help"
+)
+
+// ChatCommand is a parsed chat command. Its arguments are data: they are
+// never scanned by the denylist (a rejection reason may well say "it would
+// delete the prod database").
+type ChatCommand struct {
+	Name    string // one of the Cmd constants
+	ID      uint64 // show, approve, reject
+	Reason  string // reject: the rest of the line after the id, as typed
+	Subject string // history, check
+	Space   string // history, check: the memory space's user_id; "" means default
+}
+
+// ScopeVerdict is the gate's answer for one message.
+type ScopeVerdict struct {
+	Kind     ScopeKind
+	Command  ChatCommand // ScopeCommand; Name (and ID) for ScopeUsage; a hint for ScopeNotADecision
+	Families []Family    // ScopeOutOfLane, and the mentions of a ScopeQuestion
+}
+
+// Family is one kind of out-of-lane request the gate recognises. Each has its
+// own hand-off in the refusal.
+type Family string
+
+// The families, in the order a refusal lists them.
+const (
+	FamilyApproval    Family = "approval"    // approve everything; switch the gate off
+	FamilyInjection   Family = "injection"   // instructions carried in message text
+	FamilyDestructive Family = "destructive" // delete or wipe data
+	FamilyOperations  Family = "operations"  // restart, stop, scale, deploy
+	FamilyClinical    Family = "clinical"    // start, stop or change a medication
+	FamilyMessaging   Family = "messaging"   // send an email or a message
+	FamilyPayments    Family = "payments"    // pay, transfer, refund
+	FamilyDocuments   Family = "documents"   // classify, file, process a document
+	FamilyCode        Family = "code"        // change, merge, push code
+	FamilyMemory      Family = "memory"      // record or change a fact
+	FamilyAccess      Family = "access"      // roles, keys, permissions
+	FamilyGeneral     Family = "general"     // poems, jokes, general assistance
+)
+
+// Families returns every family in table order.
+func Families() []Family {
+	out := make([]Family, len(gateFamilies))
+	for i, f := range gateFamilies {
+		out[i] = f.family
+	}
+	return out
+}
+
+// Handoff is the sentence of a refusal that names who does the thing
+// instead; "" for an unknown family.
+func Handoff(f Family) string {
+	for _, s := range gateFamilies {
+		if s.family == f {
+			return s.handoff
+		}
+	}
+	return ""
+}
+
+// Refusal is the reply to an out-of-lane message naming families: it states
+// the lane, says the refusal is by design, and hands each family on.
+// Unknown families are skipped; with none left it hands on to the help.
+func Refusal(fams []Family) string {
+	var b strings.Builder
+	b.WriteString("That's outside what Countersign does. ")
+	b.WriteString(LaneStatement)
+	b.WriteString("\n\nI never carry out actions myself — that's by design.")
+	writeHandoffs(&b, fams, "Type `help` to see what I can do.")
+	return b.String()
+}
+
+// Handoffs renders the hand-off sentences of fams: one sentence, or
+// "Instead:" and one bulleted line each; "" when no family is known.
+func Handoffs(fams []Family) string {
+	var b strings.Builder
+	writeHandoffs(&b, fams, "")
+	return strings.TrimSpace(b.String())
+}
+
+func writeHandoffs(b *strings.Builder, fams []Family, fallback string) {
+	var lines []string
+	for _, s := range gateFamilies {
+		for _, f := range fams {
+			if f == s.family {
+				lines = append(lines, s.handoff)
+				break
+			}
+		}
+	}
+	switch len(lines) {
+	case 0:
+		if fallback != "" {
+			b.WriteString(" " + fallback)
+		}
+	case 1:
+		b.WriteString(" " + lines[0])
+	default:
+		b.WriteString(" Instead:")
+		for _, l := range lines {
+			b.WriteString("\n• " + l)
+		}
+	}
+}
+
+// Scope classifies a chat message typed to Countersign, with or without a
+// leading "/countersign". It is total (any input, including invalid UTF-8,
+// gets a verdict) and deterministic.
+//
+// The order of the rules is the contract:
+//  1. too long: ScopeTooLong; empty: the help command;
+//  2. a well-formed command: ScopeCommand (its arguments are data);
+//  3. the denylist over every clause: ScopeOutOfLane with every family
+//     named (a union, never a first match). Verb and noun match by
+//     proximity, with up to four words between them. Clauses that are
+//     informational questions are not refused, but what they mention is kept;
+//     instructions carried in text (injection) are refused in any clause;
+//  4. "approve" or "reject" with arguments that do not fit: ScopeUsage when
+//     an id parsed ("reject 3"), else ScopeNotADecision ("approve it");
+//  5. a capability question: ScopeCapability;
+//  6. free-text consent ("yes", "ok go ahead", "lgtm"): ScopeNotADecision;
+//  7. a greeting, another command word with wrong arguments, an
+//     informational question, and finally ScopeUnknown: all in lane.
+func Scope(text string) ScopeVerdict {
+	if len(text) > MaxChatText {
+		return ScopeVerdict{Kind: ScopeTooLong}
+	}
+	body := stripChatAddress(strings.ToValidUTF8(strings.TrimSpace(text), "\uFFFD"))
+	if body == "" {
+		return ScopeVerdict{Kind: ScopeCommand, Command: ChatCommand{Name: CmdHelp}}
+	}
+	cmd, ok, near := parseChatCommand(body)
+	if ok {
+		return ScopeVerdict{Kind: ScopeCommand, Command: cmd}
+	}
+
+	lower := strings.ToLower(body)
+	clauses := splitChatClauses(lower)
+	out, mentions, anyQuestion := scanChatClauses(lower, clauses)
+	if len(out) > 0 {
+		return ScopeVerdict{Kind: ScopeOutOfLane, Families: familiesInOrder(out, mentions)}
+	}
+
+	var all []string
+	for _, c := range clauses {
+		all = append(all, c.words...)
+	}
+	if near.Name == CmdApprove || near.Name == CmdReject {
+		if near.ID != 0 {
+			return ScopeVerdict{Kind: ScopeUsage, Command: near}
+		}
+		return ScopeVerdict{Kind: ScopeNotADecision, Command: decisionHint(all)}
+	}
+	for _, c := range clauses {
+		if wordsHaveAnyPrefix(stripChatFillers(c.words), chatCapabilityPhrases) {
+			return ScopeVerdict{Kind: ScopeCapability}
+		}
+	}
+	if isFreeTextDecision(body, all, anyQuestion) {
+		return ScopeVerdict{Kind: ScopeNotADecision, Command: decisionHint(all)}
+	}
+	if len(all) > 0 && allWordsIn(all, chatGreetingWords) {
+		return ScopeVerdict{Kind: ScopeGreeting}
+	}
+	if near.Name != "" {
+		return ScopeVerdict{Kind: ScopeUsage, Command: near}
+	}
+	if anyQuestion {
+		return ScopeVerdict{Kind: ScopeQuestion, Families: familiesInOrder(mentions, nil)}
+	}
+	return ScopeVerdict{Kind: ScopeUnknown}
+}
+
+// stripChatAddress removes a leading platform mention ("<@U0123>") and a
+// leading "/countersign", "@countersign" or "countersign" (followed by a
+// space, ':' or ',') from body.
+func stripChatAddress(body string) string {
+	if strings.HasPrefix(body, "<@") {
+		if i := strings.IndexByte(body, '>'); i > 0 && i <= 64 {
+			body = strings.TrimSpace(body[i+1:])
+		}
+	}
+	for _, p := range []string{"/countersign", "@countersign", "countersign"} {
+		if len(body) < len(p) || !strings.EqualFold(body[:len(p)], p) {
+			continue
+		}
+		rest := body[len(p):]
+		if rest != "" {
+			r, _ := utf8.DecodeRuneInString(rest)
+			if !unicode.IsSpace(r) && r != ':' && r != ',' {
+				continue
+			}
+		}
+		return strings.TrimSpace(strings.TrimLeft(rest, " \t:,"))
+	}
+	return body
+}
+
+// parseChatCommand parses body as a command. ok reports a well-formed command;
+// otherwise near carries the command word (and a valid id) when the first
+// word is one.
+func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) {
+	fs := chatFields(body)
+	if len(fs) == 0 {
+		return ChatCommand{}, false, ChatCommand{}
+	}
+	args := fs[1:]
+	// "approve: 7" and "pending?" are commands; "approve? 7" is not.
+	trim := ":"
+	if len(args) == 0 {
+		trim = "?!.:"
+	}
+	name := strings.ToLower(strings.TrimRight(fs[0].text, trim))
+	switch name {
+	case CmdPending, CmdHelp:
+		if len(args) == 0 {
+			return ChatCommand{Name: name}, true, ChatCommand{}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name}
+	case CmdShow, CmdApprove:
+		var id uint64
+		if len(args) > 0 {
+			id, _ = parseChatID(args[0].text)
+		}
+		if len(args) == 1 && id != 0 {
+			return ChatCommand{Name: name, ID: id}, true, ChatCommand{}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
+	case CmdReject:
+		var id uint64
+		if len(args) > 0 {
+			id, _ = parseChatID(args[0].text)
+		}
+		if len(args) >= 2 && id != 0 {
+			reason := strings.TrimSpace(body[args[1].start:])
+			return ChatCommand{Name: name, ID: id, Reason: reason}, true, ChatCommand{}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
+	case CmdHistory, CmdCheck:
+		if len(args) == 1 || len(args) == 2 {
+			subject := args[0].text
+			space := ""
+			if len(args) == 2 {
+				space = args[1].text
+			}
+			if validChatArg(subject) && (space == "" || validChatArg(space)) {
+				return ChatCommand{Name: name, Subject: subject, Space: space}, true, ChatCommand{}
+			}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name}
+	}
+	return ChatCommand{}, false, ChatCommand{}
+}
+
+// parseChatID parses an item id as typed in chat: "12" or "#12", optionally
+// followed by '.' or '!'. Ids are positive.
+func parseChatID(s string) (uint64, bool) {
+	s = strings.TrimRight(s, ".!")
+	s = strings.TrimPrefix(s, "#")
+	if s == "" || len(s) > 20 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	return n, true
+}
+
+// validChatArg accepts a subject or space token: at most 128 bytes, no control
+// or format characters, and not an English function word ("check the
+// invoice" is not a check of the subject "the").
+func validChatArg(s string) bool {
+	if s == "" || len(s) > 128 || chatArgStopwords[strings.ToLower(s)] {
+		return false
+	}
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
+
+type chatField struct {
+	text  string
+	start int
+}
+
+// chatFields splits s around Unicode white space, keeping where each
+// field starts.
+func chatFields(s string) []chatField {
+	var out []chatField
+	start := -1
+	for i, r := range s {
+		if unicode.IsSpace(r) {
+			if start >= 0 {
+				out = append(out, chatField{text: s[start:i], start: start})
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, chatField{text: s[start:], start: start})
+	}
+	return out
+}
+
+// chatClause is one sentence of a message, as lower-case words.
+type chatClause struct {
+	words    []string
+	question bool // ended with '?'
+}
+
+// splitChatClauses splits lower-cased text into clauses at '?', '!', ';', line
+// breaks and a '.' followed by a space, and each clause into words: runs of
+// letters and digits, split where letters meet digits ("5mg" is "5" "mg").
+// Apostrophes inside a word vanish ("don't" is "dont"); format characters
+// (zero-width spaces and joiners) are dropped, so they cannot split a word.
+func splitChatClauses(s string) []chatClause {
+	var (
+		out  []chatClause
+		cur  chatClause
+		word []rune
+	)
+	endWord := func() {
+		if len(word) > 0 {
+			cur.words = append(cur.words, string(word))
+			word = word[:0]
+		}
+	}
+	endClause := func(question bool) {
+		endWord()
+		cur.question = cur.question || question
+		if len(cur.words) > 0 {
+			cur.words = mergeChatBigrams(cur.words)
+			out = append(out, cur)
+		}
+		cur = chatClause{}
+	}
+	rs := []rune(s)
+	for i, r := range rs {
+		switch {
+		case unicode.Is(unicode.Cf, r) || r == '\'' || r == '’' || r == 'ʼ':
+			// dropped: "don't" is "dont", and a zero-width space cannot split a word
+		case unicode.IsLetter(r) || unicode.IsMark(r):
+			if len(word) > 0 && unicode.IsDigit(word[len(word)-1]) {
+				endWord()
+			}
+			word = append(word, r)
+		case unicode.IsDigit(r):
+			if len(word) > 0 && !unicode.IsDigit(word[len(word)-1]) {
+				endWord()
+			}
+			word = append(word, r)
+		case r == '?':
+			endClause(true)
+		case r == '!' || r == ';' || r == '\n' || r == '\r' || r == '…' || r == '\u2028' || r == '\u2029':
+			endClause(false)
+		case r == '.':
+			if i+1 == len(rs) || unicode.IsSpace(rs[i+1]) {
+				endClause(false)
+			} else {
+				endWord()
+			}
+		default:
+			endWord()
+		}
+	}
+	endClause(false)
+	return out
+}
+
+// mergeChatBigrams joins the two-word forms the tables know as one word.
+func mergeChatBigrams(w []string) []string {
+	out := w[:0:0]
+	for i := 0; i < len(w); i++ {
+		if i+1 < len(w) {
+			if m, ok := chatBigrams[[2]string{w[i], w[i+1]}]; ok {
+				out = append(out, m)
+				i++
+				continue
+			}
+		}
+		out = append(out, w[i])
+	}
+	return out
+}
+
+type chatClauseKind int
+
+const (
+	chatImperative chatClauseKind = iota // a request or a statement: scanned
+	chatQuestion                         // an informational question or an in-lane lookup
+)
+
+// chatClauseKindOf decides whether a clause is informational. A polite wrapper
+// ("can you …", "could someone …") is a request, not a question. It returns
+// the clause's words after fillers and any polite wrapper.
+func chatClauseKindOf(c chatClause) (chatClauseKind, []string) {
+	w := stripChatFillers(c.words)
+	if len(w) == 0 {
+		return chatImperative, w
+	}
+	for _, p := range chatPolitePrefixes {
+		if wordsHavePrefix(w, p) {
+			w = stripChatFillers(w[len(p):])
+			if isChatLookup(w) {
+				return chatQuestion, w
+			}
+			return chatImperative, w
+		}
+	}
+	if chatWhWords[w[0]] {
+		return chatQuestion, w
+	}
+	if chatAuxWords[w[0]] {
+		if len(w) > 1 && (w[1] == "not" || w[1] == "nt") {
+			return chatImperative, w[2:]
+		}
+		return chatQuestion, w
+	}
+	if isChatLookup(w) {
+		return chatQuestion, w
+	}
+	return chatImperative, w
+}
+
+// isChatLookup reports an in-lane lookup: "check if …", "show me what's
+// pending".
+func isChatLookup(w []string) bool {
+	if len(w) == 0 || !chatLookupVerbs[w[0]] {
+		return false
+	}
+	for j := 1; j < len(w) && j <= 3; j++ {
+		if chatLookupObjects[w[j]] {
+			return true
+		}
+	}
+	return false
+}
+
+// scanChatClauses runs the denylist over every clause. out holds the families
+// named by requests (and injections anywhere); mentions those named only in
+// informational questions.
+func scanChatClauses(lower string, clauses []chatClause) (out, mentions map[Family]bool, anyQuestion bool) {
+	out, mentions = map[Family]bool{}, map[Family]bool{}
+	lines := strings.Split(lower, "\n")
+	for _, s := range gateFamilies {
+		for _, m := range s.markers {
+			if strings.Contains(lower, m) {
+				out[s.family] = true
+			}
+		}
+		for _, line := range lines {
+			line = strings.TrimSpace(line)
+			for _, m := range s.lineMarkers {
+				if strings.HasPrefix(line, m) {
+					out[s.family] = true
+				}
+			}
+		}
+	}
+	for _, c := range clauses {
+		kind, head := chatClauseKindOf(c)
+		if kind == chatQuestion {
+			anyQuestion = true
+		}
+		for _, s := range gateFamilies {
+			if !s.matches(c.words, head, kind == chatImperative) {
+				continue
+			}
+			if kind == chatImperative || s.always {
+				out[s.family] = true
+			} else {
+				mentions[s.family] = true
+			}
+		}
+	}
+	return out, mentions, anyQuestion
+}
+
+// gateMaxGap is the most words allowed between a verb and the noun it acts on
+// ("classify this supplier invoice" has two); gateMaxRevGap the most between a
+// noun and a later verb ("the prod database should be deleted").
+const (
+	gateMaxGap    = 4
+	gateMaxRevGap = 3
+)
+
+// gateRule is one verb list and one noun list that must occur near each other.
+type gateRule struct {
+	verbs, nouns map[string]bool
+}
+
+// gateFamily is one row of the denylist.
+type gateFamily struct {
+	family      Family
+	rules       []gateRule
+	leading     map[string]bool // verbs that match alone at the head of a request ("deploy")
+	phrases     [][]string      // word sequences that match anywhere in a clause
+	markers     []string        // substrings of the lower-cased message (chat-template role markers)
+	lineMarkers []string        // prefixes of a line of the lower-cased message ("system: …")
+	always      bool            // refused in questions too: an instruction is never informational
+	handoff     string
+}
+
+func (s *gateFamily) matches(words, head []string, imperative bool) bool {
+	if imperative && len(head) > 0 && s.leading[head[0]] {
+		return true
+	}
+	for _, p := range s.phrases {
+		if wordsContain(words, p) {
+			return true
+		}
+	}
+	for _, r := range s.rules {
+		if r.near(words) {
+			return true
+		}
+	}
+	return false
+}
+
+// near reports a verb followed within gateMaxGap words by a noun, or a noun
+// followed within gateMaxRevGap words by the verb in a passive or resumptive form
+// ("… deleted", "… file it").
+func (r gateRule) near(w []string) bool {
+	for i, x := range w {
+		if r.verbs[x] {
+			for j := i + 1; j < len(w) && j <= i+1+gateMaxGap; j++ {
+				if r.nouns[w[j]] {
+					return true
+				}
+			}
+		}
+		if r.nouns[x] {
+			for j := i + 1; j < len(w) && j <= i+1+gateMaxRevGap; j++ {
+				if r.verbs[w[j]] && (isChatParticiple(w[j]) || (j+1 < len(w) && chatObjectPronouns[w[j+1]])) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+func isChatParticiple(w string) bool {
+	return strings.HasSuffix(w, "ed") || chatIrregularParticiples[w]
+}
+
+// isFreeTextDecision reports text that reads like a decision but is not one:
+// only consent/refusal words and numbers ("ok go ahead", "yes", "lgtm",
+// "cancel 12"), a message that opens with one ("yes, do it"), a short
+// statement holding a decision verb ("I think #12 is wrong, reject it"), or a
+// lone reaction emoji.
+func isFreeTextDecision(body string, all []string, anyQuestion bool) bool {
+	if len(all) == 0 {
+		compact := strings.Join(strings.Fields(body), "")
+		for _, e := range chatDecisionEmoji {
+			if strings.Contains(compact, e) {
+				return true
+			}
+		}
+		return false
+	}
+	if compact := strings.Join(strings.Fields(body), ""); compact == "+1" || compact == "-1" {
+		return true
+	}
+	if len(all) <= 10 && anyWordIn(all, chatDecisionCore) && allDecisionVocab(all) {
+		return true
+	}
+	if w := stripChatAddressWords(all); len(w) > 0 && chatDecisionOpeners[w[0]] {
+		return true
+	}
+	return !anyQuestion && len(all) <= 10 && anyWordIn(all, chatDecisionStrong)
+}
+
+// allDecisionVocab reports whether every word is decision vocabulary or a
+// number ("ok 3", "cancel 12").
+func allDecisionVocab(w []string) bool {
+	for _, x := range w {
+		if _, ok := parseChatID(x); !ok && !chatDecisionVocab[x] {
+			return false
+		}
+	}
+	return true
+}
+
+// decisionHint names the command a free-text decision probably meant
+// ("please approve #7" → approve 7), so the reply can show it. It is only
+// ever shown, never run. The id must directly follow the decision word
+// ("approve the change for patient 42" names no item); the zero ChatCommand
+// when the text names no single item, or both approving and rejecting.
+func decisionHint(all []string) ChatCommand {
+	var hint ChatCommand
+	for i, w := range all {
+		name := ""
+		switch {
+		case chatApproveWords[w]:
+			name = CmdApprove
+		case chatRejectWords[w]:
+			name = CmdReject
+		default:
+			continue
+		}
+		if hint.Name != "" && hint.Name != name {
+			return ChatCommand{}
+		}
+		hint.Name = name
+		if i+1 < len(all) {
+			if id, ok := parseChatID(all[i+1]); ok {
+				if hint.ID != 0 && hint.ID != id {
+					return ChatCommand{}
+				}
+				hint.ID = id
+			}
+		}
+	}
+	if hint.ID == 0 {
+		return ChatCommand{}
+	}
+	return hint
+}
+
+func stripChatAddressWords(w []string) []string {
+	for len(w) > 0 && chatAddressWords[w[0]] {
+		w = w[1:]
+	}
+	return w
+}
+
+func stripChatFillers(w []string) []string {
+	for len(w) > 0 && chatFillers[w[0]] {
+		w = w[1:]
+	}
+	return w
+}
+
+func wordsHavePrefix(w, p []string) bool {
+	if len(p) > len(w) {
+		return false
+	}
+	for i := range p {
+		if w[i] != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func wordsHaveAnyPrefix(w []string, ps [][]string) bool {
+	for _, p := range ps {
+		if wordsHavePrefix(w, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func wordsContain(w, p []string) bool {
+	for i := 0; i+len(p) <= len(w); i++ {
+		if wordsHavePrefix(w[i:], p) {
+			return true
+		}
+	}
+	return false
+}
+
+func allWordsIn(w []string, set map[string]bool) bool {
+	for _, x := range w {
+		if !set[x] {
+			return false
+		}
+	}
+	return true
+}
+
+func anyWordIn(w []string, set map[string]bool) bool {
+	for _, x := range w {
+		if set[x] {
+			return true
+		}
+	}
+	return false
+}
+
+// familiesInOrder returns the families in a or b, in table order.
+func familiesInOrder(a, b map[Family]bool) []Family {
+	var out []Family
+	for _, s := range gateFamilies {
+		if a[s.family] || b[s.family] {
+			out = append(out, s.family)
+		}
+	}
+	return out
+}
+
+func wordSet(words ...string) map[string]bool {
+	m := make(map[string]bool, len(words))
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+func wordSeqs(phrases ...string) [][]string {
+	out := make([][]string, len(phrases))
+	for i, p := range phrases {
+		out[i] = strings.Fields(p)
+	}
+	return out
+}
+
+// The tables below are read-only after package initialisation.
+
+var chatBigrams = map[[2]string]string{
+	{"auto", "approve"}: "autoapprove", {"auto", "approved"}: "autoapprove",
+	{"rubber", "stamp"}: "rubberstamp", {"green", "light"}: "greenlight",
+	{"sign", "off"}:  "signoff",
+	{"roll", "back"}: "rollback", {"shut", "down"}: "shutdown",
+	{"turn", "off"}: "turnoff", {"switch", "off"}: "turnoff",
+	{"force", "push"}: "forcepush", {"pull", "request"}: "pr", {"pull", "requests"}: "prs",
+	{"merge", "request"}: "mr", {"on", "call"}: "oncall", {"e", "mail"}: "email",
+	{"api", "key"}: "apikey", {"api", "keys"}: "apikey",
+	{"blood", "thinner"}: "anticoagulant", {"blood", "thinners"}: "anticoagulant",
+	{"purchase", "order"}: "po", {"thank", "you"}: "thanks", {"thank", "u"}: "thanks",
+	{"look", "up"}: "lookup", {"im", "start"}: "imstart", {"im", "end"}: "imend",
+}
+
+var chatIrregularParticiples = wordSet("sent", "paid", "held", "given", "made", "written", "done", "shut", "run",
+	"put", "set", "taken", "shown", "begun", "spent", "bought", "sold", "built", "kept", "read", "told", "wiped")
+
+var chatObjectPronouns = wordSet("it", "them", "this", "that", "these", "those")
+
+var chatArgStopwords = wordSet("the", "a", "an", "this", "that", "it", "its", "my", "our", "your", "their", "his",
+	"her", "these", "those", "if", "whether", "me", "us", "all", "everything", "on", "for", "of", "to",
+	"is", "what", "whats", "how", "and", "or", "in", "at", "with", "from", "please")
+
+var chatFillers = wordSet("hi", "hey", "hello", "yo", "so", "and", "also", "but", "then", "um", "uh", "well",
+	"ok", "okay", "countersign", "bot", "please", "pls", "plz", "kindly", "just", "now", "quick",
+	"question", "q")
+
+var chatAddressWords = wordSet("countersign", "bot", "hey", "hi", "hello", "ok", "okay", "so", "well", "um", "uh")
+
+var chatPolitePrefixes = wordSeqs(
+	"can you", "could you", "would you", "will you", "can u", "could u", "would u", "will u", "can ya",
+	"can someone", "could someone", "can somebody", "could somebody", "can anyone", "could anyone",
+	"can we", "could we", "shall we", "would you mind", "do you mind", "are you able to",
+	"is it possible to", "would it be possible to", "i need you to", "i want you to", "id like you to",
+	"i would like you to", "go ahead and",
+)
+
+var chatWhWords = wordSet("what", "whats", "how", "hows", "why", "whys", "when", "whens", "where", "wheres",
+	"who", "whos", "whom", "whose", "which")
+
+var chatAuxWords = wordSet("is", "isnt", "are", "arent", "was", "wasnt", "were", "werent", "do", "does", "doesnt",
+	"did", "didnt", "can", "cant", "could", "couldnt", "should", "shouldnt", "would", "wouldnt", "will",
+	"wont", "may", "might", "must", "has", "hasnt", "have", "havent", "had", "am", "shall")
+
+// chatLookupVerbs opening a clause make it an in-lane lookup ("check if it is
+// safe to …") when followed closely by one of chatLookupObjects.
+var chatLookupVerbs = wordSet("check", "show", "list", "view", "see", "display", "verify", "lookup", "tell")
+
+var chatLookupObjects = wordSet("if", "whether", "safe", "pending", "history", "status", "what", "whats", "who",
+	"why", "how", "when")
+
+var chatCapabilityPhrases = wordSeqs(
+	"what can you do", "what can u do", "what do you do", "what are you", "who are you", "what is this",
+	"whats this", "what is countersign", "whats countersign", "how do you work", "how does this work",
+	"how does countersign work", "how does it work", "how do i use", "how can i use", "how can you help",
+	"what can i do", "what can i ask", "what should i type", "what do i type", "what are the commands",
+	"what commands", "which commands", "list commands", "list the commands", "show commands",
+	"show the commands", "commands", "usage", "help", "how to use",
+)
+
+var chatGreetingWords = wordSet("hi", "hello", "hey", "hiya", "heya", "howdy", "yo", "gm", "morning", "good",
+	"afternoon", "evening", "day", "there", "all", "everyone", "folks", "team", "countersign", "bot",
+	"thanks", "thank", "you", "ty", "thx", "cheers", "sup", "whats", "up", "ok", "okay", "great", "cool",
+	"nice", "again", "much", "so", "very", "hallo", "greetings", "thats", "all", "for", "now", "bye", "later")
+
+// chatDecisionCore words carry consent or refusal; chatDecisionVocab may surround
+// them in a message that says nothing else.
+var chatDecisionCore = wordSet("yes", "y", "yep", "yeah", "yup", "ya", "yea", "sure", "ok", "okay", "k", "kk", "good",
+	"okey", "alright", "proceed", "lgtm", "sgtm", "approve", "approved", "approving", "confirm", "confirmed",
+	"agree", "agreed", "accept", "accepted", "go", "ship", "do", "fine", "no", "nope", "nah", "n",
+	"reject", "rejected", "deny", "denied", "decline", "declined", "cancel", "veto", "granted",
+	"affirmative", "negative", "absolutely", "definitely", "signoff", "greenlight", "rubberstamp", "stop",
+	"wait", "hold", "halt", "abort", "dont")
+
+var chatDecisionVocab = func() map[string]bool {
+	m := wordSet("it", "this", "that", "one", "ahead", "for", "to", "me", "looks", "look", "good", "great",
+		"sounds", "please", "pls", "i", "we", "the", "request", "change", "item", "let", "lets", "s",
+		"just", "now", "all", "right", "on", "with", "then", "from", "my", "side", "and", "done", "dont",
+		"not", "of", "course", "by", "go", "countersign", "bot", "hey", "yes", "do")
+	for w := range chatDecisionCore {
+		m[w] = true
+	}
+	return m
+}()
+
+var chatApproveWords = wordSet("approve", "approved", "approving", "accept", "accepted", "confirm", "confirmed")
+
+var chatRejectWords = wordSet("reject", "rejected", "rejecting", "deny", "denied", "decline", "declined", "veto")
+
+var chatDecisionOpeners = wordSet("approve", "approved", "reject", "rejected", "deny", "denied", "confirm",
+	"confirmed", "accept", "accepted", "decline", "declined", "yes", "yep", "yeah", "yup", "lgtm", "sgtm",
+	"veto")
+
+var chatDecisionStrong = wordSet("approve", "approved", "reject", "rejected", "deny", "denied", "lgtm", "sgtm",
+	"confirmed", "accepted", "declined", "veto", "signoff")
+
+var chatDecisionEmoji = []string{"👍", "👎", "✅", "✔", "❌", "✖", "🆗", "💯", "🚀", "🙆", "🙅"}
+
+// gateFamilies is the denylist, in the order refusals list the families.
+var gateFamilies = []gateFamily{
+	{
+		family: FamilyApproval,
+		rules: []gateRule{
+			{
+				verbs: wordSet("approve", "approves", "approved", "approving", "autoapprove", "accept", "confirm",
+					"greenlight", "rubberstamp", "signoff", "reject", "deny", "decline"),
+				nouns: wordSet("everything", "all", "anything", "every", "whatever", "rest", "everyone"),
+			},
+			{
+				verbs: wordSet("skip", "bypass", "disable", "disabled", "turnoff", "override", "circumvent", "ignore",
+					"remove", "avoid", "stop", "kill", "deactivate", "suspend"),
+				nouns: wordSet("approval", "approvals", "approver", "approvers", "gate", "gates", "confirmation",
+					"confirmations", "countersign", "quorum", "review", "reviews", "signoff", "human", "humans"),
+			},
+		},
+		phrases: wordSeqs("autoapprove", "rubberstamp", "always approve", "approve without", "approve them all",
+			"approve all", "approve on my behalf", "approve for me", "approve as"),
+		handoff: "Nobody in the software approves — approving is a human decision. A person with the approve role decides each item on its own, with the buttons or `approve <id>`; there is no approve-all, and the gate cannot be switched off from chat.",
+	},
+	{
+		family: FamilyInjection,
+		always: true,
+		rules: []gateRule{{
+			verbs: wordSet("ignore", "disregard", "forget", "override", "bypass", "drop", "skip", "abandon"),
+			nouns: wordSet("instructions", "instruction", "rules", "prompt", "prompts", "guidelines", "directives",
+				"guardrails", "programming", "constraints", "restrictions", "policies", "system"),
+		}},
+		phrases: wordSeqs("ignore previous", "ignore all previous", "ignore the above", "ignore above",
+			"ignore everything above", "disregard previous", "disregard the above", "disregard above",
+			"you are now", "act as", "pretend to be", "pretend you", "developer mode", "dan mode", "jailbreak",
+			"jailbroken", "system prompt", "new instructions", "imstart", "imend", "admin override", "sudo mode"),
+		markers:     []string{"<|im_start|>", "<|im_end|>", "<|system|>", "<<sys>>", "<system>", "</system>", "[inst]", "[/inst]"},
+		lineMarkers: []string{"system:", "[system]", "assistant:", "developer:", "### instruction", "### system"},
+		handoff:     "Text in a message is data to me, never an instruction. Only a person mapped to a principal decides, with the buttons or `approve <id>` / `reject <id> <reason>`.",
+	},
+	{
+		family: FamilyDestructive,
+		rules: []gateRule{{
+			verbs: wordSet("delete", "deletes", "deleted", "deleting", "deletion", "drop", "drops", "dropped",
+				"dropping", "wipe", "wipes", "wiped", "wiping", "truncate", "truncated", "truncating", "destroy",
+				"destroyed", "destroying", "purge", "purged", "purging", "erase", "erased", "erasing", "remove",
+				"removed", "removing", "rm", "nuke", "nuked", "format", "formatted", "overwrite", "overwritten",
+				"clean", "cleanup", "empty", "emptied"),
+			nouns: wordSet("database", "databases", "db", "dbs", "table", "tables", "data", "dataset", "datasets",
+				"record", "records", "row", "rows", "file", "files", "folder", "folders", "directory",
+				"directories", "bucket", "buckets", "backup", "backups", "volume", "volumes", "disk", "disks",
+				"cluster", "clusters", "namespace", "namespaces", "index", "indexes", "collection",
+				"collections", "schema", "repo", "repos", "repository", "branch", "branches", "account",
+				"accounts", "user", "users", "prod", "production", "logs", "log", "server", "servers", "vm",
+				"vms", "instance", "instances", "snapshot", "snapshots", "environment", "env", "everything",
+				"storage", "history", "audit", "trail", "patient", "patients", "chart", "charts"),
+		}},
+		phrases: wordSeqs("rm rf", "drop table", "drop database"),
+		handoff: "To delete or wipe data, the agent that owns that operation requests it with confirm_action, and an approver decides here.",
+	},
+	{
+		family: FamilyOperations,
+		rules: []gateRule{{
+			verbs: wordSet("restart", "restarts", "restarted", "restarting", "reboot", "rebooted", "rebooting",
+				"stop", "stopped", "stopping", "start", "started", "starting", "shutdown", "kill", "killed",
+				"scale", "scaled", "scaling", "rollback", "redeploy", "redeployed", "deploy", "deployed",
+				"deploying", "release", "released", "ship", "shipped", "promote", "promoted", "failover",
+				"drain", "drained", "cordon", "migrate", "migrated", "run", "execute", "executed", "exec",
+				"trigger", "triggered", "provision", "provisioned", "upgrade", "upgraded", "downgrade", "patch",
+				"patched", "bounce", "bounced", "pause", "paused", "resume", "suspend", "suspended", "terminate",
+				"terminated", "spin", "apply", "applied", "push", "pushed", "revert", "reverted"),
+			nouns: wordSet("service", "services", "server", "servers", "pod", "pods", "node", "nodes", "cluster",
+				"clusters", "container", "containers", "deployment", "deployments", "job", "jobs", "process",
+				"processes", "instance", "instances", "vm", "vms", "app", "apps", "application", "api",
+				"worker", "workers", "daemon", "queue", "pipeline", "pipelines", "build", "release",
+				"production", "prod", "staging", "migration", "migrations", "cron", "lambda", "gateway",
+				"database", "db", "kubernetes", "kubectl", "terraform", "docker", "host", "hosts",
+				"stack", "infra", "infrastructure", "traffic", "canary", "rollout", "version", "backend",
+				"frontend", "website", "site", "system", "systems", "nginx", "redis", "postgres", "kafka",
+				"helm", "hotfix", "live"),
+		}},
+		leading: wordSet("deploy", "redeploy", "reboot", "rollback", "failover", "restart", "shutdown"),
+		handoff: "To restart, stop or deploy a service, the agent that owns that operation requests it with confirm_action, and an approver decides here.",
+	},
+	{
+		family: FamilyClinical,
+		rules: []gateRule{{
+			verbs: wordSet("stop", "stopped", "stopping", "start", "started", "starting", "discontinue",
+				"discontinued", "prescribe", "prescribed", "prescribing", "give", "giving", "administer",
+				"administered", "increase", "increased", "decrease", "decreased", "reduce", "reduced", "raise",
+				"lower", "double", "halve", "titrate", "hold", "held", "pause", "resume", "restart", "switch",
+				"switched", "change", "changed", "adjust", "adjusted", "dose", "dispense", "order", "ordered",
+				"refill", "renew", "wean", "taper", "add", "swap", "replace", "cancel", "set", "put", "take",
+				"bump", "cut", "remove", "drop"),
+			nouns: wordSet("medication", "medications", "med", "meds", "medicine", "medicines", "drug", "drugs",
+				"dose", "doses", "dosage", "dosing", "prescription", "prescriptions", "rx", "tablet", "tablets",
+				"pill", "pills", "injection", "infusion", "insulin", "warfarin", "apixaban", "rivaroxaban",
+				"dabigatran", "heparin", "enoxaparin", "aspirin", "clopidogrel", "metformin", "lisinopril",
+				"amlodipine", "atorvastatin", "simvastatin", "metoprolol", "furosemide", "digoxin",
+				"amiodarone", "prednisone", "prednisolone", "morphine", "oxycodone", "fentanyl",
+				"hydromorphone", "paracetamol", "acetaminophen", "ibuprofen", "amoxicillin", "penicillin",
+				"vancomycin", "ceftriaxone", "levothyroxine", "omeprazole", "gabapentin", "sertraline",
+				"lithium", "methotrexate", "antibiotic", "antibiotics", "anticoagulant", "anticoagulants",
+				"anticoagulation", "mg", "mcg", "ml", "units", "treatment", "therapy", "chemo",
+				"chemotherapy", "iv", "drip", "statin", "statins", "steroid", "steroids", "opioid", "opioids",
+				"vaccine", "vaccination"),
+		}},
+		handoff: "To start, stop or change a medication, a clinician orders it in the clinical record. When an agent proposes the change to memory, it waits here until a person with the approve role confirms it.",
+	},
+	{
+		family: FamilyMessaging,
+		rules: []gateRule{{
+			verbs: wordSet("send", "sends", "sent", "sending", "email", "emailed", "emailing", "mail", "mailed",
+				"message", "messaged", "text", "texted", "notify", "notified", "contact", "contacted", "call",
+				"phone", "page", "paged", "ping", "pinged", "dm", "reply", "respond", "forward", "forwarded",
+				"post", "posted", "publish", "published", "tweet", "announce", "tell", "inform", "informed",
+				"alert", "alerted", "remind", "broadcast", "fax", "write"),
+			nouns: wordSet("email", "emails", "mail", "message", "messages", "letter", "letters", "sms", "text",
+				"texts", "notification", "notifications", "reply", "newsletter", "announcement", "patient",
+				"patients", "customer", "customers", "client", "clients", "family", "gateFamilies", "doctor",
+				"doctors", "nurse", "nurses", "pharmacist", "pharmacy", "vendor", "supplier", "team",
+				"everyone", "oncall", "manager", "boss", "tweet", "memo", "fax", "invite", "invitation",
+				"reminder", "him", "her", "them", "channel", "slack", "discord", "users", "gp", "carer",
+				"caregiver", "relatives", "press", "public"),
+		}},
+		handoff: "To send a message or an email, the agent that sends it requests it with confirm_action, and an approver decides here.",
+	},
+	{
+		family: FamilyPayments,
+		rules: []gateRule{
+			{
+				verbs: wordSet("pay", "paid", "paying", "transfer", "transferred", "wire", "wired", "refund",
+					"refunded", "charge", "charged", "remit", "reimburse", "reimbursed", "spend", "buy", "bought",
+					"purchase", "purchased", "settle", "invoice"),
+				nouns: wordSet("money", "payment", "payments", "funds", "fund", "dollars", "euros", "pounds", "usd",
+					"eur", "gbp", "cash", "vendor", "vendors", "supplier", "suppliers", "invoice", "invoices",
+					"bill", "bills", "salary", "salaries", "payroll", "refund", "fee", "fees", "card", "account",
+					"bitcoin", "crypto", "customer", "customers", "client", "amount", "balance", "k"),
+			},
+			{
+				verbs: wordSet("send", "sent", "move", "moved"),
+				nouns: wordSet("money", "funds", "payment", "payments", "dollars", "euros", "pounds", "usd", "eur",
+					"gbp", "cash", "bitcoin", "crypto"),
+			},
+		},
+		handoff: "To pay, transfer or refund money, the agent that owns payments requests it with confirm_action, and an approver decides here.",
+	},
+	{
+		family: FamilyDocuments,
+		rules: []gateRule{{
+			verbs: wordSet("classify", "classified", "classifying", "categorize", "categorise", "categorized",
+				"categorised", "file", "filed", "filing", "process", "processed", "processing", "extract",
+				"extracted", "scan", "scanned", "archive", "archived", "upload", "uploaded", "enter", "entered",
+				"book", "booked", "post", "posted", "code", "coded", "submit", "submitted", "sign", "signed",
+				"review", "reviewed", "read", "parse", "parsed", "ocr", "import", "imported", "tag", "tagged",
+				"sort", "route", "routed", "reconcile", "reconciled", "index", "indexed", "log", "logged",
+				"summarize", "summarise", "summarized", "summarised", "fill", "complete", "draft", "prepare",
+				"translate", "digitize", "attach", "match", "record"),
+			nouns: wordSet("invoice", "invoices", "receipt", "receipts", "bill", "bills", "document", "documents",
+				"doc", "docs", "statement", "statements", "contract", "contracts", "expense", "expenses", "po",
+				"claim", "claims", "form", "forms", "attachment", "attachments", "pdf", "pdfs", "ledger",
+				"journal", "entry", "entries", "timesheet", "timesheets", "report", "reports", "referral",
+				"referrals", "letter", "paperwork", "spreadsheet", "csv", "payslip", "payroll", "quote",
+				"quotes", "estimate", "transaction", "transactions", "scan", "upload", "note", "notes",
+				"discharge", "summary", "lab", "labs", "results"),
+		}},
+		handoff: "To classify, file or process a document, the agent that owns document intake does it; if a step needs sign-off, it asks here with confirm_action.",
+	},
+	{
+		family: FamilyCode,
+		rules: []gateRule{
+			{
+				verbs: wordSet("merge", "merged", "merging", "push", "pushed", "pushing", "forcepush", "commit",
+					"committed", "revert", "reverted", "rebase", "rebased", "refactor", "fix", "fixed", "fixing",
+					"patch", "edit", "edited", "write", "rewrite", "change", "modify", "modified", "update",
+					"implement", "debug", "build", "compile", "run", "approve", "review", "lgtm", "close",
+					"open", "deploy"),
+				nouns: wordSet("code", "codebase", "pr", "prs", "mr", "branch", "branches", "main", "master", "repo",
+					"repository", "commit", "commits", "bug", "bugs", "function", "method", "class", "module",
+					"script", "scripts", "test", "tests", "diff", "feature", "config", "configuration",
+					"dockerfile", "yaml", "css", "html", "query", "sql", "github", "gitlab", "git", "ci", "issue",
+					"issues", "ticket", "tickets", "jira", "lint", "unit"),
+			},
+		},
+		handoff: "To change, merge or push code, your coding agent or your code review does it; a risky step can be put to an approver here with confirm_action.",
+	},
+	{
+		family: FamilyMemory,
+		rules: []gateRule{{
+			verbs: wordSet("remember", "store", "save", "saved", "record", "set", "update", "updated", "change",
+				"edit", "modify", "overwrite", "correct", "forget", "add", "note", "write", "insert", "retract",
+				"mark", "clear", "memorize", "memorise"),
+			nouns: wordSet("memory", "memories", "fact", "facts", "value", "values", "slot", "slots", "allergy",
+				"allergies", "note", "preference", "preferences", "state"),
+		}},
+		leading: wordSet("remember", "memorize", "memorise"),
+		phrases: wordSeqs("note that", "make a note", "keep in mind", "take note"),
+		handoff: "To record or change a fact, an agent writes it with remember; a change to a confirm-required slot then waits here for a person with the approve role. `history <subject>` shows what is stored.",
+	},
+	{
+		family: FamilyAccess,
+		rules: []gateRule{{
+			verbs: wordSet("add", "added", "create", "created", "grant", "granted", "give", "make", "promote",
+				"revoke", "revoked", "remove", "map", "mapped", "register", "invite", "enable", "assign",
+				"elevate", "upgrade", "rotate", "reset", "issue", "generate", "change"),
+			nouns: wordSet("admin", "admins", "administrator", "role", "roles", "permission", "permissions",
+				"access", "key", "keys", "apikey", "principal", "principals", "approver", "approvers",
+				"member", "members", "privileges", "privilege", "rights", "token", "tokens", "password",
+				"credentials", "scope", "scopes", "superuser", "root", "sudo"),
+		}},
+		handoff: "To get access or a role, ask an admin: they map chat users under principals: in config.yaml and create API keys with countersign keys create.",
+	},
+	{
+		family: FamilyGeneral,
+		rules: []gateRule{{
+			verbs: wordSet("write", "tell", "compose", "draft", "generate", "make", "create", "sing", "give",
+				"recommend", "suggest", "find", "plan", "book", "order", "cook"),
+			nouns: wordSet("poem", "poems", "story", "stories", "joke", "jokes", "essay", "essays", "song", "songs",
+				"haiku", "limerick", "recipe", "recipes", "riddle", "riddles", "movie", "movies", "restaurant",
+				"restaurants", "flight", "flights", "hotel", "vacation", "holiday", "lunch", "dinner", "pizza",
+				"weather"),
+		}},
+		phrases: wordSeqs("the weather", "the meaning of life"),
+		handoff: "For writing, recommendations or general questions, use a general-purpose assistant; I only record and route approvals.",
+	},
+}

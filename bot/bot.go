@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
@@ -37,10 +38,15 @@ type Bot struct {
 	sinks  []string
 	tools  map[string]*Tool
 	kinds  map[ItemKind]ItemSource
-	notify chan struct{} // signalled (non-blocking) after a commit that queued outbox events
+	wakeMu sync.Mutex
+	wake   chan struct{} // closed (and replaced) after a commit that queued outbox events
+
+	closing     chan struct{} // closed by BeginShutdown
+	closingOnce sync.Once
 
 	sweepSteps []namedStep
 	directory  *Directory
+	observer   Observer // told about every finished call (observe.go)
 }
 
 // New returns a Bot with no tools registered.
@@ -60,7 +66,7 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
-		notify: make(chan struct{}, 1),
+		wake: make(chan struct{}), closing: make(chan struct{}),
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
 	return b, nil
@@ -100,7 +106,9 @@ type Tx struct {
 
 // Call runs tool name for caller with the raw JSON arguments. It is the one
 // code path of every surface. Denials are audited.
-func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte) (Result, error) {
+func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte) (res Result, err error) {
+	start := time.Now()
+	defer func() { b.observe(ctx, caller, name, start, err) }()
 	t, ok := b.tools[name]
 	if !ok {
 		return Result{}, Errorf(KindNotFound, "unknown tool '%s'. GET /v1/tools lists the tools.", name)
@@ -211,16 +219,28 @@ func (tx *Tx) AuditAs(principal string, sp Space, action, detail string) (approv
 	})
 }
 
-// Wake signals the outbox workers that new events are queued.
+// BeginShutdown tells long-running calls (long polls) to return now: the
+// server is stopping. Safe to call more than once.
+func (b *Bot) BeginShutdown() { b.closingOnce.Do(func() { close(b.closing) }) }
+
+// Closing returns a channel closed when shutdown begins.
+func (b *Bot) Closing() <-chan struct{} { return b.closing }
+
+// Wake tells every outbox worker that new events are queued: the channel
+// returned by Woken is closed and a fresh one takes its place.
 func (b *Bot) Wake() {
-	select {
-	case b.notify <- struct{}{}:
-	default:
-	}
+	b.wakeMu.Lock()
+	close(b.wake)
+	b.wake = make(chan struct{})
+	b.wakeMu.Unlock()
 }
 
-// Woken returns the channel signalled after commits that queued outbox events.
-func (b *Bot) Woken() <-chan struct{} { return b.notify }
+// Woken returns a channel that is closed at the next Wake.
+func (b *Bot) Woken() <-chan struct{} {
+	b.wakeMu.Lock()
+	defer b.wakeMu.Unlock()
+	return b.wake
+}
 
 // SystemCall returns a Call for work Countersign does on its own behalf (the
 // sweeper, outbox bookkeeping), audited as "countersign [system]".

@@ -49,6 +49,9 @@ func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deli
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
+		// Take the wake channel before draining, so a commit that lands
+		// during the drain is not missed.
+		woken := b.Woken()
 		if err := b.DrainSink(ctx, sink, deliver); err != nil && ctx.Err() == nil {
 			b.log.Warn("outbox drain", "sink", sink, "err", err)
 		}
@@ -56,13 +59,7 @@ func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deli
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
-		case <-b.notify:
-			b.Wake() // let the other sinks see it too
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
+		case <-woken:
 		}
 	}
 }

@@ -1,8 +1,104 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot/actiontools"
+	"github.com/robfig/cron/v3"
+)
 
 // wireActions wires action-approval tools, soft approval, ask_user, callbacks and the sweeper.
 func (a *app) wireActions(ctx context.Context) error {
+	cfg := a.cfg
+	o := actiontools.Options{
+		ReadOnlyPrefixes:  cfg.ToolPolicy.ReadOnlyPrefixes,
+		DefaultTimeout:    cfg.Approvals.DefaultTimeout,
+		RemindAfter:       cfg.Approvals.RemindAfter,
+		EscalateAfter:     cfg.Approvals.EscalateAfter,
+		EscalationChannel: cfg.Approvals.EscalationChannel,
+		EscalationRole:    cfg.Approvals.EscalationRole,
+		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
+		CallbackHosts:     cfg.Callbacks.AllowedHosts,
+	}
+	for _, t := range cfg.Tools {
+		spec := actiontools.ToolSpec{
+			Name:      t.Name,
+			Category:  t.Category,
+			Schema:    t.Schema,
+			Approvers: approvals.Approvers{Roles: t.Approvers.Roles, Principals: t.Approvers.Principals},
+			Quorum:    t.Quorum,
+			Timeout:   t.Timeout,
+			Channels:  t.Channels,
+			Sensitive: t.Sensitive,
+		}
+		for _, c := range t.Commands {
+			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category})
+		}
+		o.Tools = append(o.Tools, spec)
+	}
+	if env := cfg.Callbacks.SecretEnv; env != "" {
+		if v := a.getenv(env); v != "" {
+			secret, err := actiontools.ParseSecret(v)
+			if err != nil {
+				return fmt.Errorf("callbacks.secret_env: $%s: %v", env, err)
+			}
+			if len(secret) < 16 {
+				a.log.Warn("the callback signing secret is short; use at least 16 random bytes (whsec_ plus base64 of 32 bytes is recommended)", "env", env, "bytes", len(secret))
+			}
+			o.CallbackSecret = secret
+		} else {
+			a.log.Warn("callbacks.secret_env names an empty variable; confirm_action with a callback_url is refused until it is set", "env", env)
+		}
+	}
+	svc, err := actiontools.Register(a.bot, o)
+	if err != nil {
+		return fmt.Errorf("tools: %w", err)
+	}
+	a.runners = append(a.runners,
+		runner{name: "callbacks", run: func(ctx context.Context) error {
+			return a.bot.RunSink(ctx, actiontools.CallbackSink, time.Second, svc.DeliverCallback)
+		}},
+		runner{name: "sweeper", run: a.runSweeper},
+	)
 	return nil
+}
+
+// runSweeper runs every sweep step on sweep.schedule until ctx ends. A sweep
+// still running when the next is due is skipped, and a panic in one is
+// recovered and logged.
+func (a *app) runSweeper(ctx context.Context) error {
+	logger := cronLogger{a.log.With("runner", "sweeper")}
+	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)))
+	_, err := c.AddFunc(a.cfg.Sweep.Schedule, func() {
+		rep, err := a.bot.Sweep(ctx, a.bot.Now())
+		if err != nil && ctx.Err() == nil {
+			a.log.Error("sweep", "err", err, "report", rep)
+			return
+		}
+		for step, n := range rep {
+			if n > 0 {
+				a.log.Info("sweep", "step", step, "changed", n)
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("sweep.schedule %q: %w", a.cfg.Sweep.Schedule, err)
+	}
+	c.Start()
+	<-ctx.Done()
+	<-c.Stop().Done()
+	return nil
+}
+
+// cronLogger adapts slog to cron's logger.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("cron: "+msg, kv...) }
+
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error("cron: "+msg, append(kv, "err", err)...)
 }

@@ -1,0 +1,475 @@
+package approvals
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// RequestKind says what a person is asked: to confirm an agent's tool call,
+// to give soft-approval consent, or to answer a question.
+type RequestKind string
+
+// The kinds of request.
+const (
+	KindActionRequest   RequestKind = "action"   // confirm_action
+	KindConsentRequest  RequestKind = "consent"  // request_approval, record_approval
+	KindQuestionRequest RequestKind = "question" // ask_user
+)
+
+// RequestStatus is where a request is in its lifecycle. Every status but
+// pending is terminal: once left, pending is never entered again.
+type RequestStatus string
+
+// The statuses.
+const (
+	StatusPending  RequestStatus = "pending"
+	StatusApproved RequestStatus = "approved" // action or consent
+	StatusDenied   RequestStatus = "denied"   // action or consent: a person, or automatic policy when headless
+	StatusExpired  RequestStatus = "expired"  // the timeout passed unanswered
+	StatusAnswered RequestStatus = "answered" // question
+	StatusDeclined RequestStatus = "declined" // question the person chose not to answer
+	StatusRecorded RequestStatus = "recorded" // consent an agent reports the user gave in its own conversation
+)
+
+// Terminal reports whether s is a final status.
+func (s RequestStatus) Terminal() bool { return s != StatusPending && s != "" }
+
+// Party is an authenticated principal as recorded on a request.
+type Party struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Role    string `json:"role,omitempty"`
+	Kind    string `json:"kind,omitempty"`    // person, agent or service
+	Display string `json:"display"`           // "name [id]", as the caller is shown
+	Surface string `json:"surface,omitempty"` // http, mcp, slack, discord...
+}
+
+// Same reports whether p and o are the same principal: same id, or same
+// name (a person may hold a key and a chat identity under one name).
+func (p Party) Same(o Party) bool {
+	return (p.ID != "" && p.ID == o.ID) || (p.Name != "" && strings.EqualFold(p.Name, o.Name))
+}
+
+// SpaceRef is the memory space a request belongs to.
+type SpaceRef struct {
+	UserID  string `json:"user_id"`
+	AgentID string `json:"agent_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+}
+
+// Approvers says who may decide a request: any principal holding one of
+// Roles, or named in Principals. Both empty means anyone who holds the
+// approve capability.
+type Approvers struct {
+	Roles      []string `json:"roles,omitempty"`
+	Principals []string `json:"principals,omitempty"`
+}
+
+// String renders the approvers for a refusal.
+func (a Approvers) String() string {
+	var parts []string
+	if len(a.Roles) > 0 {
+		parts = append(parts, "roles "+strings.Join(a.Roles, ", "))
+	}
+	if len(a.Principals) > 0 {
+		parts = append(parts, "principals "+strings.Join(a.Principals, ", "))
+	}
+	if len(parts) == 0 {
+		return "anyone holding the approve capability"
+	}
+	return strings.Join(parts, " or ")
+}
+
+// allows reports whether d is among the approvers.
+func (a Approvers) allows(d Party) bool {
+	if len(a.Roles) == 0 && len(a.Principals) == 0 {
+		return true
+	}
+	for _, r := range a.Roles {
+		if strings.EqualFold(r, d.Role) {
+			return true
+		}
+	}
+	for _, p := range a.Principals {
+		if strings.EqualFold(p, d.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Vote is one person's decision on a request.
+type Vote struct {
+	By      Party     `json:"by"`
+	Approve bool      `json:"approve"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// Action is what an action request asks to confirm: one tool call, bound to
+// its exact arguments by ArgsSHA256.
+type Action struct {
+	Tool             string          `json:"tool"`
+	Arguments        json.RawMessage `json:"arguments"` // canonical JSON
+	ArgsSHA256       string          `json:"args_sha256"`
+	Summary          string          `json:"summary,omitempty"`
+	DryRun           string          `json:"dry_run,omitempty"` // the plan as shown
+	RequestedEffects []string        `json:"requested_effects,omitempty"`
+	StatedCategory   string          `json:"stated_category,omitempty"` // what the agent said; recorded, not trusted
+	Category         string          `json:"category"`                  // from config: the one that counts
+	Mechanics        string          `json:"mechanics"`
+	Command          string          `json:"command,omitempty"` // the allowlist entry an exec call matched
+	Headless         bool            `json:"headless,omitempty"`
+	Sensitive        bool            `json:"sensitive,omitempty"`
+	ActionID         string          `json:"action_id,omitempty"`   // the agent's idempotency key
+	Fingerprint      string          `json:"fingerprint,omitempty"` // sha256 of the whole request body
+}
+
+// Consent is a soft-approval consent: asked for in chat, or reported by the
+// agent as given in its own conversation.
+type Consent struct {
+	Action    string `json:"action"`
+	Question  string `json:"question,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+	Turn      string `json:"turn,omitempty"`
+	MessageID string `json:"message_id,omitempty"`
+}
+
+// Question is an ask_user question and, once answered, its answer.
+type Question struct {
+	Question string   `json:"question"`
+	Options  []string `json:"options,omitempty"`
+	Multi    bool     `json:"multi,omitempty"`
+	Context  string   `json:"context,omitempty"`
+	Answers  []string `json:"answers,omitempty"`
+	Text     string   `json:"text,omitempty"` // a free-text answer, or the reason for declining
+}
+
+// Request is a stored request of any kind.
+type Request struct {
+	ID        string        `json:"id"`
+	Kind      RequestKind   `json:"kind"`
+	ItemID    uint64        `json:"item_id,omitempty"` // the chat item; 0 when decided at once
+	Space     SpaceRef      `json:"space"`
+	Requester Party         `json:"requester"`
+	Channel   string        `json:"channel,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
+	ExpiresAt time.Time     `json:"expires_at,omitzero"`
+	Status    RequestStatus `json:"status"`
+
+	Approvers Approvers `json:"approvers,omitzero"`
+	Quorum    int       `json:"quorum,omitempty"`
+	Votes     []Vote    `json:"votes,omitempty"`
+
+	ConfirmedBy string    `json:"confirmed_by,omitempty"` // approvers as "name [id]", comma-separated
+	DecidedBy   []string  `json:"decided_by,omitempty"`
+	DecidedAt   time.Time `json:"decided_at,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
+
+	CallbackURL string `json:"callback_url,omitempty"`
+
+	// Lifecycle bookkeeping of the sweeper: each happens once.
+	RemindedAt  time.Time `json:"reminded_at,omitzero"`
+	EscalatedAt time.Time `json:"escalated_at,omitzero"`
+	// DueAt is the time under which the request sits in the deadline index
+	// (zero: not indexed).
+	DueAt time.Time `json:"due_at,omitzero"`
+
+	Action   *Action   `json:"action,omitempty"`
+	Consent  *Consent  `json:"consent,omitempty"`
+	Question *Question `json:"question,omitempty"`
+}
+
+// NewRequestID returns a random id with the kind's prefix: req_ for an
+// action, con_ for a consent, ask_ for a question.
+func NewRequestID(k RequestKind) (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return requestPrefix(k) + hex.EncodeToString(b[:]), nil
+}
+
+func requestPrefix(k RequestKind) string {
+	switch k {
+	case KindConsentRequest:
+		return "con_"
+	case KindQuestionRequest:
+		return "ask_"
+	}
+	return "req_"
+}
+
+// ValidRequestID reports whether s has the shape of a request id.
+func ValidRequestID(s string) bool {
+	for _, p := range []string{"req_", "con_", "ask_"} {
+		rest, ok := strings.CutPrefix(s, p)
+		if ok && len(rest) == 16 {
+			_, err := hex.DecodeString(rest)
+			return err == nil
+		}
+	}
+	return false
+}
+
+// CanonicalJSON re-encodes a JSON value with sorted object keys, no
+// insignificant white space and no HTML escaping, keeping numbers as
+// written, so that equal values hash equally.
+func CanonicalJSON(raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// ArgsHash binds an approval to one exact call: the hex SHA-256 of the tool
+// name, a NUL byte and the canonical arguments.
+func ArgsHash(tool string, canonicalArgs []byte) string {
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canonicalArgs)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Refusal says why d may not decide r, or "" if d may. canApprove is
+// whether d holds the approve capability; inScope whether r's memory space
+// is within d's scopes. The order of the checks is part of the contract:
+// identity, person, capability, requester, scope, approvers.
+func (r *Request) Refusal(d Party, canApprove, inScope bool) string {
+	switch {
+	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
+		return "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."
+	case d.Kind == "agent" || d.Kind == "service":
+		return fmt.Sprintf("Access denied: %s is a%s %s principal. A confirmation is a person's decision from an authenticated session, never an agent's or a service account's; a person with the approve capability decides %s.", d.Display, anOrA(d.Kind), d.Kind, r.ID)
+	case !canApprove:
+		return fmt.Sprintf("Access denied: deciding %s requires the 'approve' capability; your role(s) ['%s'] do not grant it.", r.ID, d.Role)
+	case r.Requester.Same(d):
+		return fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", r.ID, r.Requester.Display)
+	case !inScope:
+		return fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", r.ID)
+	case !r.Approvers.allows(d):
+		what := r.ID
+		if r.Action != nil {
+			what = r.Action.Tool + " requests"
+		}
+		return fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, r.Approvers, d.Display)
+	}
+	return ""
+}
+
+func anOrA(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "n"
+	}
+	return ""
+}
+
+// Outcome is what a decision did to a request.
+type Outcome int
+
+// The outcomes of Decide.
+const (
+	// OutcomeDecided: this decision gave the request its final outcome.
+	OutcomeDecided Outcome = iota + 1
+	// OutcomeCounted: an approval counted towards a quorum not yet reached.
+	OutcomeCounted
+	// OutcomeRepeat: the same person's same decision again; nothing changed.
+	OutcomeRepeat
+	// OutcomeConflict: the request was already decided; nothing changed.
+	OutcomeConflict
+)
+
+// Decide applies d's decision to a pending request: one deny denies; an
+// approval counts once per person, and the quorum-th distinct approver
+// approves. A request that is no longer pending is never changed: the same
+// person repeating their recorded decision gets OutcomeRepeat, anyone else
+// OutcomeConflict. Decide does not check eligibility (see Refusal).
+func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Outcome {
+	if r.Status != StatusPending {
+		for _, v := range r.Votes {
+			if v.By.Same(d) && v.Approve == approve && r.decisive(v) {
+				return OutcomeRepeat
+			}
+		}
+		return OutcomeConflict
+	}
+	for _, v := range r.Votes {
+		if v.By.Same(d) && v.Approve && approve {
+			return OutcomeRepeat
+		}
+	}
+	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now})
+	if !approve {
+		r.Status = StatusDenied
+		r.DecidedBy = []string{d.Display}
+		r.DecidedAt = now
+		r.Reason = reason
+		r.ConfirmedBy = ""
+		return OutcomeDecided
+	}
+	approvers := r.Approvals()
+	if len(approvers) < max(r.Quorum, 1) {
+		return OutcomeCounted
+	}
+	r.Status = StatusApproved
+	r.DecidedBy = approvers
+	r.DecidedAt = now
+	r.ConfirmedBy = strings.Join(approvers, ", ")
+	if reason != "" {
+		r.Reason = reason
+	}
+	return OutcomeDecided
+}
+
+// decisive reports whether v is part of r's recorded decision: an approval
+// of an approved request, or the denial of a denied one.
+func (r *Request) decisive(v Vote) bool {
+	switch r.Status {
+	case StatusApproved:
+		return v.Approve
+	case StatusDenied:
+		return !v.Approve && slices.Contains(r.DecidedBy, v.By.Display)
+	}
+	return false
+}
+
+// Approvals lists the distinct approvers of r so far, as "name [id]", in
+// the order they approved.
+func (r *Request) Approvals() []string {
+	var seen []Party
+	var out []string
+	for _, v := range r.Votes {
+		if !v.Approve || slices.ContainsFunc(seen, v.By.Same) {
+			continue
+		}
+		seen = append(seen, v.By)
+		out = append(out, v.By.Display)
+	}
+	return out
+}
+
+// Tally renders the quorum count, as "1 of 2 approvals: dr_smith".
+func (r *Request) Tally() string {
+	var names []string
+	var seen []Party
+	for _, v := range r.Votes {
+		if v.Approve && !slices.ContainsFunc(seen, v.By.Same) {
+			seen = append(seen, v.By)
+			names = append(names, v.By.Name)
+		}
+	}
+	s := fmt.Sprintf("%d of %d approvals", len(names), max(r.Quorum, 1))
+	if len(names) > 0 {
+		s += ": " + strings.Join(names, ", ")
+	}
+	return s
+}
+
+// Close ends a pending request without a person's decision (automatic
+// policy: headless, or timed out) with status and reason. It reports
+// whether r changed; a decided request is never changed.
+func (r *Request) Close(status RequestStatus, reason string, now time.Time) bool {
+	if r.Status != StatusPending || !status.Terminal() {
+		return false
+	}
+	r.Status = status
+	r.Reason = reason
+	r.DecidedAt = now
+	r.ConfirmedBy = ""
+	return true
+}
+
+// Answer records d's answer to a pending question: the chosen options and
+// an optional free text, or, when decline is set, that d declined with text
+// as the reason. It reports OutcomeDecided, or OutcomeRepeat/OutcomeConflict
+// for a question already answered (the same answer by the same person
+// repeats).
+func (r *Request) Answer(d Party, answers []string, text string, decline bool, now time.Time) Outcome {
+	if r.Question == nil {
+		return OutcomeConflict
+	}
+	if r.Status != StatusPending {
+		same := len(r.Votes) > 0 && r.Votes[0].By.Same(d) &&
+			(r.Status == StatusDeclined) == decline && slices.Equal(r.Question.Answers, answers)
+		if same {
+			return OutcomeRepeat
+		}
+		return OutcomeConflict
+	}
+	r.Votes = []Vote{{By: d, Approve: !decline, Reason: text, At: now}}
+	r.DecidedBy = []string{d.Display}
+	r.DecidedAt = now
+	if decline {
+		r.Status = StatusDeclined
+		r.Reason = text
+		return OutcomeDecided
+	}
+	r.Status = StatusAnswered
+	r.Question.Answers = append([]string(nil), answers...)
+	r.Question.Text = text
+	return OutcomeDecided
+}
+
+// NextDue is when the sweeper must next look at r given the reminder and
+// escalation delays (0: none), or the zero time when nothing is due.
+func (r *Request) NextDue(remindAfter, escalateAfter time.Duration) time.Time {
+	if r.Status != StatusPending {
+		return time.Time{}
+	}
+	due := r.ExpiresAt
+	consider := func(t time.Time) {
+		if due.IsZero() || t.Before(due) {
+			due = t
+		}
+	}
+	if remindAfter > 0 && r.RemindedAt.IsZero() {
+		consider(r.CreatedAt.Add(remindAfter))
+	}
+	if escalateAfter > 0 && r.EscalatedAt.IsZero() {
+		consider(r.CreatedAt.Add(escalateAfter))
+	}
+	return due
+}
+
+// SweepStep is what the sweeper does to a request at now.
+type SweepStep struct {
+	Expire   bool
+	Remind   bool
+	Escalate bool
+}
+
+// Due says what the sweeper must do to r at now: expire it once ExpiresAt
+// has passed; otherwise remind once after remindAfter and escalate once
+// after escalateAfter. A request that expires gets neither.
+func (r *Request) Due(now time.Time, remindAfter, escalateAfter time.Duration) SweepStep {
+	if r.Status != StatusPending {
+		return SweepStep{}
+	}
+	if !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt) {
+		return SweepStep{Expire: true}
+	}
+	return SweepStep{
+		Remind:   remindAfter > 0 && r.RemindedAt.IsZero() && !now.Before(r.CreatedAt.Add(remindAfter)),
+		Escalate: escalateAfter > 0 && r.EscalatedAt.IsZero() && !now.Before(r.CreatedAt.Add(escalateAfter)),
+	}
+}

@@ -1,0 +1,344 @@
+package approvals
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/kv"
+)
+
+var rqT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+
+func rqPerson(name, id, role string) Party {
+	return Party{ID: id, Name: name, Role: role, Kind: "person", Display: name + " [" + id + "]"}
+}
+
+var (
+	rqAgent = Party{ID: "prin_agent", Name: "deploy-bot", Role: "agent", Kind: "agent", Display: "deploy-bot [prin_agent]"}
+	rqAlice = rqPerson("alice", "prin_a", "member")
+	rqBob   = rqPerson("bob", "prin_b", "member")
+	rqCarol = rqPerson("carol", "prin_c", "admin")
+	// rqAliceChat is rqAlice deciding from Slack: another id, the same name.
+	rqAliceChat = Party{ID: "chat:alice", Name: "alice", Role: "member", Kind: "person", Display: "alice [U0123]"}
+)
+
+func rqPending(quorum int) *Request {
+	return &Request{
+		ID: "req_0123456789abcdef", Kind: KindActionRequest, Requester: rqAgent, Status: StatusPending,
+		Quorum: quorum, CreatedAt: rqT0, ExpiresAt: rqT0.Add(30 * time.Minute),
+		Action: &Action{Tool: "delete_database", Category: "destructive", Mechanics: "dry_run_confirm"},
+	}
+}
+
+type rqVote struct {
+	by      Party
+	approve bool
+	want    Outcome
+}
+
+func TestDecide(t *testing.T) {
+	tests := []struct {
+		name        string
+		quorum      int
+		votes       []rqVote
+		status      RequestStatus
+		confirmedBy string
+		tally       string
+	}{
+		{"one approval decides quorum 1", 1, []rqVote{{rqAlice, true, OutcomeDecided}}, StatusApproved, "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"quorum 0 means 1", 0, []rqVote{{rqAlice, true, OutcomeDecided}}, StatusApproved, "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"one deny denies", 1, []rqVote{{rqAlice, false, OutcomeDecided}}, StatusDenied, "", "0 of 1 approvals"},
+		{"quorum 2 needs two people", 2, []rqVote{{rqAlice, true, OutcomeCounted}, {rqBob, true, OutcomeDecided}}, StatusApproved, "alice [prin_a], bob [prin_b]", "2 of 2 approvals: alice, bob"},
+		{"the same approver twice counts once", 2, []rqVote{{rqAlice, true, OutcomeCounted}, {rqAlice, true, OutcomeRepeat}}, StatusPending, "", "1 of 2 approvals: alice"},
+		{"the same person from chat counts once", 2, []rqVote{{rqAlice, true, OutcomeCounted}, {rqAliceChat, true, OutcomeRepeat}}, StatusPending, "", "1 of 2 approvals: alice"},
+		{"a deny after a quorum vote denies", 2, []rqVote{{rqAlice, true, OutcomeCounted}, {rqBob, false, OutcomeDecided}}, StatusDenied, "", "1 of 2 approvals: alice"},
+		{"an approver may withdraw by denying", 2, []rqVote{{rqAlice, true, OutcomeCounted}, {rqAlice, false, OutcomeDecided}}, StatusDenied, "", "1 of 2 approvals: alice"},
+		{"late approval after a deny conflicts", 1, []rqVote{{rqAlice, false, OutcomeDecided}, {rqBob, true, OutcomeConflict}}, StatusDenied, "", "0 of 1 approvals"},
+		{"late deny after approval conflicts", 1, []rqVote{{rqAlice, true, OutcomeDecided}, {rqBob, false, OutcomeConflict}}, StatusApproved, "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"the winner repeating gets the same outcome", 1, []rqVote{{rqAlice, true, OutcomeDecided}, {rqAlice, true, OutcomeRepeat}, {rqAliceChat, true, OutcomeRepeat}}, StatusApproved, "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"the winner reversing conflicts", 1, []rqVote{{rqAlice, true, OutcomeDecided}, {rqAlice, false, OutcomeConflict}}, StatusApproved, "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"the denier repeating gets the same outcome", 1, []rqVote{{rqAlice, false, OutcomeDecided}, {rqAlice, false, OutcomeRepeat}}, StatusDenied, "", "0 of 1 approvals"},
+		{"quorum 3 of three people", 3, []rqVote{{rqAlice, true, OutcomeCounted}, {rqBob, true, OutcomeCounted}, {rqCarol, true, OutcomeDecided}, {rqBob, false, OutcomeConflict}}, StatusApproved, "alice [prin_a], bob [prin_b], carol [prin_c]", "3 of 3 approvals: alice, bob, carol"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rqPending(tt.quorum)
+			for i, v := range tt.votes {
+				if got := r.Decide(v.by, v.approve, "because", rqT0.Add(time.Duration(i)*time.Minute)); got != v.want {
+					t.Fatalf("vote %d (%s approve=%v) = %v, want %v", i, v.by.Display, v.approve, got, v.want)
+				}
+			}
+			if r.Status != tt.status || r.ConfirmedBy != tt.confirmedBy || r.Tally() != tt.tally {
+				t.Fatalf("status %q confirmed_by %q tally %q; want %q %q %q", r.Status, r.ConfirmedBy, r.Tally(), tt.status, tt.confirmedBy, tt.tally)
+			}
+			if tt.status == StatusDenied && (r.Reason != "because" || len(r.DecidedBy) != 1) {
+				t.Fatalf("denied: reason %q decided_by %v", r.Reason, r.DecidedBy)
+			}
+		})
+	}
+}
+
+func TestRefusal(t *testing.T) {
+	r := rqPending(1)
+	r.Approvers = Approvers{Roles: []string{"admin"}, Principals: []string{"Bob"}}
+	tests := []struct {
+		name       string
+		d          Party
+		canApprove bool
+		inScope    bool
+		want       string // "" or a fragment of the refusal
+	}{
+		{"an admin by role", rqCarol, true, true, ""},
+		{"a named principal, any case", rqBob, true, true, ""},
+		{"a member not listed", rqAlice, true, true, "are decided by roles admin or principals Bob; alice [prin_a] is not among them"},
+		{"no identity", Party{}, true, true, "needs an authenticated identity"},
+		{"a blank name", Party{ID: "x", Name: " "}, true, true, "needs an authenticated identity"},
+		{"an agent even with approve", Party{ID: "p", Name: "x", Role: "admin", Kind: "agent", Display: "x [p]"}, true, true, "is an agent principal"},
+		{"a service account", Party{ID: "p", Name: "cron", Role: "admin", Kind: "service", Display: "cron [p]"}, true, true, "is a service principal"},
+		{"no approve capability", rqPerson("vic", "prin_v", "viewer"), false, true, "requires the 'approve' capability"},
+		{"the requester itself", Party{ID: "prin_agent", Name: "deploy-bot", Role: "admin", Kind: "person", Display: "deploy-bot [prin_agent]"}, true, true, "never decided by its own requester"},
+		{"the requester by name from chat", Party{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: "admin", Kind: "person", Display: "Deploy-Bot [U9]"}, true, true, "never decided by its own requester"},
+		{"out of scope", rqCarol, true, false, "outside your assigned scope"},
+	}
+	for _, tt := range tests {
+		got := r.Refusal(tt.d, tt.canApprove, tt.inScope)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: Refusal = %q, want %q", tt.name, got, tt.want)
+		}
+		if got != "" && !strings.HasPrefix(got, "Access denied: ") {
+			t.Errorf("%s: refusal %q does not start with the seeds' wording", tt.name, got)
+		}
+	}
+	open := rqPending(1)
+	if got := open.Refusal(rqAlice, true, true); got != "" {
+		t.Errorf("no approvers declared: alice refused: %q", got)
+	}
+}
+
+func TestAnswer(t *testing.T) {
+	q := &Request{ID: "ask_0123456789abcdef", Kind: KindQuestionRequest, Requester: rqAgent, Status: StatusPending, Question: &Question{Question: "Which region?", Options: []string{"eu", "us"}}}
+	if got := q.Answer(rqAlice, []string{"eu"}, "", false, rqT0); got != OutcomeDecided || q.Status != StatusAnswered || !slices.Equal(q.Question.Answers, []string{"eu"}) {
+		t.Fatalf("answer: %v %q %v", got, q.Status, q.Question.Answers)
+	}
+	if got := q.Answer(rqAlice, []string{"eu"}, "", false, rqT0); got != OutcomeRepeat {
+		t.Fatalf("same answer again = %v, want repeat", got)
+	}
+	if got := q.Answer(rqBob, []string{"us"}, "", false, rqT0); got != OutcomeConflict || !slices.Equal(q.Question.Answers, []string{"eu"}) {
+		t.Fatalf("second answer = %v, answers %v; want conflict and the first answer kept", got, q.Question.Answers)
+	}
+	if q.ConfirmedBy != "" {
+		t.Fatalf("an answer set confirmed_by %q: an answer is never an approval", q.ConfirmedBy)
+	}
+	d := &Request{ID: "ask_1", Kind: KindQuestionRequest, Status: StatusPending, Question: &Question{Question: "?"}}
+	if got := d.Answer(rqBob, nil, "not mine to say", true, rqT0); got != OutcomeDecided || d.Status != StatusDeclined || d.Reason != "not mine to say" {
+		t.Fatalf("decline: %v %q %q", got, d.Status, d.Reason)
+	}
+}
+
+func TestClose(t *testing.T) {
+	r := rqPending(1)
+	if !r.Close(StatusExpired, "denied by automatic policy: x", rqT0) || r.Status != StatusExpired {
+		t.Fatalf("close pending: %q", r.Status)
+	}
+	if r.Close(StatusDenied, "again", rqT0) || r.Reason != "denied by automatic policy: x" {
+		t.Fatalf("a closed request changed: %q %q", r.Status, r.Reason)
+	}
+	a := rqPending(1)
+	a.Decide(rqAlice, true, "", rqT0)
+	if a.Close(StatusExpired, "late", rqT0) || a.Status != StatusApproved {
+		t.Fatalf("an approved request expired: %q", a.Status)
+	}
+	if got := a.Decide(rqBob, false, "", rqT0); got != OutcomeConflict || a.Status != StatusApproved {
+		t.Fatalf("a decided request changed: %v %q", got, a.Status)
+	}
+}
+
+func TestDueAndNextDue(t *testing.T) {
+	const remind, escalate = 10 * time.Minute, 20 * time.Minute
+	r := rqPending(1)
+	tests := []struct {
+		at   time.Duration
+		want SweepStep
+	}{
+		{0, SweepStep{}},
+		{9*time.Minute + 59*time.Second, SweepStep{}},
+		{10 * time.Minute, SweepStep{Remind: true}},
+		{25 * time.Minute, SweepStep{Remind: true, Escalate: true}},
+		{30 * time.Minute, SweepStep{Expire: true}},
+		{2 * time.Hour, SweepStep{Expire: true}},
+	}
+	for _, tt := range tests {
+		if got := r.Due(rqT0.Add(tt.at), remind, escalate); got != tt.want {
+			t.Errorf("Due(+%s) = %+v, want %+v", tt.at, got, tt.want)
+		}
+	}
+	if got := r.NextDue(remind, escalate); !got.Equal(rqT0.Add(remind)) {
+		t.Fatalf("NextDue = %s, want the reminder", got)
+	}
+	r.RemindedAt = rqT0.Add(remind)
+	if got := r.Due(rqT0.Add(12*time.Minute), remind, escalate); got != (SweepStep{}) {
+		t.Fatalf("a second reminder is due: %+v", got)
+	}
+	if got := r.NextDue(remind, escalate); !got.Equal(rqT0.Add(escalate)) {
+		t.Fatalf("NextDue after the reminder = %s, want the escalation", got)
+	}
+	r.EscalatedAt = rqT0.Add(escalate)
+	if got := r.NextDue(remind, escalate); !got.Equal(r.ExpiresAt) {
+		t.Fatalf("NextDue after the escalation = %s, want the expiry", got)
+	}
+	if got := r.NextDue(0, 0); !got.Equal(r.ExpiresAt) {
+		t.Fatalf("NextDue without reminders = %s", got)
+	}
+	r.Decide(rqAlice, true, "", rqT0)
+	if got := r.NextDue(remind, escalate); !got.IsZero() {
+		t.Fatalf("a decided request is due at %s", got)
+	}
+}
+
+func TestCanonicalJSONAndArgsHash(t *testing.T) {
+	a, err := CanonicalJSON([]byte(` {"b": [1, 2.50, {"z": 1, "a": "<&>"}], "a": 12345678901234567890} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":12345678901234567890,"b":[1,2.50,{"a":"<&>","z":1}]}`; string(a) != want {
+		t.Fatalf("CanonicalJSON = %s, want %s", a, want)
+	}
+	b, _ := CanonicalJSON([]byte(`{"a":12345678901234567890,"b":[1,2.50,{"z":1,"a":"<&>"}]}`))
+	if ArgsHash("t", a) != ArgsHash("t", b) {
+		t.Fatal("key order changed the hash")
+	}
+	if ArgsHash("t", a) == ArgsHash("u", a) {
+		t.Fatal("the tool name is not bound")
+	}
+	c, _ := CanonicalJSON([]byte(`{"a":12345678901234567891,"b":[1,2.50,{"z":1,"a":"<&>"}]}`))
+	if ArgsHash("t", a) == ArgsHash("t", c) {
+		t.Fatal("a changed number kept the hash")
+	}
+	if _, err := CanonicalJSON([]byte(`{} {}`)); err == nil {
+		t.Fatal("two values accepted")
+	}
+}
+
+func TestRequestIDs(t *testing.T) {
+	for _, k := range []RequestKind{KindActionRequest, KindConsentRequest, KindQuestionRequest} {
+		id, err := NewRequestID(k)
+		if err != nil || !ValidRequestID(id) || strings.Contains(id, ".") {
+			t.Fatalf("NewRequestID(%s) = %q, %v", k, id, err)
+		}
+	}
+	for _, bad := range []string{"", "req_", "req_xyz", "foo_0123456789abcdef", "req_0123456789abcdeg"} {
+		if ValidRequestID(bad) {
+			t.Errorf("ValidRequestID(%q) = true", bad)
+		}
+	}
+}
+
+func TestDeadlineIndex(t *testing.T) {
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	mk := func(id string, due time.Duration) *Request {
+		return &Request{ID: id, Kind: KindActionRequest, Status: StatusPending, CreatedAt: rqT0}
+	}
+	a, b, c := mk("req_a", 0), mk("req_b", 0), mk("req_c", 0)
+	err = db.Update(ctx, func(tx kv.Tx) error {
+		for _, x := range []struct {
+			r   *Request
+			due time.Duration
+		}{{a, 10 * time.Minute}, {b, 5 * time.Minute}, {c, time.Hour}} {
+			if err := PutRequest(tx, x.r, rqT0.Add(x.due)); err != nil {
+				return err
+			}
+		}
+		// Moving a's deadline must drop its old entry.
+		return PutRequest(tx, a, rqT0.Add(20*time.Minute))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := func(at time.Duration, limit int) []string {
+		var ids []string
+		if err := db.View(ctx, func(tx kv.Tx) error {
+			es, err := DueRequests(tx, rqT0.Add(at), limit)
+			for _, e := range es {
+				ids = append(ids, e.ID)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	if got := due(15*time.Minute, 10); !slices.Equal(got, []string{"req_b"}) {
+		t.Fatalf("due at +15m = %v, want [req_b] (a moved to +20m)", got)
+	}
+	if got := due(20*time.Minute, 10); !slices.Equal(got, []string{"req_b", "req_a"}) {
+		t.Fatalf("due at +20m = %v, want earliest first, inclusive", got)
+	}
+	if got := due(2*time.Hour, 2); !slices.Equal(got, []string{"req_b", "req_a"}) {
+		t.Fatalf("limit 2 = %v", got)
+	}
+	if err := db.Update(ctx, func(tx kv.Tx) error { return PutRequest(tx, b, time.Time{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if got := due(2*time.Hour, 10); !slices.Equal(got, []string{"req_a", "req_c"}) {
+		t.Fatalf("after unindexing b: %v", got)
+	}
+	var back *Request
+	if err := db.View(ctx, func(tx kv.Tx) error { var err error; back, err = LoadRequest(tx, "req_a"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if back == nil || !back.DueAt.Equal(rqT0.Add(20*time.Minute)) {
+		t.Fatalf("stored due_at = %v", back)
+	}
+}
+
+// FuzzDecide drives a request through arbitrary sequences of votes and
+// closes: a terminal status never changes, an approval always has a quorum
+// of distinct approvers and names them in confirmed_by, and nothing but an
+// approval sets confirmed_by.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3}, uint8(2))
+	f.Add([]byte{4, 4, 0, 9}, uint8(1))
+	f.Add([]byte{1, 1, 1, 5, 2}, uint8(3))
+	people := []Party{rqAlice, rqBob, rqCarol, rqAliceChat}
+	f.Fuzz(func(t *testing.T, ops []byte, quorum uint8) {
+		r := rqPending(int(quorum % 4))
+		var terminal RequestStatus
+		for i, op := range ops {
+			now := rqT0.Add(time.Duration(i) * time.Second)
+			switch op % 10 {
+			case 8:
+				r.Close(StatusExpired, "timeout", now)
+			case 9:
+				r.Close(StatusDenied, "headless", now)
+			default:
+				r.Decide(people[int(op)%len(people)], op%10 < 6, "r", now)
+			}
+			if terminal != "" && r.Status != terminal {
+				t.Fatalf("terminal status %q changed to %q", terminal, r.Status)
+			}
+			if r.Status.Terminal() {
+				terminal = r.Status
+			}
+			switch r.Status {
+			case StatusApproved:
+				if n := len(r.Approvals()); n < max(r.Quorum, 1) || r.ConfirmedBy != strings.Join(r.Approvals(), ", ") {
+					t.Fatalf("approved with %d approvers (quorum %d), confirmed_by %q", n, r.Quorum, r.ConfirmedBy)
+				}
+			default:
+				if r.ConfirmedBy != "" {
+					t.Fatalf("status %q with confirmed_by %q", r.Status, r.ConfirmedBy)
+				}
+			}
+		}
+	})
+}

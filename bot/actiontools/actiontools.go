@@ -1,0 +1,259 @@
+// Package actiontools registers the action-approval tools (confirm_action,
+// action_status, approve_action, deny_action), structured questions
+// (ask_user, answer_question), soft approval (request_approval,
+// record_approval, set_approval_mode, get_approval_mode), the chat item
+// sources of their requests, the "actions" sweep step, and the delivery of
+// signed callbacks.
+//
+// The mechanics of a call come from the tool's configured category, never
+// from the agent's words; the approver recorded is the authenticated caller
+// who decided, never an argument.
+package actiontools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// CallbackSink is the outbox sink of signed callbacks: RunSink it with
+// Service.DeliverCallback.
+const CallbackSink = "callback"
+
+// sweepBatch bounds the requests one sweep transaction changes.
+const sweepBatch = 256
+
+// CommandSpec is one allowlisted command of an exec-style tool.
+type CommandSpec struct {
+	Command  string // "kubectl get"
+	Category string // read-only, mutating or destructive
+}
+
+// ToolSpec declares one agent tool that goes through the confirm gate.
+type ToolSpec struct {
+	Name string
+	// Category is read-only, mutating or destructive; empty is unclassified
+	// (a confirmation, the safe default).
+	Category string
+	// Schema is the JSON Schema of the tool's arguments; its required list
+	// drives REQUIRES_CLARIFICATION, and the rest is validated too.
+	Schema    map[string]any
+	Approvers approvals.Approvers
+	Quorum    int           // distinct approvers needed; 0 means 1
+	Timeout   time.Duration // 0 means Options.DefaultTimeout
+	Channels  []string      // the first one receives its requests; none means "default"
+	Sensitive bool
+	// Commands makes the tool exec-style: only these commands may run, each
+	// with its own category; anything else is refused outright.
+	Commands []CommandSpec
+}
+
+// Options configure the service. Zero durations take the documented
+// defaults (timeout 30m; no reminder; no escalation).
+type Options struct {
+	Tools []ToolSpec
+	// ReadOnlyPrefixes treats undeclared tools named get_, find_, list_,
+	// search_, read_ or fetch_ as read-only.
+	ReadOnlyPrefixes  bool
+	DefaultTimeout    time.Duration
+	RemindAfter       time.Duration
+	EscalateAfter     time.Duration
+	EscalationChannel string
+	EscalationRole    string
+	// CallbackSecret signs callbacks (see ParseSecret). Nil: a call that
+	// asks for a callback is refused.
+	CallbackSecret []byte
+	// CallbackSecretEnv names the variable the secret comes from, for
+	// messages.
+	CallbackSecretEnv string
+	// CallbackHosts are the hosts a callback_url may name.
+	CallbackHosts []string
+	// HTTPClient posts callbacks; nil means a client with a 15s timeout
+	// that does not follow redirects.
+	HTTPClient *http.Client
+	// DefaultApprovalMode is the soft-approval mode of a space nobody set;
+	// empty means normal.
+	DefaultApprovalMode policy.ApprovalMode
+}
+
+// Service holds the compiled tool declarations and the in-process notifier
+// that wakes long polls.
+type Service struct {
+	b      *bot.Bot
+	o      Options
+	tools  map[string]*toolDef
+	hosts  map[string]bool
+	client *http.Client
+	waits  *notifier
+}
+
+// toolDef is a compiled ToolSpec.
+type toolDef struct {
+	spec     ToolSpec
+	category policy.Category
+	required []string
+	schema   *jsonschema.Resolved
+	commands []policy.CommandRule
+	timeout  time.Duration
+	channel  string
+}
+
+// Register compiles the declarations in o, adds the tools, item sources and
+// the "actions" sweep step to b, and returns the service. Every problem of
+// the declarations is reported at once.
+func Register(b *bot.Bot, o Options) (*Service, error) {
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 30 * time.Minute
+	}
+	if o.DefaultApprovalMode == "" {
+		o.DefaultApprovalMode = policy.DefaultApprovalMode
+	}
+	if _, err := policy.ParseApprovalMode(string(o.DefaultApprovalMode)); err != nil {
+		return nil, fmt.Errorf("default approval mode: %w", err)
+	}
+	client := o.HTTPClient
+	if client == nil {
+		client = &http.Client{
+			Timeout:       15 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	s := &Service{b: b, o: o, tools: map[string]*toolDef{}, hosts: map[string]bool{}, client: client, waits: newNotifier()}
+	for _, h := range o.CallbackHosts {
+		s.hosts[strings.ToLower(strings.TrimSpace(h))] = true
+	}
+	var errs []error
+	for i, t := range o.Tools {
+		def, err := compileTool(t, o.DefaultTimeout)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err))
+			continue
+		}
+		if _, dup := s.tools[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("tools[%d]: %q is declared twice", i, t.Name))
+			continue
+		}
+		s.tools[t.Name] = def
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := b.Register(s.toolList()...); err != nil {
+		return nil, err
+	}
+	b.RegisterItemKind(bot.KindAction, itemSource{s})
+	b.RegisterItemKind(bot.KindConsent, itemSource{s})
+	b.RegisterItemKind(bot.KindQuestion, itemSource{s})
+	b.OnSweep("actions", s.Sweep)
+	return s, nil
+}
+
+func compileTool(t ToolSpec, defaultTimeout time.Duration) (*toolDef, error) {
+	var errs []error
+	if strings.TrimSpace(t.Name) == "" {
+		errs = append(errs, errors.New("name: required"))
+	}
+	cat, err := policy.ParseCategory(t.Category)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("category: %w", err))
+	}
+	def := &toolDef{spec: t, category: cat, timeout: t.Timeout, channel: "default"}
+	if def.timeout <= 0 {
+		def.timeout = defaultTimeout
+	}
+	if len(t.Channels) > 0 && t.Channels[0] != "" {
+		def.channel = t.Channels[0]
+	}
+	if t.Quorum < 0 {
+		errs = append(errs, errors.New("quorum: must be at least 1"))
+	}
+	if t.Schema != nil {
+		req, res, err := compileSchema(t.Schema)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("schema: %w", err))
+		}
+		def.required, def.schema = req, res
+	}
+	for j, c := range t.Commands {
+		r, err := policy.ParseCommandRule(c.Command, c.Category)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("commands[%d]: %w", j, err))
+			continue
+		}
+		def.commands = append(def.commands, r)
+	}
+	for j, r := range t.Approvers.Roles {
+		role, err := policy.ParseRole(r)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("approvers.roles[%d]: %w", j, err))
+		} else if !policy.Grants(role, policy.CapApprove) {
+			errs = append(errs, fmt.Errorf("approvers.roles[%d]: role %q cannot approve; only admin and member hold the approve capability", j, r))
+		}
+	}
+	return def, errors.Join(errs...)
+}
+
+// compileSchema resolves a declared schema and extracts its required list,
+// in the order it is written.
+func compileSchema(m map[string]any) ([]string, *jsonschema.Resolved, error) {
+	var required []string
+	switch r := m["required"].(type) {
+	case nil:
+	case []any:
+		for i, v := range r {
+			s, ok := v.(string)
+			if !ok {
+				return nil, nil, fmt.Errorf("required[%d] is not a string", i)
+			}
+			required = append(required, s)
+		}
+	case []string:
+		required = append(required, r...)
+	default:
+		return nil, nil, errors.New("required must be a list of argument names")
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	var sch jsonschema.Schema
+	if err := json.Unmarshal(raw, &sch); err != nil {
+		return nil, nil, fmt.Errorf("not a JSON Schema: %v", err)
+	}
+	res, err := sch.Resolve(nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("not a valid JSON Schema: %v", err)
+	}
+	return required, res, nil
+}
+
+// party records an authenticated caller.
+func party(c *bot.Caller) approvals.Party {
+	if c == nil {
+		return approvals.Party{}
+	}
+	return approvals.Party{ID: c.ID, Name: c.Name, Role: string(c.Role), Kind: c.Kind, Display: c.String(), Surface: c.Surface}
+}
+
+func spaceRef(sp bot.Space) approvals.SpaceRef {
+	return approvals.SpaceRef{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
+}
+
+func botSpace(sp approvals.SpaceRef) bot.Space {
+	return bot.Space{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
+}
+
+// canDecide returns the refusal for caller deciding r, or "".
+func canDecide(c *bot.Call, r *approvals.Request) string {
+	return r.Refusal(party(c.Caller),
+		policy.Grants(c.Caller.Role, policy.CapApprove),
+		policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID))
+}

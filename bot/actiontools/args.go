@@ -1,0 +1,313 @@
+package actiontools
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+
+	"github.com/countersign/countersign/bot"
+)
+
+// Object is a JSON object argument, decoded with its numbers kept as
+// written (json.Number), so that an approval binds the exact values the
+// agent sent.
+type Object map[string]any
+
+// UnmarshalJSON accepts a JSON object (or null).
+func (o *Object) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return nil
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return &json.UnmarshalTypeError{Value: jsonKind(b), Type: reflect.TypeOf(Object{})}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return err
+	}
+	*o = m
+	return nil
+}
+
+// Text is a string argument that also takes any other JSON value, kept as
+// compact JSON text (a dry-run plan given as an object, a turn given as a
+// number).
+type Text string
+
+// UnmarshalJSON accepts a string, or any JSON value as its compact text.
+func (t *Text) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if string(b) == "null" {
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*t = Text(s)
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return err
+	}
+	*t = Text(buf.String())
+	return nil
+}
+
+func jsonKind(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '"':
+		return "string"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	}
+	return "number"
+}
+
+// checkText validates a free-text argument: at most max bytes, no control
+// characters other than newline and tab.
+func checkText(field, s string, max int) error {
+	if len(s) > max {
+		return bot.Invalid(field, "is %d bytes; the limit is %d", len(s), max)
+	}
+	for _, r := range s {
+		if (r < 0x20 && r != '\n' && r != '\t' && r != '\r') || r == 0x7f {
+			return bot.Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// checkID validates an identifier-like argument: at most max bytes, no
+// white space or control characters.
+func checkID(field, s string, max int) error {
+	if len(s) > max {
+		return bot.Invalid(field, "is %d bytes; the limit is %d", len(s), max)
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return r <= 0x20 || r == 0x7f }) {
+		return bot.Invalid(field, "must not contain spaces or control characters")
+	}
+	return nil
+}
+
+// ConfirmArgs are confirm_action's arguments.
+type ConfirmArgs struct {
+	bot.Space
+	Tool             string   `json:"tool" jsonschema:"the tool you want to call, as declared in config.yaml (for example delete_database)"`
+	Arguments        Object   `json:"arguments,omitempty" jsonschema:"the exact arguments of that call (a JSON object); the approval is bound to exactly these, by SHA-256"`
+	Summary          string   `json:"summary,omitempty" jsonschema:"one or two sentences for the approver: what the call does and why"`
+	Category         string   `json:"category,omitempty" jsonschema:"your description of the action (read-only, mutating, destructive); recorded and shown, but the configured category decides the mechanics"`
+	RequestedEffects []string `json:"requested_effects,omitempty" jsonschema:"the effects you expect, one per entry (for example: drop database prod)"`
+	DryRun           Text     `json:"dry_run,omitempty" jsonschema:"the dry-run plan to show the approver; required for destructive tools"`
+	ActionID         string   `json:"action_id,omitempty" jsonschema:"your idempotency key: the same action_id with the same body returns the same request; with a different body it is a 409"`
+	CallbackURL      string   `json:"callback_url,omitempty" jsonschema:"where to POST the signed outcome once decided (its host must be in callbacks.allowed_hosts)"`
+	Headless         bool     `json:"headless,omitempty" jsonschema:"true when no person is on the line (cron, CI): a call that needs a confirmation is then denied at once by automatic policy"`
+}
+
+// Validate checks sizes and shapes.
+func (a *ConfirmArgs) Validate() error {
+	if strings.TrimSpace(a.Tool) == "" {
+		return bot.Invalid("tool", "required: name the tool you want to call")
+	}
+	if err := checkID("tool", a.Tool, 128); err != nil {
+		return err
+	}
+	if err := checkText("summary", a.Summary, 4000); err != nil {
+		return err
+	}
+	if err := checkText("category", a.Category, 64); err != nil {
+		return err
+	}
+	if len(a.RequestedEffects) > 50 {
+		return bot.Invalid("requested_effects", "lists %d effects; the limit is 50", len(a.RequestedEffects))
+	}
+	for _, e := range a.RequestedEffects {
+		if err := checkText("requested_effects", e, 1000); err != nil {
+			return err
+		}
+	}
+	if err := checkText("dry_run", string(a.DryRun), 16000); err != nil {
+		return err
+	}
+	if err := checkID("action_id", a.ActionID, 255); err != nil {
+		return err
+	}
+	return checkID("callback_url", a.CallbackURL, 2048)
+}
+
+// DecideArgs are approve_action's and deny_action's arguments.
+type DecideArgs struct {
+	RequestID string `json:"request_id" jsonschema:"the request to decide (req_… or con_…)"`
+	Reason    string `json:"reason,omitempty" jsonschema:"why; on a denial it reaches the agent"`
+}
+
+// Validate checks the id and the reason.
+func (a *DecideArgs) Validate() error {
+	if err := checkRequestID(a.RequestID); err != nil {
+		return err
+	}
+	return checkText("reason", a.Reason, 2000)
+}
+
+func checkRequestID(id string) error {
+	if id == "" {
+		return bot.Invalid("request_id", "required")
+	}
+	if err := checkID("request_id", id, 64); err != nil {
+		return err
+	}
+	return nil
+}
+
+// StatusArgs are action_status's arguments.
+type StatusArgs struct {
+	RequestID   string `json:"request_id" jsonschema:"the request (req_…, con_… or ask_…)"`
+	WaitSeconds int    `json:"wait_seconds,omitempty" jsonschema:"wait up to this many seconds (0 to 60) for a decision; the answer comes as soon as it is decided"`
+}
+
+// Validate checks the id and the wait.
+func (a *StatusArgs) Validate() error {
+	if err := checkRequestID(a.RequestID); err != nil {
+		return err
+	}
+	if a.WaitSeconds < 0 || a.WaitSeconds > 60 {
+		return bot.Invalid("wait_seconds", "must be between 0 and 60, not %d", a.WaitSeconds)
+	}
+	return nil
+}
+
+// AskArgs are ask_user's arguments.
+type AskArgs struct {
+	bot.Space
+	Question    string   `json:"question" jsonschema:"one clear question for the user"`
+	Options     []string `json:"options,omitempty" jsonschema:"the choices (up to 20); none means a free-text answer"`
+	Multi       bool     `json:"multi,omitempty" jsonschema:"true when the user may choose several options"`
+	Context     string   `json:"context,omitempty" jsonschema:"what the user needs to know to answer"`
+	CallbackURL string   `json:"callback_url,omitempty" jsonschema:"where to POST the signed answer (its host must be in callbacks.allowed_hosts)"`
+}
+
+// Validate checks the question and its options.
+func (a *AskArgs) Validate() error {
+	if strings.TrimSpace(a.Question) == "" {
+		return bot.Invalid("question", "required: ask one clear question")
+	}
+	if err := checkText("question", a.Question, 2000); err != nil {
+		return err
+	}
+	if err := checkText("context", a.Context, 4000); err != nil {
+		return err
+	}
+	if len(a.Options) > 20 {
+		return bot.Invalid("options", "lists %d options; the limit is 20", len(a.Options))
+	}
+	seen := map[string]bool{}
+	for _, o := range a.Options {
+		k := strings.ToLower(strings.TrimSpace(o))
+		if k == "" {
+			return bot.Invalid("options", "an option is empty")
+		}
+		if seen[k] {
+			return bot.Invalid("options", "%q is listed twice", o)
+		}
+		seen[k] = true
+		if err := checkText("options", o, 200); err != nil {
+			return err
+		}
+	}
+	if a.Multi && len(a.Options) == 0 {
+		return bot.Invalid("multi", "a multiple-choice question needs options")
+	}
+	return checkID("callback_url", a.CallbackURL, 2048)
+}
+
+// AnswerArgs are answer_question's arguments.
+type AnswerArgs struct {
+	RequestID string   `json:"request_id" jsonschema:"the question (ask_…)"`
+	Answers   []string `json:"answers,omitempty" jsonschema:"the chosen options: exactly one, or several for a multiple-choice question"`
+	Text      string   `json:"text,omitempty" jsonschema:"a free-text answer (for a question without options), or a note"`
+	Decline   bool     `json:"decline,omitempty" jsonschema:"true to decline to answer; text then says why"`
+}
+
+// Validate checks the id and sizes.
+func (a *AnswerArgs) Validate() error {
+	if err := checkRequestID(a.RequestID); err != nil {
+		return err
+	}
+	if len(a.Answers) > 20 {
+		return bot.Invalid("answers", "lists %d answers; the limit is 20", len(a.Answers))
+	}
+	return checkText("text", a.Text, 4000)
+}
+
+// RequestApprovalArgs are request_approval's arguments.
+type RequestApprovalArgs struct {
+	bot.Space
+	Action    string `json:"action" jsonschema:"the action awaiting approval, for example: delete the staging database"`
+	Question  string `json:"question,omitempty" jsonschema:"one short question for the user (default: Go ahead?)"`
+	Turn      Text   `json:"turn,omitempty" jsonschema:"the conversation turn it is asked in"`
+	MessageID Text   `json:"message_id,omitempty" jsonschema:"the input message it is asked in"`
+}
+
+// Validate checks sizes.
+func (a *RequestApprovalArgs) Validate() error {
+	if strings.TrimSpace(a.Action) == "" {
+		return bot.Invalid("action", "required: say which action awaits approval")
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"action", a.Action, 1000}, {"question", a.Question, 1000}, {"turn", string(a.Turn), 128}, {"message_id", string(a.MessageID), 256}} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordApprovalArgs are record_approval's arguments.
+type RecordApprovalArgs struct {
+	bot.Space
+	Action    string `json:"action" jsonschema:"the specific action the user approved"`
+	Detail    string `json:"detail,omitempty" jsonschema:"extra context such as the command or scope; it is logged, so it must not contain secrets"`
+	Turn      Text   `json:"turn,omitempty" jsonschema:"the conversation turn the consent was given in"`
+	MessageID Text   `json:"message_id,omitempty" jsonschema:"the input message the consent was given in"`
+	RequestID string `json:"request_id,omitempty" jsonschema:"the con_… request this consent answers, if you asked with request_approval"`
+}
+
+// Validate checks sizes.
+func (a *RecordApprovalArgs) Validate() error {
+	if strings.TrimSpace(a.Action) == "" {
+		return bot.Invalid("action", "required: say which action the user approved")
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"action", a.Action, 1000}, {"detail", a.Detail, 2000}, {"turn", string(a.Turn), 128}, {"message_id", string(a.MessageID), 256}} {
+		if err := checkText(f.name, f.v, f.max); err != nil {
+			return err
+		}
+	}
+	if a.RequestID != "" {
+		return checkRequestID(a.RequestID)
+	}
+	return nil
+}
+
+// ModeArgs are set_approval_mode's arguments.
+type ModeArgs struct {
+	bot.Space
+	Mode string `json:"mode" jsonschema:"off, normal or protective (synonyms: paranoid, careful, default, standard, yolo, none)"`
+}
+
+// SpaceArgs are get_approval_mode's arguments.
+type SpaceArgs struct {
+	bot.Space
+}

@@ -1,0 +1,221 @@
+package actiontools
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+)
+
+func TestAskUser(t *testing.T) {
+	e := newEnv(t, Options{})
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+
+	d, text := e.ok(agent, "ask_user", map[string]any{"question": "Which region?", "options": []string{"eu-west-1", "us-east-1"}, "context": "for the new server"})
+	id := d["request_id"].(string)
+	if !strings.HasPrefix(id, "ask_") || d["status"] != "pending" || !strings.Contains(text, "action_status") {
+		t.Fatalf("ask: %v %q", d, text)
+	}
+	// An answer is not an approval, and approve_action refuses questions.
+	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindInvalid || !strings.Contains(be.Msg, "answer_question") {
+		t.Fatalf("approve a question: %v", be)
+	}
+	for _, bad := range []map[string]any{
+		{"request_id": id, "answers": []string{"mars-1"}},
+		{"request_id": id, "answers": []string{"eu-west-1", "us-east-1"}},
+		{"request_id": id},
+		{"request_id": id, "decline": true, "answers": []string{"eu-west-1"}},
+	} {
+		if be := e.fail(alice, "answer_question", bad); be.Kind != bot.KindInvalid {
+			t.Fatalf("%v: %v", bad, be)
+		}
+	}
+	if be := e.fail(agent, "answer_question", map[string]any{"request_id": id, "answers": []string{"eu-west-1"}}); be.Kind != bot.KindDenied {
+		t.Fatalf("the agent answering its own question: %v", be)
+	}
+	got, _ := e.ok(alice, "answer_question", map[string]any{"request_id": id, "answers": []string{" EU-WEST-1 "}})
+	if got["status"] != "answered" || !slices.Equal(toStrings(got["answers"]), []string{"eu-west-1"}) || got["confirmed_by"] != "" {
+		t.Fatalf("answer: %v", got)
+	}
+	st, text := e.ok(agent, "action_status", map[string]any{"request_id": id})
+	if st["status"] != "answered" || !slices.Equal(toStrings(st["answers"]), []string{"eu-west-1"}) || !strings.Contains(text, "eu-west-1") {
+		t.Fatalf("status: %v %q", st, text)
+	}
+	if be := e.fail(e.principal("bob", policy.RoleMember, "person"), "answer_question", map[string]any{"request_id": id, "answers": []string{"us-east-1"}}); be.Kind != bot.KindConflict {
+		t.Fatalf("second answer: %v", be)
+	}
+
+	// Multiple choice through chat (DecideItem), and a free-text question.
+	m, _ := e.ok(agent, "ask_user", map[string]any{"question": "Which checks?", "options": []string{"lint", "test", "race"}, "multi": true})
+	res, err := e.b.DecideItem(context.Background(), alice, uint64(m["item_id"].(float64)), true, "", []string{"test", "race"})
+	if err != nil || !slices.Equal(toStrings(asMap(t, res.Data)["answers"]), []string{"test", "race"}) {
+		t.Fatalf("multi answer through chat: %v %v", res, err)
+	}
+	f, _ := e.ok(agent, "ask_user", map[string]any{"question": "Name the release?"})
+	if got, _ := e.ok(alice, "answer_question", map[string]any{"request_id": f["request_id"], "text": "Lighthouse"}); got["text"] != "Lighthouse" {
+		t.Fatalf("free text: %v", got)
+	}
+	dc, _ := e.ok(agent, "ask_user", map[string]any{"question": "Drop the cache?", "options": []string{"yes", "no"}})
+	if got, _ := e.ok(alice, "answer_question", map[string]any{"request_id": dc["request_id"], "decline": true, "text": "ask the DBA"}); got["status"] != "declined" || got["reason"] != "ask the DBA" {
+		t.Fatalf("decline: %v", got)
+	}
+	// Unanswered questions expire after the default timeout.
+	q, _ := e.ok(agent, "ask_user", map[string]any{"question": "Still there?"})
+	e.sweep(31 * time.Minute)
+	if st, _ := e.ok(agent, "action_status", map[string]any{"request_id": q["request_id"]}); st["status"] != "expired" {
+		t.Fatalf("unanswered question: %v", st)
+	}
+	if got := e.audits("question_answered"); len(got) != 3 {
+		t.Fatalf("%d answers audited, want 3", len(got))
+	}
+	for _, bad := range []map[string]any{
+		{"question": ""},
+		{"question": "?", "options": []string{"a", "A"}},
+		{"question": "?", "multi": true},
+		{"question": "?", "options": []string{""}},
+	} {
+		if be := e.fail(agent, "ask_user", bad); be.Kind != bot.KindInvalid {
+			t.Fatalf("%v: %v", bad, be)
+		}
+	}
+}
+
+func TestSoftApproval(t *testing.T) {
+	e := newEnv(t, Options{})
+	agent := e.principal("coder", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	space := map[string]any{"user_id": "u1", "agent_id": "coder"}
+	with := func(m map[string]any) map[string]any {
+		for k, v := range space {
+			m[k] = v
+		}
+		return m
+	}
+
+	d, text := e.ok(agent, "get_approval_mode", with(map[string]any{}))
+	if d["mode"] != "normal" || d["source"] != "default" || !strings.Contains(d["prompt"].(string), "force-pushing") || !strings.Contains(text, "system prompt") {
+		t.Fatalf("default mode: %v", d)
+	}
+	for _, tt := range []struct{ in, want string }{{"Paranoid", "protective"}, {"yolo", "off"}, {"standard", "normal"}, {"careful", "protective"}} {
+		if got, _ := e.ok(agent, "set_approval_mode", with(map[string]any{"mode": tt.in})); got["mode"] != tt.want {
+			t.Fatalf("set %s: %v", tt.in, got)
+		}
+		if got, _ := e.ok(agent, "get_approval_mode", with(map[string]any{})); got["mode"] != tt.want || got["source"] != "set" {
+			t.Fatalf("get after %s: %v", tt.in, got)
+		}
+	}
+	if got, _ := e.ok(agent, "get_approval_mode", map[string]any{"user_id": "u2"}); got["mode"] != "normal" {
+		t.Fatalf("another space changed: %v", got)
+	}
+	e.ok(agent, "set_approval_mode", with(map[string]any{"mode": "off"}))
+	if got, text := e.ok(agent, "get_approval_mode", with(map[string]any{})); got["prompt"] != "" || !strings.Contains(text, "no prompt") {
+		t.Fatalf("off: %v %q", got, text)
+	}
+	be := e.fail(agent, "set_approval_mode", with(map[string]any{"mode": "strict"}))
+	if be.Kind != bot.KindInvalid || be.Field != "mode" || !strings.Contains(be.Msg, "off, normal or protective") || !strings.Contains(be.Msg, "yolo") {
+		t.Fatalf("bad mode: %v", be)
+	}
+
+	// request_approval: the pause, shown in chat; default question.
+	r, text := e.ok(agent, "request_approval", with(map[string]any{"action": "delete the staging database", "turn": 3, "message_id": "m-17"}))
+	if r["awaiting_approval"] != true || r["question"] != "Go ahead?" || r["turn"] != "3" || r["message_id"] != "m-17" || r["status"] != "pending" || !strings.Contains(text, "End your turn") {
+		t.Fatalf("request_approval: %v %q", r, text)
+	}
+	if n := len(e.events("slack", bot.EventCreated)); n != 1 {
+		t.Fatalf("%d chat items, want 1", n)
+	}
+	// record_approval closes it as recorded: not a person's decision.
+	rec, text := e.ok(agent, "record_approval", with(map[string]any{"action": "delete the staging database", "detail": "DROP DATABASE staging", "turn": "4", "message_id": "m-18", "request_id": r["request_id"]}))
+	if rec["status"] != "recorded" || rec["recorded"] != true || rec["confirmed_by"] != "" || rec["turn"] != "4" || !strings.Contains(text, "One approval covers") {
+		t.Fatalf("record_approval: %v %q", rec, text)
+	}
+	if be := e.fail(alice, "approve_action", map[string]any{"request_id": r["request_id"]}); be.Kind != bot.KindConflict {
+		t.Fatalf("approving a recorded consent: %v", be)
+	}
+	// record_approval alone records a new consent and shows it.
+	solo, _ := e.ok(agent, "record_approval", with(map[string]any{"action": "push to main"}))
+	if solo["status"] != "recorded" || solo["request_id"] == r["request_id"] {
+		t.Fatalf("solo record: %v", solo)
+	}
+	other := e.principal("other", policy.RoleAgent, "agent")
+	r2, _ := e.ok(agent, "request_approval", with(map[string]any{"action": "publish the release", "question": "Publish v2 now?"}))
+	if be := e.fail(other, "record_approval", with(map[string]any{"action": "publish the release", "request_id": r2["request_id"]})); be.Kind != bot.KindDenied {
+		t.Fatalf("another agent recording: %v", be)
+	}
+	// A person approves a consent request in chat.
+	res, err := e.b.DecideItem(context.Background(), alice, uint64(r2["item_id"].(float64)), true, "", nil)
+	if err != nil || asMap(t, res.Data)["status"] != "approved" || asMap(t, res.Data)["confirmed_by"] != "alice ["+alice.ID+"]" {
+		t.Fatalf("chat consent: %v %v", res, err)
+	}
+	if be := e.fail(agent, "request_approval", with(map[string]any{"action": " "})); be.Field != "action" {
+		t.Fatalf("empty action: %v", be)
+	}
+}
+
+func TestItemViews(t *testing.T) {
+	e := newEnv(t, Options{})
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	d, _ := e.ok(agent, "confirm_action", map[string]any{
+		"tool": "rollback_production", "arguments": map[string]any{"to": "v41"}, "summary": "Roll back to v41",
+		"category": "mutating", "requested_effects": []string{"redeploy 12 hosts", "restart workers"}, "dry_run": "12 hosts to v41",
+	})
+	id := uint64(d["item_id"].(float64))
+	it, err := e.b.Item(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for _, f := range it.Fields {
+		fields[f.Label] = f.Value
+	}
+	want := map[string]string{
+		"Tool": "rollback_production", "Arguments": `{"to":"v41"}`, "Summary": "Roll back to v41", "Dry-run plan": "12 hosts to v41",
+		"Requested effects": "redeploy 12 hosts; restart workers", "Category as stated by the agent": "mutating",
+		"Mechanics": "dry_run_confirm (configured category: destructive)",
+	}
+	for k, v := range want {
+		if fields[k] != v {
+			t.Errorf("field %q = %q, want %q", k, fields[k], v)
+		}
+	}
+	if it.Kind != bot.KindAction || it.Status != "pending" || it.Tally != "0 of 2 approvals" || it.Requester != "deploy-bot ["+agent.ID+"]" || it.ExpiresAt.IsZero() || it.Channel != "default" || !strings.Contains(it.Title, "rollback_production") {
+		t.Fatalf("item: %+v", it)
+	}
+	e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]})
+	if it, _ := e.b.Item(context.Background(), id); it.Tally != "1 of 2 approvals: alice" || it.Status != "pending" {
+		t.Fatalf("after one approval: %+v", it)
+	}
+	// The tool's first channel, and its sensitivity.
+	s, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "create_server", "arguments": map[string]any{"region": "eu", "size": "small"}})
+	if it, _ := e.b.Item(context.Background(), uint64(s["item_id"].(float64))); !it.Sensitive {
+		t.Fatalf("sensitive tool: %+v", it)
+	}
+	dd, _ := e.ok(agent, "confirm_action", destroyArgs(nil))
+	if it, _ := e.b.Item(context.Background(), uint64(dd["item_id"].(float64))); it.Channel != "ops" {
+		t.Fatalf("channel %q, want ops", it.Channel)
+	}
+	q, _ := e.ok(agent, "ask_user", map[string]any{"question": "Which?", "options": []string{"a", "b"}, "multi": true})
+	if it, _ := e.b.Item(context.Background(), uint64(q["item_id"].(float64))); it.Kind != bot.KindQuestion || !it.Multi || !slices.Equal(it.Options, []string{"a", "b"}) || it.Title != "Which?" {
+		t.Fatalf("question item: %+v", it)
+	}
+	src := itemSource{e.s}
+	for _, tt := range []struct {
+		kind    bot.ItemKind
+		approve bool
+		tool    string
+	}{{bot.KindAction, true, "approve_action"}, {bot.KindAction, false, "deny_action"}, {bot.KindConsent, true, "approve_action"}, {bot.KindQuestion, true, "answer_question"}, {bot.KindQuestion, false, "answer_question"}} {
+		tool, args, err := src.DecisionCall(bot.ItemRecord{ID: 1, Kind: tt.kind, Key: "req_x"}, tt.approve, "why", []string{"a"})
+		if err != nil || tool != tt.tool || args["request_id"] != "req_x" {
+			t.Fatalf("DecisionCall(%s, %v) = %s %v %v", tt.kind, tt.approve, tool, args, err)
+		}
+	}
+	if _, _, err := src.DecisionCall(bot.ItemRecord{Kind: bot.KindMemoryChange}, true, "", nil); err == nil {
+		t.Fatal("a memory item mapped to an action tool")
+	}
+}

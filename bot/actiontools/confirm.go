@@ -1,0 +1,304 @@
+package actiontools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+)
+
+// confirm is confirm_action.
+func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*ConfirmArgs)
+	def := s.tools[args.Tool]
+	obj := map[string]any(args.Arguments)
+	if obj == nil {
+		obj = map[string]any{}
+	}
+	rawArgs, err := json.Marshal(obj)
+	if err != nil {
+		return bot.Result{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
+	}
+	canon, err := approvals.CanonicalJSON(rawArgs)
+	if err != nil {
+		return bot.Result{}, bot.Invalid("arguments", "%v", err)
+	}
+
+	// 1. Clarification: nothing is asked of a person while parameters are
+	// missing; the agent asks the user instead of guessing.
+	var required []string
+	exec := def != nil && len(def.commands) > 0
+	if def != nil {
+		required = slices.Clone(def.required)
+	}
+	if exec && !slices.Contains(required, "command") {
+		required = append(required, "command")
+	}
+	mechanics := ""
+	if def == nil || !exec {
+		cat := policy.ToolCategory(args.Tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
+		mechanics = string(policy.MechanicsFor(cat))
+	}
+	if missing := policy.RequiredMissing(required, obj); len(missing) > 0 {
+		return clarification(args.Tool, mechanics, missing), nil
+	}
+
+	// 2. The category: from config, or, for an exec-style tool, from the
+	// allowlist entry the command matches. Not on the list: refused.
+	var cat policy.Category
+	command := ""
+	if exec {
+		toks, err := policy.CommandTokens(obj["command"])
+		if errors.Is(err, policy.ErrNoCommand) {
+			return clarification(args.Tool, "", []string{"command"}), nil
+		}
+		var ce *policy.CommandError
+		if errors.As(err, &ce) {
+			return bot.Result{}, bot.Invalid("arguments.command", "%s", ce.Msg)
+		}
+		if err != nil {
+			return bot.Result{}, err
+		}
+		m, ok := policy.MatchCommand(def.commands, toks)
+		if !ok {
+			return bot.Result{}, c.Deny(ctx, notAllowlisted(def, toks))
+		}
+		cat, command = m.Category, m.Rule.String()
+	} else {
+		cat = policy.ToolCategory(args.Tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
+	}
+	mech := policy.MechanicsFor(cat)
+
+	// 3. The rest of the declared schema.
+	if def != nil && def.schema != nil {
+		var plain any
+		if err := json.Unmarshal(canon, &plain); err != nil {
+			return bot.Result{}, bot.Invalid("arguments", "%v", err)
+		}
+		if err := def.schema.Validate(plain); err != nil {
+			return bot.Result{}, bot.Invalid("arguments", "do not match the declared schema of %s: %v", args.Tool, err)
+		}
+	}
+
+	// 4. A destructive call shows its plan first.
+	if mech == policy.MechanicsDryRunConfirm && !args.Headless && strings.TrimSpace(string(args.DryRun)) == "" {
+		return bot.Result{}, bot.Invalid("dry_run", "%s is destructive: send the dry-run plan the approver reviews (what would be changed or deleted, and how much) in dry_run, then ask again. Nothing is asked of a person without a plan.", callName(args.Tool, command))
+	}
+
+	// 5. Callbacks go only to allowed hosts, signed.
+	if args.CallbackURL != "" {
+		if err := s.checkCallbackURL(args.CallbackURL); err != nil {
+			return bot.Result{}, err
+		}
+	}
+
+	fp := fingerprint(args, canon, c.Space)
+	id, err := approvals.NewRequestID(approvals.KindActionRequest)
+	if err != nil {
+		return bot.Result{}, err
+	}
+	var req *approvals.Request
+	var existing bool
+	err = c.Update(ctx, func(tx *bot.Tx) error {
+		req, existing = nil, false
+		if args.ActionID != "" {
+			prev, err := approvals.LookupActionID(tx, c.Caller.ID, args.ActionID)
+			if err != nil {
+				return err
+			}
+			if prev != "" {
+				r, err := approvals.LoadRequest(tx, prev)
+				if err != nil {
+					return err
+				}
+				if r == nil || r.Action == nil {
+					return fmt.Errorf("action_id %q points at missing request %s", args.ActionID, prev)
+				}
+				if r.Action.Fingerprint != fp {
+					return &bot.Error{Kind: bot.KindConflict, Field: "action_id",
+						Msg:  fmt.Sprintf("action_id %q already names request %s with a different body. An action_id stands for one exact request: send the same body to get %s again, or use a new action_id for a new request.", args.ActionID, prev, prev),
+						Data: requestData(r)}
+				}
+				req, existing = r, true
+				return nil
+			}
+		}
+		r := &approvals.Request{
+			ID:          id,
+			Kind:        approvals.KindActionRequest,
+			Space:       spaceRef(c.Space),
+			Requester:   party(c.Caller),
+			Channel:     "default",
+			CreatedAt:   c.Now,
+			Status:      approvals.StatusPending,
+			Quorum:      1,
+			CallbackURL: args.CallbackURL,
+			Action: &approvals.Action{
+				Tool:             args.Tool,
+				Arguments:        canon,
+				ArgsSHA256:       approvals.ArgsHash(args.Tool, canon),
+				Summary:          args.Summary,
+				DryRun:           string(args.DryRun),
+				RequestedEffects: args.RequestedEffects,
+				StatedCategory:   args.Category,
+				Category:         string(cat),
+				Mechanics:        string(mech),
+				Command:          command,
+				Headless:         args.Headless,
+				ActionID:         args.ActionID,
+				Fingerprint:      fp,
+			},
+		}
+		timeout := s.o.DefaultTimeout
+		if def != nil {
+			r.Approvers = def.spec.Approvers
+			r.Quorum = max(def.spec.Quorum, 1)
+			r.Channel = def.channel
+			r.Action.Sensitive = def.spec.Sensitive
+			timeout = def.timeout
+		}
+		r.ExpiresAt = c.Now.Add(timeout)
+		detail := fmt.Sprintf("%s %s category=%s mechanics=%s args_sha256=%s", r.ID, callName(args.Tool, command), cat, mech, r.Action.ArgsSHA256)
+		var due time.Time
+		switch {
+		case mech == policy.MechanicsAuto:
+			r.Status = approvals.StatusApproved
+			r.Reason = "read-only: approved automatically, no confirmation needed"
+			r.DecidedAt = c.Now
+			r.ExpiresAt = time.Time{}
+			if err := tx.Audit("action_auto_approved", detail); err != nil {
+				return err
+			}
+		case args.Headless:
+			r.Close(approvals.StatusDenied, policy.HeadlessDenial(cat), c.Now)
+			r.ExpiresAt = time.Time{}
+			if err := tx.Audit("action_denied_automatic", detail+" headless"); err != nil {
+				return err
+			}
+		default:
+			item, err := tx.NewItem(bot.KindAction, r.ID, c.Space, r.Channel)
+			if err != nil {
+				return err
+			}
+			r.ItemID = item
+			due = r.NextDue(s.o.RemindAfter, s.o.EscalateAfter)
+			if err := tx.Audit("action_requested", detail); err != nil {
+				return err
+			}
+		}
+		if err := approvals.PutRequest(tx, r, due); err != nil {
+			return err
+		}
+		if args.ActionID != "" {
+			if err := approvals.PutActionID(tx, c.Caller.ID, args.ActionID, r.ID); err != nil {
+				return err
+			}
+		}
+		req = r
+		return nil
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	res := render(req)
+	if existing {
+		res.Text = "Same action_id and body as before: this is request " + req.ID + ". " + res.Text
+	}
+	return res, nil
+}
+
+func toolCategory(def *toolDef) policy.Category {
+	if def == nil {
+		return policy.CategoryUnclassified
+	}
+	return def.category
+}
+
+// callName names a call for people: the tool, and an exec call's command.
+func callName(tool, command string) string {
+	if command != "" {
+		return fmt.Sprintf("%s (%s)", tool, command)
+	}
+	return tool
+}
+
+func clarification(tool, mechanics string, missing []string) bot.Result {
+	text := policy.Clarification(missing)
+	return bot.Result{
+		Text: text,
+		Data: map[string]any{
+			"status":       "requires_clarification",
+			"missing":      missing,
+			"tool":         tool,
+			"request_id":   "",
+			"mechanics":    mechanics,
+			"confirmed_by": "",
+			"reason":       text,
+		},
+	}
+}
+
+// notAllowlisted is the refusal of an exec command that is not on the
+// allowlist: it says what runs, that the refusal is by design, and who can
+// change the list.
+func notAllowlisted(def *toolDef, toks []string) string {
+	shown := strings.Join(toks[:min(len(toks), 2)], " ")
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	allowed := make([]string, len(def.commands))
+	for i, r := range def.commands {
+		allowed[i] = fmt.Sprintf("%s (%s)", r, r.Category)
+	}
+	return fmt.Sprintf("Access denied: %q is not on the command allowlist of %s, so it is refused, not asked about. %s runs only: %s. That is by design: an allowlist leaves nothing to talk around. To run something else, ask an operator to add it to tools[].commands in config.yaml.",
+		shown, def.spec.Name, def.spec.Name, strings.Join(allowed, ", "))
+}
+
+// checkCallbackURL accepts an http(s) URL whose host is allowed, and only
+// when callbacks can be signed.
+func (s *Service) checkCallbackURL(raw string) error {
+	if len(s.o.CallbackSecret) == 0 {
+		env := s.o.CallbackSecretEnv
+		if env == "" {
+			return bot.Invalid("callback_url", "callbacks are not configured: Countersign signs every callback, and no signing secret is set. An operator sets callbacks.secret_env in config.yaml and puts the secret in that environment variable; until then poll action_status instead")
+		}
+		return bot.Invalid("callback_url", "callbacks are not configured: the signing secret variable %s is empty. An operator sets it; until then poll action_status instead", env)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return bot.Invalid("callback_url", "must be an absolute http or https URL, such as https://agent.example/callbacks")
+	}
+	if u.User != nil {
+		return bot.Invalid("callback_url", "must not carry credentials; callbacks are authenticated by their signature")
+	}
+	if !s.hostAllowed(u) {
+		return bot.Invalid("callback_url", "host %q is not in callbacks.allowed_hosts; Countersign calls back only hosts an operator allowed", u.Hostname())
+	}
+	return nil
+}
+
+func (s *Service) hostAllowed(u *url.URL) bool {
+	return s.hosts[strings.ToLower(u.Hostname())]
+}
+
+// fingerprint identifies a confirm_action body for idempotency.
+func fingerprint(a *ConfirmArgs, canonArgs []byte, sp bot.Space) string {
+	effects := a.RequestedEffects
+	if len(effects) == 0 {
+		effects = nil
+	}
+	b, _ := json.Marshal([]any{sp.UserID, sp.AgentID, sp.RunID, a.Tool, string(canonArgs), a.Summary, a.Category,
+		effects, string(a.DryRun), a.CallbackURL, a.Headless})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,258 @@
+package actiontools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+)
+
+// errRefused ends a decision transaction whose caller may not decide; the
+// refusal is then recorded by Call.Deny.
+var errRefused = errors.New("refused")
+
+// decided emits what a final outcome causes, in the deciding transaction:
+// the chat update for every sink, and the callback when one was asked for.
+func decided(tx *bot.Tx, r *approvals.Request) error {
+	if r.ItemID == 0 {
+		return nil
+	}
+	if err := tx.Emit(r.ItemID, bot.EventDecided, ""); err != nil {
+		return err
+	}
+	if r.CallbackURL != "" {
+		return tx.EmitTo(CallbackSink, r.ItemID, bot.EventDecided, "")
+	}
+	return nil
+}
+
+// auditName is the audit action of a request's final outcome, one per
+// decision: action_approved, consent_denied, question_answered...
+func auditName(r *approvals.Request) string {
+	return string(r.Kind) + "_" + string(r.Status)
+}
+
+// decide is approve_action (approve) and deny_action.
+func (s *Service) decide(approve bool) bot.Handler {
+	return func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+		args := a.(*DecideArgs)
+		d := party(c.Caller)
+		var (
+			req     *approvals.Request
+			out     approvals.Outcome
+			refusal string
+		)
+		err := c.Update(ctx, func(tx *bot.Tx) error {
+			req, out, refusal = nil, 0, ""
+			r, err := approvals.LoadRequest(tx, args.RequestID)
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				return bot.Errorf(bot.KindNotFound, "No request %s. Request ids come from confirm_action (req_…) or request_approval (con_…).", args.RequestID)
+			}
+			if r.Kind == approvals.KindQuestionRequest {
+				return bot.Invalid("request_id", "%s is a question: answer it with answer_question. An answer is never an approval", r.ID)
+			}
+			if r.Kind == approvals.KindConsentRequest && r.Status == approvals.StatusRecorded {
+				req, out = r, approvals.OutcomeConflict
+				return nil
+			}
+			if refusal = canDecide(c, r); refusal != "" {
+				return errRefused
+			}
+			out = r.Decide(d, approve, args.Reason, c.Now)
+			req = r
+			switch out {
+			case approvals.OutcomeCounted:
+				if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
+					return err
+				}
+				if err := tx.Audit(string(r.Kind)+"_vote", fmt.Sprintf("%s approve by %s: %s", r.ID, d.Display, r.Tally())); err != nil {
+					return err
+				}
+				return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
+			case approvals.OutcomeDecided:
+				if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
+					return err
+				}
+				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", "))
+				if r.Action != nil {
+					detail += fmt.Sprintf(" %s args_sha256=%s", callName(r.Action.Tool, r.Action.Command), r.Action.ArgsSHA256)
+				}
+				if r.Reason != "" {
+					detail += ": " + r.Reason
+				}
+				if err := tx.Audit(auditName(r), detail); err != nil {
+					return err
+				}
+				return decided(tx, r)
+			}
+			return nil
+		})
+		if errors.Is(err, errRefused) {
+			return bot.Result{}, c.Deny(ctx, refusal)
+		}
+		if err != nil {
+			return bot.Result{}, err
+		}
+		switch out {
+		case approvals.OutcomeDecided:
+			s.waits.notify(req.ID)
+		case approvals.OutcomeConflict:
+			return bot.Result{}, conflict(req)
+		case approvals.OutcomeRepeat:
+			res := render(req)
+			if req.Status == approvals.StatusPending {
+				res.Text = fmt.Sprintf("Your approval of %s is already counted: %s. Each approver counts once.", req.ID, req.Tally())
+			} else {
+				res.Text = "Already decided, as you decided it: " + res.Text
+			}
+			return res, nil
+		case approvals.OutcomeCounted:
+			res := render(req)
+			res.Text = fmt.Sprintf("Counted: %s on %s. It stays pending until the quorum is reached.", req.Tally(), req.ID)
+			return res, nil
+		}
+		return render(req), nil
+	}
+}
+
+// conflict is the answer to a decision on a request that already has its
+// outcome: the first decision stands, and the recorded one is returned.
+func conflict(r *approvals.Request) error {
+	who := strings.Join(r.DecidedBy, ", ")
+	var what string
+	switch r.Status {
+	case approvals.StatusApproved:
+		what = "approved by " + who
+		if who == "" {
+			what = "approved automatically (read-only)"
+		}
+	case approvals.StatusDenied:
+		what = "denied by " + who
+		if who == "" {
+			what = "denied by automatic policy"
+		}
+	case approvals.StatusExpired:
+		what = "expired unanswered (denied by automatic policy)"
+	case approvals.StatusRecorded:
+		what = "recorded as the agent reported it; it is not decided in chat"
+	case approvals.StatusAnswered:
+		what = "answered by " + who
+	case approvals.StatusDeclined:
+		what = "declined by " + who
+	default:
+		what = string(r.Status)
+	}
+	if r.Reason != "" && r.Status != approvals.StatusApproved {
+		what += ": " + r.Reason
+	}
+	return &bot.Error{
+		Kind: bot.KindConflict,
+		Msg:  fmt.Sprintf("%s was already %s. One decision, once: the first decision stands and is not changed.", r.ID, what),
+		Data: requestData(r),
+	}
+}
+
+// answer is answer_question.
+func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*AnswerArgs)
+	d := party(c.Caller)
+	var (
+		req     *approvals.Request
+		out     approvals.Outcome
+		refusal string
+	)
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		req, out, refusal = nil, 0, ""
+		r, err := approvals.LoadRequest(tx, args.RequestID)
+		if err != nil {
+			return err
+		}
+		if r == nil {
+			return bot.Errorf(bot.KindNotFound, "No question %s. Question ids come from ask_user (ask_…).", args.RequestID)
+		}
+		if r.Question == nil {
+			return bot.Invalid("request_id", "%s is not a question; decide it with approve_action or deny_action", r.ID)
+		}
+		if refusal = canDecide(c, r); refusal != "" {
+			return errRefused
+		}
+		answers, err := chosen(r.Question, args)
+		if err != nil {
+			return err
+		}
+		out = r.Answer(d, answers, args.Text, args.Decline, c.Now)
+		req = r
+		if out != approvals.OutcomeDecided {
+			return nil
+		}
+		if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
+			return err
+		}
+		detail := fmt.Sprintf("%s by %s", r.ID, d.Display)
+		if len(answers) > 0 {
+			detail += ": " + strings.Join(answers, ", ")
+		}
+		if err := tx.Audit(auditName(r), detail); err != nil {
+			return err
+		}
+		return decided(tx, r)
+	})
+	if errors.Is(err, errRefused) {
+		return bot.Result{}, c.Deny(ctx, refusal)
+	}
+	if err != nil {
+		return bot.Result{}, err
+	}
+	switch out {
+	case approvals.OutcomeDecided:
+		s.waits.notify(req.ID)
+	case approvals.OutcomeConflict:
+		return bot.Result{}, conflict(req)
+	}
+	return render(req), nil
+}
+
+// chosen validates the answers against the question's options and returns
+// them as the options are written.
+func chosen(q *approvals.Question, a *AnswerArgs) ([]string, error) {
+	if a.Decline {
+		if len(a.Answers) > 0 {
+			return nil, bot.Invalid("answers", "decline takes no answers; say why in text")
+		}
+		return nil, nil
+	}
+	if len(q.Options) == 0 {
+		if len(a.Answers) > 0 {
+			return nil, bot.Invalid("answers", "this question has no options; answer in text")
+		}
+		if strings.TrimSpace(a.Text) == "" {
+			return nil, bot.Invalid("text", "required: this question takes a free-text answer")
+		}
+		return nil, nil
+	}
+	var out []string
+	for _, ans := range a.Answers {
+		i := slices.IndexFunc(q.Options, func(o string) bool { return strings.EqualFold(strings.TrimSpace(o), strings.TrimSpace(ans)) })
+		if i < 0 {
+			return nil, bot.Invalid("answers", "%q is not one of the options: %s", ans, strings.Join(q.Options, ", "))
+		}
+		if !slices.Contains(out, q.Options[i]) {
+			out = append(out, q.Options[i])
+		}
+	}
+	switch {
+	case len(out) == 0:
+		return nil, bot.Invalid("answers", "choose one of: %s", strings.Join(q.Options, ", "))
+	case len(out) > 1 && !q.Multi:
+		return nil, bot.Invalid("answers", "this question takes one answer, not %d", len(out))
+	}
+	return out, nil
+}

@@ -1,0 +1,188 @@
+package actiontools
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+)
+
+// render is a request as a tool result.
+func render(r *approvals.Request) bot.Result {
+	return bot.Result{Text: describe(r), Data: requestData(r)}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func nonNil(ss []string) []string {
+	if ss == nil {
+		return []string{}
+	}
+	return ss
+}
+
+// requestData is a request as structured fields. Every kind carries
+// request_id, kind, status, confirmed_by and reason; an action adds
+// mechanics, args_sha256, the tally and the approvals.
+func requestData(r *approvals.Request) map[string]any {
+	d := map[string]any{
+		"request_id":   r.ID,
+		"kind":         string(r.Kind),
+		"status":       string(r.Status),
+		"confirmed_by": r.ConfirmedBy,
+		"reason":       r.Reason,
+		"requester":    r.Requester.Display,
+		"decided_by":   nonNil(r.DecidedBy),
+		"created_at":   stamp(r.CreatedAt),
+	}
+	if !r.ExpiresAt.IsZero() {
+		d["expires_at"] = stamp(r.ExpiresAt)
+	}
+	if !r.DecidedAt.IsZero() {
+		d["decided_at"] = stamp(r.DecidedAt)
+	}
+	if r.ItemID != 0 {
+		d["item_id"] = r.ItemID
+	}
+	switch {
+	case r.Action != nil:
+		a := r.Action
+		d["tool"] = a.Tool
+		d["mechanics"] = a.Mechanics
+		d["category"] = a.Category
+		d["stated_category"] = a.StatedCategory
+		d["args_sha256"] = a.ArgsSHA256
+		d["arguments"] = json.RawMessage(a.Arguments)
+		d["quorum"] = max(r.Quorum, 1)
+		d["tally"] = r.Tally()
+		d["approvals"] = nonNil(r.Approvals())
+		d["headless"] = a.Headless
+		if a.Command != "" {
+			d["command"] = a.Command
+		}
+		if a.ActionID != "" {
+			d["action_id"] = a.ActionID
+		}
+	case r.Consent != nil:
+		c := r.Consent
+		d["awaiting_approval"] = r.Status == approvals.StatusPending
+		d["recorded"] = r.Status == approvals.StatusRecorded
+		d["action"] = c.Action
+		d["question"] = c.Question
+		d["detail"] = c.Detail
+		d["turn"] = c.Turn
+		d["message_id"] = c.MessageID
+	case r.Question != nil:
+		q := r.Question
+		d["question"] = q.Question
+		d["options"] = nonNil(q.Options)
+		d["multi"] = q.Multi
+		d["answers"] = nonNil(q.Answers)
+		d["text"] = q.Text
+	}
+	return d
+}
+
+// describe is a request in one or two sentences for the agent.
+func describe(r *approvals.Request) string {
+	switch {
+	case r.Action != nil:
+		return describeAction(r)
+	case r.Consent != nil:
+		return describeConsent(r)
+	case r.Question != nil:
+		return describeQuestion(r)
+	}
+	return fmt.Sprintf("%s is %s.", r.ID, r.Status)
+}
+
+func describeAction(r *approvals.Request) string {
+	a := r.Action
+	name := callName(a.Tool, a.Command)
+	switch r.Status {
+	case approvals.StatusPending:
+		what := "a person must confirm it"
+		if a.Mechanics == string(policy.MechanicsDryRunConfirm) {
+			what = "a person must review the dry-run plan and confirm it"
+		}
+		return fmt.Sprintf("⏳ %s is pending: %s is %s, so %s (%s). Poll action_status with request_id %s and wait_seconds (up to 60), or wait for the callback. Unanswered by %s, it is denied by automatic policy.",
+			r.ID, name, a.Category, what, r.Tally(), r.ID, stamp(r.ExpiresAt))
+	case approvals.StatusApproved:
+		if a.Mechanics == string(policy.MechanicsAuto) {
+			return fmt.Sprintf("✅ %s approved automatically: %s is read-only, so no confirmation is needed.", r.ID, name)
+		}
+		return fmt.Sprintf("✅ %s approved: %s is confirmed by %s. Call it with exactly the approved arguments (args_sha256 %s) and confirmed_by %q.",
+			r.ID, name, r.ConfirmedBy, a.ArgsSHA256, r.ConfirmedBy)
+	case approvals.StatusDenied:
+		if len(r.DecidedBy) == 0 {
+			return fmt.Sprintf("⛔ %s: %s. No person is on the line, so %s does not run; change the plan, or report the plan and its dry run for a person to confirm later.", r.ID, r.Reason, name)
+		}
+		reason := r.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Sprintf("⛔ %s denied by %s: %s. Do not run %s, and do not work around the refusal another way; change the plan.", r.ID, strings.Join(r.DecidedBy, ", "), reason, name)
+	case approvals.StatusExpired:
+		return fmt.Sprintf("⛔ %s expired unanswered: %s. Do not run %s; change the plan, or report it for a person to confirm later.", r.ID, r.Reason, name)
+	}
+	return fmt.Sprintf("%s is %s.", r.ID, r.Status)
+}
+
+func describeConsent(r *approvals.Request) string {
+	c := r.Consent
+	switch r.Status {
+	case approvals.StatusPending:
+		return fmt.Sprintf("⏸ Awaiting approval: %s. %s\nEnd your turn now: the user's answer comes in the next turn (or in chat, on request %s).", c.Action, c.Question, r.ID)
+	case approvals.StatusApproved:
+		return fmt.Sprintf("✅ %s: %s approved %q in chat. One approval covers this one action.", r.ID, r.ConfirmedBy, c.Action)
+	case approvals.StatusDenied:
+		reason := r.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Sprintf("⛔ %s: %s declined %q: %s. Do not carry it out.", r.ID, strings.Join(r.DecidedBy, ", "), c.Action, reason)
+	case approvals.StatusRecorded:
+		where := ""
+		if c.Turn != "" || c.MessageID != "" {
+			where = fmt.Sprintf(" (turn %s, message %s)", orDash(c.Turn), orDash(c.MessageID))
+		}
+		return fmt.Sprintf("Recorded %s: the user approved %q%s. One approval covers this one action.", r.ID, c.Action, where)
+	}
+	return fmt.Sprintf("%s is %s.", r.ID, r.Status)
+}
+
+func describeQuestion(r *approvals.Request) string {
+	q := r.Question
+	switch r.Status {
+	case approvals.StatusPending:
+		return fmt.Sprintf("❓ %s is waiting for the user's answer in chat. Poll action_status with request_id %s and wait_seconds (up to 60), then continue with the answer. An answer is a preference, not an approval.", r.ID, r.ID)
+	case approvals.StatusAnswered:
+		ans := strings.Join(q.Answers, ", ")
+		if ans == "" {
+			ans = q.Text
+		} else if q.Text != "" {
+			ans += " (" + q.Text + ")"
+		}
+		return fmt.Sprintf("💬 %s answered by %s: %s", r.ID, strings.Join(r.DecidedBy, ", "), ans)
+	case approvals.StatusDeclined:
+		reason := r.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return fmt.Sprintf("%s: %s declined to answer: %s", r.ID, strings.Join(r.DecidedBy, ", "), reason)
+	case approvals.StatusExpired:
+		return fmt.Sprintf("%s expired unanswered: %s Continue without the answer, or ask again later.", r.ID, r.Reason)
+	}
+	return fmt.Sprintf("%s is %s.", r.ID, r.Status)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

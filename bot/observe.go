@@ -1,0 +1,184 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"time"
+
+	"github.com/countersign/countersign/kv"
+)
+
+// CallEvent describes one finished tool call, for metrics and logs. It never
+// carries the call's arguments or result: those may hold secrets or personal
+// data.
+type CallEvent struct {
+	// Tool is the tool's name; empty when the name was not a registered tool
+	// (so that arbitrary names never become metric labels).
+	Tool       string
+	Capability string
+	Caller     *Caller // nil when the call was not authenticated
+	Duration   time.Duration
+	Err        error // nil on success; KindOf(Err) classifies it
+}
+
+// Outcome names how the call ended: "ok", or the error kind ("invalid",
+// "unauthenticated", "denied", "not_found", "conflict", "too_large",
+// "unprocessable", "rate_limited", "internal").
+func (e CallEvent) Outcome() string {
+	if e.Err == nil {
+		return "ok"
+	}
+	return KindName(KindOf(e.Err))
+}
+
+// Surface is where the call came from (http, mcp, cli, slack, discord,
+// system), or "none" for an unauthenticated call.
+func (e CallEvent) Surface() string {
+	if e.Caller == nil || e.Caller.Surface == "" {
+		return "none"
+	}
+	return e.Caller.Surface
+}
+
+// KindName names an error kind as metrics, logs and MCP error results show
+// it: "invalid", "unauthenticated", "denied", "not_found", "conflict",
+// "too_large", "unprocessable", "rate_limited" or "internal".
+func KindName(k Kind) string {
+	switch k {
+	case KindInvalid:
+		return "invalid"
+	case KindUnauthenticated:
+		return "unauthenticated"
+	case KindDenied:
+		return "denied"
+	case KindNotFound:
+		return "not_found"
+	case KindConflict:
+		return "conflict"
+	case KindTooLarge:
+		return "too_large"
+	case KindUnprocessable:
+		return "unprocessable"
+	case KindRateLimited:
+		return "rate_limited"
+	}
+	return "internal"
+}
+
+// Observer is told about every tool call once it has finished, on every
+// surface. It must be fast and must not block: it runs on the caller's
+// goroutine.
+type Observer func(ctx context.Context, ev CallEvent)
+
+// SetObserver installs the observer of tool calls. Call it before serving.
+func (b *Bot) SetObserver(o Observer) { b.observer = o }
+
+// observe reports a finished call to the observer, if any.
+func (b *Bot) observe(ctx context.Context, caller *Caller, name string, start time.Time, err error) {
+	if b.observer == nil {
+		return
+	}
+	ev := CallEvent{Caller: caller, Duration: time.Since(start), Err: err}
+	if t, ok := b.tools[name]; ok {
+		ev.Tool, ev.Capability = t.Name, string(t.Capability)
+	}
+	b.observer(ctx, ev)
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the id of the request being served (the
+// HTTP X-Request-ID), so that logs of every layer can name it.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id carried by ctx, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// Secret is a string that must never reach a log: an API key, a token. It
+// logs and prints as "[redacted]"; Reveal returns the value. JSON encodes
+// the value (a key shown once in an answer is meant to be read).
+type Secret string
+
+// LogValue implements slog.LogValuer.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// String implements fmt.Stringer, so %v and %s never print the value.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+
+// GoString implements fmt.GoStringer, for %#v.
+func (s Secret) GoString() string { return s.String() }
+
+// Reveal returns the secret's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// PendingByKind counts the items that still await a decision, by kind. It
+// walks the open items (those not yet decided) in one read transaction;
+// callers that poll it (a metrics scrape) should share the answer.
+func (b *Bot) PendingByKind(ctx context.Context) (map[ItemKind]int, error) {
+	out := map[ItemKind]int{}
+	for k := range b.kinds {
+		out[k] = 0
+	}
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		return tx.Ascend(bucketOpen, nil, nil, func(k, _ []byte) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			it, err := b.itemView(tx, kv.ParseU64(k))
+			if err != nil {
+				return nil // an item this build cannot render is not counted
+			}
+			if it.Pending() {
+				out[it.Kind]++
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// OutboxStat describes one sink's outbox.
+type OutboxStat struct {
+	Depth    int // events queued
+	Retrying int // queued events whose last delivery attempt failed
+	Failures int // failed attempts of the queued events, summed
+}
+
+// OutboxStats reads every configured sink's outbox in one read transaction.
+func (b *Bot) OutboxStats(ctx context.Context) (map[string]OutboxStat, error) {
+	out := make(map[string]OutboxStat, len(b.sinks))
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		for _, sink := range b.sinks {
+			var st OutboxStat
+			err := kv.Prefix(tx, bucketOutbox, append([]byte(sink), 0), func(_, v []byte) error {
+				st.Depth++
+				var ev Event
+				if json.Unmarshal(v, &ev) == nil && ev.Attempts > 0 {
+					st.Retrying++
+					st.Failures += ev.Attempts
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			out[sink] = st
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Sinks returns the outbox consumers configured on the bot.
+func (b *Bot) Sinks() []string { return append([]string(nil), b.sinks...) }

@@ -1,0 +1,66 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseApprovalMode(t *testing.T) {
+	tests := []struct {
+		in   string
+		want ApprovalMode
+	}{
+		{"off", ApprovalOff},
+		{"yolo", ApprovalOff},
+		{"None", ApprovalOff},
+		{"normal", ApprovalNormal},
+		{"DEFAULT", ApprovalNormal},
+		{"standard", ApprovalNormal},
+		{"protective", ApprovalProtective},
+		{"Paranoid", ApprovalProtective},
+		{" careful ", ApprovalProtective},
+	}
+	for _, tt := range tests {
+		got, err := ParseApprovalMode(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseApprovalMode(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+	for _, bad := range []string{"", "strict", "on", "offf", "normal please"} {
+		_, err := ParseApprovalMode(bad)
+		if err == nil {
+			t.Errorf("ParseApprovalMode(%q) = nil error, want one", bad)
+			continue
+		}
+		for _, name := range []string{"off", "normal", "protective", "paranoid", "careful", "default", "standard", "yolo", "none"} {
+			if !strings.Contains(err.Error(), name) {
+				t.Errorf("ParseApprovalMode(%q) error %q does not list %q", bad, err, name)
+			}
+		}
+	}
+	for _, name := range ApprovalModeNames() {
+		if _, err := ParseApprovalMode(name); err != nil {
+			t.Errorf("ApprovalModeNames lists %q, which does not parse: %v", name, err)
+		}
+	}
+}
+
+func TestApprovalPrompt(t *testing.T) {
+	if p := ApprovalPrompt(ApprovalOff); p != "" {
+		t.Fatalf("off adds a prompt: %q", p)
+	}
+	for _, m := range []ApprovalMode{ApprovalNormal, ApprovalProtective} {
+		p := ApprovalPrompt(m)
+		for _, want := range []string{"request_approval", "record_approval", "batch the safe steps", "Never pause to ask about read-only inspection", "Plan", "One approval covers one action"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("%s prompt lacks %q", m, want)
+			}
+		}
+	}
+	if n := ApprovalPrompt(ApprovalNormal); !strings.Contains(n, "force-pushing") || !strings.Contains(n, "spending money") || !strings.Contains(n, "Ordinary edits and local, reversible changes proceed") {
+		t.Errorf("normal prompt does not follow the seed's level table: %q", n)
+	}
+	if p := ApprovalPrompt(ApprovalProtective); !strings.Contains(p, "installing or removing packages") || !strings.Contains(p, "not plainly read-only") {
+		t.Errorf("protective prompt does not follow the seed's level table: %q", p)
+	}
+}

@@ -14,8 +14,12 @@ import (
 
 // Audit buckets.
 const (
-	bucketAudit     = "audit"
-	bucketAuditHead = "audit_head"
+	bucketAudit     = "audit"      // U64(seq) -> Entry JSON
+	bucketAuditHead = "audit_head" // "head" -> signed checkpoint of the newest entry
+	// bucketAuditUser indexes entries by memory-space user: user_id 0x00
+	// U64(seq) -> U64(seq). It is outside the chain: it only speeds up the
+	// listing of one space's trail, and List re-checks every row it finds.
+	bucketAuditUser = "audit_user"
 )
 
 // Genesis is the previous hash of the first entry of a chain.
@@ -106,6 +110,11 @@ func Append(tx kv.Tx, key ed25519.PrivateKey, now time.Time, e Entry) (Entry, er
 	}
 	if err := tx.Put(bucketAudit, kv.U64(seq), b); err != nil {
 		return Entry{}, err
+	}
+	if e.UserID != "" {
+		if err := tx.Put(bucketAuditUser, userIndexKey(e.UserID, seq), kv.U64(seq)); err != nil {
+			return Entry{}, err
+		}
 	}
 	nh := head{Seq: seq, Hash: e.Hash, Sig: hex.EncodeToString(ed25519.Sign(key, headMessage(seq, e.Hash)))}
 	hb, _ = json.Marshal(nh)

@@ -3,6 +3,13 @@
 // Every Update commits with bbolt's two fsyncs before it returns, so a nil
 // error means the write is on disk. Buckets are created on first write; a
 // read of a bucket that does not exist yet sees it empty.
+//
+// A commit that fails (a failed write or fsync, a full disk) fails its
+// callers and then the whole store: every later Update and View returns an
+// error wrapping ErrFailed. After a failed fsync the kernel may already have
+// dropped the dirty pages, so retrying on the same handle could acknowledge
+// a write that is not on disk (PostgreSQL's "fsyncgate"); the only safe
+// recovery is to stop and reopen the file, which Err lets the process see.
 package bolt
 
 import (
@@ -12,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/kv"
@@ -22,11 +31,18 @@ import (
 // ErrLocked is returned by Open when another process holds the file.
 var ErrLocked = errors.New("the store is locked by another process")
 
+// ErrFailed is wrapped by every error of a store whose commit has failed.
+var ErrFailed = errors.New("the store stopped after a failed write")
+
 // DB is an open bbolt store.
 type DB struct {
-	db    *bbolt.DB
-	path  string
-	group *committer // nil unless Options.GroupCommit
+	db       *bbolt.DB
+	path     string
+	group    *committer // nil unless Options.GroupCommit
+	failSync func() error
+	failed   atomic.Pointer[error] // the first commit failure, once the store has failed
+	close    sync.Once
+	closeErr error
 }
 
 var _ kv.Store = (*DB)(nil)
@@ -41,6 +57,11 @@ type Options struct {
 	// GroupCommit merges concurrent Updates into one durable commit (see
 	// committer). Every Update function must then be safe to run twice.
 	GroupCommit bool
+	// FailSync, when set, is called where each commit would make its write
+	// durable; a non-nil error fails that commit as a failed fsync or a full
+	// disk would (the transaction is rolled back and the store fails). It
+	// exists for fault-injection tests and is never set in production.
+	FailSync func() error
 }
 
 // Open opens (creating if needed) the bbolt file at path with mode 0600.
@@ -69,9 +90,9 @@ func Open(path string, opt Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
-	d := &DB{db: db, path: path}
+	d := &DB{db: db, path: path, failSync: opt.FailSync}
 	if opt.GroupCommit && !opt.ReadOnly {
-		d.group = newCommitter(db)
+		d.group = newCommitter(d)
 	}
 	return d, nil
 }
@@ -79,12 +100,33 @@ func Open(path string, opt Options) (*DB, error) {
 // Path returns the file the store was opened from.
 func (d *DB) Path() string { return d.path }
 
-// Close closes the file. It waits for open transactions to finish.
+// Close closes the file. It waits for open transactions to finish; a second
+// Close does nothing.
 func (d *DB) Close() error {
-	if d.group != nil {
-		d.group.close()
+	d.close.Do(func() {
+		if d.group != nil {
+			d.group.close()
+		}
+		d.closeErr = d.db.Close()
+	})
+	return d.closeErr
+}
+
+// Err returns nil while the store works, and an error wrapping ErrFailed
+// once a commit has failed. The process should then stop: nothing can be
+// acknowledged on this handle any more, and a restart reopens the file at
+// its last good commit.
+func (d *DB) Err() error {
+	if p := d.failed.Load(); p != nil {
+		return fmt.Errorf("%w: %w; restart Countersign once the disk is healthy (nothing was acknowledged after this error)", ErrFailed, *p)
 	}
-	return d.db.Close()
+	return nil
+}
+
+// fail records the first commit failure; from then on the store refuses
+// every call.
+func (d *DB) fail(err error) {
+	d.failed.CompareAndSwap(nil, &err)
 }
 
 // Update runs fn in a read-write transaction and commits it durably.
@@ -92,15 +134,44 @@ func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := d.Err(); err != nil {
+		return err
+	}
 	if d.group != nil {
 		return d.group.update(ctx, fn)
 	}
-	return d.db.Update(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
+	return d.commit(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
+}
+
+// commit runs fn in one bbolt transaction and commits it. An error of fn
+// rolls it back and is returned as it is; any other failure (the commit's
+// writes or fsyncs, or the FailSync hook) fails the store.
+func (d *DB) commit(fn func(*bbolt.Tx) error) error {
+	var ran bool
+	var fnErr error
+	err := d.db.Update(func(t *bbolt.Tx) error {
+		ran = true
+		if fnErr = fn(t); fnErr != nil {
+			return fnErr
+		}
+		if d.failSync != nil {
+			return d.failSync()
+		}
+		return nil
+	})
+	if err != nil && ran && fnErr == nil {
+		d.fail(err)
+		return fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	return err
 }
 
 // View runs fn in a read-only transaction.
 func (d *DB) View(ctx context.Context, fn func(kv.Tx) error) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := d.Err(); err != nil {
 		return err
 	}
 	return d.db.View(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })

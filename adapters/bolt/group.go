@@ -3,15 +3,18 @@ package bolt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/countersign/countersign/kv"
 	bbolt "go.etcd.io/bbolt"
 )
 
-// errBatchFailed rolls back a group transaction in which one function
-// failed; the functions are then re-run one transaction each.
-var errBatchFailed = errors.New("bolt: a function of the group failed")
+// errFnFailed rolls back a group transaction in which one function failed.
+var errFnFailed = errors.New("bolt: a function of the group failed")
+
+// errClosed is the answer of a write queued on a closed store.
+var errClosed = errors.New("bolt: store closed")
 
 // maxGroup bounds how many writes one group commit takes.
 const maxGroup = 256
@@ -26,11 +29,22 @@ type commitReq struct {
 // waiting, and commits them all in one bbolt transaction. On an idle system
 // a write costs one commit; under load, batches form on their own.
 //
-// A function may run more than once (when another function of its group
-// fails, the group is rolled back and each function re-run alone), so it
-// must assign, not accumulate, whatever it hands back to its caller.
+// The contract, for every function handed to Update:
+//
+//   - A function runs in a transaction that also holds the writes of the
+//     functions queued before it in its group, exactly as if those had
+//     committed just before it.
+//   - A function that returns an error fails alone: the group is rolled
+//     back and re-run without it, so the functions queued before it run a
+//     second time (against the same state, so they take the same path). A
+//     function must therefore assign, not accumulate, whatever it hands back
+//     to its caller, and do nothing outside the transaction.
+//   - The failing function's error is delivered only once the state it saw
+//     has committed; if that commit fails, it gets the commit's error.
+//   - A commit that fails is never retried: every function of the group gets
+//     the error and the store fails (see DB.Err).
 type committer struct {
-	db     *bbolt.DB
+	d      *DB
 	reqs   chan commitReq
 	stop   chan struct{}
 	wg     sync.WaitGroup
@@ -38,8 +52,8 @@ type committer struct {
 	closed bool
 }
 
-func newCommitter(db *bbolt.DB) *committer {
-	c := &committer{db: db, reqs: make(chan commitReq, maxGroup), stop: make(chan struct{})}
+func newCommitter(d *DB) *committer {
+	c := &committer{d: d, reqs: make(chan commitReq, maxGroup), stop: make(chan struct{})}
 	c.wg.Add(1)
 	go c.loop()
 	return c
@@ -50,7 +64,7 @@ func (c *committer) update(ctx context.Context, fn func(kv.Tx) error) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
-		return errors.New("bolt: store closed")
+		return errClosed
 	}
 	select {
 	case c.reqs <- r:
@@ -61,7 +75,30 @@ func (c *committer) update(ctx context.Context, fn func(kv.Tx) error) error {
 	}
 	// Once queued the write is never abandoned: wait for its outcome, so a
 	// caller never sees "cancelled" for a write that then commits.
-	return <-r.done
+	err := <-r.done
+	var p *fnPanic
+	if errors.As(err, &p) {
+		// Re-raise on the caller's goroutine, where a plain Update would
+		// have panicked (and where the server's recovery handles it).
+		panic(p.val)
+	}
+	return err
+}
+
+// fnPanic carries a function's panic from the committer to its caller.
+type fnPanic struct{ val any }
+
+func (p *fnPanic) Error() string { return fmt.Sprintf("bolt: update function panicked: %v", p.val) }
+
+// run calls fn, turning a panic into an error so that one bad function
+// cannot take the committer (and the process) down.
+func run(fn func(kv.Tx) error, t kv.Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &fnPanic{val: v}
+		}
+	}()
+	return fn(t)
 }
 
 func (c *committer) close() {
@@ -83,7 +120,7 @@ func (c *committer) loop() {
 			for {
 				select {
 				case r := <-c.reqs:
-					r.done <- errors.New("bolt: store closed")
+					r.done <- errClosed
 				default:
 					return
 				}
@@ -103,29 +140,56 @@ func (c *committer) loop() {
 	}
 }
 
+// commit commits a group. A function that fails is taken out and the rest
+// re-run, until a transaction of the remaining functions commits (or none
+// remain). Each round drops at least one function, so it ends.
 func (c *committer) commit(group []commitReq) {
-	if len(group) == 1 {
-		group[0].done <- c.db.Update(func(t *bbolt.Tx) error { return group[0].fn(&tx{t: t}) })
+	if err := c.d.Err(); err != nil {
+		for _, r := range group {
+			r.done <- err
+		}
 		return
 	}
-	errs := make([]error, len(group))
-	err := c.db.Update(func(t *bbolt.Tx) error {
-		for i, r := range group {
-			if errs[i] = r.fn(&tx{t: t}); errs[i] != nil {
-				return errBatchFailed
+	var failed []commitReq // taken out; their errors wait for the commit
+	var failedErrs []error
+	for len(group) > 0 {
+		bad, badErr := -1, error(nil)
+		err := c.d.commit(func(t *bbolt.Tx) error {
+			for i, r := range group {
+				if e := run(r.fn, &tx{t: t}); e != nil {
+					bad, badErr = i, e
+					return errFnFailed
+				}
+			}
+			return nil
+		})
+		if bad >= 0 {
+			if len(group) == 1 && len(failed) == 0 {
+				// A lone function: nothing else saw its state.
+				group[0].done <- badErr
+				return
+			}
+			failed = append(failed, group[bad])
+			failedErrs = append(failedErrs, badErr)
+			group = append(group[:bad:bad], group[bad+1:]...)
+			continue
+		}
+		// Committed (err == nil) or the commit failed: either way every
+		// remaining function shares its outcome.
+		for _, r := range group {
+			r.done <- err
+		}
+		for i, r := range failed {
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- failedErrs[i]
 			}
 		}
-		return nil
-	})
-	if err == nil {
-		for _, r := range group {
-			r.done <- nil
-		}
 		return
 	}
-	// One function failed (or the commit did): re-run each alone so that
-	// only the failing ones fail.
-	for _, r := range group {
-		r.done <- c.db.Update(func(t *bbolt.Tx) error { return r.fn(&tx{t: t}) })
+	// Every function failed; the (empty) state they saw is the committed one.
+	for i, r := range failed {
+		r.done <- failedErrs[i]
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 )
@@ -38,6 +38,9 @@ type Options struct {
 	// Middleware wraps every tool call after authentication (rate limits,
 	// idempotency, metrics); applied in order, outermost first.
 	Middleware []func(http.Handler) http.Handler
+	// OnRequest, if set, is told about every finished request: its route
+	// pattern ("" when no route matched), status and duration.
+	OnRequest func(pattern string, status int, d time.Duration)
 }
 
 // NewServer returns the HTTP handler of the whole API.
@@ -50,7 +53,7 @@ func NewServer(o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	addRoutes(mux, o)
-	return withRequestID(withRecover(o.Logger, mux))
+	return withRequestID(withObserve(o.OnRequest, withRecover(o.Logger, mux)))
 }
 
 func addRoutes(mux *http.ServeMux, o Options) {
@@ -58,7 +61,7 @@ func addRoutes(mux *http.ServeMux, o Options) {
 	for i := len(o.Middleware) - 1; i >= 0; i-- {
 		call = o.Middleware[i](call)
 	}
-	mux.Handle("POST /v1/tools/{name}", authenticate(o.App, o.Logger, call))
+	mux.Handle("POST /v1/tools/{name}", Authenticate(o.App, o.Logger, "http")(call))
 	mux.Handle("GET /v1/tools", handleList(o.App))
 	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -74,10 +77,7 @@ func addRoutes(mux *http.ServeMux, o Options) {
 
 type ctxKey int
 
-const (
-	keyCaller ctxKey = iota
-	keyRequestID
-)
+const keyCaller ctxKey = iota
 
 // CallerFrom returns the authenticated caller of a request.
 func CallerFrom(ctx context.Context) *bot.Caller {
@@ -86,10 +86,7 @@ func CallerFrom(ctx context.Context) *bot.Caller {
 }
 
 // RequestID returns the request's id (also sent as X-Request-ID).
-func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(keyRequestID).(string)
-	return id
-}
+func RequestID(ctx context.Context) string { return bot.RequestID(ctx) }
 
 // BearerKey extracts the key of an "Authorization: Bearer <key>" header.
 func BearerKey(r *http.Request) string {
@@ -101,28 +98,35 @@ func BearerKey(r *http.Request) string {
 	return strings.TrimSpace(key)
 }
 
-func authenticate(app App, log *slog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		caller, err := app.Authenticate(r.Context(), BearerKey(r))
-		if err != nil {
-			WriteError(w, r, log, err)
-			return
-		}
-		caller.Surface = "http"
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCaller, caller)))
-	})
+// Authenticator resolves an API key to its principal.
+type Authenticator interface {
+	Authenticate(ctx context.Context, key string) (*bot.Caller, error)
+}
+
+// Authenticate returns middleware that resolves the request's bearer key to
+// a caller on surface (http, mcp), answers 401 when it cannot, and passes the
+// caller on in the request's context (CallerFrom). The key is looked up on
+// every request, so a revoked key stops working at once.
+func Authenticate(app Authenticator, log *slog.Logger, surface string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			key := bot.Secret(BearerKey(r))
+			caller, err := app.Authenticate(r.Context(), key.Reveal())
+			if err != nil {
+				WriteError(w, r, log, err)
+				return
+			}
+			caller.Surface = surface
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyCaller, caller)))
+		})
+	}
 }
 
 func handleCall(o Options) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, o.MaxBody))
+		body, err := readBody(w, r, o.MaxBody)
 		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				WriteError(w, r, o.Logger, bot.Errorf(bot.KindTooLarge, "request body too large: the limit is %d bytes", mbe.Limit))
-				return
-			}
-			WriteError(w, r, o.Logger, bot.Invalid("", "could not read the request body"))
+			WriteError(w, r, o.Logger, err)
 			return
 		}
 		if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
@@ -148,7 +152,8 @@ func handleReady(ready func() error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil {
 			if err := ready(); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": err.Error()})
+				// The cause is for the operator's logs, not for every prober.
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "the store is not open"})
 				return
 			}
 		}
@@ -228,8 +233,58 @@ func withRequestID(next http.Handler) http.Handler {
 		_, _ = rand.Read(b[:])
 		id := hex.EncodeToString(b[:])
 		w.Header().Set("X-Request-ID", id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRequestID, id)))
+		next.ServeHTTP(w, r.WithContext(bot.WithRequestID(r.Context(), id)))
 	})
+}
+
+// withObserve reports every finished request to fn.
+func withObserve(fn func(pattern string, status int, d time.Duration), next http.Handler) http.Handler {
+	if fn == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		fn(r.Pattern, sw.status(), time.Since(start))
+	})
+}
+
+// statusWriter records the status a handler wrote.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) status() int {
+	if s.code == 0 {
+		return http.StatusOK
+	}
+	return s.code
+}
+
+// Unwrap lets http.ResponseController reach the connection (flushes, deadlines).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// Flush implements http.Flusher for streamed answers.
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
 }
 
 // withRecover turns a panic in a handler into a logged 500 instead of a

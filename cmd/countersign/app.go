@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -29,6 +30,8 @@ type app struct {
 	mw      []func(http.Handler) http.Handler
 	runners []runner
 	closers []func() error
+	// onRequest is told about every finished HTTP request (metrics).
+	onRequest func(pattern string, status int, d time.Duration)
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.
@@ -48,7 +51,7 @@ func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := bolt.Open(cfg.Store.Path, bolt.Options{})
+	db, err := bolt.Open(cfg.Store.Path, bolt.Options{GroupCommit: cfg.Store.groupCommit()})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -133,6 +136,7 @@ func (a *app) handler() http.Handler {
 		Ready:      func() error { return a.db.View(context.Background(), func(kv.Tx) error { return nil }) },
 		Mounts:     a.mounts,
 		Middleware: a.mw,
+		OnRequest:  a.onRequest,
 	})
 }
 

@@ -46,7 +46,14 @@ type Config struct {
 // StoreConfig is the store section.
 type StoreConfig struct {
 	Path string `yaml:"path"`
+	// GroupCommit merges concurrent writes into one durable commit (one
+	// fsync for many callers; a lone writer still pays one commit). Each
+	// write is still acknowledged only once it is on disk. Default true.
+	GroupCommit *bool `yaml:"group_commit"`
 }
+
+// groupCommit reports whether group commit is on (the default).
+func (s StoreConfig) groupCommit() bool { return s.GroupCommit == nil || *s.GroupCommit }
 
 // AuditConfig is the audit section.
 type AuditConfig struct {

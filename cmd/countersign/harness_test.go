@@ -28,6 +28,8 @@ type testEnv struct {
 	cancel context.CancelFunc
 	done   chan error
 	logs   *syncBuffer
+	// scanned is closed when the log reader of the current run has ended.
+	scanned chan struct{}
 }
 
 type syncBuffer struct {
@@ -86,8 +88,8 @@ var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 func (e *testEnv) Start() {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs, done := &syncBuffer{}, make(chan error, 1)
-	e.cancel, e.done, e.logs = cancel, done, logs
+	logs, done, scanned := &syncBuffer{}, make(chan error, 1), make(chan struct{})
+	e.cancel, e.done, e.logs, e.scanned = cancel, done, logs, scanned
 	pr, pw := io.Pipe()
 	go func() {
 		err := run(ctx, []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, pw)
@@ -96,6 +98,7 @@ func (e *testEnv) Start() {
 	}()
 	addr := make(chan string, 1)
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		sent := false
 		for sc.Scan() {
@@ -137,6 +140,7 @@ func (e *testEnv) Stop() {
 	case <-time.After(30 * time.Second):
 		e.t.Errorf("server did not stop\n%s", e.logs.String())
 	}
+	<-e.scanned
 	e.cancel = nil
 }
 

@@ -6,6 +6,8 @@
 //
 //	countersign serve [--config FILE]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
+//	countersign mcp [--config FILE] [--key KEY]
+//	countersign audit verify|export|pubkey [--config FILE]
 //	countersign version
 package main
 

@@ -27,9 +27,17 @@ const usage = `countersign — a chat-ops approval bot for AI agents
 Usage:
   countersign serve [--config FILE]
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
+  countersign mcp [--config FILE] [--key KEY]
+  countersign audit verify [--config FILE] [--pubkey HEX]
+  countersign audit export [--config FILE]
+  countersign audit pubkey [--config FILE]
   countersign version
 
 serve reads ./config.yaml when it exists, else the embedded default.
+mcp serves MCP over stdin/stdout for a local agent (logs on stderr); with
+auth_required: true it needs --key or $COUNTERSIGN_API_KEY.
+audit verify exits non-zero when the chain is broken; audit export writes
+the chain as JSON Lines. mcp, keys and audit need the server stopped.
 `
 
 // run is the whole program; main only calls it. Tests call it with their own
@@ -48,6 +56,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return errors.New("usage: countersign keys create --name NAME --role ROLE")
 		}
 		return cmdKeysCreate(ctx, args[2:], stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "audit":
+		return cmdAudit(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "countersign", version)
 		return nil
@@ -151,16 +163,25 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Shut down in reverse order of start-up: stop intake, finish in-flight
 	// calls within a deadline, stop the background loops, close the store.
 	logger.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	a.bot.BeginShutdown() // long polls answer now instead of holding shutdown
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		logger.Warn("http shutdown", "err", err)
+		// Calls still running past the deadline are cut off, so that the
+		// store can close; they were not acknowledged, and a retry with the
+		// same Idempotency-Key runs them again.
+		logger.Warn("http shutdown: in-flight calls did not finish in time; closing their connections", "grace", shutdownGrace, "err", err)
+		_ = srv.Close()
 	}
 	wg.Wait()
 	cancelRunners()
 	rwg.Wait()
+	logger.Info("stopped")
 	return runErr
 }
+
+// shutdownGrace is how long a stopping server waits for in-flight calls.
+const shutdownGrace = 10 * time.Second
 
 func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keys create", stderr)

@@ -1,8 +1,119 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
 
-// wireAdmin wires the administration and accountability tools, MCP and HTTP hardening.
+	"github.com/countersign/countersign/adapters/mcp"
+	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/admintools"
+	"github.com/countersign/countersign/policy"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// wireAdmin wires the administration and accountability tools, MCP over
+// HTTP, the hardening of the HTTP API (rate limits, Idempotency-Key, host
+// checks) and observability (metrics, per-call logs).
 func (a *app) wireAdmin(ctx context.Context) error {
+	if err := admintools.Register(a.bot); err != nil {
+		return err
+	}
+	h := a.cfg.HTTP
+
+	// Observability: a registry of our own, never the global one.
+	reg := prometheus.NewRegistry()
+	metrics, err := webhook.NewMetrics(reg, a.bot, a.log)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	a.bot.SetObserver(func(ctx context.Context, ev bot.CallEvent) {
+		metrics.ObserveCall(ev)
+		logCall(ctx, a.log, ev)
+	})
+	a.bot.OnSweep("sweeps", metrics.SweepStep)
+	var token bot.Secret
+	if h.MetricsTokenEnv != "" {
+		token = bot.Secret(a.getenv(h.MetricsTokenEnv))
+		if token == "" {
+			return fmt.Errorf("http.metrics_token_env: the environment variable %s is empty or unset; set it, or remove the key to serve /metrics without a token", h.MetricsTokenEnv)
+		}
+	}
+	a.mounts["GET /metrics"] = webhook.MetricsHandler(reg, token, a.log)
+	a.onRequest = metrics.ObserveRequest
+
+	// Hardening of tool calls: one token bucket per principal for both the
+	// HTTP API and MCP, then Idempotency-Key on write tools.
+	limiter := webhook.NewRateLimiter(h.RatePerMinute, h.RateBurst, a.bot.Now)
+	idem := webhook.NewIdempotency(webhook.IdempotencyOptions{
+		Store:    a.bot.Store(),
+		Now:      a.bot.Now,
+		IsWrite:  writeTools(a.bot),
+		MaxBody:  h.MaxBodyBytes,
+		Logger:   a.log,
+		OnReplay: metrics.Replayed,
+	})
+	a.bot.OnSweep("idempotency", idem.Prune)
+	a.mw = append(a.mw, limiter.Middleware(a.log, nil), idem.Middleware)
+
+	// MCP over streamable HTTP: the same keys, principals and tools.
+	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
+		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
+	})
+	for _, wrap := range []func(http.Handler) http.Handler{
+		webhook.LimitBody(h.MaxBodyBytes, a.log),
+		limiter.Middleware(a.log, nil),
+		webhook.Authenticate(a.bot, a.log, "mcp"),
+		webhook.GuardHosts(h.AllowedHosts, h.AllowedOrigins, a.log),
+	} {
+		mcpHandler = wrap(mcpHandler) // the last wrap runs first
+	}
+	for _, method := range []string{"POST", "GET", "DELETE"} {
+		a.mounts[method+" /mcp"] = mcpHandler
+	}
 	return nil
+}
+
+// writeTools returns a test of whether a tool may change state: its
+// capability is not read or verify, and it is not annotated read-only (as
+// list_principals, an admin tool that changes nothing). It reads the
+// registry on first use, when every wiring step has registered its tools.
+func writeTools(b *bot.Bot) func(string) bool {
+	set := sync.OnceValue(func() map[string]bool {
+		m := map[string]bool{}
+		for _, t := range b.Tools() {
+			m[t.Name] = t.Capability != policy.CapRead && t.Capability != policy.CapVerify && !t.Annotations.ReadOnly
+		}
+		return m
+	})
+	return func(name string) bool { return set()[name] }
+}
+
+// logCall writes one structured line per tool call: who, what, how it ended,
+// how long it took. Never the arguments or the answer, which may hold
+// personal data or a key.
+func logCall(ctx context.Context, log *slog.Logger, ev bot.CallEvent) {
+	level := slog.LevelInfo
+	if ev.Outcome() == "internal" {
+		level = slog.LevelError
+	}
+	principal := "-"
+	if ev.Caller != nil {
+		principal = ev.Caller.String()
+	}
+	tool := ev.Tool
+	if tool == "" {
+		tool = "(unknown)"
+	}
+	log.LogAttrs(ctx, level, "tool call",
+		slog.String("request_id", bot.RequestID(ctx)),
+		slog.String("principal", principal),
+		slog.String("surface", ev.Surface()),
+		slog.String("tool", tool),
+		slog.String("outcome", ev.Outcome()),
+		slog.Duration("duration", ev.Duration),
+	)
 }

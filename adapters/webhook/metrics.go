@@ -1,0 +1,228 @@
+package webhook
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// StoreStats is what the metrics read from the store at scrape time.
+type StoreStats interface {
+	PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error)
+	OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error)
+}
+
+// Metrics are Countersign's Prometheus metrics. Counters move as calls
+// happen; the gauges of pending items and outboxes are read from the store
+// when scraped.
+type Metrics struct {
+	calls     *prometheus.CounterVec
+	latency   *prometheus.HistogramVec
+	decisions *prometheus.CounterVec
+	requests  *prometheus.CounterVec
+	limited   *prometheus.CounterVec
+	sweeps    prometheus.Counter
+	replays   prometheus.Counter
+}
+
+// decisionTools maps the tools that decide a pending item to the decision.
+var decisionTools = map[string]string{
+	"confirm_change": "approved",
+	"reject_change":  "rejected",
+	"approve_action": "approved",
+	"deny_action":    "denied",
+}
+
+// NewMetrics registers the metrics on reg (a registry of its own, never the
+// global one), with a collector that reads stats at scrape time.
+func NewMetrics(reg prometheus.Registerer, stats StoreStats, log *slog.Logger) (*Metrics, error) {
+	log = orDiscard(log)
+	m := &Metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_tool_calls_total",
+			Help: "Tool calls by tool and outcome (ok, invalid, unauthenticated, denied, not_found, conflict, internal, ...). Calls of unknown tools count under tool=\"\".",
+		}, []string{"tool", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "countersign_tool_call_duration_seconds",
+			Help:    "Latency of tool calls, from authentication to answer, by tool.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"tool"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_decisions_total",
+			Help: "Decisions taken on pending items (approved, rejected, denied) by the surface they came from (http, mcp, slack, discord, cli).",
+		}, []string{"outcome", "surface"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "countersign_rate_limited_total",
+			Help: "Requests refused with 429 by the per-principal rate limit, by route.",
+		}, []string{"route"}),
+		sweeps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "countersign_sweeper_runs_total",
+			Help: "Sweeps run (stale proposals, timeouts, reminders, pruning).",
+		}),
+		replays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "countersign_idempotent_replays_total",
+			Help: "Tool calls answered from the Idempotency-Key record instead of running again.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.calls, m.latency, m.decisions, m.requests, m.limited, m.sweeps, m.replays,
+		newStoreCollector(stats, log),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// ObserveCall counts one finished tool call.
+func (m *Metrics) ObserveCall(ev bot.CallEvent) {
+	m.calls.WithLabelValues(ev.Tool, ev.Outcome()).Inc()
+	if ev.Tool != "" {
+		m.latency.WithLabelValues(ev.Tool).Observe(ev.Duration.Seconds())
+	}
+	if d, ok := decisionTools[ev.Tool]; ok && ev.Err == nil {
+		m.decisions.WithLabelValues(d, ev.Surface()).Inc()
+	}
+}
+
+// ObserveRequest counts one finished HTTP request (webhook Options.OnRequest).
+func (m *Metrics) ObserveRequest(pattern string, status int, _ time.Duration) {
+	if pattern == "" {
+		pattern = "unmatched"
+	}
+	m.requests.WithLabelValues(pattern, strconv.Itoa(status)).Inc()
+	if status == http.StatusTooManyRequests {
+		m.limited.WithLabelValues(pattern).Inc()
+	}
+}
+
+// SweepStep counts sweeps; install it with b.OnSweep. It changes nothing.
+func (m *Metrics) SweepStep(context.Context, time.Time) (int, error) {
+	m.sweeps.Inc()
+	return 0, nil
+}
+
+// Replayed counts an answer replayed for an Idempotency-Key.
+func (m *Metrics) Replayed() { m.replays.Inc() }
+
+// storeCollector reads pending items and outboxes at scrape time. Scrapes
+// that arrive while a reading is under way share it, so that many scrapers
+// at once read the store once.
+type storeCollector struct {
+	stats StoreStats
+	log   *slog.Logger
+
+	pending, depth, retrying, failures, up *prometheus.Desc
+
+	mu  sync.Mutex
+	cur *reading // the reading under way, if any
+}
+
+type reading struct {
+	done    chan struct{}
+	metrics []prometheus.Metric
+}
+
+func newStoreCollector(stats StoreStats, log *slog.Logger) *storeCollector {
+	return &storeCollector{
+		stats:    stats,
+		log:      log,
+		pending:  prometheus.NewDesc("countersign_pending_items", "Items awaiting a decision, by kind (memory_change, action, consent, question).", []string{"kind"}, nil),
+		depth:    prometheus.NewDesc("countersign_outbox_depth", "Notifications queued for delivery, by sink.", []string{"sink"}, nil),
+		retrying: prometheus.NewDesc("countersign_outbox_retrying", "Queued notifications whose last delivery attempt failed, by sink.", []string{"sink"}, nil),
+		failures: prometheus.NewDesc("countersign_outbox_failed_attempts", "Failed delivery attempts of the notifications still queued, by sink.", []string{"sink"}, nil),
+		up:       prometheus.NewDesc("countersign_store_readable", "1 if the last scrape could read the store, else 0.", nil, nil),
+	}
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.pending, c.depth, c.retrying, c.failures, c.up} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	r := c.cur
+	if r == nil {
+		r = &reading{done: make(chan struct{})}
+		c.cur = r
+		c.mu.Unlock()
+		r.metrics = c.read()
+		c.mu.Lock()
+		c.cur = nil
+		close(r.done)
+	}
+	c.mu.Unlock()
+	<-r.done
+	for _, m := range r.metrics {
+		ch <- m
+	}
+}
+
+func (c *storeCollector) read() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out []prometheus.Metric
+	readable := 1.0
+	pending, err := c.stats.PendingByKind(ctx)
+	if err != nil {
+		c.log.Warn("metrics: could not count pending items", "err", err)
+		readable = 0
+	}
+	for kind, n := range pending {
+		out = append(out, prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), string(kind)))
+	}
+	boxes, err := c.stats.OutboxStats(ctx)
+	if err != nil {
+		c.log.Warn("metrics: could not read the outboxes", "err", err)
+		readable = 0
+	}
+	for sink, st := range boxes {
+		out = append(out,
+			prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(st.Depth), sink),
+			prometheus.MustNewConstMetric(c.retrying, prometheus.GaugeValue, float64(st.Retrying), sink),
+			prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(st.Failures), sink),
+		)
+	}
+	return append(out, prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, readable))
+}
+
+// MetricsHandler serves g in the Prometheus text format. With a token, a
+// scrape must send "Authorization: Bearer <token>".
+func MetricsHandler(g prometheus.Gatherer, token bot.Secret, log *slog.Logger) http.Handler {
+	h := promhttp.HandlerFor(g, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	if token == "" {
+		return h
+	}
+	want := sha256.Sum256([]byte(token.Reveal()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := sha256.Sum256([]byte(BearerKey(r)))
+		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="countersign-metrics"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized: /metrics needs Authorization: Bearer <the token in http.metrics_token_env>"})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

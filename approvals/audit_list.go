@@ -1,0 +1,132 @@
+package approvals
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/countersign/countersign/kv"
+)
+
+// Filter selects audit entries for List. An empty field matches anything.
+type Filter struct {
+	UserID  string
+	AgentID string
+	RunID   string
+	// Before, when not zero, lists only entries with a smaller sequence
+	// number (the cursor of the next page).
+	Before uint64
+	// Limit is the most entries returned; it must be positive.
+	Limit int
+}
+
+func (f Filter) match(e Entry) bool {
+	return (f.UserID == "" || e.UserID == f.UserID) &&
+		(f.AgentID == "" || e.AgentID == f.AgentID) &&
+		(f.RunID == "" || e.RunID == f.RunID)
+}
+
+func userIndexKey(userID string, seq uint64) []byte {
+	return kv.Join([]byte(userID), kv.U64(seq))
+}
+
+// List returns up to f.Limit entries matching f, newest first. A filter on
+// UserID walks that space's index, so one space's trail is read without
+// scanning the whole deployment's.
+func List(tx kv.Tx, f Filter) ([]Entry, error) {
+	if f.Limit <= 0 {
+		return nil, nil
+	}
+	var out []Entry
+	add := func(v []byte) error {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return nil // an unreadable row is Verify's to report, not the listing's
+		}
+		if f.match(e) {
+			out = append(out, e)
+			if len(out) >= f.Limit {
+				return kv.ErrStop
+			}
+		}
+		return nil
+	}
+	var to []byte
+	if f.Before > 0 {
+		to = kv.U64(f.Before)
+	}
+	if f.UserID == "" {
+		err := tx.Descend(bucketAudit, nil, to, func(_, v []byte) error { return add(v) })
+		return out, err
+	}
+	prefix := append([]byte(f.UserID), 0)
+	end := kv.PrefixEnd(prefix)
+	if f.Before > 0 {
+		end = userIndexKey(f.UserID, f.Before)
+	}
+	err := tx.Descend(bucketAuditUser, prefix, end, func(_, seq []byte) error {
+		v, err := tx.Get(bucketAudit, seq)
+		if err != nil || v == nil {
+			return err
+		}
+		return add(v)
+	})
+	return out, err
+}
+
+// Export writes every stored row, oldest first, as JSON Lines: one entry a
+// line, exactly as stored (compacted), so that an exported chain verifies
+// offline with the public key alone. A row that is not valid JSON is written
+// as {"seq":N,"invalid_row_base64":"..."} rather than dropped. It reads in
+// batches and returns how many rows it wrote.
+func Export(ctx context.Context, store kv.Store, w io.Writer) (int, error) {
+	return exportBatched(ctx, store, w, verifyBatch)
+}
+
+// exportBatched is Export reading batch rows a transaction.
+func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) (int, error) {
+	bw := bufio.NewWriter(w)
+	n := 0
+	var from []byte
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		got := 0
+		var last []byte
+		err := store.View(ctx, func(tx kv.Tx) error {
+			return tx.Ascend(bucketAudit, from, nil, func(k, v []byte) error {
+				if got == batch {
+					return kv.ErrStop
+				}
+				got++
+				last = append(last[:0], k...)
+				var line bytes.Buffer
+				if json.Valid(v) {
+					if err := json.Compact(&line, v); err != nil {
+						return err
+					}
+				} else {
+					fmt.Fprintf(&line, `{"seq":%d,"invalid_row_base64":%q}`, kv.ParseU64(k), base64.StdEncoding.EncodeToString(v))
+				}
+				line.WriteByte('\n')
+				if _, err := bw.Write(line.Bytes()); err != nil {
+					return err
+				}
+				n++
+				return nil
+			})
+		})
+		if err != nil {
+			return n, err
+		}
+		if got < batch {
+			return n, bw.Flush()
+		}
+		from = append(last, 0)
+	}
+}

@@ -1,0 +1,358 @@
+// Package admintools registers the accountability tools (audit_log,
+// verify_audit, export_public_key) and the administration tools
+// (create_principal, list_principals, revoke_principal) on a bot.
+package admintools
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// Limits of audit_log.
+const (
+	DefaultAuditLimit = 50
+	MaxAuditLimit     = 1000
+)
+
+// DenyDeploymentAudit is the refusal of a deployment-wide audit_log to a
+// caller without admin.
+const DenyDeploymentAudit = "Access denied: the deployment-wide audit log requires the 'admin' capability. Pass a user_id within your scope to see that space's trail."
+
+// Register adds the accountability and administration tools to b.
+func Register(b *bot.Bot) error {
+	return b.Register(
+		bot.Tool{
+			Name:        "audit_log",
+			Description: "List audit entries, newest first. With user_id, that memory space's trail (within your scope); without, the whole deployment's (needs admin).",
+			Capability:  policy.CapVerify,
+			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
+			Args:        AuditLogArgs{},
+			Handler:     auditLog,
+		},
+		bot.Tool{
+			Name:        "verify_audit",
+			Description: "Recompute the whole audit chain (hashes, links, Ed25519 signatures, signed head) and report the first break, if any.",
+			Capability:  policy.CapVerify,
+			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
+			Args:        NoArgs{},
+			Handler:     verifyAudit,
+		},
+		bot.Tool{
+			Name:        "export_public_key",
+			Description: "The Ed25519 public key that verifies the audit chain's signatures, in hex.",
+			Capability:  policy.CapVerify,
+			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
+			Args:        NoArgs{},
+			Handler:     exportPublicKey,
+		},
+		bot.Tool{
+			Name:        "create_principal",
+			Description: "Create a principal (a person, agent or service) with one role and optional scopes, and return its API key, shown once.",
+			Capability:  policy.CapAdmin,
+			Args:        CreatePrincipalArgs{},
+			Handler:     createPrincipal,
+		},
+		bot.Tool{
+			Name:        "list_principals",
+			Description: "List the principals that hold API keys, revoked ones marked (disabled).",
+			Capability:  policy.CapAdmin,
+			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
+			Args:        NoArgs{},
+			Handler:     listPrincipals,
+		},
+		bot.Tool{
+			Name:        "revoke_principal",
+			Description: "Revoke a principal: its API key stops working at once. There is no un-revoke; create a new principal instead.",
+			Capability:  policy.CapAdmin,
+			Annotations: bot.Annotations{Destructive: true, Idempotent: true},
+			Args:        RevokePrincipalArgs{},
+			Handler:     revokePrincipal,
+		},
+	)
+}
+
+// NoArgs is the argument struct of a tool that takes none.
+type NoArgs struct{}
+
+// AuditLogArgs are audit_log's arguments. It does not embed bot.Space: an
+// empty user_id here means the whole deployment, not the "default" space.
+type AuditLogArgs struct {
+	Limit   *int   `json:"limit,omitempty" jsonschema:"how many entries, newest first (default 50, at most 1000)"`
+	UserID  string `json:"user_id,omitempty" jsonschema:"only this memory space's trail; empty means the whole deployment, which needs the admin capability"`
+	AgentID string `json:"agent_id,omitempty" jsonschema:"only entries of this agent_id"`
+	RunID   string `json:"run_id,omitempty" jsonschema:"only entries of this run_id"`
+}
+
+// Validate checks the limit and the space identifiers.
+func (a *AuditLogArgs) Validate() error {
+	if a.Limit != nil && (*a.Limit < 1 || *a.Limit > MaxAuditLimit) {
+		return bot.Invalid("limit", "must be between 1 and %d", MaxAuditLimit)
+	}
+	return bot.ValidateSpace(bot.Space{UserID: a.UserID, AgentID: a.AgentID, RunID: a.RunID})
+}
+
+func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+	a := args.(*AuditLogArgs)
+	if a.UserID == "" && !policy.Grants(c.Caller.Role, policy.CapAdmin) {
+		return bot.Result{}, c.Deny(ctx, DenyDeploymentAudit)
+	}
+	if a.UserID != "" && !policy.InScope(c.Caller.Role, c.Caller.Scopes, a.UserID) {
+		return bot.Result{}, c.Deny(ctx, policy.DenyScope(c.Tool.Name))
+	}
+	limit := DefaultAuditLimit
+	if a.Limit != nil {
+		limit = *a.Limit
+	}
+	var entries []approvals.Entry
+	err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		entries, err = approvals.List(tx, approvals.Filter{UserID: a.UserID, AgentID: a.AgentID, RunID: a.RunID, Limit: limit})
+		return err
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	if entries == nil {
+		entries = []approvals.Entry{}
+	}
+	data := map[string]any{"count": len(entries), "entries": entries}
+	if len(entries) == 0 {
+		return bot.Result{Text: "No audit entries.", Data: data}, nil
+	}
+	var sb strings.Builder
+	for i, e := range entries {
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		user := e.UserID
+		if user == "" {
+			user = "-"
+		}
+		fmt.Fprintf(&sb, "#%d  %s  %-18s user=%s  by %s  %s", e.Seq, e.TS, oneLine(e.Action), oneLine(user), oneLine(e.Principal), oneLine(e.Detail))
+	}
+	return bot.Result{Text: sb.String(), Data: data}, nil
+}
+
+// oneLine escapes control characters (and the Unicode line and paragraph
+// separators), so that stored text can never forge a line of the listing.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) {
+		return s
+	}
+	var sb strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n':
+			sb.WriteString(`\n`)
+		case r == '\r':
+			sb.WriteString(`\r`)
+		case r == '\t':
+			sb.WriteString(`\t`)
+		case needsEscape(r):
+			fmt.Fprintf(&sb, `\u%04x`, r)
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
+}
+
+func needsEscape(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
+}
+
+func verifyAudit(ctx context.Context, c *bot.Call, _ any) (bot.Result, error) {
+	rep, err := approvals.Verify(ctx, c.Bot().Store(), c.Bot().PublicKey())
+	if err != nil {
+		return bot.Result{}, err
+	}
+	if rep.Intact {
+		return bot.Result{Text: fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.", rep.Entries), Data: rep}, nil
+	}
+	return bot.Result{Text: fmt.Sprintf("⚠ Audit chain BROKEN at seq %d: %s.", rep.BrokenAt, rep.Reason), Data: rep}, nil
+}
+
+func exportPublicKey(_ context.Context, c *bot.Call, _ any) (bot.Result, error) {
+	h := hex.EncodeToString(c.Bot().PublicKey())
+	return bot.Result{
+		Text: "Ed25519 public key (hex):\n" + h,
+		Data: map[string]string{"algorithm": "Ed25519", "public_key": h},
+	}, nil
+}
+
+// CreatePrincipalArgs are create_principal's arguments.
+type CreatePrincipalArgs struct {
+	Name   string  `json:"name" jsonschema:"the principal's name: 1-64 letters, digits, '_', '-', '.' or ':'; a trusted source's key is named after the source (for example fhir)"`
+	Role   *string `json:"role,omitempty" jsonschema:"admin, member, agent, viewer or auditor (default member)"`
+	Kind   *string `json:"kind,omitempty" jsonschema:"agent, person or service (default person for admin and member, agent otherwise)"`
+	Scopes string  `json:"scopes,omitempty" jsonschema:"comma-separated user_ids the key may touch; empty or * means all"`
+}
+
+// PrincipalView is a principal as the administration tools show it. Key is
+// set only in create_principal's answer.
+type PrincipalView struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Role      string     `json:"role"`
+	Kind      string     `json:"kind"`
+	Scopes    []string   `json:"scopes"`
+	Revoked   bool       `json:"revoked"`
+	CreatedAt string     `json:"created_at"`
+	Key       bot.Secret `json:"key,omitempty"`
+}
+
+func viewOf(p bot.Principal) PrincipalView {
+	scopes := p.Scopes
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return PrincipalView{ID: p.ID, Name: p.Name, Role: string(p.Role), Kind: p.Kind, Scopes: scopes, Revoked: p.Revoked, CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
+}
+
+// maxScopes bounds the scope list of one principal.
+const maxScopes = 256
+
+func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+	a := args.(*CreatePrincipalArgs)
+	roleName := "member"
+	if a.Role != nil {
+		roleName = *a.Role
+	}
+	role, err := policy.ParseRole(roleName)
+	if err != nil {
+		return bot.Result{}, bot.Invalid("role", "%v", err)
+	}
+	// A person decides; an agent or service never approves, whatever its
+	// role. The default kind follows the role: admin and member are people.
+	kind := "agent"
+	if role == policy.RoleAdmin || role == policy.RoleMember {
+		kind = "person"
+	}
+	if a.Kind != nil {
+		kind = *a.Kind
+	}
+	scopes := bot.ParseScopes(a.Scopes)
+	if len(scopes) > maxScopes {
+		return bot.Result{}, bot.Invalid("scopes", "at most %d user_ids; leave it empty for all", maxScopes)
+	}
+	for _, s := range scopes {
+		if err := bot.ValidateSpace(bot.Space{UserID: s}); err != nil {
+			return bot.Result{}, bot.Invalid("scopes", "each user_id must be at most 128 bytes without control characters")
+		}
+	}
+	var p bot.Principal
+	var key string
+	err = c.Update(ctx, func(tx *bot.Tx) error {
+		var err error
+		p, key, err = bot.CreatePrincipal(tx, c.Now, a.Name, role, kind, scopes)
+		if err != nil {
+			return err
+		}
+		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	scopeNote := ""
+	if len(p.Scopes) > 0 {
+		scopeNote = ", scopes: " + strings.Join(p.Scopes, ",")
+	}
+	v := viewOf(p)
+	v.Key = bot.Secret(key)
+	text := fmt.Sprintf("Created principal %s '%s' (role: %s, kind: %s%s).\n  API key (shown once — save it now):\n  %s", p.ID, p.Name, p.Role, p.Kind, scopeNote, key)
+	return bot.Result{Text: text, Data: v}, nil
+}
+
+func listPrincipals(ctx context.Context, c *bot.Call, _ any) (bot.Result, error) {
+	var ps []bot.Principal
+	err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		ps, err = bot.ListPrincipals(tx)
+		return err
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	slices.SortStableFunc(ps, func(a, b bot.Principal) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	views := make([]PrincipalView, 0, len(ps))
+	var sb strings.Builder
+	for i, p := range ps {
+		views = append(views, viewOf(p))
+		if i > 0 {
+			sb.WriteByte('\n')
+		}
+		mark := "•"
+		if p.Revoked {
+			mark = "✗"
+		}
+		fmt.Fprintf(&sb, "%s %s  %s  [%s]  %s", mark, p.ID, oneLine(p.Name), p.Role, p.Kind)
+		if len(p.Scopes) > 0 {
+			fmt.Fprintf(&sb, "  scopes: %s", oneLine(strings.Join(p.Scopes, ",")))
+		}
+		if p.Revoked {
+			sb.WriteString("  (disabled)")
+		}
+	}
+	data := map[string]any{"count": len(views), "principals": views}
+	if len(ps) == 0 {
+		return bot.Result{Text: "No principals yet. Create one with create_principal.", Data: data}, nil
+	}
+	return bot.Result{Text: sb.String(), Data: data}, nil
+}
+
+// RevokePrincipalArgs are revoke_principal's arguments.
+type RevokePrincipalArgs struct {
+	PrincipalID string `json:"principal_id" jsonschema:"the principal's id, as list_principals shows it (for example prin_526651e03f93)"`
+}
+
+// Validate checks that the id looks like an id, so that nothing else is
+// echoed back.
+func (a *RevokePrincipalArgs) Validate() error {
+	if a.PrincipalID == "" || len(a.PrincipalID) > 64 || strings.ContainsFunc(a.PrincipalID, func(r rune) bool {
+		return !(r == '_' || r == '-' || r == '.' || r == ':' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9'))
+	}) {
+		return bot.Invalid("principal_id", "is not a principal id; list_principals shows them (for example prin_526651e03f93)")
+	}
+	return nil
+}
+
+func revokePrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+	id := args.(*RevokePrincipalArgs).PrincipalID
+	revoked := false
+	var name string
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		p, err := bot.LoadPrincipal(tx, id)
+		if err != nil || p == nil || p.Revoked {
+			return err
+		}
+		p.Revoked, name = true, p.Name
+		if err := bot.SavePrincipal(tx, *p); err != nil {
+			return err
+		}
+		revoked = true
+		return tx.Audit("revoke_principal", fmt.Sprintf("%s %q", p.ID, p.Name))
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	data := map[string]any{"id": id, "revoked": revoked}
+	if !revoked {
+		return bot.Result{Text: fmt.Sprintf("No active principal %s (unknown or already revoked).", id), Data: data}, nil
+	}
+	data["name"] = name
+	return bot.Result{Text: fmt.Sprintf("Revoked %s — its API key no longer works.", id), Data: data}, nil
+}

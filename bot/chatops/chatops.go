@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -241,7 +242,7 @@ func (s session) pending(ctx context.Context) string {
 	if msg, ok := s.canRead(ctx, policy.CmdPending); !ok {
 		return msg
 	}
-	items, last, err := pendingItems(ctx, s.b)
+	items, cut, err := pendingItems(ctx, s.b)
 	if err != nil {
 		s.b.Logger().Error("chatops: listing pending items failed", "err", err)
 		return couldNotComplete
@@ -273,8 +274,8 @@ func (s session) pending(ctx context.Context) string {
 	if len(visible) > 0 {
 		b.WriteString("\nDecide with the buttons on each item, or type `approve <id>` or `reject <id> <reason>`; `show <id>` gives the details.")
 	}
-	if last > scanLimit {
-		fmt.Fprintf(&b, "\n(I looked at the %d most recent items.)", scanLimit)
+	if cut {
+		fmt.Fprintf(&b, "\n(I looked at the %d most recent pending items.)", scanLimit)
 	}
 	return b.String()
 }
@@ -310,82 +311,15 @@ func listLine(it bot.Item, canApprove bool, now time.Time) string {
 	return line
 }
 
-// pendingItems returns the pending items among the scanLimit most recent,
-// oldest first, and the highest item id. Item ids are a gapless sequence, so
-// the highest is found by galloping and bisection over b.Item.
-func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, uint64, error) {
-	last, err := lastItemID(ctx, b)
+// pendingItems returns the scanLimit most recent items that await a
+// decision, oldest first, and whether the limit cut the list.
+func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, bool, error) {
+	items, err := b.PendingItems(ctx, scanLimit)
 	if err != nil {
-		return nil, 0, err
+		return nil, false, err
 	}
-	var out []bot.Item
-	lo := uint64(1)
-	if last > scanLimit {
-		lo = last - scanLimit + 1
-	}
-	for id := lo; id <= last && id >= lo; id++ {
-		it, err := b.Item(ctx, id)
-		switch {
-		case errors.Is(err, bot.ErrNoItem):
-			continue
-		case err != nil:
-			if cerr := ctx.Err(); cerr != nil {
-				return nil, 0, cerr
-			}
-			b.Logger().Warn("chatops: an item could not be rendered; left out of pending", "item", id, "err", err)
-			continue
-		}
-		if it.Pending() {
-			out = append(out, it)
-		}
-	}
-	return out, last, nil
-}
-
-// lastItemID returns the highest existing item id, 0 if there is none.
-func lastItemID(ctx context.Context, b *bot.Bot) (uint64, error) {
-	exists := func(id uint64) (bool, error) {
-		_, err := b.Item(ctx, id)
-		if errors.Is(err, bot.ErrNoItem) {
-			return false, nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return false, cerr
-		}
-		return true, nil // an item that fails to render still exists
-	}
-	ok, err := exists(1)
-	if err != nil || !ok {
-		return 0, err
-	}
-	lo, hi := uint64(1), uint64(2) // lo exists; hi is probed
-	for {
-		ok, err := exists(hi)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			break
-		}
-		lo = hi
-		if hi > 1<<62 {
-			return lo, nil
-		}
-		hi *= 2
-	}
-	for hi-lo > 1 { // lo exists, hi does not
-		mid := lo + (hi-lo)/2
-		ok, err := exists(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo, nil
+	slices.Reverse(items)
+	return items, len(items) == scanLimit, nil
 }
 
 // show renders one item. A sensitive item's detail is shown only to

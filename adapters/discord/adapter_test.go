@@ -961,3 +961,35 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		t.Errorf("New with good options: %v", err)
 	}
 }
+
+func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindAction, "ops", destructiveAction())
+	e.drain()
+	err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		return tx.Emit(id, bot.EventEscalated, "channel=default role=admin")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	thread := e.fake.CallsTo("POST", "channels/"+chOps+"/messages")
+	if len(thread) != 2 {
+		t.Fatalf("%d posts in ops, want the item and the escalation reply", len(thread))
+	}
+	c := fmt.Sprint(thread[1].JSON()["content"])
+	if !strings.Contains(c, "Escalated to role admin.") || strings.Contains(c, "channel=") {
+		t.Errorf("escalation reply %q: want the role named and no raw routing note", c)
+	}
+	copies := e.fake.CallsTo("POST", "channels/"+chDefault+"/messages")
+	if len(copies) != 1 {
+		t.Fatalf("%d posts in the escalation channel, want the item once", len(copies))
+	}
+	if ids := customIDs(copies[0].JSON()); len(ids) == 0 {
+		t.Error("the escalated copy has no buttons")
+	}
+	it, err := e.bot.Item(context.Background(), id)
+	if err != nil || len(refs(it)) != 2 {
+		t.Fatalf("item refs = %+v, %v; want both messages recorded so both are updated", it.Messages, err)
+	}
+}

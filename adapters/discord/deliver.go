@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
@@ -111,20 +112,35 @@ func (a *Adapter) refresh(ctx context.Context, it bot.Item) error {
 }
 
 // reply posts a reminder or an escalation as a reply to the item's first
-// message (its thread); an item with no message gets it in its channel.
+// message (its thread); an item with no message gets it in its channel. An
+// escalation names the escalation role (mentions stay disabled: roles are
+// named, never pinged) and, when it names an escalation channel configured
+// for Discord, the item is posted there too, with its buttons, and kept up
+// to date like the first message.
 func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
 	if !it.Pending() {
 		return nil // decided meanwhile: nothing to remind anyone of
 	}
 	icon, what := "⏰", "reminder"
+	note := ev.Note
+	var channel string
 	if ev.Type == bot.EventEscalated {
 		icon, what = "📣", "escalation"
+		var role string
+		var rest []string
+		channel, role, rest = parseEscalation(ev.Note)
+		note = fmt.Sprintf("#%d still %s, past the escalation time.", it.ID, waitsFor(it.Kind))
+		if role != "" {
+			note += " Escalated to role " + role + "."
+		}
+		if len(rest) > 0 {
+			note += " " + strings.Join(rest, " ")
+		}
 	}
-	lead := fmt.Sprintf("%s **Countersign #%d** %s: ", icon, it.ID, what)
-	note := ev.Note
 	if note == "" {
 		note = fmt.Sprintf("#%d still %s.", it.ID, waitsFor(it.Kind))
 	}
+	lead := fmt.Sprintf("%s **Countersign #%d** %s: ", icon, it.ID, what)
 	content := lead + clip(note, maxContent-units16(lead), block)
 	send := &discordgo.MessageSend{Content: content, AllowedMentions: noMentions(), Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
 	ch := a.channelFor(it.Channel)
@@ -133,8 +149,46 @@ func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
 		ch = rs[0].ChannelID
 		send.Reference = &discordgo.MessageReference{MessageID: rs[0].MessageID, ChannelID: rs[0].ChannelID, FailIfNotExists: &no}
 	}
-	_, err := a.send(ctx, ch, send, nonce(ev.Type+strconv.FormatUint(ev.Seq, 10), it))
-	return err
+	if _, err := a.send(ctx, ch, send, nonce(ev.Type+strconv.FormatUint(ev.Seq, 10), it)); err != nil {
+		return err
+	}
+	target := a.channels[channel]
+	if channel == "" || target == "" {
+		return nil
+	}
+	for _, r := range refs(it) {
+		if r.ChannelID == target {
+			return nil // already posted there
+		}
+	}
+	m := render(it)
+	msg, err := a.send(ctx, target, &discordgo.MessageSend{
+		Content: m.Content, Embeds: m.Embeds, Components: m.Components, AllowedMentions: noMentions(),
+	}, nonce("escalate"+strconv.FormatUint(ev.Seq, 10), it))
+	if err != nil {
+		return err
+	}
+	if msg.ID == "" {
+		return fmt.Errorf("discord: posting item %d to the escalation channel: Discord answered without a message id", it.ID)
+	}
+	return a.bot.AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: target, MessageID: msg.ID})
+}
+
+// parseEscalation reads an escalation note ("channel=oncall role=admin");
+// words that are not one of those come back in rest.
+func parseEscalation(note string) (channel, role string, rest []string) {
+	for _, w := range strings.Fields(note) {
+		k, v, ok := strings.Cut(w, "=")
+		switch {
+		case ok && k == "channel" && channel == "":
+			channel = v
+		case ok && k == "role" && role == "":
+			role = v
+		default:
+			rest = append(rest, w)
+		}
+	}
+	return channel, role, rest
 }
 
 // messageCreate is discordgo's MessageSend plus a nonce that Discord

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/kv"
@@ -381,4 +382,34 @@ func (b *Bot) PendingItems(ctx context.Context, limit int) ([]Item, error) {
 		})
 	})
 	return out, err
+}
+
+// EscalationNote is the Note of an EventEscalated: where the escalation goes,
+// as "channel=<name> role=<role>" (either part may be absent).
+func EscalationNote(channel, role string) string {
+	var parts []string
+	if channel != "" {
+		parts = append(parts, "channel="+channel)
+	}
+	if role != "" {
+		parts = append(parts, "role="+role)
+	}
+	return strings.Join(parts, " ")
+}
+
+// ParseEscalation reads an escalation note written by EscalationNote; words
+// that are neither part come back in rest.
+func ParseEscalation(note string) (channel, role string, rest []string) {
+	for _, w := range strings.Fields(note) {
+		k, v, ok := strings.Cut(w, "=")
+		switch {
+		case ok && k == "channel" && channel == "":
+			channel = v
+		case ok && k == "role" && role == "":
+			role = v
+		default:
+			rest = append(rest, w)
+		}
+	}
+	return channel, role, rest
 }

@@ -131,3 +131,22 @@ func TestFirstDeliveryOnceAndPruned(t *testing.T) {
 		t.Fatal("a pruned id is still remembered")
 	}
 }
+
+func TestEscalationNoteRoundTrip(t *testing.T) {
+	cases := []struct{ channel, role, note string }{
+		{"oncall", "admin", "channel=oncall role=admin"},
+		{"", "admin", "role=admin"},
+		{"oncall", "", "channel=oncall"},
+		{"", "", ""},
+	}
+	for _, c := range cases {
+		n := EscalationNote(c.channel, c.role)
+		if n != c.note {
+			t.Errorf("EscalationNote(%q, %q) = %q, want %q", c.channel, c.role, n, c.note)
+		}
+		ch, role, rest := ParseEscalation(n + " after 20m")
+		if ch != c.channel || role != c.role || len(rest) != 2 {
+			t.Errorf("ParseEscalation(%q) = %q, %q, %v", n, ch, role, rest)
+		}
+	}
+}

@@ -128,7 +128,7 @@ func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
 		icon, what = "📣", "escalation"
 		var role string
 		var rest []string
-		channel, role, rest = parseEscalation(ev.Note)
+		channel, role, rest = bot.ParseEscalation(ev.Note)
 		note = fmt.Sprintf("#%d still %s, past the escalation time.", it.ID, waitsFor(it.Kind))
 		if role != "" {
 			note += " Escalated to role " + role + "."
@@ -172,23 +172,6 @@ func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
 		return fmt.Errorf("discord: posting item %d to the escalation channel: Discord answered without a message id", it.ID)
 	}
 	return a.bot.AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: target, MessageID: msg.ID})
-}
-
-// parseEscalation reads an escalation note ("channel=oncall role=admin");
-// words that are not one of those come back in rest.
-func parseEscalation(note string) (channel, role string, rest []string) {
-	for _, w := range strings.Fields(note) {
-		k, v, ok := strings.Cut(w, "=")
-		switch {
-		case ok && k == "channel" && channel == "":
-			channel = v
-		case ok && k == "role" && role == "":
-			role = v
-		default:
-			rest = append(rest, w)
-		}
-	}
-	return channel, role, rest
 }
 
 // messageCreate is discordgo's MessageSend plus a nonce that Discord

@@ -145,7 +145,7 @@ func (a *Adapter) threadNote(ctx context.Context, it bot.Item, ev bot.Event) err
 	if ev.Type == bot.EventEscalated {
 		var role string
 		var rest []string
-		channel, role, rest = parseEscalation(ev.Note)
+		channel, role, rest = bot.ParseEscalation(ev.Note)
 		msg = text(fmt.Sprintf("📣 Escalated: #%d still awaits a decision.", it.ID), 500)
 		if role != "" {
 			msg += " " + text("Escalated to role "+role+":", 200)
@@ -187,23 +187,6 @@ func (a *Adapter) threadNote(ctx context.Context, it bot.Item, ev bot.Event) err
 		return a.postTo(ctx, it, target)
 	}
 	return nil
-}
-
-// parseEscalation reads an escalation note ("channel=oncall role=admin");
-// words that are not one of those come back in rest.
-func parseEscalation(note string) (channel, role string, rest []string) {
-	for _, w := range strings.Fields(note) {
-		k, v, ok := strings.Cut(w, "=")
-		switch {
-		case ok && k == "channel" && channel == "":
-			channel = v
-		case ok && k == "role" && role == "":
-			role = v
-		default:
-			rest = append(rest, w)
-		}
-	}
-	return channel, role, rest
 }
 
 // permanentSlackErrors are Web API errors that the same call will meet

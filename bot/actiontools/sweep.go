@@ -121,17 +121,9 @@ func expiryReason(r *approvals.Request) string {
 	return fmt.Sprintf("nobody answered within %s.", short(r.ExpiresAt.Sub(r.CreatedAt)))
 }
 
-// escalationNote names the escalation target for the chat adapters, as
-// "channel=<name> role=<role>" (either part may be absent).
+// escalationNote names the escalation target for the chat adapters.
 func (s *Service) escalationNote() string {
-	var parts []string
-	if s.o.EscalationChannel != "" {
-		parts = append(parts, "channel="+s.o.EscalationChannel)
-	}
-	if s.o.EscalationRole != "" {
-		parts = append(parts, "role="+s.o.EscalationRole)
-	}
-	return strings.Join(parts, " ")
+	return bot.EscalationNote(s.o.EscalationChannel, s.o.EscalationRole)
 }
 
 // short renders a duration without trailing zero units: 10m, 1h30m, 45s.

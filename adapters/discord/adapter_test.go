@@ -218,7 +218,7 @@ func TestMappedMemberApproves(t *testing.T) {
 			id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 			e.drain()
 			ref := e.ref(id)
-			e.clock.Add(time.Minute)
+			e.clock.Advance(time.Minute)
 
 			resp := e.click("i1", tc.who, id, customID(actApprove, id))
 			if respType(resp) != 7 {
@@ -543,7 +543,7 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 	if err := e.bot.AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "gone"}); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.Add(31 * time.Minute)
+	e.clock.Advance(31 * time.Minute)
 	e.closeAs(id, "expired")
 	e.drain()
 	edits := e.fake.CallsTo("PATCH", "channels/")
@@ -617,7 +617,7 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 	if evs, _ := e.bot.Pending(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
 		t.Errorf("event due again before its retry_after: %+v", evs)
 	}
-	e.clock.Add(3 * time.Second)
+	e.clock.Advance(3 * time.Second)
 	e.drain()
 	if got := refs(e.item(id)); len(got) != 1 {
 		t.Fatalf("item not posted after retry_after: refs %v", got)
@@ -654,7 +654,7 @@ func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
 	late := e.newItem(bot.KindAction, "ops", destructiveAction())
 
 	e.restart()
-	e.clock.Add(time.Hour)
+	e.clock.Advance(time.Hour)
 	resp := e.click("after-restart", smith, id, customID(actApprove, id))
 	if respType(resp) != 7 {
 		t.Fatalf("click after restart answered %v", resp)

@@ -5,12 +5,12 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/bot/bottest"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -163,24 +163,6 @@ func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) 
 	return bot.Result{Text: "ok"}, nil
 }
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 
 // Chat identities of the tests.
@@ -212,7 +194,7 @@ type env struct {
 	path  string
 	key   ed25519.PrivateKey
 	pub   ed25519.PublicKey
-	clock *clock
+	clock *bottest.Clock
 	fake  *discordtest.Server
 	db    *bolt.DB
 	bot   *bot.Bot
@@ -227,7 +209,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: &clock{t: t0}}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: bottest.NewClock(t0)}
 	e.fake = discordtest.New(t, botToken)
 	e.open()
 	return e

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/bot/bottest"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,31 +38,13 @@ const (
 	chOps      = "C0OPS"
 )
 
-// clock is the bot's injected clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a real bot on a bbolt file in a temp dir, the Slack adapter in
 // front of it, the fake Slack behind it and the adapter's HTTP handlers on a
 // loopback port.
 type env struct {
 	t     *testing.T
 	path  string
-	clock *clock
+	clock *bottest.Clock
 	db    *bolt.DB
 	bot   *bot.Bot
 	ad    *Adapter
@@ -85,7 +68,7 @@ func newEnv(t *testing.T, opts ...func(*Options)) *env {
 	t.Helper()
 	e := &env{
 		t: t, path: filepath.Join(t.TempDir(), "countersign.db"),
-		clock: &clock{t: time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)},
+		clock: bottest.NewClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)),
 		fake:  newFakeSlack(t),
 		cmds:  make(chan commandCall, 16),
 	}

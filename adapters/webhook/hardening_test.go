@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/countersign/countersign/bot/bottest"
 	"io"
 	"log/slog"
 	"net"
@@ -13,7 +14,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,15 +71,9 @@ func (f *fakeApp) Tools() []bot.ToolInfo { return nil }
 
 func isWrite(tool string) bool { return tool != "read" }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
+func newClock() *bottest.Clock {
+	return bottest.NewClock(time.Date(2026, 9, 26, 12, 0, 0, 0, time.UTC))
 }
-
-func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func newClock() *clock { return &clock{t: time.Date(2026, 9, 26, 12, 0, 0, 0, time.UTC)} }
 
 func openDB(t *testing.T) *bolt.DB {
 	t.Helper()
@@ -139,7 +133,7 @@ func TestRateLimiterTokenBucket(t *testing.T) {
 		{0, "a", false, time.Second},
 	}
 	for i, s := range steps {
-		clk.Add(s.advance)
+		clk.Advance(s.advance)
 		ok, wait := l.Allow(s.key)
 		if ok != s.ok || wait != s.wait {
 			t.Fatalf("step %d: Allow(%s) = %v, %v; want %v, %v", i, s.key, ok, wait, s.ok, s.wait)
@@ -173,7 +167,7 @@ func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	if a := post(t, url, "key-b", `{}`); a.Status != 200 {
 		t.Fatalf("another principal: %+v", a)
 	}
-	clk.Add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if a := post(t, url, "key-a", `{}`); a.Status != 200 {
 		t.Fatalf("after the wait: %+v", a)
 	}
@@ -202,7 +196,7 @@ func TestBodyLimit(t *testing.T) {
 	}
 }
 
-func idemServer(t *testing.T, app *fakeApp, clk *clock) (*httptest.Server, *Idempotency, *bolt.DB) {
+func idemServer(t *testing.T, app *fakeApp, clk *bottest.Clock) (*httptest.Server, *Idempotency, *bolt.DB) {
 	t.Helper()
 	db := openDB(t)
 	idem := NewIdempotency(IdempotencyOptions{Store: db, Now: clk.Now, IsWrite: isWrite, MaxBody: 1 << 16})
@@ -277,7 +271,7 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 	}
 
 	// After 24 h the key is forgotten: the same request runs again.
-	clk.Add(IdempotencyTTL + time.Second)
+	clk.Advance(IdempotencyTTL + time.Second)
 	if a := post(t, url+"write", "key-a", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1"); a.Status != 200 || !strings.Contains(a.Body, "write #3") {
 		t.Fatalf("after expiry: %+v", a)
 	}

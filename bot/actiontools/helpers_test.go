@@ -5,8 +5,8 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"github.com/countersign/countersign/bot/bottest"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,24 +16,6 @@ import (
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
 )
-
-// clock is a settable clock for bot.Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 var start = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
 
@@ -62,7 +44,7 @@ type env struct {
 	t     *testing.T
 	path  string
 	key   ed25519.PrivateKey
-	clock *clock
+	clock *bottest.Clock
 	db    *bolt.DB
 	b     *bot.Bot
 	s     *Service
@@ -76,7 +58,7 @@ func newEnv(t *testing.T, o Options) *env {
 	if o.Tools == nil {
 		o.Tools = testTools()
 	}
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: ed25519.NewKeyFromSeed(make([]byte, 32)), clock: &clock{t: start}, opts: o}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: ed25519.NewKeyFromSeed(make([]byte, 32)), clock: bottest.NewClock(start), opts: o}
 	e.open()
 	return e
 }

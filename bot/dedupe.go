@@ -20,6 +20,7 @@ const DeliveryTTL = 2 * time.Hour
 func (b *Bot) FirstDelivery(ctx context.Context, id string) (bool, error) {
 	first := false
 	err := b.store.Update(ctx, func(tx kv.Tx) error {
+		first = false // the function may run twice under group commit
 		v, err := tx.Get(bucketDeliveries, []byte(id))
 		if err != nil {
 			return err

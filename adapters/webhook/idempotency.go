@@ -153,6 +153,7 @@ func (m *Idempotency) claim(ctx context.Context, dbKey []byte, fp string) (*idem
 	now := m.now()
 	var prior *idemRecord
 	err := m.store.Update(ctx, func(tx kv.Tx) error {
+		prior = nil // the function may run twice under group commit
 		b, err := tx.Get(bucketIdempotency, dbKey)
 		if err != nil {
 			return err

@@ -335,6 +335,7 @@ func revokePrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 	revoked := false
 	var name string
 	err := c.Update(ctx, func(tx *bot.Tx) error {
+		revoked, name = false, "" // the function may run twice under group commit
 		p, err := bot.LoadPrincipal(tx, id)
 		if err != nil || p == nil || p.Revoked {
 			return err

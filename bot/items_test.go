@@ -150,3 +150,39 @@ func TestEscalationNoteRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestOutboxStatsCountsEverySink(t *testing.T) {
+	b := newTestBot(t, "slack")
+	b.TrackSink("callback")
+	b.RegisterItemKind(KindAction, testSource{status: map[string]string{"a": "pending"}})
+	ctx := context.Background()
+	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *Tx) error {
+		id, err := tx.NewItem(KindAction, "a", Space{}, "")
+		if err != nil {
+			return err
+		}
+		if err := tx.EmitTo("callback", id, EventDecided, ""); err != nil {
+			return err
+		}
+		return tx.EmitTo("webhook", id, EventDecided, "")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.OutboxStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sink, want := range map[string]int{"slack": 1, "callback": 1, "webhook": 1} {
+		if st[sink].Depth != want {
+			t.Errorf("%s depth %d, want %d (stats %+v)", sink, st[sink].Depth, want, st)
+		}
+	}
+	if err := b.DrainSink(ctx, "callback", func(context.Context, Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = b.OutboxStats(ctx)
+	if d, ok := st["callback"]; !ok || d.Depth != 0 {
+		t.Errorf("a tracked sink must report 0 when empty, got %+v (present %v)", d, ok)
+	}
+}

@@ -1,6 +1,7 @@
 package bot
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -158,27 +159,35 @@ type OutboxStat struct {
 // OutboxStats reads every configured sink's outbox in one read transaction.
 func (b *Bot) OutboxStats(ctx context.Context) (map[string]OutboxStat, error) {
 	out := make(map[string]OutboxStat, len(b.sinks))
+	for _, sink := range b.Sinks() {
+		out[sink] = OutboxStat{}
+	}
 	err := b.store.View(ctx, func(tx kv.Tx) error {
-		for _, sink := range b.sinks {
-			var st OutboxStat
-			err := kv.Prefix(tx, bucketOutbox, append([]byte(sink), 0), func(_, v []byte) error {
-				st.Depth++
-				var ev Event
-				if json.Unmarshal(v, &ev) == nil && ev.Attempts > 0 {
-					st.Retrying++
-					st.Failures += ev.Attempts
-				}
+		// One pass over the whole outbox: every sink that has events shows,
+		// including those fed only by EmitTo (callbacks).
+		return tx.Ascend(bucketOutbox, nil, nil, func(k, v []byte) error {
+			sink, _, ok := bytes.Cut(k, []byte{0})
+			if !ok {
 				return nil
-			})
-			if err != nil {
-				return err
 			}
-			out[sink] = st
-		}
-		return nil
+			st := out[string(sink)]
+			st.Depth++
+			var ev Event
+			if json.Unmarshal(v, &ev) == nil && ev.Attempts > 0 {
+				st.Retrying++
+				st.Failures += ev.Attempts
+			}
+			out[string(sink)] = st
+			return nil
+		})
 	})
 	return out, err
 }
 
-// Sinks returns the outbox consumers configured on the bot.
-func (b *Bot) Sinks() []string { return append([]string(nil), b.sinks...) }
+// Sinks returns the outbox consumers: those Emit feeds, and those added
+// with TrackSink.
+func (b *Bot) Sinks() []string { return append(append([]string(nil), b.sinks...), b.tracked...) }
+
+// TrackSink names a sink fed only through EmitTo (for example callbacks), so
+// that its outbox depth is reported even while it is empty.
+func (b *Bot) TrackSink(name string) { b.tracked = append(b.tracked, name) }

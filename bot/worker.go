@@ -81,16 +81,19 @@ func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) err
 				return err
 			}
 			derr := deliver(ctx, ev)
+			// Once delivered, record it even if shutdown began meanwhile, so
+			// that a clean stop does not send it again.
+			book := context.WithoutCancel(ctx)
 			var perm *PermanentError
 			switch {
 			case derr == nil:
-				if err := b.Delivered(ctx, ev); err != nil {
+				if err := b.Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true
 			case errors.As(derr, &perm):
 				b.log.Error("outbox delivery failed permanently; dropped", "sink", sink, "item", ev.ItemID, "type", ev.Type, "err", derr)
-				if err := b.Delivered(ctx, ev); err != nil {
+				if err := b.Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true

@@ -353,6 +353,17 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 		t.Fatalf("after restart: %s\nbefore: %s", st, pending)
 	}
 	actWait(t, "the callback after the restart", func() bool { _, got, _ := rc.state(); return len(got) == 1 })
+	// The receiver has it; wait until the server has recorded the delivery
+	// (the outbox gauge), so the stop below is not racing the bookkeeping.
+	actWait(t, "the delivery recorded", func() bool {
+		resp, err := http.Get(e.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `countersign_outbox_depth{sink="callback"} 0`)
+	})
 	e.Stop()
 
 	tries, got, bad := rc.state()

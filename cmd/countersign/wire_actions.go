@@ -58,6 +58,7 @@ func (a *app) wireActions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	a.bot.TrackSink(actiontools.CallbackSink)
 	a.runners = append(a.runners,
 		runner{name: "callbacks", run: func(ctx context.Context) error {
 			return a.bot.RunSink(ctx, actiontools.CallbackSink, time.Second, svc.DeliverCallback)

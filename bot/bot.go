@@ -47,6 +47,7 @@ type Bot struct {
 	sweepSteps []namedStep
 	directory  *Directory
 	observer   Observer // told about every finished call (observe.go)
+	tracked    []string // sinks fed only through EmitTo, reported in OutboxStats
 }
 
 // New returns a Bot with no tools registered.

@@ -50,7 +50,8 @@ var slots = []memory.Slot{
 
 // NewEnv opens (creating) the store at path and wires the tools.
 func NewEnv(path string, o EnvOptions) (*Env, error) {
-	db, err := bolt.Open(path, bolt.Options{GroupCommit: o.GroupCommit})
+	// The options of cmd/countersign's storeOptions.
+	db, err := bolt.Open(path, bolt.Options{GroupCommit: o.GroupCommit, Sequential: append(bot.SequentialBuckets(), "mem_facts")})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -48,7 +49,27 @@ type Options struct {
 	Dir  string    // where stores live: the disk under test
 	Root string    // the countersign module (for building the binary)
 	Log  io.Writer // progress
+	// Only, when not empty, runs just these scenarios: G1, G2, G3, G4, W1,
+	// W2, R1 (one big space), S1, M1 (the million facts: load, R1 of one
+	// agent, the server's start-up and memory).
+	Only []string
 }
+
+// selected reports whether scenario id runs under o.Only.
+func (o Options) selected(id string) bool {
+	if len(o.Only) == 0 {
+		return true
+	}
+	for _, s := range o.Only {
+		if strings.EqualFold(strings.TrimSpace(s), id) {
+			return true
+		}
+	}
+	return false
+}
+
+// Scenarios are the ids Options.Only accepts.
+var Scenarios = []string{"G1", "G2", "G3", "G4", "W1", "W2", "R1", "S1", "M1"}
 
 // Run runs every scenario and returns the machine and results.
 func Run(ctx context.Context, o Options) (Machine, *Results, error) {
@@ -75,79 +96,98 @@ func Run(ctx context.Context, o Options) (Machine, *Results, error) {
 		}
 		return nil
 	}
+	skip := func(id string, fn func() error) error {
+		if !o.selected(id) {
+			return nil
+		}
+		return fn()
+	}
 
 	// G1: in process, beside OPA.
-	env, err := NewEnv(filepath.Join(o.Dir, "g1.db"), EnvOptions{})
-	if err != nil {
-		return m, nil, err
-	}
-	gate, err := NewGate(ctx, env)
-	if err == nil {
-		err = round("G1", func(int) error { return gate.RunG1(ctx, res, p.GateOps, p.GateCalls) })
-	}
-	env.Close()
-	if err != nil {
-		return m, nil, err
+	if o.selected("G1") {
+		env, err := NewEnv(filepath.Join(o.Dir, "g1.db"), EnvOptions{})
+		if err != nil {
+			return m, nil, err
+		}
+		gate, err := NewGate(ctx, env)
+		if err == nil {
+			err = round("G1", func(int) error { return gate.RunG1(ctx, res, p.GateOps, p.GateCalls) })
+		}
+		env.Close()
+		if err != nil {
+			return m, nil, err
+		}
 	}
 
 	// G2, G3: the real binary over loopback.
-	srv, err := StartServer(ctx, bin, o.Dir, filepath.Join(o.Dir, "g2.db"), time.Minute, "")
-	if err != nil {
-		return m, nil, err
-	}
-	err = srv.seedGate()
-	if err == nil {
-		err = round("G2", func(int) error { return srv.RunG2(res, "G2", p.HTTPOps) })
-	}
-	if err == nil {
-		err = round("G3", func(int) error { return srv.RunG3(res, 32, p.G3Ops) })
-	}
-	srv.Stop()
-	if err != nil {
-		return m, nil, err
+	if o.selected("G2") || o.selected("G3") {
+		srv, err := StartServer(ctx, bin, o.Dir, filepath.Join(o.Dir, "g2.db"), time.Minute, "")
+		if err != nil {
+			return m, nil, err
+		}
+		err = srv.seedGate()
+		if err == nil && o.selected("G2") {
+			err = round("G2", func(int) error { return srv.RunG2(res, "G2", p.HTTPOps) })
+		}
+		if err == nil && o.selected("G3") {
+			err = round("G3", func(int) error { return srv.RunG3(res, 32, p.G3Ops) })
+		}
+		srv.Stop()
+		if err != nil {
+			return m, nil, err
+		}
 	}
 
 	// G4: a fresh server per round, so each window has requests to expire.
-	err = round("G4", func(r int) error {
-		s, err := StartServer(ctx, bin, o.Dir, filepath.Join(o.Dir, fmt.Sprintf("g4-%d.db", r)), 5*time.Second, "")
-		if err != nil {
-			return err
-		}
-		defer s.Stop()
-		if err := s.seedGate(); err != nil {
-			return err
-		}
-		if err := s.RunG2(res, "G4.idle", p.HTTPOps/2); err != nil {
-			return err
-		}
-		return s.RunG4(res, p.G4Window, 1000, p.G4Pending)
+	err = skip("G4", func() error {
+		return round("G4", func(r int) error {
+			s, err := StartServer(ctx, bin, o.Dir, filepath.Join(o.Dir, fmt.Sprintf("g4-%d.db", r)), 5*time.Second, "")
+			if err != nil {
+				return err
+			}
+			defer s.Stop()
+			if err := s.seedGate(); err != nil {
+				return err
+			}
+			if err := s.RunG2(res, "G4.idle", p.HTTPOps/2); err != nil {
+				return err
+			}
+			return s.RunG4(res, p.G4Window, 1000, p.G4Pending)
+		})
 	})
 	if err != nil {
 		return m, nil, err
 	}
 
-	if err := round("W1", func(r int) error { return RunW1(ctx, o.Dir, res, r, p.W1Ops) }); err != nil {
+	if err := skip("W1", func() error { return round("W1", func(r int) error { return RunW1(ctx, o.Dir, res, r, p.W1Ops) }) }); err != nil {
 		return m, nil, err
 	}
-	if err := round("W2", func(r int) error { return RunW2(ctx, o.Dir, res, r, p.W2Ops, 64) }); err != nil {
-		return m, nil, err
-	}
-
-	logf("R1: filling one space with %d facts", p.SpaceFacts)
-	big, err := NewBigSpace(ctx, o.Dir, p.SpaceFacts)
-	if err != nil {
-		return m, nil, err
-	}
-	err = round("R1 space", func(int) error { return big.Run(ctx, res, "R1.space", p.RecallOps) })
-	big.Close()
-	if err != nil {
+	if err := skip("W2", func() error { return round("W2", func(r int) error { return RunW2(ctx, o.Dir, res, r, p.W2Ops, 64) }) }); err != nil {
 		return m, nil, err
 	}
 
-	if err := round("S1", func(r int) error { return RunS1(ctx, o.Dir, res, r, p.SweepPending) }); err != nil {
+	if o.selected("R1") {
+		logf("R1: filling one space with %d facts", p.SpaceFacts)
+		big, err := NewBigSpace(ctx, o.Dir, p.SpaceFacts)
+		if err != nil {
+			return m, nil, err
+		}
+		err = round("R1 space", func(int) error { return big.Run(ctx, res, "R1.space", p.RecallOps) })
+		big.Close()
+		if err != nil {
+			return m, nil, err
+		}
+	}
+
+	if err := skip("S1", func() error {
+		return round("S1", func(r int) error { return RunS1(ctx, o.Dir, res, r, p.SweepPending) })
+	}); err != nil {
 		return m, nil, err
 	}
 
+	if !o.selected("M1") {
+		return m, res, nil
+	}
 	logf("M1: loading %d agents × %d facts through remember", p.Agents, p.PerAgent)
 	mil, err := BuildMillion(ctx, o.Dir, p.Agents, p.PerAgent, res)
 	if err != nil {

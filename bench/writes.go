@@ -50,7 +50,7 @@ type bareReplay struct {
 }
 
 func openBare(path string, txs [][]put) (*bareReplay, error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{FreelistType: bbolt.FreelistMapType, NoFreelistSync: true})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{FreelistType: bbolt.FreelistArrayType}) // adapters/bolt's default: freelist synced
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
@@ -46,8 +47,9 @@ type Bot struct {
 
 	sweepSteps []namedStep
 	directory  *Directory
-	observer   Observer // told about every finished call (observe.go)
-	tracked    []string // sinks fed only through EmitTo, reported in OutboxStats
+	observer   Observer                  // told about every finished call (observe.go)
+	tracked    []string                  // sinks fed only through EmitTo, reported in OutboxStats
+	readAudit  atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
 }
 
 // New returns a Bot with no tools registered.
@@ -71,6 +73,14 @@ func New(o Options) (*Bot, error) {
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
 	return b, nil
+}
+
+// SequentialBuckets are the buckets of the bot and the audit chain whose
+// new keys sort after every key already there (sequence numbers: items, the
+// outbox by sink, the audit chain), for a store that fills such pages
+// fuller (bolt.Options.Sequential).
+func SequentialBuckets() []string {
+	return append([]string{bucketItems, bucketOutbox}, approvals.SequentialBuckets()...)
 }
 
 // Now returns the bot's clock reading.
@@ -137,6 +147,13 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
+	}
+	if t.Capability == policy.CapVerify {
+		// The audit tools read the trail: let them see every read answer
+		// given before this call, even those still queued (auditq.go).
+		if err := b.FlushAudit(ctx); err != nil {
+			return Result{}, err
+		}
 	}
 	return t.Handler(ctx, c, args)
 }

@@ -3,7 +3,8 @@
 //
 // One tool call is one transaction: the state change, its audit entry and the
 // notifications it causes (the outbox) are written through the same Tx and
-// commit together or not at all. adapters/bolt implements the contract with
+// commit together or not at all. (A read-only answer changes nothing; its
+// audit entry commits in a transaction of its own: see bot.ReadAudit.) adapters/bolt implements the contract with
 // bbolt; a second engine (PostgreSQL, for several replicas) implements the
 // same interfaces without touching the domain.
 package kv
@@ -33,6 +34,43 @@ type Tx interface {
 	Ascend(bucket string, from, to []byte, fn func(key, value []byte) error) error
 	// Descend calls fn for every key in [from, to) in descending order.
 	Descend(bucket string, from, to []byte, fn func(key, value []byte) error) error
+}
+
+// PreCommit is work a transaction runs once, after every function of the
+// transaction has returned nil and just before it commits (see Finisher).
+type PreCommit interface {
+	// BeforeCommit runs in the transaction. An error rolls the transaction
+	// back: nothing of it commits, and every caller whose function ran in it
+	// gets the error.
+	BeforeCommit(tx Tx) error
+}
+
+// Finisher is implemented by a read-write Tx that can defer work to just
+// before its commit. Under group commit one transaction holds the writes of
+// several Update functions; their PreCommits run once for all of them, after
+// the last one, so work that only the final state needs (signing the audit
+// chain's head) is done once per commit instead of once per function.
+type Finisher interface {
+	// Finally returns the PreCommit registered under key in this
+	// transaction, registering newHook() first when there is none. The
+	// PreCommits of a transaction run in the order of their registration.
+	// A PreCommit is never shared between transactions: a group that is
+	// rolled back and re-run starts with none. ok is false when the
+	// transaction cannot defer work (a read-only transaction); the caller
+	// must then do the work at once.
+	Finally(key string, newHook func() PreCommit) (hook PreCommit, ok bool)
+}
+
+// Finally registers newHook() under key on tx when tx is a Finisher (see
+// Finisher.Finally), and returns the registered hook. ok is false when tx
+// cannot defer work (it is not a Finisher, for example a wrapper, or it is
+// read-only): the caller must then do the work now, in tx.
+func Finally(tx Tx, key string, newHook func() PreCommit) (PreCommit, bool) {
+	f, ok := tx.(Finisher)
+	if !ok {
+		return nil, false
+	}
+	return f.Finally(key, newHook)
 }
 
 // Store runs transactions. Update commits durably before it returns nil:

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,7 +86,8 @@ func TestKill9DuringWrites(t *testing.T) {
 	member := c.key("approver", "member")
 	ack := &acked{facts: map[uint64][2]string{}, requests: map[string]reqAck{}}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	var total atomic.Int64
+	var total, checks atomic.Int64
+	var lastSeq uint64 // the chain's newest entry at the last kill
 	for cycle := 0; cycle < killCycles; cycle++ {
 		c.start()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -133,6 +135,18 @@ func TestKill9DuringWrites(t *testing.T) {
 				return true
 			})
 		}
+		// Read verdicts, audited through the queue: the chain must verify
+		// after every kill whatever the moment.
+		worker(func(i int) bool {
+			a, err := c.call(ctx, agent, "check_before_act", map[string]any{"subject": fmt.Sprintf("k%d_0_%d", cycle, i)})
+			if err != nil {
+				return false
+			}
+			if a.Status == 200 {
+				checks.Add(1)
+			}
+			return true
+		})
 		for w := 0; w < 2; w++ {
 			worker(func(i int) bool {
 				ids := ack.pending()
@@ -164,7 +178,16 @@ func TestKill9DuringWrites(t *testing.T) {
 		c.kill()
 		cancel()
 		wg.Wait()
-		c.checkStore(func(db *bolt.DB) { checkAcked(t, db, ack) })
+		c.checkStore(func(db *bolt.DB) {
+			checkAcked(t, db, ack)
+			// The first entry this run appended says the last run was
+			// killed (the first run followed only `keys create`).
+			first, last := chainAfter(t, db, lastSeq)
+			if cycle > 0 && (first.Action != "unclean_restart" || !strings.Contains(first.Detail, "did not stop cleanly")) {
+				t.Errorf("the first entry after the restart that followed kill %d is %+v, want unclean_restart", cycle, first)
+			}
+			lastSeq = last
+		})
 		if t.Failed() {
 			t.Fatalf("cycle %d failed\n%s", cycle, c.logs())
 		}
@@ -172,7 +195,7 @@ func TestKill9DuringWrites(t *testing.T) {
 	if total.Load() < killCycles {
 		t.Fatalf("only %d acknowledged operations in %d cycles: the test did not exercise the server", total.Load(), killCycles)
 	}
-	t.Logf("%d acknowledged writes and decisions survived %d kills", total.Load(), killCycles)
+	t.Logf("%d acknowledged writes and decisions survived %d kills (and %d read verdicts were given)", total.Load(), killCycles, checks.Load())
 	c.start() // it still starts after the last kill
 }
 
@@ -236,4 +259,28 @@ func checkAcked(t *testing.T, db *bolt.DB, ack *acked) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// chainAfter returns the first audit entry after seq (zero if none) and the
+// sequence number of the newest.
+func chainAfter(t *testing.T, db *bolt.DB, seq uint64) (first approvals.Entry, last uint64) {
+	t.Helper()
+	err := db.View(context.Background(), func(tx kv.Tx) error {
+		if err := tx.Ascend("audit", kv.U64(seq+1), nil, func(_, v []byte) error {
+			if err := json.Unmarshal(v, &first); err != nil {
+				return err
+			}
+			return kv.ErrStop
+		}); err != nil {
+			return err
+		}
+		return tx.Descend("audit", nil, nil, func(k, _ []byte) error {
+			last = kv.ParseU64(k)
+			return kv.ErrStop
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, last
 }

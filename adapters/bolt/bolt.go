@@ -40,9 +40,11 @@ type DB struct {
 	path     string
 	group    *committer // nil unless Options.GroupCommit
 	failSync func() error
-	failed   atomic.Pointer[error] // the first commit failure, once the store has failed
-	close    sync.Once
-	closeErr error
+	// sequential are the buckets filled to SequentialFill (Options.Sequential).
+	sequential map[string]bool
+	failed     atomic.Pointer[error] // the first commit failure, once the store has failed
+	close      sync.Once
+	closeErr   error
 }
 
 var _ kv.Store = (*DB)(nil)
@@ -57,6 +59,21 @@ type Options struct {
 	// GroupCommit merges concurrent Updates into one durable commit (see
 	// committer). Every Update function must then be safe to run twice.
 	GroupCommit bool
+	// NoFreelistSync keeps bbolt's freelist in memory only (map freelist)
+	// instead of writing it with every commit (array freelist, the
+	// default). Open then rebuilds it by scanning every page of the file,
+	// about 0.6 s per GiB, instead of reading it: a slower start, for one
+	// page less written per commit (many less in a heavily fragmented file,
+	// whose freelist is large). Every commit is durable either way, and a
+	// file written in one mode opens in the other (the first open that
+	// syncs scans once, then writes the freelist).
+	NoFreelistSync bool
+	// Sequential names the buckets whose new keys mostly sort after every
+	// key already there (sequence numbers: the audit chain, facts by id).
+	// Their pages are filled to SequentialFill when they split, instead of
+	// bbolt's 50%, which would leave every page of an append-only bucket
+	// half empty for ever. Buckets with random keys keep 50%.
+	Sequential []string
 	// FailSync, when set, is called where each commit would make its write
 	// durable; a non-nil error fails that commit as a failed fsync or a full
 	// disk would (the transaction is rolled back and the store fails). It
@@ -78,12 +95,17 @@ func Open(path string, opt Options) (*DB, error) {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{
-		Timeout:        timeout,
-		ReadOnly:       opt.ReadOnly,
-		FreelistType:   bbolt.FreelistMapType,
-		NoFreelistSync: true,
-	})
+	bo := &bbolt.Options{
+		Timeout:  timeout,
+		ReadOnly: opt.ReadOnly,
+		// A synced freelist is written as an array: the map type is the
+		// slow one to write (perf-targets.md §1.3).
+		FreelistType: bbolt.FreelistArrayType,
+	}
+	if opt.NoFreelistSync {
+		bo.FreelistType, bo.NoFreelistSync = bbolt.FreelistMapType, true
+	}
+	db, err := bbolt.Open(path, 0o600, bo)
 	if err != nil {
 		if errors.Is(err, bberrors.ErrTimeout) {
 			return nil, fmt.Errorf("open %s: %w (is a countersign server running with this store? stop it first, or point --config at another store.path)", path, ErrLocked)
@@ -91,6 +113,12 @@ func Open(path string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	d := &DB{db: db, path: path, failSync: opt.FailSync}
+	if len(opt.Sequential) > 0 {
+		d.sequential = map[string]bool{}
+		for _, b := range opt.Sequential {
+			d.sequential[b] = true
+		}
+	}
 	if opt.GroupCommit && !opt.ReadOnly {
 		d.group = newCommitter(d)
 	}
@@ -140,18 +168,23 @@ func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	if d.group != nil {
 		return d.group.update(ctx, fn)
 	}
-	return d.commit(func(t *bbolt.Tx) error { return fn(&tx{t: t}) })
+	return d.commit(func(t *bbolt.Tx, h *hookSet) error { return fn(&tx{t: t, hooks: h, sequential: d.sequential}) })
 }
 
-// commit runs fn in one bbolt transaction and commits it. An error of fn
-// rolls it back and is returned as it is; any other failure (the commit's
-// writes or fsyncs, or the FailSync hook) fails the store.
-func (d *DB) commit(fn func(*bbolt.Tx) error) error {
+// commit runs fn in one bbolt transaction, then the PreCommits registered in
+// it (kv.Finisher), and commits it. An error of fn or of a PreCommit rolls
+// it back and is returned as it is; any other failure (the commit's writes
+// or fsyncs, or the FailSync hook) fails the store.
+func (d *DB) commit(fn func(*bbolt.Tx, *hookSet) error) error {
 	var ran bool
 	var fnErr error
 	err := d.db.Update(func(t *bbolt.Tx) error {
 		ran = true
-		if fnErr = fn(t); fnErr != nil {
+		h := &hookSet{}
+		if fnErr = fn(t, h); fnErr != nil {
+			return fnErr
+		}
+		if fnErr = h.run(t, d.sequential); fnErr != nil {
 			return fnErr
 		}
 		if d.failSync != nil {
@@ -188,16 +221,34 @@ func (d *DB) Check() error {
 	})
 }
 
-type tx struct{ t *bbolt.Tx }
+// SequentialFill is how full Options.Sequential buckets' pages are left
+// when they split.
+const SequentialFill = 0.95
+
+// tx is a kv.Tx on a bbolt transaction. hooks is nil in a read-only one.
+type tx struct {
+	t          *bbolt.Tx
+	hooks      *hookSet
+	sequential map[string]bool
+}
 
 func (x *tx) bucket(name string, create bool) (*bbolt.Bucket, error) {
-	if b := x.t.Bucket([]byte(name)); b != nil {
-		return b, nil
+	b := x.t.Bucket([]byte(name))
+	if b == nil {
+		if !create {
+			return nil, nil
+		}
+		var err error
+		if b, err = x.t.CreateBucketIfNotExists([]byte(name)); err != nil {
+			return nil, err
+		}
 	}
-	if !create {
-		return nil, nil
+	if create && x.sequential[name] {
+		// FillPercent belongs to the transaction's handle of the bucket,
+		// which bbolt keeps for the transaction; it applies at commit.
+		b.FillPercent = SequentialFill
 	}
-	return x.t.CreateBucketIfNotExists([]byte(name))
+	return b, nil
 }
 
 func (x *tx) Get(bucket string, key []byte) ([]byte, error) {

@@ -41,6 +41,10 @@ type commitReq struct {
 //     to its caller, and do nothing outside the transaction.
 //   - The failing function's error is delivered only once the state it saw
 //     has committed; if that commit fails, it gets the commit's error.
+//   - The PreCommits the functions register (kv.Finisher) run once, after
+//     the last function of the group and before the commit. A PreCommit
+//     that fails rolls the group back and every function of it gets the
+//     error; the store does not fail (nothing was written).
 //   - A commit that fails is never retried: every function of the group gets
 //     the error and the store fails (see DB.Err).
 type committer struct {
@@ -154,9 +158,10 @@ func (c *committer) commit(group []commitReq) {
 	var failedErrs []error
 	for len(group) > 0 {
 		bad, badErr := -1, error(nil)
-		err := c.d.commit(func(t *bbolt.Tx) error {
+		err := c.d.commit(func(t *bbolt.Tx, h *hookSet) error {
+			x := &tx{t: t, hooks: h, sequential: c.d.sequential}
 			for i, r := range group {
-				if e := run(r.fn, &tx{t: t}); e != nil {
+				if e := run(r.fn, x); e != nil {
 					bad, badErr = i, e
 					return errFnFailed
 				}

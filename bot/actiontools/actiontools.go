@@ -28,9 +28,6 @@ import (
 // Service.DeliverCallback.
 const CallbackSink = "callback"
 
-// sweepBatch bounds the requests one sweep transaction changes.
-const sweepBatch = 256
-
 // CommandSpec is one allowlisted command of an exec-style tool.
 type CommandSpec struct {
 	Command  string // "kubectl get"

@@ -14,12 +14,18 @@ import (
 // sweeperName is the principal the sweeper audits as.
 const sweeperName = "countersign [sweeper]"
 
+// sweepBatch bounds the requests one sweep transaction changes. Each change
+// re-encodes the request, appends an audit entry and queues outbox events;
+// 128 keeps one transaction (which holds the store's only writer) to a few
+// milliseconds, so writes and queued audits interleave with a large sweep.
+const sweepBatch = 128
+
 // Sweep is the "actions" sweep step, a function of now: it times out
 // unanswered requests (an action is denied by automatic policy, a question
 // expires), and sends one reminder after Options.RemindAfter and one
 // escalation after Options.EscalateAfter. It finds due requests with a
-// range scan of the deadline index and changes at most 256 per transaction.
-// It returns how many requests it changed.
+// range scan of the deadline index and changes at most sweepBatch per
+// transaction. It returns how many requests it changed.
 func (s *Service) Sweep(ctx context.Context, now time.Time) (int, error) {
 	total := 0
 	for {

@@ -367,10 +367,12 @@ func toRecallData(r memory.Recall) recallData {
 	return d
 }
 
-// runRecall selects the context of a question and audits the read in the
-// same transaction; verdict (when not nil) computes the gate's verdict for
-// the audit detail. A critical overflow is audited as REFUSED, committed,
-// and then returned as a conflict.
+// runRecall selects the context of a question in a read transaction and
+// audits the read (durably, or queued: see bot.ReadAudit) before it is
+// answered; verdict (when not nil) computes the gate's verdict for the audit
+// detail. A critical overflow is audited as REFUSED and then returned as a
+// conflict. A read whose audit entry cannot be recorded returns the
+// *bot.UnrecordedError: its answer must not be given.
 func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, perCall string, verdict func(memory.Recall) policy.Verdict) (memory.Recall, error) {
 	req := memory.RecallRequest{
 		Question: question, Critical: t.criticalSet(perCall),
@@ -378,24 +380,29 @@ func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, pe
 	}
 	var r memory.Recall
 	var refused error
-	err := c.Update(ctx, func(tx *bot.Tx) error {
+	var detail string
+	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
 		r, err = memory.RecallSpace(tx, mspace(c.Space), req)
 		var ce *memory.CriticalOverflowError
 		if errors.As(err, &ce) {
 			refused = err
-			return tx.Audit(action, truncate80(question)+": REFUSED (critical overflow)")
+			detail = truncate80(question) + ": REFUSED (critical overflow)"
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		detail := truncate80(question)
+		detail = truncate80(question)
 		if verdict != nil {
 			detail += ": " + string(verdict(r))
 		}
-		return tx.Audit(action, detail)
+		return nil
 	})
 	if err != nil {
+		return memory.Recall{}, err
+	}
+	if err := c.AuditRead(ctx, action, detail); err != nil {
 		return memory.Recall{}, err
 	}
 	return r, wrap(refused)
@@ -404,6 +411,10 @@ func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, pe
 func (t *tools) recall(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*recallArgs)
 	r, err := t.runRecall(ctx, c, "recall", args.Question, args.CriticalCategories, nil)
+	if reason, ok := bot.Unrecorded(err); ok {
+		// A read that cannot be recorded is not answered.
+		return bot.Result{}, bot.Errorf(bot.KindRateLimited, "recall refused: %s", reason)
+	}
 	if err != nil {
 		return bot.Result{}, err
 	}

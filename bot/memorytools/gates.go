@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 )
@@ -54,7 +55,7 @@ func (t *tools) check(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 		verdict policy.Verdict
 		reasons []string
 	)
-	err := c.Update(ctx, func(tx *bot.Tx) error {
+	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
 		if facts, err = memory.Live(tx, mspace(c.Space), subject); err != nil {
 			return err
@@ -64,10 +65,19 @@ func (t *tools) check(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 			states[i] = factState(f)
 		}
 		verdict, reasons = policy.CheckBeforeAct(states, pol, c.Now)
-		return tx.Audit("check_before_act", subject+": "+string(verdict))
+		return nil
 	})
 	if err != nil {
 		return bot.Result{}, err
+	}
+	// The verdict is audited before it is given (durably, or queued: see
+	// bot.ReadAudit); a verdict that cannot be recorded is never given.
+	if err := c.AuditRead(ctx, "check_before_act", subject+": "+string(verdict)); err != nil {
+		reason, ok := bot.Unrecorded(err)
+		if !ok {
+			return bot.Result{}, err
+		}
+		verdict, reasons, facts = policy.VerdictBlocked, []string{reason}, nil
 	}
 	var current []string
 	for _, f := range facts {
@@ -107,6 +117,13 @@ func (t *tools) safeRecall(ctx context.Context, c *bot.Call, a any) (bot.Result,
 		return verdict
 	}
 	r, err := t.runRecall(ctx, c, "safe_recall", args.Question, args.CriticalCategories, judge)
+	if reason, ok := bot.Unrecorded(err); ok {
+		// A verdict that cannot be recorded is never given: withhold, and
+		// show none of the facts read.
+		reasons = []string{reason}
+		d := safeRecallData{Verdict: policy.VerdictWithheld, Reasons: reasons, recallData: toRecallData(memory.Recall{})}
+		return bot.Result{Text: policy.RenderWithheld(reasons), Data: d}, nil
+	}
 	if err != nil {
 		return bot.Result{}, err
 	}

@@ -51,11 +51,25 @@ func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := bolt.Open(cfg.Store.Path, bolt.Options{GroupCommit: cfg.Store.groupCommit()})
+	db, err := bolt.Open(cfg.Store.Path, storeOptions(cfg))
 	if err != nil {
 		return nil, nil, err
 	}
 	return db, key, nil
+}
+
+// memFactsBucket is memory's bucket of facts by space and id: sequential
+// within a space. (memory does not export its bucket names.)
+const memFactsBucket = "mem_facts"
+
+// storeOptions are the bbolt options of serve and of every command that
+// writes the store.
+func storeOptions(cfg *Config) bolt.Options {
+	return bolt.Options{
+		GroupCommit:    cfg.Store.groupCommit(),
+		NoFreelistSync: !cfg.Store.syncFreelist(),
+		Sequential:     append(bot.SequentialBuckets(), memFactsBucket),
+	}
 }
 
 // loadSigningKey reads the hex Ed25519 seed at path, creating it with mode

@@ -123,6 +123,13 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	// The run's audit of read verdicts: it records unclean_restart if the
+	// last run did not stop cleanly, and (queued mode) starts the appender.
+	readAudit, err := a.bot.StartReadAudit(ctx, cfg.Audit.readAudit())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	srv := &http.Server{
 		Handler:           a.handler(),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,
@@ -161,7 +168,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	case runErr = <-errc:
 	}
 	// Shut down in reverse order of start-up: stop intake, finish in-flight
-	// calls within a deadline, stop the background loops, close the store.
+	// calls within a deadline, drain the queue of read audits, stop the
+	// background loops, close the store (deferred a.close).
 	logger.Info("shutting down")
 	a.bot.BeginShutdown() // long polls answer now instead of holding shutdown
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
@@ -174,6 +182,14 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		_ = srv.Close()
 	}
 	wg.Wait()
+	// Every HTTP answer has been given: commit the audit entries still
+	// queued and clear the running marker. Verdicts the runners (chat) give
+	// from now on are audited durably before they are answered.
+	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
+	if err := readAudit.Close(dctx); err != nil {
+		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", err)
+	}
+	cancelDrain()
 	cancelRunners()
 	rwg.Wait()
 	logger.Info("stopped")
@@ -182,6 +198,10 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // shutdownGrace is how long a stopping server waits for in-flight calls.
 const shutdownGrace = 10 * time.Second
+
+// drainGrace is how long a stopping server waits for the queue of read
+// audits to be committed (a full queue commits in milliseconds).
+const drainGrace = 10 * time.Second
 
 func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keys create", stderr)

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/benchrun              # the full run (about 10 minutes on 2 cores)
 //	go run ./cmd/benchrun -tiny -out /tmp/b.md   # every scenario on small numbers
+//	go run ./cmd/benchrun -only G2,G3 -rounds 1  # some scenarios; printed, BENCHMARKS.md untouched
 //
 // Stores go in a fresh directory under -dir (default: the system temp dir),
 // whose disk is the one measured; it is removed afterwards unless -keep.
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +39,22 @@ func run() error {
 	out := flag.String("out", "../BENCHMARKS.md", "the report to write the table into")
 	root := flag.String("root", "..", "the countersign module, to build the binary from")
 	keep := flag.Bool("keep", false, "keep the stores afterwards")
+	only := flag.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ", ")+"); the report is then printed, and written only to an explicit -out")
 	flag.Parse()
+	var sel []string
+	if *only != "" {
+		sel = strings.Split(*only, ",")
+		for _, s := range sel {
+			if !slices.ContainsFunc(bench.Scenarios, func(id string) bool { return strings.EqualFold(id, strings.TrimSpace(s)) }) {
+				return fmt.Errorf("-only: unknown scenario %q (want some of %s)", s, strings.Join(bench.Scenarios, ", "))
+			}
+		}
+		outSet := false
+		flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+		if !outSet {
+			*out = "" // a partial run never overwrites BENCHMARKS.md by default
+		}
+	}
 	p := bench.Full
 	if *tiny {
 		p = bench.Tiny
@@ -59,7 +76,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	t0 := time.Now()
-	m, res, err := bench.Run(ctx, bench.Options{Plan: p, Dir: work, Root: root2, Log: os.Stderr})
+	m, res, err := bench.Run(ctx, bench.Options{Plan: p, Dir: work, Root: root2, Log: os.Stderr, Only: sel})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,400 @@
+package bot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/kv"
+)
+
+// The audit of read-only answers.
+//
+// A write (remember, a decision, a denial) commits its audit entry in the
+// same durable transaction as the change, always. A read-only answer (the
+// verdict of check_before_act or safe_recall, a recall) changes nothing, so
+// while a ReadAudit runs its entry is not made durable before the answer:
+// the answer is computed in a read transaction, its entry is put on a
+// bounded in-memory queue, and one background appender commits the queue in
+// batches (one durable transaction, one head signature, per batch). The
+// call waits for room when the queue is full, up to ReadAuditOptions.Wait;
+// an answer whose entry cannot be queued, or any answer after a commit of
+// the appender failed, is refused (the gates answer BLOCKED or WITHHELD):
+// no answer is given that cannot be recorded. A crash loses at most the
+// entries still queued; the next start appends unclean_restart to say so.
+
+// Read-audit modes.
+const (
+	// ReadAuditQueued answers read verdicts before their audit entry is
+	// durable; the entry is committed by the background appender.
+	ReadAuditQueued = "queued"
+	// ReadAuditDurable commits each read verdict's audit entry in its own
+	// durable transaction before the verdict is answered.
+	ReadAuditDurable = "durable"
+)
+
+// Defaults of ReadAuditOptions.
+const (
+	DefaultReadQueueSize = 1024
+	DefaultReadQueueWait = 50 * time.Millisecond
+	readAuditBatch       = 256
+)
+
+// The reasons a read answer is refused when its audit entry cannot be
+// recorded (a bullet of BLOCKED / WITHHELD).
+const (
+	ReasonAuditBacklog = "audit backlog — this verdict could not be recorded; retry shortly"
+	ReasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
+)
+
+// UnrecordedError is returned by Call.AuditRead when the entry of a
+// read-only answer cannot be recorded. The answer must not be given: the
+// gates answer BLOCKED / WITHHELD with Reason as the reason.
+type UnrecordedError struct {
+	Reason string
+	Err    error // the appender's failure, if that is the cause
+}
+
+func (e *UnrecordedError) Error() string { return e.Reason }
+func (e *UnrecordedError) Unwrap() error { return e.Err }
+
+// Unrecorded reports whether err says a read answer could not be recorded,
+// and the reason line to show instead of the answer.
+func Unrecorded(err error) (reason string, ok bool) {
+	var u *UnrecordedError
+	if errors.As(err, &u) {
+		return u.Reason, true
+	}
+	return "", false
+}
+
+// ReadAuditOptions configure StartReadAudit.
+type ReadAuditOptions struct {
+	// Mode is ReadAuditQueued (the default when empty) or ReadAuditDurable.
+	Mode string
+	// Size is how many read entries may wait to be committed; zero means
+	// DefaultReadQueueSize. It bounds what a crash can lose.
+	Size int
+	// Wait is how long a read answer waits for room in a full queue before
+	// it is refused; zero means DefaultReadQueueWait.
+	Wait time.Duration
+}
+
+// ReadAudit is a serving run's audit of read-only answers: the running
+// marker and, in queued mode, the queue and its appender.
+type ReadAudit struct {
+	b    *Bot
+	mode string
+	wait time.Duration
+
+	ch      chan readEntry
+	stop    chan struct{}
+	stopped chan struct{}
+
+	mu     sync.RWMutex // held for reading while an entry is being queued
+	closed bool
+
+	queued   atomic.Uint64 // entries queued so far
+	flushing atomic.Int32  // callers waiting in flush (for tests)
+	pmu      sync.Mutex
+	done     uint64        // entries the appender has finished with
+	moved    chan struct{} // closed (and replaced) whenever done grows
+	failed   error         // the first failed commit; sticky
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+type readEntry struct {
+	now   time.Time
+	entry approvals.Entry
+}
+
+// Run-marker storage: a marker set while a run serves, cleared at clean stop.
+const (
+	bucketRun  = "run"
+	keyRunning = "running"
+)
+
+// runMarker is the value of the running marker.
+type runMarker struct {
+	Started      time.Time `json:"started"`
+	ReadVerdicts string    `json:"read_verdicts"`
+}
+
+// ActionUncleanRestart is the audit action appended at start when the
+// previous run did not stop cleanly.
+const ActionUncleanRestart = "unclean_restart"
+
+// StartReadAudit begins a serving run. When the previous run's marker is
+// still in the store (it did not stop cleanly: a crash, kill -9 or power
+// loss) it appends an unclean_restart entry saying what may be missing;
+// then it sets the marker and, in queued mode, starts the appender. Stop
+// the run with Close once intake has stopped: it drains the queue and
+// clears the marker. Without a running ReadAudit (tests, one-shot
+// commands) every read answer is audited durably before it is given.
+func (b *Bot) StartReadAudit(ctx context.Context, o ReadAuditOptions) (*ReadAudit, error) {
+	if b.readAudit.Load() != nil {
+		return nil, errors.New("read audit: a run is already started; Close it first")
+	}
+	switch o.Mode {
+	case "":
+		o.Mode = ReadAuditQueued
+	case ReadAuditQueued, ReadAuditDurable:
+	default:
+		return nil, fmt.Errorf("read audit mode %q: want %s or %s", o.Mode, ReadAuditQueued, ReadAuditDurable)
+	}
+	if o.Size <= 0 {
+		o.Size = DefaultReadQueueSize
+	}
+	if o.Wait <= 0 {
+		o.Wait = DefaultReadQueueWait
+	}
+	now := b.now()
+	sys := b.SystemCall(now)
+	err := b.Update(ctx, sys, func(tx *Tx) error {
+		prev, err := tx.Get(bucketRun, []byte(keyRunning))
+		if err != nil {
+			return err
+		}
+		if prev != nil {
+			if _, err := tx.AuditAs(sys.Caller.String(), Space{}, ActionUncleanRestart, uncleanDetail(prev)); err != nil {
+				return err
+			}
+		}
+		m, _ := json.Marshal(runMarker{Started: now.UTC(), ReadVerdicts: o.Mode})
+		return tx.Put(bucketRun, []byte(keyRunning), m)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read audit: mark the run: %w", err)
+	}
+	q := &ReadAudit{b: b, mode: o.Mode, wait: o.Wait, moved: make(chan struct{})}
+	if o.Mode == ReadAuditQueued {
+		q.ch = make(chan readEntry, o.Size)
+		q.stop = make(chan struct{})
+		q.stopped = make(chan struct{})
+		go q.loop()
+		b.readAudit.Store(q)
+	}
+	return q, nil
+}
+
+// uncleanDetail is the detail of unclean_restart, from the marker the
+// previous run left.
+func uncleanDetail(marker []byte) string {
+	var m runMarker
+	if json.Unmarshal(marker, &m) != nil || m.Started.IsZero() {
+		return "the previous run did not stop cleanly (crash, kill or power loss); read verdicts (check_before_act, safe_recall, recall) answered in its last moments may be missing from the chain; writes and decisions are all recorded"
+	}
+	started := m.Started.UTC().Format(time.RFC3339)
+	if m.ReadVerdicts == ReadAuditDurable {
+		return "the previous run (started " + started + ") did not stop cleanly (crash, kill or power loss); it recorded every answer before giving it, so no entry is missing"
+	}
+	return "the previous run (started " + started + ") did not stop cleanly (crash, kill or power loss); read verdicts (check_before_act, safe_recall, recall) answered in its last moments may be missing from the chain; writes and decisions are all recorded"
+}
+
+// Mode returns ReadAuditQueued or ReadAuditDurable.
+func (q *ReadAudit) Mode() string { return q.mode }
+
+// Close ends the run: no entry is queued any more (later read answers are
+// audited durably before they are given), the queue is drained into the
+// store, and the running marker is cleared. Call it after intake has
+// stopped and before the store closes. A second Close returns the first's
+// result.
+func (q *ReadAudit) Close(ctx context.Context) error {
+	q.closeOnce.Do(func() { q.closeErr = q.close(ctx) })
+	return q.closeErr
+}
+
+func (q *ReadAudit) close(ctx context.Context) error {
+	if q.ch != nil {
+		q.mu.Lock()
+		q.closed = true
+		q.mu.Unlock()
+		q.b.readAudit.CompareAndSwap(q, nil)
+		close(q.stop)
+		select {
+		case <-q.stopped:
+		case <-ctx.Done():
+			return fmt.Errorf("read audit: the queue did not drain in time: %w", ctx.Err())
+		}
+		if err := q.err(); err != nil {
+			// Entries were lost: leave the marker, so the next start says so.
+			return fmt.Errorf("read audit: %w", err)
+		}
+	}
+	return q.b.Update(ctx, q.b.SystemCall(q.b.now()), func(tx *Tx) error {
+		return tx.Delete(bucketRun, []byte(keyRunning))
+	})
+}
+
+// enqueue queues e. queued is false when the queue no longer takes entries
+// (it is closing): the caller then records e itself.
+func (q *ReadAudit) enqueue(ctx context.Context, e readEntry) (queued bool, err error) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return false, nil
+	}
+	if err := q.err(); err != nil {
+		return true, &UnrecordedError{Reason: ReasonAuditFailed, Err: err}
+	}
+	select {
+	case q.ch <- e:
+		q.queued.Add(1)
+		return true, nil
+	default:
+	}
+	t := time.NewTimer(q.wait)
+	defer t.Stop()
+	select {
+	case q.ch <- e:
+		q.queued.Add(1)
+		return true, nil
+	case <-t.C:
+		q.b.log.Warn("audit backlog: a read answer was refused because its audit entry could not be queued", "queued", len(q.ch), "wait", q.wait)
+		return true, &UnrecordedError{Reason: ReasonAuditBacklog}
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
+func (q *ReadAudit) err() error {
+	q.pmu.Lock()
+	defer q.pmu.Unlock()
+	return q.failed
+}
+
+// loop is the appender: it blocks for the first queued entry, takes
+// whatever else is queued without waiting, and commits them in one durable
+// transaction; on stop it commits what is left and returns.
+func (q *ReadAudit) loop() {
+	defer close(q.stopped)
+	batch := make([]readEntry, 0, readAuditBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case e := <-q.ch:
+			batch = append(batch, e)
+		case <-q.stop:
+			// Nothing new can arrive (closed is set): drain what is left.
+			for {
+				batch = batch[:0]
+			drain:
+				for len(batch) < readAuditBatch {
+					select {
+					case e := <-q.ch:
+						batch = append(batch, e)
+					default:
+						break drain
+					}
+				}
+				if len(batch) == 0 {
+					return
+				}
+				q.commit(batch)
+			}
+		}
+	collect:
+		for len(batch) < readAuditBatch {
+			select {
+			case e := <-q.ch:
+				batch = append(batch, e)
+			default:
+				break collect
+			}
+		}
+		q.commit(batch)
+	}
+}
+
+// commit appends a batch in one durable transaction. A failure is sticky:
+// from then on every read answer is refused (fail closed).
+func (q *ReadAudit) commit(batch []readEntry) {
+	err := q.append(batch)
+	q.pmu.Lock()
+	if err != nil && q.failed == nil {
+		q.failed = err
+	}
+	q.done += uint64(len(batch))
+	close(q.moved)
+	q.moved = make(chan struct{})
+	q.pmu.Unlock()
+	if err != nil {
+		q.b.log.Error("audit: read answers were given but their audit entries could not be committed; refusing read answers from now on (restart Countersign once the store is healthy)",
+			"entries", len(batch), "err", err)
+	}
+}
+
+func (q *ReadAudit) append(batch []readEntry) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("read audit: append panicked: %v", v)
+		}
+	}()
+	return q.b.store.Update(context.Background(), func(t kv.Tx) error {
+		for _, e := range batch {
+			if _, err := approvals.Append(t, q.b.key, e.now, e.entry); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// flush waits until every entry queued before it was called has been
+// handled by the appender.
+func (q *ReadAudit) flush(ctx context.Context) error {
+	target := q.queued.Load()
+	q.flushing.Add(1)
+	defer q.flushing.Add(-1)
+	for {
+		q.pmu.Lock()
+		done, moved := q.done, q.moved
+		q.pmu.Unlock()
+		if done >= target {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-q.stopped:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// AuditRead records the audit entry of a read-only answer of this call (a
+// gate's verdict, a recall) for the call's caller and space. With a queued
+// ReadAudit running, the entry is queued and AuditRead returns at once (or
+// after waiting for room); otherwise it is committed in its own durable
+// transaction before AuditRead returns. An *UnrecordedError means the entry
+// cannot be recorded: the answer must not be given (see Unrecorded).
+func (c *Call) AuditRead(ctx context.Context, action, detail string) error {
+	if q := c.bot.readAudit.Load(); q != nil {
+		queued, err := q.enqueue(ctx, readEntry{now: c.Now, entry: approvals.Entry{
+			Principal: c.Caller.String(), UserID: c.Space.UserID, AgentID: c.Space.AgentID, RunID: c.Space.RunID,
+			Action: action, Detail: detail,
+		}})
+		if queued {
+			return err
+		}
+	}
+	return c.Update(ctx, func(tx *Tx) error { return tx.Audit(action, detail) })
+}
+
+// FlushAudit waits until every read entry queued so far is committed (or
+// its commit failed), so that a reader of the audit trail sees every
+// answer given before it asked. It returns at once without a ReadAudit.
+func (b *Bot) FlushAudit(ctx context.Context) error {
+	if q := b.readAudit.Load(); q != nil {
+		return q.flush(ctx)
+	}
+	return nil
+}

@@ -76,6 +76,12 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		callerOf = func(context.Context, *sdk.CallToolRequest) (*bot.Caller, error) { return localCaller(), nil }
 	}
 
+	// As under serve: record unclean_restart if the last run did not stop
+	// cleanly, and queue the audit of read verdicts.
+	readAudit, err := a.bot.StartReadAudit(ctx, cfg.Audit.readAudit())
+	if err != nil {
+		return err
+	}
 	runCtx, cancelRunners := context.WithCancel(ctx)
 	defer cancelRunners()
 	var rwg sync.WaitGroup
@@ -90,6 +96,11 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	}
 	logger.Info("mcp: serving on stdio", "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
 	err = mcp.ServeStdio(ctx, mcp.Options{App: a.bot, Caller: callerOf, Version: version, Logger: logger}, stdin, stdout)
+	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
+	if cerr := readAudit.Close(dctx); cerr != nil {
+		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", cerr)
+	}
+	cancelDrain()
 	cancelRunners()
 	rwg.Wait()
 	logger.Info("mcp: stopped")

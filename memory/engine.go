@@ -96,7 +96,7 @@ func (o *Options) Write(tx kv.Tx, sp Space, in Input, now time.Time) (Plan, erro
 		return Plan{}, err
 	}
 	p.New.ID, p.New.Space = id, sp
-	if err := put(tx, p.New); err != nil {
+	if err := putNew(tx, p.New); err != nil {
 		return Plan{}, err
 	}
 	if !p.Held && p.Target != nil && (p.Action == ActionSupersede || p.Action == ActionRetract) {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/kv"
@@ -14,10 +15,11 @@ import (
 const (
 	bucketFacts  = "mem_facts"  // sk id -> Fact JSON: every fact, live or retired
 	bucketSeq    = "mem_seq"    // sk -> last fact id of the space
-	bucketLive   = "mem_live"   // sk subject 0x00 id -> projection: ACTIVE and FLAGGED_CONFLICT only (the hot path)
+	bucketLive   = "mem_live"   // sk subject 0x00 id -> binary record (record.go): ACTIVE and FLAGGED_CONFLICT only (the hot path)
 	bucketSubj   = "mem_subj"   // sk subject 0x00 id -> empty: every fact of a subject (history)
 	bucketPolicy = "mem_policy" // sk -> storedPolicy JSON
 	bucketOpen   = "mem_open"   // sk id -> openEntry JSON: proposals awaiting a decision
+	// bucketRecall (index.go) is the recall index, derived from mem_live.
 )
 
 func factKey(sp Space, id uint64) []byte {
@@ -69,27 +71,68 @@ func Load(tx kv.Tx, sp Space, id uint64) (*Fact, error) {
 	return decodeFact(b)
 }
 
-// put writes a fact and keeps the indexes in step: the live copy exists
-// exactly while the fact is ACTIVE or FLAGGED_CONFLICT; the open-proposal
-// entry exactly while the fact is an open proposal.
-func put(tx kv.Tx, f *Fact) error {
+// put writes a fact and keeps the indexes in step: the live record exists
+// exactly while the fact is ACTIVE or FLAGGED_CONFLICT, the recall index
+// follows the live index, and the open-proposal entry exists exactly while
+// the fact is an open proposal.
+func put(tx kv.Tx, f *Fact) error { return store(tx, f, false) }
+
+// putNew is put for a fact just given its id, which has no entries yet.
+func putNew(tx kv.Tx, f *Fact) error { return store(tx, f, true) }
+
+func store(tx kv.Tx, f *Fact, fresh bool) error {
 	f.V = factVersion
 	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	// First, while the fact's JSON is still the one its live entry was
+	// derived from: an older store's space is indexed by its first write.
+	st, err := ensureIndex(tx, f.Space)
 	if err != nil {
 		return err
 	}
 	if err := tx.Put(bucketFacts, factKey(f.Space, f.ID), b); err != nil {
 		return err
 	}
-	if err := tx.Put(bucketSubj, subjectKey(f.Space, f.Subject, f.ID), nil); err != nil {
+	lk := subjectKey(f.Space, f.Subject, f.ID)
+	if err := tx.Put(bucketSubj, lk, nil); err != nil {
 		return err
 	}
-	lk := subjectKey(f.Space, f.Subject, f.ID)
-	if f.Status.Live() {
-		if err := tx.Put(bucketLive, lk, encodeProjection(f)); err != nil {
+	sk := f.Space.key()
+	var before, after *projection
+	var old []byte
+	if !fresh {
+		if old, err = tx.Get(bucketLive, lk); err != nil {
 			return err
 		}
-	} else if err := tx.Delete(bucketLive, lk); err != nil {
+	}
+	if old != nil {
+		p, err := decodeProjection(len(sk), lk, old)
+		if err != nil {
+			return err
+		}
+		before = &p
+	}
+	if f.Status.Live() {
+		rec, err := encodeRecord(f)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(bucketLive, lk, rec); err != nil {
+			return err
+		}
+		p, err := decodeProjection(len(sk), lk, rec)
+		if err != nil {
+			return err
+		}
+		after = &p
+	} else if old != nil {
+		if err := tx.Delete(bucketLive, lk); err != nil {
+			return err
+		}
+	}
+	if err := updateIndex(tx, f.Space, sk, st, f.ID, before, after); err != nil {
 		return err
 	}
 	ok := factKey(f.Space, f.ID)
@@ -104,48 +147,43 @@ func put(tx kv.Tx, f *Fact) error {
 }
 
 // Live returns the ACTIVE and FLAGGED_CONFLICT facts of one subject, by id:
-// a prefix scan of the live index, so its cost is the subject's live facts.
+// a prefix scan of the live index, whose records are decoded without JSON,
+// so its cost is the subject's live facts.
 func Live(tx kv.Tx, sp Space, subject string) ([]*Fact, error) {
-	var ids []uint64
 	prefix := subjectPrefix(sp, subject)
-	if err := kv.Prefix(tx, bucketLive, prefix, func(k, _ []byte) error {
-		ids = append(ids, kv.ParseU64(k[len(prefix):]))
+	var rs liveRecords
+	if err := kv.Prefix(tx, bucketLive, prefix, func(k, v []byte) error {
+		rs.add(kv.ParseU64(k[len(prefix):]), nil, v)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	return loadAll(tx, sp, ids)
-}
-
-// loadAll loads facts by id; an id without a fact is an index fault.
-func loadAll(tx kv.Tx, sp Space, ids []uint64) ([]*Fact, error) {
-	out := make([]*Fact, 0, len(ids))
-	for _, id := range ids {
-		f, err := Load(tx, sp, id)
-		if err != nil {
-			return nil, err
-		}
-		if f == nil {
-			return nil, fmt.Errorf("memory: live index of %s names #%d, which does not exist", sp, id)
-		}
-		out = append(out, f)
-	}
-	return out, nil
+	jsubject := jsonString(subject)
+	return rs.facts(tx, sp, func(string) string { return jsubject })
 }
 
 // LiveAll calls fn for every ACTIVE and FLAGGED_CONFLICT fact of the space,
 // grouped by subject and then by id. It is one prefix scan of the live
 // index: its cost is the space's live facts, not the store's.
 func LiveAll(tx kv.Tx, sp Space, fn func(*Fact) error) error {
-	var ids []uint64
 	prefix := sp.key()
-	if err := kv.Prefix(tx, bucketLive, prefix, func(k, _ []byte) error {
-		ids = append(ids, kv.ParseU64(k[len(k)-8:]))
+	var rs liveRecords
+	if err := kv.Prefix(tx, bucketLive, prefix, func(k, v []byte) error {
+		if len(k) < len(prefix)+9 {
+			return fmt.Errorf("memory: malformed live-index key")
+		}
+		rs.add(kv.ParseU64(k[len(k)-8:]), k[len(prefix):len(k)-9], v)
 		return nil
 	}); err != nil {
 		return err
 	}
-	facts, err := loadAll(tx, sp, ids)
+	var raw, jsubject string // the subject of the previous fact, and its JSON form
+	facts, err := rs.facts(tx, sp, func(subject string) string {
+		if subject != raw || jsubject == "" {
+			raw, jsubject = subject, jsonString(subject)
+		}
+		return jsubject
+	})
 	if err != nil {
 		return err
 	}
@@ -157,29 +195,65 @@ func LiveAll(tx kv.Tx, sp Space, fn func(*Fact) error) error {
 	return nil
 }
 
-// projectionVersion is the first byte of a live-index entry.
-const projectionVersion = 1
-
-// A live-index entry is a compact projection of the fact that recall ranks
-// without decoding the fact's JSON: version, status (1 ACTIVE, 2 FLAGGED),
-// then the category, value and said, each a uvarint length and bytes. It is
-// derived from the fact record (which stays JSON) and rewritten with it.
-func encodeProjection(f *Fact) []byte {
-	b := make([]byte, 0, 2+3*binary.MaxVarintLen32+len(f.Category)+len(f.Value)+len(f.Said))
-	st := byte(1)
-	if f.Status == StatusFlagged {
-		st = 2
-	}
-	b = append(b, projectionVersion, st)
-	for _, s := range []string{f.Category, f.Value, f.Said} {
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
-	}
-	return b
+// liveRecords collects live-index entries during a scan (whose values are
+// only valid in the callback) into one string, so that their facts share
+// it and one slice of Facts.
+type liveRecords struct {
+	buf  strings.Builder
+	recs []liveRec
 }
 
-// projection is a decoded live-index entry. Its slices alias the store's
-// memory and are valid only inside the scan callback.
+type liveRec struct {
+	id               uint64
+	subj, start, end int // the subject and the value in buf
+	older            bool
+}
+
+func (rs *liveRecords) add(id uint64, subject, v []byte) {
+	if rs.recs == nil {
+		rs.buf.Grow(4096)
+		rs.recs = make([]liveRec, 0, 16)
+	}
+	r := liveRec{id: id, subj: rs.buf.Len()}
+	rs.buf.Write(subject)
+	r.start = rs.buf.Len()
+	r.older = !hasRecord(v)
+	if !r.older {
+		rs.buf.Write(v)
+	}
+	r.end = rs.buf.Len()
+	rs.recs = append(rs.recs, r)
+}
+
+// facts decodes the collected records; jsubject gives the JSON form of a
+// record's subject. An entry of an older store is loaded from its JSON.
+func (rs *liveRecords) facts(tx kv.Tx, sp Space, jsubject func(string) string) ([]*Fact, error) {
+	if len(rs.recs) == 0 {
+		return nil, nil
+	}
+	jsp := jsonSpace(sp)
+	s := rs.buf.String()
+	slab := make([]Fact, len(rs.recs))
+	out := make([]*Fact, len(rs.recs))
+	for i, r := range rs.recs {
+		if r.older {
+			f, err := liveFact(tx, sp, jsp, "", r.id, nil)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = f
+			continue
+		}
+		if err := decodeRecordInto(&slab[i], jsp, jsubject(s[r.subj:r.start]), r.id, s[r.start:r.end]); err != nil {
+			return nil, err
+		}
+		out[i] = &slab[i]
+	}
+	return out, nil
+}
+
+// projection is a decoded live-index entry: what recall ranks. Its slices
+// alias the key and value it was decoded from.
 type projection struct {
 	id                    uint64
 	subject               []byte
@@ -187,6 +261,8 @@ type projection struct {
 	category, value, said []byte
 }
 
+// decodeProjection decodes the part of a live-index entry that every
+// version has: status, then category, value and said.
 func decodeProjection(prefixLen int, k, v []byte) (projection, error) {
 	var p projection
 	if len(k) < prefixLen+9 || len(v) < 2 || v[0] != projectionVersion {
@@ -194,7 +270,7 @@ func decodeProjection(prefixLen int, k, v []byte) (projection, error) {
 	}
 	p.id = kv.ParseU64(k[len(k)-8:])
 	p.subject = k[prefixLen : len(k)-9]
-	p.flagged = v[1] == 2
+	p.flagged = v[1] == liveFlagged
 	rest := v[2:]
 	for _, dst := range []*[]byte{&p.category, &p.value, &p.said} {
 		n, w := binary.Uvarint(rest)

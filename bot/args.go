@@ -12,10 +12,101 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
+// argSpec is what the strict decoding needs of an argument struct,
+// computed once (at Register) instead of on every call.
+type argSpec struct {
+	t        reflect.Type
+	required []string
+	known    map[string]int // JSON name -> position in the bit sets below
+	// reqMask has the bit of every required argument; fast is false when
+	// the bit sets cannot describe t (more than 64 arguments, or a required
+	// name that is not an argument), and every call takes the full path.
+	reqMask uint64
+	fast    bool
+	// plain is true when every known name is one encoding/json decodes into
+	// t, so that DisallowUnknownFields cannot refuse an object whose names
+	// are all known: decodeFast may then use json.Unmarshal.
+	plain bool
+}
+
+func newArgSpec(t reflect.Type, required []string) *argSpec {
+	s := &argSpec{t: t, required: required, known: map[string]int{}, fast: true}
+	for name := range jsonFields(t) {
+		s.known[name] = len(s.known)
+	}
+	if len(s.known) > 64 {
+		s.fast = false
+	}
+	for _, name := range required {
+		i, ok := s.known[name]
+		if !ok || i >= 64 {
+			s.fast = false
+			continue
+		}
+		s.reqMask |= 1 << i
+	}
+	// DisallowUnknownFields also refuses unknown names inside nested
+	// objects decoded into structs: only flat types may go without it.
+	s.plain = !nestsStruct(t, true)
+	for name := range s.known {
+		if !s.plain {
+			break
+		}
+		q, err := json.Marshal(name)
+		if err != nil {
+			s.plain = false
+			break
+		}
+		obj := append(append([]byte("{"), q...), ":null}"...)
+		if _, err := s.decodeStruct(obj); err != nil {
+			s.plain = false
+			break
+		}
+	}
+	return s
+}
+
+// nestsStruct reports whether decoding into t may decode a JSON object into
+// a struct (a field of struct type, or of pointers, slices, arrays or maps
+// of one), other than the struct t itself and the structs it embeds, whose
+// fields are t's own (top is true for those).
+func nestsStruct(t reflect.Type, top bool) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return nestsStruct(t.Elem(), false)
+	case reflect.Interface:
+		return false // decodes into maps, slices and plain values
+	case reflect.Struct:
+		if !top {
+			return true
+		}
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if nestsStruct(f.Type, f.Anonymous && f.Type.Kind() == reflect.Struct) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // decodeArgs decodes raw into a new value of type t (a struct), strictly: an
 // unknown argument, a wrong type, a missing required argument, invalid UTF-8
 // or a NUL byte in a string is a KindInvalid error naming the field.
 func decodeArgs(t reflect.Type, required []string, raw []byte) (any, error) {
+	return newArgSpec(t, required).decode(raw)
+}
+
+// decode is decodeArgs with the struct's description computed beforehand.
+//
+// Most calls are well formed: for those, one scan of the object's members
+// checks what the full path checks (every name an argument, no name twice,
+// every required argument present and not null, no NUL escape) and one
+// decoding into the struct follows. Anything else — an error to report, or
+// an input the scan does not handle (an escaped name, a repeated one) —
+// takes the full path, which produces the error; so the answers and errors
+// are those of the full path alone.
+func (s *argSpec) decode(raw []byte) (any, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		raw = []byte("{}")
@@ -23,39 +114,12 @@ func decodeArgs(t reflect.Type, required []string, raw []byte) (any, error) {
 	if !utf8.Valid(raw) {
 		return nil, Invalid("", "the arguments are not valid UTF-8")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return nil, Invalid("", "the arguments must be a JSON object: %s", jsonProblem(err))
-	}
-	if fields == nil {
-		return nil, Invalid("", "the arguments must be a JSON object, not null")
-	}
-	known := jsonFields(t)
-	for name := range fields {
-		if _, ok := known[name]; !ok {
-			return nil, Invalid(name, "unknown argument; GET /v1/tools lists each tool's arguments")
+	ptr, ok := s.decodeFast(raw)
+	if !ok {
+		var err error
+		if ptr, err = s.decodeFull(raw); err != nil {
+			return nil, err
 		}
-	}
-	for _, name := range required {
-		v, ok := fields[name]
-		if !ok || string(v) == "null" {
-			return nil, Invalid(name, "required argument is missing")
-		}
-	}
-	for name, v := range fields {
-		if bytes.Contains(v, []byte(`\u0000`)) {
-			return nil, Invalid(name, "must not contain a NUL character")
-		}
-	}
-	ptr := reflect.New(t)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(ptr.Interface()); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return nil, Invalid(te.Field, "must be %s, not %s", typeName(te.Type), te.Value)
-		}
-		return nil, Invalid("", "%s", jsonProblem(err))
 	}
 	if v, ok := ptr.Interface().(interface{ Validate() error }); ok {
 		if err := v.Validate(); err != nil {
@@ -63,6 +127,215 @@ func decodeArgs(t reflect.Type, required []string, raw []byte) (any, error) {
 		}
 	}
 	return ptr.Interface(), nil
+}
+
+// decodeFull is the strict decoding step by step: the object's members,
+// then their names, the required ones, NUL escapes, then the struct.
+func (s *argSpec) decodeFull(raw []byte) (reflect.Value, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return reflect.Value{}, Invalid("", "the arguments must be a JSON object: %s", jsonProblem(err))
+	}
+	if fields == nil {
+		return reflect.Value{}, Invalid("", "the arguments must be a JSON object, not null")
+	}
+	for name := range fields {
+		if _, ok := s.known[name]; !ok {
+			return reflect.Value{}, Invalid(name, "unknown argument; GET /v1/tools lists each tool's arguments")
+		}
+	}
+	for _, name := range s.required {
+		v, ok := fields[name]
+		if !ok || string(v) == "null" {
+			return reflect.Value{}, Invalid(name, "required argument is missing")
+		}
+	}
+	for name, v := range fields {
+		if bytes.Contains(v, nulEscape) {
+			return reflect.Value{}, Invalid(name, "must not contain a NUL character")
+		}
+	}
+	ptr, err := s.decodeStruct(raw)
+	if err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return reflect.Value{}, Invalid(te.Field, "must be %s, not %s", typeName(te.Type), te.Value)
+		}
+		return reflect.Value{}, Invalid("", "%s", jsonProblem(err))
+	}
+	return ptr, nil
+}
+
+var (
+	nulEscape = []byte(`\u0000`)
+	jsonNull  = []byte("null")
+)
+
+// decodeFast decodes raw when it passes every check of decodeFull; ok is
+// false when it may not (decodeFull then decides).
+func (s *argSpec) decodeFast(raw []byte) (ptr reflect.Value, ok bool) {
+	if !s.fast || bytes.Contains(raw, nulEscape) {
+		return reflect.Value{}, false
+	}
+	var seen uint64
+	ok = scanObject(raw, func(key, val []byte) bool {
+		i, known := s.known[string(key)]
+		if !known || seen&(1<<i) != 0 {
+			return false // unknown, or named twice
+		}
+		seen |= 1 << i
+		return s.reqMask&(1<<i) == 0 || !bytes.Equal(val, jsonNull)
+	})
+	if !ok || seen&s.reqMask != s.reqMask {
+		return reflect.Value{}, false
+	}
+	if !s.plain {
+		ptr, err := s.decodeStruct(raw)
+		return ptr, err == nil
+	}
+	// Every name is known and decodes into a field, so json.Unmarshal
+	// decodes what decodeStruct would (and refuses trailing data itself).
+	ptr = reflect.New(s.t)
+	if err := json.Unmarshal(raw, ptr.Interface()); err != nil {
+		return reflect.Value{}, false
+	}
+	return ptr, true
+}
+
+// decodeStruct decodes the JSON object raw into a new value of the struct,
+// refusing names it does not have. It fails unless raw is exactly one JSON
+// value.
+func (s *argSpec) decodeStruct(raw []byte) (reflect.Value, error) {
+	ptr := reflect.New(s.t)
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(ptr.Interface()); err != nil {
+		return reflect.Value{}, err
+	}
+	if dec.InputOffset() != int64(len(raw)) {
+		// Unreachable after decodeFull's json.Unmarshal, which refuses
+		// trailing data; decodeFast then defers to decodeFull.
+		return reflect.Value{}, errors.New("trailing data after the arguments")
+	}
+	return ptr, nil
+}
+
+// scanObject calls member with the name and the value (its exact bytes) of
+// each member of raw, a JSON object, in order, while member returns true.
+// It reports false when member did, or when raw is not an object it reads:
+// it expects valid JSON (what it accepts is then decoded by encoding/json,
+// which checks) and gives up on a name holding an escape, whose bytes are
+// not the name.
+func scanObject(raw []byte, member func(key, val []byte) bool) bool {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return false
+	}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return skipSpace(raw, i+1) == len(raw)
+	}
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return false
+		}
+		end := bytes.IndexByte(raw[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		key := raw[i+1 : i+1+end]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			return false
+		}
+		i = skipSpace(raw, i+2+end)
+		if i >= len(raw) || raw[i] != ':' {
+			return false
+		}
+		i = skipSpace(raw, i+1)
+		j, ok := skipValue(raw, i)
+		if !ok || !member(key, raw[i:j]) {
+			return false
+		}
+		i = skipSpace(raw, j)
+		if i >= len(raw) {
+			return false
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return skipSpace(raw, i+1) == len(raw)
+		default:
+			return false
+		}
+	}
+}
+
+// skipValue returns the end of the JSON value starting at raw[i].
+func skipValue(raw []byte, i int) (int, bool) {
+	if i >= len(raw) {
+		return 0, false
+	}
+	switch raw[i] {
+	case '"':
+		return skipString(raw, i)
+	case '{', '[':
+		depth := 0
+		for i < len(raw) {
+			switch raw[i] {
+			case '"':
+				j, ok := skipString(raw, i)
+				if !ok {
+					return 0, false
+				}
+				i = j
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return 0, false
+	}
+	// A number, true, false or null: up to the next delimiter.
+	j := i
+	for j < len(raw) {
+		switch raw[j] {
+		case ' ', '\t', '\n', '\r', ',', '}', ']':
+			return j, j > i
+		}
+		j++
+	}
+	return j, j > i
+}
+
+// skipString returns the end of the JSON string starting at raw[i] ('"').
+func skipString(raw []byte, i int) (int, bool) {
+	for j := i + 1; j < len(raw); j++ {
+		switch raw[j] {
+		case '\\':
+			j++ // the escaped byte; a \uXXXX's hex digits need no care
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+func skipSpace(raw []byte, i int) int {
+	for i < len(raw) {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
 }
 
 func jsonProblem(err error) string {

@@ -132,11 +132,12 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 		msg := policy.DenyCapability(name, t.Capability, caller.Role)
 		return Result{}, b.deny(ctx, c, msg)
 	}
-	args, err := decodeArgs(t.argType, t.required, raw)
+	args, err := t.args.decode(raw)
 	if err != nil {
 		return Result{}, err
 	}
-	if sp, ok := spaceOf(args); ok {
+	if t.spaced {
+		sp := spaceIn(args, t.spaceAt)
 		c.Space = sp
 		if err := ValidateSpace(sp); err != nil {
 			return Result{}, err

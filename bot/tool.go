@@ -45,6 +45,8 @@ type Tool struct {
 	schema   *jsonschema.Schema
 	required []string
 	spaced   bool
+	spaceAt  int      // index of the embedded Space field, when spaced
+	args     *argSpec // the strict decoding's view of argType
 }
 
 // ToolInfo is the public description of a tool.
@@ -93,10 +95,11 @@ func (b *Bot) Register(tools ...Tool) error {
 		}
 		s.Description = t.Description
 		t.schema, t.required = s, req
+		t.args = newArgSpec(t.argType, req)
 		for i := 0; i < t.argType.NumField(); i++ {
 			f := t.argType.Field(i)
-			if f.Anonymous && f.Type == spaceType {
-				t.spaced = true
+			if f.Anonymous && f.Type == spaceType && !t.spaced {
+				t.spaced, t.spaceAt = true, i
 			}
 		}
 		tt := t
@@ -113,6 +116,14 @@ func (b *Bot) Tools() []ToolInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// spaceIn normalises the space embedded in args, a pointer to a struct
+// whose field i is the embedded Space, and returns it.
+func spaceIn(args any, i int) Space {
+	sp := reflect.ValueOf(args).Elem().Field(i).Addr().Interface().(*Space)
+	*sp = sp.Normalized()
+	return *sp
 }
 
 // spaceOf returns the (normalised) space embedded in args, if any.

@@ -6,6 +6,7 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -218,13 +220,22 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	writeJSON(w, status, body)
 }
 
+// writeJSON answers v as JSON with status. The body is encoded whole before
+// anything is sent, so that it goes out with its Content-Length rather than
+// chunked.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	err := enc.Encode(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if err == nil {
+		h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }
 
 func withRequestID(next http.Handler) http.Handler {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -112,6 +113,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if getenv("GOGC") == "" {
+		// The live heap is a few MiB (the store is mapped, not loaded), so
+		// a lazier collector costs little memory and measurably cuts the
+		// CPU of every call (BENCHMARKS.md). GOGC in the environment wins.
+		debug.SetGCPercent(400)
+	}
 	logger := newLogger(cfg, stderr)
 	a, err := buildApp(ctx, cfg, getenv, logger)
 	if err != nil {

@@ -406,3 +406,25 @@ func schemaFor(t reflect.Type) (*jsonschema.Schema, []string, error) {
 	}
 	return s, append([]string(nil), s.Required...), nil
 }
+
+// CheckText validates a free-text argument: at most max bytes and no
+// control characters; multiline text may also hold tab, newline and
+// carriage return. Every tool package checks its text arguments with it,
+// so they all answer a bad one the same way.
+func CheckText(field, v string, max int, multiline bool) error {
+	if len(v) > max {
+		return Invalid(field, "must be at most %d bytes (got %d)", max, len(v))
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			if multiline && (r == '\t' || r == '\n' || r == '\r') {
+				continue
+			}
+			if multiline {
+				return Invalid(field, "must not contain control characters other than tab and line breaks")
+			}
+			return Invalid(field, "must not contain control characters")
+		}
+	}
+	return nil
+}

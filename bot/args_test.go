@@ -89,3 +89,32 @@ func TestSpaceNormalizedAndValidated(t *testing.T) {
 		t.Fatal("a control character in agent_id was accepted")
 	}
 }
+
+func TestCheckText(t *testing.T) {
+	cases := []struct {
+		v         string
+		max       int
+		multiline bool
+		want      string // "" = accepted
+	}{
+		{"warfarin 5mg", 20, false, ""},
+		{"line one\nline two\ttab", 40, true, ""},
+		{"line one\nline two", 40, false, "must not contain control characters"},
+		{"bell\a", 40, true, "other than tab and line breaks"},
+		{"del\x7f", 40, false, "must not contain control characters"},
+		{"toolong", 3, false, "must be at most 3 bytes (got 7)"},
+	}
+	for _, c := range cases {
+		err := CheckText("f", c.v, c.max, c.multiline)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("CheckText(%q) = %v, want accepted", c.v, err)
+			}
+			continue
+		}
+		e, ok := err.(*Error)
+		if !ok || e.Field != "f" || !strings.Contains(e.Msg, c.want) {
+			t.Errorf("CheckText(%q, multiline=%v) = %v, want field f and %q", c.v, c.multiline, err, c.want)
+		}
+	}
+}

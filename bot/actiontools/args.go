@@ -72,20 +72,6 @@ func jsonKind(b []byte) string {
 	return "number"
 }
 
-// checkText validates a free-text argument: at most max bytes, no control
-// characters other than newline and tab.
-func checkText(field, s string, max int) error {
-	if len(s) > max {
-		return bot.Invalid(field, "is %d bytes; the limit is %d", len(s), max)
-	}
-	for _, r := range s {
-		if (r < 0x20 && r != '\n' && r != '\t' && r != '\r') || r == 0x7f {
-			return bot.Invalid(field, "must not contain control characters")
-		}
-	}
-	return nil
-}
-
 // checkID validates an identifier-like argument: at most max bytes, no
 // white space or control characters.
 func checkID(field, s string, max int) error {
@@ -120,21 +106,21 @@ func (a *ConfirmArgs) Validate() error {
 	if err := checkID("tool", a.Tool, 128); err != nil {
 		return err
 	}
-	if err := checkText("summary", a.Summary, 4000); err != nil {
+	if err := bot.CheckText("summary", a.Summary, 4000, true); err != nil {
 		return err
 	}
-	if err := checkText("category", a.Category, 64); err != nil {
+	if err := bot.CheckText("category", a.Category, 64, true); err != nil {
 		return err
 	}
 	if len(a.RequestedEffects) > 50 {
 		return bot.Invalid("requested_effects", "lists %d effects; the limit is 50", len(a.RequestedEffects))
 	}
 	for _, e := range a.RequestedEffects {
-		if err := checkText("requested_effects", e, 1000); err != nil {
+		if err := bot.CheckText("requested_effects", e, 1000, true); err != nil {
 			return err
 		}
 	}
-	if err := checkText("dry_run", string(a.DryRun), 16000); err != nil {
+	if err := bot.CheckText("dry_run", string(a.DryRun), 16000, true); err != nil {
 		return err
 	}
 	if err := checkID("action_id", a.ActionID, 255); err != nil {
@@ -154,7 +140,7 @@ func (a *DecideArgs) Validate() error {
 	if err := checkRequestID(a.RequestID); err != nil {
 		return err
 	}
-	return checkText("reason", a.Reason, 2000)
+	return bot.CheckText("reason", a.Reason, 2000, true)
 }
 
 func checkRequestID(id string) error {
@@ -199,10 +185,10 @@ func (a *AskArgs) Validate() error {
 	if strings.TrimSpace(a.Question) == "" {
 		return bot.Invalid("question", "required: ask one clear question")
 	}
-	if err := checkText("question", a.Question, 2000); err != nil {
+	if err := bot.CheckText("question", a.Question, 2000, true); err != nil {
 		return err
 	}
-	if err := checkText("context", a.Context, 4000); err != nil {
+	if err := bot.CheckText("context", a.Context, 4000, true); err != nil {
 		return err
 	}
 	if len(a.Options) > 20 {
@@ -218,7 +204,7 @@ func (a *AskArgs) Validate() error {
 			return bot.Invalid("options", "%q is listed twice", o)
 		}
 		seen[k] = true
-		if err := checkText("options", o, 200); err != nil {
+		if err := bot.CheckText("options", o, 200, true); err != nil {
 			return err
 		}
 	}
@@ -244,7 +230,7 @@ func (a *AnswerArgs) Validate() error {
 	if len(a.Answers) > 20 {
 		return bot.Invalid("answers", "lists %d answers; the limit is 20", len(a.Answers))
 	}
-	return checkText("text", a.Text, 4000)
+	return bot.CheckText("text", a.Text, 4000, true)
 }
 
 // RequestApprovalArgs are request_approval's arguments.
@@ -265,7 +251,7 @@ func (a *RequestApprovalArgs) Validate() error {
 		name, v string
 		max     int
 	}{{"action", a.Action, 1000}, {"question", a.Question, 1000}, {"turn", string(a.Turn), 128}, {"message_id", string(a.MessageID), 256}} {
-		if err := checkText(f.name, f.v, f.max); err != nil {
+		if err := bot.CheckText(f.name, f.v, f.max, true); err != nil {
 			return err
 		}
 	}
@@ -291,7 +277,7 @@ func (a *RecordApprovalArgs) Validate() error {
 		name, v string
 		max     int
 	}{{"action", a.Action, 1000}, {"detail", a.Detail, 2000}, {"turn", string(a.Turn), 128}, {"message_id", string(a.MessageID), 256}} {
-		if err := checkText(f.name, f.v, f.max); err != nil {
+		if err := bot.CheckText(f.name, f.v, f.max, true); err != nil {
 			return err
 		}
 	}

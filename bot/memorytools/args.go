@@ -23,37 +23,9 @@ const (
 	maxRanks    = 100
 )
 
-// hasControl reports a control character; multiline allows tab, newline
-// and carriage return.
-func hasControl(s string, multiline bool) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			if multiline && (r == '\t' || r == '\n' || r == '\r') {
-				continue
-			}
-			return true
-		}
-	}
-	return false
-}
-
-// checkText validates a free-text argument.
-func checkText(field, v string, max int, multiline bool) error {
-	if len(v) > max {
-		return bot.Invalid(field, "must be at most %d bytes (got %d)", max, len(v))
-	}
-	if hasControl(v, multiline) {
-		if multiline {
-			return bot.Invalid(field, "must not contain control characters other than tab and line breaks")
-		}
-		return bot.Invalid(field, "must not contain control characters")
-	}
-	return nil
-}
-
 // checkSubject validates a required subject.
 func checkSubject(v string) error {
-	if err := checkText("subject", v, maxSubject, false); err != nil {
+	if err := bot.CheckText("subject", v, maxSubject, false); err != nil {
 		return err
 	}
 	if memory.Fold(v) == "" {
@@ -66,7 +38,7 @@ func checkScope(v string) error {
 	if v == "" {
 		return nil
 	}
-	if err := checkText("scope", v, maxScope, false); err != nil {
+	if err := bot.CheckText("scope", v, maxScope, false); err != nil {
 		return err
 	}
 	if memory.Fold(v) == "" {
@@ -98,16 +70,16 @@ func (a *rememberArgs) Validate() error {
 	if strings.TrimSpace(a.Value) == "" {
 		return bot.Invalid("value", "required: the fact's value must not be empty (to remove a value, use forget)")
 	}
-	if err := checkText("value", a.Value, maxValue, true); err != nil {
+	if err := bot.CheckText("value", a.Value, maxValue, true); err != nil {
 		return err
 	}
-	if err := checkText("text", a.Text, maxText, true); err != nil {
+	if err := bot.CheckText("text", a.Text, maxText, true); err != nil {
 		return err
 	}
 	if a.Confidence != nil && (math.IsNaN(*a.Confidence) || *a.Confidence < 0 || *a.Confidence > 1) {
 		return bot.Invalid("confidence", "must be between 0 and 1 (got %v)", *a.Confidence)
 	}
-	if err := checkText("source", a.Source, maxSource, false); err != nil {
+	if err := bot.CheckText("source", a.Source, maxSource, false); err != nil {
 		return err
 	}
 	switch a.Kind {
@@ -123,7 +95,7 @@ func (a *rememberArgs) Validate() error {
 	default:
 		return bot.Invalid("time_ref", "%q is not a time reference; use current, past or future", a.TimeRef)
 	}
-	if err := checkText("replaces", a.Replaces, maxValue, true); err != nil {
+	if err := bot.CheckText("replaces", a.Replaces, maxValue, true); err != nil {
 		return err
 	}
 	if a.Replaces != "" && strings.TrimSpace(a.Replaces) == "" {
@@ -143,7 +115,7 @@ func metadataOf(m map[string]any) (json.RawMessage, string, error) {
 		return nil, "", bot.Invalid("metadata", "must have at most %d keys (got %d)", maxMetaKeys, len(m))
 	}
 	for k := range m {
-		if k == "" || len(k) > 100 || hasControl(k, false) {
+		if k == "" || len(k) > 100 || bot.CheckText("", k, len(k), false) != nil {
 			return nil, "", bot.Invalid("metadata", "keys must be 1 to 100 bytes without control characters")
 		}
 	}
@@ -153,7 +125,7 @@ func metadataOf(m map[string]any) (json.RawMessage, string, error) {
 		if !ok {
 			return nil, "", bot.Invalid("metadata", "category must be a string, e.g. \"allergy\"")
 		}
-		if err := checkText("metadata", s, maxSubject, false); err != nil {
+		if err := bot.CheckText("metadata", s, maxSubject, false); err != nil {
 			return nil, "", err
 		}
 		cat = strings.TrimSpace(s)
@@ -183,13 +155,13 @@ func (a *forgetArgs) Validate() error {
 	if err := checkSubject(a.Subject); err != nil {
 		return err
 	}
-	if err := checkText("value", a.Value, maxValue, true); err != nil {
+	if err := bot.CheckText("value", a.Value, maxValue, true); err != nil {
 		return err
 	}
-	if err := checkText("text", a.Text, maxText, true); err != nil {
+	if err := bot.CheckText("text", a.Text, maxText, true); err != nil {
 		return err
 	}
-	if err := checkText("source", a.Source, maxSource, false); err != nil {
+	if err := bot.CheckText("source", a.Source, maxSource, false); err != nil {
 		return err
 	}
 	return checkScope(a.Scope)
@@ -226,7 +198,7 @@ func (a *updateArgs) Validate() error {
 	if strings.TrimSpace(a.NewValue) == "" {
 		return bot.Invalid("new_value", "required: the corrected value must not be empty (to remove a value, use forget)")
 	}
-	return checkText("new_value", a.NewValue, maxValue, true)
+	return bot.CheckText("new_value", a.NewValue, maxValue, true)
 }
 
 // subjectArgs take one subject.
@@ -255,10 +227,10 @@ func (a *recallArgs) Validate() error {
 	if strings.TrimSpace(a.Question) == "" {
 		return bot.Invalid("question", "required: ask a question, e.g. \"what is she taking?\"")
 	}
-	if err := checkText("question", a.Question, maxText, true); err != nil {
+	if err := bot.CheckText("question", a.Question, maxText, true); err != nil {
 		return err
 	}
-	return checkText("critical_categories", a.CriticalCategories, maxText, false)
+	return bot.CheckText("critical_categories", a.CriticalCategories, maxText, false)
 }
 
 // safetyArgs are the safety policy, shared by check_before_act and
@@ -331,10 +303,10 @@ func (a *decideArgs) Validate() error {
 	if err := checkID(a.MemoryID); err != nil {
 		return err
 	}
-	if err := checkText("decided_by", a.DecidedBy, maxNote, false); err != nil {
+	if err := bot.CheckText("decided_by", a.DecidedBy, maxNote, false); err != nil {
 		return err
 	}
-	return checkText("reason", a.Reason, maxReason, true)
+	return bot.CheckText("reason", a.Reason, maxReason, true)
 }
 
 // setPolicyArgs are set_reconcile_policy's arguments.
@@ -352,7 +324,7 @@ func (a *setPolicyArgs) Validate() error {
 	}
 	seen := map[string]string{}
 	for src := range a.Authority {
-		if strings.TrimSpace(src) == "" || len(src) > maxSource || hasControl(src, false) {
+		if strings.TrimSpace(src) == "" || len(src) > maxSource || bot.CheckText("", src, len(src), false) != nil {
 			return bot.Invalid("authority", "source names must be 1 to %d bytes without control characters", maxSource)
 		}
 		k := strings.ToLower(src)

@@ -111,6 +111,18 @@ func clip(s string, limit int, mode textMode) string {
 // zero-width space), already rendered for mode.
 func escapePieces(s string, mode textMode) []string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
+	// Drop the invisible characters first, so that what the checks below
+	// see is what Discord shows: "@every\x05one" must not become a live
+	// @everyone once the control character is gone (found by FuzzClip).
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\t' {
+			return r
+		}
+		if isBidiControl(r) || unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, s)
 	rs := []rune(s)
 	out := make([]string, 0, len(rs))
 	lineStart := true

@@ -22,6 +22,11 @@ const (
 	// bucketRecall (index.go) is the recall index, derived from mem_live.
 )
 
+// SequentialBuckets are memory's buckets whose new keys sort after every key
+// already there within a space (fact ids), for a store that fills such pages
+// fuller (bolt.Options.Sequential). The bucket names stay memory's own.
+func SequentialBuckets() []string { return []string{bucketFacts} }
+
 func factKey(sp Space, id uint64) []byte {
 	return append(sp.key(), kv.U64(id)...)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/memory"
 )
 
 // app is everything serve wires together.
@@ -58,17 +59,13 @@ func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
 	return db, key, nil
 }
 
-// memFactsBucket is memory's bucket of facts by space and id: sequential
-// within a space. (memory does not export its bucket names.)
-const memFactsBucket = "mem_facts"
-
 // storeOptions are the bbolt options of serve and of every command that
 // writes the store.
 func storeOptions(cfg *Config) bolt.Options {
 	return bolt.Options{
 		GroupCommit:    cfg.Store.groupCommit(),
 		NoFreelistSync: !cfg.Store.syncFreelist(),
-		Sequential:     append(bot.SequentialBuckets(), memFactsBucket),
+		Sequential:     append(bot.SequentialBuckets(), memory.SequentialBuckets()...),
 	}
 }
 

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,11 +14,20 @@ import (
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 	"github.com/robfig/cron/v3"
-	"gopkg.in/yaml.v3"
 )
 
-// Config is config.yaml. Unknown keys are errors; secrets are never in the
-// file, only the names of the environment variables that hold them.
+// Config is config.yaml. A file given with --config (or ./config.yaml) is
+// read on its own, not layered over the embedded default: what the file says
+// is what runs (docs/configuration.md says why, and `countersign init` writes
+// the default as a starting point). Unknown keys are errors; secrets are
+// never in the file, only the names of the environment variables that hold
+// them.
+//
+// Loading has four steps, each in its own function: decode (config_decode.go:
+// every unknown key and wrong type named by its key path), defaults (each
+// section's defaults method), validation (each section's validate method:
+// pure, it reads no file) and loading the files the config names
+// (loadFiles). Every problem of every step is reported at once.
 type Config struct {
 	Listen       string          `yaml:"listen"`
 	Store        StoreConfig     `yaml:"store"`
@@ -38,11 +45,187 @@ type Config struct {
 	Sweep        SweepConfig     `yaml:"sweep"`
 	Log          LogConfig       `yaml:"log"`
 
+	// source names where the config came from: the file's path, or
+	// "embedded default". Logged at start.
+	source string
 	// dir is the directory relative paths in the file resolve against.
 	dir string
-	// schema is the parsed slot schema (from slot_schema or slots).
+	// schema is the parsed slot schema (from slot_schema or slots), set by
+	// loadFiles.
 	schema *memory.Schema
 }
+
+// embeddedSource is Config.source for the embedded default.
+const embeddedSource = "embedded default"
+
+// loadConfig reads path, or the embedded default when path is empty.
+// Every problem is reported at once as "key: problem".
+func loadConfig(path string) (*Config, error) {
+	data, dir, source := countersign.DefaultConfig, ".", embeddedSource
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		data, dir, source = b, filepath.Dir(path), path
+	}
+	cfg, err := parseConfig(data, dir)
+	if err != nil {
+		return nil, fmt.Errorf("config %s:\n%w", source, err)
+	}
+	cfg.source = source
+	return cfg, nil
+}
+
+// parseConfig decodes, completes, validates and loads a config whose
+// relative paths resolve against dir.
+func parseConfig(data []byte, dir string) (*Config, error) {
+	cfg := &Config{dir: dir, source: embeddedSource}
+	p := &problems{}
+	if err := decodeConfig(data, cfg, p); err != nil {
+		return nil, err // not YAML at all: nothing else can be checked
+	}
+	cfg.applyDefaults()
+	cfg.validate(p)
+	cfg.loadFiles(p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// problems collects "key: problem" lines, so that every problem of a config
+// is reported at once.
+type problems struct{ errs []error }
+
+// add records one problem under a key path.
+func (p *problems) add(key, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+// err is every problem joined, or nil.
+func (p *problems) err() error { return errors.Join(p.errs...) }
+
+// applyDefaults fills every unset key with its default, section by section.
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	c.Store.defaults(c.resolve)
+	c.Audit.defaults(c.Store.Path, c.resolve)
+	c.HTTP.defaults()
+	c.Memory.defaults()
+	c.Approvals.defaults()
+	for i := range c.Tools {
+		c.Tools[i].defaults(c.Approvals.DefaultTimeout)
+	}
+	c.Sweep.defaults()
+	c.Log.defaults()
+	if c.Slack != nil {
+		c.Slack.defaults()
+	}
+	if c.Discord != nil {
+		c.Discord.defaults()
+	}
+}
+
+// validate reports every problem of the decoded config, section by
+// section. It reads no file (loadFiles does).
+func (c *Config) validate(p *problems) {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		p.add("listen", "%q is not host:port (for example 127.0.0.1:8080)", c.Listen)
+	}
+	c.Audit.validate(p)
+	c.HTTP.validate(p)
+	c.Memory.validate(p)
+	names := map[string]bool{}
+	for i, t := range c.Tools {
+		key := fmt.Sprintf("tools[%d]", i)
+		if t.Name != "" && names[t.Name] {
+			p.add(key+".name", "%q is declared twice", t.Name)
+		}
+		names[t.Name] = true
+		t.validate(key, c.channelKnown, p)
+	}
+	if c.Slack != nil {
+		c.Slack.validate(p)
+	}
+	if c.Discord != nil {
+		c.Discord.validate(p)
+	}
+	seen := map[string]bool{}
+	for i, pr := range c.Principals {
+		key := fmt.Sprintf("principals[%d]", i)
+		if pr.Name != "" && seen[pr.Name] {
+			p.add(key+".name", "%q is declared twice", pr.Name)
+		}
+		seen[pr.Name] = true
+		pr.validate(key, p)
+	}
+	c.Sweep.validate(p)
+	c.Log.validate(p)
+}
+
+// loadFiles reads the files the config names (the slot schema) and checks
+// what depends on their content. Its problems join the others.
+func (c *Config) loadFiles(p *problems) {
+	m := c.Memory
+	switch {
+	case m.SlotSchema != "" && len(m.Slots) > 0:
+		// reported by MemoryConfig.validate
+	case m.SlotSchema != "":
+		path := c.resolve(m.SlotSchema)
+		f, err := os.Open(path)
+		if err != nil {
+			p.add("memory.slot_schema", "cannot read %s: %v", path, errors.Unwrap(err))
+			return
+		}
+		s, err := memory.ParseSchema(f)
+		f.Close()
+		if err != nil {
+			p.add("memory.slot_schema", "%s: %v", path, err)
+			return
+		}
+		c.schema = s
+	default:
+		s, err := memory.NewSchema(m.Slots)
+		if err != nil {
+			p.add("memory.slots", "%v", err)
+			return
+		}
+		c.schema = s
+	}
+	if c.schema == nil {
+		return
+	}
+	for i, s := range c.schema.Slots() {
+		if s.Channel != "" && !c.channelKnown(s.Channel) {
+			p.add(fmt.Sprintf("memory.slots[%d].channel", i), "channel %q is not defined under slack.channels or discord.channels", s.Channel)
+		}
+	}
+}
+
+// resolve makes a relative path relative to the config file's directory.
+func (c *Config) resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(c.dir, p)
+}
+
+// channelKnown reports whether a channel name is defined on any platform.
+// With no platform configured every name is accepted (nothing is posted).
+func (c *Config) channelKnown(name string) bool {
+	if c.Slack == nil && c.Discord == nil {
+		return true
+	}
+	if c.Slack != nil && c.Slack.Channels[name] != "" {
+		return true
+	}
+	return c.Discord != nil && c.Discord.Channels[name] != ""
+}
+
+// ---- store ----
 
 // StoreConfig is the store section.
 type StoreConfig struct {
@@ -59,12 +242,21 @@ type StoreConfig struct {
 	SyncFreelist *bool `yaml:"sync_freelist"`
 }
 
+func (s *StoreConfig) defaults(resolve func(string) string) {
+	if s.Path == "" {
+		s.Path = "countersign.db"
+	}
+	s.Path = resolve(s.Path)
+}
+
 // groupCommit reports whether group commit is on (the default).
 func (s StoreConfig) groupCommit() bool { return s.GroupCommit == nil || *s.GroupCommit }
 
 // syncFreelist reports whether the freelist is written with every commit
 // (the default).
 func (s StoreConfig) syncFreelist() bool { return s.SyncFreelist == nil || *s.SyncFreelist }
+
+// ---- audit ----
 
 // AuditConfig is the audit section.
 type AuditConfig struct {
@@ -88,10 +280,41 @@ type AuditConfig struct {
 	ReadQueueWait time.Duration `yaml:"read_queue_wait"`
 }
 
+func (a *AuditConfig) defaults(storePath string, resolve func(string) string) {
+	if a.SigningKey == "" {
+		a.SigningKey = storePath + ".sign.key"
+	} else {
+		a.SigningKey = resolve(a.SigningKey)
+	}
+	if a.ReadVerdicts == "" {
+		a.ReadVerdicts = bot.ReadAuditQueued
+	}
+	if a.ReadQueueSize == 0 {
+		a.ReadQueueSize = bot.DefaultReadQueueSize
+	}
+	if a.ReadQueueWait == 0 {
+		a.ReadQueueWait = bot.DefaultReadQueueWait
+	}
+}
+
+func (a AuditConfig) validate(p *problems) {
+	if v := a.ReadVerdicts; v != bot.ReadAuditQueued && v != bot.ReadAuditDurable {
+		p.add("audit.read_verdicts", "%q is not queued or durable", v)
+	}
+	if a.ReadQueueSize < 1 {
+		p.add("audit.read_queue_size", "must be at least 1")
+	}
+	if a.ReadQueueWait < 0 {
+		p.add("audit.read_queue_wait", "must not be negative")
+	}
+}
+
 // readAudit is the audit section's read-audit options.
 func (a AuditConfig) readAudit() bot.ReadAuditOptions {
 	return bot.ReadAuditOptions{Mode: a.ReadVerdicts, Size: a.ReadQueueSize, Wait: a.ReadQueueWait}
 }
+
+// ---- http ----
 
 // HTTPConfig hardens the HTTP listener.
 type HTTPConfig struct {
@@ -106,6 +329,41 @@ type HTTPConfig struct {
 	MetricsTokenEnv   string        `yaml:"metrics_token_env"`
 }
 
+func (h *HTTPConfig) defaults() {
+	if h.MaxBodyBytes == 0 {
+		h.MaxBodyBytes = 1 << 20
+	}
+	if h.ReadHeaderTimeout == 0 {
+		h.ReadHeaderTimeout = 5 * time.Second
+	}
+	if h.ReadTimeout == 0 {
+		h.ReadTimeout = 30 * time.Second
+	}
+	if h.IdleTimeout == 0 {
+		h.IdleTimeout = 120 * time.Second
+	}
+	if h.RatePerMinute == 0 {
+		h.RatePerMinute = 600
+	}
+	if h.RateBurst == 0 {
+		h.RateBurst = 60
+	}
+}
+
+func (h HTTPConfig) validate(p *problems) {
+	if h.MaxBodyBytes < 1024 {
+		p.add("http.max_body_bytes", "must be at least 1024")
+	}
+	if h.RatePerMinute < 0 {
+		p.add("http.rate_per_minute", "must not be negative")
+	}
+	if h.RateBurst < 0 {
+		p.add("http.rate_burst", "must not be negative")
+	}
+}
+
+// ---- memory ----
+
 // MemoryConfig is the memory section.
 type MemoryConfig struct {
 	SlotSchema         string        `yaml:"slot_schema"`
@@ -117,6 +375,32 @@ type MemoryConfig struct {
 	// ProposalMaxAge closes a memory proposal left undecided this long (0: never).
 	ProposalMaxAge time.Duration `yaml:"proposal_max_age"`
 }
+
+func (m *MemoryConfig) defaults() {
+	if m.CriticalBudget == 0 {
+		m.CriticalBudget = 200
+	}
+	if m.RecallContext == 0 {
+		m.RecallContext = 40
+	}
+}
+
+func (m MemoryConfig) validate(p *problems) {
+	if m.CriticalBudget < 1 {
+		p.add("memory.critical_budget", "must be at least 1")
+	}
+	if m.RecallContext < 1 {
+		p.add("memory.recall_context", "must be at least 1")
+	}
+	if m.ProposalMaxAge < 0 {
+		p.add("memory.proposal_max_age", "must not be negative (0 keeps proposals open until decided)")
+	}
+	if m.SlotSchema != "" && len(m.Slots) > 0 {
+		p.add("memory.slot_schema", "set either slot_schema (a file) or slots (inline), not both")
+	}
+}
+
+// ---- tools ----
 
 // ToolConfig declares one agent tool that goes through the confirm gate.
 type ToolConfig struct {
@@ -145,12 +429,67 @@ type CommandDecl struct {
 	Category string `yaml:"category"`
 }
 
+func (t *ToolConfig) defaults(defaultTimeout time.Duration) {
+	if t.Quorum == 0 {
+		t.Quorum = 1
+	}
+	if t.Timeout == 0 {
+		t.Timeout = defaultTimeout
+	}
+}
+
+// validate checks one tool declared at key (tools[i]); channelKnown says
+// whether a channel name is defined.
+func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *problems) {
+	if t.Name == "" {
+		p.add(key+".name", "required")
+	}
+	// An unset category is unclassified: a confirmation, the safe default
+	// the docs state. Case is folded, as the tool registry folds it.
+	if _, err := policy.ParseCategory(t.Category); err != nil {
+		p.add(key+".category", "%v", err)
+	}
+	if t.Quorum < 1 {
+		p.add(key+".quorum", "must be at least 1")
+	}
+	if t.Timeout < 0 {
+		p.add(key+".timeout", "must not be negative")
+	}
+	for j, r := range t.Approvers.Roles {
+		rk := fmt.Sprintf("%s.approvers.roles[%d]", key, j)
+		if role, err := policy.ParseRole(r); err != nil {
+			p.add(rk, "%v", err)
+		} else if !policy.Grants(role, policy.CapApprove) {
+			p.add(rk, "role %q cannot approve; only admin and member hold the approve capability", r)
+		}
+	}
+	for j, cmd := range t.Commands {
+		ck := fmt.Sprintf("%s.commands[%d]", key, j)
+		if strings.TrimSpace(cmd.Command) == "" {
+			p.add(ck+".command", "required")
+			continue
+		}
+		if _, err := policy.ParseCategory(cmd.Category); err != nil {
+			p.add(ck+".category", "%v", err)
+		} else if _, err := policy.ParseCommandRule(cmd.Command, cmd.Category); err != nil {
+			p.add(ck, "%v", err)
+		}
+	}
+	for j, ch := range t.Channels {
+		if !channelKnown(ch) {
+			p.add(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels or discord.channels", ch)
+		}
+	}
+}
+
 // ToolPolicy holds gate-wide rules.
 type ToolPolicy struct {
 	// ReadOnlyPrefixes treats undeclared tools named get_, find_, list_,
 	// search_, read_ or fetch_ as read-only (the MCP heuristic). Off by default.
 	ReadOnlyPrefixes bool `yaml:"read_only_prefixes"`
 }
+
+// ---- approvals ----
 
 // ApprovalsConfig holds the lifecycle defaults of action requests.
 type ApprovalsConfig struct {
@@ -161,11 +500,21 @@ type ApprovalsConfig struct {
 	EscalationRole    string        `yaml:"escalation_role"`
 }
 
+func (a *ApprovalsConfig) defaults() {
+	if a.DefaultTimeout == 0 {
+		a.DefaultTimeout = 30 * time.Minute
+	}
+}
+
+// ---- callbacks ----
+
 // CallbackConfig governs signed callbacks to agents.
 type CallbackConfig struct {
 	SecretEnv    string   `yaml:"secret_env"`
 	AllowedHosts []string `yaml:"allowed_hosts"`
 }
+
+// ---- slack ----
 
 // SlackConfig is the slack section; absent means Slack is off.
 type SlackConfig struct {
@@ -176,6 +525,38 @@ type SlackConfig struct {
 	APIURL           string            `yaml:"api_url"`
 	Channels         map[string]string `yaml:"channels"`
 }
+
+func (s *SlackConfig) defaults() {
+	if s.APIURL == "" {
+		s.APIURL = "https://slack.com/api/"
+	}
+}
+
+func (s SlackConfig) validate(p *problems) {
+	switch s.Mode {
+	case "http":
+		if s.SigningSecretEnv == "" {
+			p.add("slack.signing_secret_env", "required in http mode")
+		}
+	case "socket":
+		if s.AppTokenEnv == "" {
+			p.add("slack.app_token_env", "required in socket mode")
+		}
+	default:
+		p.add("slack.mode", "%q is not a mode; use http or socket", s.Mode)
+	}
+	if s.BotTokenEnv == "" {
+		p.add("slack.bot_token_env", "required")
+	}
+	if !strings.HasSuffix(s.APIURL, "/") {
+		p.add("slack.api_url", "must end with '/'")
+	}
+	if s.Channels["default"] == "" {
+		p.add("slack.channels.default", "required: memory proposals and consent requests go there")
+	}
+}
+
+// ---- discord ----
 
 // DiscordConfig is the discord section; absent means Discord is off.
 type DiscordConfig struct {
@@ -188,6 +569,35 @@ type DiscordConfig struct {
 	Channels      map[string]string `yaml:"channels"`
 }
 
+func (d *DiscordConfig) defaults() {
+	if d.APIURL == "" {
+		d.APIURL = "https://discord.com/api/v10/"
+	}
+}
+
+func (d DiscordConfig) validate(p *problems) {
+	switch d.Mode {
+	case "http":
+		if d.PublicKeyEnv == "" {
+			p.add("discord.public_key_env", "required in http mode")
+		}
+	case "gateway":
+	default:
+		p.add("discord.mode", "%q is not a mode; use http or gateway", d.Mode)
+	}
+	if d.BotTokenEnv == "" {
+		p.add("discord.bot_token_env", "required")
+	}
+	if !strings.HasSuffix(d.APIURL, "/") {
+		p.add("discord.api_url", "must end with '/'")
+	}
+	if d.Channels["default"] == "" {
+		p.add("discord.channels.default", "required: memory proposals and consent requests go there")
+	}
+}
+
+// ---- principals ----
+
 // PrincipalDecl maps chat identities to a principal who decides from chat.
 type PrincipalDecl struct {
 	Name         string   `yaml:"name"`
@@ -197,10 +607,39 @@ type PrincipalDecl struct {
 	DiscordRoles []string `yaml:"discord_roles"`
 }
 
+// validate checks one principal declared at key (principals[i]).
+func (pr PrincipalDecl) validate(key string, p *problems) {
+	if pr.Name == "" {
+		p.add(key+".name", "required")
+	}
+	if _, err := policy.ParseRole(pr.Role); err != nil {
+		p.add(key+".role", "%v", err)
+	}
+	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 {
+		p.add(key, "maps no chat identity; set slack, discord or discord_roles")
+	}
+}
+
+// ---- sweep ----
+
 // SweepConfig schedules the sweeper.
 type SweepConfig struct {
 	Schedule string `yaml:"schedule"`
 }
+
+func (s *SweepConfig) defaults() {
+	if s.Schedule == "" {
+		s.Schedule = "@every 1m"
+	}
+}
+
+func (s SweepConfig) validate(p *problems) {
+	if _, err := cron.ParseStandard(s.Schedule); err != nil {
+		p.add("sweep.schedule", "%q: %v (for example \"@every 1m\" or \"*/5 * * * *\")", s.Schedule, err)
+	}
+}
+
+// ---- log ----
 
 // LogConfig selects the log format and level.
 type LogConfig struct {
@@ -208,332 +647,24 @@ type LogConfig struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error
 }
 
-// loadConfig reads path, or the embedded default when path is empty.
-// Every problem is reported at once as "key: problem".
-func loadConfig(path string) (*Config, error) {
-	data, dir := countersign.DefaultConfig, "."
-	if path != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("config: %w", err)
-		}
-		data, dir = b, filepath.Dir(path)
+func (l *LogConfig) defaults() {
+	if l.Format == "" {
+		l.Format = "text"
 	}
-	cfg, err := parseConfig(data, dir)
-	if err != nil {
-		name := path
-		if name == "" {
-			name = "embedded default config"
-		}
-		return nil, fmt.Errorf("config %s:\n%w", name, err)
-	}
-	return cfg, nil
-}
-
-func parseConfig(data []byte, dir string) (*Config, error) {
-	var cfg Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, yamlProblems(err)
-	}
-	cfg.dir = dir
-	cfg.applyDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	return &cfg, nil
-}
-
-// yamlProblems turns yaml.v3's multi-line TypeError into one problem a line.
-func yamlProblems(err error) error {
-	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		errs := make([]error, len(te.Errors))
-		for i, e := range te.Errors {
-			errs[i] = errors.New(strings.Replace(e, "not found in type main.", "is not a known key of ", 1))
-		}
-		return errors.Join(errs...)
-	}
-	return fmt.Errorf("not valid YAML: %v", strings.TrimPrefix(err.Error(), "yaml: "))
-}
-
-func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = "127.0.0.1:8080"
-	}
-	if c.Store.Path == "" {
-		c.Store.Path = "countersign.db"
-	}
-	c.Store.Path = c.resolve(c.Store.Path)
-	if c.Audit.SigningKey == "" {
-		c.Audit.SigningKey = c.Store.Path + ".sign.key"
-	} else {
-		c.Audit.SigningKey = c.resolve(c.Audit.SigningKey)
-	}
-	if c.Audit.ReadVerdicts == "" {
-		c.Audit.ReadVerdicts = bot.ReadAuditQueued
-	}
-	if c.Audit.ReadQueueSize == 0 {
-		c.Audit.ReadQueueSize = bot.DefaultReadQueueSize
-	}
-	if c.Audit.ReadQueueWait == 0 {
-		c.Audit.ReadQueueWait = bot.DefaultReadQueueWait
-	}
-	h := &c.HTTP
-	if h.MaxBodyBytes == 0 {
-		h.MaxBodyBytes = 1 << 20
-	}
-	if h.ReadHeaderTimeout == 0 {
-		h.ReadHeaderTimeout = 5 * time.Second
-	}
-	if h.ReadTimeout == 0 {
-		h.ReadTimeout = 30 * time.Second
-	}
-	if h.IdleTimeout == 0 {
-		h.IdleTimeout = 120 * time.Second
-	}
-	if h.RatePerMinute == 0 {
-		h.RatePerMinute = 600
-	}
-	if h.RateBurst == 0 {
-		h.RateBurst = 60
-	}
-	m := &c.Memory
-	if m.CriticalBudget == 0 {
-		m.CriticalBudget = 200
-	}
-	if m.RecallContext == 0 {
-		m.RecallContext = 40
-	}
-	if c.Approvals.DefaultTimeout == 0 {
-		c.Approvals.DefaultTimeout = 30 * time.Minute
-	}
-	for i := range c.Tools {
-		if c.Tools[i].Quorum == 0 {
-			c.Tools[i].Quorum = 1
-		}
-		if c.Tools[i].Timeout == 0 {
-			c.Tools[i].Timeout = c.Approvals.DefaultTimeout
-		}
-	}
-	if c.Sweep.Schedule == "" {
-		c.Sweep.Schedule = "@every 1m"
-	}
-	if c.Log.Format == "" {
-		c.Log.Format = "text"
-	}
-	if c.Log.Level == "" {
-		c.Log.Level = "info"
-	}
-	if c.Slack != nil && c.Slack.APIURL == "" {
-		c.Slack.APIURL = "https://slack.com/api/"
-	}
-	if c.Discord != nil && c.Discord.APIURL == "" {
-		c.Discord.APIURL = "https://discord.com/api/v10/"
+	if l.Level == "" {
+		l.Level = "info"
 	}
 }
 
-func (c *Config) resolve(p string) string {
-	if p == "" || filepath.IsAbs(p) {
-		return p
-	}
-	return filepath.Join(c.dir, p)
-}
-
-// validate reports every problem of the decoded config at once.
-func (c *Config) validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		bad("listen", "%q is not host:port (for example 127.0.0.1:8080)", c.Listen)
-	}
-	if v := c.Audit.ReadVerdicts; v != bot.ReadAuditQueued && v != bot.ReadAuditDurable {
-		bad("audit.read_verdicts", "%q is not queued or durable", v)
-	}
-	if c.Audit.ReadQueueSize < 1 {
-		bad("audit.read_queue_size", "must be at least 1")
-	}
-	if c.Audit.ReadQueueWait < 0 {
-		bad("audit.read_queue_wait", "must not be negative")
-	}
-	if c.HTTP.MaxBodyBytes < 1024 {
-		bad("http.max_body_bytes", "must be at least 1024")
-	}
-	if c.HTTP.RatePerMinute < 0 || c.HTTP.RateBurst < 0 {
-		bad("http.rate_per_minute", "must not be negative")
-	}
-	m := c.Memory
-	if m.CriticalBudget < 1 {
-		bad("memory.critical_budget", "must be at least 1")
-	}
-	if m.RecallContext < 1 {
-		bad("memory.recall_context", "must be at least 1")
-	}
-	if m.SlotSchema != "" && len(m.Slots) > 0 {
-		bad("memory.slot_schema", "set either slot_schema (a file) or slots (inline), not both")
-	}
-	switch {
-	case m.SlotSchema != "":
-		path := c.resolve(m.SlotSchema)
-		f, err := os.Open(path)
-		if err != nil {
-			bad("memory.slot_schema", "cannot read %s: %v", path, errors.Unwrap(err))
-			break
-		}
-		s, err := memory.ParseSchema(f)
-		f.Close()
-		if err != nil {
-			bad("memory.slot_schema", "%s: %v", path, err)
-			break
-		}
-		c.schema = s
-	default:
-		s, err := memory.NewSchema(m.Slots)
-		if err != nil {
-			bad("memory.slots", "%v", err)
-			break
-		}
-		c.schema = s
-	}
-	names := map[string]bool{}
-	for i, t := range c.Tools {
-		key := fmt.Sprintf("tools[%d]", i)
-		if t.Name == "" {
-			bad(key+".name", "required")
-		} else if names[t.Name] {
-			bad(key+".name", "%q is declared twice", t.Name)
-		}
-		names[t.Name] = true
-		switch t.Category {
-		case "read-only", "mutating", "destructive":
-		case "":
-			// an unset category is confirm: the safe default, said in the docs
-		default:
-			bad(key+".category", "%q is not a category; use read-only, mutating or destructive", t.Category)
-		}
-		if t.Quorum < 1 {
-			bad(key+".quorum", "must be at least 1")
-		}
-		if t.Timeout < 0 {
-			bad(key+".timeout", "must not be negative")
-		}
-		for j, r := range t.Approvers.Roles {
-			if _, err := policy.ParseRole(r); err != nil {
-				bad(fmt.Sprintf("%s.approvers.roles[%d]", key, j), "%v", err)
-			} else if !policy.Grants(policy.Role(strings.ToLower(r)), policy.CapApprove) {
-				bad(fmt.Sprintf("%s.approvers.roles[%d]", key, j), "role %q cannot approve; only admin and member hold the approve capability", r)
-			}
-		}
-		for j, cmd := range t.Commands {
-			ck := fmt.Sprintf("%s.commands[%d]", key, j)
-			if strings.TrimSpace(cmd.Command) == "" {
-				bad(ck+".command", "required")
-			}
-			switch cmd.Category {
-			case "read-only", "mutating", "destructive":
-			default:
-				bad(ck+".category", "%q is not a category; use read-only, mutating or destructive", cmd.Category)
-			}
-		}
-		for j, ch := range t.Channels {
-			if !c.channelKnown(ch) {
-				bad(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels or discord.channels", ch)
-			}
-		}
-	}
-	for i, s := range c.schema.Slots() {
-		if s.Channel != "" && !c.channelKnown(s.Channel) {
-			bad(fmt.Sprintf("memory.slots[%d].channel", i), "channel %q is not defined under slack.channels or discord.channels", s.Channel)
-		}
-	}
-	if c.Slack != nil {
-		s := c.Slack
-		switch s.Mode {
-		case "http":
-			if s.SigningSecretEnv == "" {
-				bad("slack.signing_secret_env", "required in http mode")
-			}
-		case "socket":
-			if s.AppTokenEnv == "" {
-				bad("slack.app_token_env", "required in socket mode")
-			}
-		default:
-			bad("slack.mode", "%q is not a mode; use http or socket", s.Mode)
-		}
-		if s.BotTokenEnv == "" {
-			bad("slack.bot_token_env", "required")
-		}
-		if !strings.HasSuffix(s.APIURL, "/") {
-			bad("slack.api_url", "must end with '/'")
-		}
-		if s.Channels["default"] == "" {
-			bad("slack.channels.default", "required: memory proposals and consent requests go there")
-		}
-	}
-	if c.Discord != nil {
-		d := c.Discord
-		switch d.Mode {
-		case "http":
-			if d.PublicKeyEnv == "" {
-				bad("discord.public_key_env", "required in http mode")
-			}
-		case "gateway":
-		default:
-			bad("discord.mode", "%q is not a mode; use http or gateway", d.Mode)
-		}
-		if d.BotTokenEnv == "" {
-			bad("discord.bot_token_env", "required")
-		}
-		if !strings.HasSuffix(d.APIURL, "/") {
-			bad("discord.api_url", "must end with '/'")
-		}
-		if d.Channels["default"] == "" {
-			bad("discord.channels.default", "required: memory proposals and consent requests go there")
-		}
-	}
-	seen := map[string]bool{}
-	for i, p := range c.Principals {
-		key := fmt.Sprintf("principals[%d]", i)
-		if p.Name == "" {
-			bad(key+".name", "required")
-		} else if seen[p.Name] {
-			bad(key+".name", "%q is declared twice", p.Name)
-		}
-		seen[p.Name] = true
-		if _, err := policy.ParseRole(p.Role); err != nil {
-			bad(key+".role", "%v", err)
-		}
-		if p.Slack == "" && p.Discord == "" && len(p.DiscordRoles) == 0 {
-			bad(key, "maps no chat identity; set slack, discord or discord_roles")
-		}
-	}
-	if _, err := cron.ParseStandard(c.Sweep.Schedule); err != nil {
-		bad("sweep.schedule", "%q: %v (for example \"@every 1m\" or \"*/5 * * * *\")", c.Sweep.Schedule, err)
-	}
-	switch c.Log.Format {
+func (l LogConfig) validate(p *problems) {
+	switch l.Format {
 	case "text", "json":
 	default:
-		bad("log.format", "%q: use text or json", c.Log.Format)
+		p.add("log.format", "%q: use text or json", l.Format)
 	}
-	switch c.Log.Level {
+	switch l.Level {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("log.level", "%q: use debug, info, warn or error", c.Log.Level)
+		p.add("log.level", "%q: use debug, info, warn or error", l.Level)
 	}
-	return errors.Join(errs...)
-}
-
-// channelKnown reports whether a channel name is defined on any platform.
-// With no platform configured every name is accepted (nothing is posted).
-func (c *Config) channelKnown(name string) bool {
-	if c.Slack == nil && c.Discord == nil {
-		return true
-	}
-	if c.Slack != nil && c.Slack.Channels[name] != "" {
-		return true
-	}
-	return c.Discord != nil && c.Discord.Channels[name] != ""
 }

@@ -199,3 +199,78 @@ func TestAuditAndStoreTuningKeys(t *testing.T) {
 		})
 	}
 }
+
+func TestConfigProblemsNameTheKeyPath(t *testing.T) {
+	bad := `
+http:
+  rate_brust: 10
+  rate_burst: -5
+  read_timeout: soon
+memory:
+  critical_budget: lots
+  slots:
+    - name: allergy
+      confrim: true
+tools:
+  - name: x
+    category: Destructive
+    quorum: [1]
+log:
+  format: xml
+`
+	_, err := parseConfig([]byte(bad), t.TempDir())
+	if err == nil {
+		t.Fatal("a bad config loaded")
+	}
+	for _, want := range []string{
+		"http.rate_brust: not a known key; did you mean http.rate_burst? (line 3)",
+		"http.rate_burst: must not be negative",
+		`http.read_timeout: "soon" is not a duration`,
+		`memory.critical_budget: "lots" is not a whole number`,
+		"memory.slots[0].confrim: not a known key; did you mean memory.slots[0].confirm?",
+		"tools[0].quorum: must be a single value, not a list",
+		`log.format: "xml"`, // a semantic problem, reported with the decode problems
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing problem %q in:\n%v", want, err)
+		}
+	}
+	for _, not := range []string{"HTTPConfig", "main.", "http.rate_per_minute", "tools[0].category"} {
+		if strings.Contains(err.Error(), not) {
+			t.Errorf("%q should not appear in:\n%v", not, err)
+		}
+	}
+}
+
+func TestConfigCategoryCaseAgreesWithTheRegistry(t *testing.T) {
+	// policy.ParseCategory folds case, and so does the config check now:
+	// a category the tool registry accepts is never refused at load.
+	cfg, err := parseConfig([]byte("tools:\n  - name: drop\n    category: Destructive\n    commands:\n      - {command: kubectl delete, category: DESTRUCTIVE}\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Tools[0].Category != "Destructive" {
+		t.Fatalf("category = %q", cfg.Tools[0].Category)
+	}
+	_, err = parseConfig([]byte("tools:\n  - name: e\n    commands:\n      - {command: \"rm; ls\", category: mutating}\n      - {command: ls}\n"), t.TempDir())
+	for _, want := range []string{"tools[0].commands[0]: command \"rm; ls\" holds the shell character", "tools[0].commands[1]: command \"ls\" needs a category"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in %v", want, err)
+		}
+	}
+}
+
+func TestConfigValidationReadsNoFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := &Config{dir: dir, Memory: MemoryConfig{SlotSchema: "absent.json"}}
+	cfg.applyDefaults()
+	p := &problems{}
+	cfg.validate(p)
+	if err := p.err(); err != nil {
+		t.Fatalf("validate reported %v: it must not look at files", err)
+	}
+	cfg.loadFiles(p)
+	if err := p.err(); err == nil || !strings.Contains(err.Error(), "memory.slot_schema: cannot read") {
+		t.Fatalf("loadFiles: %v", err)
+	}
+}

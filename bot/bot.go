@@ -50,6 +50,7 @@ type Bot struct {
 	observer   Observer                  // told about every finished call (observe.go)
 	tracked    []string                  // sinks fed only through EmitTo, reported in OutboxStats
 	readAudit  atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
+	limiter    *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
 }
 
 // New returns a Bot with no tools registered.
@@ -126,6 +127,11 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 	}
 	if caller == nil {
 		return Result{}, Errorf(KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", KeyPrefix)
+	}
+	// One token per tool call, whatever the surface: a batch, a chat
+	// command or a CLI call pays like an HTTP request (ratelimit.go).
+	if err := b.pay(ctx, caller); err != nil {
+		return Result{}, err
 	}
 	c := &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
 	if !policy.Grants(caller.Role, t.Capability) {

@@ -28,6 +28,9 @@ type Error struct {
 	Field string // the argument at fault, for KindInvalid
 	Msg   string // what is wrong and how to fix it; shown to the caller
 	Data  any    // optional structured detail (for example the recorded outcome on a conflict)
+	// RetryAfter is, for KindRateLimited, how many seconds until a retry
+	// can succeed (HTTP: the Retry-After header).
+	RetryAfter int
 }
 
 func (e *Error) Error() string {

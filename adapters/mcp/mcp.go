@@ -99,6 +99,12 @@ func handler(o Options, name string) sdk.ToolHandler {
 				res, err = internalError(ctx, o.Logger, name, errors.New("panic in tool handler"), v), nil
 			}
 		}()
+		if ti := tokenInfo(req); ti != nil {
+			// The rate token the HTTP guard took for this call (batch.go).
+			if p, ok := ti.Extra["prepaid"].(*bot.Prepaid); ok {
+				ctx = bot.WithPrepaid(ctx, p)
+			}
+		}
 		caller, err := o.Caller(ctx, req)
 		if err != nil {
 			return errorResult(ctx, o.Logger, name, err), nil
@@ -187,6 +193,11 @@ type HTTPOptions struct {
 	// MaxBody bounds a request body (the middleware in front enforces it
 	// with a 413 first; this is the SDK's own bound).
 	MaxBody int64
+	// Charge takes the rate token of a tools/call message before the SDK
+	// sees it (the bot's Charge), so that a limited call is answered HTTP
+	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
+	// limited call is a tool error.
+	Charge func(ctx context.Context, caller *bot.Caller) (context.Context, error)
 }
 
 // NewHTTPHandler returns the streamable HTTP endpoint. It is stateless: each
@@ -223,9 +234,14 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		if c == nil {
 			return nil, auth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.ID, Extra: map[string]any{"caller": c, "request_id": bot.RequestID(r.Context())}}, nil
+		extra := map[string]any{"caller": c, "request_id": bot.RequestID(r.Context())}
+		if p := bot.PrepaidFrom(r.Context()); p != nil {
+			extra["prepaid"] = p
+		}
+		return &auth.TokenInfo{UserID: c.ID, Extra: extra}, nil
 	}
-	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return guardMessages(o, authed)
 }
 
 // callerFromToken reads the caller the HTTP handler put in the token info.

@@ -137,12 +137,25 @@ func LimitBody(max int64, log *slog.Logger) func(http.Handler) http.Handler {
 				WriteError(w, r, log, err)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = &bufferedBody{Reader: bytes.NewReader(body), b: body}
 			r.ContentLength = int64(len(body))
 			next.ServeHTTP(w, r)
 		})
 	}
 }
+
+// bufferedBody is a body LimitBody has read whole: Bytes gives it to a
+// handler that wants all of it without copying it again.
+type bufferedBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+// Bytes returns the whole body (not only what is left to read).
+func (b *bufferedBody) Bytes() []byte { return b.b }
+
+// Close does nothing: the body is in memory.
+func (b *bufferedBody) Close() error { return nil }
 
 // readBody reads r's body up to max bytes; a larger body is a KindTooLarge
 // error.

@@ -110,49 +110,11 @@ func post(t *testing.T, url, key, body string, header ...string) answer {
 	return answer{resp.StatusCode, resp.Header, string(b)}
 }
 
-func TestRateLimiterTokenBucket(t *testing.T) {
-	clk := newClock()
-	l := NewRateLimiter(60, 3, clk.Now) // one a second, bursts of 3
-	steps := []struct {
-		advance time.Duration
-		key     string
-		ok      bool
-		wait    time.Duration
-	}{
-		{0, "a", true, 0},
-		{0, "a", true, 0},
-		{0, "a", true, 0},
-		{0, "a", false, time.Second},
-		{0, "b", true, 0}, // buckets are per principal
-		{500 * time.Millisecond, "a", false, 500 * time.Millisecond},
-		{500 * time.Millisecond, "a", true, 0},
-		{0, "a", false, time.Second},
-		{time.Hour, "a", true, 0}, // refills to the burst, not beyond
-		{0, "a", true, 0},
-		{0, "a", true, 0},
-		{0, "a", false, time.Second},
-	}
-	for i, s := range steps {
-		clk.Advance(s.advance)
-		ok, wait := l.Allow(s.key)
-		if ok != s.ok || wait != s.wait {
-			t.Fatalf("step %d: Allow(%s) = %v, %v; want %v, %v", i, s.key, ok, wait, s.ok, s.wait)
-		}
-	}
-	if NewRateLimiter(0, 10, nil) != nil {
-		t.Fatal("a zero rate should mean no limiter")
-	}
-	var none *RateLimiter
-	if ok, _ := none.Allow("x"); !ok {
-		t.Fatal("no limiter must allow")
-	}
-}
-
 func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	clk := newClock()
 	app := newFakeApp()
-	l := NewRateLimiter(30, 2, clk.Now) // one every 2 s
-	srv := httptest.NewServer(NewServer(Options{App: app, Middleware: []func(http.Handler) http.Handler{l.Middleware(nil, nil)}}))
+	l := bot.NewRateLimiter(30, 2, clk.Now) // one every 2 s
+	srv := httptest.NewServer(NewServer(Options{App: app, Middleware: []func(http.Handler) http.Handler{ChargeCalls(l, nil, nil)}}))
 	defer srv.Close()
 	url := srv.URL + "/v1/tools/read"
 	for i := 0; i < 2; i++ {

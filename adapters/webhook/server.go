@@ -205,6 +205,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		if e.Data != nil {
 			body["data"] = e.Data
 		}
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+		}
 	} else {
 		ref := RequestID(r.Context())
 		msg := "Countersign couldn't complete that (ref " + ref + "). Retry if it was a transient blip; otherwise the full detail is in the server logs under that reference."

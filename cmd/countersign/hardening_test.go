@@ -52,10 +52,14 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 		t.Fatalf("third call: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	e.MustOK(b, "export_public_key", nil)
-	// MCP draws on the same bucket.
+	// MCP tool calls draw on the same bucket; its handshake takes nothing.
 	resp, _ = e.postRaw("/mcp", a, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), "Accept", "application/json, text/event-stream")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("mcp ping: %d", resp.StatusCode)
+	}
+	resp, _ = e.postRaw("/mcp", a, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"export_public_key","arguments":{}}}`), "Accept", "application/json, text/event-stream")
 	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("mcp: %d", resp.StatusCode)
+		t.Fatalf("mcp tool call: %d", resp.StatusCode)
 	}
 }
 

@@ -45,9 +45,12 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	a.mounts["GET /metrics"] = webhook.MetricsHandler(reg, token, a.log)
 	a.onRequest = metrics.ObserveRequest
 
-	// Hardening of tool calls: one token bucket per principal for both the
-	// HTTP API and MCP, then Idempotency-Key on write tools.
-	limiter := webhook.NewRateLimiter(h.RatePerMinute, h.RateBurst, a.bot.Now)
+	// Hardening of tool calls: one token bucket per principal for every
+	// surface, then Idempotency-Key on write tools.
+	// The bucket is the bot's: every tool call takes a token in bot.Call,
+	// whatever the surface; the HTTP edge takes it first (ChargeCalls) so
+	// that a limited call is answered 429 before any work is done.
+	a.bot.SetRateLimiter(bot.NewRateLimiter(h.RatePerMinute, h.RateBurst, a.bot.Now))
 	idem := webhook.NewIdempotency(webhook.IdempotencyOptions{
 		Store:    a.bot.Store(),
 		Now:      a.bot.Now,
@@ -57,15 +60,15 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		OnReplay: metrics.Replayed,
 	})
 	a.bot.OnSweep("idempotency", idem.Prune)
-	a.mw = append(a.mw, limiter.Middleware(a.log, nil), idem.Middleware)
+	a.mw = append(a.mw, webhook.ChargeCalls(a.bot, a.log, nil), idem.Middleware)
 
 	// MCP over streamable HTTP: the same keys, principals and tools.
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
+		Charge: a.bot.Charge, // tools/call only: the handshake is free
 	})
 	for _, wrap := range []func(http.Handler) http.Handler{
 		webhook.LimitBody(h.MaxBodyBytes, a.log),
-		limiter.Middleware(a.log, nil),
 		webhook.Authenticate(a.bot, a.log, "mcp"),
 		webhook.GuardHosts(h.AllowedHosts, h.AllowedOrigins, a.log),
 	} {

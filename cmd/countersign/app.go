@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -48,6 +49,9 @@ func fileExists(p string) bool {
 
 // openStore opens the bbolt file and the audit signing key.
 func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
+	if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
+		return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
+	}
 	key, err := loadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return nil, nil, err

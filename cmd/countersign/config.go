@@ -205,6 +205,21 @@ func (c *Config) loadFiles(p *problems) {
 	}
 }
 
+// gatedSlots names the declared memory slots whose changes need an
+// approval (confirm: true).
+func (c *Config) gatedSlots() []string {
+	var out []string
+	if c.schema == nil {
+		return out
+	}
+	for _, s := range c.schema.Slots() {
+		if s.Confirm {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
 // resolve makes a relative path relative to the config file's directory.
 func (c *Config) resolve(p string) string {
 	if p == "" || filepath.IsAbs(p) {

@@ -4,7 +4,10 @@
 //
 // Usage:
 //
-//	countersign serve [--config FILE]
+//	countersign init [--config FILE]
+//	countersign serve [--config FILE] [--listen ADDR]
+//	countersign ready [--config FILE] [--url URL] [--timeout 30s]
+//	countersign call [--config FILE] [--url URL] [--key KEY] [--json] TOOL [JSON_ARGS]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
 //	countersign mcp [--config FILE] [--key KEY]
 //	countersign audit verify|export|pubkey [--config FILE]
@@ -13,13 +16,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 )
 
 func main() {
 	if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "countersign:", err)
+		if !errors.Is(err, errExit1) { // errExit1: the command already said why
+			fmt.Fprintln(os.Stderr, "countersign:", err)
+		}
 		os.Exit(1)
 	}
 }

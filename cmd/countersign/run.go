@@ -26,7 +26,10 @@ var version = "0.1.0-dev"
 const usage = `countersign — a chat-ops approval bot for AI agents
 
 Usage:
-  countersign serve [--config FILE]
+  countersign init [--config FILE]
+  countersign serve [--config FILE] [--listen ADDR]
+  countersign ready [--config FILE] [--url URL] [--timeout 30s]
+  countersign call [--config FILE] [--url URL] [--key KEY] [--json] TOOL [JSON_ARGS]
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
   countersign mcp [--config FILE] [--key KEY]
   countersign audit verify [--config FILE] [--pubkey HEX]
@@ -34,7 +37,13 @@ Usage:
   countersign audit pubkey [--config FILE]
   countersign version
 
-serve reads ./config.yaml when it exists, else the embedded default.
+Every command reads --config FILE, else ./config.yaml when it exists, else
+the embedded default (the file is read on its own, not merged with the
+default). init writes the default to ./config.yaml as a starting point.
+serve listens on --listen, else $COUNTERSIGN_LISTEN, else the config's listen.
+ready waits until a running server answers /readyz; call calls one tool on
+it with --key or $COUNTERSIGN_API_KEY and prints the answer's text (the HTTP
+status first when it is not 200).
 mcp serves MCP over stdin/stdout for a local agent (logs on stderr); with
 auth_required: true it needs --key or $COUNTERSIGN_API_KEY.
 audit verify exits non-zero when the chain is broken; audit export writes
@@ -48,9 +57,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		fmt.Fprint(stderr, usage)
 		return errors.New("no command given")
 	}
+	err := dispatch(ctx, args, getenv, stdin, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // --help: the usage is printed, and asking for it is no failure
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	switch args[0] {
+	case "init":
+		return cmdInit(args[1:], stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], getenv, stderr)
+	case "ready":
+		return cmdReady(ctx, args[1:], getenv, stdout, stderr)
+	case "call":
+		return cmdCall(ctx, args[1:], getenv, stdout, stderr)
 	case "keys":
 		if len(args) < 2 || args[1] != "create" {
 			fmt.Fprint(stderr, usage)
@@ -91,6 +114,38 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseFlags parses args and refuses arguments left over: a command that
+// takes only flags must not silently ignore a word it was given.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (it takes only flags; see %s --help)", fs.Name(), fs.Arg(0), "countersign "+fs.Name())
+	}
+	return nil
+}
+
+// listenEnv names the environment variable that overrides the config's
+// listen address (the --listen flag overrides both).
+const listenEnv = "COUNTERSIGN_LISTEN"
+
+// overrideListen applies --listen (flag) or $COUNTERSIGN_LISTEN (env) to
+// cfg, the flag first; each is checked as host:port under its own name.
+func (c *Config) overrideListen(flagValue, envValue string) error {
+	for _, o := range []struct{ name, v string }{{"--listen", flagValue}, {"$" + listenEnv, envValue}} {
+		if o.v == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(o.v); err != nil {
+			return fmt.Errorf("%s: %q is not host:port (for example 127.0.0.1:8080)", o.name, o.v)
+		}
+		c.Listen = o.v
+		return nil
+	}
+	return nil
+}
+
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
@@ -104,11 +159,15 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	load := configFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	listen := fs.String("listen", "", "the address to listen on, host:port (default $"+listenEnv+", else the config's listen)")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := load()
 	if err != nil {
+		return err
+	}
+	if err := cfg.overrideListen(*listen, getenv(listenEnv)); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -120,6 +179,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		debug.SetGCPercent(400)
 	}
 	logger := newLogger(cfg, stderr)
+	logStartup(logger, cfg)
 	a, err := buildApp(ctx, cfg, getenv, logger)
 	if err != nil {
 		return err
@@ -217,12 +277,17 @@ func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	role := fs.String("role", "", "admin, member, agent, viewer or auditor (required)")
 	scopes := fs.String("scopes", "", "comma-separated user_ids the key may touch (default: all)")
 	kind := fs.String("kind", "", "agent, person or service (default: person for admin and member, else agent)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var problems []string
 	if *name == "" {
 		problems = append(problems, "--name: required")
+	}
+	scopeList := bot.ParseScopes(*scopes)
+	if flagSet(fs, "scopes") && len(scopeList) == 0 && strings.TrimSpace(*scopes) != "*" {
+		// An empty list must never widen to "every space".
+		problems = append(problems, fmt.Sprintf("--scopes: %q names no user_id; list the user_ids the key may touch (a,b), or leave --scopes out for a key that may touch every space", *scopes))
 	}
 	r, err := policy.ParseRole(*role)
 	if err != nil {
@@ -254,16 +319,46 @@ func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var apiKey string
 	sys := b.SystemCall(time.Now())
 	err = b.Update(ctx, sys, func(tx *bot.Tx) error {
-		p, k, err := bot.CreatePrincipal(tx, time.Now(), *name, r, k, bot.ParseScopes(*scopes))
+		p, k, err := bot.CreatePrincipal(tx, time.Now(), *name, r, k, scopeList)
 		if err != nil {
 			return err
 		}
 		apiKey = k
-		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s via cli", p.ID, p.Name, p.Role))
+		// The same detail as the create_principal tool records, plus where
+		// the key was made.
+		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s via cli", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, apiKey)
 	return nil
+}
+
+// flagSet reports whether the flag called name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// logStartup says what this run is made of: the config file, the store,
+// what is gated, the tools declared and the chat surfaces, and warns loudly
+// when no memory slot is gated, since a config file that leaves out the
+// slots (or their confirm) silently applies every change.
+func logStartup(logger *slog.Logger, cfg *Config) {
+	gated := cfg.gatedSlots()
+	chat := strings.Join(cfg.sinks(), ",")
+	if chat == "" {
+		chat = "none"
+	}
+	logger.Info("config loaded", "file", cfg.source, "store", cfg.Store.Path,
+		"gated_slots", len(gated), "slots", strings.Join(gated, ","), "tools_declared", len(cfg.Tools), "chat", chat)
+	if len(gated) == 0 {
+		logger.Warn("NOTHING IS GATED: no memory slot has confirm: true, so every memory change (a medication replacement too) applies directly, with no approval. " +
+			"Declare slots with confirm: true under memory.slots (see config.yaml, or `countersign init` for the annotated default).")
+	}
+	if len(cfg.Tools) == 0 {
+		logger.Warn("no tools are declared: every confirm_action call needs a confirmation (the safe default), and no call is known as read-only or destructive; declare them under tools:")
+	}
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	countersign "github.com/countersign/countersign"
+)
+
+// urlEnv names the environment variable `ready` and `call` read the
+// server's base URL from (the --url flag overrides it).
+const urlEnv = "COUNTERSIGN_URL"
+
+// errExit1 makes the program exit 1 without printing anything more: the
+// command has already said what happened.
+var errExit1 = errors.New("")
+
+// cmdInit writes the annotated default config to ./config.yaml (or
+// --config), so that a deployment starts from the gated default rather than
+// from an empty file. It never overwrites a file.
+func cmdInit(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("init", stderr)
+	path := fs.String("config", "config.yaml", "where to write the starter config")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(*path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("init: %s already exists and is left as it is (remove it first, or write elsewhere with --config FILE)", *path)
+	}
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	if _, err := f.Write(countersign.DefaultConfig); err != nil {
+		f.Close()
+		return fmt.Errorf("init: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: the annotated default; edit it, then run countersign serve --config %s\n", *path, *path)
+	return nil
+}
+
+// serverURL is the base URL of the server the config describes: --url,
+// else $COUNTERSIGN_URL, else http:// and the listen address (after
+// $COUNTERSIGN_LISTEN), with a wildcard host read as 127.0.0.1.
+func serverURL(flagURL string, load func() (*Config, error), getenv func(string) string) (string, error) {
+	if flagURL != "" {
+		return strings.TrimRight(flagURL, "/"), nil
+	}
+	if u := getenv(urlEnv); u != "" {
+		return strings.TrimRight(u, "/"), nil
+	}
+	cfg, err := load()
+	if err != nil {
+		return "", err
+	}
+	if err := cfg.overrideListen("", getenv(listenEnv)); err != nil {
+		return "", err
+	}
+	host, port, _ := net.SplitHostPort(cfg.Listen)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}
+
+// cmdReady waits until a running server answers GET /readyz with 200, so
+// that a script (or a reader pasting the README) calls it only once it
+// listens.
+func cmdReady(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ready", stderr)
+	load := configFlag(fs)
+	urlFlag := fs.String("url", "", "the server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
+	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	base, err := serverURL(*urlFlag, load, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	client := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				fmt.Fprintf(stdout, "ready: %s\n", base)
+				return nil
+			}
+			err = fmt.Errorf("/readyz answered %s", resp.Status)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("ready: %s did not become ready within %s (%v); is `countersign serve` running? its log says why it stopped", base, *timeout, last)
+		case <-tick.C:
+		}
+	}
+}
+
+// cmdCall calls one tool on a running server and prints the answer's text,
+// preceded by the HTTP status when it is not 200. It exits 1 on any answer
+// other than 2xx, and when no server answers.
+func cmdCall(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("call", stderr)
+	load := configFlag(fs)
+	urlFlag := fs.String("url", "", "the server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
+	keyFlag := fs.String("key", "", "the API key (default $"+apiKeyEnv+")")
+	raw := fs.Bool("json", false, "print the whole JSON answer instead of its text")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: countersign call [flags] TOOL [JSON_ARGS]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return errors.New("call: give a tool name and, optionally, its arguments as one JSON object")
+	}
+	tool, body := fs.Arg(0), "{}"
+	if fs.NArg() == 2 {
+		body = fs.Arg(1)
+	}
+	key := *keyFlag
+	if key == "" {
+		key = getenv(apiKeyEnv)
+	}
+	if key == "" {
+		return fmt.Errorf("call: no API key: give --key KEY or set $%s (countersign keys create prints one)", apiKeyEnv)
+	}
+	base, err := serverURL(*urlFlag, load, getenv)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/tools/"+tool, strings.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("call: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	if err != nil {
+		return fmt.Errorf("call: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it)", base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("call: reading the answer: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(stdout, resp.Status)
+	}
+	if *raw {
+		stdout.Write(bytes.TrimRight(b, "\n"))
+		fmt.Fprintln(stdout)
+	} else {
+		var ans struct {
+			Text  string `json:"text"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(b, &ans); err != nil || (ans.Text == "" && ans.Error == "") {
+			fmt.Fprintln(stdout, strings.TrimRight(string(b), "\n"))
+		} else if ans.Text != "" {
+			fmt.Fprintln(stdout, ans.Text)
+		} else {
+			fmt.Fprintln(stdout, ans.Error)
+		}
+	}
+	if resp.StatusCode/100 != 2 {
+		return errExit1
+	}
+	return nil
+}

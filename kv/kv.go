@@ -18,6 +18,13 @@ import (
 // ErrStop, returned from a scan callback, ends the scan without an error.
 var ErrStop = errors.New("kv: stop scan")
 
+// ErrUnavailable is wrapped by the error of a transaction that could not run
+// or whose commit is not known to have happened because the store cannot be
+// reached (a database that is down, restarting or too busy). Nothing of the
+// transaction may be acknowledged; the caller should fail closed and may
+// retry later (the HTTP edge answers 503 with Retry-After).
+var ErrUnavailable = errors.New("the store is unavailable")
+
 // Tx is one transaction. Values passed to scan callbacks are only valid for
 // the duration of the callback; Get returns a copy the caller may keep.
 type Tx interface {
@@ -75,6 +82,13 @@ func Finally(tx Tx, key string, newHook func() PreCommit) (PreCommit, bool) {
 
 // Store runs transactions. Update commits durably before it returns nil:
 // a caller may acknowledge a write only after Update has returned nil.
+//
+// Update may run fn more than once before it returns: an engine re-runs it
+// after a conflict with a concurrent writer (PostgreSQL's serialization
+// failures and deadlocks) and group commit re-runs the functions of a group
+// in which another failed. Each run starts from a rolled-back state. So fn
+// must do nothing outside the transaction, and must assign, not accumulate,
+// whatever it hands back to its caller; only the last run's results count.
 type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	View(ctx context.Context, fn func(Tx) error) error

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 )
 
 // App is what the server needs of the application.
@@ -183,11 +184,15 @@ func StatusOf(err error) int {
 	case bot.KindRateLimited:
 		return http.StatusTooManyRequests
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kv.ErrUnavailable) {
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }
+
+// unavailableRetry is the Retry-After of a 503 for a store that cannot be
+// reached: a database restart or failover takes seconds.
+const unavailableRetry = "2"
 
 // WriteError is the one error translator of the HTTP edge. Known kinds get
 // their status and message; anything else is a 500 with a reference id, and
@@ -213,6 +218,12 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		msg := "Countersign couldn't complete that (ref " + ref + "). Retry if it was a transient blip; otherwise the full detail is in the server logs under that reference."
 		if status == http.StatusServiceUnavailable {
 			msg = "the request was cancelled or the server is shutting down; retry (ref " + ref + ")"
+		}
+		if errors.Is(err, kv.ErrUnavailable) {
+			// Nothing was done (or acknowledged): fail closed, say when to
+			// come back.
+			msg = "the store is unavailable, so nothing was done and no verdict can be given; retry in a few seconds (ref " + ref + ")"
+			w.Header().Set("Retry-After", unavailableRetry)
 		}
 		body["error"], body["text"] = msg, msg
 		log.Error("request failed", "request_id", ref, "method", r.Method, "path", r.URL.Path, "err", err)

@@ -7,8 +7,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
 	"github.com/countersign/countersign/kv"

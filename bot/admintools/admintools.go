@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -90,6 +91,7 @@ type AuditLogArgs struct {
 	UserID  string `json:"user_id,omitempty" jsonschema:"only this memory space's trail; empty means the whole deployment, which needs the admin capability"`
 	AgentID string `json:"agent_id,omitempty" jsonschema:"only entries of this agent_id"`
 	RunID   string `json:"run_id,omitempty" jsonschema:"only entries of this run_id"`
+	Cursor  string `json:"cursor,omitempty" jsonschema:"where to continue: the next_cursor of the previous page (entries older than that sequence number); omit for the newest"`
 }
 
 // Validate checks the limit and the space identifiers.
@@ -97,7 +99,22 @@ func (a *AuditLogArgs) Validate() error {
 	if a.Limit != nil && (*a.Limit < 1 || *a.Limit > MaxAuditLimit) {
 		return bot.Invalid("limit", "must be between 1 and %d", MaxAuditLimit)
 	}
+	if _, err := a.before(); err != nil {
+		return err
+	}
 	return bot.ValidateSpace(bot.Space{UserID: a.UserID, AgentID: a.AgentID, RunID: a.RunID})
+}
+
+// before returns the sequence number the page ends before (0: the newest).
+func (a *AuditLogArgs) before() (uint64, error) {
+	if a.Cursor == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(a.Cursor, 10, 64)
+	if err != nil || n == 0 {
+		return 0, bot.Invalid("cursor", "must be the next_cursor of a previous answer (a sequence number such as \"120\"), or omitted for the newest entries")
+	}
+	return n, nil
 }
 
 func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
@@ -112,19 +129,26 @@ func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 	if a.Limit != nil {
 		limit = *a.Limit
 	}
+	before, _ := a.before() // checked by Validate
 	var entries []approvals.Entry
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		entries, err = approvals.List(tx, approvals.Filter{UserID: a.UserID, AgentID: a.AgentID, RunID: a.RunID, Limit: limit})
+		// One more than the page: whether there is a next one.
+		entries, err = approvals.List(tx, approvals.Filter{UserID: a.UserID, AgentID: a.AgentID, RunID: a.RunID, Before: before, Limit: limit + 1})
 		return err
 	})
 	if err != nil {
 		return bot.Result{}, err
 	}
+	next := ""
+	if len(entries) > limit {
+		entries = entries[:limit]
+		next = strconv.FormatUint(entries[len(entries)-1].Seq, 10)
+	}
 	if entries == nil {
 		entries = []approvals.Entry{}
 	}
-	data := map[string]any{"count": len(entries), "entries": entries}
+	data := map[string]any{"count": len(entries), "entries": entries, "next_cursor": next}
 	if len(entries) == 0 {
 		return bot.Result{Text: "No audit entries.", Data: data}, nil
 	}
@@ -138,6 +162,9 @@ func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 			user = "-"
 		}
 		fmt.Fprintf(&sb, "#%d  %s  %-18s user=%s  by %s  %s", e.Seq, e.TS, oneLine(e.Action), oneLine(user), oneLine(e.Principal), oneLine(e.Detail))
+	}
+	if next != "" {
+		fmt.Fprintf(&sb, "\n… more: call audit_log again with cursor \"%s\".", next)
 	}
 	return bot.Result{Text: sb.String(), Data: data}, nil
 }

@@ -210,20 +210,49 @@ type subjectArgs struct {
 // Validate checks the subject.
 func (a *subjectArgs) Validate() error { return checkSubject(a.Subject) }
 
+// historyArgs are history's arguments: a subject, paged.
+type historyArgs struct {
+	bot.Space
+	Subject string `json:"subject" jsonschema:"the subject"`
+	pageArgs
+}
+
+// Validate checks the subject and the page.
+func (a *historyArgs) Validate() error {
+	if err := checkSubject(a.Subject); err != nil {
+		return err
+	}
+	return a.pageArgs.validate()
+}
+
 // spaceArgs take only the memory space.
 type spaceArgs struct {
 	bot.Space
 }
+
+// pagedSpaceArgs take the memory space and a page (list_memories,
+// pending_changes).
+type pagedSpaceArgs struct {
+	bot.Space
+	pageArgs
+}
+
+// Validate checks the page.
+func (a *pagedSpaceArgs) Validate() error { return a.pageArgs.validate() }
 
 // recallArgs are recall's arguments.
 type recallArgs struct {
 	bot.Space
 	Question           string `json:"question" jsonschema:"what to recall; facts are ranked lexically over subject, value and what was said"`
 	CriticalCategories string `json:"critical_categories,omitempty" jsonschema:"comma-separated categories always included, added to the configured ones"`
+	Limit              *int   `json:"limit,omitempty" jsonschema:"at most this many ranked facts (default and maximum: the configured memory.recall_context); critical facts are always included, up to memory.critical_budget"`
 }
 
 // Validate checks lengths.
 func (a *recallArgs) Validate() error {
+	if a.Limit != nil && *a.Limit < 1 {
+		return bot.Invalid("limit", "must be at least 1 (the default and maximum is the configured memory.recall_context)")
+	}
 	if strings.TrimSpace(a.Question) == "" {
 		return bot.Invalid("question", "required: ask a question, e.g. \"what is she taking?\"")
 	}

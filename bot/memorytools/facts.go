@@ -296,8 +296,9 @@ func (t *tools) get(ctx context.Context, c *bot.Call, a any) (bot.Result, error)
 }
 
 func (t *tools) history(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
-	args := a.(*subjectArgs)
+	args := a.(*historyArgs)
 	subject := t.o.Resolve(args.Subject).Subject
+	after, _ := args.after() // checked by Validate
 	var facts []*memory.Fact
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
@@ -307,25 +308,33 @@ func (t *tools) history(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	if err != nil {
 		return bot.Result{}, err
 	}
-	return bot.Result{Text: memory.RenderHistory(subject, facts), Data: map[string]any{"subject": subject, "facts": factsData(facts)}}, nil
+	sort.Slice(facts, func(i, j int) bool { return facts[i].ID < facts[j].ID })
+	page, next := pageFacts(facts, after, args.limit())
+	return bot.Result{
+		Text: memory.RenderHistory(subject, page) + moreLine("history", next),
+		Data: map[string]any{"subject": subject, "facts": factsData(page), "next_cursor": next},
+	}, nil
 }
 
 // listRetired is how many retired facts list_memories shows.
 const listRetired = 20
 
+// list answers list_memories: the live facts (active, then flagged) by id,
+// a page at a time, and on the first page the most recent retired ones.
 func (t *tools) list(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
-	var active, flagged, retired []*memory.Fact
+	args := a.(*pagedSpaceArgs)
+	after, _ := args.after() // checked by Validate
+	var live, retired []*memory.Fact
 	err := c.View(ctx, func(tx kv.Tx) error {
 		sp := mspace(c.Space)
 		if err := memory.LiveAll(tx, sp, func(f *memory.Fact) error {
-			if f.Status == memory.StatusActive {
-				active = append(active, f)
-			} else {
-				flagged = append(flagged, f)
-			}
+			live = append(live, f)
 			return nil
 		}); err != nil {
 			return err
+		}
+		if after > 0 {
+			return nil
 		}
 		var err error
 		retired, err = memory.RecentRetired(tx, sp, listRetired)
@@ -334,14 +343,19 @@ func (t *tools) list(ctx context.Context, c *bot.Call, a any) (bot.Result, error
 	if err != nil {
 		return bot.Result{}, err
 	}
-	byID := func(fs []*memory.Fact) {
-		sort.Slice(fs, func(i, j int) bool { return fs[i].ID < fs[j].ID })
+	sort.Slice(live, func(i, j int) bool { return live[i].ID < live[j].ID })
+	page, next := pageFacts(live, after, args.limit())
+	var active, flagged []*memory.Fact
+	for _, f := range page {
+		if f.Status == memory.StatusActive {
+			active = append(active, f)
+		} else {
+			flagged = append(flagged, f)
+		}
 	}
-	byID(active)
-	byID(flagged)
 	return bot.Result{
-		Text: memory.RenderList(active, flagged, retired),
-		Data: map[string]any{"active": factsData(active), "flagged": factsData(flagged), "retired": factsData(retired)},
+		Text: memory.RenderList(active, flagged, retired) + moreLine("list_memories", next),
+		Data: map[string]any{"active": factsData(active), "flagged": factsData(flagged), "retired": factsData(retired), "next_cursor": next},
 	}, nil
 }
 
@@ -373,10 +387,13 @@ func toRecallData(r memory.Recall) recallData {
 // detail. A critical overflow is audited as REFUSED and then returned as a
 // conflict. A read whose audit entry cannot be recorded returns the
 // *bot.UnrecordedError: its answer must not be given.
-func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, perCall string, verdict func(memory.Recall) policy.Verdict) (memory.Recall, error) {
+func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, perCall string, limit *int, verdict func(memory.Recall) policy.Verdict) (memory.Recall, error) {
 	req := memory.RecallRequest{
 		Question: question, Critical: t.criticalSet(perCall),
 		Context: t.o.RecallContext, Budget: t.o.CriticalBudget,
+	}
+	if limit != nil && *limit < req.Context {
+		req.Context = *limit // never above the configured bound
 	}
 	var r memory.Recall
 	var refused error
@@ -410,7 +427,7 @@ func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, pe
 
 func (t *tools) recall(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*recallArgs)
-	r, err := t.runRecall(ctx, c, "recall", args.Question, args.CriticalCategories, nil)
+	r, err := t.runRecall(ctx, c, "recall", args.Question, args.CriticalCategories, args.Limit, nil)
 	if reason, ok := bot.Unrecorded(err); ok {
 		// A read that cannot be recorded is not answered.
 		return bot.Result{}, bot.Errorf(bot.KindRateLimited, "recall refused: %s", reason)

@@ -116,7 +116,7 @@ func (t *tools) safeRecall(ctx context.Context, c *bot.Call, a any) (bot.Result,
 		verdict, reasons = policy.SafeRecall(states, r.FlaggedSubjects, pol, c.Now)
 		return verdict
 	}
-	r, err := t.runRecall(ctx, c, "safe_recall", args.Question, args.CriticalCategories, judge)
+	r, err := t.runRecall(ctx, c, "safe_recall", args.Question, args.CriticalCategories, nil, judge)
 	if reason, ok := bot.Unrecorded(err); ok {
 		// A verdict that cannot be recorded is never given: withhold, and
 		// show none of the facts read.

@@ -3,6 +3,7 @@ package memorytools
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -52,6 +53,8 @@ type pendingData struct {
 }
 
 func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*pagedSpaceArgs)
+	after, _ := args.after() // checked by Validate
 	var lines []memory.PendingLine
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
@@ -60,6 +63,16 @@ func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	})
 	if err != nil {
 		return bot.Result{}, err
+	}
+	total := len(lines)
+	sort.Slice(lines, func(i, j int) bool { return lines[i].Fact.ID < lines[j].Fact.ID })
+	for len(lines) > 0 && lines[0].Fact.ID <= after {
+		lines = lines[1:]
+	}
+	next := ""
+	if len(lines) > args.limit() {
+		lines = lines[:args.limit()]
+		next = strconv.FormatUint(lines[len(lines)-1].Fact.ID, 10)
 	}
 	data := make([]pendingData, len(lines))
 	for i, l := range lines {
@@ -74,7 +87,7 @@ func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		}
 		data[i] = d
 	}
-	return bot.Result{Text: memory.RenderPending(lines), Data: map[string]any{"count": len(lines), "changes": data}}, nil
+	return bot.Result{Text: memory.RenderPending(lines) + moreLine("pending_changes", next), Data: map[string]any{"count": total, "changes": data, "next_cursor": next}}, nil
 }
 
 // decisionData is the structured answer of confirm_change and reject_change.

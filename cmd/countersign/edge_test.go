@@ -154,3 +154,91 @@ func TestRateLimitOverStdioMCP(t *testing.T) {
 		t.Fatalf("third call over stdio: %v %q", r.IsError, text)
 	}
 }
+
+// TestListingsAreBoundedAndPaged: 200 list_memories calls in one request
+// built a 228 MB answer. Batches are refused (above); every listing has a
+// limit with a default and a maximum, and next_cursor walks the rest.
+func TestListingsAreBoundedAndPaged(t *testing.T) {
+	e := newTestEnv(t, "http:\n  rate_per_minute: 60000\n  rate_burst: 10000\n")
+	key := e.CreateKey("ops", "admin")
+	e.Start()
+	const n = 230
+	for i := 0; i < n; i++ {
+		e.MustOK(key, "remember", map[string]any{"user_id": "p1", "subject": fmt.Sprintf("note_%03d", i), "value": strings.Repeat("x", 40)})
+	}
+	// A batch of list calls is refused whole.
+	calls := make([]string, 200)
+	for i := range calls {
+		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_memories","arguments":{"user_id":"p1"}}}`, i)
+	}
+	if resp, body := e.mcpPost(key, "["+strings.Join(calls, ",")+"]"); resp.StatusCode != http.StatusBadRequest || len(body) > 1024 {
+		t.Fatalf("batch of lists: %d, %d bytes", resp.StatusCode, len(body))
+	}
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		args := map[string]any{"user_id": "p1"}
+		if cursor != "" {
+			args["cursor"] = cursor
+		}
+		r := e.MustOK(key, "list_memories", args)
+		pages++
+		active := r.Data["active"].([]any)
+		if len(active) > 100 {
+			t.Fatalf("page %d has %d facts; the default limit is 100", pages, len(active))
+		}
+		for _, f := range active {
+			s := f.(map[string]any)["subject"].(string)
+			if seen[s] {
+				t.Fatalf("%s listed twice", s)
+			}
+			seen[s] = true
+		}
+		cursor = r.Data["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+		if !strings.Contains(r.Text, `… more: call list_memories again with cursor "`+cursor+`"`) {
+			t.Fatalf("page %d text does not say how to go on: %q", pages, r.Text[len(r.Text)-80:])
+		}
+	}
+	if len(seen) != n || pages != 3 {
+		t.Fatalf("walked %d facts in %d pages, want %d in 3", len(seen), pages, n)
+	}
+	for _, bad := range []struct {
+		tool  string
+		args  map[string]any
+		field string
+	}{
+		{"list_memories", map[string]any{"user_id": "p1", "limit": 501}, "limit"},
+		{"list_memories", map[string]any{"user_id": "p1", "limit": 0}, "limit"},
+		{"list_memories", map[string]any{"user_id": "p1", "cursor": "abc"}, "cursor"},
+		{"history", map[string]any{"user_id": "p1", "subject": "note_001", "limit": 100000}, "limit"},
+		{"pending_changes", map[string]any{"user_id": "p1", "limit": 501}, "limit"},
+		{"audit_log", map[string]any{"limit": 1001}, "limit"},
+		{"audit_log", map[string]any{"cursor": "-3"}, "cursor"},
+		{"recall", map[string]any{"user_id": "p1", "question": "note", "limit": 0}, "limit"},
+	} {
+		if r := e.Call(key, bad.tool, bad.args); r.Status != 400 || r.Field != bad.field {
+			t.Fatalf("%s %v: %d %s", bad.tool, bad.args, r.Status, r.Raw)
+		}
+	}
+	// audit_log pages the same way, newest first, without overlap.
+	r := e.MustOK(key, "audit_log", map[string]any{"limit": 100})
+	first := r.Data["entries"].([]any)
+	next := r.Data["next_cursor"].(string)
+	if len(first) != 100 || next == "" {
+		t.Fatalf("audit_log page 1: %d entries, cursor %q", len(first), next)
+	}
+	r = e.MustOK(key, "audit_log", map[string]any{"limit": 100, "cursor": next})
+	second := r.Data["entries"].([]any)
+	lastSeq := first[len(first)-1].(map[string]any)["seq"].(float64)
+	if len(second) == 0 || second[0].(map[string]any)["seq"].(float64) >= lastSeq {
+		t.Fatalf("audit_log page 2 starts at %v after %v", second[0], lastSeq)
+	}
+	// recall's limit narrows the ranked context, never widens it.
+	r = e.MustOK(key, "recall", map[string]any{"user_id": "p1", "question": "note x", "limit": 5})
+	if facts := r.Data["facts"].([]any); len(facts) > 5 {
+		t.Fatalf("recall limit 5 returned %d facts", len(facts))
+	}
+}

@@ -16,8 +16,9 @@ const (
 )
 
 // PutRequest stores r, moving its deadline-index entry to due (the zero
-// time removes it). Call it for every change of a request, so that the
-// index never points at a stale time.
+// time removes it), and files a terminal request in the retention indexes
+// (retention.go). Call it for every change of a request, so that the
+// indexes never point at a stale time.
 func PutRequest(tx kv.Tx, r *Request, due time.Time) error {
 	if !r.DueAt.IsZero() && !r.DueAt.Equal(due) {
 		if err := tx.Delete(bucketDeadlines, deadlineKey(r.DueAt, r.ID)); err != nil {
@@ -34,7 +35,10 @@ func PutRequest(tx kv.Tx, r *Request, due time.Time) error {
 	if err != nil {
 		return err
 	}
-	return tx.Put(bucketRequests, []byte(r.ID), b)
+	if err := tx.Put(bucketRequests, []byte(r.ID), b); err != nil {
+		return err
+	}
+	return indexClosed(tx, r)
 }
 
 // LoadRequest reads a request; it returns nil if there is none.

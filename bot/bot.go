@@ -28,6 +28,10 @@ type Options struct {
 	// Sinks are the outbox consumers (for example "slack", "discord"):
 	// every item event is queued once for each.
 	Sinks []string
+	// DeliveryTTL is how long chat delivery ids are remembered to drop
+	// retried deliveries (retention.deliveries); 0 means
+	// DefaultDeliveryTTL.
+	DeliveryTTL time.Duration
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -45,12 +49,13 @@ type Bot struct {
 	closing     chan struct{} // closed by BeginShutdown
 	closingOnce sync.Once
 
-	sweepSteps []namedStep
-	directory  *Directory
-	observer   Observer                  // told about every finished call (observe.go)
-	tracked    []string                  // sinks fed only through EmitTo, reported in OutboxStats
-	readAudit  atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
-	limiter    *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
+	sweepSteps  []namedStep
+	deliveryTTL time.Duration
+	directory   *Directory
+	observer    Observer                  // told about every finished call (observe.go)
+	tracked     []string                  // sinks fed only through EmitTo, reported in OutboxStats
+	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
+	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
 }
 
 // New returns a Bot with no tools registered.
@@ -71,6 +76,10 @@ func New(o Options) (*Bot, error) {
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
 		wake: make(chan struct{}), closing: make(chan struct{}),
+	}
+	b.deliveryTTL = o.DeliveryTTL
+	if b.deliveryTTL <= 0 {
+		b.deliveryTTL = DefaultDeliveryTTL
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
 	return b, nil

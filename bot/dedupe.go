@@ -7,11 +7,24 @@ import (
 	"github.com/countersign/countersign/kv"
 )
 
-const bucketDeliveries = "deliveries" // delivery id -> first-seen unix seconds
+// Delivery dedupe buckets.
+const (
+	bucketDeliveries   = "deliveries"     // delivery id -> first-seen unix seconds
+	bucketDeliveriesAt = "deliveries_due" // U64(first seen, unix ns) ++ delivery id -> nothing
+)
 
-// DeliveryTTL is how long a delivery id is remembered. Slack's last retry
-// arrives about 5 minutes in, so the window is kept well above that.
-const DeliveryTTL = 2 * time.Hour
+// DefaultDeliveryTTL is how long a delivery id is remembered unless
+// Options.DeliveryTTL says otherwise. Slack's last retry arrives about 5
+// minutes in and Discord's within minutes, so a week is far above any retry.
+const DefaultDeliveryTTL = 7 * 24 * time.Hour
+
+// deliveries indexes the delivery ids by the time they were first seen.
+var deliveries = ExpiryIndex{Bucket: bucketDeliveries, Index: bucketDeliveriesAt, Written: func(v []byte) (time.Time, bool) {
+	if len(v) < 8 {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(kv.ParseU64(v)), 0), true
+}}
 
 // FirstDelivery records delivery id (for example "slack:<trigger_id>" or
 // "discord:<interaction id>") and reports whether this is the first time it
@@ -29,37 +42,18 @@ func (b *Bot) FirstDelivery(ctx context.Context, id string) (bool, error) {
 			return nil
 		}
 		first = true
-		return tx.Put(bucketDeliveries, []byte(id), kv.U64(uint64(b.now().Unix())))
+		now := b.now()
+		if err := tx.Put(bucketDeliveries, []byte(id), kv.U64(uint64(now.Unix()))); err != nil {
+			return err
+		}
+		return deliveries.Add(tx, now, []byte(id))
 	})
 	return first, err
 }
 
-// pruneDeliveries forgets delivery ids older than DeliveryTTL, at most 1000
-// per call so the write lock is held briefly.
+// pruneDeliveries forgets delivery ids first seen more than the delivery
+// TTL before now, in batches of RetentionBatch. It is the "deliveries"
+// sweep step.
 func (b *Bot) pruneDeliveries(ctx context.Context, now time.Time) (int, error) {
-	cutoff := uint64(now.Add(-DeliveryTTL).Unix())
-	var old [][]byte
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		return tx.Ascend(bucketDeliveries, nil, nil, func(k, v []byte) error {
-			if kv.ParseU64(v) < cutoff {
-				old = append(old, append([]byte(nil), k...))
-				if len(old) >= 1000 {
-					return kv.ErrStop
-				}
-			}
-			return nil
-		})
-	})
-	if err != nil || len(old) == 0 {
-		return 0, err
-	}
-	err = b.store.Update(ctx, func(tx kv.Tx) error {
-		for _, k := range old {
-			if err := tx.Delete(bucketDeliveries, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return len(old), err
+	return PruneExpired(ctx, b.store, deliveries, now, b.deliveryTTL)
 }

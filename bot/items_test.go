@@ -123,7 +123,7 @@ func TestFirstDeliveryOnceAndPruned(t *testing.T) {
 	if again, _ := b.FirstDelivery(ctx, "slack:T1"); again {
 		t.Fatal("a replayed delivery was reported as first")
 	}
-	n, err := b.pruneDeliveries(ctx, b.Now().Add(DeliveryTTL+time.Second))
+	n, err := b.pruneDeliveries(ctx, b.Now().Add(DefaultDeliveryTTL+time.Second))
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d, %v", n, err)
 	}

@@ -12,4 +12,7 @@ type Options struct {
 	TrustedSources     []string // case-insensitive
 	// ProposalMaxAge closes a proposal left undecided this long (0: never).
 	ProposalMaxAge time.Duration
+	// ProposalRetention deletes a proposal closed without being applied
+	// (rejected, stale, expired) this long after it closed (0: kept).
+	ProposalRetention time.Duration
 }

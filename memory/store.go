@@ -20,6 +20,7 @@ const (
 	bucketPolicy = "mem_policy" // sk -> storedPolicy JSON
 	bucketOpen   = "mem_open"   // sk id -> openEntry JSON: proposals awaiting a decision
 	// bucketRecall (index.go) is the recall index, derived from mem_live.
+	// bucketClosed (retention.go) finds closed proposals by closing time.
 )
 
 // SequentialBuckets are memory's buckets whose new keys sort after every key
@@ -142,6 +143,11 @@ func store(tx kv.Tx, f *Fact, fresh bool) error {
 	}
 	ok := factKey(f.Space, f.ID)
 	if !f.Open() {
+		if f.closedUnapplied() {
+			if err := tx.Put(bucketClosed, closedKey(f), nil); err != nil {
+				return err
+			}
+		}
 		return tx.Delete(bucketOpen, ok)
 	}
 	ob, err := json.Marshal(openEntry{V: 1, ID: f.ID, Space: f.Space, Target: f.Supersedes, ProposedAt: f.ProposedAt})

@@ -232,12 +232,12 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 		t.Fatalf("a key reached the store: %s", raw)
 	}
 
-	// After 24 h the key is forgotten: the same request runs again.
-	clk.Advance(IdempotencyTTL + time.Second)
+	// After the TTL (7 days by default) the key is forgotten: the same request runs again.
+	clk.Advance(DefaultIdempotencyTTL + time.Second)
 	if a := post(t, url+"write", "key-a", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1"); a.Status != 200 || !strings.Contains(a.Body, "write #3") {
 		t.Fatalf("after expiry: %+v", a)
 	}
-	// The sweep prunes what is older than 24 h and keeps the rest.
+	// The sweep prunes what is older than the TTL and keeps the rest.
 	n, err := idem.Prune(context.Background(), clk.Now())
 	if err != nil || n != 2 { // b's k1 and a's k4; k2 and k3 were released, a's k1 is fresh
 		t.Fatalf("pruned %d, %v", n, err)

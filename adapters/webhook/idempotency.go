@@ -17,13 +17,33 @@ import (
 	"github.com/countersign/countersign/kv"
 )
 
-// bucketIdempotency holds one record per principal and key:
-// principal id 0x00 Idempotency-Key -> idemRecord JSON.
-const bucketIdempotency = "idempotency"
+// Idempotency buckets.
+const (
+	// bucketIdempotency holds one record per principal and key:
+	// principal id 0x00 Idempotency-Key -> idemRecord JSON.
+	bucketIdempotency = "idempotency"
+	// bucketIdempotencyAt indexes the records by the time they were
+	// written (bot.ExpiryIndex).
+	bucketIdempotencyAt = "idempotency_due"
+)
 
-// IdempotencyTTL is how long a key is remembered. A key reused after that
-// starts a new request.
-const IdempotencyTTL = 24 * time.Hour
+// DefaultIdempotencyTTL is how long a key is remembered unless
+// IdempotencyOptions.TTL says otherwise (retention.idempotency). A key
+// reused after that starts a new request.
+const DefaultIdempotencyTTL = 7 * 24 * time.Hour
+
+// MinIdempotencyTTL is the shortest TTL accepted: a client retrying a
+// request within a day must get its first answer.
+const MinIdempotencyTTL = 24 * time.Hour
+
+// idemIndex finds idempotency records by the time they were written.
+var idemIndex = bot.ExpiryIndex{Bucket: bucketIdempotency, Index: bucketIdempotencyAt, Written: func(v []byte) (time.Time, bool) {
+	var r idemRecord
+	if json.Unmarshal(v, &r) != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(r.Created, 0), true
+}}
 
 // maxIdempotencyKey is the longest key accepted, as Stripe's.
 const maxIdempotencyKey = 255
@@ -33,7 +53,7 @@ const maxIdempotencyKey = 255
 // the same key with the same arguments gets the first answer again, status
 // and body; the same key with other arguments gets 422; a retry while the
 // first call is still running gets 409. Keys are scoped per principal and
-// kept IdempotencyTTL. Read and verify tools ignore the header: they change
+// kept for the TTL. Read and verify tools ignore the header: they change
 // nothing.
 type Idempotency struct {
 	store   kv.Store
@@ -43,6 +63,7 @@ type Idempotency struct {
 	log     *slog.Logger
 	replay  func()
 	boot    string // identifies this process: a claim left by another one is abandoned
+	ttl     time.Duration
 }
 
 // IdempotencyOptions configure NewIdempotency.
@@ -56,6 +77,8 @@ type IdempotencyOptions struct {
 	Logger  *slog.Logger
 	// OnReplay, if set, is told each time an answer is replayed.
 	OnReplay func()
+	// TTL is how long a key is remembered; 0 means DefaultIdempotencyTTL.
+	TTL time.Duration
 }
 
 // NewIdempotency returns the Idempotency-Key layer.
@@ -74,7 +97,10 @@ func NewIdempotency(o IdempotencyOptions) *Idempotency {
 	if o.OnReplay == nil {
 		o.OnReplay = func() {}
 	}
-	return &Idempotency{store: o.Store, now: o.Now, isWrite: o.IsWrite, maxBody: o.MaxBody, log: o.Logger, replay: o.OnReplay, boot: hex.EncodeToString(b[:])}
+	if o.TTL <= 0 {
+		o.TTL = DefaultIdempotencyTTL
+	}
+	return &Idempotency{store: o.Store, now: o.Now, isWrite: o.IsWrite, maxBody: o.MaxBody, log: o.Logger, replay: o.OnReplay, boot: hex.EncodeToString(b[:]), ttl: o.TTL}
 }
 
 // idemRecord is what is kept of one keyed request.
@@ -160,7 +186,7 @@ func (m *Idempotency) claim(ctx context.Context, dbKey []byte, fp string) (*idem
 		}
 		if b != nil {
 			var old idemRecord
-			if json.Unmarshal(b, &old) == nil && now.Sub(time.Unix(old.Created, 0)) < IdempotencyTTL {
+			if json.Unmarshal(b, &old) == nil && now.Sub(time.Unix(old.Created, 0)) < m.ttl {
 				switch {
 				case old.Fingerprint != fp:
 					return bot.Errorf(bot.KindUnprocessable, "this Idempotency-Key was already used with other arguments; use a new key for a new request")
@@ -178,7 +204,10 @@ func (m *Idempotency) claim(ctx context.Context, dbKey []byte, fp string) (*idem
 		if err != nil {
 			return err
 		}
-		return tx.Put(bucketIdempotency, dbKey, nb)
+		if err := tx.Put(bucketIdempotency, dbKey, nb); err != nil {
+			return err
+		}
+		return idemIndex.Add(tx, now, dbKey)
 	})
 	return prior, err
 }
@@ -192,48 +221,28 @@ func (m *Idempotency) finish(ctx context.Context, dbKey []byte, fp string, rec *
 		status != http.StatusRequestEntityTooLarge && status != http.StatusTooManyRequests
 	return m.store.Update(ctx, func(tx kv.Tx) error {
 		if !keep {
-			return tx.Delete(bucketIdempotency, dbKey)
+			return tx.Delete(bucketIdempotency, dbKey) // its index entry goes when reached
 		}
+		now := m.now()
 		b, err := json.Marshal(idemRecord{
-			Fingerprint: fp, Done: true, Created: m.now().Unix(), Status: status,
+			Fingerprint: fp, Done: true, Created: now.Unix(), Status: status,
 			ContentType: rec.header.Get("Content-Type"), Body: redactKeys(rec.body.Bytes()),
 		})
 		if err != nil {
 			return err
 		}
-		return tx.Put(bucketIdempotency, dbKey, b)
+		if err := tx.Put(bucketIdempotency, dbKey, b); err != nil {
+			return err
+		}
+		return idemIndex.Add(tx, now, dbKey)
 	})
 }
 
-// Prune forgets keys older than IdempotencyTTL, at most 1000 per call so
-// that the write lock is held briefly. It is a sweep step.
+// Prune forgets keys written more than the TTL before now, in batches of
+// bot.RetentionBatch, found through their time index (records written
+// before the index existed are indexed first, once). It is a sweep step.
 func (m *Idempotency) Prune(ctx context.Context, now time.Time) (int, error) {
-	cutoff := now.Add(-IdempotencyTTL).Unix()
-	var old [][]byte
-	err := m.store.View(ctx, func(tx kv.Tx) error {
-		return tx.Ascend(bucketIdempotency, nil, nil, func(k, v []byte) error {
-			var r idemRecord
-			if json.Unmarshal(v, &r) != nil || r.Created < cutoff {
-				old = append(old, bytes.Clone(k))
-				if len(old) >= 1000 {
-					return kv.ErrStop
-				}
-			}
-			return nil
-		})
-	})
-	if err != nil || len(old) == 0 {
-		return 0, err
-	}
-	err = m.store.Update(ctx, func(tx kv.Tx) error {
-		for _, k := range old {
-			if err := tx.Delete(bucketIdempotency, k); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	return len(old), err
+	return bot.PruneExpired(ctx, m.store, idemIndex, now, m.ttl)
 }
 
 // parseIdempotencyKey accepts the key bare or as a structured-header string

@@ -79,6 +79,20 @@ type Options struct {
 	// DefaultApprovalMode is the soft-approval mode of a space nobody set;
 	// empty means normal.
 	DefaultApprovalMode policy.ApprovalMode
+	// Retention says how long closed requests and action_id records are
+	// kept (the "retention_requests" and "retention_action_ids" sweep
+	// steps); zero keeps them.
+	Retention Retention
+}
+
+// Retention is how long each kind of closed request is kept after it
+// closed (decided, answered, expired), and how long an action_id record
+// outlives its request's decision. Zero keeps them for ever.
+type Retention struct {
+	Actions   time.Duration // action requests (confirm_action)
+	Consents  time.Duration // consent requests (request_approval, record_approval)
+	Questions time.Duration // ask_user questions
+	ActionIDs time.Duration // action_id records of closed requests
 }
 
 // Service holds the compiled tool declarations and the in-process notifier
@@ -116,6 +130,14 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	if _, err := policy.ParseApprovalMode(string(o.DefaultApprovalMode)); err != nil {
 		return nil, fmt.Errorf("default approval mode: %w", err)
 	}
+	for _, r := range []struct {
+		name string
+		d    time.Duration
+	}{{"action_requests", o.Retention.Actions}, {"consent_requests", o.Retention.Consents}, {"questions", o.Retention.Questions}, {"idempotency", o.Retention.ActionIDs}} {
+		if r.d < 0 {
+			return nil, fmt.Errorf("retention.%s: must not be negative (0 keeps them)", r.name)
+		}
+	}
 	client := o.HTTPClient
 	if client == nil {
 		client = &http.Client{
@@ -150,6 +172,8 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.RegisterItemKind(bot.KindConsent, itemSource{s})
 	b.RegisterItemKind(bot.KindQuestion, itemSource{s})
 	b.OnSweep("actions", s.Sweep)
+	b.OnSweep("retention_requests", s.PruneRequests)
+	b.OnSweep("retention_action_ids", s.PruneActionIDs)
 	return s, nil
 }
 

@@ -31,6 +31,9 @@ func Register(b *bot.Bot, o memory.Options) error {
 	if o.ProposalMaxAge < 0 {
 		return errors.New("memory: proposal_max_age must not be negative")
 	}
+	if o.ProposalRetention < 0 {
+		return errors.New("retention.memory_proposals: must not be negative (0 keeps closed proposals)")
+	}
 	t := &tools{b: b, o: o, critical: map[string]bool{}}
 	for _, c := range o.CriticalCategories {
 		if c = strings.ToLower(strings.TrimSpace(c)); c != "" {
@@ -39,6 +42,7 @@ func Register(b *bot.Bot, o memory.Options) error {
 	}
 	b.RegisterItemKind(bot.KindMemoryChange, itemSource{t})
 	b.OnSweep("memory", t.sweep)
+	b.OnSweep("retention_memory_proposals", t.pruneClosed)
 	ro := bot.Annotations{ReadOnly: true}
 	return b.Register(
 		bot.Tool{Name: "remember", Capability: policy.CapWrite, Args: rememberArgs{}, Handler: t.remember,

@@ -1,0 +1,142 @@
+package actiontools
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+)
+
+// PruneRequests is the "retention_requests" sweep step: it deletes the
+// requests of each kind closed more than that kind's retention before now
+// (Options.Retention; zero keeps them), with their chat items and
+// action_id records, in transactions of at most bot.RetentionBatch; each
+// transaction appends audit entries naming what it deleted and under which
+// setting. Pending requests are never touched. Requests closed before the
+// retention index existed are indexed first, once.
+func (s *Service) PruneRequests(ctx context.Context, now time.Time) (int, error) {
+	r := s.o.Retention
+	if r.Actions <= 0 && r.Consents <= 0 && r.Questions <= 0 && r.ActionIDs <= 0 {
+		return 0, nil
+	}
+	if err := s.backfill(ctx); err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, k := range []struct {
+		kind    approvals.RequestKind
+		keep    time.Duration
+		setting string
+		noun    string
+	}{
+		{approvals.KindActionRequest, r.Actions, "action_requests", "action requests"},
+		{approvals.KindConsentRequest, r.Consents, "consent_requests", "consent requests"},
+		{approvals.KindQuestionRequest, r.Questions, "questions", "questions"},
+	} {
+		if k.keep <= 0 {
+			continue
+		}
+		cutoff := now.Add(-k.keep)
+		c := s.b.SystemCall(now)
+		for {
+			if err := ctx.Err(); err != nil {
+				return total, err
+			}
+			var n int
+			var more bool
+			err := c.Update(ctx, func(tx *bot.Tx) error {
+				n, more = 0, false
+				ids, m, err := approvals.ClosedBefore(tx, k.kind, cutoff, bot.RetentionBatch)
+				if err != nil || len(ids) == 0 {
+					return err
+				}
+				more = m
+				var gone []string
+				for _, id := range ids {
+					req, err := approvals.DeleteRequest(tx, id)
+					if err != nil {
+						return err
+					}
+					if req == nil {
+						continue
+					}
+					if err := bot.DropItem(tx, req.ItemID); err != nil {
+						return err
+					}
+					gone = append(gone, id)
+				}
+				n = len(gone)
+				if n == 0 {
+					return nil
+				}
+				head := fmt.Sprintf("deleted %d %s closed before %s (retention.%s %s)",
+					n, k.noun, cutoff.UTC().Format(time.RFC3339), k.setting, k.keep)
+				return tx.AuditDeleted(sweeperName, bot.ActionRetentionPruned, head, gone)
+			})
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if !more {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// PruneActionIDs is the "retention_action_ids" sweep step: it forgets the
+// action_id records of requests closed more than Options.Retention.ActionIDs
+// before now (zero keeps them), in transactions of at most
+// bot.RetentionBatch. The requests stay (their own retention applies); an
+// agent that sends such an action_id again starts a new request.
+func (s *Service) PruneActionIDs(ctx context.Context, now time.Time) (int, error) {
+	keep := s.o.Retention.ActionIDs
+	if keep <= 0 {
+		return 0, nil
+	}
+	if err := s.backfill(ctx); err != nil {
+		return 0, err
+	}
+	cutoff := now.Add(-keep)
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var n int
+		var more bool
+		err := s.b.Store().Update(ctx, func(tx kv.Tx) error {
+			var err error
+			n, more, err = approvals.ExpireActionIDs(tx, cutoff, bot.RetentionBatch)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+	}
+}
+
+// backfill indexes the requests closed before the retention index existed.
+func (s *Service) backfill(ctx context.Context) error {
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.b.Store().Update(ctx, func(tx kv.Tx) error {
+			var err error
+			_, done, err = approvals.IndexClosed(tx, 4*bot.RetentionBatch)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -117,7 +117,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	}
 	a := &app{cfg: cfg, db: db, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
 	a.closers = append(a.closers, db.Close)
-	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks()})
+	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries})
 	if err != nil {
 		a.close()
 		return nil, err

@@ -43,6 +43,7 @@ type Config struct {
 	Discord      *DiscordConfig  `yaml:"discord"`
 	Principals   []PrincipalDecl `yaml:"principals"`
 	Sweep        SweepConfig     `yaml:"sweep"`
+	Retention    RetentionConfig `yaml:"retention"` // config_retention.go
 	Log          LogConfig       `yaml:"log"`
 
 	// source names where the config came from: the file's path, or
@@ -120,6 +121,7 @@ func (c *Config) applyDefaults() {
 		c.Tools[i].defaults(c.Approvals.DefaultTimeout)
 	}
 	c.Sweep.defaults()
+	c.Retention.defaults()
 	c.Log.defaults()
 	if c.Slack != nil {
 		c.Slack.defaults()
@@ -163,6 +165,7 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.Sweep.validate(p)
+	c.Retention.validate(p)
 	c.Log.validate(p)
 }
 

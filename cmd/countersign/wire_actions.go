@@ -23,6 +23,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		EscalationRole:    cfg.Approvals.EscalationRole,
 		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
 		CallbackHosts:     cfg.Callbacks.AllowedHosts,
+		Retention:         cfg.Retention.requests(),
 	}
 	for _, t := range cfg.Tools {
 		spec := actiontools.ToolSpec{

@@ -58,6 +58,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		MaxBody:  h.MaxBodyBytes,
 		Logger:   a.log,
 		OnReplay: metrics.Replayed,
+		TTL:      a.cfg.Retention.Idempotency,
 	})
 	a.bot.OnSweep("idempotency", idem.Prune)
 	a.mw = append(a.mw, webhook.ChargeCalls(a.bot, a.log, nil), idem.Middleware)

@@ -17,5 +17,6 @@ func (a *app) wireMemory(ctx context.Context) error {
 		RecallContext:      m.RecallContext,
 		TrustedSources:     m.TrustedSources,
 		ProposalMaxAge:     m.ProposalMaxAge,
+		ProposalRetention:  a.cfg.Retention.MemoryProposals,
 	})
 }

@@ -17,14 +17,13 @@ import (
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/memory"
 )
 
 // app is everything serve wires together.
 type app struct {
 	cfg     *Config
-	db      *bolt.DB
+	db      storeHandle
 	bot     *bot.Bot
 	log     *slog.Logger
 	getenv  func(string) string
@@ -47,18 +46,27 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// openStore opens the bbolt file and the audit signing key.
-func openStore(cfg *Config) (*bolt.DB, ed25519.PrivateKey, error) {
-	if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
-		return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
+// openStore opens the configured store (store.engine) and the audit
+// signing key.
+func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (storeHandle, ed25519.PrivateKey, error) {
+	if cfg.Store.Engine != enginePostgres {
+		if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
+			return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
+		}
 	}
 	key, err := loadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := bolt.Open(cfg.Store.Path, storeOptions(cfg))
+	db, err := openEngine(ctx, cfg, getenv, false)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cfg.Store.Engine == enginePostgres {
+		if err := pinSigningKey(ctx, db, key); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
 	}
 	return db, key, nil
 }
@@ -111,7 +119,7 @@ func loadSigningKey(path string) (ed25519.PrivateKey, error) {
 
 // buildApp opens the store and wires the bot, its tools and the edges.
 func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logger *slog.Logger) (*app, error) {
-	db, key, err := openStore(cfg)
+	db, key, err := openStore(ctx, cfg, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +156,7 @@ func (a *app) handler() http.Handler {
 		App:        a.bot,
 		Logger:     a.log,
 		MaxBody:    a.cfg.HTTP.MaxBodyBytes,
-		Ready:      func() error { return a.db.View(context.Background(), func(kv.Tx) error { return nil }) },
+		Ready:      readiness(a.db),
 		Mounts:     a.mounts,
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,

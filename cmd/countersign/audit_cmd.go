@@ -25,7 +25,7 @@ const auditUsage = `usage:
 
 // cmdAudit runs the audit subcommands. They read the store while the
 // server is stopped (a running server holds the store's lock).
-func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(auditUsage)
 	}
@@ -55,7 +55,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, hex.EncodeToString(pub))
 		return nil
 	}
-	db, err := openStoreReadOnly(cfg)
+	db, err := openEngine(ctx, cfg, getenv, true)
 	if err != nil {
 		return err
 	}

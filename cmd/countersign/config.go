@@ -137,6 +137,7 @@ func (c *Config) validate(p *problems) {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		p.add("listen", "%q is not host:port (for example 127.0.0.1:8080)", c.Listen)
 	}
+	c.Store.validate(p)
 	c.Audit.validate(p)
 	c.HTTP.validate(p)
 	c.Memory.validate(p)
@@ -247,7 +248,11 @@ func (c *Config) channelKnown(name string) bool {
 
 // StoreConfig is the store section.
 type StoreConfig struct {
-	Path string `yaml:"path"`
+	// Engine is bbolt (one process on a file, the default) or postgres
+	// (any number of replicas on one database: store.go).
+	Engine   string         `yaml:"engine"`
+	Postgres PostgresConfig `yaml:"postgres"`
+	Path     string         `yaml:"path"`
 	// GroupCommit merges concurrent writes into one durable commit (one
 	// fsync for many callers; a lone writer still pays one commit). Each
 	// write is still acknowledged only once it is on disk. Default true.
@@ -265,6 +270,7 @@ func (s *StoreConfig) defaults(resolve func(string) string) {
 		s.Path = "countersign.db"
 	}
 	s.Path = resolve(s.Path)
+	s.engineDefaults()
 }
 
 // groupCommit reports whether group commit is on (the default).

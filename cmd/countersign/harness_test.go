@@ -54,12 +54,15 @@ func (s *syncBuffer) String() string {
 func newTestEnv(t *testing.T, config string) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + config
+	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + testEngine(t) + config
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := &testEnv{t: t, dir: dir, cfg: path, env: map[string]string{}}
+	if os.Getenv(testStoreEnv) == enginePostgres {
+		e.env["COUNTERSIGN_DATABASE_URL"] = testDSN(t)
+	}
 	t.Cleanup(e.Stop)
 	return e
 }

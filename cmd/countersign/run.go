@@ -35,6 +35,7 @@ Usage:
   countersign audit verify [--config FILE] [--pubkey HEX]
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]
+  countersign store copy --from-config A --to-config B
   countersign version
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
@@ -79,11 +80,13 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprint(stderr, usage)
 			return errors.New("usage: countersign keys create --name NAME --role ROLE")
 		}
-		return cmdKeysCreate(ctx, args[2:], stdout, stderr)
+		return cmdKeysCreate(ctx, args[2:], getenv, stdout, stderr)
 	case "mcp":
 		return cmdMCP(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "audit":
-		return cmdAudit(ctx, args[1:], stdout, stderr)
+		return cmdAudit(ctx, args[1:], getenv, stdout, stderr)
+	case "store":
+		return cmdStore(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "countersign", version)
 		return nil
@@ -270,7 +273,7 @@ const shutdownGrace = 10 * time.Second
 // audits to be committed (a full queue commits in milliseconds).
 const drainGrace = 10 * time.Second
 
-func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keys create", stderr)
 	load := configFlag(fs)
 	name := fs.String("name", "", "the principal's name (required)")
@@ -307,7 +310,7 @@ func cmdKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			k = "person"
 		}
 	}
-	db, key, err := openStore(cfg)
+	db, key, err := openStore(ctx, cfg, getenv)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/adapters/postgres/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// testStoreEnv, set to postgres, runs every test server of this package on
+// a fresh PostgreSQL database instead of a bbolt file (CI does it for the
+// end-to-end tests: .ci/run).
+const testStoreEnv = "COUNTERSIGN_TEST_STORE"
+
+// testEngine is the store lines newTestEnv adds for testStoreEnv.
+func testEngine(t *testing.T) string {
+	if os.Getenv(testStoreEnv) == enginePostgres {
+		return "  engine: postgres\n"
+	}
+	return ""
+}
+
+// testDSN is a fresh database on the test binary's cluster.
+func testDSN(t *testing.T) string { return pgtest.DSN(t) }
+
+// pgEnv is a test server on PostgreSQL (database dsn) with config.
+func pgEnv(t *testing.T, dsn, config string) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	full := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") + "\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") + "\n" + config
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, dir: dir, cfg: path, env: map[string]string{"COUNTERSIGN_DATABASE_URL": dsn}}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+func (e *testEnv) cli(args ...string) (string, error) {
+	var out, errb bytes.Buffer
+	err := run(context.Background(), args, e.getenv, strings.NewReader(""), &out, &errb)
+	return out.String() + errb.String(), err
+}
+
+// TestServeOnPostgresAndCopyBetweenEngines: a server on PostgreSQL takes
+// writes and verdicts; `store copy` moves the store with its chain to
+// bbolt and back into another database, where `audit verify` passes and a
+// server goes on from the same state.
+func TestServeOnPostgresAndCopyBetweenEngines(t *testing.T) {
+	e := pgEnv(t, testDSN(t), memoryConfig)
+	if _, err := os.Stat(e.cfg); err != nil {
+		t.Fatal(err)
+	}
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	if r, err := http.Get(e.URL + "/readyz"); err != nil || r.StatusCode != 200 {
+		t.Fatalf("readyz on a live database: %v %v", r, err)
+	}
+	for _, v := range []string{"apixaban 5mg twice daily", "metformin 500mg"} {
+		e.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy_" + strings.Fields(v)[0], "value": v})
+	}
+	r := e.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "allergy_apixaban"})
+	if !strings.Contains(r.Text, "SAFE") {
+		t.Fatalf("verdict on PostgreSQL: %s", r)
+	}
+	e.Stop()
+	out, err := e.cli("audit", "verify", "--config", e.cfg)
+	if err != nil || !strings.Contains(out, "INTACT") {
+		t.Fatalf("audit verify on PostgreSQL: %v\n%s", err, out)
+	}
+	entries := strings.Fields(out[strings.Index(out, "—"):])[1]
+
+	// PostgreSQL → bbolt.
+	boltDir := t.TempDir()
+	boltCfg := filepath.Join(boltDir, "config.yaml")
+	if err := os.WriteFile(boltCfg, []byte("listen: 127.0.0.1:0\nstore:\n  path: "+filepath.Join(boltDir, "c.db")+"\n"+memoryConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err = e.cli("store", "copy", "--from-config", e.cfg, "--to-config", boltCfg)
+	if err != nil || !strings.Contains(out, "INTACT on the target — "+entries+" entries") {
+		t.Fatalf("copy to bbolt: %v\n%s", err, out)
+	}
+	out, err = e.cli("audit", "verify", "--config", boltCfg)
+	if err != nil || !strings.Contains(out, entries+" entries verified") {
+		t.Fatalf("audit verify on the bbolt copy: %v\n%s", err, out)
+	}
+	// Copying again into the same (now full) store is refused.
+	if out, err = e.cli("store", "copy", "--from-config", e.cfg, "--to-config", boltCfg); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("copy into a full store: %v\n%s", err, out)
+	}
+
+	// bbolt → another database, and a server there carries on.
+	e2 := pgEnv(t, testDSN(t), memoryConfig)
+	out, err = e2.cli("store", "copy", "--from-config", boltCfg, "--to-config", e2.cfg)
+	if err != nil || !strings.Contains(out, "INTACT on the target — "+entries+" entries") {
+		t.Fatalf("copy back to PostgreSQL: %v\n%s", err, out)
+	}
+	e2.Start()
+	r = e2.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "allergy_metformin"})
+	if !strings.Contains(r.Text, "SAFE") {
+		t.Fatalf("verdict after the round trip: %s", r)
+	}
+	e2.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy_x", "value": "y"})
+	e2.Stop()
+	out, err = e2.cli("audit", "verify", "--config", e2.cfg)
+	if err != nil || !strings.Contains(out, "INTACT") {
+		t.Fatalf("audit verify after new writes on the copy: %v\n%s", err, out)
+	}
+}
+
+// TestDatabaseDownFailsClosed: while PostgreSQL is stopped, /readyz is not
+// ready, a verdict is a 503 with Retry-After (never SAFE, never a 500) and
+// so is a write; once it is back the same server answers again by itself.
+func TestDatabaseDownFailsClosed(t *testing.T) {
+	c, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		pgtest.Unavailable(t, err)
+	}
+	defer c.Remove()
+	dsn, err := c.CreateDatabase(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := pgEnv(t, dsn, memoryConfig)
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	e.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "diet", "value": "no nuts"})
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(e.URL + "/readyz")
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while the database is down: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	for _, call := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"check_before_act", map[string]any{"user_id": "p1", "subject": "diet"}},
+		{"safe_recall", map[string]any{"user_id": "p1", "query": "diet"}},
+		{"remember", map[string]any{"user_id": "p1", "subject": "diet", "value": "nuts ok"}},
+	} {
+		r := e.Call(agent, call.tool, call.args)
+		if r.Status != http.StatusServiceUnavailable || strings.Contains(r.Raw, "SAFE") || strings.Contains(r.Raw, "ANSWERED") || !strings.Contains(r.Error, "store is unavailable") {
+			t.Fatalf("%s while the database is down: %s; want 503, store unavailable", call.tool, r)
+		}
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.Get(e.URL + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz after the database is back: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	r := e.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "diet"})
+	if !strings.Contains(r.Text, "SAFE") {
+		t.Fatalf("verdict after recovery: %s", r)
+	}
+	if strings.Contains(e.logs.String(), dsn) {
+		t.Fatal("the DSN is in the log")
+	}
+}

@@ -12,8 +12,6 @@ import (
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
 // testStoreEnv, set to postgres, runs every test server of this package on
 // a fresh PostgreSQL database instead of a bbolt file (CI does it for the
 // end-to-end tests: .ci/run).

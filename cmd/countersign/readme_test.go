@@ -12,17 +12,20 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/countersign/countersign/adapters/postgres/pgtest"
 )
 
 // TestMain lets the test binary stand in for the countersign binary: the
 // README test runs its shell blocks against ./countersign, a link to this
 // binary, with COUNTERSIGN_TEST_AS_MAIN set. No go build, no network.
+// pgtest.Main stops the PostgreSQL cluster the tests may have started.
 func TestMain(m *testing.M) {
 	if os.Getenv("COUNTERSIGN_TEST_AS_MAIN") == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // readmeBlock is one ```sh block of the README's walk-through: the script

@@ -79,6 +79,10 @@ type Options struct {
 	// DefaultApprovalMode is the soft-approval mode of a space nobody set;
 	// empty means normal.
 	DefaultApprovalMode policy.ApprovalMode
+	// SpaceApprovalModes are configured defaults for the spaces of one
+	// user_id; they win over DefaultApprovalMode, and set_approval_mode
+	// wins over both, from the next call on.
+	SpaceApprovalModes map[string]policy.ApprovalMode
 	// Retention says how long closed requests and action_id records are
 	// kept (the "retention_requests" and "retention_action_ids" sweep
 	// steps); zero keeps them.
@@ -129,6 +133,11 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	}
 	if _, err := policy.ParseApprovalMode(string(o.DefaultApprovalMode)); err != nil {
 		return nil, fmt.Errorf("default approval mode: %w", err)
+	}
+	for user, m := range o.SpaceApprovalModes {
+		if _, err := policy.ParseApprovalMode(string(m)); err != nil {
+			return nil, fmt.Errorf("approval mode of user_id %q: %w", user, err)
+		}
 	}
 	for _, r := range []struct {
 		name string

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
@@ -75,7 +77,10 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 	refusal := ""
 	err = c.Update(ctx, func(tx *bot.Tx) error {
 		req, refusal = nil, ""
-		detail := fmt.Sprintf("turn=%s message=%s", orDash(string(args.Turn)), orDash(string(args.MessageID)))
+		// The audit entry is the record of what the user consented to
+		// (seed 002): the action and the detail, bounded and quoted, then
+		// where the consent was given.
+		detail := consentAuditDetail(args)
 		if args.RequestID != "" {
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
@@ -146,6 +151,39 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 	return render(req), nil
 }
 
+// The bounds of record_approval's text in its audit entry, whose detail
+// holds at most approvals.MaxDetail bytes in all; the request itself keeps
+// the whole text.
+const (
+	auditActionMax = 100
+	auditDetailMax = 300
+)
+
+// consentAuditDetail is the audit detail of record_approval: where the
+// consent was given (turn, message), then the action and the detail,
+// quoted (escaped: line breaks, quotes, invisible and bidi characters show
+// as escapes) and cut on a rune boundary.
+func consentAuditDetail(args *RecordApprovalArgs) string {
+	d := fmt.Sprintf("turn=%s message=%s action=%s", orDash(string(args.Turn)), orDash(string(args.MessageID)), strconv.Quote(clipBytes(args.Action, auditActionMax)))
+	if args.Detail != "" {
+		d += " detail=" + strconv.Quote(clipBytes(args.Detail, auditDetailMax))
+	}
+	return d
+}
+
+// clipBytes cuts s to at most max bytes on a rune boundary, marking a cut
+// with "…".
+func clipBytes(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
 // setMode is set_approval_mode.
 func (s *Service) setMode(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*ModeArgs)
@@ -179,16 +217,10 @@ func (s *Service) setMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 func (s *Service) getMode(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	sp := spaceRef(c.Space)
 	var mode policy.ApprovalMode
-	source := "default"
+	var source string
 	err := c.View(ctx, func(tx kv.Tx) error {
-		stored, err := approvals.LoadApprovalMode(tx, sp)
-		if err != nil {
-			return err
-		}
-		if stored != "" {
-			source = "set"
-		}
-		mode, err = s.mode(tx, sp)
+		var err error
+		mode, source, err = s.modeOf(tx, sp)
 		return err
 	})
 	if err != nil {
@@ -202,17 +234,33 @@ func (s *Service) getMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	return bot.Result{Text: text, Data: map[string]any{"mode": string(mode), "source": source, "prompt": prompt, "space": c.Space}}, nil
 }
 
-// mode is the effective mode of a space: the one set, else the default.
+// mode is the effective mode of a space (see modeOf).
 func (s *Service) mode(tx kv.Tx, sp approvals.SpaceRef) (policy.ApprovalMode, error) {
+	m, _, err := s.modeOf(tx, sp)
+	return m, err
+}
+
+// modeOf is the effective mode of a space and where it comes from: "set"
+// (set_approval_mode, which overrides the configuration from the next call
+// on), "configured for user_id" (soft_approval.spaces), else "default"
+// (soft_approval.mode, normal when unset).
+func (s *Service) modeOf(tx kv.Tx, sp approvals.SpaceRef) (policy.ApprovalMode, string, error) {
+	configured, source := s.o.DefaultApprovalMode, "default"
+	if m, ok := s.o.SpaceApprovalModes[sp.UserID]; ok {
+		configured, source = m, "configured for user_id"
+	}
+	if p, err := policy.ParseApprovalMode(string(configured)); err == nil {
+		configured = p // a synonym in the config reads as its mode
+	}
 	stored, err := approvals.LoadApprovalMode(tx, sp)
 	if err != nil || stored == "" {
-		return s.o.DefaultApprovalMode, err
+		return configured, source, err
 	}
 	m, err := policy.ParseApprovalMode(stored)
 	if err != nil {
-		return s.o.DefaultApprovalMode, nil
+		return configured, source, nil
 	}
-	return m, nil
+	return m, "set", nil
 }
 
 // spaceLabel names a memory space for people: user u1, agent coder, run r7.

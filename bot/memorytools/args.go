@@ -243,9 +243,9 @@ func (a *pagedSpaceArgs) Validate() error { return a.pageArgs.validate() }
 // recallArgs are recall's arguments.
 type recallArgs struct {
 	bot.Space
-	Question           string `json:"question" jsonschema:"what to recall; facts are ranked lexically over subject, value and what was said"`
-	CriticalCategories string `json:"critical_categories,omitempty" jsonschema:"comma-separated categories always included, added to the configured ones"`
-	Limit              *int   `json:"limit,omitempty" jsonschema:"at most this many ranked facts (default and maximum: the configured memory.recall_context); critical facts are always included, up to memory.critical_budget"`
+	Question           string  `json:"question" jsonschema:"what to recall; facts are ranked lexically over subject, value and what was said"`
+	CriticalCategories *string `json:"critical_categories,omitempty" jsonschema:"comma-separated categories always included for this call, replacing the configured memory.critical_categories (seed 000's per-call override); an explicit empty string means none for this call; leave it out for the configured set"`
+	Limit              *int    `json:"limit,omitempty" jsonschema:"at most this many ranked facts (default and maximum: the configured memory.recall_context); critical facts are always included, up to memory.critical_budget"`
 }
 
 // Validate checks lengths.
@@ -259,7 +259,10 @@ func (a *recallArgs) Validate() error {
 	if err := bot.CheckText("question", a.Question, maxText, true); err != nil {
 		return err
 	}
-	return bot.CheckText("critical_categories", a.CriticalCategories, maxText, false)
+	if a.CriticalCategories == nil {
+		return nil
+	}
+	return bot.CheckText("critical_categories", *a.CriticalCategories, maxText, false)
 }
 
 // safetyArgs are the safety policy, shared by check_before_act and
@@ -305,8 +308,8 @@ func (a *checkArgs) Validate() error {
 // safeRecallArgs are safe_recall's arguments.
 type safeRecallArgs struct {
 	bot.Space
-	Question           string `json:"question" jsonschema:"what to recall before acting on the answer"`
-	CriticalCategories string `json:"critical_categories,omitempty" jsonschema:"comma-separated categories always included, added to the configured ones"`
+	Question           string  `json:"question" jsonschema:"what to recall before acting on the answer"`
+	CriticalCategories *string `json:"critical_categories,omitempty" jsonschema:"comma-separated categories always included for this call, replacing the configured memory.critical_categories (seed 000's per-call override); an explicit empty string means none for this call; leave it out for the configured set"`
 	safetyArgs
 }
 

@@ -387,7 +387,7 @@ func toRecallData(r memory.Recall) recallData {
 // detail. A critical overflow is audited as REFUSED and then returned as a
 // conflict. A read whose audit entry cannot be recorded returns the
 // *bot.UnrecordedError: its answer must not be given.
-func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question, perCall string, limit *int, verdict func(memory.Recall) policy.Verdict) (memory.Recall, error) {
+func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question string, perCall *string, limit *int, verdict func(memory.Recall) policy.Verdict) (memory.Recall, error) {
 	req := memory.RecallRequest{
 		Question: question, Critical: t.criticalSet(perCall),
 		Context: t.o.RecallContext, Budget: t.o.CriticalBudget,

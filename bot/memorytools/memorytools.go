@@ -151,13 +151,20 @@ func decided(tx *bot.Tx, f *memory.Fact) error {
 // truncate80 cuts a question for the audit detail.
 func truncate80(s string) string { return memory.OneLine(memory.Truncate(s, 80)) }
 
-// criticalSet is the configured critical categories plus a call's.
-func (t *tools) criticalSet(perCall string) map[string]bool {
-	out := make(map[string]bool, len(t.critical))
-	for c := range t.critical {
-		out[c] = true
+// criticalSet is a call's critical categories: its own when it gives
+// critical_categories (even empty), else the configured ones.
+func (t *tools) criticalSet(perCall *string) map[string]bool {
+	if perCall == nil {
+		out := make(map[string]bool, len(t.critical))
+		for c := range t.critical {
+			out[c] = true
+		}
+		return out
 	}
-	for _, c := range strings.Split(perCall, ",") {
+	// Seed 000: the per-call critical_categories overrides the configured
+	// set for this call; an explicit empty value means none.
+	out := map[string]bool{}
+	for _, c := range strings.Split(*perCall, ",") {
 		if c = strings.ToLower(strings.TrimSpace(c)); c != "" {
 			out[c] = true
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -517,6 +518,34 @@ func TestRecallCriticalCategoriesPerCall(t *testing.T) {
 	d := r.Data.(recallData)
 	if len(d.Facts) != 2 || d.Facts[1].Value != "vegan" || !d.Facts[1].Critical {
 		t.Fatalf("with per-call critical: %+v", d.Facts)
+	}
+}
+
+// Seed 000: recall("summarise the chart", critical_categories="allergy")
+// is a "per-call override": the call's set replaces the configured one, and
+// an explicit empty value means none for this call.
+func TestRecallPerCallCriticalCategoriesOverrideTheConfiguredSet(t *testing.T) {
+	f := newFixture(t, memory.Options{RecallContext: 1, CriticalCategories: []string{"active_medication"}})
+	f.ok(f.agent, "remember", arg("subject", "state", "value", "Zustand"))
+	f.ok(f.agent, "remember", arg("subject", "drug", "value", "warfarin 5mg daily", "metadata", map[string]any{"category": "active_medication"}))
+	f.ok(f.agent, "remember", arg("subject", "reaction", "value", "penicillin", "metadata", map[string]any{"category": "allergy"}))
+	critical := func(r bot.Result) []string {
+		var out []string
+		for _, fa := range r.Data.(recallData).Facts {
+			if fa.Critical {
+				out = append(out, fa.Value)
+			}
+		}
+		return out
+	}
+	if got := critical(f.ok(f.agent, "recall", arg("question", "state?"))); !slices.Equal(got, []string{"warfarin 5mg daily"}) {
+		t.Fatalf("configured set: critical = %v", got)
+	}
+	if got := critical(f.ok(f.agent, "recall", arg("question", "summarise the chart", "critical_categories", "allergy"))); !slices.Equal(got, []string{"penicillin"}) {
+		t.Fatalf("critical_categories=allergy replaces the configured set: critical = %v", got)
+	}
+	if got := critical(f.ok(f.agent, "recall", arg("question", "state?", "critical_categories", ""))); len(got) != 0 {
+		t.Fatalf("an explicit empty critical_categories means none: critical = %v", got)
 	}
 }
 

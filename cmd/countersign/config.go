@@ -29,22 +29,42 @@ import (
 // pure, it reads no file) and loading the files the config names
 // (loadFiles). Every problem of every step is reported at once.
 type Config struct {
-	Listen       string          `yaml:"listen"`
-	Store        StoreConfig     `yaml:"store"`
-	Audit        AuditConfig     `yaml:"audit"`
-	AuthRequired bool            `yaml:"auth_required"`
-	HTTP         HTTPConfig      `yaml:"http"`
-	Memory       MemoryConfig    `yaml:"memory"`
-	Tools        []ToolConfig    `yaml:"tools"`
-	ToolPolicy   ToolPolicy      `yaml:"tool_policy"`
-	Approvals    ApprovalsConfig `yaml:"approvals"`
-	Callbacks    CallbackConfig  `yaml:"callbacks"`
-	Slack        *SlackConfig    `yaml:"slack"`
-	Discord      *DiscordConfig  `yaml:"discord"`
-	Principals   []PrincipalDecl `yaml:"principals"`
-	Sweep        SweepConfig     `yaml:"sweep"`
-	Retention    RetentionConfig `yaml:"retention"` // config_retention.go
-	Log          LogConfig       `yaml:"log"`
+	// One field per section, each on its own paragraph, so that a new
+	// section is one added paragraph (gofmt aligns nothing across them).
+
+	Listen string `yaml:"listen"`
+
+	Store StoreConfig `yaml:"store"`
+
+	Audit AuditConfig `yaml:"audit"`
+
+	AuthRequired bool `yaml:"auth_required"`
+
+	HTTP HTTPConfig `yaml:"http"`
+
+	Memory MemoryConfig `yaml:"memory"`
+
+	Tools []ToolConfig `yaml:"tools"`
+
+	ToolPolicy ToolPolicy `yaml:"tool_policy"`
+
+	Approvals ApprovalsConfig `yaml:"approvals"`
+
+	Callbacks CallbackConfig `yaml:"callbacks"`
+
+	SoftApproval SoftApprovalConfig `yaml:"soft_approval"`
+
+	Slack *SlackConfig `yaml:"slack"`
+
+	Discord *DiscordConfig `yaml:"discord"`
+
+	Principals []PrincipalDecl `yaml:"principals"`
+
+	Sweep SweepConfig `yaml:"sweep"`
+
+	Retention RetentionConfig `yaml:"retention"` // config_retention.go
+
+	Log LogConfig `yaml:"log"`
 
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
@@ -165,6 +185,7 @@ func (c *Config) validate(p *problems) {
 		seen[pr.Name] = true
 		pr.validate(key, p)
 	}
+	c.SoftApproval.validate(p)
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
@@ -536,6 +557,49 @@ func (a *ApprovalsConfig) defaults() {
 type CallbackConfig struct {
 	SecretEnv    string   `yaml:"secret_env"`
 	AllowedHosts []string `yaml:"allowed_hosts"`
+}
+
+// ---- soft_approval ----
+
+// SoftApprovalConfig is the soft_approval section (seed 002): the level at
+// which agents ask for consent. set_approval_mode overrides it for a space
+// from the next call on.
+type SoftApprovalConfig struct {
+	// Mode is the deployment's level: off, normal or protective, or a
+	// synonym set_approval_mode accepts. Default normal.
+	Mode string `yaml:"mode"`
+	// Spaces are per-space defaults, by user_id: they win over Mode.
+	Spaces map[string]string `yaml:"spaces"`
+}
+
+func (s SoftApprovalConfig) validate(p *problems) {
+	// Seed 002: "mode accepts off, normal, or protective, and the synonyms
+	// listed under set_approval_mode. Any other value fails validation."
+	if s.Mode != "" {
+		if _, err := policy.ParseApprovalMode(s.Mode); err != nil {
+			p.add("soft_approval.mode", "%v", err)
+		}
+	}
+	for user, m := range s.Spaces {
+		if _, err := policy.ParseApprovalMode(m); err != nil {
+			p.add("soft_approval.spaces."+user, "%v", err)
+		}
+	}
+}
+
+// modes are the parsed modes for actiontools (validate has checked them).
+func (s SoftApprovalConfig) modes() (policy.ApprovalMode, map[string]policy.ApprovalMode) {
+	def := policy.DefaultApprovalMode
+	if m, err := policy.ParseApprovalMode(s.Mode); err == nil {
+		def = m
+	}
+	spaces := map[string]policy.ApprovalMode{}
+	for user, v := range s.Spaces {
+		if m, err := policy.ParseApprovalMode(v); err == nil {
+			spaces[user] = m
+		}
+	}
+	return def, spaces
 }
 
 // ---- slack ----

@@ -25,6 +25,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		CallbackHosts:     cfg.Callbacks.AllowedHosts,
 		Retention:         cfg.Retention.requests(),
 	}
+	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
 	for _, t := range cfg.Tools {
 		spec := actiontools.ToolSpec{
 			Name:      t.Name,

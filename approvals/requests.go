@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/policy"
 )
 
 // RequestKind says what a person is asked: to confirm an agent's tool call,
@@ -54,7 +56,7 @@ type Party struct {
 // Same reports whether p and o are the same principal: same id, or same
 // name (a person may hold a key and a chat identity under one name).
 func (p Party) Same(o Party) bool {
-	return (p.ID != "" && p.ID == o.ID) || (p.Name != "" && strings.EqualFold(p.Name, o.Name))
+	return policy.SamePrincipal(p.ID, p.Name, o.ID, o.Name)
 }
 
 // SpaceRef is the memory space a request belongs to.
@@ -64,46 +66,10 @@ type SpaceRef struct {
 	RunID   string `json:"run_id,omitempty"`
 }
 
-// Approvers says who may decide a request: any principal holding one of
-// Roles, or named in Principals. Both empty means anyone who holds the
-// approve capability.
-type Approvers struct {
-	Roles      []string `json:"roles,omitempty"`
-	Principals []string `json:"principals,omitempty"`
-}
-
-// String renders the approvers for a refusal.
-func (a Approvers) String() string {
-	var parts []string
-	if len(a.Roles) > 0 {
-		parts = append(parts, "roles "+strings.Join(a.Roles, ", "))
-	}
-	if len(a.Principals) > 0 {
-		parts = append(parts, "principals "+strings.Join(a.Principals, ", "))
-	}
-	if len(parts) == 0 {
-		return "anyone holding the approve capability"
-	}
-	return strings.Join(parts, " or ")
-}
-
-// allows reports whether d is among the approvers.
-func (a Approvers) allows(d Party) bool {
-	if len(a.Roles) == 0 && len(a.Principals) == 0 {
-		return true
-	}
-	for _, r := range a.Roles {
-		if strings.EqualFold(r, d.Role) {
-			return true
-		}
-	}
-	for _, p := range a.Principals {
-		if strings.EqualFold(p, d.Name) {
-			return true
-		}
-	}
-	return false
-}
+// Approvers says who may decide a request (policy.Approvers: any
+// principal holding one of the roles or named in the principals; both
+// empty: anyone holding approve).
+type Approvers = policy.Approvers
 
 // Vote is one person's decision on a request.
 type Vote struct {
@@ -251,37 +217,24 @@ func ArgsHash(tool string, canonicalArgs []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Refusal says why d may not decide r, or "" if d may. canApprove is
-// whether d holds the approve capability; inScope whether r's memory space
-// is within d's scopes. The order of the checks is part of the contract:
-// identity, person, capability, requester, scope, approvers.
-func (r *Request) Refusal(d Party, canApprove, inScope bool) string {
-	switch {
-	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
-		return "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."
-	case d.Kind == "agent" || d.Kind == "service":
-		return fmt.Sprintf("Access denied: %s is a%s %s principal. A confirmation is a person's decision from an authenticated session, never an agent's or a service account's; a person with the approve capability decides %s.", d.Display, anOrA(d.Kind), d.Kind, r.ID)
-	case !canApprove:
-		return fmt.Sprintf("Access denied: deciding %s requires the 'approve' capability; your role(s) ['%s'] do not grant it.", r.ID, d.Role)
-	case r.Requester.Same(d):
-		return fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", r.ID, r.Requester.Display)
-	case !inScope:
-		return fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", r.ID)
-	case !r.Approvers.allows(d):
-		what := r.ID
-		if r.Action != nil {
-			what = r.Action.Tool + " requests"
-		}
-		return fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, r.Approvers, d.Display)
+// Decidable is r as the one decision rule (policy.DecisionRefusal) sees it.
+func (r *Request) Decidable() policy.Decidable {
+	it := policy.Decidable{
+		Ref:         r.ID,
+		RequesterID: r.Requester.ID, RequesterName: r.Requester.Name, RequesterDisplay: r.Requester.Display,
+		SpaceUserID: r.Space.UserID,
+		Approvers:   r.Approvers,
 	}
-	return ""
+	if r.Action != nil {
+		it.ApproversOf = r.Action.Tool + " requests"
+	}
+	return it
 }
 
-func anOrA(word string) string {
-	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
-		return "n"
-	}
-	return ""
+// Expired reports whether r is still pending but its expiry has passed at
+// now: nobody may decide it any more, and it must be closed as expired.
+func (r *Request) Expired(now time.Time) bool {
+	return r.Status == StatusPending && !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
 }
 
 // Outcome is what a decision did to a request.

@@ -83,40 +83,22 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-func TestRefusal(t *testing.T) {
+func TestExpired(t *testing.T) {
 	r := rqPending(1)
-	r.Approvers = Approvers{Roles: []string{"admin"}, Principals: []string{"Bob"}}
-	tests := []struct {
-		name       string
-		d          Party
-		canApprove bool
-		inScope    bool
-		want       string // "" or a fragment of the refusal
-	}{
-		{"an admin by role", rqCarol, true, true, ""},
-		{"a named principal, any case", rqBob, true, true, ""},
-		{"a member not listed", rqAlice, true, true, "are decided by roles admin or principals Bob; alice [prin_a] is not among them"},
-		{"no identity", Party{}, true, true, "needs an authenticated identity"},
-		{"a blank name", Party{ID: "x", Name: " "}, true, true, "needs an authenticated identity"},
-		{"an agent even with approve", Party{ID: "p", Name: "x", Role: "admin", Kind: "agent", Display: "x [p]"}, true, true, "is an agent principal"},
-		{"a service account", Party{ID: "p", Name: "cron", Role: "admin", Kind: "service", Display: "cron [p]"}, true, true, "is a service principal"},
-		{"no approve capability", rqPerson("vic", "prin_v", "viewer"), false, true, "requires the 'approve' capability"},
-		{"the requester itself", Party{ID: "prin_agent", Name: "deploy-bot", Role: "admin", Kind: "person", Display: "deploy-bot [prin_agent]"}, true, true, "never decided by its own requester"},
-		{"the requester by name from chat", Party{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: "admin", Kind: "person", Display: "Deploy-Bot [U9]"}, true, true, "never decided by its own requester"},
-		{"out of scope", rqCarol, true, false, "outside your assigned scope"},
+	if r.Expired(rqT0.Add(29 * time.Minute)) {
+		t.Fatal("expired before its time")
 	}
-	for _, tt := range tests {
-		got := r.Refusal(tt.d, tt.canApprove, tt.inScope)
-		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("%s: Refusal = %q, want %q", tt.name, got, tt.want)
-		}
-		if got != "" && !strings.HasPrefix(got, "Access denied: ") {
-			t.Errorf("%s: refusal %q does not start with the seeds' wording", tt.name, got)
-		}
+	if !r.Expired(rqT0.Add(30 * time.Minute)) {
+		t.Fatal("not expired at expires_at")
 	}
-	open := rqPending(1)
-	if got := open.Refusal(rqAlice, true, true); got != "" {
-		t.Errorf("no approvers declared: alice refused: %q", got)
+	r.Status = StatusApproved
+	if r.Expired(rqT0.Add(time.Hour)) {
+		t.Fatal("a decided request reported as expired")
+	}
+	r = rqPending(1)
+	r.ExpiresAt = time.Time{}
+	if r.Expired(rqT0.Add(1000 * time.Hour)) {
+		t.Fatal("a request without expiry expired")
 	}
 }
 

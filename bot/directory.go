@@ -14,6 +14,9 @@ type ChatPrincipal struct {
 	Slack        string   // Slack user id (U…/W…)
 	Discord      string   // Discord user id (snowflake)
 	DiscordRoles []string // Discord role ids whose members act as this principal
+	// Scopes are the memory spaces (user_ids) the person may see and decide
+	// for, as a key's scopes; empty means every space.
+	Scopes []string
 }
 
 // Directory resolves chat users to principals. It is built from config.
@@ -54,7 +57,7 @@ func (b *Bot) SetDirectory(d *Directory) { b.directory = d }
 
 func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
 	return &Caller{
-		Principal: Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person"},
+		Principal: Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes},
 		Surface:   surface,
 		ChatID:    chatID,
 	}

@@ -58,10 +58,26 @@ func (c *Caller) String() string {
 	return fmt.Sprintf("%s [%s]", c.Name, id)
 }
 
-// SamePrincipal reports whether a and b are the same principal, by id or by
-// name (a person may hold a key and a chat identity under one name).
-func SamePrincipal(aID, aName, bID, bName string) bool {
-	return (aID != "" && aID == bID) || (aName != "" && strings.EqualFold(aName, bName))
+// Decider is the caller as the one decision rule (policy.DecisionRefusal)
+// sees it: a chat user carries the mapped principal's kind, role and scopes.
+func (c *Caller) Decider() policy.Decider {
+	if c == nil {
+		return policy.Decider{}
+	}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes}
+}
+
+// MayDecide is the one decision rule applied to this caller and item: the
+// refusal ("Access denied: …"), or "" when the caller may decide it.
+func (c *Caller) MayDecide(it policy.Decidable) string {
+	return policy.DecisionRefusal(c.Decider(), it)
+}
+
+// MaySeeSensitive reports whether the caller may see the full detail of a
+// sensitive item in memory space sp: only someone who may decide there
+// under the one decision rule (a person holding approve, sp in scope).
+func (c *Caller) MaySeeSensitive(sp Space) bool {
+	return c.MayDecide(policy.Decidable{Ref: "this item", SpaceUserID: sp.UserID}) == ""
 }
 
 // newKey returns a random API key and its stored hash.
@@ -129,6 +145,9 @@ func CreatePrincipal(tx kv.Tx, now time.Time, name string, role policy.Role, kin
 	case "agent", "person", "service":
 	default:
 		return Principal{}, "", Invalid("kind", "unknown kind %q; use agent, person or service", kind)
+	}
+	if role == policy.RoleAdmin && len(scopes) > 0 {
+		return Principal{}, "", Invalid("scopes", "an admin key is never limited by scopes (the admin role manages every space), so scopes on it would do nothing; create it without scopes, or give a member key the scopes")
 	}
 	id, err := newPrincipalID()
 	if err != nil {

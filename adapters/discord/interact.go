@@ -13,7 +13,6 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/chatops"
-	"github.com/countersign/countersign/policy"
 )
 
 // signatureWindow is how far X-Signature-Timestamp may be from the bot's
@@ -300,9 +299,9 @@ func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, caller *
 // and audits that it was shown. Anyone else is refused privately, and
 // audited.
 func (a *Adapter) details(ctx context.Context, caller *bot.Caller, userID string, it bot.Item) *discordgo.InteractionResponse {
-	if !policy.Grants(caller.Role, policy.CapApprove) {
-		a.audit(ctx, userID, fmt.Sprintf("details #%d refused: %s (role %s) does not hold approve", it.ID, caller, caller.Role))
-		return private(fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers, and your principal's role (%s) does not hold the approve capability. This is by design; an approver can review it.", it.ID, caller.Role))
+	if !caller.MaySeeSensitive(it.Space) {
+		a.audit(ctx, userID, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
+		return private(fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role))
 	}
 	c := a.bot.SystemCall(a.bot.Now())
 	c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: Sink}, it.Space

@@ -116,7 +116,7 @@ func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) 
 	if err != nil {
 		return bot.Result{}, err
 	}
-	if bot.SamePrincipal(st.RequesterID, st.RequesterName, c.Caller.ID, c.Caller.Name) {
+	if policy.SamePrincipal(st.RequesterID, st.RequesterName, c.Caller.ID, c.Caller.Name) {
 		return bot.Result{}, c.Deny(ctx, fmt.Sprintf("Access denied: you requested #%d, so someone else must decide it.", a.Item))
 	}
 	err = c.Update(ctx, func(tx *bot.Tx) error {

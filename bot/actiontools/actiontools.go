@@ -281,9 +281,8 @@ func botSpace(sp approvals.SpaceRef) bot.Space {
 	return bot.Space{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
 }
 
-// canDecide returns the refusal for caller deciding r, or "".
+// canDecide returns the refusal for caller deciding r, or "": the one
+// decision rule (policy.DecisionRefusal).
 func canDecide(c *bot.Call, r *approvals.Request) string {
-	return r.Refusal(party(c.Caller),
-		policy.Grants(c.Caller.Role, policy.CapApprove),
-		policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID))
+	return c.Caller.MayDecide(r.Decidable())
 }

@@ -63,6 +63,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 				req, out = r, approvals.OutcomeConflict
 				return nil
 			}
+			if r.Expired(c.Now) {
+				// Past expires_at: the automatic policy's outcome stands,
+				// recorded now if the sweeper has not yet done it.
+				req, out = r, approvals.OutcomeConflict
+				return expire(tx, r, c.Now)
+			}
 			if refusal = canDecide(c, r); refusal != "" {
 				return errRefused
 			}
@@ -105,6 +111,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 		case approvals.OutcomeDecided:
 			s.waits.notify(req.ID)
 		case approvals.OutcomeConflict:
+			s.waits.notify(req.ID) // it may have just expired
 			return bot.Result{}, conflict(req)
 		case approvals.OutcomeRepeat:
 			res := render(req)
@@ -181,6 +188,10 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		if r.Question == nil {
 			return bot.Invalid("request_id", "%s is not a question; decide it with approve_action or deny_action", r.ID)
 		}
+		if r.Expired(c.Now) {
+			req, out = r, approvals.OutcomeConflict
+			return expire(tx, r, c.Now)
+		}
 		if refusal = canDecide(c, r); refusal != "" {
 			return errRefused
 		}
@@ -215,6 +226,7 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	case approvals.OutcomeDecided:
 		s.waits.notify(req.ID)
 	case approvals.OutcomeConflict:
+		s.waits.notify(req.ID) // it may have just expired
 		return bot.Result{}, conflict(req)
 	}
 	return render(req), nil

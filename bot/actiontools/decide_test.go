@@ -296,8 +296,8 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// TestSamePartyMatchesSamePrincipal keeps the requester rule of the
-// approvals package (which cannot import bot) identical to bot's.
+// TestSamePartyMatchesSamePrincipal keeps approvals' requester match the
+// one of the decision rule (policy.SamePrincipal).
 func TestSamePartyMatchesSamePrincipal(t *testing.T) {
 	ids := []string{"", "prin_1", "prin_2", "chat:alice"}
 	names := []string{"", "alice", "Alice", "bob"}
@@ -307,8 +307,8 @@ func TestSamePartyMatchesSamePrincipal(t *testing.T) {
 				for _, bName := range names {
 					a := approvals.Party{ID: aID, Name: aName}
 					b := approvals.Party{ID: bID, Name: bName}
-					if got, want := a.Same(b), bot.SamePrincipal(aID, aName, bID, bName); got != want {
-						t.Errorf("Same(%q %q, %q %q) = %v, bot.SamePrincipal = %v", aID, aName, bID, bName, got, want)
+					if got, want := a.Same(b), policy.SamePrincipal(aID, aName, bID, bName); got != want {
+						t.Errorf("Same(%q %q, %q %q) = %v, policy.SamePrincipal = %v", aID, aName, bID, bName, got, want)
 					}
 				}
 			}

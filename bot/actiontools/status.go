@@ -91,11 +91,28 @@ func (s *Service) status(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			release()
 			return bot.Result{}, c.Deny(ctx, policy.DenyScope("action_status"))
 		}
+		if now := s.b.Now(); r.Expired(now) {
+			// Past expires_at: report it expired now, and record it, whether
+			// or not the sweeper has run.
+			if r, err = s.expireNow(ctx, r.ID, now); err != nil {
+				release()
+				return bot.Result{}, err
+			}
+		}
 		if r.Status != approvals.StatusPending || timer == nil {
 			release()
 			return render(r), nil
 		}
+		var expiry <-chan time.Time
+		if !r.ExpiresAt.IsZero() {
+			// Wake at the expiry too: the sweeper may be far away.
+			et := time.NewTimer(max(r.ExpiresAt.Sub(s.b.Now()), 0))
+			defer et.Stop()
+			expiry = et.C
+		}
 		select {
+		case <-expiry:
+			release()
 		case <-woken:
 			release()
 		case <-timer:
@@ -109,6 +126,31 @@ func (s *Service) status(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			return bot.Result{}, ctx.Err()
 		}
 	}
+}
+
+// expireNow closes request id as expired at now if it is still pending and
+// past its expiry (once: the sweeper or a decision may have done it
+// meanwhile), and returns its current state.
+func (s *Service) expireNow(ctx context.Context, id string, now time.Time) (*approvals.Request, error) {
+	var r *approvals.Request
+	err := s.b.SystemCall(now).Update(ctx, func(tx *bot.Tx) error {
+		var err error
+		if r, err = approvals.LoadRequest(tx, id); err != nil || r == nil {
+			return err
+		}
+		if !r.Expired(now) {
+			return nil
+		}
+		return expire(tx, r, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if r == nil {
+		return nil, bot.Errorf(bot.KindNotFound, "No request %s.", id)
+	}
+	s.waits.notify(id)
+	return r, nil
 }
 
 // load reads one request.

@@ -68,15 +68,7 @@ func (s *Service) sweepBatch(ctx context.Context, now time.Time) (changed, seen 
 			step := r.Due(now, s.o.RemindAfter, s.o.EscalateAfter)
 			sp := botSpace(r.Space)
 			if step.Expire {
-				reason := expiryReason(r)
-				r.Close(approvals.StatusExpired, reason, now)
-				if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
-					return err
-				}
-				if _, err := tx.AuditAs(sweeperName, sp, auditName(r), r.ID+": "+reason); err != nil {
-					return err
-				}
-				if err := decided(tx, r); err != nil {
+				if err := expire(tx, r, now); err != nil {
 					return err
 				}
 				closed = append(closed, r.ID)
@@ -117,6 +109,25 @@ func (s *Service) sweepBatch(ctx context.Context, now time.Time) (changed, seen 
 		return nil
 	})
 	return changed, seen, more, closed, err
+}
+
+// expire closes pending request r as expired at now, in tx: the automatic
+// policy's outcome stored, one audit entry as the sweeper, the chat update
+// and the callback queued. The sweeper calls it when it finds r due; a
+// decision or a status read that finds r past its expiry first calls it
+// too, so the expiry is recorded once, by whichever comes first.
+func expire(tx *bot.Tx, r *approvals.Request, now time.Time) error {
+	reason := expiryReason(r)
+	if !r.Close(approvals.StatusExpired, reason, now) {
+		return nil
+	}
+	if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
+		return err
+	}
+	if _, err := tx.AuditAs(sweeperName, botSpace(r.Space), auditName(r), r.ID+": "+reason); err != nil {
+		return err
+	}
+	return decided(tx, r)
 }
 
 // expiryReason is the automatic-policy outcome of a request that timed out.

@@ -214,7 +214,7 @@ func (t *tools) update(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	args := a.(*updateArgs)
 	in := memory.Input{
 		Op: memory.OpEdit, Target: args.MemoryID, Value: args.NewValue,
-		Approver: policy.Grants(c.Caller.Role, policy.CapApprove),
+		Approver: mayApprove(c, fmt.Sprintf("#%d", args.MemoryID)),
 	}
 	p, err := t.write(ctx, c, "update_memory", in)
 	if err != nil {

@@ -120,13 +120,23 @@ func wrap(err error) error {
 // trustedDenial is the refusal for a caller claiming a trusted source it is
 // not bound to.
 func trustedDenial(source string) string {
-	return fmt.Sprintf("Access denied: '%s' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named '%s', or one with the 'approve' capability, may write as it.", source, source)
+	return fmt.Sprintf("Access denied: '%s' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named '%s', or a person with the 'approve' capability, may write as it.", source, source)
 }
 
 // mayWriteAs reports whether the caller may write as a trusted source: its
-// principal is named after the source, or it holds approve.
+// principal is named after the source (the integration's own key), or it
+// may decide a change in the call's space under the one decision rule
+// (policy.DecisionRefusal: a person holding approve, the space in scope),
+// since a trusted write skips the confirmation a person would give.
 func mayWriteAs(c *bot.Call, source string) bool {
-	return strings.EqualFold(c.Caller.Name, source) || policy.Grants(c.Caller.Role, policy.CapApprove)
+	return strings.EqualFold(c.Caller.Name, source) || mayApprove(c, "a write as '"+source+"'")
+}
+
+// mayApprove reports whether the caller may decide a change of its own
+// making in the call's space (a trusted-source write, an edit of a confirm
+// slot that applies at once): the one decision rule, with no requester.
+func mayApprove(c *bot.Call, ref string) bool {
+	return c.Caller.MayDecide(policy.Decidable{Ref: ref, SpaceUserID: c.Space.UserID}) == ""
 }
 
 // newItem creates the chat item of a proposal in tx and records its id on

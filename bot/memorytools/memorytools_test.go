@@ -70,14 +70,14 @@ func newFixture(t *testing.T, o memory.Options) *fixture {
 	if err := Register(f.b, o); err != nil {
 		t.Fatal(err)
 	}
-	mk := func(id, name string, role policy.Role) *bot.Caller {
-		return &bot.Caller{Principal: bot.Principal{ID: id, Name: name, Role: role}, Surface: "test"}
+	mk := func(id, name string, role policy.Role, kind string) *bot.Caller {
+		return &bot.Caller{Principal: bot.Principal{ID: id, Name: name, Role: role, Kind: kind}, Surface: "test"}
 	}
-	f.agent = mk("prin_agent", "ward_bot", policy.RoleAgent)
-	f.member = mk("prin_member", "dr_smith", policy.RoleMember)
-	f.nurse = mk("prin_nurse", "nurse_jo", policy.RoleMember)
-	f.admin = mk("prin_admin", "ops", policy.RoleAdmin)
-	f.fhir = mk("prin_fhir", "fhir", policy.RoleAgent)
+	f.agent = mk("prin_agent", "ward_bot", policy.RoleAgent, "agent")
+	f.member = mk("prin_member", "dr_smith", policy.RoleMember, "person")
+	f.nurse = mk("prin_nurse", "nurse_jo", policy.RoleMember, "person")
+	f.admin = mk("prin_admin", "ops", policy.RoleAdmin, "person")
+	f.fhir = mk("prin_fhir", "fhir", policy.RoleAgent, "service")
 	return f
 }
 
@@ -372,7 +372,7 @@ func TestProposerCannotConfirmOwnProposal(t *testing.T) {
 	f.ok(f.fhir, "remember", arg("subject", "code_status", "value", "full code", "source", "fhir"))
 	f.text(f.member, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
 	e := f.fail(f.member, "confirm_change", arg("memory_id", 2), bot.KindDenied)
-	if !strings.Contains(e.Msg, "proposed by you (dr_smith [prin_member])") {
+	if !strings.Contains(e.Msg, "#2 was requested by dr_smith [prin_member], and a request is never decided by its own requester") {
 		t.Fatalf("self-approval: %q", e.Msg)
 	}
 	if a := f.lastAudit(); a.Action != "access_denied" {
@@ -385,7 +385,7 @@ func TestTrustedSourceIsBoundToItsKey(t *testing.T) {
 	f := newFixture(t, memory.Options{})
 	other := &bot.Caller{Principal: bot.Principal{ID: "prin_other", Name: "other", Role: policy.RoleAgent}}
 	e := f.fail(other, "remember", arg("subject", "allergy", "value", "penicillin", "source", "FHIR"), bot.KindDenied)
-	if e.Msg != "Access denied: 'FHIR' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'FHIR', or one with the 'approve' capability, may write as it." {
+	if e.Msg != "Access denied: 'FHIR' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'FHIR', or a person with the 'approve' capability, may write as it." {
 		t.Fatalf("deny: %q", e.Msg)
 	}
 	if a := f.lastAudit(); a.Action != "access_denied" || !strings.HasPrefix(a.Detail, "remember: Access denied: 'FHIR' is a trusted source") {

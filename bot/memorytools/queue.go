@@ -2,6 +2,7 @@ package memorytools
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -104,9 +105,24 @@ type decisionData struct {
 	Reason    string        `json:"reason,omitempty"`
 }
 
-// selfApprovalDenial refuses the proposer approving its own proposal.
-func selfApprovalDenial(f *memory.Fact) string {
-	return fmt.Sprintf("Access denied: #%d was proposed by you (%s), and a change to a confirm slot needs a second person. Ask another member or admin to confirm it, or withdraw it with reject_change.", f.ID, f.Proposer())
+// errRefused ends a decision transaction whose caller may not decide; the
+// refusal is then recorded by Call.Deny.
+var errRefused = errors.New("refused")
+
+// mayDecide applies the one decision rule (policy.DecisionRefusal) to the
+// caller deciding proposal id in tx: it returns the refusal, or "". A
+// proposal that is missing or no longer open is not refused here: the
+// decision that follows answers "not awaiting approval", whoever asks.
+func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (string, error) {
+	f, err := memory.Load(tx, sp, id)
+	if err != nil || f == nil || !f.Open() {
+		return "", err
+	}
+	return c.Caller.MayDecide(policy.Decidable{
+		Ref:         fmt.Sprintf("#%d", f.ID),
+		RequesterID: f.ProposerID, RequesterName: f.ProposerName, RequesterDisplay: f.Proposer(),
+		SpaceUserID: f.Space.UserID,
+	}), nil
 }
 
 // decisionNote is the audit suffix of a decision's notes.
@@ -124,21 +140,17 @@ func decisionNote(note, reason string) string {
 func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*decideArgs)
 	sp := mspace(c.Space)
-	var prop *memory.Fact
-	if err := c.View(ctx, func(tx kv.Tx) error {
-		var err error
-		prop, err = memory.LoadOpen(tx, sp, args.MemoryID)
-		return err
-	}); err != nil {
-		return bot.Result{}, wrap(err)
-	}
-	if bot.SamePrincipal(prop.ProposerID, prop.ProposerName, c.Caller.ID, c.Caller.Name) {
-		return bot.Result{}, c.Deny(ctx, selfApprovalDenial(prop))
-	}
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
 	var dec memory.Decision
+	refusal := ""
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
+		if refusal, err = mayDecide(tx, c, sp, args.MemoryID); err != nil {
+			return err
+		}
+		if refusal != "" {
+			return errRefused
+		}
 		if dec, err = t.o.Confirm(tx, sp, args.MemoryID, d, c.Now); err != nil {
 			return err
 		}
@@ -151,6 +163,9 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		}
 		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
 	})
+	if errors.Is(err, errRefused) {
+		return bot.Result{}, c.Deny(ctx, refusal)
+	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
 	}
@@ -185,8 +200,15 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	args := a.(*decideArgs)
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
 	var dec memory.Decision
+	refusal := ""
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
+		if refusal, err = mayDecide(tx, c, mspace(c.Space), args.MemoryID); err != nil {
+			return err
+		}
+		if refusal != "" {
+			return errRefused
+		}
 		if dec, err = t.o.Reject(tx, mspace(c.Space), args.MemoryID, d, c.Now); err != nil {
 			return err
 		}
@@ -196,6 +218,9 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		}
 		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
 	})
+	if errors.Is(err, errRefused) {
+		return bot.Result{}, c.Deny(ctx, refusal)
+	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
 	}

@@ -693,6 +693,9 @@ type PrincipalDecl struct {
 	Slack        string   `yaml:"slack"`
 	Discord      string   `yaml:"discord"`
 	DiscordRoles []string `yaml:"discord_roles"`
+	// Scopes are the memory spaces (user_ids) this person may see and
+	// decide from chat, as a key's --scopes. Absent: every space.
+	Scopes []string `yaml:"scopes"`
 }
 
 // validate checks one principal declared at key (principals[i]).
@@ -705,6 +708,11 @@ func (pr PrincipalDecl) validate(key string, p *problems) {
 	}
 	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 {
 		p.add(key, "maps no chat identity; set slack, discord or discord_roles")
+	}
+	if sc, err := chatScopes(pr.Scopes); err != nil {
+		p.add(key+".scopes", "%v", err)
+	} else if len(sc) > 0 && strings.EqualFold(strings.TrimSpace(pr.Role), string(policy.RoleAdmin)) {
+		p.add(key+".scopes", "the admin role is never limited by scopes, so they would do nothing; remove them, or give this person the member role")
 	}
 }
 

@@ -46,7 +46,7 @@ func TestMemoryE2E(t *testing.T) {
 
 	// The trusted feed is bound to its key.
 	r := e.Call(other, "remember", p42("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir"))
-	const trustedDeny = "Access denied: 'fhir' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'fhir', or one with the 'approve' capability, may write as it."
+	const trustedDeny = "Access denied: 'fhir' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'fhir', or a person with the 'approve' capability, may write as it."
 	if r.Status != http.StatusForbidden || r.Error != trustedDeny || r.Text != trustedDeny {
 		t.Fatalf("other writing as fhir: %s", r)
 	}

@@ -70,13 +70,14 @@ func (a *app) wireActions(ctx context.Context) error {
 	return nil
 }
 
-// runSweeper runs every sweep step on sweep.schedule until ctx ends. A sweep
-// still running when the next is due is skipped, and a panic in one is
-// recovered and logged.
+// runSweeper runs every sweep step once at start (what expired while the
+// server was down is closed before anyone waits a sweep interval for it),
+// then on sweep.schedule until ctx ends. A sweep still running when the
+// next is due is skipped, and a panic in one is recovered and logged.
 func (a *app) runSweeper(ctx context.Context) error {
 	logger := cronLogger{a.log.With("runner", "sweeper")}
 	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)))
-	_, err := c.AddFunc(a.cfg.Sweep.Schedule, func() {
+	sweep := cron.NewChain(cron.Recover(logger)).Then(cron.FuncJob(func() {
 		rep, err := a.bot.Sweep(ctx, a.bot.Now())
 		if err != nil && ctx.Err() == nil {
 			a.log.Error("sweep", "err", err, "report", rep)
@@ -87,10 +88,11 @@ func (a *app) runSweeper(ctx context.Context) error {
 				a.log.Info("sweep", "step", step, "changed", n)
 			}
 		}
-	})
-	if err != nil {
+	}))
+	if _, err := c.AddJob(a.cfg.Sweep.Schedule, sweep); err != nil {
 		return fmt.Errorf("sweep.schedule %q: %w", a.cfg.Sweep.Schedule, err)
 	}
+	sweep.Run()
 	c.Start()
 	<-ctx.Done()
 	<-c.Stop().Done()

@@ -24,6 +24,10 @@ func (a *app) wireChat(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s.role: %v", key, err)
 		}
+		scopes, err := chatScopes(p.Scopes)
+		if err != nil {
+			return fmt.Errorf("%s.scopes: %v", key, err)
+		}
 		roles := make([]string, 0, len(p.DiscordRoles))
 		for _, r := range p.DiscordRoles {
 			if r = strings.TrimSpace(r); r != "" {
@@ -36,6 +40,7 @@ func (a *app) wireChat(ctx context.Context) error {
 			Slack:        strings.TrimSpace(p.Slack),
 			Discord:      strings.TrimSpace(p.Discord),
 			DiscordRoles: roles,
+			Scopes:       scopes,
 		})
 	}
 	d, err := bot.NewDirectory(ps)
@@ -47,4 +52,33 @@ func (a *app) wireChat(ctx context.Context) error {
 		a.log.Info("chat directory", "principals", len(ps))
 	}
 	return nil
+}
+
+// chatScopes checks a chat principal's scopes: absent means every space; a
+// list present must name at least one user_id, with no blank entry, and "*"
+// only on its own (it means every space, as for a key).
+func chatScopes(in []string) ([]string, error) {
+	if in == nil {
+		return nil, nil
+	}
+	if len(in) == 0 {
+		return nil, fmt.Errorf("the list is empty; leave scopes out for every space, or list the user_ids this person may decide for")
+	}
+	out := make([]string, 0, len(in))
+	for i, s := range in {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+			return nil, fmt.Errorf("entry %d is blank; list user_ids such as patient_42", i)
+		case s == "*" && len(in) > 1:
+			return nil, fmt.Errorf("\"*\" (every space) cannot be combined with other scopes")
+		case s == "*":
+			return nil, nil
+		}
+		if err := bot.ValidateSpace(bot.Space{UserID: s}); err != nil {
+			return nil, fmt.Errorf("entry %d: %v", i, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

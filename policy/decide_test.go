@@ -1,0 +1,76 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func person(name, id string, role Role) Decider {
+	return Decider{ID: id, Name: name, Display: name + " [" + id + "]", Kind: "person", Role: role}
+}
+
+func TestDecisionRefusal(t *testing.T) {
+	it := Decidable{
+		Ref: "req_0123456789abcdef", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
+		SpaceUserID: "patient_42", Approvers: Approvers{Roles: []string{"admin"}, Principals: []string{"Bob"}}, ApproversOf: "delete_database requests",
+	}
+	scoped := person("carol", "prin_c", RoleMember)
+	scoped.Scopes = []string{"patient_99"}
+	scopedAdmin := person("carol", "prin_c", RoleAdmin)
+	scopedAdmin.Scopes = []string{"patient_99"}
+	tests := []struct {
+		name string
+		d    Decider
+		want string // "" or a fragment of the refusal
+	}{
+		{"an admin by role", person("carol", "prin_c", RoleAdmin), ""},
+		{"a named principal, any case", person("bob", "prin_b", RoleMember), ""},
+		{"a member not listed", person("alice", "prin_a", RoleMember), "delete_database requests are decided by roles admin or principals Bob; alice [prin_a] is not among them"},
+		{"no identity", Decider{Kind: "person", Role: RoleAdmin}, "needs an authenticated identity"},
+		{"a blank name", Decider{ID: "x", Name: " ", Kind: "person", Role: RoleAdmin}, "needs an authenticated identity"},
+		{"an agent even with approve", Decider{ID: "p", Name: "x", Role: RoleAdmin, Kind: "agent", Display: "x [p]"}, "x [p] is an agent principal"},
+		{"a member-role agent key", Decider{ID: "p", Name: "bob", Role: RoleMember, Kind: "agent"}, "is an agent principal"},
+		{"a service account", Decider{ID: "p", Name: "cron", Role: RoleAdmin, Kind: "service", Display: "cron [p]"}, "is a service principal"},
+		{"no kind at all fails closed", Decider{ID: "p", Name: "bob", Role: RoleAdmin}, "is an unclassified principal"},
+		{"no approve capability", person("vic", "prin_v", RoleViewer), "requires the 'approve' capability; your role(s) ['viewer']"},
+		{"the requester itself", person("deploy-bot", "prin_agent", RoleAdmin), "never decided by its own requester"},
+		{"the requester by name from chat", Decider{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: RoleAdmin, Kind: "person"}, "never decided by its own requester"},
+		{"out of scope", scoped, "outside your assigned scope"},
+		{"admins ignore scopes", scopedAdmin, ""},
+	}
+	for _, tt := range tests {
+		got := DecisionRefusal(tt.d, it)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: DecisionRefusal = %q, want %q", tt.name, got, tt.want)
+		}
+		if got != "" && !strings.HasPrefix(got, "Access denied: ") {
+			t.Errorf("%s: refusal %q does not start with the seeds' wording", tt.name, got)
+		}
+	}
+	// No approvers declared: anyone holding approve; no requester (a
+	// trusted-source write): the requester check is skipped.
+	open := Decidable{Ref: "#2", SpaceUserID: "patient_42"}
+	if got := DecisionRefusal(person("alice", "prin_a", RoleMember), open); got != "" {
+		t.Errorf("no approvers declared: alice refused: %q", got)
+	}
+	if got := DecisionRefusal(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open); got == "" {
+		t.Error("a nameless decider matched an empty requester")
+	}
+}
+
+func TestSamePrincipal(t *testing.T) {
+	for _, tt := range []struct {
+		aID, aName, bID, bName string
+		want                   bool
+	}{
+		{"p1", "alice", "p1", "other", true},
+		{"p1", "alice", "chat:alice", "Alice", true},
+		{"p1", "alice", "p2", "bob", false},
+		{"", "", "", "", false},
+		{"", " ", "", " ", false},
+	} {
+		if got := SamePrincipal(tt.aID, tt.aName, tt.bID, tt.bName); got != tt.want {
+			t.Errorf("SamePrincipal(%q,%q,%q,%q) = %v", tt.aID, tt.aName, tt.bID, tt.bName, got)
+		}
+	}
+}

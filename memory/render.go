@@ -91,11 +91,13 @@ func ChangeVerb(f *Fact) string {
 
 // ChangeTitle is a held change on one line, e.g.
 // "REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'".
-// current is the target's current value ("" when it is no longer current).
+// current is the value the change was proposed against (the target's value,
+// or the snapshot taken when proposed); targetActive false means that value
+// is no longer current, and the title says the proposal is stale.
 func ChangeTitle(f *Fact, current string, targetActive bool) string {
-	cur := "(unknown)"
-	if targetActive {
-		cur = policy.PyRepr(current)
+	cur := policy.PyRepr(current)
+	if !targetActive {
+		cur += " (no longer current: STALE)"
 	}
 	switch f.Pending {
 	case ActionSupersede:
@@ -110,32 +112,64 @@ func ChangeTitle(f *Fact, current string, targetActive bool) string {
 // was said (at most 120 characters), and why it is held when not a confirm
 // slot.
 type PendingLine struct {
-	Fact         *Fact
-	Current      string // the target's value
+	Fact *Fact
+	// Current is the value the change was proposed against.
+	Current string
+	// TargetActive is false when that value is no longer current: the
+	// proposal is stale, can no longer be approved, and the sweeper closes
+	// it.
 	TargetActive bool
 }
+
+// Stale reports whether the line's proposal was made against a value that
+// is no longer current (an ADD never is).
+func (l PendingLine) Stale() bool { return l.Fact.Supersedes != 0 && !l.TargetActive }
 
 // NoPending is pending_changes' answer for an empty queue.
 const NoPending = "No changes awaiting approval."
 
-// RenderPending is pending_changes' answer.
+// RenderPending is pending_changes' answer. Stale proposals are listed
+// apart, with the value they expected, so that none reads as awaiting a
+// decision it can no longer get.
 func RenderPending(lines []PendingLine) string {
 	if len(lines) == 0 {
 		return NoPending
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d change(s) awaiting approval:", len(lines))
+	var live, stale []PendingLine
 	for _, l := range lines {
-		fmt.Fprintf(&b, "\n  #%d %s", l.Fact.ID, ChangeTitle(l.Fact, l.Current, l.TargetActive))
-		if l.Fact.Said != "" {
-			fmt.Fprintf(&b, "\n        said: %s", policy.PyRepr(Truncate(l.Fact.Said, 120)))
+		if l.Stale() {
+			stale = append(stale, l)
+		} else {
+			live = append(live, l)
 		}
-		if !l.Fact.Gated() && l.Fact.Held != "" {
-			fmt.Fprintf(&b, "\n        held: %s", OneLine(l.Fact.Held))
+	}
+	var b strings.Builder
+	if len(live) > 0 {
+		fmt.Fprintf(&b, "%d change(s) awaiting approval:", len(live))
+	} else {
+		b.WriteString(NoPending)
+	}
+	for _, l := range live {
+		writePendingLine(&b, l)
+	}
+	if len(stale) > 0 {
+		fmt.Fprintf(&b, "\n\n%d stale proposal(s): the value each was proposed against is no longer current, so it can no longer be approved; the sweeper closes it (or discard it now with reject_change):", len(stale))
+		for _, l := range stale {
+			writePendingLine(&b, l)
 		}
 	}
 	b.WriteString("\n\nApprove with confirm_change(memory_id), discard with reject_change(memory_id).")
 	return b.String()
+}
+
+func writePendingLine(b *strings.Builder, l PendingLine) {
+	fmt.Fprintf(b, "\n  #%d %s", l.Fact.ID, ChangeTitle(l.Fact, l.Current, l.TargetActive))
+	if l.Fact.Said != "" {
+		fmt.Fprintf(b, "\n        said: %s", policy.PyRepr(Truncate(l.Fact.Said, 120)))
+	}
+	if !l.Fact.Gated() && l.Fact.Held != "" {
+		fmt.Fprintf(b, "\n        held: %s", OneLine(l.Fact.Held))
+	}
 }
 
 // RenderHistory is history's answer.

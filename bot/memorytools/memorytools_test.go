@@ -307,8 +307,13 @@ func TestStaleProposalIsClosedWhenConfirmed(t *testing.T) {
 	}
 	// Closed in the same call: gone from the queue, audited, item decided.
 	r := f.ok(f.agent, "pending_changes", arg())
-	if !strings.HasPrefix(r.Text, "1 change(s) awaiting approval:\n  #3 REMOVE active_medication: (unknown)") {
+	// #3 is stale too: listed apart with the value it expected, never as
+	// "(unknown)" awaiting approval (issue 14 item 10).
+	if !strings.HasPrefix(r.Text, "No changes awaiting approval.\n\n1 stale proposal(s): the value each was proposed against is no longer current, so it can no longer be approved; the sweeper closes it (or discard it now with reject_change):\n  #3 REMOVE active_medication: 'warfarin 5mg daily' (no longer current: STALE)") {
 		t.Fatalf("pending after stale confirm:\n%s", r.Text)
+	}
+	if ch := r.Data.(map[string]any)["changes"].([]pendingData); len(ch) != 1 || !ch[0].Stale || ch[0].Current != "warfarin 5mg daily" {
+		t.Fatalf("pending data after stale confirm: %+v", ch)
 	}
 	if a := f.lastAudit(); a.Action != "confirm_change" || !strings.HasPrefix(a.Detail, "#2 STALE active_medication: #1 is now SUPERSEDED") {
 		t.Fatalf("stale audit: %+v", a)

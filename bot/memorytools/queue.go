@@ -22,15 +22,20 @@ func pendingLines(tx kv.Tx, sp memory.Space) ([]memory.PendingLine, error) {
 	}
 	lines := make([]memory.PendingLine, 0, len(open))
 	for _, f := range open {
-		l := memory.PendingLine{Fact: f}
+		// Current is the value the proposal was made against: the
+		// target's, or the snapshot taken when proposed if the target is
+		// gone. A target no longer ACTIVE makes the proposal stale, and it
+		// is listed as such with that value (the sweeper's rule).
+		l := memory.PendingLine{Fact: f, Current: f.Target, TargetActive: true}
 		if f.Supersedes != 0 {
 			t, err := memory.Load(tx, sp, f.Supersedes)
 			if err != nil {
 				return nil, err
 			}
-			if t != nil && t.Status == memory.StatusActive {
-				l.Current, l.TargetActive = t.Value, true
+			if t != nil {
+				l.Current = t.Value
 			}
+			l.TargetActive = t != nil && t.Status == memory.StatusActive
 		}
 		lines = append(lines, l)
 	}
@@ -39,15 +44,18 @@ func pendingLines(tx kv.Tx, sp memory.Space) ([]memory.PendingLine, error) {
 
 // pendingData is one proposal in pending_changes' structured answer.
 type pendingData struct {
-	MemoryID   uint64 `json:"memory_id"`
-	Change     string `json:"change"` // REPLACE, REMOVE or ADD
-	Subject    string `json:"subject"`
-	Current    string `json:"current,omitempty"`
-	Proposed   string `json:"proposed,omitempty"`
-	Target     uint64 `json:"target,omitempty"`
-	Said       string `json:"said,omitempty"`
-	Source     string `json:"source,omitempty"`
-	Held       string `json:"held"`
+	MemoryID uint64 `json:"memory_id"`
+	Change   string `json:"change"` // REPLACE, REMOVE or ADD
+	Subject  string `json:"subject"`
+	Current  string `json:"current,omitempty"`
+	Proposed string `json:"proposed,omitempty"`
+	Target   uint64 `json:"target,omitempty"`
+	Said     string `json:"said,omitempty"`
+	Source   string `json:"source,omitempty"`
+	Held     string `json:"held"`
+	// Stale: Current is no longer current; the proposal can no longer be
+	// approved, and the sweeper closes it.
+	Stale      bool   `json:"stale,omitempty"`
 	ProposedBy string `json:"proposed_by"`
 	ProposedAt string `json:"proposed_at"`
 	ItemID     uint64 `json:"item_id,omitempty"`
@@ -82,6 +90,7 @@ func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 			MemoryID: f.ID, Change: memory.ChangeVerb(f), Subject: f.Subject, Current: l.Current,
 			Target: f.Supersedes, Said: f.Said, Source: f.Source, Held: f.Held,
 			ProposedBy: f.Proposer(), ProposedAt: f.ProposedAt.UTC().Format(time.RFC3339), ItemID: f.ItemID,
+			Stale: l.Stale(),
 		}
 		if f.Pending != memory.ActionRetract {
 			d.Proposed = f.Value

@@ -11,6 +11,7 @@
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
 //	countersign mcp [--config FILE] [--key KEY]
 //	countersign audit verify|export|pubkey [--config FILE]
+//	countersign store compact [--config FILE]
 //	countersign version
 package main
 

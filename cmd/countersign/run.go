@@ -36,6 +36,7 @@ Usage:
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
+  countersign store compact [--config FILE]
   countersign version
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
@@ -48,7 +49,9 @@ status first when it is not 200).
 mcp serves MCP over stdin/stdout for a local agent (logs on stderr); with
 auth_required: true it needs --key or $COUNTERSIGN_API_KEY.
 audit verify exits non-zero when the chain is broken; audit export writes
-the chain as JSON Lines. mcp, keys and audit need the server stopped.
+the chain as JSON Lines. store compact rewrites the store without its free
+pages and prints the size before and after. mcp, keys, audit and store
+need the server stopped.
 `
 
 // run is the whole program; main only calls it. Tests call it with their own

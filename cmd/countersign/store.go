@@ -150,13 +150,18 @@ func readiness(db kv.Store) func() error {
 
 const storeUsage = `usage:
   countersign store copy --from-config A --to-config B
+  countersign store compact [--config FILE]
 
 copy copies every bucket of the store of config A into the empty store of
 config B (bbolt to postgres, or back), with the sequences, then verifies the
-audit chain on B. Stop every server of both stores first.`
+audit chain on B. Stop every server of both stores first.
+compact rewrites a bbolt store without its free pages (store_cmd.go).`
 
 // cmdStore runs the store subcommands.
 func cmdStore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "compact" {
+		return cmdStoreCompact(args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "copy" {
 		return errors.New(storeUsage)
 	}

@@ -13,7 +13,7 @@ import (
 func cmdStoreCompact(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("store compact", stderr)
 	load := configFlag(fs)
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := load()

@@ -130,7 +130,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord, a.wireWeb} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

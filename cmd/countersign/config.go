@@ -60,6 +60,8 @@ type Config struct {
 
 	Principals []PrincipalDecl `yaml:"principals"`
 
+	Web WebConfig `yaml:"web"` // wire_web.go
+
 	Sweep SweepConfig `yaml:"sweep"`
 
 	Retention RetentionConfig `yaml:"retention"` // config_retention.go
@@ -186,6 +188,7 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.SoftApproval.validate(p)
+	c.Web.validate(c.Principals, p)
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
@@ -696,6 +699,9 @@ type PrincipalDecl struct {
 	// Scopes are the memory spaces (user_ids) this person may see and
 	// decide from chat, as a key's --scopes. Absent: every space.
 	Scopes []string `yaml:"scopes"`
+	// Web is the OIDC claim value (an email by default) that signs in to
+	// the web console as this principal.
+	Web string `yaml:"web"`
 }
 
 // validate checks one principal declared at key (principals[i]).
@@ -706,8 +712,8 @@ func (pr PrincipalDecl) validate(key string, p *problems) {
 	if _, err := policy.ParseRole(pr.Role); err != nil {
 		p.add(key+".role", "%v", err)
 	}
-	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 {
-		p.add(key, "maps no chat identity; set slack, discord or discord_roles")
+	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 && pr.Web == "" {
+		p.add(key, "maps no chat identity; set slack, discord, discord_roles or web")
 	}
 	if sc, err := chatScopes(pr.Scopes); err != nil {
 		p.add(key+".scopes", "%v", err)

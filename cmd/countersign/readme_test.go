@@ -25,7 +25,9 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(pgtest.Main(m))
+	code := pgtest.Main(m)
+	stopBrowser() // web_browser_test.go: the one Chromium of this test binary
+	os.Exit(code)
 }
 
 // readmeBlock is one ```sh block of the README's walk-through: the script

@@ -37,6 +37,7 @@ Usage:
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
+  countersign web link [--config FILE] --name NAME
   countersign version
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
@@ -52,6 +53,8 @@ audit verify exits non-zero when the chain is broken; audit export writes
 the chain as JSON Lines. store compact rewrites the store without its free
 pages and prints the size before and after. mcp, keys, audit and store
 need the server stopped.
+web link prints a one-time sign-in URL (5 minutes, single use) to the web
+console for a principal under principals: (or a stored person principal).
 `
 
 // run is the whole program; main only calls it. Tests call it with their own
@@ -90,6 +93,12 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return cmdAudit(ctx, args[1:], getenv, stdout, stderr)
 	case "store":
 		return cmdStore(ctx, args[1:], getenv, stdout, stderr)
+	case "web":
+		if len(args) < 2 || args[1] != "link" {
+			fmt.Fprint(stderr, usage)
+			return errors.New("usage: countersign web link --name NAME")
+		}
+		return cmdWebLink(ctx, args[2:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "countersign", version)
 		return nil

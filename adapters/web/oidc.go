@@ -1,0 +1,190 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/countersign/countersign/kv"
+	"golang.org/x/oauth2"
+)
+
+// OIDC configures sign-in through the organisation's identity provider.
+type OIDC struct {
+	Issuer       string
+	ClientID     string
+	ClientSecret string
+	// Claim is the ID token claim whose value maps to Person.Web (default
+	// email).
+	Claim string
+}
+
+// oidcPendingTTL bounds how long a started sign-in may take at the provider.
+const oidcPendingTTL = 10 * time.Minute
+
+// pendingOIDC is a started authorization-code flow, kept server-side under
+// its state until the provider redirects back.
+type pendingOIDC struct {
+	Verifier string    `json:"verifier"` // PKCE
+	Nonce    string    `json:"nonce"`
+	Redirect string    `json:"redirect"`
+	Expires  time.Time `json:"expires"`
+}
+
+// oidcClient discovers the provider on first use (so that an identity
+// provider that is down does not stop Countersign from starting) and keeps it.
+type oidcClient struct {
+	o        OIDC
+	mu       sync.Mutex
+	provider *oidc.Provider
+}
+
+func (c *oidcClient) get(ctx context.Context) (*oidc.Provider, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.provider != nil {
+		return c.provider, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := oidc.NewProvider(ctx, c.o.Issuer)
+	if err != nil {
+		return nil, err
+	}
+	c.provider = p
+	return p, nil
+}
+
+func (c *oidcClient) config(p *oidc.Provider, redirect string) *oauth2.Config {
+	return &oauth2.Config{
+		ClientID:     c.o.ClientID,
+		ClientSecret: c.o.ClientSecret,
+		Endpoint:     p.Endpoint(),
+		RedirectURL:  redirect,
+		Scopes:       []string{oidc.ScopeOpenID, "email", "profile"},
+	}
+}
+
+// oidcStart redirects to the provider with state, nonce and a PKCE challenge.
+func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
+	if h.oidc == nil {
+		h.fail(w, r, http.StatusNotFound, "Single sign-on is not configured here. Ask for a sign-in link instead.")
+		return
+	}
+	p, err := h.oidc.get(r.Context())
+	if err != nil {
+		h.o.Logger.Error("web: OIDC discovery failed", "issuer", h.oidc.o.Issuer, "err", err)
+		h.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached right now, so single sign-on is unavailable. Try again in a moment, or ask for a sign-in link.")
+		return
+	}
+	state, err1 := randomToken(24)
+	nonce, err2 := randomToken(24)
+	if err1 != nil || err2 != nil {
+		h.internal(w, r, fmt.Errorf("random: %v %v", err1, err2))
+		return
+	}
+	pend := pendingOIDC{Verifier: oauth2.GenerateVerifier(), Nonce: nonce, Redirect: h.base(r) + "/ui/oidc/callback", Expires: h.o.Bot.Now().Add(oidcPendingTTL)}
+	b, _ := json.Marshal(pend)
+	if err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
+		return tx.Put(bucketOIDC, []byte(state), b)
+	}); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	url := h.oidc.config(p, pend.Redirect).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(pend.Verifier))
+	http.Redirect(w, r, url, http.StatusFound)
+}
+
+// oidcCallback finishes the flow: one use of the state, the code exchanged
+// with the PKCE verifier, the ID token verified (issuer, audience, expiry,
+// signature) and its nonce checked, then the claim mapped to a principal.
+func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
+	if h.oidc == nil {
+		h.fail(w, r, http.StatusNotFound, "Single sign-on is not configured here.")
+		return
+	}
+	q := r.URL.Query()
+	if e := q.Get("error"); e != "" {
+		h.fail(w, r, http.StatusUnauthorized, "The identity provider did not sign you in ("+oneLine(e, 80)+"). Try again, or ask for a sign-in link.")
+		return
+	}
+	state, code := q.Get("state"), q.Get("code")
+	if state == "" || code == "" || len(state) > 128 {
+		h.fail(w, r, http.StatusBadRequest, "This sign-in response is missing its state or code. Start again from the sign-in page.")
+		return
+	}
+	var pend *pendingOIDC
+	err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
+		pend = nil
+		b, err := tx.Get(bucketOIDC, []byte(state))
+		if err != nil || b == nil {
+			return err
+		}
+		pend = &pendingOIDC{}
+		if err := json.Unmarshal(b, pend); err != nil {
+			return err
+		}
+		return tx.Delete(bucketOIDC, []byte(state))
+	})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if pend == nil || !h.o.Bot.Now().Before(pend.Expires) {
+		h.fail(w, r, http.StatusBadRequest, "This sign-in attempt is unknown, was already used, or took longer than 10 minutes. Start again from the sign-in page.")
+		return
+	}
+	p, err := h.oidc.get(r.Context())
+	if err != nil {
+		h.fail(w, r, http.StatusBadGateway, "The identity provider cannot be reached right now. Try again in a moment.")
+		return
+	}
+	tok, err := h.oidc.config(p, pend.Redirect).Exchange(r.Context(), code, oauth2.VerifierOption(pend.Verifier))
+	if err != nil {
+		h.o.Logger.Warn("web: OIDC code exchange failed", "err", err)
+		h.fail(w, r, http.StatusUnauthorized, "The identity provider refused the sign-in code. Start again from the sign-in page.")
+		return
+	}
+	raw, ok := tok.Extra("id_token").(string)
+	if !ok || raw == "" {
+		h.fail(w, r, http.StatusUnauthorized, "The identity provider returned no ID token. Check that the client is an OpenID Connect client.")
+		return
+	}
+	idt, err := p.Verifier(&oidc.Config{ClientID: h.oidc.o.ClientID, Now: h.o.Bot.Now}).Verify(r.Context(), raw)
+	if err != nil {
+		h.o.Logger.Warn("web: OIDC ID token rejected", "err", err)
+		h.fail(w, r, http.StatusUnauthorized, "The ID token did not verify. Start again from the sign-in page.")
+		return
+	}
+	if idt.Nonce != pend.Nonce {
+		h.fail(w, r, http.StatusUnauthorized, "The ID token's nonce does not match this sign-in attempt. Start again from the sign-in page.")
+		return
+	}
+	var claims map[string]any
+	if err := idt.Claims(&claims); err != nil {
+		h.fail(w, r, http.StatusUnauthorized, "The ID token's claims cannot be read.")
+		return
+	}
+	value, _ := claims[h.oidc.o.Claim].(string)
+	if value == "" {
+		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("The identity provider sent no %q claim, which maps you to a Countersign principal. Ask a Countersign admin.", h.oidc.o.Claim))
+		return
+	}
+	if h.oidc.o.Claim == "email" {
+		if v, present := claims["email_verified"].(bool); present && !v {
+			h.fail(w, r, http.StatusForbidden, "Your email address is not verified at the identity provider, so it cannot sign you in.")
+			return
+		}
+	}
+	name, ok := h.byWeb[strings.ToLower(value)]
+	if !ok {
+		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", oneLine(value, 120), oneLine(value, 120)))
+		return
+	}
+	h.signIn(w, r, "c:"+name, "oidc")
+}

@@ -1,0 +1,1016 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// inboxScan is how many of the most recent pending items the inbox reads.
+const inboxScan = 1000
+
+// auditPage is how many audit entries one page shows; auditScan how many of
+// the newest entries the audit page reads through audit_log.
+const (
+	auditPage = 50
+	auditScan = 1000
+)
+
+// ---- sign-in ----
+
+type signinData struct {
+	OIDC bool
+	Next string
+}
+
+func (h *Handler) signinPage(w http.ResponseWriter, r *http.Request) {
+	h.render(w, r, http.StatusOK, "signin", page{Title: "Sign in", Data: signinData{OIDC: h.oidc != nil}})
+}
+
+type linkData struct {
+	Token string
+	Name  string
+}
+
+// linkPage shows a verified link's "Continue as NAME" button. The link is
+// consumed only by the POST, so that a chat client's link preview (a GET)
+// cannot use it up.
+func (h *Handler) linkPage(w http.ResponseWriter, r *http.Request) {
+	tok := r.URL.Query().Get("t")
+	c, err := parseLink(h.o.LinkKey, tok, h.now())
+	if err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	caller, err := h.resolve(r.Context(), c.Ref)
+	if err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "link", page{Title: "Sign in", Data: linkData{Token: tok, Name: caller.Name}})
+}
+
+func (h *Handler) linkSignIn(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	c, err := parseLink(h.o.LinkKey, r.PostForm.Get("t"), h.now())
+	if err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	if _, err := h.resolve(r.Context(), c.Ref); err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	if err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error { return consumeLink(tx, c) }); err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	h.signIn(w, r, c.Ref, "link")
+}
+
+func (h *Handler) signInFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if msg, ok := isSignIn(err); ok {
+		h.fail(w, r, http.StatusForbidden, msg)
+		return
+	}
+	h.internal(w, r, err)
+}
+
+// signIn starts a session for ref and sends the browser to the inbox. The
+// redirect is a page of our own (a meta refresh), so that the SameSite=Strict
+// cookie is sent on the next request even when the sign-in began on another
+// site (a chat client, the identity provider).
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, ref, via string) {
+	caller, err := h.resolve(r.Context(), ref)
+	if err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	tok, err := h.newSession(r.Context(), caller, ref, via)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, r, tok, int(h.o.SessionTTL.Seconds()))
+	h.o.Logger.Info("web sign-in", "principal", caller.String(), "via", via)
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/ui/"><title>Signed in</title><link rel="stylesheet" href="/ui/static/style.css"></head><body><main class="narrow"><p>Signed in. <a href="/ui/">Continue to the inbox</a>.</p></main></body></html>`)
+}
+
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	if err := h.endSession(r.Context(), tokenOf(r)); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, r, "", -1)
+	http.Redirect(w, r, "/ui/signin", http.StatusSeeOther)
+}
+
+// ---- who may decide ----
+
+// readOnlyReason says, in a few words, why caller may not decide it under
+// the one decision rule (policy.DecisionRefusal), or "" when it may. The
+// final word is the tool call's: a decision the core refuses (the tool's
+// approvers, expiry) is shown as refused.
+func readOnlyReason(caller *bot.Caller, it bot.Item) string {
+	name, id := splitDisplay(it.Requester)
+	msg := caller.MayDecide(policy.Decidable{
+		Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester,
+		SpaceUserID: it.Space.UserID,
+	})
+	switch {
+	case msg == "":
+		return ""
+	case caller.Kind != "person":
+		return "agents and services do not decide"
+	case !policy.Grants(caller.Role, policy.CapApprove):
+		return fmt.Sprintf("needs role member or admin (you are %s)", caller.Role)
+	case name != "" && policy.SamePrincipal(id, name, caller.ID, caller.Name):
+		return "you requested it"
+	case !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID):
+		return "outside your scope"
+	}
+	return msg
+}
+
+// splitDisplay splits "name [id]".
+func splitDisplay(s string) (name, id string) {
+	name, rest, ok := strings.Cut(s, " [")
+	if !ok {
+		return strings.TrimSpace(s), ""
+	}
+	return name, strings.TrimSuffix(rest, "]")
+}
+
+// ---- inbox ----
+
+type inboxRow struct {
+	ID        uint64
+	Kind      string
+	KindNoun  string
+	Title     string
+	Space     string
+	Channel   string
+	Requester string
+	Created   time.Time
+	Expires   string
+	Tally     string
+	ReadOnly  string // why the caller cannot decide; "" if they can
+	Withheld  bool   // title withheld (out of scope, or sensitive for a non-approver)
+}
+
+type kindCount struct {
+	Kind, Noun string
+	N          int
+	Selected   bool
+}
+
+type inboxData struct {
+	Rows      []inboxRow
+	Decidable int
+	Total     int
+	Kinds     []kindCount
+	Spaces    []string
+	Channels  []string
+	Kind      string
+	Space     string
+	Channel   string
+	Cut       bool
+	Filtered  bool
+	NoRead    bool
+}
+
+func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	q := r.URL.Query()
+	d := inboxData{Kind: q.Get("kind"), Space: q.Get("space"), Channel: q.Get("channel")}
+	d.Filtered = d.Kind != "" || d.Space != "" || d.Channel != ""
+	p := page{Title: "Inbox", Nav: "inbox", Notice: doneNotice(q.Get("done"))}
+	if !policy.Grants(caller.Role, policy.CapRead) {
+		d.NoRead = true
+		p.Data = d
+		h.render(w, r, http.StatusOK, "inbox", p)
+		return
+	}
+	items, err := h.o.Bot.PendingItems(r.Context(), inboxScan)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	d.Cut = len(items) == inboxScan
+	counts := map[string]int{}
+	spaces, channels := map[string]bool{}, map[string]bool{}
+	canApprove := policy.Grants(caller.Role, policy.CapApprove)
+	for _, it := range items {
+		counts[string(it.Kind)]++
+		spaces[it.Space.UserID] = true
+		channels[it.Channel] = true
+		if (d.Kind != "" && string(it.Kind) != d.Kind) || (d.Space != "" && it.Space.UserID != d.Space) || (d.Channel != "" && it.Channel != d.Channel) {
+			continue
+		}
+		row := inboxRow{
+			ID: it.ID, Kind: string(it.Kind), KindNoun: kindNoun(it.Kind), Title: oneLine(it.Title, 140),
+			Space: spaceLine(it.Space), Channel: it.Channel, Requester: oneLine(it.Requester, 80),
+			Created: it.CreatedAt, Tally: oneLine(it.Tally, 80), ReadOnly: readOnlyReason(caller, it),
+		}
+		if !it.ExpiresAt.IsZero() {
+			if it.ExpiresAt.After(h.now()) {
+				row.Expires = "expires in " + roundDuration(it.ExpiresAt.Sub(h.now()))
+			} else {
+				row.Expires = "expiry due"
+			}
+		}
+		if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) || (it.Sensitive && !canApprove) {
+			row.Withheld, row.Title, row.Requester, row.Tally = true, "", "", ""
+		}
+		if row.ReadOnly == "" {
+			d.Decidable++
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	d.Total = len(d.Rows)
+	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
+		d.Kinds = append(d.Kinds, kindCount{Kind: string(k), Noun: kindNoun(k), N: counts[string(k)], Selected: d.Kind == string(k)})
+	}
+	d.Spaces = sortedKeys(spaces)
+	d.Channels = sortedKeys(channels)
+	p.Data = d
+	h.render(w, r, http.StatusOK, "inbox", p)
+}
+
+func doneNotice(s string) string {
+	verb, id, ok := strings.Cut(s, "-")
+	if !ok {
+		return ""
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		return ""
+	}
+	switch verb {
+	case "approve":
+		return fmt.Sprintf("Approved #%d.", n)
+	case "reject":
+		return fmt.Sprintf("Rejected #%d.", n)
+	case "answer":
+		return fmt.Sprintf("Answered #%d.", n)
+	case "decline":
+		return fmt.Sprintf("Declined #%d.", n)
+	case "vote":
+		return fmt.Sprintf("Your approval of #%d is recorded; it needs more approvals.", n)
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ---- item ----
+
+type histRow struct {
+	Value, Status, Source, Said string
+	At                          time.Time
+}
+
+type itemData struct {
+	Item       bot.Item
+	KindNoun   string
+	Title      string
+	Space      string
+	Pending    bool
+	ReadOnly   string
+	Withheld   string // why details are withheld
+	Current    string
+	Proposed   string
+	Said       string
+	Source     string
+	Confidence string
+	Subject    string
+	History    []histRow
+	Tool       string
+	Args       string // pretty JSON
+	DryRun     string
+	Category   string
+	Stated     string
+	SHA        string
+	Summary    string
+	Fields     []bot.Field // the rest
+	Options    []string
+	Multi      bool
+	Expires    string
+	DecidedBy  string
+	Status     string
+	PollURL    string
+	PollMillis int64
+	IsMemory   bool
+	IsAction   bool
+	IsQuestion bool
+}
+
+func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bool) {
+	id, err := bot.ParseItemID(r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "That is not an item number. Item numbers are positive numbers such as 12.")
+		return bot.Item{}, false
+	}
+	it, err := h.o.Bot.Item(r.Context(), id)
+	if errors.Is(err, bot.ErrNoItem) {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no item #%d.", id))
+		return bot.Item{}, false
+	}
+	if err != nil {
+		h.internal(w, r, err)
+		return bot.Item{}, false
+	}
+	return it, true
+}
+
+func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	it, ok := h.loadItem(w, r)
+	if !ok {
+		return
+	}
+	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox", Problem: r.URL.Query().Get("problem")}
+	if p.Problem != "" {
+		p.Problem = oneLine(p.Problem, 600)
+	}
+	d := h.itemView(r.Context(), caller, it)
+	if msg := h.itemAccess(r.Context(), caller, it); msg != "" {
+		d.Withheld = msg
+	}
+	p.Data = d
+	h.render(w, r, http.StatusOK, "item", p)
+}
+
+// itemAccess returns why the item's details are withheld from caller, or "";
+// it audits a refusal, and the showing of a sensitive item's details.
+func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Item) string {
+	if !policy.Grants(caller.Role, policy.CapRead) {
+		return "Your role (" + string(caller.Role) + ") does not hold the read capability, so items are not shown to you."
+	}
+	if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
+		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "access_denied", fmt.Sprintf("web: %s (#%d)", policy.DenyScope("show"), it.ID)); err != nil {
+			h.o.Logger.Error("web: auditing a refused view failed; the refusal stands", "err", err)
+		}
+		return "This item is in a memory space outside your scope, so its details are not shown to you."
+	}
+	if it.Sensitive {
+		if !policy.Grants(caller.Role, policy.CapApprove) {
+			return "The details of this sensitive item are shown only to people whose role holds approve."
+		}
+		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("web: details of #%d shown", it.ID)); err != nil {
+			h.o.Logger.Error("web: auditing a sensitive view failed; details withheld", "err", err)
+			return "The details of this sensitive item could not be shown, because showing them could not be audited. Try again in a moment."
+		}
+	}
+	return ""
+}
+
+func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item) itemData {
+	d := itemData{
+		Item: it, KindNoun: kindNoun(it.Kind), Title: it.Title, Space: spaceLine(it.Space),
+		Pending: it.Pending(), Status: it.Status, Options: it.Options, Multi: it.Multi,
+		PollURL: fmt.Sprintf("/ui/items/%d/status", it.ID), PollMillis: h.o.PollInterval.Milliseconds(),
+		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
+	}
+	if d.Pending {
+		d.ReadOnly = readOnlyReason(caller, it)
+	}
+	if !it.ExpiresAt.IsZero() && d.Pending {
+		if it.ExpiresAt.After(h.now()) {
+			d.Expires = it.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + " (in " + roundDuration(it.ExpiresAt.Sub(h.now())) + ")"
+		} else {
+			d.Expires = "due now"
+		}
+	}
+	d.DecidedBy = strings.Join(it.DecidedBy, ", ")
+	for _, f := range it.Fields {
+		switch f.Label {
+		case "Current value":
+			d.Current = f.Value
+		case "Proposed value":
+			d.Proposed = f.Value
+		case "Said":
+			d.Said = f.Value
+		case "Source":
+			d.Source = f.Value
+		case "Confidence":
+			d.Confidence = f.Value
+		case "Subject":
+			d.Subject = f.Value
+		case "Tool":
+			d.Tool = f.Value
+		case "Arguments":
+			d.Args = prettyJSON(f.Value)
+		case "Dry-run plan":
+			d.DryRun = f.Value
+		case "Mechanics":
+			d.Category = f.Value
+		case "Category as stated by the agent":
+			d.Stated = f.Value
+		case "Arguments SHA-256":
+			d.SHA = f.Value
+		case "Summary":
+			d.Summary = f.Value
+		case "Space", "Proposed by":
+			// shown in the header
+		default:
+			d.Fields = append(d.Fields, f)
+		}
+	}
+	if d.IsMemory && d.Subject != "" && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) && policy.Grants(caller.Role, policy.CapRead) && (!it.Sensitive || policy.Grants(caller.Role, policy.CapApprove)) {
+		d.History = h.history(ctx, caller, it.Space, d.Subject)
+	}
+	return d
+}
+
+// history reads the subject's history through the history tool.
+func (h *Handler) history(ctx context.Context, caller *bot.Caller, sp bot.Space, subject string) []histRow {
+	var data struct {
+		Facts []factJSON `json:"facts"`
+	}
+	if _, err := h.call(ctx, caller, "history", spaceArgs(sp, map[string]any{"subject": subject}), &data); err != nil {
+		h.o.Logger.Warn("web: history failed", "err", err)
+		return nil
+	}
+	out := make([]histRow, 0, len(data.Facts))
+	for i := len(data.Facts) - 1; i >= 0; i-- {
+		f := data.Facts[i]
+		status := strings.ToLower(f.Status)
+		if f.Proposal != nil {
+			status = "proposal: " + f.Proposal.Status
+		}
+		out = append(out, histRow{Value: f.Value, Status: status, Source: f.Source, Said: f.Said, At: f.SetAt})
+	}
+	return out
+}
+
+func prettyJSON(s string) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(s), "", "  "); err != nil {
+		return s
+	}
+	return buf.String()
+}
+
+// itemStatus answers the item page's poll: the item's status, so that a
+// page left open reloads when the item is decided elsewhere.
+func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
+	it, ok := h.loadItem(w, r)
+	if !ok {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	status := it.Status
+	if !policy.InScope(callerOf(r).Role, callerOf(r).Scopes, it.Space.UserID) {
+		status = "hidden"
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "tally": len(it.DecidedBy)})
+}
+
+// decide takes the form's decision through bot.DecideItem: the same tool
+// call, capability and scope checks, decision rule and audit entry as every
+// other surface, made as the signed-in principal.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	id, err := bot.ParseItemID(r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "That is not an item number.")
+		return
+	}
+	f := r.PostForm
+	action := f.Get("action")
+	reason := strings.TrimSpace(f.Get("reason"))
+	var approve bool
+	var answers []string
+	switch action {
+	case "approve":
+		approve = true
+	case "reject":
+		if reason == "" {
+			h.backToItem(w, r, id, "A rejection needs a reason, so the requester knows why. Nothing was done.")
+			return
+		}
+	case "answer":
+		approve = true
+		answers = f["answer"]
+		if len(answers) == 0 {
+			h.backToItem(w, r, id, "Choose an answer first. Nothing was sent.")
+			return
+		}
+	case "decline":
+	default:
+		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, reject, answer or decline.")
+		return
+	}
+	if len(reason) > 2000 {
+		h.backToItem(w, r, id, "The reason is longer than 2000 characters; shorten it. Nothing was done.")
+		return
+	}
+	res, err := h.o.Bot.DecideItem(r.Context(), caller, id, approve, reason, answers)
+	if err != nil {
+		var be *bot.Error
+		if errors.As(err, &be) && be.Kind != bot.KindInternal {
+			h.backToItem(w, r, id, be.Error())
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	done := action
+	if action == "approve" {
+		if it, err := h.o.Bot.Item(r.Context(), id); err == nil && it.Pending() {
+			done = "vote"
+		}
+		_ = res
+	}
+	http.Redirect(w, r, fmt.Sprintf("/ui/?done=%s-%d", done, id), http.StatusSeeOther)
+}
+
+func (h *Handler) backToItem(w http.ResponseWriter, r *http.Request, id uint64, problem string) {
+	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d?problem=%s", id, url.QueryEscape(problem)), http.StatusSeeOther)
+}
+
+// ---- memory ----
+
+type factJSON struct {
+	ID         uint64    `json:"id"`
+	Subject    string    `json:"subject"`
+	Value      string    `json:"value"`
+	Status     string    `json:"status"`
+	Confidence float64   `json:"confidence"`
+	Source     string    `json:"source"`
+	Category   string    `json:"category"`
+	Said       string    `json:"said"`
+	SetAt      time.Time `json:"set_at"`
+	Proposal   *struct {
+		Change string `json:"change"`
+		Status string `json:"status"`
+		ItemID uint64 `json:"item_id"`
+	} `json:"proposal"`
+}
+
+type memRow struct {
+	ID         uint64
+	Subject    string
+	Value      string
+	Status     string
+	Confidence string
+	Source     string
+	SetAt      time.Time
+	Proposal   string
+	ItemID     uint64
+	Verdict    string // SAFE or BLOCKED; "" when not checked
+	Reasons    string
+	Retired    bool
+}
+
+type memoryData struct {
+	Space   string
+	Rows    []memRow
+	Retired []memRow
+	Checked bool
+}
+
+// maxGateChecks bounds the check_before_act calls of one page view.
+const maxGateChecks = 50
+
+func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	space := strings.TrimSpace(r.URL.Query().Get("space"))
+	if space == "" {
+		space = "default"
+		if len(caller.Scopes) > 0 {
+			space = caller.Scopes[0]
+		}
+	}
+	p := page{Title: "Memory", Nav: "memory"}
+	d := memoryData{Space: space}
+	var list struct {
+		Active  []factJSON `json:"active"`
+		Flagged []factJSON `json:"flagged"`
+		Retired []factJSON `json:"retired"`
+	}
+	sp := bot.Space{UserID: space}
+	if _, err := h.call(r.Context(), caller, "list_memories", spaceArgs(sp, nil), &list); err != nil {
+		if msg, ok := userError(err); ok {
+			p.Problem = msg
+			p.Data = d
+			h.render(w, r, http.StatusOK, "memory", p)
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	verdicts := map[string][2]string{}
+	for _, f := range append(append([]factJSON{}, list.Active...), list.Flagged...) {
+		if _, done := verdicts[f.Subject]; done || len(verdicts) >= maxGateChecks {
+			continue
+		}
+		var v struct {
+			Verdict string   `json:"verdict"`
+			Reasons []string `json:"reasons"`
+		}
+		if _, err := h.call(r.Context(), caller, "check_before_act", spaceArgs(sp, map[string]any{"subject": f.Subject}), &v); err != nil {
+			verdicts[f.Subject] = [2]string{"", ""}
+			continue
+		}
+		verdicts[f.Subject] = [2]string{v.Verdict, strings.Join(v.Reasons, "; ")}
+		d.Checked = true
+	}
+	row := func(f factJSON, retired bool) memRow {
+		m := memRow{ID: f.ID, Subject: f.Subject, Value: f.Value, Status: strings.ToLower(f.Status), Confidence: fmt.Sprintf("%.2f", f.Confidence), Source: f.Source, SetAt: f.SetAt, Retired: retired}
+		if f.Proposal != nil {
+			m.Proposal = strings.ToLower(f.Proposal.Change) + " " + f.Proposal.Status
+			m.ItemID = f.Proposal.ItemID
+		}
+		if !retired {
+			v := verdicts[f.Subject]
+			m.Verdict, m.Reasons = v[0], v[1]
+		}
+		return m
+	}
+	for _, f := range list.Active {
+		d.Rows = append(d.Rows, row(f, false))
+	}
+	for _, f := range list.Flagged {
+		d.Rows = append(d.Rows, row(f, false))
+	}
+	for _, f := range list.Retired {
+		d.Retired = append(d.Retired, row(f, true))
+	}
+	p.Data = d
+	h.render(w, r, http.StatusOK, "memory", p)
+}
+
+// ---- audit ----
+
+type auditRow struct {
+	approvals.Entry
+	Link     string
+	LinkText string
+}
+
+type auditData struct {
+	Space, Principal, Action, Since, Until string
+	Rows                                   []auditRow
+	Page                                   int
+	Prev, Next                             string
+	Total                                  int
+	Cut                                    bool
+	Verify                                 string
+	VerifyOK                               bool
+	Export                                 string
+	Allowed                                bool
+}
+
+var requestRef = regexp.MustCompile(`\b((?:req|con|ask)_[0-9a-f]{16})\b`)
+var memoryRef = regexp.MustCompile(`^#(\d+) `)
+
+func (h *Handler) auditEntries(ctx context.Context, caller *bot.Caller, space string) ([]approvals.Entry, error) {
+	var data struct {
+		Entries []approvals.Entry `json:"entries"`
+	}
+	args := map[string]any{"limit": auditScan}
+	if space != "" {
+		args["user_id"] = space
+	}
+	_, err := h.call(ctx, caller, "audit_log", args, &data)
+	return data.Entries, err
+}
+
+func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
+	h.auditPage(w, r, "", false)
+}
+
+func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify string, verifyOK bool) {
+	caller := callerOf(r)
+	q := r.URL.Query()
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
+	d := auditData{Space: strings.TrimSpace(q.Get("space")), Principal: strings.TrimSpace(q.Get("principal")), Action: strings.TrimSpace(q.Get("action")),
+		Since: q.Get("since"), Until: q.Get("until"), Verify: verify, VerifyOK: verifyOK,
+		Allowed: policy.Grants(caller.Role, policy.CapVerify)}
+	p := page{Title: "Audit", Nav: "audit"}
+	if !d.Allowed {
+		p.Problem = policy.DenyCapability("audit_log", policy.CapVerify, caller.Role)
+		p.Data = d
+		h.render(w, r, http.StatusForbidden, "audit", p)
+		return
+	}
+	if d.Space == "" && !policy.Grants(caller.Role, policy.CapAdmin) && len(caller.Scopes) > 0 {
+		d.Space = caller.Scopes[0]
+	}
+	entries, err := h.auditEntries(r.Context(), caller, d.Space)
+	if err != nil {
+		if msg, ok := userError(err); ok {
+			p.Problem = msg
+			p.Data = d
+			h.render(w, r, http.StatusOK, "audit", p)
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	d.Cut = len(entries) == auditScan
+	since, sinceOK := parseDay(d.Since)
+	until, untilOK := parseDay(d.Until)
+	var rows []auditRow
+	for _, e := range entries {
+		if d.Principal != "" && !strings.Contains(strings.ToLower(e.Principal), strings.ToLower(d.Principal)) {
+			continue
+		}
+		if d.Action != "" && !strings.EqualFold(e.Action, d.Action) {
+			continue
+		}
+		ts, _ := time.Parse(time.RFC3339, e.TS)
+		if sinceOK && ts.Before(since) {
+			continue
+		}
+		if untilOK && !ts.Before(until.Add(24*time.Hour)) {
+			continue
+		}
+		row := auditRow{Entry: e}
+		if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
+			row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
+		} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && e.UserID != "" {
+			row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID)+"#m-"+m[1], "memory #"+m[1]
+		} else if e.UserID != "" {
+			row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID), "space "+e.UserID
+		}
+		rows = append(rows, row)
+	}
+	d.Total = len(rows)
+	pg, _ := strconv.Atoi(q.Get("page"))
+	if pg < 1 {
+		pg = 1
+	}
+	d.Page = pg
+	lo := (pg - 1) * auditPage
+	if lo > len(rows) {
+		lo = len(rows)
+	}
+	hi := min(lo+auditPage, len(rows))
+	d.Rows = rows[lo:hi]
+	base := url.Values{}
+	for k, v := range map[string]string{"space": d.Space, "principal": d.Principal, "action": d.Action, "since": d.Since, "until": d.Until} {
+		if v != "" {
+			base.Set(k, v)
+		}
+	}
+	d.Export = "/ui/audit/export?" + base.Encode()
+	if pg > 1 {
+		v := cloneValues(base)
+		v.Set("page", strconv.Itoa(pg-1))
+		d.Prev = "/ui/audit?" + v.Encode()
+	}
+	if hi < len(rows) {
+		v := cloneValues(base)
+		v.Set("page", strconv.Itoa(pg+1))
+		d.Next = "/ui/audit?" + v.Encode()
+	}
+	p.Data = d
+	h.render(w, r, http.StatusOK, "audit", p)
+}
+
+func cloneValues(v url.Values) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+func parseDay(s string) (time.Time, bool) {
+	t, err := time.Parse("2006-01-02", strings.TrimSpace(s))
+	return t, err == nil
+}
+
+// verify runs verify_audit and shows its result above the log.
+func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
+	var rep struct {
+		Intact bool `json:"intact"`
+	}
+	res, err := h.call(r.Context(), callerOf(r), "verify_audit", map[string]any{}, &rep)
+	if err != nil {
+		if msg, ok := userError(err); ok {
+			h.auditPage(w, r, msg, false)
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	h.auditPage(w, r, res.Text, rep.Intact)
+}
+
+// export writes the entries the audit page would show as JSON Lines.
+func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	space := strings.TrimSpace(r.URL.Query().Get("space"))
+	entries, err := h.auditEntries(r.Context(), caller, space)
+	if err != nil {
+		if msg, ok := userError(err); ok {
+			h.fail(w, r, http.StatusForbidden, msg)
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	name := "countersign-audit.jsonl"
+	if space != "" {
+		name = "countersign-audit-" + safeFile(space) + ".jsonl"
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
+	w.Header().Set("Cache-Control", "no-store")
+	enc := json.NewEncoder(w)
+	for i := len(entries) - 1; i >= 0; i-- { // oldest first, as the chain runs
+		if err := enc.Encode(entries[i]); err != nil {
+			return
+		}
+	}
+}
+
+// requestItem sends /ui/requests/{id} to the item of an action, consent or
+// question request.
+func (h *Handler) requestItem(w http.ResponseWriter, r *http.Request) {
+	var req *approvals.Request
+	err := h.o.Bot.View(r.Context(), func(tx kv.Tx) error {
+		var err error
+		req, err = approvals.LoadRequest(tx, r.PathValue("rid"))
+		return err
+	})
+	if err != nil || req == nil || req.ItemID == 0 {
+		h.fail(w, r, http.StatusNotFound, "That request has no item to show (it was decided at once, or does not exist).")
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d", req.ItemID), http.StatusSeeOther)
+}
+
+func safeFile(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '_'
+	}, oneLine(s, 40))
+}
+
+// ---- tool calls ----
+
+// call runs a tool as caller through bot.Call and decodes its data into out.
+func (h *Handler) call(ctx context.Context, caller *bot.Caller, tool string, args map[string]any, out any) (bot.Result, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return bot.Result{}, err
+	}
+	res, err := h.o.Bot.Call(ctx, caller, tool, raw)
+	if err != nil {
+		return res, err
+	}
+	if out != nil && res.Data != nil {
+		b, err := json.Marshal(res.Data)
+		if err != nil {
+			return res, err
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+func spaceArgs(sp bot.Space, extra map[string]any) map[string]any {
+	args := map[string]any{"user_id": sp.UserID}
+	if sp.AgentID != "" {
+		args["agent_id"] = sp.AgentID
+	}
+	if sp.RunID != "" {
+		args["run_id"] = sp.RunID
+	}
+	for k, v := range extra {
+		args[k] = v
+	}
+	return args
+}
+
+// userError returns the message of an error meant for the caller.
+func userError(err error) (string, bool) {
+	var be *bot.Error
+	if errors.As(err, &be) && be.Kind != bot.KindInternal {
+		return be.Error(), true
+	}
+	return "", false
+}
+
+// ---- text ----
+
+func kindNoun(k bot.ItemKind) string {
+	switch k {
+	case bot.KindMemoryChange:
+		return "memory change"
+	case bot.KindAction:
+		return "action request"
+	case bot.KindConsent:
+		return "approval request"
+	case bot.KindQuestion:
+		return "question"
+	default:
+		return oneLine(string(k), 40)
+	}
+}
+
+func spaceLine(sp bot.Space) string {
+	s := sp.UserID
+	if sp.AgentID != "" {
+		s += " · agent " + sp.AgentID
+	}
+	if sp.RunID != "" {
+		s += " · run " + sp.RunID
+	}
+	return oneLine(s, 200)
+}
+
+// roundDuration renders a positive duration coarsely: 45s, 25m, 3h10m, 2d4h.
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		h := int(d.Hours())
+		if m := int(d.Minutes()) % 60; m != 0 {
+			return fmt.Sprintf("%dh%dm", h, m)
+		}
+		return fmt.Sprintf("%dh", h)
+	default:
+		days := int(d.Hours()) / 24
+		if h := int(d.Hours()) % 24; h != 0 {
+			return fmt.Sprintf("%dd%dh", days, h)
+		}
+		return fmt.Sprintf("%dd", days)
+	}
+}
+
+// oneLine puts untrusted text on one line: control characters and line
+// separators become spaces, bidirectional overrides and invalid UTF-8 are
+// dropped, and text over max runes is cut with "…". (html/template escapes
+// markup.)
+func oneLine(s string, max int) string {
+	out := make([]rune, 0, min(len(s), 4*max))
+	space := false
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c':
+			continue
+		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
+			space = len(out) > 0
+			continue
+		}
+		if space {
+			out = append(out, ' ')
+			space = false
+		}
+		out = append(out, r)
+		if len(out) > max {
+			break
+		}
+	}
+	if max > 0 && len(out) > max {
+		return string(out[:max-1]) + "…"
+	}
+	return string(out)
+}

@@ -1,0 +1,299 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// Buckets of the web console.
+const (
+	bucketSessions  = "web_sessions"   // sha256(session token) -> session JSON
+	bucketLinksUsed = "web_links_used" // link nonce -> expiry (unix seconds, big-endian)
+	bucketOIDC      = "web_oidc"       // state -> pending OIDC sign-in JSON
+)
+
+// LinkTTL is how long a one-time sign-in link is valid.
+const LinkTTL = 5 * time.Minute
+
+// Person is a principal declared in the configuration who may sign in.
+type Person struct {
+	Name   string
+	Role   policy.Role
+	Scopes []string
+	Web    string // the OIDC claim value that signs in as this person
+}
+
+// session is the server-side record of a signed-in browser.
+type session struct {
+	Ref     string    `json:"ref"` // c:<name> (configured person) or p:<principal id> (stored)
+	Name    string    `json:"name"`
+	CSRF    string    `json:"csrf"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	Via     string    `json:"via"` // link or oidc
+}
+
+func randomToken(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func tokenKey(tok string) []byte {
+	sum := sha256.Sum256([]byte(tok))
+	return []byte(hex.EncodeToString(sum[:]))
+}
+
+// errSignIn is a sign-in refusal shown to the person as it is.
+type errSignIn struct{ msg string }
+
+func (e errSignIn) Error() string { return e.msg }
+
+// LinkKey derives the key that signs sign-in links from the audit signing
+// key's seed, so that `countersign web link` can mint a link while the server
+// runs, and a new signing key invalidates every outstanding link.
+func LinkKey(seed []byte) []byte {
+	m := hmac.New(sha256.New, seed)
+	m.Write([]byte("countersign web sign-in link v1"))
+	return m.Sum(nil)
+}
+
+// MintLink returns a one-time sign-in token for ref ("c:<name>" or
+// "p:<principal id>") valid until now+LinkTTL.
+func MintLink(key []byte, ref string, now time.Time) (string, error) {
+	nonce, err := randomToken(16)
+	if err != nil {
+		return "", err
+	}
+	payload := fmt.Sprintf("v1|%s|%d|%s", ref, now.Add(LinkTTL).Unix(), nonce)
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(payload))
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
+}
+
+// linkClaims is a verified link's content.
+type linkClaims struct {
+	Ref     string
+	Expires time.Time
+	Nonce   string
+}
+
+var errBadLink = errSignIn{"This sign-in link is not valid: it is incomplete, altered, or was made with another key. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
+
+// parseLink checks a link's signature and expiry (not whether it was used).
+func parseLink(key []byte, tok string, now time.Time) (linkClaims, error) {
+	p64, s64, ok := strings.Cut(tok, ".")
+	if !ok || len(tok) > 512 {
+		return linkClaims{}, errBadLink
+	}
+	payload, err1 := base64.RawURLEncoding.DecodeString(p64)
+	sig, err2 := base64.RawURLEncoding.DecodeString(s64)
+	if err1 != nil || err2 != nil {
+		return linkClaims{}, errBadLink
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write(payload)
+	if !hmac.Equal(sig, m.Sum(nil)) {
+		return linkClaims{}, errBadLink
+	}
+	parts := strings.Split(string(payload), "|")
+	if len(parts) != 4 || parts[0] != "v1" {
+		return linkClaims{}, errBadLink
+	}
+	var exp int64
+	if _, err := fmt.Sscan(parts[2], &exp); err != nil {
+		return linkClaims{}, errBadLink
+	}
+	c := linkClaims{Ref: parts[1], Expires: time.Unix(exp, 0), Nonce: parts[3]}
+	if !now.Before(c.Expires) {
+		return linkClaims{}, errSignIn{"This sign-in link has expired: links last 5 minutes. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
+	}
+	return c, nil
+}
+
+var errLinkUsed = errSignIn{"This sign-in link was already used: each link signs in once. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
+
+// consumeLink marks the link's nonce used in tx; a second use is refused.
+func consumeLink(tx kv.Tx, c linkClaims) error {
+	v, err := tx.Get(bucketLinksUsed, []byte(c.Nonce))
+	if err != nil {
+		return err
+	}
+	if v != nil {
+		return errLinkUsed
+	}
+	return tx.Put(bucketLinksUsed, []byte(c.Nonce), kv.U64(uint64(c.Expires.Unix())))
+}
+
+// resolve turns a session's principal reference into the caller it acts as,
+// checking on every request that the principal still exists, is not revoked
+// and is a person.
+func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) {
+	kind, id, _ := strings.Cut(ref, ":")
+	switch kind {
+	case "c":
+		p, ok := h.o.People[id]
+		if !ok {
+			return nil, errSignIn{fmt.Sprintf("%s is no longer a principal in Countersign's configuration, so it cannot sign in.", id)}
+		}
+		return &bot.Caller{
+			Principal: bot.Principal{ID: "web:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes},
+			Surface:   "web",
+		}, nil
+	case "p":
+		var p *bot.Principal
+		err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
+			var err error
+			p, err = bot.LoadPrincipal(tx, id)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if p == nil || p.Revoked {
+			return nil, errSignIn{"This principal has been revoked, so it cannot sign in. Ask a Countersign admin."}
+		}
+		if p.Kind != "person" {
+			return nil, errSignIn{fmt.Sprintf("%s is an %s principal: only people sign in to the console. Agents and services use their API key.", p.Name, p.Kind)}
+		}
+		return &bot.Caller{Principal: *p, Surface: "web"}, nil
+	}
+	return nil, errBadLink
+}
+
+// newSession stores a session for ref and returns its token.
+func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via string) (string, error) {
+	tok, err := randomToken(32)
+	if err != nil {
+		return "", err
+	}
+	csrf, err := randomToken(24)
+	if err != nil {
+		return "", err
+	}
+	now := h.o.Bot.Now()
+	s := session{Ref: ref, Name: caller.Name, CSRF: csrf, Created: now, Expires: now.Add(h.o.SessionTTL), Via: via}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	if err := h.o.Bot.Store().Update(ctx, func(tx kv.Tx) error {
+		return tx.Put(bucketSessions, tokenKey(tok), b)
+	}); err != nil {
+		return "", err
+	}
+	if err := h.o.Bot.AuditChat(ctx, caller, bot.Space{}, "web_sign_in", fmt.Sprintf("web: %s signed in via %s", caller.Name, via)); err != nil {
+		return "", err
+	}
+	return tok, nil
+}
+
+// loadSession returns the live session of tok, or nil.
+func (h *Handler) loadSession(ctx context.Context, tok string) (*session, error) {
+	if tok == "" || len(tok) > 128 {
+		return nil, nil
+	}
+	var s *session
+	err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
+		b, err := tx.Get(bucketSessions, tokenKey(tok))
+		if err != nil || b == nil {
+			return err
+		}
+		s = &session{}
+		return json.Unmarshal(b, s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s == nil || !h.o.Bot.Now().Before(s.Expires) {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// endSession deletes the session of tok.
+func (h *Handler) endSession(ctx context.Context, tok string) error {
+	return h.o.Bot.Store().Update(ctx, func(tx kv.Tx) error { return tx.Delete(bucketSessions, tokenKey(tok)) })
+}
+
+// csrfOK compares the form's token with the session's in constant time.
+func csrfOK(s *session, got string) bool {
+	return got != "" && subtle.ConstantTimeCompare([]byte(s.CSRF), []byte(got)) == 1
+}
+
+// Prune is a sweep step: it deletes expired sessions, used link nonces
+// past their expiry and abandoned OIDC sign-ins, in bounded batches.
+func (h *Handler) Prune(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	for _, bucket := range []string{bucketSessions, bucketLinksUsed, bucketOIDC} {
+		var dead [][]byte
+		err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
+			return tx.Ascend(bucket, nil, nil, func(k, v []byte) error {
+				if expiredValue(bucket, v, now) {
+					dead = append(dead, append([]byte(nil), k...))
+				}
+				if len(dead) >= 1024 {
+					return kv.ErrStop
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return total, err
+		}
+		if len(dead) == 0 {
+			continue
+		}
+		if err := h.o.Bot.Store().Update(ctx, func(tx kv.Tx) error {
+			for _, k := range dead {
+				if err := tx.Delete(bucket, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return total, err
+		}
+		total += len(dead)
+	}
+	return total, nil
+}
+
+func expiredValue(bucket string, v []byte, now time.Time) bool {
+	if bucket == bucketLinksUsed {
+		return len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < now.Unix()
+	}
+	var rec struct {
+		Expires time.Time `json:"expires"`
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return true
+	}
+	return !now.Before(rec.Expires)
+}
+
+// isSignIn reports whether err is a refusal to show as it is.
+func isSignIn(err error) (string, bool) {
+	var e errSignIn
+	if errors.As(err, &e) {
+		return e.msg, true
+	}
+	return "", false
+}

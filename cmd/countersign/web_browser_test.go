@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The browser tests drive a real headless Chromium against the real server.
+// One browser serves the whole test binary; each person in a test gets a
+// browser context of their own (separate cookies), closed with the test.
+
+var sharedBrowser struct {
+	once   sync.Once
+	root   context.Context
+	cancel func()
+	err    error
+}
+
+// stopBrowser ends the shared browser; TestMain calls it after the tests.
+func stopBrowser() {
+	if sharedBrowser.cancel != nil {
+		sharedBrowser.cancel()
+	}
+}
+
+// chromiumPath finds Chromium: $COUNTERSIGN_CHROMIUM, else /usr/bin/chromium,
+// else chromium or google-chrome on the PATH.
+func chromiumPath() string {
+	if p := os.Getenv("COUNTERSIGN_CHROMIUM"); p != "" {
+		return p
+	}
+	if fileExists("/usr/bin/chromium") {
+		return "/usr/bin/chromium"
+	}
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// needBrowser skips the test when no Chromium is found, except in CI
+// (CI=true), where a missing browser fails the test.
+func needBrowser(t *testing.T) {
+	t.Helper()
+	if chromiumPath() != "" {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium found and CI=true: the browser tests must run in CI (apt-get install chromium, or set COUNTERSIGN_CHROMIUM)")
+	}
+	t.Skip("no Chromium found: skipping the browser test (apt-get install chromium, or set COUNTERSIGN_CHROMIUM); CI never skips it")
+}
+
+// person opens a fresh browser context (its own cookies) in the shared
+// browser and returns it.
+func person(t *testing.T) context.Context {
+	t.Helper()
+	needBrowser(t)
+	sharedBrowser.once.Do(func() {
+		dir, err := os.MkdirTemp("", "countersign-chromium-")
+		if err != nil {
+			sharedBrowser.err = err
+			return
+		}
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+			chromedp.ExecPath(chromiumPath()),
+			chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.Flag("disable-quic", true),
+			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(dir),
+			chromedp.WindowSize(1280, 900),
+		)
+		root, cancelRoot := chromedp.NewContext(alloc)
+		sharedBrowser.root = root
+		sharedBrowser.cancel = func() { cancelRoot(); cancelAlloc(); os.RemoveAll(dir) }
+		_, sharedBrowser.err = chromedp.Run(root, chromedp.Navigate("about:blank"))
+	})
+	if sharedBrowser.err != nil {
+		t.Fatalf("starting Chromium: %v", sharedBrowser.err)
+	}
+	ctx, cancel := chromedp.NewContext(sharedBrowser.root, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	if _, err := chromedp.Run(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("opening a browser context: %v", err)
+	}
+	return ctx
+}
+
+// browse runs actions in the person's tab with a bound on the wait.
+func browse(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(c, steps...); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, pageDump(ctx))
+	}
+}
+
+// pageDump is the tab's location and HTML, for a failure message.
+func pageDump(ctx context.Context) string {
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	loc, _ := chromedp.Run(c, chromedp.Location())
+	html, _ := chromedp.Run(c, chromedp.OuterHTML(chromedp.CSS("html")))
+	return "at " + loc + ":\n" + html
+}
+
+// read returns one value from the person's tab.
+func read[T any](t *testing.T, ctx context.Context, what string, a chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(c, a)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
+}
+
+// webLink runs `countersign web link` and returns the URL it printed,
+// rebased onto the running server (the config listens on port 0).
+func (e *testEnv) webLink(name string) string {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"web", "link", "--config", e.cfg, "--name", name}, e.getenv, strings.NewReader(""), &out, &errb); err != nil {
+		e.t.Fatalf("web link %s: %v (%s)", name, err, errb.String())
+	}
+	u, err := url.Parse(strings.TrimSpace(out.String()))
+	if err != nil || u.Path != "/ui/signin/link" || u.Query().Get("t") == "" || strings.Contains(out.String()[:len(out.String())-1], "\n") {
+		e.t.Fatalf("web link printed %q, want one sign-in URL", out.String())
+	}
+	return u.RequestURI()
+}
+
+// signInWithLink opens a one-time link in the person's browser and presses
+// Continue; it returns once the inbox shows.
+func signInWithLink(t *testing.T, ctx context.Context, base, link, name string) {
+	t.Helper()
+	browse(t, ctx, "open the sign-in link of "+name,
+		chromedp.Navigate(base+link),
+		chromedp.WaitVisible(chromedp.CSS("#continue")),
+		chromedp.Click(chromedp.CSS("#continue")),
+		chromedp.WaitVisible(chromedp.CSS("h1")),
+		chromedp.WaitVisible(chromedp.CSS(".me")),
+	)
+	if me := read(t, ctx, "who is signed in", chromedp.Text(chromedp.CSS(".me"))); !strings.HasPrefix(me, name) {
+		t.Fatalf("signed in as %q, want %s", me, name)
+	}
+}
+
+// webConfig is the Slack end-to-end config with two more people: a viewer
+// who signs in through the console only, and the web identity of dr_smith.
+func webConfig(f *slackFake) string {
+	return strings.Replace(slackConfig(f, "http"), "    slack: U0123ABC\n", "    slack: U0123ABC\n    web: dr.smith@hospital.example\n", 1) +
+		"  - name: nurse_v\n    role: viewer\n    web: nurse.v@hospital.example\n"
+}
+
+// TestWebConsoleInBrowser signs people in through one-time links in a real
+// browser and decides from the pages: dr_smith approves a memory proposal
+// (it leaves the inbox, and the Slack card is updated in place) and rejects
+// an action with a reason; a viewer and an out-of-scope member see the same
+// items read-only, with why; a form without its CSRF token is refused; a
+// revoked principal's open session is signed out; an agent cannot get a link.
+func TestWebConsoleInBrowser(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, webConfig(f))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("intake", "agent")
+	admin := e.CreateKey("root", "admin")
+	e.CreateKey("dr_out", "member", "--scopes", "patient_9", "--kind", "person")
+	e.CreateKey("ward_bot", "member", "--kind", "agent")
+
+	// An agent-kind principal gets no link, even with a role that approves.
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"web", "link", "--config", e.cfg, "--name", "ward_bot"}, e.getenv, strings.NewReader(""), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "only people sign in") || out.Len() != 0 {
+		t.Fatalf("web link for an agent: %v, printed %q; want a refusal", err, out.String())
+	}
+	outLink := e.webLink("dr_out") // a stored principal: minted while the server is stopped
+	e.Start()
+
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "full code", "text": "She is full code."})
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "DNR <script>alert(1)</script>", "text": "Make her DNR", "source": "ward round", "confidence": 0.9})
+	act := e.MustOK(agent, "confirm_action", actDelete(""))
+	reqID, _ := act.Data["request_id"].(string)
+	waitFor(t, "both items to be posted to Slack", func() bool { return len(f.Calls("chat.postMessage")) == 2 })
+
+	// dr_smith signs in with a one-time link and sees both items.
+	doc := person(t)
+	link := e.webLink("dr_smith")
+	signInWithLink(t, doc, e.URL, link, "dr_smith")
+	inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items")))
+	if !strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "delete_database") || strings.Contains(inbox, "read-only") {
+		t.Fatalf("dr_smith's inbox:\n%s", inbox)
+	}
+	if n := read(t, doc, "the count", chromedp.Text(chromedp.CSS("#decidable"))); n != "2" {
+		t.Errorf("decidable count %q, want 2", n)
+	}
+	// The link worked once: a second use is refused.
+	other := person(t)
+	browse(t, other, "reuse the link", chromedp.Navigate(e.URL+link), chromedp.WaitVisible(chromedp.CSS("#continue")), chromedp.Click(chromedp.CSS("#continue")), chromedp.WaitVisible(chromedp.CSS(".problem")))
+	if msg := read(t, other, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "already used") {
+		t.Errorf("second use of a link: %q", msg)
+	}
+
+	// Open the memory proposal: current -> proposed, escaped; approve it.
+	browse(t, doc, "open the proposal",
+		chromedp.Click(chromedp.CSS(`li[data-kind="memory_change"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+	)
+	if cur, prop := read(t, doc, "current", chromedp.Text(chromedp.CSS("#current"))), read(t, doc, "proposed", chromedp.Text(chromedp.CSS("#proposed"))); cur != "full code" || prop != "DNR <script>alert(1)</script>" {
+		t.Fatalf("diff shows %q -> %q", cur, prop)
+	}
+	browse(t, doc, "approve", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.HasPrefix(n, "Approved #") {
+		t.Fatalf("after approving: %q", n)
+	}
+	if inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items"))); strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "delete_database") {
+		t.Fatalf("the approved proposal is still in the inbox:\n%s", inbox)
+	}
+	waitFor(t, "the Slack card to be updated", func() bool { return len(f.Calls("chat.update")) >= 1 })
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith") || strings.Contains(ub, `"actions"`) {
+		t.Fatalf("the Slack card after a web approval:\n%s", ub)
+	}
+	if r := e.MustOK(agent, "check_before_act", map[string]any{"subject": "code_status"}); !strings.Contains(r.Text, "code_status = DNR") {
+		t.Errorf("after approval the memory reads: %s", r.Text)
+	}
+
+	// Reject the action with a reason.
+	browse(t, doc, "open the action",
+		chromedp.Navigate(e.URL+"/ui/"),
+		chromedp.Click(chromedp.CSS(`li[data-kind="action"] a`)),
+		chromedp.WaitVisible(chromedp.CSS("#reject")),
+	)
+	if args := read(t, doc, "the arguments", chromedp.Text(chromedp.CSS("#args"))); !strings.Contains(args, `"db_name": "prod"`) {
+		t.Errorf("arguments shown: %q", args)
+	}
+	browse(t, doc, "reject with a reason",
+		chromedp.SendKeys(chromedp.CSS("#reason"), "wrong database: use staging"),
+		chromedp.Click(chromedp.CSS("#reject")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+	)
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
+	if st.Data["status"] != "denied" || !strings.Contains(st.Data["reason"].(string), "wrong database: use staging") {
+		t.Fatalf("action after the web rejection: %s", st)
+	}
+
+	// The decided item's page shows the outcome; a form without its CSRF
+	// token is refused and changes nothing.
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "full code", "text": "Back to full code"})
+	browse(t, doc, "reload the inbox", chromedp.Navigate(e.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`li[data-kind="memory_change"]`)))
+	id := read(t, doc, "the new item's id", chromedp.AttributeValue(chromedp.CSS(`li[data-kind="memory_change"]`), "id")).Value
+	id = strings.TrimPrefix(id, "item-")
+	status := read(t, doc, "a forged POST", chromedp.Evaluate[int](`fetch("/ui/items/`+id+`/decide", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"}, body: "action=approve"}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if status != 403 {
+		t.Fatalf("decision without a CSRF token answered %d, want 403", status)
+	}
+	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "Back to full code") && !strings.Contains(r.Text, "full code") {
+		t.Fatalf("the proposal is no longer pending after a refused POST: %s", r.Text)
+	}
+
+	// A viewer sees the pending item read-only, with why, and no buttons.
+	nurse := person(t)
+	signInWithLink(t, nurse, e.URL, e.webLink("nurse_v"), "nurse_v")
+	if why := read(t, nurse, "the viewer's row", chromedp.Text(chromedp.CSS("#item-"+id+" .why"))); !strings.Contains(why, "needs role member or admin") {
+		t.Errorf("viewer's row: %q", why)
+	}
+	browse(t, nurse, "open the item as the viewer", chromedp.Navigate(e.URL+"/ui/items/"+id), chromedp.WaitVisible(chromedp.CSS("#readonly")))
+	if n := read(t, nurse, "buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve, #reject").length`)); n != 0 {
+		t.Errorf("the viewer's page has %d decision buttons", n)
+	}
+
+	// An out-of-scope member sees the row read-only, its details withheld.
+	outside := person(t)
+	signInWithLink(t, outside, e.URL, outLink, "dr_out")
+	if why := read(t, outside, "the out-of-scope row", chromedp.Text(chromedp.CSS("#item-"+id+" .why"))); !strings.Contains(why, "outside your scope") {
+		t.Errorf("out-of-scope row: %q", why)
+	}
+	if row := read(t, outside, "the out-of-scope row", chromedp.Text(chromedp.CSS("#item-"+id))); strings.Contains(row, "full code") {
+		t.Errorf("an out-of-scope row shows the proposal: %q", row)
+	}
+	browse(t, outside, "open the item out of scope", chromedp.Navigate(e.URL+"/ui/items/"+id), chromedp.WaitVisible(chromedp.CSS("#withheld")))
+
+	// Revoking dr_out ends the open session at once.
+	list := e.MustOK(admin, "list_principals", nil)
+	var outID string
+	for _, p := range list.Data["principals"].([]any) {
+		if m := p.(map[string]any); m["name"] == "dr_out" {
+			outID = m["id"].(string)
+		}
+	}
+	e.MustOK(admin, "revoke_principal", map[string]any{"principal_id": outID})
+	browse(t, outside, "reload after revocation", chromedp.Navigate(e.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if loc := read(t, outside, "where the revoked session lands", chromedp.Location()); !strings.Contains(loc, "/ui/signin") {
+		t.Fatalf("a revoked principal's session still opens %s", loc)
+	}
+
+	// The audit page, for an admin-less member, is the space's trail.
+	browse(t, doc, "open the audit log", chromedp.Navigate(e.URL+"/ui/audit?space=default"), chromedp.WaitVisible(chromedp.CSS("table.audit")))
+	trail := read(t, doc, "the trail", chromedp.Text(chromedp.CSS("table.audit")))
+	if !strings.Contains(trail, "confirm_change") || !strings.Contains(trail, "dr_smith") {
+		t.Errorf("audit trail of space default:\n%s", trail)
+	}
+	browse(t, doc, "verify the chain", chromedp.Click(chromedp.CSS("#verify")), chromedp.WaitVisible(chromedp.CSS("#verify-result")))
+	if v := read(t, doc, "the verdict", chromedp.Text(chromedp.CSS("#verify-result"))); !strings.Contains(v, "INTACT") {
+		t.Errorf("verify chain: %q", v)
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/web"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// WebConfig is the web section: the browser console under /ui/.
+type WebConfig struct {
+	// Enabled serves the console (default true).
+	Enabled *bool `yaml:"enabled"`
+	// PublicURL is where people reach Countersign (https://host, no path):
+	// the base of sign-in links and of the OIDC redirect. Empty: the
+	// request's own host (links printed by the CLI then use listen).
+	PublicURL string `yaml:"public_url"`
+	// SessionTTL is how long a browser session lasts (default 12h).
+	SessionTTL time.Duration `yaml:"session_ttl"`
+	// OIDC, when set, offers single sign-on.
+	OIDC *WebOIDCConfig `yaml:"oidc"`
+}
+
+// WebOIDCConfig configures sign-in through an OpenID Connect provider.
+type WebOIDCConfig struct {
+	Issuer          string `yaml:"issuer"`
+	ClientID        string `yaml:"client_id"`
+	ClientSecretEnv string `yaml:"client_secret_env"`
+	// Claim is the ID token claim whose value maps to principals[].web
+	// (default email).
+	Claim string `yaml:"claim"`
+}
+
+// enabled reports whether the console is served (the default).
+func (w WebConfig) enabled() bool { return w.Enabled == nil || *w.Enabled }
+
+// validate reports what is wrong with the web section and the principals'
+// web identities.
+func (w WebConfig) validate(ps []PrincipalDecl, p *problems) {
+	bad := p.add
+	if w.PublicURL != "" {
+		u, err := url.Parse(w.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			bad("web.public_url", "%q is not a base URL; use scheme and host only, for example https://countersign.example.org", w.PublicURL)
+		}
+	}
+	if w.SessionTTL < 0 {
+		bad("web.session_ttl", "must not be negative")
+	}
+	if o := w.OIDC; o != nil {
+		if u, err := url.Parse(o.Issuer); o.Issuer == "" || err != nil || u.Scheme == "" || u.Host == "" {
+			bad("web.oidc.issuer", "required: the provider's issuer URL, for example https://accounts.google.com")
+		}
+		if o.ClientID == "" {
+			bad("web.oidc.client_id", "required: the client id registered at the provider")
+		}
+		if o.ClientSecretEnv == "" {
+			bad("web.oidc.client_secret_env", "required: the name of the environment variable that holds the client secret")
+		}
+	}
+	seen := map[string]string{}
+	for i, pr := range ps {
+		if pr.Web == "" {
+			continue
+		}
+		k := strings.ToLower(strings.TrimSpace(pr.Web))
+		if other, dup := seen[k]; dup {
+			bad(fmt.Sprintf("principals[%d].web", i), "%q is already the web identity of %s; map each to one principal", pr.Web, other)
+		}
+		seen[k] = pr.Name
+	}
+}
+
+// webPeople are the configured principals who may sign in to the console.
+func webPeople(ps []PrincipalDecl) map[string]web.Person {
+	out := map[string]web.Person{}
+	for _, p := range ps {
+		r, err := policy.ParseRole(p.Role)
+		if err != nil {
+			continue
+		}
+		scopes, err := chatScopes(p.Scopes)
+		if err != nil {
+			continue // validate reported it
+		}
+		out[p.Name] = web.Person{Name: p.Name, Role: r, Scopes: scopes, Web: strings.TrimSpace(p.Web)}
+	}
+	return out
+}
+
+// wireWeb mounts the console under /ui/ and prunes its expired sessions
+// with the sweeper.
+func (a *app) wireWeb(ctx context.Context) error {
+	w := a.cfg.Web
+	if !w.enabled() {
+		return nil
+	}
+	seed, err := signingSeed(a.cfg)
+	if err != nil {
+		return err
+	}
+	o := web.Options{
+		Bot:        a.bot,
+		People:     webPeople(a.cfg.Principals),
+		LinkKey:    web.LinkKey(seed),
+		PublicURL:  w.PublicURL,
+		SessionTTL: w.SessionTTL,
+		Logger:     a.log,
+	}
+	if oc := w.OIDC; oc != nil {
+		secret := a.getenv(oc.ClientSecretEnv)
+		if secret == "" {
+			return fmt.Errorf("web.oidc.client_secret_env: the environment variable %s is not set; set it to the OIDC client secret", oc.ClientSecretEnv)
+		}
+		o.OIDC = &web.OIDC{Issuer: oc.Issuer, ClientID: oc.ClientID, ClientSecret: secret, Claim: oc.Claim}
+	}
+	h, err := web.New(o)
+	if err != nil {
+		return fmt.Errorf("web: %w", err)
+	}
+	a.mounts["/ui/"] = h
+	a.bot.OnSweep("web_sessions", h.Prune)
+	return nil
+}
+
+// signingSeed reads the audit signing key's seed, from which the key of
+// sign-in links is derived.
+func signingSeed(cfg *Config) ([]byte, error) {
+	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	if err != nil {
+		return nil, err
+	}
+	return key.Seed(), nil
+}
+
+// webBase is the base URL printed links start with.
+func webBase(cfg *Config) string {
+	if cfg.Web.PublicURL != "" {
+		return strings.TrimRight(cfg.Web.PublicURL, "/")
+	}
+	return "http://" + cfg.Listen
+}
+
+// cmdWebLink prints a one-time, 5-minute sign-in URL for an existing
+// principal: one under principals: in the config, or a stored principal of
+// kind person (the server must then be stopped, as for keys create).
+func cmdWebLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("web link", stderr)
+	load := configFlag(fs)
+	name := fs.String("name", "", "the principal's name (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("--name: required: the name of a principal under principals: in the config, or of a stored person principal")
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if !cfg.Web.enabled() {
+		return errors.New("web.enabled is false: the console is off, so a sign-in link would lead nowhere")
+	}
+	ref := ""
+	for _, p := range cfg.Principals {
+		if p.Name == *name {
+			ref = "c:" + p.Name
+		}
+	}
+	if ref == "" {
+		ref, err = storedPersonRef(ctx, cfg, *name)
+		if err != nil {
+			return err
+		}
+	}
+	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	if err != nil {
+		return err
+	}
+	tok, err := web.MintLink(web.LinkKey(key.Seed()), ref, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, web.SignInURL(webBase(cfg), tok))
+	return nil
+}
+
+// storedPersonRef finds a stored principal by name and checks that it may
+// sign in.
+func storedPersonRef(ctx context.Context, cfg *Config, name string) (string, error) {
+	if !fileExists(cfg.Store.Path) {
+		return "", fmt.Errorf("--name: no principal %q under principals: in the config, and no store at %s", name, cfg.Store.Path)
+	}
+	db, err := bolt.Open(cfg.Store.Path, bolt.Options{ReadOnly: true})
+	if err != nil {
+		return "", fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; or add it under principals:)", err)
+	}
+	defer db.Close()
+	var found []bot.Principal
+	err = db.View(ctx, func(tx kv.Tx) error {
+		ps, err := bot.ListPrincipals(tx)
+		for _, p := range ps {
+			if p.Name == name && !p.Revoked {
+				found = append(found, p)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(found) == 0 {
+		return "", fmt.Errorf("--name: no principal %q: it is neither under principals: in the config nor a stored principal that is not revoked", name)
+	}
+	p := found[len(found)-1]
+	if p.Kind != "person" {
+		return "", fmt.Errorf("--name: %s is an %s principal; only people sign in to the console (agents and services use their API key)", name, p.Kind)
+	}
+	return "p:" + p.ID, nil
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/oauth2-proxy/mockoidc"
 )
 
 // The browser tests drive a real headless Chromium against the real server.
@@ -318,5 +319,63 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	browse(t, doc, "verify the chain", chromedp.Click(chromedp.CSS("#verify")), chromedp.WaitVisible(chromedp.CSS("#verify-result")))
 	if v := read(t, doc, "the verdict", chromedp.Text(chromedp.CSS("#verify-result"))); !strings.Contains(v, "INTACT") {
 		t.Errorf("verify chain: %q", v)
+	}
+}
+
+// TestWebOIDCSignInInBrowser runs a real OpenID Connect provider on
+// loopback and signs in through the whole authorization-code flow in the
+// browser (state, nonce, PKCE): the email claim maps to principals[].web.
+// An account that maps to no principal is refused.
+func TestWebOIDCSignInInBrowser(t *testing.T) {
+	needBrowser(t)
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	e := newTestEnv(t, `principals:
+  - name: dr_smith
+    role: member
+    web: Dr.Smith@hospital.example
+web:
+  oidc:
+    issuer: `+m.Issuer()+`
+    client_id: `+m.ClientID+`
+    client_secret_env: OIDC_SECRET
+`)
+	e.env["OIDC_SECRET"] = m.ClientSecret
+	admin := e.CreateKey("root", "admin")
+	e.Start()
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-1", Email: "dr.smith@hospital.example", EmailVerified: true, PreferredUsername: "drsmith"})
+	doc := person(t)
+	browse(t, doc, "sign in through the identity provider",
+		chromedp.Navigate(e.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/ui/signin/oidc"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="/ui/signin/oidc"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".me")),
+	)
+	if me := read(t, doc, "who is signed in", chromedp.Text(chromedp.CSS(".me"))); !strings.HasPrefix(me, "dr_smith") {
+		t.Fatalf("signed in as %q, want dr_smith", me)
+	}
+	if loc := read(t, doc, "where the sign-in lands", chromedp.Location()); !strings.HasSuffix(loc, "/ui/") {
+		t.Errorf("after OIDC sign-in the browser is at %s, want the inbox", loc)
+	}
+
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-2", Email: "stranger@elsewhere.example", EmailVerified: true})
+	stranger := person(t)
+	browse(t, stranger, "an unmapped account signs in",
+		chromedp.Navigate(e.URL+"/ui/signin/oidc"),
+		chromedp.WaitVisible(chromedp.CSS(".problem")),
+	)
+	if msg := read(t, stranger, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "stranger@elsewhere.example is not mapped to a Countersign principal") {
+		t.Errorf("unmapped account: %q", msg)
+	}
+	if n := read(t, stranger, "signed-in marker", chromedp.Evaluate[int](`document.querySelectorAll(".me").length`)); n != 0 {
+		t.Error("an unmapped account was signed in")
+	}
+	audit := e.MustOK(admin, "audit_log", map[string]any{})
+	if !strings.Contains(audit.Text, "web_sign_in") || !strings.Contains(audit.Text, "via oidc") {
+		t.Errorf("the OIDC sign-in is not audited:\n%s", audit.Text)
 	}
 }

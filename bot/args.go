@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -27,6 +28,30 @@ type argSpec struct {
 	// t, so that DisallowUnknownFields cannot refuse an object whose names
 	// are all known: decodeFast may then use json.Unmarshal.
 	plain bool
+	// limits bound the raw JSON of named arguments (Tool.ArgLimits).
+	limits map[string]ArgLimit
+}
+
+// ArgLimit bounds one argument: at most Bytes bytes of JSON, checked on
+// the raw bytes before the argument is decoded. Setting names the config
+// key that changes it, for the refusal's message ("" when fixed).
+type ArgLimit struct {
+	Bytes   int
+	Setting string
+}
+
+// checkLimit refuses an argument larger than its limit with a KindTooLarge
+// error (413) naming the argument and the limit.
+func (s *argSpec) checkLimit(name string, val []byte) error {
+	l, ok := s.limits[name]
+	if !ok || len(val) <= l.Bytes {
+		return nil
+	}
+	how := ""
+	if l.Setting != "" {
+		how = " (" + l.Setting + ")"
+	}
+	return &Error{Kind: KindTooLarge, Field: name, Msg: fmt.Sprintf("is %d bytes of JSON; the limit is %d bytes%s. Send a shorter value, or a reference to where the full one is kept.", len(val), l.Bytes, how)}
 }
 
 func newArgSpec(t reflect.Type, required []string) *argSpec {
@@ -114,7 +139,14 @@ func (s *argSpec) decode(raw []byte) (any, error) {
 	if !utf8.Valid(raw) {
 		return nil, Invalid("", "the arguments are not valid UTF-8")
 	}
-	ptr, ok := s.decodeFast(raw)
+	if path, dup := firstDuplicate(raw); dup {
+		return nil, Invalid(path, "is given more than once; send each key once (duplicate JSON keys are refused, never resolved by order)")
+	}
+	var tooLarge error
+	ptr, ok := s.decodeFast(raw, &tooLarge)
+	if tooLarge != nil {
+		return nil, tooLarge
+	}
 	if !ok {
 		var err error
 		if ptr, err = s.decodeFull(raw); err != nil {
@@ -151,6 +183,9 @@ func (s *argSpec) decodeFull(raw []byte) (reflect.Value, error) {
 		}
 	}
 	for name, v := range fields {
+		if err := s.checkLimit(name, v); err != nil {
+			return reflect.Value{}, err
+		}
 		if bytes.Contains(v, nulEscape) {
 			return reflect.Value{}, Invalid(name, "must not contain a NUL character")
 		}
@@ -159,6 +194,9 @@ func (s *argSpec) decodeFull(raw []byte) (reflect.Value, error) {
 	if err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if n, neg := strings.CutPrefix(te.Value, "number -"); neg && isUnsigned(te.Type) {
+				return reflect.Value{}, Invalid(te.Field, "must be a positive integer, not -%s", n)
+			}
 			return reflect.Value{}, Invalid(te.Field, "must be %s, not %s", typeName(te.Type), te.Value)
 		}
 		return reflect.Value{}, Invalid("", "%s", jsonProblem(err))
@@ -172,8 +210,9 @@ var (
 )
 
 // decodeFast decodes raw when it passes every check of decodeFull; ok is
-// false when it may not (decodeFull then decides).
-func (s *argSpec) decodeFast(raw []byte) (ptr reflect.Value, ok bool) {
+// false when it may not (decodeFull then decides). An argument over its
+// limit sets *tooLarge (and ok is false).
+func (s *argSpec) decodeFast(raw []byte, tooLarge *error) (ptr reflect.Value, ok bool) {
 	if !s.fast || bytes.Contains(raw, nulEscape) {
 		return reflect.Value{}, false
 	}
@@ -182,6 +221,10 @@ func (s *argSpec) decodeFast(raw []byte) (ptr reflect.Value, ok bool) {
 		i, known := s.known[string(key)]
 		if !known || seen&(1<<i) != 0 {
 			return false // unknown, or named twice
+		}
+		if err := s.checkLimit(string(key), val); err != nil {
+			*tooLarge = err
+			return false
 		}
 		seen |= 1 << i
 		return s.reqMask&(1<<i) == 0 || !bytes.Equal(val, jsonNull)
@@ -350,6 +393,18 @@ func jsonProblem(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
+// isUnsigned reports whether t (or what it points to) is an unsigned integer.
+func isUnsigned(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return true
+	}
+	return false
+}
+
 func typeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.String:
@@ -399,8 +454,20 @@ func jsonFields(t reflect.Type) map[string]reflect.StructField {
 
 // schemaFor infers the JSON Schema of an argument struct. Fields without
 // omitempty are required; the jsonschema tag is the description.
+//
+// An argument whose type has a JSONSchema method (for example a value that
+// may be any JSON) is described by what that method returns.
 func schemaFor(t reflect.Type) (*jsonschema.Schema, []string, error) {
-	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{})
+	var own map[reflect.Type]*jsonschema.Schema
+	for _, f := range jsonFields(t) {
+		if sc, ok := reflect.Zero(f.Type).Interface().(interface{ JSONSchema() *jsonschema.Schema }); ok {
+			if own == nil {
+				own = map[reflect.Type]*jsonschema.Schema{}
+			}
+			own[f.Type] = sc.JSONSchema()
+		}
+	}
+	s, err := jsonschema.ForType(t, &jsonschema.ForOptions{TypeSchemas: own})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -427,4 +494,142 @@ func CheckText(field, v string, max int, multiline bool) error {
 		}
 	}
 	return nil
+}
+
+// maxDupDepth is how deep firstDuplicate looks; deeper input is left to
+// encoding/json, which refuses nesting beyond its own limit.
+const maxDupDepth = 1000
+
+// firstDuplicate reports the path (for example "arguments.mode") of the
+// first key that an object of raw gives twice, comparing names as decoded
+// (so "a" and "\u0061" are the same). encoding/json keeps the last of
+// duplicate keys and other parsers the first: an approval bound to a body
+// two readers see differently binds nothing, so such a body is refused.
+// Malformed input is left to the decoder (dup is false).
+func firstDuplicate(raw []byte) (path string, dup bool) {
+	p := dupScanner{raw: raw}
+	p.value(skipSpace(raw, 0), "", 0)
+	return p.path, p.found
+}
+
+type dupScanner struct {
+	raw   []byte
+	path  string
+	found bool
+	bad   bool // malformed: stop looking
+}
+
+// value scans the JSON value at i and returns where it ends.
+func (p *dupScanner) value(i int, path string, depth int) int {
+	raw := p.raw
+	if p.found || p.bad || i >= len(raw) || depth > maxDupDepth {
+		p.bad = p.bad || !p.found
+		return len(raw)
+	}
+	switch raw[i] {
+	case '{':
+		return p.object(i, path, depth)
+	case '[':
+		i = skipSpace(raw, i+1)
+		if i < len(raw) && raw[i] == ']' {
+			return i + 1
+		}
+		for n := 0; ; n++ {
+			i = skipSpace(raw, p.value(i, path+"["+strconv.Itoa(n)+"]", depth+1))
+			if p.found || p.bad || i >= len(raw) {
+				p.bad = p.bad || !p.found
+				return len(raw)
+			}
+			if raw[i] == ']' {
+				return i + 1
+			}
+			if raw[i] != ',' {
+				p.bad = true
+				return len(raw)
+			}
+			i = skipSpace(raw, i+1)
+		}
+	}
+	j, ok := skipValue(raw, i)
+	if !ok {
+		p.bad = true
+		return len(raw)
+	}
+	return j
+}
+
+func (p *dupScanner) object(i int, path string, depth int) int {
+	raw := p.raw
+	var keys [][]byte // few keys: compared one by one
+	var set map[string]struct{}
+	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return i + 1
+	}
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			p.bad = true
+			return len(raw)
+		}
+		j, ok := skipString(raw, i)
+		if !ok {
+			p.bad = true
+			return len(raw)
+		}
+		key := raw[i+1 : j-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(raw[i:j], &s) != nil {
+				p.bad = true
+				return len(raw)
+			}
+			key = []byte(s)
+		}
+		name := string(key)
+		if path != "" {
+			name = path + "." + name
+		}
+		seen := false
+		if set != nil {
+			_, seen = set[string(key)]
+			set[string(key)] = struct{}{}
+		} else {
+			for _, k := range keys {
+				if bytes.Equal(k, key) {
+					seen = true
+					break
+				}
+			}
+			keys = append(keys, key)
+			if len(keys) > 8 {
+				set = make(map[string]struct{}, 2*len(keys))
+				for _, k := range keys {
+					set[string(k)] = struct{}{}
+				}
+			}
+		}
+		if seen {
+			p.path, p.found = name, true
+			return len(raw)
+		}
+		i = skipSpace(raw, j)
+		if i >= len(raw) || raw[i] != ':' {
+			p.bad = true
+			return len(raw)
+		}
+		i = skipSpace(raw, p.value(skipSpace(raw, i+1), name, depth+1))
+		if p.found || p.bad || i >= len(raw) {
+			p.bad = p.bad || !p.found
+			return len(raw)
+		}
+		switch raw[i] {
+		case ',':
+			i = skipSpace(raw, i+1)
+		case '}':
+			return i + 1
+		default:
+			p.bad = true
+			return len(raw)
+		}
+	}
 }

@@ -84,7 +84,7 @@ func FuzzDecodeArgsFastPath(f *testing.F) {
 			return
 		}
 		for _, spec := range specs {
-			fast, ok := spec.decodeFast(raw)
+			fast, ok := spec.decodeFast(raw, new(error))
 			if !ok {
 				continue
 			}

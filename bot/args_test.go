@@ -118,3 +118,27 @@ func TestCheckText(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstDuplicate(t *testing.T) {
+	for _, c := range []struct {
+		raw, path string
+		dup       bool
+	}{
+		{`{"a":1,"b":2}`, "", false},
+		{`{"a":1,"a":2}`, "a", true},
+		{`{"a":1,"\u0061":2}`, "a", true},
+		{`{"arguments":{"mode":"x","mode":"y"}}`, "arguments.mode", true},
+		{`{"x":[{"k":1},{"k":1,"k":2}]}`, "x[1].k", true},
+		{`{"a":{"b":1},"c":{"b":1}}`, "", false},
+		{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k3":3}`, "k3", true},
+		{`{"a":"}\"{","a":1}`, "a", true},
+		{`{"a":`, "", false},
+		{`[1,2,{"z":1,"z":1}]`, "[2].z", true},
+		{`"str"`, "", false},
+	} {
+		path, dup := firstDuplicate([]byte(c.raw))
+		if path != c.path || dup != c.dup {
+			t.Errorf("firstDuplicate(%s) = %q, %v; want %q, %v", c.raw, path, dup, c.path, c.dup)
+		}
+	}
+}

@@ -40,6 +40,10 @@ type Tool struct {
 	// and is scope-checked before the handler runs.
 	Args    any
 	Handler Handler
+	// ArgLimits bound named arguments by the bytes of their JSON, checked
+	// before they are decoded: a larger one is refused (413) naming the
+	// argument, the limit and the setting that changes it.
+	ArgLimits map[string]ArgLimit
 
 	argType  reflect.Type
 	schema   *jsonschema.Schema
@@ -96,6 +100,12 @@ func (b *Bot) Register(tools ...Tool) error {
 		s.Description = t.Description
 		t.schema, t.required = s, req
 		t.args = newArgSpec(t.argType, req)
+		for name, l := range t.ArgLimits {
+			if _, ok := t.args.known[name]; !ok || l.Bytes < 1 {
+				return fmt.Errorf("tool %s: ArgLimits names %q, which is not an argument or has no positive limit", t.Name, name)
+			}
+		}
+		t.args.limits = t.ArgLimits
 		for i := 0; i < t.argType.NumField(); i++ {
 			f := t.argType.Field(i)
 			if f.Anonymous && f.Type == spaceType && !t.spaced {

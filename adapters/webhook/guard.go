@@ -158,12 +158,28 @@ func (b *bufferedBody) Bytes() []byte { return b.b }
 func (b *bufferedBody) Close() error { return nil }
 
 // readBody reads r's body up to max bytes; a larger body is a KindTooLarge
-// error.
+// error. A body read before (bufferedBody) is not copied again; one with a
+// Content-Length is read into a buffer of that size, once, and a declared
+// length over max is refused before anything is read.
 func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if b, ok := r.Body.(*bufferedBody); ok {
+		return b.b, nil
+	}
+	if r.ContentLength > max {
+		return nil, bot.Errorf(bot.KindTooLarge, "request body too large: the limit is %d bytes", max)
+	}
+	lr := http.MaxBytesReader(w, r.Body, max)
+	var body []byte
+	var err error
+	if n := r.ContentLength; n >= 0 {
+		body = make([]byte, n)
+		_, err = io.ReadFull(lr, body)
+	} else {
+		body, err = io.ReadAll(lr)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

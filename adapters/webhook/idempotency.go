@@ -154,7 +154,7 @@ func (m *Idempotency) Middleware(next http.Handler) http.Handler {
 		rec := &recorder{header: http.Header{}}
 		r.Body = http.NoBody
 		if len(body) > 0 {
-			r.Body = readCloser{bytes.NewReader(body)}
+			r.Body = &bufferedBody{Reader: bytes.NewReader(body), b: body}
 		}
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(rec, r)
@@ -316,7 +316,3 @@ func (r *recorder) status() int {
 	}
 	return r.code
 }
-
-type readCloser struct{ *bytes.Reader }
-
-func (readCloser) Close() error { return nil }

@@ -87,6 +87,10 @@ type Options struct {
 	// kept (the "retention_requests" and "retention_action_ids" sweep
 	// steps); zero keeps them.
 	Retention Retention
+	// MaxArgumentsBytes and MaxDryRunBytes bound confirm_action's
+	// arguments and dry_run (bytes of JSON; 0: DefaultMaxArgBytes).
+	MaxArgumentsBytes int
+	MaxDryRunBytes    int
 }
 
 // Retention is how long each kind of closed request is kept after it
@@ -98,6 +102,10 @@ type Retention struct {
 	Questions time.Duration // ask_user questions
 	ActionIDs time.Duration // action_id records of closed requests
 }
+
+// DefaultMaxArgBytes is the default bound of confirm_action's arguments and
+// dry_run: 64 KiB of JSON.
+const DefaultMaxArgBytes = 64 << 10
 
 // Service holds the compiled tool declarations and the in-process notifier
 // that wakes long polls.

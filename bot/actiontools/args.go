@@ -3,10 +3,12 @@ package actiontools
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // Object is a JSON object argument, decoded with its numbers kept as
@@ -37,6 +39,12 @@ func (o *Object) UnmarshalJSON(b []byte) error {
 // compact JSON text (a dry-run plan given as an object, a turn given as a
 // number).
 type Text string
+
+// JSONSchema says what Text accepts: any JSON value (a string is kept as
+// it is, anything else as its compact JSON text).
+func (Text) JSONSchema() *jsonschema.Schema {
+	return &jsonschema.Schema{Types: []string{"string", "object", "array", "number", "boolean", "null"}}
+}
 
 // UnmarshalJSON accepts a string, or any JSON value as its compact text.
 func (t *Text) UnmarshalJSON(b []byte) error {
@@ -120,7 +128,9 @@ func (a *ConfirmArgs) Validate() error {
 			return err
 		}
 	}
-	if err := bot.CheckText("dry_run", string(a.DryRun), 16000, true); err != nil {
+	// dry_run's size is bounded before decoding (ArgLimits, 64 KiB by
+	// default); here only its characters are checked.
+	if err := bot.CheckText("dry_run", string(a.DryRun), math.MaxInt, true); err != nil {
 		return err
 	}
 	if err := checkID("action_id", a.ActionID, 255); err != nil {

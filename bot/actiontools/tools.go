@@ -18,6 +18,10 @@ func (s *Service) toolList() []bot.Tool {
 			Annotations: bot.Annotations{Idempotent: true},
 			Args:        ConfirmArgs{},
 			Handler:     s.confirm,
+			ArgLimits: map[string]bot.ArgLimit{
+				"arguments": {Bytes: orDefault(s.o.MaxArgumentsBytes, DefaultMaxArgBytes), Setting: "limits.max_arguments_bytes"},
+				"dry_run":   {Bytes: orDefault(s.o.MaxDryRunBytes, DefaultMaxArgBytes), Setting: "limits.max_dry_run_bytes"},
+			},
 		},
 		{
 			Name:        "action_status",
@@ -89,4 +93,11 @@ func (s *Service) toolList() []bot.Tool {
 			Handler:     s.getMode,
 		},
 	}
+}
+
+func orDefault(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }

@@ -68,6 +68,8 @@ type Config struct {
 
 	Log LogConfig `yaml:"log"`
 
+	Limits LimitsConfig `yaml:"limits"` // config_limits.go
+
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
 	source string
@@ -145,6 +147,7 @@ func (c *Config) applyDefaults() {
 	c.Sweep.defaults()
 	c.Retention.defaults()
 	c.Log.defaults()
+	c.Limits.defaults()
 	if c.Slack != nil {
 		c.Slack.defaults()
 	}
@@ -192,6 +195,7 @@ func (c *Config) validate(p *problems) {
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
+	c.Limits.validate(p)
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -241,4 +248,183 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 	if facts := r.Data["facts"].([]any); len(facts) > 5 {
 		t.Fatalf("recall limit 5 returned %d facts", len(facts))
 	}
+}
+
+// TestLargeArgumentsAreRefusedAndTheHeapStaysSmall plays issue 9's attack:
+// 40 concurrent confirm_action calls with 1 MiB of arguments took the
+// process from 16 MiB to 3.7 GB, never released. arguments and dry_run are
+// bounded (64 KiB of JSON by default) before they are decoded; each call is
+// refused with 413 naming the argument and the limit, and after a
+// collection the heap is within 16 MiB of where it started.
+func TestLargeArgumentsAreRefusedAndTheHeapStaysSmall(t *testing.T) {
+	e := newTestEnv(t, "http:\n  rate_per_minute: 60000\n  rate_burst: 1000\n")
+	key := e.CreateKey("agent", "member", "--kind", "agent")
+	e.Start()
+	const calls = 40
+	// A small call first, so that lazily built state is not counted.
+	e.MustOK(key, "confirm_action", map[string]any{"tool": "bulk_import", "arguments": map[string]any{"n": 1}})
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	big := strings.Repeat("a", 1<<20-200) // the body stays under http.max_body_bytes
+	bodies := make([][]byte, calls)
+	for i := range bodies {
+		field := "arguments"
+		v := `{"blob":"` + big + `"}`
+		if i%2 == 1 {
+			field, v = "dry_run", `"`+big+`"`
+		}
+		bodies[i] = []byte(fmt.Sprintf(`{"tool":"bulk_import","summary":"import","%s":%s}`, field, v))
+	}
+	var built runtime.MemStats
+	runtime.ReadMemStats(&built)
+
+	type answer struct {
+		status int
+		body   string
+	}
+	answers := make(chan answer, calls)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", e.URL+"/v1/tools/confirm_action", bytes.NewReader(bodies[i]))
+			req.Header.Set("Authorization", "Bearer "+key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				answers <- answer{0, err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			answers <- answer{resp.StatusCode, string(b)}
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if a.status != http.StatusRequestEntityTooLarge || !strings.Contains(a.body, "the limit is 65536 bytes") ||
+			!(strings.Contains(a.body, `"field":"arguments"`) && strings.Contains(a.body, "limits.max_arguments_bytes") ||
+				strings.Contains(a.body, `"field":"dry_run"`) && strings.Contains(a.body, "limits.max_dry_run_bytes")) {
+			t.Fatalf("a 1 MiB argument: %d %.300s", a.status, a.body)
+		}
+	}
+	bodies = nil
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	allocated := after.TotalAlloc - built.TotalAlloc
+	t.Logf("heap after GC: %d KiB (was %d KiB); allocated during the burst: %d MiB for %d MiB sent", after.HeapAlloc>>10, before.HeapAlloc>>10, allocated>>20, calls)
+	if grew > 16<<20 {
+		t.Fatalf("the heap grew by %d MiB after the refused calls; the bound is 16 MiB", grew>>20)
+	}
+	// Each body is read once, into a buffer of its size, and its large
+	// argument is never decoded: under two bytes allocated per byte sent.
+	if allocated > 2*calls<<20 {
+		t.Fatalf("the burst allocated %d MiB for %d MiB sent; the bound is twice what was sent", allocated>>20, calls)
+	}
+	// Nothing was stored: the requests list holds only the small call.
+	r := e.MustOK(key, "audit_log", map[string]any{"limit": 1000, "user_id": "default"})
+	if strings.Contains(r.Raw, "aaaaaaaaaaaaaaaa") {
+		t.Fatal("a refused argument reached the audit log")
+	}
+}
+
+// TestMemoryLimitFromConfig: serve applies limits.memory_limit as the
+// runtime's soft limit, unless GOMEMLIMIT is set in its environment; a
+// value that is not a size is refused at load, naming the key.
+func TestMemoryLimitFromConfig(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	e := newTestEnv(t, "limits:\n  memory_limit: 300MiB\n")
+	e.Start()
+	if got := debug.SetMemoryLimit(-1); got != 300<<20 {
+		t.Fatalf("memory limit %d, want 300 MiB", got)
+	}
+	if !strings.Contains(e.logs.String(), "msg=\"memory limit\" bytes=314572800 from=limits.memory_limit") {
+		t.Fatalf("start log: %s", e.logs.String())
+	}
+	e.Stop()
+	debug.SetMemoryLimit(123 << 20)
+	e.env["GOMEMLIMIT"] = "123MiB"
+	e.Start()
+	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
+		t.Fatalf("with GOMEMLIMIT set, the limit became %d", got)
+	}
+	e.Stop()
+	for _, bad := range []string{"lots", "1MiB", "-5GiB"} {
+		_, err := loadConfigText(t, "limits:\n  memory_limit: "+bad+"\n  max_arguments_bytes: 10\n")
+		if err == nil || !strings.Contains(err.Error(), "limits.memory_limit: ") || !strings.Contains(err.Error(), "limits.max_arguments_bytes: must be at least 256") {
+			t.Fatalf("memory_limit %s: %v", bad, err)
+		}
+	}
+}
+
+func loadConfigText(t *testing.T, text string) (*Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return loadConfig(path)
+}
+
+// TestStrictArgumentsOverHTTP is issue 14's item 6: a duplicate key (at
+// any depth) is refused naming it, a negative id says it must be positive,
+// and confirm_action's schema admits the dry_run values the server takes.
+func TestStrictArgumentsOverHTTP(t *testing.T) {
+	e := newTestEnv(t, "")
+	key := e.CreateKey("agent", "member", "--kind", "agent")
+	e.Start()
+	for _, c := range []struct{ tool, body, field string }{
+		{"remember", `{"subject":"allergy","value":"none","value":"penicillin"}`, "value"},
+		{"remember", `{"subject":"allergy","\u0076alue":"none","value":"penicillin"}`, "value"},
+		{"confirm_action", `{"tool":"deploy","arguments":{"env":"staging","env":"prod"}}`, "arguments.env"},
+	} {
+		r := e.Call(key, c.tool, c.body)
+		if r.Status != 400 || r.Field != c.field || !strings.Contains(r.Error, "is given more than once") {
+			t.Fatalf("%s: %d %s", c.body, r.Status, r.Raw)
+		}
+	}
+	r := e.Call(key, "get_memory", `{"memory_id":-1}`)
+	if r.Status != 400 || r.Error != "memory_id: must be a positive integer, not -1" {
+		t.Fatalf("memory_id -1: %d %s", r.Status, r.Raw)
+	}
+	// dry_run: any JSON value, and the schema says so.
+	e.MustOK(key, "confirm_action", map[string]any{"tool": "deploy", "summary": "s", "dry_run": map[string]any{"steps": []int{1, 2}}})
+	resp, body := e.get("/v1/tools")
+	var list struct {
+		Tools []struct {
+			Name   string `json:"name"`
+			Schema struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			} `json:"input_schema"`
+		} `json:"tools"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &list) != nil {
+		t.Fatalf("tools: %d %s", resp.StatusCode, body)
+	}
+	for _, tl := range list.Tools {
+		if tl.Name == "confirm_action" {
+			got := string(tl.Schema.Properties["dry_run"])
+			if !strings.Contains(got, `"type":["string","object","array","number","boolean","null"]`) || !strings.Contains(got, "dry-run plan") {
+				t.Fatalf("dry_run schema: %s", got)
+			}
+			return
+		}
+	}
+	t.Fatal("confirm_action not listed")
+}
+
+// get fetches path without a key.
+func (e *testEnv) get(path string) (*http.Response, string) {
+	e.t.Helper()
+	resp, err := http.Get(e.URL + path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
 }

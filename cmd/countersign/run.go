@@ -187,14 +187,23 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	gogc := "GOGC"
 	if getenv("GOGC") == "" {
 		// The live heap is a few MiB (the store is mapped, not loaded), so
 		// a lazier collector costs little memory and measurably cuts the
 		// CPU of every call (BENCHMARKS.md). GOGC in the environment wins.
+		// The soft memory limit below bounds what the lazier collector
+		// may let the heap grow to.
 		debug.SetGCPercent(400)
+		gogc = "default 400"
 	}
 	logger := newLogger(cfg, stderr)
 	logStartup(logger, cfg)
+	// A soft memory limit: near it the collector runs whatever GOGC says
+	// and returns freed memory to the system, so a burst of large calls
+	// cannot leave the process gigabytes large (docs/operations.md).
+	memLimit, memFrom := applyMemoryLimit(cfg.Limits, getenv)
+	logger.Info("memory limit", "bytes", memLimit, "from", memFrom, "gogc", gogc)
 	a, err := buildApp(ctx, cfg, getenv, logger)
 	if err != nil {
 		return err

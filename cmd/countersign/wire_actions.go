@@ -24,6 +24,8 @@ func (a *app) wireActions(ctx context.Context) error {
 		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
 		CallbackHosts:     cfg.Callbacks.AllowedHosts,
 		Retention:         cfg.Retention.requests(),
+		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
+		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
 	}
 	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
 	for _, t := range cfg.Tools {

@@ -83,6 +83,14 @@ func Report(m Machine, res *Results, p Plan, command string, took time.Duration)
 	add(row{"G3", "the same, 32 clients", "≥ 15,000 calls/s, p99 ≤ 10 ms",
 		fmt.Sprintf("**%s** (worst round %s); %s", rate(med(res, "G3.rate")), rate(res.Get("G3.rate").Least()), lat(res, "G3")),
 		ge(med(res, "G3.rate"), 15000) && le(med(res, "G3.p99"), 10e-3), true})
+	add(row{"F32", "the gate over HTTP at 32 connections beside the floor (the cheapest Go JSON endpoint: read, decode, bearer check, encode), same run, alternating halves", "≥ 60% of the floor's throughput; p99 ≤ 3× the floor's",
+		fmt.Sprintf("throughput **%.0f%%** (gate %s, floor %s); p99 **%.1f×** (gate %s; floor %s)",
+			100*med(res, "F.ratio32.rate"), rate(med(res, "F.gate32.rate")), rate(med(res, "F.floor32.rate")),
+			med(res, "F.ratio32.p99"), lat(res, "F.gate32"), lat(res, "F.floor32")),
+		ge(med(res, "F.ratio32.rate"), 0.60) && le(med(res, "F.ratio32.p99"), 3), true})
+	add(row{"F1", "the same at one connection, call by call alternating", "p50 ≤ 1.3× the floor's",
+		fmt.Sprintf("p50 **%.2f×** (gate %s; floor %s)", med(res, "F.ratio1.p50"), lat(res, "F.gate1"), lat(res, "F.floor1")),
+		le(med(res, "F.ratio1.p50"), 1.3), true})
 	add(row{"G4", "G2 while 1,000 durable writes/s and the sweeper run", "p99 ≤ 2 ms",
 		lat(res, "G4") + fmt.Sprintf("; writes achieved %s; idle G2 in the same round: %s", rate(med(res, "G4.writes.rate")), lat(res, "G4.idle")),
 		le(med(res, "G4.p99"), 2e-3), true})
@@ -112,6 +120,10 @@ func Report(m Machine, res *Results, p Plan, command string, took time.Duration)
 	add(row{"M1", "file size", "≤ 1 GiB",
 		fmt.Sprintf("%.0f MiB (loaded through remember, audit chain included, in %s at %s)", med(res, "M1.file.MiB"), us(med(res, "M1.load.s")), rate(med(res, "M1.load.rate"))),
 		le(med(res, "M1.file.MiB"), 1024), true})
+	add(row{"M1'", "disk per fact written through remember, audit included", "≤ 1 KiB (1M facts ≤ 1 GiB), after a compaction if one is needed",
+		fmt.Sprintf("%.0f bytes per fact as written; %.0f bytes after `store compact` (%.0f MiB, compacted in %s)",
+			med(res, "M1.file.MiB")*(1<<20)/float64(p.Agents*p.PerAgent), med(res, "M1.compact.MiB")*(1<<20)/float64(p.Agents*p.PerAgent), med(res, "M1.compact.MiB"), us(med(res, "M1.compact.s"))),
+		le(med(res, "M1.compact.MiB")*(1<<20)/float64(p.Agents*p.PerAgent), 1024), true})
 	add(row{"M1", "start-up: the binary from exec to 200 on /readyz", "≤ 1 s",
 		fmt.Sprintf("%s (bolt.Open alone %s)", us(med(res, "M1.startup.s")), us(med(res, "M1.open.s"))),
 		le(med(res, "M1.startup.s"), 1), true})
@@ -133,6 +145,9 @@ func Report(m Machine, res *Results, p Plan, command string, took time.Duration)
 	w("| group commit / plain Update, 64 writers, rate | %.1f× |", med(res, "W2.group.rate")/med(res, "W2.plain.rate"))
 	w("| G2 gate call / GET /healthz on the same connection, p50 | %.1f× |", med(res, "G2.p50")/med(res, "G2.healthz.p50"))
 	w("| G2 gate call p50 / raw fsync p50 | %.1f× |", med(res, "G2.p50")/m.FsyncP50.Seconds())
+	w("| gate / floor throughput, 32 connections | %.2f |", med(res, "F.ratio32.rate"))
+	w("| gate / floor p99, 32 connections | %.1f× |", med(res, "F.ratio32.p99"))
+	w("| gate / floor p50, 1 connection | %.2f× |", med(res, "F.ratio1.p50"))
 	w("")
 	w("%s", EndMarker)
 	return b.String()

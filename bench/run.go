@@ -27,6 +27,8 @@ type Plan struct {
 	Agents       int // R1/M1: agents × PerAgent facts
 	PerAgent     int
 	SweepPending int // S1
+	FloorOps     int // F: calls at one connection, to each of the gate and the floor
+	Floor32Ops   int // F: calls at 32 connections, to each
 }
 
 // Full is the documented plan (about 10 minutes on 2 cores).
@@ -34,6 +36,7 @@ var Full = Plan{
 	Rounds: 5, GateOps: 20000, GateCalls: 1000, HTTPOps: 5000, G3Ops: 64000,
 	G4Window: 8 * time.Second, G4Pending: 5000, W1Ops: 1000, W2Ops: 20000,
 	SpaceFacts: 10000, RecallOps: 500, Agents: 10000, PerAgent: 100, SweepPending: 100000,
+	FloorOps: 5000, Floor32Ops: 64000,
 }
 
 // Tiny runs every scenario once on small numbers.
@@ -41,6 +44,7 @@ var Tiny = Plan{
 	Rounds: 1, GateOps: 500, GateCalls: 50, HTTPOps: 200, G3Ops: 640,
 	G4Window: time.Second, G4Pending: 100, W1Ops: 100, W2Ops: 640,
 	SpaceFacts: 500, RecallOps: 50, Agents: 100, PerAgent: 20, SweepPending: 1000,
+	FloorOps: 200, Floor32Ops: 640,
 }
 
 // Options of a run.
@@ -51,7 +55,8 @@ type Options struct {
 	Log  io.Writer // progress
 	// Only, when not empty, runs just these scenarios: G1, G2, G3, G4, W1,
 	// W2, R1 (one big space), S1, M1 (the million facts: load, R1 of one
-	// agent, the server's start-up and memory).
+	// agent, the server's start-up and memory), F (the gate beside the
+	// floor, the cheapest Go JSON endpoint).
 	Only []string
 }
 
@@ -69,7 +74,7 @@ func (o Options) selected(id string) bool {
 }
 
 // Scenarios are the ids Options.Only accepts.
-var Scenarios = []string{"G1", "G2", "G3", "G4", "W1", "W2", "R1", "S1", "M1"}
+var Scenarios = []string{"G1", "G2", "G3", "G4", "F", "W1", "W2", "R1", "S1", "M1"}
 
 // Run runs every scenario and returns the machine and results.
 func Run(ctx context.Context, o Options) (Machine, *Results, error) {
@@ -119,8 +124,8 @@ func Run(ctx context.Context, o Options) (Machine, *Results, error) {
 		}
 	}
 
-	// G2, G3: the real binary over loopback.
-	if o.selected("G2") || o.selected("G3") {
+	// G2, G3: the real binary over loopback; F: the same beside the floor.
+	if o.selected("G2") || o.selected("G3") || o.selected("F") {
 		srv, err := StartServer(ctx, bin, o.Dir, filepath.Join(o.Dir, "g2.db"), time.Minute, "")
 		if err != nil {
 			return m, nil, err
@@ -131,6 +136,13 @@ func Run(ctx context.Context, o Options) (Machine, *Results, error) {
 		}
 		if err == nil && o.selected("G3") {
 			err = round("G3", func(int) error { return srv.RunG3(res, 32, p.G3Ops) })
+		}
+		if err == nil && o.selected("F") {
+			var floor *Server
+			if floor, err = StartFloor(ctx, o.Dir); err == nil {
+				err = round("F", func(int) error { return RunFloor(res, srv, floor, p.FloorOps, p.Floor32Ops) })
+				floor.Stop()
+			}
 		}
 		srv.Stop()
 		if err != nil {

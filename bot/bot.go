@@ -112,6 +112,10 @@ type Call struct {
 	Caller *Caller
 	Space  Space // normalised; zero for tools without a space
 	Now    time.Time
+	// decided is set when one of the call's committed transactions
+	// emitted an item's decided event: the call took a new decision (a
+	// retry answered with the recorded outcome takes none).
+	decided bool
 }
 
 // Bot returns the bot the call runs on.
@@ -121,15 +125,17 @@ func (c *Call) Bot() *Bot { return c.bot }
 // audit trail and outbox, which commit with it.
 type Tx struct {
 	kv.Tx
-	call   *Call
-	queued bool
+	call    *Call
+	queued  bool
+	decided bool // an item's decided event was emitted in this run
 }
 
 // Call runs tool name for caller with the raw JSON arguments. It is the one
 // code path of every surface. Denials are audited.
 func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte) (res Result, err error) {
 	start := time.Now()
-	defer func() { b.observe(ctx, caller, name, start, err) }()
+	var c *Call
+	defer func() { b.observe(ctx, caller, name, start, c, err) }()
 	t, ok := b.tools[name]
 	if !ok {
 		return Result{}, Errorf(KindNotFound, "unknown tool '%s'. GET /v1/tools lists the tools.", name)
@@ -142,8 +148,11 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 	if err := b.pay(ctx, caller); err != nil {
 		return Result{}, err
 	}
-	c := &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
+	c = &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
 	if !policy.Grants(caller.Role, t.Capability) {
+		// The denial is audited under the space the call named (when its
+		// arguments say one), so that the space's audit log shows it.
+		c.Space = t.namedSpace(raw)
 		msg := policy.DenyCapability(name, t.Capability, caller.Role)
 		return Result{}, b.deny(ctx, c, msg)
 	}
@@ -172,6 +181,24 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 		}
 	}
 	return t.Handler(ctx, c, args)
+}
+
+// namedSpace is the memory space a call's raw arguments name, or the zero
+// Space when the tool has none or the arguments do not decode to a valid
+// one. It decides nothing: it only labels an audit entry.
+func (t *Tool) namedSpace(raw []byte) Space {
+	if !t.spaced {
+		return Space{}
+	}
+	args, err := t.args.decode(raw)
+	if err != nil {
+		return Space{}
+	}
+	sp := spaceIn(args, t.spaceAt)
+	if ValidateSpace(sp) != nil {
+		return Space{}
+	}
+	return sp
 }
 
 // ValidateSpace checks the memory-space identifiers: at most 128 bytes each,
@@ -208,17 +235,20 @@ func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(c
 
 // Update runs fn in one durable transaction on behalf of call c.
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
-	var queued bool
+	var queued, decided bool
 	err := b.store.Update(ctx, func(t kv.Tx) error {
 		tx := &Tx{Tx: t, call: c}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		queued = tx.queued
+		queued, decided = tx.queued, tx.decided // the run that commits
 		return nil
 	})
 	if err == nil && queued {
 		b.Wake()
+	}
+	if err == nil && decided && c != nil {
+		c.decided = true
 	}
 	return err
 }

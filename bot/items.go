@@ -272,6 +272,7 @@ type Event struct {
 // EventDecided also takes the item off the list of open items.
 func (tx *Tx) Emit(id uint64, typ, note string) error {
 	if typ == EventDecided {
+		tx.decided = true
 		if err := tx.Delete(bucketOpen, kv.U64(id)); err != nil {
 			return err
 		}

@@ -21,6 +21,12 @@ type CallEvent struct {
 	Caller     *Caller // nil when the call was not authenticated
 	Duration   time.Duration
 	Err        error // nil on success; KindOf(Err) classifies it
+	// surface is the surface named by WithSurface in the call's context.
+	surface string
+	// Decided is true when the call took a new decision on a pending item
+	// (it closed the item). A retry answered with the recorded outcome, a
+	// quorum vote short of the quorum and a refusal are not decisions.
+	Decided bool
 }
 
 // Outcome names how the call ended: "ok", or the error kind ("invalid",
@@ -34,12 +40,25 @@ func (e CallEvent) Outcome() string {
 }
 
 // Surface is where the call came from (http, mcp, cli, slack, discord,
-// system), or "none" for an unauthenticated call.
+// system): the caller's surface, else (an unauthenticated call) the one the
+// serving edge put in the call's context with WithSurface, else "none".
 func (e CallEvent) Surface() string {
-	if e.Caller == nil || e.Caller.Surface == "" {
-		return "none"
+	if e.Caller != nil && e.Caller.Surface != "" {
+		return e.Caller.Surface
 	}
-	return e.Caller.Surface
+	if e.surface != "" {
+		return e.surface
+	}
+	return "none"
+}
+
+type surfaceKey struct{}
+
+// WithSurface returns ctx naming the surface a call arrives on, so that a
+// call refused before anyone is authenticated is still logged and counted
+// under its surface rather than "none".
+func WithSurface(ctx context.Context, surface string) context.Context {
+	return context.WithValue(ctx, surfaceKey{}, surface)
 }
 
 // KindName names an error kind as metrics, logs and MCP error results show
@@ -76,11 +95,12 @@ type Observer func(ctx context.Context, ev CallEvent)
 func (b *Bot) SetObserver(o Observer) { b.observer = o }
 
 // observe reports a finished call to the observer, if any.
-func (b *Bot) observe(ctx context.Context, caller *Caller, name string, start time.Time, err error) {
+func (b *Bot) observe(ctx context.Context, caller *Caller, name string, start time.Time, c *Call, err error) {
 	if b.observer == nil {
 		return
 	}
-	ev := CallEvent{Caller: caller, Duration: time.Since(start), Err: err}
+	ev := CallEvent{Caller: caller, Duration: time.Since(start), Err: err, Decided: c != nil && c.decided}
+	ev.surface, _ = ctx.Value(surfaceKey{}).(string)
 	if t, ok := b.tools[name]; ok {
 		ev.Tool, ev.Capability = t.Name, string(t.Capability)
 	}

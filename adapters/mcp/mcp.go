@@ -113,7 +113,7 @@ func handler(o Options, name string) sdk.ToolHandler {
 		if req.Params != nil {
 			args = req.Params.Arguments
 		}
-		out, err := o.App.Call(ctx, caller, name, args)
+		out, err := o.App.Call(bot.WithSurface(ctx, "mcp"), caller, name, args)
 		if err != nil {
 			return errorResult(ctx, o.Logger, name, err), nil
 		}

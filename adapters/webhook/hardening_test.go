@@ -406,6 +406,8 @@ func TestMetricsHandlerToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	m.ObserveCall(bot.CallEvent{Tool: "confirm_change", Caller: &bot.Caller{Surface: "slack"}, Decided: true})
+	// The same click retried: answered, not decided again, not counted.
 	m.ObserveCall(bot.CallEvent{Tool: "confirm_change", Caller: &bot.Caller{Surface: "slack"}})
 	m.ObserveCall(bot.CallEvent{Tool: "confirm_change", Caller: &bot.Caller{Surface: "http"}, Err: &bot.Error{Kind: bot.KindDenied}})
 	m.ObserveRequest("POST /v1/tools/{name}", 429, 0)
@@ -432,7 +434,7 @@ func TestMetricsHandlerToken(t *testing.T) {
 	}
 	code, body := get("s3cret")
 	for _, want := range []string{
-		`countersign_tool_calls_total{outcome="ok",tool="confirm_change"} 1`,
+		`countersign_tool_calls_total{outcome="ok",tool="confirm_change"} 2`,
 		`countersign_tool_calls_total{outcome="denied",tool="confirm_change"} 1`,
 		`countersign_decisions_total{outcome="approved",surface="slack"} 1`,
 		`countersign_rate_limited_total{route="POST /v1/tools/{name}"} 1`,

@@ -97,7 +97,9 @@ func (m *Metrics) ObserveCall(ev bot.CallEvent) {
 	if ev.Tool != "" {
 		m.latency.WithLabelValues(ev.Tool).Observe(ev.Duration.Seconds())
 	}
-	if d, ok := decisionTools[ev.Tool]; ok && ev.Err == nil {
+	// Only a new decision counts: an identical retry, answered with the
+	// recorded outcome, is a call but not a decision.
+	if d, ok := decisionTools[ev.Tool]; ok && ev.Err == nil && ev.Decided {
 		m.decisions.WithLabelValues(d, ev.Surface()).Inc()
 	}
 }

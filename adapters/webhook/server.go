@@ -136,7 +136,7 @@ func handleCall(o Options) http.Handler {
 			WriteError(w, r, o.Logger, bot.Invalid("", "Content-Type must be application/json, not %q", ct))
 			return
 		}
-		res, err := o.App.Call(r.Context(), CallerFrom(r.Context()), r.PathValue("name"), body)
+		res, err := o.App.Call(bot.WithSurface(r.Context(), "http"), CallerFrom(r.Context()), r.PathValue("name"), body)
 		if err != nil {
 			WriteError(w, r, o.Logger, err)
 			return

@@ -394,8 +394,13 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if it.Tally != "" {
 		b.WriteString("Tally: " + oneLine(it.Tally, 200) + "\n")
 	}
+	space := spaceLine(it.Space)
 	for _, f := range it.Fields {
-		fmt.Fprintf(&b, "  %s: %s\n", oneLine(f.Label, 60), oneLine(f.Value, valueRunes))
+		v := oneLine(f.Value, valueRunes)
+		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
+			continue // no "Source:" with nothing after it; the Space line is above
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", oneLine(f.Label, 60), v)
 	}
 	if len(it.Options) > 0 {
 		b.WriteString("Options: " + joinLine(it.Options))

@@ -571,7 +571,10 @@ func TestPendingIsBounded(t *testing.T) {
 func TestShow(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.addItems(
-		fakeState{Title: "Confirm delete_database", Fields: []bot.Field{{Label: "Arguments", Value: "{\"db_name\":\n\"prod\"}"}}},
+		// An empty field (Source) is left out, and a Space field is not
+		// repeated under the Space line (issue 14: no "Source:" with
+		// nothing after it, no "Space: patient_42//").
+		fakeState{Title: "Confirm delete_database", Fields: []bot.Field{{Label: "Space", Value: "patient_1//"}, {Label: "Arguments", Value: "{\"db_name\":\n\"prod\"}"}, {Label: "Source", Value: " "}}},
 		fakeState{Title: "Confirm wipe_patient_chart", Sensitive: true, Fields: []bot.Field{{Label: "Patient", Value: "Jane Doe"}}},
 	)
 	e.run(uSmith, fmt.Sprintf("reject %d not today", ids[0]))

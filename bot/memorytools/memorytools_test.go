@@ -266,7 +266,8 @@ func TestItemSource(t *testing.T) {
 		!it.ExpiresAt.Equal(t0.Add(24*time.Hour)) {
 		t.Fatalf("item: %+v", it)
 	}
-	want := map[string]string{"Space": "patient_42//", "Subject": "active_medication", "Current value": "warfarin 5mg daily",
+	want := map[string]string{"Space": "patient_42", // a label for people, not the key form "patient_42//"
+		"Subject": "active_medication", "Current value": "warfarin 5mg daily",
 		"Proposed value": "apixaban 5mg twice daily", "Said": "Switch her to apixaban 5mg twice daily.", "Confidence": "0.95", "Proposed by": "ward_bot [prin_agent]"}
 	for _, fl := range it.Fields {
 		if w, ok := want[fl.Label]; ok && w != fl.Value {

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	countersign "github.com/countersign/countersign"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // runWith runs countersign in dir's config with env and returns stdout,
@@ -180,4 +183,81 @@ func TestKeysCreateRefusesEmptyScopesAndAuditsKindAndScopes(t *testing.T) {
 		t.Errorf("a scoped key read another space: %s", got)
 	}
 	e.MustOK(ward, "list_memories", map[string]any{"user_id": "patient_7"})
+}
+
+// scrapeMetrics reads /metrics of a server with no metrics token.
+func scrapeMetrics(t *testing.T, e *testEnv) string {
+	t.Helper()
+	resp, err := http.Get(e.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func TestDecisionsTotalDoesNotCountIdenticalRetries(t *testing.T) {
+	e := newTestEnv(t, "")
+	agent := e.CreateKey("deploy-bot", "agent")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	id := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}}).Data["request_id"]
+	first := e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
+	again := e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
+	if first.Data["status"] != "approved" || !strings.HasPrefix(again.Text, "Already decided, as you decided it") {
+		t.Fatalf("approve twice: %s / %s", first, again)
+	}
+	m := scrapeMetrics(t, e)
+	for _, want := range []string{
+		`countersign_tool_calls_total{outcome="ok",tool="approve_action"} 2`,
+		`countersign_decisions_total{outcome="approved",surface="http"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func TestAccessDeniedAuditKeepsTheSpaceTheCallNamed(t *testing.T) {
+	e := newTestEnv(t, "")
+	admin := e.CreateKey("ops", "admin")
+	viewer := e.CreateKey("reader", "viewer")
+	e.Start()
+	// A capability denial (a viewer may not write), naming patient_42.
+	if r := e.Call(viewer, "remember", map[string]any{"user_id": "patient_42", "agent_id": "ward", "subject": "allergy", "value": "latex"}); r.Status != 403 {
+		t.Fatalf("viewer remember: %s", r)
+	}
+	log := e.MustOK(admin, "audit_log", map[string]any{"user_id": "patient_42", "agent_id": "ward"})
+	if !strings.Contains(log.Text, "access_denied") || !strings.Contains(log.Text, "user=patient_42") || !strings.Contains(log.Text, "remember: Access denied") {
+		t.Fatalf("the space's audit log hides its denial:\n%s", log.Text)
+	}
+}
+
+func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
+	e := newTestEnv(t, "auth_required: true\n")
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		err := run(context.Background(), []string{"mcp", "--config", e.cfg}, func(string) string { return "" }, inR, outW, stderr)
+		outW.CloseWithError(io.EOF)
+		done <- err
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "local-agent", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	if text, r := mcpCall(t, cs, "verify_audit", nil); !r.IsError || !strings.Contains(text, "authentication required") {
+		t.Fatalf("no key: %q", text)
+	}
+	cs.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	logs := stderr.String()
+	if !strings.Contains(logs, "principal=- surface=mcp tool=verify_audit outcome=unauthenticated") || strings.Contains(logs, "surface=none") {
+		t.Fatalf("the refused call is not logged under surface=mcp:\n%s", logs)
+	}
 }

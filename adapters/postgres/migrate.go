@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -26,6 +27,50 @@ CREATE TABLE IF NOT EXISTS countersign_seq (
 	bucket text COLLATE "C" PRIMARY KEY,
 	seq bigint NOT NULL
 );`,
+	// 2: wake-ups across replicas. A committed write to a watched bucket
+	// notifies channel countersign_<bucket> with the key in hex (NOTIFY is
+	// delivered at commit, and only if the transaction commits). Which
+	// buckets are watched is set by Open (Options.Watch), which replaces
+	// countersign_watched; none until then.
+	`CREATE OR REPLACE FUNCTION countersign_watched(b text) RETURNS boolean
+	LANGUAGE sql IMMUTABLE AS $$ SELECT false $$;
+CREATE OR REPLACE FUNCTION countersign_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF countersign_watched(NEW.bucket) THEN
+		PERFORM pg_notify('countersign_' || NEW.bucket, encode(NEW.key, 'hex'));
+	END IF;
+	RETURN NULL;
+END $$;
+CREATE TRIGGER countersign_notify AFTER INSERT OR UPDATE ON countersign_kv
+	FOR EACH ROW EXECUTE FUNCTION countersign_notify();`,
+}
+
+// setWatched makes the notify trigger watch exactly buckets.
+func setWatched(ctx context.Context, conn *pgxpool.Conn, buckets []string) error {
+	for _, b := range buckets {
+		if !validBucket(b) {
+			return fmt.Errorf("watch bucket %q: want lower-case letters, digits and _", b)
+		}
+	}
+	body := "SELECT false"
+	if len(buckets) > 0 {
+		body = "SELECT b IN ('" + strings.Join(buckets, "', '") + "')"
+	}
+	_, err := conn.Exec(ctx, `CREATE OR REPLACE FUNCTION countersign_watched(b text) RETURNS boolean
+	LANGUAGE sql IMMUTABLE AS $$ `+body+` $$`)
+	return err
+}
+
+func validBucket(b string) bool {
+	if b == "" || len(b) > 40 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // SchemaVersion is the version the binary migrates the schema to.
@@ -35,7 +80,7 @@ func SchemaVersion() int { return len(migrations) }
 // migration in a transaction of its own with its version row. It refuses a
 // schema newer than the binary's (a rolled-back binary on a migrated
 // database).
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+func migrate(ctx context.Context, pool *pgxpool.Pool, watch []string) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -75,5 +120,5 @@ func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("migration %d: %w", v, err)
 		}
 	}
-	return nil
+	return setWatched(ctx, conn, watch)
 }

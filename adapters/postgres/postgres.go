@@ -47,6 +47,10 @@ type Options struct {
 	// transaction (see committer). Every Update function must then be safe
 	// to run again, which kv.Store requires anyway.
 	GroupCommit bool
+	// Watch names the buckets whose committed writes are announced on
+	// channel countersign_<bucket> (see Listen). Every replica of one
+	// database must pass the same list.
+	Watch []string
 	// MaxAttempts bounds how often one transaction is run after
 	// serialization failures, deadlocks and lost connections before Update
 	// gives up with kv.ErrUnavailable. Zero means 30.
@@ -105,7 +109,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if d.attempts <= 0 {
 		d.attempts = 30
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrate(ctx, pool, opt.Watch); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate the schema: %w", classify(err))
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// notifier wakes long polls when a request is decided. It is in-process:
-// one bbolt file is served by one process.
+// notifier wakes long polls when a request is decided. It is in-process;
+// replicas on one database forward each other's decisions (Service.Wake).
 type notifier struct {
 	mu sync.Mutex
 	m  map[string]*waiters
@@ -58,6 +58,11 @@ func (n *notifier) notify(id string) {
 		delete(n.m, id)
 	}
 }
+
+// Wake wakes the long polls (action_status with wait_seconds) waiting on
+// request id. The service wakes them itself when it decides a request; a
+// replica calls Wake when another replica sharing the database did.
+func (s *Service) Wake(id string) { s.waits.notify(id) }
 
 // pendingWaiters counts the ids with waiters (for tests).
 func (n *notifier) pendingWaiters() int {

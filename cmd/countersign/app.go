@@ -31,6 +31,8 @@ type app struct {
 	mw      []func(http.Handler) http.Handler
 	runners []runner
 	closers []func() error
+	// wakeStatus wakes the long polls on a request (replicas.go).
+	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).
 	onRequest func(pattern string, status int, d time.Duration)
 }
@@ -136,6 +138,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 			return nil, err
 		}
 	}
+	a.shareWithReplicas()
 	return a, nil
 }
 

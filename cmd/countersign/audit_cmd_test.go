@@ -71,6 +71,7 @@ func (e *testEnv) again() *testEnv {
 // withBolt opens the stopped server's bbolt file directly.
 func (e *testEnv) withBolt(fn func(tx *bbolt.Tx) error) {
 	e.t.Helper()
+	skipOnPostgres(e.t, "it edits the bbolt file")
 	db, err := bbolt.Open(filepath.Join(e.dir, "countersign.db"), 0o600, nil)
 	if err != nil {
 		e.t.Fatal(err)

@@ -10,14 +10,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 )
@@ -376,10 +374,7 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 		}
 	}
 	// Nothing is left in the callback outbox, so nothing is sent twice.
-	db, err := bolt.Open(filepath.Join(e.dir, "countersign.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := e.openTestStore()
 	defer db.Close()
 	b, err := bot.New(bot.Options{Store: db, SigningKey: ed25519.NewKeyFromSeed(make([]byte, 32))})
 	if err != nil {

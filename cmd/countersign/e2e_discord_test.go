@@ -247,7 +247,12 @@ func TestDiscordMissingSecretsStopStartUp(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newTestEnv(t, discordConfig(fake, "http"))
 			var errb bytes.Buffer
-			err := run(context.Background(), []string{"serve", "--config", e.cfg}, func(k string) string { return tc.env[k] }, strings.NewReader(""), &errb, &errb)
+			err := run(context.Background(), []string{"serve", "--config", e.cfg}, func(k string) string {
+				if k == "COUNTERSIGN_DATABASE_URL" {
+					return e.env[k] // the store's, when the tests run on PostgreSQL
+				}
+				return tc.env[k]
+			}, strings.NewReader(""), &errb, &errb)
 			if err == nil {
 				t.Fatal("serve started without the Discord secrets")
 			}

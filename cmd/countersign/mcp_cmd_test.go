@@ -332,7 +332,12 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 	outR, outW := io.Pipe()
 	stderr := &syncBuffer{}
 	done := make(chan error, 1)
-	getenv := func(k string) string { return env[k] }
+	getenv := func(k string) string {
+		if k == "COUNTERSIGN_DATABASE_URL" {
+			return e.env[k] // the store's, when the tests run on PostgreSQL
+		}
+		return env[k]
+	}
 	go func() {
 		err := run(context.Background(), append([]string{"mcp", "--config", e.cfg}, args...), getenv, inR, outW, stderr)
 		outW.CloseWithError(io.EOF)

@@ -25,6 +25,29 @@ func testEngine(t *testing.T) string {
 	return ""
 }
 
+// skipOnPostgres skips a test that works on the bbolt file itself when the
+// package's servers run on PostgreSQL (it runs in the bbolt pass).
+func skipOnPostgres(t *testing.T, why string) {
+	t.Helper()
+	if os.Getenv(testStoreEnv) == enginePostgres {
+		t.Skipf("bbolt only (%s); it runs when %s is unset", why, testStoreEnv)
+	}
+}
+
+// openTestStore opens the store of e's config, whichever the engine.
+func (e *testEnv) openTestStore() storeHandle {
+	e.t.Helper()
+	cfg, err := loadConfig(e.cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	db, err := openEngine(context.Background(), cfg, e.getenv, false)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return db
+}
+
 // testDSN is a fresh database on the test binary's cluster.
 func testDSN(t *testing.T) string { return pgtest.DSN(t) }
 

@@ -25,6 +25,7 @@ func TestServeRejectsMissingAndUnknownKeys(t *testing.T) {
 }
 
 func TestKeysCreateFailsWhileServerHoldsStore(t *testing.T) {
+	skipOnPostgres(t, "the lock of the bbolt file")
 	e := newTestEnv(t, "")
 	e.Start()
 	var out, errb bytes.Buffer

@@ -105,6 +105,7 @@ func openEngine(ctx context.Context, cfg *Config, getenv func(string) string, re
 		MaxConns:         int32(pc.MaxConns),
 		StatementTimeout: pc.StatementTimeout,
 		GroupCommit:      cfg.Store.groupCommit(),
+		Watch:            watchedBuckets,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store (postgres, $%s): %w", pc.DSNEnv, err)

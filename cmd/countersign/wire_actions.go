@@ -62,6 +62,7 @@ func (a *app) wireActions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	a.wakeStatus = svc.Wake
 	a.bot.TrackSink(actiontools.CallbackSink)
 	a.runners = append(a.runners,
 		runner{name: "callbacks", run: func(ctx context.Context) error {

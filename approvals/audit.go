@@ -140,8 +140,16 @@ func Append(tx kv.Tx, key ed25519.PrivateKey, now time.Time, e Entry) (Entry, er
 		}
 	}
 	if s != nil {
+		if seq == 1 {
+			s.genesisAt = now
+		}
 		s.add(e)
 		return e, nil
+	}
+	if seq == 1 {
+		if err := putGenesis(tx, signGenesis(key, now, e.Hash)); err != nil {
+			return Entry{}, err
+		}
 	}
 	e.Sig = hex.EncodeToString(ed25519.Sign(key, entryMessage(e.Hash)))
 	b, err := json.Marshal(e)
@@ -168,6 +176,9 @@ type signer struct {
 	key  ed25519.PrivateKey
 	rows []*pendingRow
 	wg   sync.WaitGroup
+	// genesisAt is set when this transaction appends the chain's first
+	// entry: its genesis record is written with it.
+	genesisAt time.Time
 }
 
 // pendingRow is one appended entry's place in the chain and, once its
@@ -208,6 +219,12 @@ func (s *signer) BeforeCommit(tx kv.Tx) error {
 	}
 	last := s.rows[n-1]
 	hd := signHead(s.key, last.seq, last.hash)
+	if !s.genesisAt.IsZero() {
+		if err := putGenesis(tx, signGenesis(s.key, s.genesisAt, s.rows[0].hash)); err != nil {
+			s.wg.Wait()
+			return err
+		}
+	}
 	s.wg.Wait()
 	for _, p := range s.rows {
 		if p.err != nil {

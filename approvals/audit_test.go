@@ -208,14 +208,14 @@ func TestVerifyCrossesBatches(t *testing.T) {
 	const batch = 4
 	appendN(t, db, key, 2*batch+3)
 	for _, b := range []int{1, batch, 2*batch + 3, 100} { // also a batch that ends exactly at the last row
-		rep, err := verifyBatched(context.Background(), db, pub, b)
+		rep, err := verifyBatched(context.Background(), db, VerifyOptions{Trusted: []ed25519.PublicKey{pub}}, b)
 		if err != nil || !rep.Intact || rep.Entries != 2*batch+3 || rep.Head.Seq != 2*batch+3 {
 			t.Fatalf("batch %d: %+v %v", b, rep, err)
 		}
 	}
 	// A break past the first batch is found at its own sequence number.
 	putRow(t, db, bucketAudit, kv.U64(2*batch+2), nil)
-	rep, err := verifyBatched(context.Background(), db, pub, batch)
+	rep, err := verifyBatched(context.Background(), db, VerifyOptions{Trusted: []ed25519.PublicKey{pub}}, batch)
 	if err != nil || rep.Intact || rep.BrokenAt != 2*batch+3 || rep.Reason != ReasonLink || rep.Entries != 2*batch+1 {
 		t.Fatalf("report = %+v %v", rep, err)
 	}

@@ -5,8 +5,11 @@ package admintools
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,8 +31,25 @@ const (
 // caller without admin.
 const DenyDeploymentAudit = "Access denied: the deployment-wide audit log requires the 'admin' capability. Pass a user_id within your scope to see that space's trail."
 
-// Register adds the accountability and administration tools to b.
-func Register(b *bot.Bot) error {
+// Options are what verify_audit checks besides the chain itself.
+type Options struct {
+	// AnchorFile is the audit anchor file (audit.anchor.file); empty: none.
+	AnchorFile string
+	// StateBuckets are buckets written only with an audit entry: content in
+	// them next to an empty chain breaks it (approvals.VerifyOptions).
+	StateBuckets []string
+}
+
+// Register adds the accountability and administration tools to b, with
+// no anchor file.
+func Register(b *bot.Bot) error { return RegisterWith(b, Options{}) }
+
+// RegisterWith adds the accountability and administration tools to b;
+// verify_audit checks the chain against o.
+func RegisterWith(b *bot.Bot, o Options) error {
+	verifyAudit := func(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+		return verifyAuditWith(ctx, c, o)
+	}
 	return b.Register(
 		bot.Tool{
 			Name:        "audit_log",
@@ -41,7 +61,7 @@ func Register(b *bot.Bot) error {
 		},
 		bot.Tool{
 			Name:        "verify_audit",
-			Description: "Recompute the whole audit chain (hashes, links, Ed25519 signatures, signed head) and report the first break, if any.",
+			Description: "Recompute the whole audit chain (hashes, links, Ed25519 signatures, signed head, genesis, key rotations) and check it against the anchors kept outside the store; report the first break, if any.",
 			Capability:  policy.CapVerify,
 			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
 			Args:        NoArgs{},
@@ -49,7 +69,7 @@ func Register(b *bot.Bot) error {
 		},
 		bot.Tool{
 			Name:        "export_public_key",
-			Description: "The Ed25519 public key that verifies the audit chain's signatures, in hex.",
+			Description: "The Ed25519 public key that verifies the audit chain's signatures, in hex, and every key the chain has used with the entries each signed.",
 			Capability:  policy.CapVerify,
 			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
 			Args:        NoArgs{},
@@ -197,22 +217,61 @@ func needsEscape(r rune) bool {
 	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
 }
 
-func verifyAudit(ctx context.Context, c *bot.Call, _ any) (bot.Result, error) {
-	rep, err := approvals.Verify(ctx, c.Bot().Store(), c.Bot().PublicKey())
+func verifyAuditWith(ctx context.Context, c *bot.Call, o Options) (bot.Result, error) {
+	vo := approvals.VerifyOptions{Trusted: []ed25519.PublicKey{c.Bot().PublicKey()}, StateBuckets: o.StateBuckets}
+	anchorNote := ""
+	if o.AnchorFile != "" {
+		anchors, err := approvals.ReadAnchors(o.AnchorFile)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			anchorNote = "\n  anchors: none yet in " + o.AnchorFile
+		case err != nil:
+			return bot.Result{Text: "⚠ Audit anchors unreadable: " + err.Error(), Data: map[string]any{"intact": false, "reason": err.Error()}}, nil
+		default:
+			vo.Anchors = anchors
+		}
+	}
+	rep, err := approvals.VerifyWith(ctx, c.Bot().Store(), vo)
 	if err != nil {
 		return bot.Result{}, err
 	}
-	if rep.Intact {
-		return bot.Result{Text: fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.", rep.Entries), Data: rep}, nil
+	if !rep.Intact {
+		return bot.Result{Text: fmt.Sprintf("⚠ Audit chain BROKEN at seq %d: %s.", rep.BrokenAt, rep.Reason), Data: rep}, nil
 	}
-	return bot.Result{Text: fmt.Sprintf("⚠ Audit chain BROKEN at seq %d: %s.", rep.BrokenAt, rep.Reason), Data: rep}, nil
+	if rep.Anchors > 0 {
+		anchorNote = fmt.Sprintf("\n  anchors: %d checked, the newest at seq %d (%s)", rep.Anchors, rep.NewestAnchor.Seq, rep.NewestAnchor.Time)
+	}
+	return bot.Result{Text: fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.", rep.Entries) + anchorNote, Data: rep}, nil
 }
 
-func exportPublicKey(_ context.Context, c *bot.Call, _ any) (bot.Result, error) {
-	h := hex.EncodeToString(c.Bot().PublicKey())
+func exportPublicKey(ctx context.Context, c *bot.Call, _ any) (bot.Result, error) {
+	pub := c.Bot().PublicKey()
+	h := hex.EncodeToString(pub)
+	var keys []approvals.KeySpan
+	err := c.View(ctx, func(tx kv.Tx) error {
+		var err error
+		keys, err = approvals.Keys(tx, pub)
+		return err
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	text := "Ed25519 public key (hex):\n" + h
+	if len(keys) > 1 {
+		var sb strings.Builder
+		sb.WriteString("\n\nKeys the chain has used (pin every one you trust):")
+		for i, k := range keys {
+			to := fmt.Sprint(k.To)
+			if i == len(keys)-1 {
+				to = "now"
+			}
+			fmt.Fprintf(&sb, "\n  seq %d–%s: %s", k.From, to, k.PublicKey)
+		}
+		text += sb.String()
+	}
 	return bot.Result{
-		Text: "Ed25519 public key (hex):\n" + h,
-		Data: map[string]string{"algorithm": "Ed25519", "public_key": h},
+		Text: text,
+		Data: map[string]any{"algorithm": "Ed25519", "public_key": h, "keys": keys},
 	}, nil
 }
 

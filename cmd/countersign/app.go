@@ -24,6 +24,7 @@ import (
 type app struct {
 	cfg     *Config
 	db      storeHandle
+	key     ed25519.PrivateKey // the audit signing key
 	bot     *bot.Bot
 	log     *slog.Logger
 	getenv  func(string) string
@@ -49,19 +50,26 @@ func fileExists(p string) bool {
 }
 
 // openStore opens the configured store (store.engine) and the audit
-// signing key.
+// signing key, after checking the chain against its newest anchor.
 func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (storeHandle, ed25519.PrivateKey, error) {
 	if cfg.Store.Engine != enginePostgres {
 		if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
 			return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
 		}
 	}
-	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	db, err := openEngine(ctx, cfg, getenv, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	db, err := openEngine(ctx, cfg, getenv, false)
+	// The chain against its newest anchor, then the key that signs it
+	// (audit_wire.go).
+	if _, err := checkAnchors(cfg, db); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	key, err := openSigningKey(cfg, db)
 	if err != nil {
+		db.Close()
 		return nil, nil, err
 	}
 	if cfg.Store.Engine == enginePostgres {
@@ -125,14 +133,14 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, db: db, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
+	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
 	a.closers = append(a.closers, db.Close)
 	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries})
 	if err != nil {
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord, a.wireWeb} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord, a.wireWeb, a.wireAudit} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/kv"
 )
 
 // errChainBroken is returned by `audit verify` when the chain does not
@@ -19,7 +20,8 @@ import (
 var errChainBroken = errors.New("the audit chain is broken")
 
 const auditUsage = `usage:
-  countersign audit verify [--config FILE] [--pubkey HEX]
+  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]]
+  countersign audit anchor [--config FILE] [--anchors FILE]
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]`
 
@@ -31,12 +33,14 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fs := newFlagSet("audit "+args[0], stderr)
 	load := configFlag(fs)
-	var pubHex *string
-	if args[0] == "verify" {
-		pubHex = fs.String("pubkey", "", "verify with this Ed25519 public key (hex, as export_public_key prints it) instead of the configured signing key's")
-	}
+	var pubHex, anchorsFlag *string
 	switch args[0] {
-	case "verify", "export", "pubkey":
+	case "verify":
+		pubHex = fs.String("pubkey", "", "trust only these Ed25519 public keys (hex, as export_public_key prints them; several separated by commas) instead of the configured signing key")
+		anchorsFlag = fs.String("anchors", "", "check the chain against this anchor file instead of audit.anchor.file")
+	case "anchor":
+		anchorsFlag = fs.String("anchors", "", "append to this anchor file instead of audit.anchor.file")
+	case "export", "pubkey":
 	default:
 		return fmt.Errorf("unknown audit command %q\n%s", args[0], auditUsage)
 	}
@@ -60,21 +64,47 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer db.Close()
-	if args[0] == "export" {
+	switch args[0] {
+	case "export":
 		_, err := approvals.Export(ctx, db, stdout)
 		return err
+	case "anchor":
+		return auditAnchor(ctx, cfg, db, *anchorsFlag, stdout)
 	}
-	var pub ed25519.PublicKey
+	var trusted []ed25519.PublicKey
 	if *pubHex != "" {
-		b, err := hex.DecodeString(strings.TrimSpace(*pubHex))
-		if err != nil || len(b) != ed25519.PublicKeySize {
-			return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters), as export_public_key prints it", ed25519.PublicKeySize)
+		for _, h := range strings.Split(*pubHex, ",") {
+			b, err := hex.DecodeString(strings.TrimSpace(h))
+			if err != nil || len(b) != ed25519.PublicKeySize {
+				return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters) per key, as export_public_key prints it; several keys are separated by commas", ed25519.PublicKeySize)
+			}
+			trusted = append(trusted, b)
 		}
-		pub = b
-	} else if pub, err = configuredPublicKey(cfg); err != nil {
-		return err
+	} else {
+		pub, err := configuredPublicKey(cfg)
+		if err != nil {
+			return err
+		}
+		trusted = []ed25519.PublicKey{pub}
 	}
-	rep, err := approvals.Verify(ctx, db, pub)
+	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets}
+	anchorPath, note := *anchorsFlag, ""
+	if anchorPath == "" {
+		anchorPath = cfg.Audit.Anchor.File
+	}
+	if anchorPath != "" {
+		anchors, err := approvals.ReadAnchors(anchorPath)
+		switch {
+		case errors.Is(err, os.ErrNotExist) && *anchorsFlag == "":
+			note = "  anchors: none yet at " + anchorPath + "\n"
+		case err != nil:
+			return fmt.Errorf("--anchors: %w", err)
+		}
+		opts.Anchors = anchors
+	} else {
+		note = "  anchors: none (audit.anchor.file is not set): this shows the chain is consistent with itself, not that it was not rolled back\n"
+	}
+	rep, err := approvals.VerifyWith(ctx, db, opts)
 	if err != nil {
 		return err
 	}
@@ -84,9 +114,50 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fmt.Fprintf(stdout, "✓ Audit chain INTACT — %d entries verified.\n", rep.Entries)
 	if rep.Head.Seq > 0 {
-		// Keep this line somewhere else: a copy of the whole store rolled
-		// back to an earlier state verifies on its own, but not against it.
 		fmt.Fprintf(stdout, "  head: seq %d hash %s\n", rep.Head.Seq, rep.Head.Hash)
+	}
+	if rep.Anchors > 0 {
+		fmt.Fprintf(stdout, "  anchors: %d checked, the newest at seq %d (%s)\n", rep.Anchors, rep.NewestAnchor.Seq, rep.NewestAnchor.Time)
+	}
+	fmt.Fprint(stdout, note)
+	if len(rep.Keys) > 1 {
+		for _, k := range rep.Keys {
+			fmt.Fprintf(stdout, "  key: seq %d–%d %s\n", k.From, k.To, k.PublicKey)
+		}
+	}
+	return nil
+}
+
+// auditAnchor appends the chain's signed head to the anchor file, with the
+// server stopped, after checking the chain against the newest anchor
+// already there.
+func auditAnchor(ctx context.Context, cfg *Config, db kv.Store, path string, stdout io.Writer) error {
+	if path == "" {
+		path = cfg.Audit.Anchor.File
+	}
+	if path == "" {
+		return errors.New("audit.anchor.file: not set; set it in the config or pass --anchors FILE")
+	}
+	key, err := configuredSigningKey(cfg)
+	if err != nil {
+		return err
+	}
+	c := *cfg
+	c.Audit.Anchor.File = path
+	last, err := checkAnchors(&c, db)
+	if err != nil {
+		return err
+	}
+	an, wrote, err := approvals.NewAnchorer(db, key, path, nil, last).Anchor(ctx)
+	switch {
+	case err != nil:
+		return err
+	case an.Seq == 0:
+		fmt.Fprintln(stdout, "The audit chain is empty: nothing to anchor.")
+	case !wrote:
+		fmt.Fprintf(stdout, "Already anchored: seq %d hash %s in %s\n", an.Seq, an.Hash, path)
+	default:
+		fmt.Fprintf(stdout, "Anchored: seq %d hash %s in %s\n", an.Seq, an.Hash, path)
 	}
 	return nil
 }
@@ -103,12 +174,17 @@ func openStoreReadOnly(cfg *Config) (*bolt.DB, error) {
 // configuredPublicKey reads the audit signing key's public half. Unlike
 // serve, it never creates a key.
 func configuredPublicKey(cfg *Config) (ed25519.PublicKey, error) {
-	if _, err := os.Stat(cfg.Audit.SigningKey); err != nil {
-		return nil, fmt.Errorf("audit.signing_key: no key at %s (%v); pass --pubkey HEX, or point --config at the server's config", cfg.Audit.SigningKey, errors.Unwrap(err))
-	}
-	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	key, err := configuredSigningKey(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return key.Public().(ed25519.PublicKey), nil
+}
+
+// configuredSigningKey reads the audit signing key; it never creates one.
+func configuredSigningKey(cfg *Config) (ed25519.PrivateKey, error) {
+	if _, err := os.Stat(cfg.Audit.SigningKey); err != nil {
+		return nil, fmt.Errorf("audit.signing_key: no key at %s (%v); pass --pubkey HEX, or point --config at the server's config", cfg.Audit.SigningKey, errors.Unwrap(err))
+	}
+	return loadSigningKey(cfg.Audit.SigningKey)
 }

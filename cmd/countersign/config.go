@@ -164,6 +164,7 @@ func (c *Config) validate(p *problems) {
 	}
 	c.Store.validate(p)
 	c.Audit.validate(p)
+	c.Audit.Anchor.validate(p, c.Store)
 	c.HTTP.validate(p)
 	c.Memory.validate(p)
 	names := map[string]bool{}
@@ -330,6 +331,12 @@ type AuditConfig struct {
 	// queue before it is refused (BLOCKED / WITHHELD: "audit backlog").
 	// Default 50ms.
 	ReadQueueWait time.Duration `yaml:"read_queue_wait"`
+	// Anchor writes the chain's signed head outside the store
+	// (audit_config.go).
+	Anchor AnchorConfig `yaml:"anchor"`
+	// newSigningKey is serve's --new-signing-key: rotate to a new key
+	// when the configured one is missing or is not the chain's.
+	newSigningKey bool
 }
 
 func (a *AuditConfig) defaults(storePath string, resolve func(string) string) {
@@ -347,6 +354,7 @@ func (a *AuditConfig) defaults(storePath string, resolve func(string) string) {
 	if a.ReadQueueWait == 0 {
 		a.ReadQueueWait = bot.DefaultReadQueueWait
 	}
+	a.Anchor.defaults(resolve)
 }
 
 func (a AuditConfig) validate(p *problems) {

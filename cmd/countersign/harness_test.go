@@ -30,6 +30,8 @@ type testEnv struct {
 	logs   *syncBuffer
 	// scanned is closed when the log reader of the current run has ended.
 	scanned chan struct{}
+	// serveFlags are added to `serve --config FILE` by Start.
+	serveFlags []string
 }
 
 type syncBuffer struct {
@@ -95,7 +97,7 @@ func (e *testEnv) Start() {
 	e.cancel, e.done, e.logs, e.scanned = cancel, done, logs, scanned
 	pr, pw := io.Pipe()
 	go func() {
-		err := run(ctx, []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, pw)
+		err := run(ctx, append([]string{"serve", "--config", e.cfg}, e.serveFlags...), e.getenv, strings.NewReader(""), io.Discard, pw)
 		pw.CloseWithError(io.EOF)
 		done <- err
 	}()

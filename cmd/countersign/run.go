@@ -27,12 +27,13 @@ const usage = `countersign — a chat-ops approval bot for AI agents
 
 Usage:
   countersign init [--config FILE]
-  countersign serve [--config FILE] [--listen ADDR]
+  countersign serve [--config FILE] [--listen ADDR] [--new-signing-key]
   countersign ready [--config FILE] [--url URL] [--timeout 30s]
   countersign call [--config FILE] [--url URL] [--key KEY] [--json] TOOL [JSON_ARGS]
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
   countersign mcp [--config FILE] [--key KEY]
-  countersign audit verify [--config FILE] [--pubkey HEX]
+  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]]
+  countersign audit anchor [--config FILE] [--anchors FILE]
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
@@ -175,6 +176,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	fs := newFlagSet("serve", stderr)
 	load := configFlag(fs)
 	listen := fs.String("listen", "", "the address to listen on, host:port (default $"+listenEnv+", else the config's listen)")
+	newKey := fs.Bool("new-signing-key", false, "the audit signing key is lost: create a new one and record the rotation in the chain (docs/audit.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -182,6 +184,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	cfg.Audit.newSigningKey = *newKey
 	if err := cfg.overrideListen(*listen, getenv(listenEnv)); err != nil {
 		return err
 	}

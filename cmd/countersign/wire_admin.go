@@ -19,7 +19,7 @@ import (
 // HTTP, the hardening of the HTTP API (rate limits, Idempotency-Key, host
 // checks) and observability (metrics, per-call logs).
 func (a *app) wireAdmin(ctx context.Context) error {
-	if err := admintools.Register(a.bot); err != nil {
+	if err := admintools.RegisterWith(a.bot, a.auditToolOptions()); err != nil {
 		return err
 	}
 	h := a.cfg.HTTP

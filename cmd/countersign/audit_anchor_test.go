@@ -17,13 +17,29 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
-// anchoredEnv is a test environment whose config anchors the audit chain
-// to a file in a directory of its own, as docs/audit.md recommends.
+// boltEnv is newTestEnv on a bbolt file whatever COUNTERSIGN_TEST_STORE
+// says: these tests attack the bbolt file itself (its old pages, its
+// buckets, its truncation).
+func boltEnv(t *testing.T, config string) *testEnv {
+	t.Helper()
+	dir := t.TempDir()
+	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + config
+	path := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, dir: dir, cfg: path, env: map[string]string{}}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// anchoredEnv is a bbolt test environment whose config anchors the audit
+// chain to a file in a directory of its own, as docs/audit.md recommends.
 func anchoredEnv(t *testing.T) (*testEnv, string) {
 	t.Helper()
 	dir := t.TempDir()
 	anchors := filepath.Join(dir, "anchors", "audit.anchors")
-	return newTestEnv(t, "audit:\n  anchor:\n    file: "+anchors+"\n"), anchors
+	return boltEnv(t, "audit:\n  anchor:\n    file: "+anchors+"\n"), anchors
 }
 
 // plainConfig writes a second config for e's store and key with no anchor
@@ -480,7 +496,7 @@ func TestAnchorConfigProblems(t *testing.T) {
 // The buckets auditStateBuckets names are the ones the wiring writes: a
 // rename would silently blind the emptied-chain check.
 func TestAuditStateBucketsExist(t *testing.T) {
-	e := newTestEnv(t, "")
+	e := boltEnv(t, "")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
 	e.MustOK(key, "remember", map[string]any{"user_id": "patient_42", "subject": "allergy", "value": "penicillin", "text": "allergic to penicillin"})

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Slot is a declared slot: a known field of a domain whose reconciliation is
@@ -40,14 +42,22 @@ type Schema struct {
 	index map[string]int // folded name or alias -> slots index
 }
 
-// Fold normalises a subject for matching: case and separators only (spaces,
-// '-', '_', '.', '/' fold together; runs collapse; ends are trimmed). It is
-// never semantic: "Patient Allergy" and "patient_allergy" match, "allergies"
-// does not.
+// Fold normalises a subject for matching: Unicode compatibility forms
+// (NFKC: a fullwidth "ａｌｌｅｒｇｙ" is "allergy"), invisible formatting
+// characters (zero-width, bidirectional controls: dropped), case and
+// separators (spaces, '-', '_', '.', '/' fold together; runs collapse; ends
+// are trimmed). It is never semantic: "Patient Allergy" and
+// "patient_allergy" match, "allergies" does not. Tools refuse a subject
+// holding an invisible character (Invisible) before it gets here; Fold
+// drops them so that no path can store a look-alike of a declared slot.
 func Fold(s string) string {
+	s = norm.NFKC.String(s)
 	var b strings.Builder
 	sep := false
 	for _, r := range strings.TrimSpace(s) {
+		if unicode.Is(unicode.Cf, r) {
+			continue
+		}
 		if unicode.IsSpace(r) || r == '-' || r == '_' || r == '.' || r == '/' {
 			sep = b.Len() > 0
 			continue
@@ -59,6 +69,18 @@ func Fold(s string) string {
 		b.WriteRune(unicode.ToLower(r))
 	}
 	return b.String()
+}
+
+// Invisible returns the first invisible formatting character of s (a
+// zero-width character, a bidirectional control, a soft hyphen: Unicode
+// category Cf), if any. A subject holding one looks like another.
+func Invisible(s string) (rune, bool) {
+	for _, r := range s {
+		if unicode.Is(unicode.Cf, r) {
+			return r, true
+		}
+	}
+	return 0, false
 }
 
 // NewSchema validates slots and indexes them. Every problem is reported.

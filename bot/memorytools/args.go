@@ -28,8 +28,21 @@ func checkSubject(v string) error {
 	if err := bot.CheckText("subject", v, maxSubject, false); err != nil {
 		return err
 	}
+	if err := checkVisible("subject", v); err != nil {
+		return err
+	}
 	if memory.Fold(v) == "" {
 		return bot.Invalid("subject", "required: name what the fact is about, for example active_medication (letters or digits)")
+	}
+	return nil
+}
+
+// checkVisible refuses an identifier holding an invisible formatting
+// character (zero-width, bidirectional control): it would look like
+// another, for example a declared slot, while being stored apart.
+func checkVisible(field, v string) error {
+	if r, ok := memory.Invisible(v); ok {
+		return bot.Invalid(field, "must not contain invisible characters (found U+%04X, a zero-width or bidirectional control); retype it without them", r)
 	}
 	return nil
 }
@@ -39,6 +52,9 @@ func checkScope(v string) error {
 		return nil
 	}
 	if err := bot.CheckText("scope", v, maxScope, false); err != nil {
+		return err
+	}
+	if err := checkVisible("scope", v); err != nil {
 		return err
 	}
 	if memory.Fold(v) == "" {
@@ -80,6 +96,9 @@ func (a *rememberArgs) Validate() error {
 		return bot.Invalid("confidence", "must be between 0 and 1 (got %v)", *a.Confidence)
 	}
 	if err := bot.CheckText("source", a.Source, maxSource, false); err != nil {
+		return err
+	}
+	if err := checkVisible("source", a.Source); err != nil {
 		return err
 	}
 	switch a.Kind {
@@ -162,6 +181,9 @@ func (a *forgetArgs) Validate() error {
 		return err
 	}
 	if err := bot.CheckText("source", a.Source, maxSource, false); err != nil {
+		return err
+	}
+	if err := checkVisible("source", a.Source); err != nil {
 		return err
 	}
 	return checkScope(a.Scope)

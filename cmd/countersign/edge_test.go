@@ -428,3 +428,45 @@ func (e *testEnv) get(path string) (*http.Response, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp, string(b)
 }
+
+// TestInvisibleAndCompatibilitySubjects plays issue 9's item 9:
+// "active_medication\u200b" was stored as a subject of its own that looks
+// exactly like the declared slot, so its changes skipped the confirm gate.
+// It is now refused naming the field; a fullwidth form of the slot's name
+// (NFKC) folds onto the slot, and a replacement through it is held for a
+// person like any other.
+func TestInvisibleAndCompatibilitySubjects(t *testing.T) {
+	e := newTestEnv(t, memoryConfig)
+	agent := e.CreateKey("agent", "member", "--kind", "agent")
+	e.Start()
+	p := func(kv ...string) map[string]any {
+		m := map[string]any{"user_id": "patient_7"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	e.MustOK(agent, "remember", p("subject", "active_medication", "value", "warfarin 5mg daily"))
+	for _, subject := range []string{"active_medication\u200b", "active\u200d_medication", "\u202eactive_medication", "active_medication\ufeff"} {
+		r := e.Call(agent, "remember", p("subject", subject, "value", "apixaban 5mg twice daily"))
+		if r.Status != 400 || r.Field != "subject" || !strings.Contains(r.Error, "must not contain invisible characters") {
+			t.Fatalf("subject %q: %d %s", subject, r.Status, r.Raw)
+		}
+	}
+	if r := e.Call(agent, "remember", p("subject", "allergy", "value", "none", "scope", "web\u200b")); r.Status != 400 || r.Field != "scope" {
+		t.Fatalf("scope with a zero-width space: %d %s", r.Status, r.Raw)
+	}
+	// Fullwidth letters and low line: the declared slot, gated.
+	r := e.MustOK(agent, "remember", p("subject", "ａｃｔｉｖｅ＿ｍｅｄｉｃａｔｉｏｎ", "value", "apixaban 5mg twice daily", "replaces", "warfarin"))
+	if r.Text != "Stored: [FLAG] active_medication = apixaban 5mg twice daily" || r.Data["pending"] != true {
+		t.Fatalf("fullwidth subject: %s", r.Raw)
+	}
+	// An alias in fullwidth letters too.
+	if r := e.MustOK(agent, "forget", p("subject", "ＭＥＤＳ", "value", "warfarin")); r.Text != "Stored: [FLAG] active_medication = warfarin 5mg daily" {
+		t.Fatalf("fullwidth alias: %s", r.Raw)
+	}
+	list := e.MustOK(agent, "list_memories", p())
+	if !strings.Contains(list.Text, "• active_medication = warfarin 5mg daily") || strings.Contains(list.Text, "\u200b") || strings.Contains(list.Text, "​") {
+		t.Fatalf("list after the attempts: %q", list.Text)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -118,14 +119,16 @@ func cmdReady(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 // cmdCall calls one tool on a running server and prints the answer's text,
-// preceded by the HTTP status when it is not 200. It exits 1 on any answer
-// other than 2xx, and when no server answers.
+// preceded by the HTTP status when it is not 200 (--json: the whole answer;
+// --field NAME: one field of its data, for scripts). It exits 1 on any
+// answer other than 2xx, and when no server answers.
 func cmdCall(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("call", stderr)
 	load := configFlag(fs)
 	urlFlag := fs.String("url", "", "the server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
 	keyFlag := fs.String("key", "", "the API key (default $"+apiKeyEnv+")")
 	raw := fs.Bool("json", false, "print the whole JSON answer instead of its text")
+	field := fs.String("field", "", "print only this field of the answer's data (a string as it is, anything else as JSON), e.g. request_id")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: countersign call [flags] TOOL [JSON_ARGS]\n")
 		fs.PrintDefaults()
@@ -169,6 +172,30 @@ func cmdCall(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	if resp.StatusCode != http.StatusOK {
 		fmt.Fprintln(stdout, resp.Status)
+	}
+	if *field != "" && resp.StatusCode == http.StatusOK {
+		var ans struct {
+			Data map[string]json.RawMessage `json:"data"`
+		}
+		v, ok := json.RawMessage(nil), false
+		if json.Unmarshal(b, &ans) == nil {
+			v, ok = ans.Data[*field]
+		}
+		if !ok {
+			names := make([]string, 0, len(ans.Data))
+			for k := range ans.Data {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			return fmt.Errorf("call: the answer's data has no field %q (it has: %s)", *field, strings.Join(names, ", "))
+		}
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			fmt.Fprintln(stdout, str)
+		} else {
+			fmt.Fprintln(stdout, string(v))
+		}
+		return nil
 	}
 	if *raw {
 		stdout.Write(bytes.TrimRight(b, "\n"))

@@ -7,7 +7,7 @@
 //	countersign init [--config FILE]
 //	countersign serve [--config FILE] [--listen ADDR]
 //	countersign ready [--config FILE] [--url URL] [--timeout 30s]
-//	countersign call [--config FILE] [--url URL] [--key KEY] [--json] TOOL [JSON_ARGS]
+//	countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
 //	countersign mcp [--config FILE] [--key KEY]
 //	countersign audit verify|anchor|export|pubkey [--config FILE]

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -259,5 +260,44 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	logs := stderr.String()
 	if !strings.Contains(logs, "principal=- surface=mcp tool=verify_audit outcome=unauthenticated") || strings.Contains(logs, "surface=none") {
 		t.Fatalf("the refused call is not logged under surface=mcp:\n%s", logs)
+	}
+}
+
+func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
+	e := newTestEnv(t, "")
+	agent := e.CreateKey("coder", "agent")
+	e.Start()
+	call := func(args ...string) (string, error) {
+		out, _, err := runWith(t, map[string]string{apiKeyEnv: agent}, append([]string{"call", "--url", e.URL}, args...)...)
+		return out, err
+	}
+	con, err := call("--field", "request_id", "request_approval", `{"action": "force-push main"}`)
+	if err != nil || !strings.HasPrefix(con, "con_") || strings.Count(con, "\n") != 1 {
+		t.Fatalf("--field request_id: %q %v", con, err)
+	}
+	out, err := call("record_approval", `{"action": "force-push main", "request_id": "`+strings.TrimSpace(con)+`"}`)
+	if err != nil || !strings.HasPrefix(out, "Recorded "+strings.TrimSpace(con)) {
+		t.Fatalf("text: %q %v", out, err)
+	}
+	out, err = call("list_principals")
+	if !errors.Is(err, errExit1) || !strings.HasPrefix(out, "403 Forbidden\nAccess denied: 'list_principals' requires the 'admin' capability") {
+		t.Fatalf("a 403: %q %v", out, err)
+	}
+	out, err = call("--json", "get_approval_mode", `{}`)
+	if err != nil || !strings.HasPrefix(out, `{"text":"Approval mode for user default: normal.`) {
+		t.Fatalf("--json: %q %v", out, err)
+	}
+	if _, err := call("--field", "nope", "get_approval_mode", `{}`); err == nil || !strings.Contains(err.Error(), `no field "nope" (it has: mode, prompt, source, space)`) {
+		t.Fatalf("--field nope: %v", err)
+	}
+	if _, _, err := runWith(t, nil, "call", "--url", e.URL, "get_approval_mode"); err == nil || !strings.Contains(err.Error(), "no API key") {
+		t.Fatalf("no key: %v", err)
+	}
+	e.Stop()
+	if _, err := call("get_approval_mode"); err == nil || !strings.Contains(err.Error(), "no answer from") {
+		t.Fatalf("server stopped: %v", err)
+	}
+	if _, _, err := runWith(t, nil, "ready", "--url", e.URL, "--timeout", "300ms"); err == nil || !strings.Contains(err.Error(), "did not become ready") {
+		t.Fatalf("ready with no server: %v", err)
 	}
 }

@@ -122,7 +122,8 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 	cfg := filepath.Join(dir, "config.yaml")
 	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
 		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") +
-		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\n" + slackConfig(f, "http")
+		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\nsweep:\n  schedule: \"@every 1s\"\n" +
+		strings.Replace(slackConfig(f, "http"), "tools:\n", "tools:\n  - name: quick_op\n    category: destructive\n    approvers: {roles: [member]}\n    timeout: 5s\n", 1)
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,16 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 	}
 
 	// SIGKILL the leader while writes run on every replica: every
-	// acknowledged write is there afterwards.
+	// acknowledged write is there afterwards. Requests due in 5 s are
+	// expired by the next leader, once each.
+	var quick []string
+	for i := range 5 {
+		st, m, err := reps[i%3].call(agent, "confirm_action", map[string]any{"tool": "quick_op", "summary": "quick", "category": "destructive", "dry_run": "nothing"})
+		if err != nil || st != 200 || data(m)["status"] != "pending" {
+			t.Fatalf("confirm_action quick_op: %d %v %v", st, m, err)
+		}
+		quick = append(quick, data(m)["request_id"].(string))
+	}
 	lead := leader()
 	var acked []string
 	var mu sync.Mutex
@@ -273,11 +283,18 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 		}
 	}
 
+	for _, id := range quick {
+		waitFor(t, "the next leader to expire "+id, func() bool {
+			_, m, _ := alive.call(agent, "action_status", map[string]any{"request_id": id})
+			return data(m)["status"] != "pending"
+		})
+	}
+
 	// Slack: one post per request and one update per decision, from
 	// whichever replica leads. Delivery is at least once, as after any
 	// crash: the one event the killed leader had in flight may go out
 	// twice, nothing else.
-	items := 1 + n + len(acked)
+	items := 1 + n + len(quick) + len(acked)
 	postsPerItem := func() map[string]int {
 		out := map[string]int{}
 		for _, c := range f.Calls("chat.postMessage") {
@@ -311,7 +328,7 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 		}
 		t.Fatalf("%d of %d requests posted (%d posts); a post: %.100s", got, items, len(calls), sample)
 	}
-	waitFor(t, "every decision's update", func() bool { return len(f.Calls("chat.update")) >= 1+n })
+	waitFor(t, "every decision's update", func() bool { return len(f.Calls("chat.update")) >= 1+n+len(quick) })
 	time.Sleep(2 * time.Second) // a duplicate from another replica would come about now
 	twice := 0
 	for item, c := range postsPerItem() {
@@ -323,8 +340,8 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 	if got := len(postsPerItem()); got != items || twice > 1 {
 		t.Errorf("%d requests posted (want %d), %d of them more than once (want at most the one in flight at the kill)", got, items, twice)
 	}
-	if u := len(f.Calls("chat.update")); u < 1+n || u > 2+n {
-		t.Errorf("%d chat.update calls for %d decisions", u, 1+n)
+	if u := len(f.Calls("chat.update")); u < 1+n+len(quick) || u > 2+n+len(quick) {
+		t.Errorf("%d chat.update calls for %d decisions", u, 1+n+len(quick))
 	}
 
 	// One outcome entry per request in one chain, which verifies.
@@ -345,8 +362,17 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 		if json.Unmarshal([]byte(line), &en) != nil {
 			continue
 		}
-		if en.Action == "action_approved" || en.Action == "action_denied" {
-			decisions[strings.Fields(en.Detail)[0]+" "+strings.TrimPrefix(en.Action, "action_")]++
+		switch en.Action {
+		case "action_requested", "action_vote", "action_reminder", "action_escalated", "action_auto_approved":
+		default:
+			if strings.HasPrefix(en.Action, "action_") {
+				decisions[strings.TrimSuffix(strings.Fields(en.Detail)[0], ":")+" "+strings.TrimPrefix(en.Action, "action_")]++
+			}
+		}
+	}
+	for _, id := range quick {
+		if got := decisionsFor(decisions, id); len(got) != 1 || sum(got) != 1 {
+			t.Errorf("expired request %s: audit outcomes %v, want one", id, got)
 		}
 	}
 	for _, id := range ids {
@@ -354,6 +380,14 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 			t.Errorf("request %s: audit outcomes %v, want one %s", id, decisionsFor(decisions, id), winners[id])
 		}
 	}
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // itemRE finds the item number a chat message carries.

@@ -221,7 +221,6 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	d.Cut = len(items) == inboxScan
 	counts := map[string]int{}
 	spaces, channels := map[string]bool{}, map[string]bool{}
-	canApprove := policy.Grants(caller.Role, policy.CapApprove)
 	for _, it := range items {
 		counts[string(it.Kind)]++
 		spaces[it.Space.UserID] = true
@@ -241,7 +240,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 				row.Expires = "expiry due"
 			}
 		}
-		if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) || (it.Sensitive && !canApprove) {
+		if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) || (it.Sensitive && !caller.MaySeeSensitive(it.Space)) {
 			row.Withheld, row.Title, row.Requester, row.Tally = true, "", "", ""
 		}
 		if row.ReadOnly == "" {
@@ -385,8 +384,8 @@ func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Ite
 		return "This item is in a memory space outside your scope, so its details are not shown to you."
 	}
 	if it.Sensitive {
-		if !policy.Grants(caller.Role, policy.CapApprove) {
-			return "The details of this sensitive item are shown only to people whose role holds approve."
+		if !caller.MaySeeSensitive(it.Space) {
+			return "The details of this sensitive item are shown only to people who may decide it."
 		}
 		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("web: details of #%d shown", it.ID)); err != nil {
 			h.o.Logger.Error("web: auditing a sensitive view failed; details withheld", "err", err)
@@ -448,7 +447,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Fields = append(d.Fields, f)
 		}
 	}
-	if d.IsMemory && d.Subject != "" && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) && policy.Grants(caller.Role, policy.CapRead) && (!it.Sensitive || policy.Grants(caller.Role, policy.CapApprove)) {
+	if d.IsMemory && d.Subject != "" && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) && policy.Grants(caller.Role, policy.CapRead) && (!it.Sensitive || caller.MaySeeSensitive(it.Space)) {
 		d.History = h.history(ctx, caller, it.Space, d.Subject)
 	}
 	return d
@@ -696,7 +695,7 @@ type auditData struct {
 }
 
 var requestRef = regexp.MustCompile(`\b((?:req|con|ask)_[0-9a-f]{16})\b`)
-var memoryRef = regexp.MustCompile(`^#(\d+) `)
+var memoryRef = regexp.MustCompile(`#(\d+)\b`)
 
 func (h *Handler) auditEntries(ctx context.Context, caller *bot.Caller, space string) ([]approvals.Entry, error) {
 	var data struct {
@@ -765,6 +764,8 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify strin
 		row := auditRow{Entry: e}
 		if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
 			row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
+		} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && strings.HasPrefix(e.Detail, "web: ") {
+			row.Link, row.LinkText = "/ui/items/"+m[1], "item #"+m[1]
 		} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && e.UserID != "" {
 			row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID)+"#m-"+m[1], "memory #"+m[1]
 		} else if e.UserID != "" {

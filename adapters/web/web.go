@@ -114,6 +114,13 @@ func (h *Handler) parseTemplates() error {
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		},
 		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"tsShort": func(ts string) string {
+			t, err := time.Parse(time.RFC3339, ts)
+			if err != nil {
+				return ts
+			}
+			return t.UTC().Format("2006-01-02 15:04:05")
+		},
 	}
 	h.pages = map[string]*template.Template{}
 	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message"} {

@@ -31,24 +31,37 @@ var deliveries = ExpiryIndex{Bucket: bucketDeliveries, Index: bucketDeliveriesAt
 // was seen. A replayed or retried delivery returns false and must not be
 // applied again. The record is durable before it returns.
 func (b *Bot) FirstDelivery(ctx context.Context, id string) (bool, error) {
+	return b.FirstDeliveries(ctx, []string{id})
+}
+
+// FirstDeliveries records every delivery id of one delivery (a transport's
+// envelope id and the platform's trigger id, say) in one transaction, and
+// reports whether none of them was seen before. Any one seen means a replay
+// or a retry, which must not be applied again.
+func (b *Bot) FirstDeliveries(ctx context.Context, ids []string) (bool, error) {
 	first := false
 	err := b.store.Update(ctx, func(tx kv.Tx) error {
-		first = false // the function may run twice under group commit
-		v, err := tx.Get(bucketDeliveries, []byte(id))
-		if err != nil {
-			return err
-		}
-		if v != nil {
-			return nil
-		}
-		first = true
+		first = true // reset: the function may run twice under group commit
 		now := b.now()
-		if err := tx.Put(bucketDeliveries, []byte(id), kv.U64(uint64(now.Unix()))); err != nil {
-			return err
+		for _, id := range ids {
+			v, err := tx.Get(bucketDeliveries, []byte(id))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				first = false
+				continue
+			}
+			if err := tx.Put(bucketDeliveries, []byte(id), kv.U64(uint64(now.Unix()))); err != nil {
+				return err
+			}
+			if err := deliveries.Add(tx, now, []byte(id)); err != nil {
+				return err
+			}
 		}
-		return deliveries.Add(tx, now, []byte(id))
+		return nil
 	})
-	return first, err
+	return first && len(ids) > 0, err
 }
 
 // pruneDeliveries forgets delivery ids first seen more than the delivery

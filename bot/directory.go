@@ -63,30 +63,36 @@ func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
 	}
 }
 
-// SlackCaller returns the caller a Slack user acts as, or nil if unmapped.
-func (b *Bot) SlackCaller(userID string) *Caller {
-	if b.directory == nil || userID == "" {
-		return nil
-	}
-	p, ok := b.directory.slack[userID]
-	if !ok {
-		return nil
-	}
-	return chatCaller(p, "slack", userID)
-}
+// The chat surfaces the directory knows.
+const (
+	SurfaceSlack   = "slack"
+	SurfaceDiscord = "discord"
+)
 
-// DiscordCaller returns the caller a Discord user acts as: a direct user
-// mapping first, else the first of their roles that is mapped; nil if none.
-func (b *Bot) DiscordCaller(userID string, roleIDs []string) *Caller {
+// ChatCaller returns the caller a chat user acts as on surface (SurfaceSlack
+// or SurfaceDiscord), or nil if the user is not mapped: a direct user
+// mapping first, else the first of the user's platform roles that is
+// mapped (Discord roles). The caller carries the principal's role and
+// scopes, and is always a person.
+func (b *Bot) ChatCaller(surface, userID string, roles []string) *Caller {
 	if b.directory == nil || userID == "" {
 		return nil
 	}
-	if p, ok := b.directory.discord[userID]; ok {
-		return chatCaller(p, "discord", userID)
+	var users, byRole map[string]ChatPrincipal
+	switch surface {
+	case SurfaceSlack:
+		users = b.directory.slack
+	case SurfaceDiscord:
+		users, byRole = b.directory.discord, b.directory.discordRoles
+	default:
+		return nil
 	}
-	for _, r := range roleIDs {
-		if p, ok := b.directory.discordRoles[r]; ok {
-			return chatCaller(p, "discord", userID)
+	if p, ok := users[userID]; ok {
+		return chatCaller(p, surface, userID)
+	}
+	for _, r := range roles {
+		if p, ok := byRole[r]; ok {
+			return chatCaller(p, surface, userID)
 		}
 	}
 	return nil

@@ -171,6 +171,30 @@ func (b *Bot) Item(ctx context.Context, id uint64) (Item, error) {
 	return it, err
 }
 
+// ItemAndRecord returns the current view of item id and its stored record,
+// in one read transaction.
+func (b *Bot) ItemAndRecord(ctx context.Context, id uint64) (Item, ItemRecord, error) {
+	var (
+		it  Item
+		rec *ItemRecord
+	)
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		var err error
+		if rec, err = LoadItemRecord(tx, id); err != nil {
+			return err
+		}
+		if rec == nil {
+			return ErrNoItem
+		}
+		it, err = b.viewOf(tx, rec)
+		return err
+	})
+	if err != nil {
+		return Item{}, ItemRecord{}, err
+	}
+	return it, *rec, nil
+}
+
 func (b *Bot) itemView(tx kv.Tx, id uint64) (Item, error) {
 	rec, err := LoadItemRecord(tx, id)
 	if err != nil {
@@ -179,6 +203,11 @@ func (b *Bot) itemView(tx kv.Tx, id uint64) (Item, error) {
 	if rec == nil {
 		return Item{}, ErrNoItem
 	}
+	return b.viewOf(tx, rec)
+}
+
+func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
+	id := rec.ID
 	src, ok := b.kinds[rec.Kind]
 	if !ok {
 		return Item{}, fmt.Errorf("item %d: no source for kind %s", id, rec.Kind)
@@ -230,11 +259,16 @@ func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve
 	if rec == nil {
 		return Result{}, Errorf(KindNotFound, "No item #%d.", id)
 	}
+	return b.DecideRecord(ctx, caller, *rec, approve, reason, answers)
+}
+
+// DecideRecord is DecideItem on an item record already loaded.
+func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, approve bool, reason string, answers []string) (Result, error) {
 	src, ok := b.kinds[rec.Kind]
 	if !ok {
-		return Result{}, fmt.Errorf("item %d: no source for kind %s", id, rec.Kind)
+		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
 	}
-	tool, args, err := src.DecisionCall(*rec, approve, reason, answers)
+	tool, args, err := src.DecisionCall(rec, approve, reason, answers)
 	if err != nil {
 		return Result{}, err
 	}

@@ -815,7 +815,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 	for _, custom := range []string{"approval:approve:1", "cs:approve:x", "cs:delete:1", "cs:reason:1", strings.Repeat("c", 200)} {
 		wantPrivate(t, e.click("u-"+custom[:4], smith, id, custom), "not one of Countersign's")
 	}
-	wantPrivate(t, e.click("u-missing", smith, id, customID(actApprove, 4242)), "no item #4242")
+	wantPrivate(t, e.click("u-missing", smith, id, customID(actApprove, 4242)), "No item #4242")
 	if it := e.item(id); it.Status != "pending" {
 		t.Errorf("item %s", it.Status)
 	}
@@ -824,7 +824,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 func TestSlashCommandRunsChatops(t *testing.T) {
 	e := newEnv(t)
 	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
-	want := chatops.Run(context.Background(), e.bot, e.bot.DiscordCaller(uSmith, nil), Sink, uSmith, "help")
+	want := chatops.Run(context.Background(), e.bot, e.bot.ChatCaller("discord", uSmith, nil), Sink, uSmith, "help")
 	content := wantPrivate(t, resp)
 	if content != clip(want.Text, maxContent, block) {
 		t.Errorf("command reply %q, want chatops' %q", content, want.Text)

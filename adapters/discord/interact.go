@@ -3,7 +3,6 @@ package discord
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 	"github.com/countersign/countersign/bot/chatops"
 )
 
@@ -137,182 +137,92 @@ func clicker(i *discordgo.Interaction) (userID string, roles []string) {
 	return "", nil
 }
 
-// gate runs the checks every interaction passes before it may act, in
-// order: delivered once (a replay or re-delivery of the same interaction
-// id gets dup's answer and changes nothing), from the configured server,
-// from a mapped user (when mapped is set). A refusal is audited and
-// answered privately; a nil response means go on.
-func (a *Adapter) gate(ctx context.Context, i *discordgo.Interaction, what string, mapped bool, dup func() *discordgo.InteractionResponse) (*bot.Caller, string, *discordgo.InteractionResponse) {
-	userID, roles := clicker(i)
-	if userID == "" || i.ID == "" {
-		return nil, "", private("Countersign could not tell who sent this interaction, so it did nothing.")
+// fromServer refuses, audited, an interaction from a direct message or
+// another server than the configured one; nil means go on.
+func (a *Adapter) fromServer(ctx context.Context, i *discordgo.Interaction, userID, what string) *discordgo.InteractionResponse {
+	if a.guildID == "" || i.GuildID == a.guildID {
+		return nil
 	}
-	first, err := a.bot.FirstDelivery(ctx, "discord:"+i.ID)
-	if err != nil {
-		a.log.Error("discord: recording a delivery failed", "interaction", i.ID, "err", err)
-		return nil, "", private(internalFailure)
+	where := "a direct message"
+	if i.GuildID != "" {
+		where = "server " + i.GuildID
 	}
-	if !first {
-		return nil, "", dup()
-	}
-	if a.guildID != "" && i.GuildID != a.guildID {
-		where := "a direct message"
-		if i.GuildID != "" {
-			where = "server " + i.GuildID
-		}
-		a.audit(ctx, userID, fmt.Sprintf("%s refused: sent from %s, not the configured server", what, where))
-		return nil, "", private("Countersign did not act on this: it takes decisions and commands only in its configured Discord server, and this came from a direct message or another server. This is by design. Use the approval channel in the server instead.")
-	}
-	caller := a.bot.DiscordCaller(userID, roles)
-	if caller == nil && mapped {
-		a.audit(ctx, userID, fmt.Sprintf("%s refused: discord user %s is not mapped to a principal", what, userID))
-		return nil, "", private(fmt.Sprintf("Countersign did not record your click: your Discord account (%s) is not mapped to a Countersign principal, so it cannot decide anything. This is by design: only people listed under principals in Countersign's configuration decide from chat. Ask a Countersign admin to map your user id or one of your roles.", clip(userID, 32, inline)))
-	}
-	return caller, userID, nil
-}
-
-// audit records a refused interaction; a failure to record is logged, and
-// the refusal stands.
-func (a *Adapter) audit(ctx context.Context, userID, what string) {
-	if err := a.bot.DenyChat(ctx, Sink, userID, what); err != nil {
+	if err := a.bot.DenyChat(ctx, Sink, userID, fmt.Sprintf("%s refused: sent from %s, not the configured server", what, where)); err != nil {
 		a.log.Error("discord: auditing a refused interaction failed", "user", userID, "err", err)
 	}
+	return private("Countersign did not act on this: it takes decisions and commands only in its configured Discord server, and this came from a direct message or another server. This is by design. Use the approval channel in the server instead.")
 }
 
-// onComponent handles a click on one of Countersign's buttons or menus.
+// decision starts the chat.Decision of an interaction on item id, or
+// answers it at once (no sender, another server).
+func (a *Adapter) decision(ctx context.Context, i *discordgo.Interaction, verb chat.Verb, id uint64) (chat.Decision, *discordgo.InteractionResponse) {
+	userID, roles := clicker(i)
+	if userID == "" || i.ID == "" {
+		return chat.Decision{}, private("Countersign could not tell who sent this interaction, so it did nothing.")
+	}
+	if resp := a.fromServer(ctx, i, userID, fmt.Sprintf("%s #%d", verb, id)); resp != nil {
+		return chat.Decision{}, resp
+	}
+	return chat.Decision{Surface: bot.SurfaceDiscord, UserID: userID, Roles: roles, Deliveries: []string{"discord:" + i.ID}, ItemID: id, Verb: verb}, nil
+}
+
+// onComponent handles a click on one of Countersign's buttons or menus:
+// parse → decide (package chat) → render.
 func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *discordgo.InteractionResponse {
 	data, ok := i.Data.(discordgo.MessageComponentInteractionData)
 	if !ok {
 		return private("Countersign could not read this click.")
 	}
 	act, id, n, ok := parseCustomID(data.CustomID)
-	if !ok || act == actReason {
+	verb := map[string]chat.Verb{actApprove: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
+	if !ok || verb == "" {
 		return private("This button is not one of Countersign's, so it did nothing.")
 	}
-	what := fmt.Sprintf("%s #%d", act, id)
-	caller, userID, refused := a.gate(ctx, i, what, true, func() *discordgo.InteractionResponse { return a.duplicate(ctx, id) })
-	if refused != nil {
-		return refused
-	}
-	it, resp := a.pendingItem(ctx, id)
+	d, resp := a.decision(ctx, i, verb, id)
 	if resp != nil {
 		return resp
 	}
 	switch act {
-	case actApprove:
-		return a.decide(ctx, i, caller, it, true, "", nil)
 	case actReject:
-		return reasonModal(it)
+		out := chat.Prepare(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			return a.outcome(i, out)
+		}
+		return reasonModal(out.Item)
 	case actDetails:
-		return a.details(ctx, caller, userID, it)
+		out := chat.Details(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			return a.outcome(i, out)
+		}
+		return privateMessage(renderDetails(out.Item))
 	case actAnswer:
-		if n >= len(it.Options) {
-			return private(fmt.Sprintf("That answer is not one of #%d's options any more; nothing was recorded.", id))
-		}
-		return a.decide(ctx, i, caller, it, true, "", []string{it.Options[n]})
+		d.Choices = []int{n}
 	case actSelect:
-		answers, err := chosen(it, data.Values)
-		if err != nil {
-			return private(err.Error())
-		}
-		return a.decide(ctx, i, caller, it, true, "", answers)
-	}
-	return private("This button is not one of Countersign's, so it did nothing.")
-}
-
-// chosen maps a select menu's values (option indexes) to the options.
-func chosen(it bot.Item, values []string) ([]string, error) {
-	if len(values) == 0 || (!it.Multi && len(values) > 1) {
-		return nil, fmt.Errorf("choose exactly one answer for #%d; nothing was recorded", it.ID)
-	}
-	seen := map[int]bool{}
-	out := make([]string, 0, len(values))
-	for _, v := range values {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n >= len(it.Options) || seen[n] {
-			return nil, fmt.Errorf("that choice is not one of #%d's options; nothing was recorded", it.ID)
-		}
-		seen[n] = true
-		out = append(out, it.Options[n])
-	}
-	return out, nil
-}
-
-// pendingItem loads item id; a missing or already decided item is answered
-// privately.
-func (a *Adapter) pendingItem(ctx context.Context, id uint64) (bot.Item, *discordgo.InteractionResponse) {
-	it, err := a.bot.Item(ctx, id)
-	if errors.Is(err, bot.ErrNoItem) {
-		return bot.Item{}, private(fmt.Sprintf("Countersign has no item #%d.", id))
-	}
-	if err != nil {
-		a.log.Error("discord: loading an item failed", "item", id, "err", err)
-		return bot.Item{}, private(internalFailure)
-	}
-	if !it.Pending() {
-		return bot.Item{}, private(recordedOutcome(it, 1000))
-	}
-	return it, nil
-}
-
-// duplicate answers an interaction delivered again: the recorded outcome
-// if the item is decided, else a note that the click counted once.
-func (a *Adapter) duplicate(ctx context.Context, id uint64) *discordgo.InteractionResponse {
-	it, err := a.bot.Item(ctx, id)
-	if err == nil && !it.Pending() {
-		return private(recordedOutcome(it, 1000))
-	}
-	return private(fmt.Sprintf("Countersign already received this interaction for #%d; it was not applied twice.", id))
-}
-
-// decide takes the decision as caller through the bot (capability,
-// requester is not the approver, quorum, staleness, one decision once) and
-// answers with the clicked message updated in place, or privately why not.
-func (a *Adapter) decide(ctx context.Context, i *discordgo.Interaction, caller *bot.Caller, it bot.Item, approve bool, reason string, answers []string) *discordgo.InteractionResponse {
-	_, err := a.bot.DecideItem(ctx, caller, it.ID, approve, reason, answers)
-	if err != nil {
-		var be *bot.Error
-		if !errors.As(err, &be) {
-			a.log.Error("discord: decision failed", "item", it.ID, "caller", caller.String(), "err", err)
-			return private(internalFailure)
-		}
-		msg := clip(be.Msg, 700, inline)
-		if be.Kind == bot.KindConflict {
-			if now, err := a.bot.Item(ctx, it.ID); err == nil && !now.Pending() {
-				msg += "\n" + recordedOutcome(now, 400)
+		for _, v := range data.Values {
+			c, err := strconv.Atoi(v)
+			if err != nil {
+				c = -1 // not an option: the decision layer refuses it
 			}
+			d.Choices = append(d.Choices, c)
 		}
-		return private(msg)
 	}
-	now, err := a.bot.Item(ctx, it.ID)
-	if err != nil {
-		a.log.Error("discord: reloading a decided item failed", "item", it.ID, "err", err)
-		return private("Recorded. The message will be updated shortly.")
-	}
-	if i.Message == nil {
-		return private(headline(now))
-	}
-	return updateMessage(render(now))
+	return a.outcome(i, chat.Decide(ctx, a.bot, d))
 }
 
-// details shows a sensitive item's full detail privately to an approver,
-// and audits that it was shown. Anyone else is refused privately, and
-// audited.
-func (a *Adapter) details(ctx context.Context, caller *bot.Caller, userID string, it bot.Item) *discordgo.InteractionResponse {
-	if !caller.MaySeeSensitive(it.Space) {
-		a.audit(ctx, userID, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
-		return private(fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role))
+// outcome renders a decision's outcome: the clicked message updated in
+// place when the decision was recorded, else the private reply.
+func (a *Adapter) outcome(i *discordgo.Interaction, out chat.Outcome) *discordgo.InteractionResponse {
+	switch out.Status {
+	case chat.Decided, chat.Counted:
+		if i.Message == nil || out.Item.ID == 0 {
+			return private(headline(out.Item))
+		}
+		return updateMessage(render(out.Item))
 	}
-	c := a.bot.SystemCall(a.bot.Now())
-	c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: Sink}, it.Space
-	err := c.Update(ctx, func(tx *bot.Tx) error {
-		return tx.Audit("view_sensitive", fmt.Sprintf("discord: details of #%d shown privately", it.ID))
-	})
-	if err != nil {
-		a.log.Error("discord: auditing a details view failed; details withheld", "item", it.ID, "err", err)
+	if strings.TrimSpace(out.Reply) == "" {
 		return private(internalFailure)
 	}
-	return privateMessage(renderDetails(it))
+	return private(clip(out.Reply, 1500, block))
 }
 
 // onModal handles the reason modal of a rejection.
@@ -325,22 +235,16 @@ func (a *Adapter) onModal(ctx context.Context, i *discordgo.Interaction) *discor
 	if !ok || act != actReason {
 		return private("This form is not one of Countersign's, so it did nothing.")
 	}
-	caller, _, refused := a.gate(ctx, i, fmt.Sprintf("reject #%d", id), true, func() *discordgo.InteractionResponse { return a.duplicate(ctx, id) })
-	if refused != nil {
-		return refused
-	}
-	it, resp := a.pendingItem(ctx, id)
-	if resp != nil {
-		return resp
-	}
 	reason := strings.TrimSpace(modalValue(data.Components, reasonInput))
-	if reason == "" && it.Kind != bot.KindQuestion {
-		return private(fmt.Sprintf("A reason is required to reject #%d; nothing was recorded. Click Reject again and say why.", id))
-	}
 	if len([]rune(reason)) > maxReason {
 		return private(fmt.Sprintf("The reason is longer than %d characters; nothing was recorded.", maxReason))
 	}
-	return a.decide(ctx, i, caller, it, false, reason, nil)
+	d, resp := a.decision(ctx, i, chat.Reject, id)
+	if resp != nil {
+		return resp
+	}
+	d.Reason = reason
+	return a.outcome(i, chat.Decide(ctx, a.bot, d))
 }
 
 // modalValue finds the value of the text input with custom id in a
@@ -372,13 +276,22 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) *disc
 	if opt := data.GetOption("command"); opt != nil {
 		text, _ = opt.Value.(string)
 	}
-	caller, userID, refused := a.gate(ctx, i, "command", false, func() *discordgo.InteractionResponse {
-		return private("Countersign already received this command; it was not run twice.")
-	})
-	if refused != nil {
-		return refused
+	userID, roles := clicker(i)
+	if userID == "" || i.ID == "" {
+		return private("Countersign could not tell who sent this interaction, so it did nothing.")
 	}
-	reply := chatops.Run(ctx, a.bot, caller, Sink, userID, text)
+	if resp := a.fromServer(ctx, i, userID, "command"); resp != nil {
+		return resp
+	}
+	first, err := a.bot.FirstDeliveries(ctx, []string{"discord:" + i.ID})
+	if err != nil {
+		a.log.Error("discord: recording a delivery failed", "interaction", i.ID, "err", err)
+		return private(internalFailure)
+	}
+	if !first {
+		return private("Countersign already received this command; it was not run twice.")
+	}
+	reply := chatops.Run(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
 	out := clip(reply.Text, maxContent, block)
 	if strings.TrimSpace(out) == "" {
 		out = "(no output)"

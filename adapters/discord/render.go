@@ -471,22 +471,3 @@ func reasonModal(it bot.Item) *discordgo.InteractionResponse {
 		},
 	}
 }
-
-// recordedOutcome tells one person, privately, how an item ended, with at
-// most reasonLimit characters of its reason (never a sensitive item's).
-// The result is rendered text of at most 1000+reasonLimit characters.
-func recordedOutcome(it bot.Item, reasonLimit int) string {
-	o := outcomeOf(it.Status)
-	s := fmt.Sprintf("#%d was already %s", it.ID, strings.ToLower(o.word))
-	if len(it.DecidedBy) > 0 {
-		s += " by " + deciders(it, 600)
-	}
-	if !it.DecidedAt.IsZero() {
-		s += " at " + fmtTime(it.DecidedAt)
-	}
-	s += ". Nothing was changed."
-	if it.Reason != "" && !it.Sensitive {
-		s += "\nReason: " + clip(it.Reason, reasonLimit, inline)
-	}
-	return s
-}

@@ -293,8 +293,9 @@ func TestDuplicateDeliveriesApplyOnce(t *testing.T) {
 		t.Fatal(code)
 	}
 	e.barrier()
+	// The sentence is chat.RecordedOutcome's, the same on every surface.
 	eph := e.ephemerals(nurseJo)
-	if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "no longer awaiting a decision: approved by dr_smith [U0123ABC] at 2026-01-01 09:00 UTC") {
+	if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "#1 was already approved by dr_smith [U0123ABC] at 2026-01-01 09:00 UTC. Nothing was changed.") {
 		t.Fatalf("late click answers: %+v", eph)
 	}
 	if st := e.state(id); st.Decisions != 1 || len(st.DecidedBy) != 1 {
@@ -791,7 +792,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 		t.Fatalf("command answered %d %s", code, body)
 	}
-	want := chatops.Run(context.Background(), e.bot, e.bot.SlackCaller(drSmith), Sink, drSmith, "help")
+	want := chatops.Run(context.Background(), e.bot, e.bot.ChatCaller("slack", drSmith, nil), Sink, drSmith, "help")
 	wantType := "ephemeral"
 	if !want.Private {
 		wantType = "in_channel"

@@ -2,13 +2,13 @@ package slack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 	slackgo "github.com/slack-go/slack"
 )
 
@@ -96,169 +96,94 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 	return nil, true
 }
 
-// first reports whether none of the delivery ids was seen before, recording
-// them all. A store failure counts as seen: nothing is applied twice.
+// first reports whether a command delivery is new, recording its ids. A
+// store failure counts as seen: nothing is run twice.
 func (a *Adapter) first(ctx context.Context, ids []string) bool {
-	fresh := true
-	for _, id := range ids {
-		ok, err := a.bot.FirstDelivery(ctx, id)
-		if err != nil {
-			a.log.Error("delivery dedupe failed; click dropped", "delivery", id, "err", err)
-			return false
-		}
-		if !ok {
-			fresh = false
-		}
+	ok, err := a.bot.FirstDeliveries(ctx, ids)
+	if err != nil {
+		a.log.Error("delivery dedupe failed; command dropped", "deliveries", ids, "err", err)
+		return false
 	}
-	if !fresh {
-		a.log.Info("duplicate delivery ignored", "deliveries", ids)
-	}
-	return fresh
+	return ok
 }
 
+// handleClick turns a button press into a chat.Decision and renders the
+// outcome: parse → decide → render. Every check (dedupe, the clicker's
+// principal and scope, the item pending, the one decision rule) is the
+// decision layer's.
 func (a *Adapter) handleClick(ctx context.Context, c click) {
-	if !a.first(ctx, c.deliveries) {
-		return
-	}
 	idPart, optPart, hasOpt := strings.Cut(c.value, ":")
 	id, err := bot.ParseItemID(idPart)
 	if err != nil {
 		a.tell(ctx, c.channel, c.user, "This button does not name a Countersign item; nothing was recorded.")
 		return
 	}
-	verb := "approve"
-	if c.action == actionReject {
-		verb = "reject"
-	} else if c.action != actionApprove {
-		verb = "answer"
-	}
-	caller := a.bot.SlackCaller(c.user)
-	if caller == nil {
-		a.refuseUnmapped(ctx, c.channel, c.user, fmt.Sprintf("%s #%d", verb, id))
-		return
-	}
-	it, ok := a.pendingItem(ctx, c.channel, c.user, id)
-	if !ok {
-		return
-	}
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.user, Deliveries: c.deliveries, ItemID: id}
 	switch {
 	case c.action == actionApprove:
-		a.decide(ctx, c.channel, c.user, caller, id, true, "", nil)
+		d.Verb = chat.Approve
 	case c.action == actionReject:
-		if _, err := a.api.OpenViewContext(ctx, c.trigger, reasonModal(it, c.channel)); err != nil {
+		d.Verb = chat.Reject
+		out := chat.Prepare(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			a.answer(ctx, c.channel, c.user, out)
+			return
+		}
+		if _, err := a.api.OpenViewContext(ctx, c.trigger, reasonModal(out.Item, c.channel)); err != nil {
 			a.log.Warn("reason form not opened", "item", id, "err", err)
-			a.tell(ctx, c.channel, c.user, fmt.Sprintf("Slack could not open the reason form for #%d (%v). Click %s again.", id, err, strings.ToUpper(verb[:1])+verb[1:]))
+			a.tell(ctx, c.channel, c.user, fmt.Sprintf("Slack could not open the reason form for #%d (%v). Click Reject again.", id, err))
 		}
+		return
 	case strings.HasPrefix(c.action, actionAnswer):
-		i, err := strconv.Atoi(optPart)
-		if !hasOpt || err != nil || i < 0 || i >= len(it.Options) {
-			a.tell(ctx, c.channel, c.user, fmt.Sprintf("That option is not one of #%d's; nothing was recorded.", id))
-			return
-		}
-		a.decide(ctx, c.channel, c.user, caller, id, true, "", []string{it.Options[i]})
+		d.Verb, d.Choices = chat.Answer, []int{choice(optPart, hasOpt)}
 	case c.action == actionSubmit:
-		var answers []string
+		d.Verb = chat.Answer
 		for _, v := range c.chosen {
-			i, err := strconv.Atoi(v)
-			if err != nil || i < 0 || i >= len(it.Options) {
-				a.tell(ctx, c.channel, c.user, fmt.Sprintf("A checked option is not one of #%d's; nothing was recorded.", id))
-				return
-			}
-			answers = append(answers, it.Options[i])
+			d.Choices = append(d.Choices, choice(v, true))
 		}
-		if len(answers) == 0 {
-			a.tell(ctx, c.channel, c.user, "Check at least one option, then press Submit.")
-			return
-		}
-		a.decide(ctx, c.channel, c.user, caller, id, true, "", answers)
-	}
-}
-
-func (a *Adapter) handleSubmission(ctx context.Context, s submission) {
-	if !a.first(ctx, s.deliveries) {
+	default:
 		return
 	}
+	a.answer(ctx, c.channel, c.user, chat.Decide(ctx, a.bot, d))
+}
+
+// choice parses an option index from a button or checkbox value; a value
+// that is not one is -1, which the decision layer refuses.
+func choice(v string, ok bool) int {
+	i, err := strconv.Atoi(v)
+	if !ok || err != nil {
+		return -1
+	}
+	return i
+}
+
+// handleSubmission decides a submitted reason form: a rejection.
+func (a *Adapter) handleSubmission(ctx context.Context, s submission) {
 	idPart, channel, _ := strings.Cut(s.metadata, "|")
 	id, err := bot.ParseItemID(idPart)
 	if err != nil {
 		a.log.Warn("reason form without an item id", "metadata", s.metadata)
 		return
 	}
-	caller := a.bot.SlackCaller(s.user)
-	if caller == nil {
-		a.refuseUnmapped(ctx, channel, s.user, fmt.Sprintf("reject #%d", id))
-		return
-	}
-	if _, ok := a.pendingItem(ctx, channel, s.user, id); !ok {
-		return
-	}
-	a.decide(ctx, channel, s.user, caller, id, false, s.reason, nil)
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: s.user, Deliveries: s.deliveries, ItemID: id, Verb: chat.Reject, Reason: s.reason}
+	a.answer(ctx, channel, s.user, chat.Decide(ctx, a.bot, d))
 }
 
-// pendingItem loads item id; if it is missing or already decided it tells
-// the clicker privately (with the recorded outcome) and returns false.
-func (a *Adapter) pendingItem(ctx context.Context, channel, user string, id uint64) (bot.Item, bool) {
-	it, err := a.bot.Item(ctx, id)
-	switch {
-	case errors.Is(err, bot.ErrNoItem):
-		a.tell(ctx, channel, user, fmt.Sprintf("No item #%d.", id))
-		return it, false
-	case err != nil:
-		a.log.Error("item not loaded", "item", id, "err", err)
-		a.tell(ctx, channel, user, internalFault)
-		return it, false
-	case !it.Pending():
-		a.tell(ctx, channel, user, recordedOutcome(it))
-		return it, false
-	}
-	return it, true
-}
-
-const internalFault = "Countersign could not record your decision because of an internal fault; nothing was changed. Try again, or decide through the API."
-
-// decide takes the decision through the one code path of every surface
-// (capability, requester ≠ approver, quorum, staleness, one decision once)
-// and answers the clicker privately when it is refused or still needs
-// others. The messages themselves are updated from the outbox.
-func (a *Adapter) decide(ctx context.Context, channel, user string, caller *bot.Caller, id uint64, approve bool, reason string, answers []string) {
-	_, err := a.bot.DecideItem(ctx, caller, id, approve, reason, answers)
-	if err != nil {
-		var be *bot.Error
-		if !errors.As(err, &be) {
-			a.log.Error("decision failed", "item", id, "caller", caller.String(), "err", err)
-			a.tell(ctx, channel, user, internalFault)
-			return
-		}
-		a.log.Info("decision refused", "item", id, "caller", caller.String(), "kind", be.Kind, "msg", be.Msg)
-		msg := be.Msg
-		if be.Kind == bot.KindConflict {
-			if it, err := a.bot.Item(ctx, id); err == nil && !it.Pending() {
-				msg += "\n" + recordedOutcome(it)
-			}
-		}
-		a.tell(ctx, channel, user, msg)
+// answer renders a decision's outcome for the clicker. A decided item's
+// messages are updated from the outbox, so nothing is said privately; a
+// duplicate delivery (a Slack retry) was answered the first time; anything
+// else is told privately.
+func (a *Adapter) answer(ctx context.Context, channel, user string, out chat.Outcome) {
+	switch out.Status {
+	case chat.Duplicate:
+		a.log.Info("duplicate delivery ignored", "item", out.Item.ID, "user", user)
+		return
+	case chat.Decided:
 		return
 	}
-	a.log.Info("decided from slack", "item", id, "caller", caller.String(), "approve", approve)
-	if it, err := a.bot.Item(ctx, id); err == nil && it.Pending() {
-		msg := fmt.Sprintf("Your decision on #%d is recorded; it still needs others.", id)
-		if it.Tally != "" {
-			msg += " " + it.Tally
-		}
-		a.tell(ctx, channel, user, msg)
+	if out.Reply != "" {
+		a.tell(ctx, channel, user, out.Reply)
 	}
-}
-
-// refuseUnmapped audits a click or command from a Slack user who is not
-// mapped to a principal, and tells them privately why nothing happened.
-func (a *Adapter) refuseUnmapped(ctx context.Context, channel, user, what string) {
-	if err := a.bot.DenyChat(ctx, Sink, user, what+": not mapped to a principal"); err != nil {
-		a.log.Error("refused click not audited", "user", user, "err", err)
-	}
-	a.log.Info("unmapped slack user refused", "user", user, "what", what)
-	a.tell(ctx, channel, user, fmt.Sprintf(
-		"Access denied: your Slack user %s is not mapped to a Countersign principal, so you cannot %s. Nothing was changed and the attempt is recorded in the audit log. "+
-			"This is by design: only people listed under principals in Countersign's config decide from chat; ask an administrator to add you, or ask a mapped approver.", user, what))
 }
 
 // tell answers one user privately (chat.postEphemeral). The text is plain:
@@ -284,7 +209,7 @@ type commandResponse struct {
 // runCommand runs a /countersign command through chatops as the mapped
 // principal (nil if unmapped: chatops refuses and audits).
 func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) commandResponse {
-	reply := a.commands(ctx, a.bot.SlackCaller(cmd.UserID), cmd.UserID, cmd.Text)
+	reply := a.commands(ctx, a.bot.ChatCaller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
 	typ := slackgo.ResponseTypeEphemeral
 	if !reply.Private {
 		typ = slackgo.ResponseTypeInChannel

@@ -423,22 +423,3 @@ func reasonModal(it bot.Item, channelID string) slackgo.ModalViewRequest {
 		}},
 	}
 }
-
-// recordedOutcome says how a decided item ended, for a private answer to a
-// late click. It is plain text; the caller escapes it.
-func recordedOutcome(it bot.Item) string {
-	_, word := outcome(it.Status)
-	var b strings.Builder
-	fmt.Fprintf(&b, "#%d is no longer awaiting a decision: %s", it.ID, strings.ToLower(word))
-	if len(it.DecidedBy) > 0 {
-		b.WriteString(" by " + strings.Join(it.DecidedBy, ", "))
-	}
-	if !it.DecidedAt.IsZero() {
-		b.WriteString(" at " + utcTime(it.DecidedAt))
-	}
-	b.WriteString(".")
-	if it.Reason != "" && !it.Sensitive {
-		b.WriteString(" Reason: " + it.Reason)
-	}
-	return b.String()
-}

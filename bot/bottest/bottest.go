@@ -2,8 +2,13 @@
 package bottest
 
 import (
+	"crypto/ed25519"
+	"path/filepath"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
 )
 
 // Clock is a settable clock, safe for concurrent use, for bot.Options.Now
@@ -36,3 +41,18 @@ func (c *Clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
+
+// OpenStore opens a bbolt store in a fresh temporary directory, closed
+// when the test ends.
+func OpenStore(t testing.TB) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "countersign.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// SigningKey is a fixed audit signing key for tests.
+func SigningKey() ed25519.PrivateKey { return ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) }

@@ -1,0 +1,335 @@
+package chat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+)
+
+// Verb is what a person does to an item.
+type Verb string
+
+// The verbs of a decision.
+const (
+	Approve Verb = "approve" // approve an action, consent or memory change
+	Reject  Verb = "reject"  // reject or deny it (a question: decline it)
+	Answer  Verb = "answer"  // answer a question with the chosen options
+	// ViewDetails is not a decision: it names a request for a sensitive
+	// item's detail (Details) in refusals and the audit.
+	ViewDetails Verb = "details"
+)
+
+// Decision is a person's decision on an item as a surface reports it: who
+// (the platform's user id, and the platform roles the user holds), which
+// delivery (the surface's dedupe keys), which item, and what.
+type Decision struct {
+	// Surface is the directory's name of the surface: bot.SurfaceSlack,
+	// bot.SurfaceDiscord, or another surface that maps its users to
+	// principals through the same directory.
+	Surface string
+	// UserID is the platform's user id of the person who decided.
+	UserID string
+	// Roles are the platform roles the user holds (Discord role ids), for
+	// a directory that maps roles to principals; nil for none.
+	Roles []string
+	// Deliveries are the delivery's dedupe keys ("slack:trigger:…",
+	// "discord:<interaction id>"). Any key seen before makes the decision a
+	// Duplicate, applied once. Empty: no dedupe (the surface has its own).
+	Deliveries []string
+	// ItemID is the item's number as chat shows it (#12).
+	ItemID uint64
+	// Verb is approve, reject or answer.
+	Verb Verb
+	// Reason is the person's reason: required to reject anything but a
+	// question (declining a question may go without one).
+	Reason string
+	// Choices are a question's chosen options, as indexes into the item's
+	// Options (the surface never needs to hold the option text).
+	Choices []int
+}
+
+// Status is how a decision ended.
+type Status int
+
+// The statuses of an Outcome.
+const (
+	// Decided: the decision was recorded and the item has its outcome.
+	Decided Status = iota + 1
+	// Counted: the decision was recorded and the item still waits for
+	// others (a quorum).
+	Counted
+	// Ready: every check passed and nothing was decided yet (Prepare, and
+	// Details when the detail may be shown).
+	Ready
+	// Duplicate: this delivery was seen before; nothing was applied again.
+	Duplicate
+	// Refused: the person may not do this (unmapped, out of scope, or the
+	// one decision rule said no). The refusal is audited.
+	Refused
+	// Closed: the item already has its outcome; Reply says what was
+	// recorded. Nothing was changed.
+	Closed
+	// NotFound: there is no such item.
+	NotFound
+	// Invalid: the decision does not fit the item (an option that is not
+	// one of the question's, a rejection without a reason). Nothing was
+	// recorded.
+	Invalid
+	// Failed: Countersign could not complete it (its fault, logged).
+	Failed
+)
+
+// Outcome is what a surface renders after a decision: the item's state
+// (when the person may see it) and the private reply for the person.
+type Outcome struct {
+	Status Status
+	// Item is the item's state after the decision; zero (ID 0) when there
+	// is none to show (no such item, an unmapped or out-of-scope user).
+	Item bot.Item
+	// Reply is the private text for the person, plain (the renderer
+	// escapes it for its surface); "" when the updated item says it all.
+	Reply string
+	// Caller is the principal the person acted as; nil when unmapped.
+	Caller *bot.Caller
+}
+
+// Decide takes one decision from a chat surface (or any surface that maps
+// its users through the bot's chat directory: the web console too) and
+// does all of it, in order: dedupe by d.Deliveries; identity (the platform
+// user mapped to a principal, with its role and scopes: an unmapped user is
+// refused and audited); the item loaded once (missing: NotFound; outside
+// the person's scope: refused and audited, nothing revealed; already
+// decided: Closed with the recorded outcome); the choices and reason
+// checked against the item; then the decision itself through bot.Call, the
+// tool an API client calls, which applies the one decision rule
+// (policy.DecisionRefusal) and audits a refusal; and finally the item's new
+// state. A refusal, a conflict or a failure never panics and never leaks
+// another space's item.
+func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out, rec, caller := begin(ctx, b, d)
+	if out.Status != Ready {
+		return out
+	}
+	it := out.Item
+	approve := d.Verb != Reject
+	var answers []string
+	switch d.Verb {
+	case Answer:
+		if it.Kind != bot.KindQuestion {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not a question; approve or reject it.", it.ID)}
+		}
+		var msg string
+		if answers, msg = chosen(it, d.Choices); msg != "" {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}
+		}
+	case Reject:
+		if strings.TrimSpace(d.Reason) == "" && it.Kind != bot.KindQuestion {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A reason is required to reject #%d; nothing was recorded.", it.ID)}
+		}
+	case Approve:
+		if it.Kind == bot.KindQuestion {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
+		}
+	default:
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
+	}
+	_, err := b.DecideRecord(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers)
+	if err != nil {
+		return failed(ctx, b, d, caller, it, err)
+	}
+	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
+	now, err := b.Item(ctx, it.ID)
+	if err != nil {
+		b.Logger().Error("chat: reloading a decided item failed", "item", it.ID, "err", err)
+		return Outcome{Status: Decided, Item: it, Caller: caller, Reply: "Recorded. The message will be updated shortly."}
+	}
+	if now.Pending() {
+		reply := fmt.Sprintf("Your decision on #%d is recorded; it still needs others.", it.ID)
+		if now.Tally != "" {
+			reply += " " + OneLine(now.Tally, 200)
+		}
+		return Outcome{Status: Counted, Item: now, Caller: caller, Reply: reply}
+	}
+	return Outcome{Status: Decided, Item: now, Caller: caller}
+}
+
+// Prepare runs Decide's checks (dedupe, identity, the item pending and in
+// the person's scope) without deciding: a surface calls it before asking
+// for a reason (Slack's and Discord's reject form). Status Ready carries the
+// pending item.
+func Prepare(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out, _, _ := begin(ctx, b, d)
+	return out
+}
+
+// Details shows a sensitive item's full detail to someone who may decide
+// it (a person holding approve, its space in scope): Ready with the item,
+// the view audited as view_sensitive. Anyone else is refused privately,
+// and audited.
+func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out, _, caller := begin(ctx, b, d)
+	if out.Status != Ready {
+		return out
+	}
+	it := out.Item
+	if !caller.MaySeeSensitive(it.Space) {
+		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
+		return Outcome{Status: Refused, Caller: caller, Reply: fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role)}
+	}
+	c := b.SystemCall(b.Now())
+	c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: d.Surface}, it.Space
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		return tx.Audit("view_sensitive", fmt.Sprintf("%s: details of #%d shown privately", d.Surface, it.ID))
+	})
+	if err != nil {
+		b.Logger().Error("chat: auditing a details view failed; details withheld", "item", it.ID, "err", err)
+		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}
+	}
+	return Outcome{Status: Ready, Item: it, Caller: caller}
+}
+
+// begin runs the checks every decision passes: dedupe, identity, the item
+// loaded once, scope, pending. Status Ready means go on, with the item, its
+// record and the caller.
+func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord, *bot.Caller) {
+	if d.UserID == "" {
+		return Outcome{Status: Invalid, Reply: "Countersign could not tell who sent this, so it did nothing."}, bot.ItemRecord{}, nil
+	}
+	if len(d.Deliveries) > 0 {
+		first, err := b.FirstDeliveries(ctx, d.Deliveries)
+		if err != nil {
+			b.Logger().Error("chat: recording a delivery failed; nothing applied", "surface", d.Surface, "deliveries", d.Deliveries, "err", err)
+			return Outcome{Status: Failed, Reply: couldNotComplete}, bot.ItemRecord{}, nil
+		}
+		if !first {
+			return duplicate(ctx, b, d), bot.ItemRecord{}, nil
+		}
+	}
+	caller := b.ChatCaller(d.Surface, d.UserID, d.Roles)
+	what := fmt.Sprintf("%s #%d", d.Verb, d.ItemID)
+	if caller == nil {
+		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, OneLine(d.UserID, 64)))
+		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, bot.ItemRecord{}, nil
+	}
+	it, rec, err := b.ItemAndRecord(ctx, d.ItemID)
+	switch {
+	case errors.Is(err, bot.ErrNoItem):
+		return Outcome{Status: NotFound, Caller: caller, Reply: fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", d.ItemID)}, rec, caller
+	case err != nil:
+		b.Logger().Error("chat: loading an item failed", "item", d.ItemID, "err", err)
+		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}, rec, caller
+	}
+	if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
+		msg := fmt.Sprintf("Access denied: #%d belongs to a memory space outside your assigned scope.", it.ID)
+		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("%s: %s", what, msg))
+		return Outcome{Status: Refused, Caller: caller, Reply: msg}, rec, caller
+	}
+	if !it.Pending() {
+		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}, rec, caller
+	}
+	return Outcome{Status: Ready, Item: it, Caller: caller}, rec, caller
+}
+
+// duplicate answers a delivery seen before: the recorded outcome if the
+// item is decided (and the person may see it), else that it counted once.
+func duplicate(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out := Outcome{Status: Duplicate, Reply: fmt.Sprintf("Countersign already received this for #%d; it was not applied twice.", d.ItemID)}
+	caller := b.ChatCaller(d.Surface, d.UserID, d.Roles)
+	if caller == nil {
+		return out
+	}
+	out.Caller = caller
+	it, err := b.Item(ctx, d.ItemID)
+	if err == nil && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
+		out.Item = it
+		if !it.Pending() {
+			out.Reply = RecordedOutcome(it)
+		}
+	}
+	return out
+}
+
+// failed turns a refused or failed decision into its outcome.
+func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, err error) Outcome {
+	var be *bot.Error
+	if !errors.As(err, &be) || be.Kind == bot.KindInternal {
+		b.Logger().Error("chat: decision failed", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "err", err)
+		return Outcome{Status: Failed, Item: it, Caller: caller, Reply: couldNotDecide}
+	}
+	b.Logger().Info("chat: decision refused", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "kind", be.Kind, "msg", be.Msg)
+	switch be.Kind {
+	case bot.KindConflict:
+		// Decided meanwhile, expired, or stale: answer with what was
+		// recorded, not with the tool's conflict wording.
+		if now, err := b.Item(ctx, it.ID); err == nil && !now.Pending() {
+			return Outcome{Status: Closed, Item: now, Caller: caller, Reply: RecordedOutcome(now)}
+		}
+		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
+	case bot.KindDenied, bot.KindUnauthenticated:
+		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}
+	case bot.KindNotFound:
+		return Outcome{Status: NotFound, Caller: caller, Reply: be.Msg}
+	}
+	return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: be.Error()}
+}
+
+// refuse audits a refused chat attempt: as the mapped principal when there
+// is one, else as the unmapped chat identity. A failure to audit is
+// logged; the refusal stands.
+func refuse(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, sp bot.Space, detail string) {
+	var err error
+	if caller == nil {
+		err = b.DenyChat(ctx, d.Surface, d.UserID, detail)
+	} else {
+		c := b.SystemCall(b.Now())
+		c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: d.Surface}, sp
+		err = c.Update(ctx, func(tx *bot.Tx) error { return tx.Audit("access_denied", d.Surface+": "+detail) })
+	}
+	if err != nil {
+		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", OneLine(d.UserID, 64), "err", err)
+	}
+}
+
+// chosen maps a question's chosen option indexes to the options.
+func chosen(it bot.Item, choices []int) ([]string, string) {
+	if len(choices) == 0 {
+		return nil, fmt.Sprintf("Choose an answer for #%d; nothing was recorded.", it.ID)
+	}
+	if !it.Multi && len(choices) > 1 {
+		return nil, fmt.Sprintf("#%d takes one answer; nothing was recorded.", it.ID)
+	}
+	seen := map[int]bool{}
+	out := make([]string, 0, len(choices))
+	for _, n := range choices {
+		if n < 0 || n >= len(it.Options) || seen[n] {
+			return nil, fmt.Sprintf("That answer is not one of #%d's options; nothing was recorded.", it.ID)
+		}
+		seen[n] = true
+		out = append(out, it.Options[n])
+	}
+	return out, ""
+}
+
+// Replies to a failure that is Countersign's, not the person's. Neither
+// claims to know whether anything changed.
+const (
+	couldNotComplete = "Sorry, I couldn't complete that. It may be a temporary fault; try again in a moment."
+	couldNotDecide   = "Sorry, I couldn't complete that decision. It may be a temporary fault; check the item with `show <id>` before trying again."
+)
+
+// UnmappedNote says why an unmapped chat user cannot act, and whom to ask.
+func UnmappedNote(surface, userID string) string {
+	id := OneLine(userID, 64)
+	switch surface {
+	case bot.SurfaceSlack:
+		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
+	case bot.SurfaceDiscord:
+		return fmt.Sprintf("Your Discord account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Discord user id, or one of your Discord roles, there.", id)
+	default:
+		return fmt.Sprintf("Your account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml decide. Ask a Countersign admin to add you there.", id)
+	}
+}

@@ -1,0 +1,305 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/actiontools"
+	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
+	"github.com/countersign/countersign/bot/chat"
+	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
+)
+
+// counting wraps a store and counts transactions and item loads (reads of
+// the item record and of the action request behind it).
+type counting struct {
+	kv.Store
+	mu                      sync.Mutex
+	updates, views, records int
+	requests                int
+}
+
+func (c *counting) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	c.mu.Lock()
+	c.updates++
+	c.mu.Unlock()
+	return c.Store.Update(ctx, func(tx kv.Tx) error { return fn(countTx{tx, c}) })
+}
+
+func (c *counting) View(ctx context.Context, fn func(kv.Tx) error) error {
+	c.mu.Lock()
+	c.views++
+	c.mu.Unlock()
+	return c.Store.View(ctx, func(tx kv.Tx) error { return fn(countTx{tx, c}) })
+}
+
+// counts is a snapshot of a counting store's counters.
+type counts struct{ updates, views, records, requests int }
+
+func (c *counting) snapshot() counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return counts{c.updates, c.views, c.records, c.requests}
+}
+
+func (c *counting) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.updates, c.views, c.records, c.requests = 0, 0, 0, 0
+}
+
+type countTx struct {
+	kv.Tx
+	c *counting
+}
+
+func (t countTx) Get(bucket string, key []byte) ([]byte, error) {
+	t.c.mu.Lock()
+	switch bucket {
+	case "items":
+		t.c.records++
+	case "requests":
+		t.c.requests++
+	}
+	t.c.mu.Unlock()
+	return t.Tx.Get(bucket, key)
+}
+
+type env struct {
+	t     *testing.T
+	b     *bot.Bot
+	store *counting
+	agent *bot.Caller
+	clock *bottest.Clock
+}
+
+var t0 = time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)
+
+const (
+	uSmith  = "U0SMITH"  // dr_smith, member, every space
+	uScoped = "U0SCOPED" // nurse_42, member, patient_42 only
+	uViewer = "U0VIEW"   // vic, viewer
+	uNobody = "U0NOBODY" // not mapped
+)
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	store := &counting{Store: bottest.OpenStore(t)}
+	clock := bottest.NewClock(t0)
+	b := testbot.New(t, bot.Options{Store: store, Now: clock.Now, Sinks: []string{"slack"}})
+	if _, err := actiontools.Register(b, actiontools.Options{Tools: []actiontools.ToolSpec{
+		{Name: "delete_database", Category: "destructive", Timeout: 30 * time.Minute},
+		{Name: "rollback", Category: "destructive", Quorum: 2},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := bot.NewDirectory([]bot.ChatPrincipal{
+		{Name: "dr_smith", Role: policy.RoleMember, Slack: uSmith},
+		{Name: "nurse_42", Role: policy.RoleMember, Slack: uScoped, Scopes: []string{"patient_42"}},
+		{Name: "vic", Role: policy.RoleViewer, Slack: uViewer},
+		{Name: "jo", Role: policy.RoleMember, Slack: "U0JO"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetDirectory(dir)
+	e := &env{t: t, b: b, store: store, clock: clock}
+	e.agent = &bot.Caller{Principal: bot.Principal{ID: "prin_agent", Name: "deploy-bot", Role: policy.RoleAgent, Kind: "agent"}, Surface: "http"}
+	return e
+}
+
+// request makes an action request in space and returns its item id.
+func (e *env) request(tool, space string) uint64 {
+	e.t.Helper()
+	raw, _ := json.Marshal(map[string]any{"tool": tool, "arguments": map[string]any{"db": "prod"}, "summary": "drop prod", "dry_run": "DROP", "user_id": space})
+	res, err := e.b.Call(context.Background(), e.agent, "confirm_action", raw)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var d struct {
+		ItemID uint64 `json:"item_id"`
+	}
+	b, _ := json.Marshal(res.Data)
+	_ = json.Unmarshal(b, &d)
+	if d.ItemID == 0 {
+		e.t.Fatalf("no item: %s", b)
+	}
+	return d.ItemID
+}
+
+func (e *env) audits(action string) []approvals.Entry {
+	e.t.Helper()
+	var out []approvals.Entry
+	err := e.b.View(context.Background(), func(tx kv.Tx) error {
+		es, err := approvals.List(tx, approvals.Filter{Limit: 1 << 20})
+		for _, x := range es {
+			if x.Action == action {
+				out = append(out, x)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func click(user string, id uint64, verb chat.Verb, delivery string) chat.Decision {
+	return chat.Decision{Surface: bot.SurfaceSlack, UserID: user, ItemID: id, Verb: verb, Deliveries: []string{"slack:trigger:" + delivery}}
+}
+
+func TestDecide(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.request("delete_database", "patient_42")
+
+	// Unmapped: refused, audited as the chat identity, nothing revealed.
+	out := chat.Decide(ctx, e.b, click(uNobody, id, chat.Approve, "t1"))
+	if out.Status != chat.Refused || out.Item.ID != 0 || !strings.Contains(out.Reply, "not mapped to a Countersign principal") {
+		t.Fatalf("unmapped: %+v", out)
+	}
+	// A viewer: the one rule refuses (capability), audited by the tool.
+	out = chat.Decide(ctx, e.b, click(uViewer, id, chat.Approve, "t2"))
+	if out.Status != chat.Refused || !strings.Contains(out.Reply, "requires the 'approve' capability") {
+		t.Fatalf("viewer: %+v", out)
+	}
+	// A rejection needs a reason; nothing recorded.
+	if out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Reject, "t3")); out.Status != chat.Invalid || !strings.Contains(out.Reply, "A reason is required") {
+		t.Fatalf("reject without reason: %+v", out)
+	}
+	// Approve.
+	out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "t4"))
+	if out.Status != chat.Decided || out.Item.Status != "approved" || out.Reply != "" || out.Caller.Name != "dr_smith" {
+		t.Fatalf("approve: %+v", out)
+	}
+	// The same delivery again: a duplicate, answered with the recorded
+	// outcome, applied once.
+	out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "t4"))
+	want := "#1 was already approved by dr_smith [U0SMITH] at 2026-03-02 08:00 UTC. Nothing was changed."
+	if out.Status != chat.Duplicate || out.Reply != want {
+		t.Fatalf("duplicate: %+v", out)
+	}
+	// A new click on the decided item: the recorded outcome, not a
+	// "may be stale" guess (issue 14.4).
+	out = chat.Decide(ctx, e.b, click("U0JO", id, chat.Approve, "t5"))
+	if out.Status != chat.Closed || out.Reply != want {
+		t.Fatalf("late click: %+v", out)
+	}
+	if n := len(e.audits("action_approved")); n != 1 {
+		t.Fatalf("approved %d times", n)
+	}
+	if n := len(e.audits("access_denied")); n != 2 {
+		t.Fatalf("%d refusals audited, want 2 (unmapped, viewer)", n)
+	}
+	// No such item.
+	if out = chat.Decide(ctx, e.b, click(uSmith, 999, chat.Approve, "t6")); out.Status != chat.NotFound {
+		t.Fatalf("missing: %+v", out)
+	}
+}
+
+// TestDecideOutOfScope: a person scoped to patient_42 deciding a
+// patient_99 item is refused privately and audited as that person, and is
+// not shown the item, decided or not.
+func TestDecideOutOfScope(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.request("delete_database", "patient_99")
+	for i, verb := range []chat.Verb{chat.Approve, chat.Reject} {
+		d := click(uScoped, id, verb, "s"+string(rune('0'+i)))
+		d.Reason = "no"
+		out := chat.Decide(ctx, e.b, d)
+		if out.Status != chat.Refused || out.Item.ID != 0 || out.Reply != "Access denied: #1 belongs to a memory space outside your assigned scope." {
+			t.Fatalf("%s out of scope: %+v", verb, out)
+		}
+	}
+	if out := chat.Prepare(ctx, e.b, click(uScoped, id, chat.Reject, "s9")); out.Status != chat.Refused {
+		t.Fatalf("prepare out of scope: %+v", out)
+	}
+	got := e.audits("access_denied")
+	if len(got) != 3 || got[0].Principal != "nurse_42 [U0SCOPED]" || got[0].UserID != "patient_99" {
+		t.Fatalf("refusals audited: %+v", got)
+	}
+	// Decided by someone else, it stays hidden from the scoped person.
+	chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "s4"))
+	if out := chat.Decide(ctx, e.b, click(uScoped, id, chat.Approve, "s5")); out.Status != chat.Refused || strings.Contains(out.Reply, "dr_smith") {
+		t.Fatalf("decided item shown out of scope: %+v", out)
+	}
+	// In scope, the same person decides.
+	in := e.request("delete_database", "patient_42")
+	if out := chat.Decide(ctx, e.b, click(uScoped, in, chat.Approve, "s6")); out.Status != chat.Decided {
+		t.Fatalf("in scope: %+v", out)
+	}
+}
+
+func TestDecideQuorumAndExpiry(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	id := e.request("rollback", "default")
+	out := chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "q1"))
+	if out.Status != chat.Counted || !strings.Contains(out.Reply, "still needs others") || !strings.Contains(out.Reply, "1 of 2 approvals: dr_smith") {
+		t.Fatalf("first of two: %+v", out)
+	}
+	if out = chat.Decide(ctx, e.b, click("U0JO", id, chat.Approve, "q2")); out.Status != chat.Decided || out.Item.Status != "approved" {
+		t.Fatalf("second of two: %+v", out)
+	}
+	// Past expires_at, a click is answered with the recorded expiry.
+	late := e.request("delete_database", "default")
+	e.clock.Advance(31 * time.Minute)
+	out = chat.Decide(ctx, e.b, click(uSmith, late, chat.Approve, "q3"))
+	if out.Status != chat.Closed || !strings.HasPrefix(out.Reply, "#2 was already expired at 2026-03-02 08:31 UTC. Nothing was changed.\nReason: denied by automatic policy") {
+		t.Fatalf("after expiry: %+v", out)
+	}
+}
+
+// TestDecisionCost measures what one approval click costs in store
+// transactions and item loads, through chat.Decide, against the sequence
+// the Slack adapter ran before the decision layer (dedupe per delivery id,
+// load the item, load its record again to decide, decide, reload). The
+// numbers are logged; the test fails if the layer costs more.
+func TestDecisionCost(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	deliveries := []string{"slack:envelope:e1", "slack:trigger:t1"} // Socket Mode: two dedupe keys
+
+	old := e.request("delete_database", "default")
+	e.store.reset()
+	for _, id := range deliveries {
+		if _, err := e.b.FirstDelivery(ctx, id+"-old"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caller := e.b.ChatCaller(bot.SurfaceSlack, uSmith, nil)
+	if _, err := e.b.Item(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.DecideItem(ctx, caller, old, true, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.Item(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	before := e.store.snapshot()
+
+	id := e.request("delete_database", "default")
+	e.store.reset()
+	out := chat.Decide(ctx, e.b, chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: deliveries, ItemID: id, Verb: chat.Approve})
+	if out.Status != chat.Decided {
+		t.Fatalf("decide: %+v", out)
+	}
+	after := e.store.snapshot()
+	t.Logf("one approval click: before %d transactions (%d writes, %d reads), %d item-record and %d request loads; after %d transactions (%d writes, %d reads), %d item-record and %d request loads",
+		before.updates+before.views, before.updates, before.views, before.records, before.requests,
+		after.updates+after.views, after.updates, after.views, after.records, after.requests)
+	if after.updates+after.views >= before.updates+before.views || after.records+after.requests > before.records+before.requests {
+		t.Fatalf("the decision layer costs more than the old path")
+	}
+}

@@ -1,0 +1,161 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign/bot"
+)
+
+// This file is chat's one vocabulary: the words for an item's status and
+// kind, the sentence for an outcome already recorded, the time format, and
+// how untrusted text is made safe to show. Every renderer (Slack, Discord,
+// the chat commands, the web console) uses these, so the surfaces say the
+// same thing in the same words; each renderer then escapes for its markup.
+
+// StatusWord is how an item's status is shown: an icon and a capitalised
+// word ("✅", "Approved"). A pending item is "⏳", "Pending".
+func StatusWord(status string) (icon, word string) {
+	switch status {
+	case "pending":
+		return "⏳", "Pending"
+	case "approved":
+		return "✅", "Approved"
+	case "answered":
+		return "✅", "Answered"
+	case "recorded":
+		return "✅", "Recorded"
+	case "rejected":
+		return "⛔", "Rejected"
+	case "denied":
+		return "⛔", "Denied"
+	case "declined":
+		return "⛔", "Declined"
+	case "expired":
+		return "⌛", "Expired"
+	case "stale":
+		return "⚠️", "Closed as stale"
+	case "", "closed":
+		return "•", "Closed"
+	}
+	s := OneLine(status, 64)
+	if s == "" {
+		return "•", "Closed"
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	return "•", string(unicode.ToUpper(r)) + s[n:]
+}
+
+// Approving reports whether status is a favourable outcome (approved,
+// answered, recorded): renderers colour it so.
+func Approving(status string) bool {
+	return status == "approved" || status == "answered" || status == "recorded"
+}
+
+// Refusing reports whether status is an unfavourable decision (rejected,
+// denied, declined).
+func Refusing(status string) bool {
+	return status == "rejected" || status == "denied" || status == "declined"
+}
+
+// KindNoun names an item kind in running text ("memory change").
+func KindNoun(k bot.ItemKind) string {
+	switch k {
+	case bot.KindMemoryChange:
+		return "memory change"
+	case bot.KindAction:
+		return "action request"
+	case bot.KindConsent:
+		return "consent request"
+	case bot.KindQuestion:
+		return "question"
+	}
+	return "item"
+}
+
+// SensitiveNoun names a sensitive item without saying what it is about.
+func SensitiveNoun(k bot.ItemKind) string {
+	if k == bot.KindMemoryChange {
+		return "change to a sensitive slot"
+	}
+	return "sensitive " + KindNoun(k)
+}
+
+// TimeLayout is how chat shows a time: UTC, to the minute.
+const TimeLayout = "2006-01-02 15:04 UTC"
+
+// Stamp renders t in chat's time format.
+func Stamp(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// RecordedOutcome is the sentence for an item that already has its
+// outcome: what was recorded, by whom, when, and (unless the item is
+// sensitive) why. "#12 was already approved by dr_smith [U0123] at
+// 2026-03-02 08:05 UTC. Nothing was changed."
+func RecordedOutcome(it bot.Item) string {
+	_, word := StatusWord(it.Status)
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d was already %s", it.ID, strings.ToLower(word))
+	if len(it.DecidedBy) > 0 {
+		b.WriteString(" by " + JoinLine(it.DecidedBy, 600))
+	}
+	if !it.DecidedAt.IsZero() {
+		b.WriteString(" at " + Stamp(it.DecidedAt))
+	}
+	b.WriteString(". Nothing was changed.")
+	if it.Reason != "" && !it.Sensitive {
+		b.WriteString("\nReason: " + OneLine(it.Reason, 400))
+	}
+	return b.String()
+}
+
+// OneLine makes untrusted text safe to put on one line: control characters
+// and line or paragraph separators become spaces, bidirectional controls,
+// zero-width and other invisible format characters and invalid UTF-8 are
+// dropped, runs of white space collapse, and text over max runes is cut
+// with "…" (max 0: no limit). Escaping markup is the renderer's job.
+func OneLine(s string, max int) string {
+	out := make([]rune, 0, min(len(s), 4*max+4))
+	space := false
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError || Invisible(r):
+			continue
+		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
+			space = len(out) > 0
+			continue
+		}
+		if space {
+			out = append(out, ' ')
+			space = false
+		}
+		out = append(out, r)
+		if max > 0 && len(out) > max {
+			break
+		}
+	}
+	if max > 0 && len(out) > max {
+		return string(out[:max-1]) + "…"
+	}
+	return string(out)
+}
+
+// JoinLine joins several untrusted strings with ", " on one line, each
+// and the whole capped.
+func JoinLine(ss []string, max int) string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = OneLine(s, 100)
+	}
+	return OneLine(strings.Join(out, ", "), max)
+}
+
+// Invisible reports whether r is a character chat drops from untrusted
+// text: bidirectional controls (which reorder what is shown) and the other
+// invisible format characters (zero-width space, joiners, word joiner,
+// BOM, soft hyphen...), which can hide text or break a mention apart.
+func Invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
+}

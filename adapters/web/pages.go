@@ -684,10 +684,10 @@ type auditRow struct {
 type auditData struct {
 	Space, Principal, Action, Since, Until string
 	Rows                                   []auditRow
-	Page                                   int
-	Prev, Next                             string
+	First, Next                            string
+	Older                                  bool // this page is not the newest
 	Total                                  int
-	Cut                                    bool
+	Cut                                    bool // auditScan entries read without filling the page
 	Verify                                 string
 	VerifyOK                               bool
 	Export                                 string
@@ -697,16 +697,22 @@ type auditData struct {
 var requestRef = regexp.MustCompile(`\b((?:req|con|ask)_[0-9a-f]{16})\b`)
 var memoryRef = regexp.MustCompile(`#(\d+)\b`)
 
-func (h *Handler) auditEntries(ctx context.Context, caller *bot.Caller, space string) ([]approvals.Entry, error) {
+// auditBatch reads one page of audit_log as caller: entries older than
+// cursor (newest first when cursor is empty), and the cursor of the next.
+func (h *Handler) auditBatch(ctx context.Context, caller *bot.Caller, space, cursor string, limit int) ([]approvals.Entry, string, error) {
 	var data struct {
-		Entries []approvals.Entry `json:"entries"`
+		Entries    []approvals.Entry `json:"entries"`
+		NextCursor string            `json:"next_cursor"`
 	}
-	args := map[string]any{"limit": auditScan}
+	args := map[string]any{"limit": limit}
 	if space != "" {
 		args["user_id"] = space
 	}
+	if cursor != "" {
+		args["cursor"] = cursor
+	}
 	_, err := h.call(ctx, caller, "audit_log", args, &data)
-	return data.Entries, err
+	return data.Entries, data.NextCursor, err
 }
 
 func (h *Handler) audit(w http.ResponseWriter, r *http.Request) {
@@ -732,59 +738,57 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify strin
 	if d.Space == "" && !policy.Grants(caller.Role, policy.CapAdmin) && len(caller.Scopes) > 0 {
 		d.Space = caller.Scopes[0]
 	}
-	entries, err := h.auditEntries(r.Context(), caller, d.Space)
-	if err != nil {
-		if msg, ok := userError(err); ok {
-			p.Problem = msg
-			p.Data = d
-			h.render(w, r, http.StatusOK, "audit", p)
-			return
-		}
-		h.internal(w, r, err)
-		return
-	}
-	d.Cut = len(entries) == auditScan
 	since, sinceOK := parseDay(d.Since)
 	until, untilOK := parseDay(d.Until)
-	var rows []auditRow
-	for _, e := range entries {
-		if d.Principal != "" && !strings.Contains(strings.ToLower(e.Principal), strings.ToLower(d.Principal)) {
-			continue
-		}
-		if d.Action != "" && !strings.EqualFold(e.Action, d.Action) {
-			continue
-		}
-		ts, _ := time.Parse(time.RFC3339, e.TS)
-		if sinceOK && ts.Before(since) {
-			continue
-		}
-		if untilOK && !ts.Before(until.Add(24*time.Hour)) {
-			continue
-		}
-		row := auditRow{Entry: e}
-		if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
-			row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
-		} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && strings.HasPrefix(e.Detail, "web: ") {
-			row.Link, row.LinkText = "/ui/items/"+m[1], "item #"+m[1]
-		} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && e.UserID != "" {
-			row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID)+"#m-"+m[1], "memory #"+m[1]
-		} else if e.UserID != "" {
-			row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID), "space "+e.UserID
-		}
-		rows = append(rows, row)
+	filtered := d.Principal != "" || d.Action != "" || sinceOK || untilOK
+	// Read audit_log page by page from the cursor until a page of matching
+	// entries is full, or auditScan entries were read.
+	cursor, next := strings.TrimSpace(q.Get("cursor")), ""
+	batch := auditPage
+	if filtered {
+		batch = 250
 	}
-	d.Total = len(rows)
-	pg, _ := strconv.Atoi(q.Get("page"))
-	if pg < 1 {
-		pg = 1
+	scanned := 0
+fill:
+	for scanned < auditScan {
+		entries, nc, err := h.auditBatch(r.Context(), caller, d.Space, cursor, batch)
+		if err != nil {
+			if msg, ok := userError(err); ok {
+				p.Problem = msg
+				p.Data = d
+				h.render(w, r, http.StatusOK, "audit", p)
+				return
+			}
+			h.internal(w, r, err)
+			return
+		}
+		for _, e := range entries {
+			scanned++
+			if d.Principal != "" && !strings.Contains(strings.ToLower(e.Principal), strings.ToLower(d.Principal)) {
+				continue
+			}
+			if d.Action != "" && !strings.EqualFold(e.Action, d.Action) {
+				continue
+			}
+			ts, _ := time.Parse(time.RFC3339, e.TS)
+			if (sinceOK && ts.Before(since)) || (untilOK && !ts.Before(until.Add(24*time.Hour))) {
+				continue
+			}
+			d.Rows = append(d.Rows, auditLink(e))
+			if len(d.Rows) == auditPage {
+				next = strconv.FormatUint(e.Seq, 10)
+				break fill
+			}
+		}
+		next = nc
+		if nc == "" {
+			break
+		}
+		cursor = nc
 	}
-	d.Page = pg
-	lo := (pg - 1) * auditPage
-	if lo > len(rows) {
-		lo = len(rows)
-	}
-	hi := min(lo+auditPage, len(rows))
-	d.Rows = rows[lo:hi]
+	d.Cut = scanned >= auditScan && next != ""
+	d.Total = len(d.Rows)
+	d.Older = q.Get("cursor") != ""
 	base := url.Values{}
 	for k, v := range map[string]string{"space": d.Space, "principal": d.Principal, "action": d.Action, "since": d.Since, "until": d.Until} {
 		if v != "" {
@@ -792,18 +796,30 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify strin
 		}
 	}
 	d.Export = "/ui/audit/export?" + base.Encode()
-	if pg > 1 {
+	d.First = "/ui/audit?" + base.Encode()
+	if next != "" {
 		v := cloneValues(base)
-		v.Set("page", strconv.Itoa(pg-1))
-		d.Prev = "/ui/audit?" + v.Encode()
-	}
-	if hi < len(rows) {
-		v := cloneValues(base)
-		v.Set("page", strconv.Itoa(pg+1))
+		v.Set("cursor", next)
 		d.Next = "/ui/audit?" + v.Encode()
 	}
 	p.Data = d
 	h.render(w, r, http.StatusOK, "audit", p)
+}
+
+// auditLink links an entry to what it concerns: the item of the request it
+// names, the item a web view concerned, or the memory (space) it changed.
+func auditLink(e approvals.Entry) auditRow {
+	row := auditRow{Entry: e}
+	if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
+		row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
+	} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && strings.HasPrefix(e.Detail, "web: ") {
+		row.Link, row.LinkText = "/ui/items/"+m[1], "item #"+m[1]
+	} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && e.UserID != "" {
+		row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID)+"#m-"+m[1], "memory #"+m[1]
+	} else if e.UserID != "" {
+		row.Link, row.LinkText = "/ui/memory?space="+url.QueryEscape(e.UserID), "space "+e.UserID
+	}
+	return row
 }
 
 func cloneValues(v url.Values) url.Values {
@@ -836,11 +852,13 @@ func (h *Handler) verify(w http.ResponseWriter, r *http.Request) {
 	h.auditPage(w, r, res.Text, rep.Intact)
 }
 
-// export writes the entries the audit page would show as JSON Lines.
+// export writes the audit entries of the chosen scope as JSON Lines,
+// newest first, reading audit_log page by page (the same authorisation as
+// the page).
 func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r)
 	space := strings.TrimSpace(r.URL.Query().Get("space"))
-	entries, err := h.auditEntries(r.Context(), caller, space)
+	entries, cursor, err := h.auditBatch(r.Context(), caller, space, "", auditScan)
 	if err != nil {
 		if msg, ok := userError(err); ok {
 			h.fail(w, r, http.StatusForbidden, msg)
@@ -857,8 +875,17 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	w.Header().Set("Cache-Control", "no-store")
 	enc := json.NewEncoder(w)
-	for i := len(entries) - 1; i >= 0; i-- { // oldest first, as the chain runs
-		if err := enc.Encode(entries[i]); err != nil {
+	for {
+		for _, e := range entries {
+			if err := enc.Encode(e); err != nil {
+				return
+			}
+		}
+		if cursor == "" {
+			return
+		}
+		if entries, cursor, err = h.auditBatch(r.Context(), caller, space, cursor, auditScan); err != nil {
+			h.o.Logger.Error("web: audit export cut short", "err", err)
 			return
 		}
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -145,5 +147,93 @@ principals:
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("config problems %v: missing %q", err, want)
 		}
+	}
+}
+
+// signInHTTP signs name in through a one-time link with a cookie jar.
+func signInHTTP(t *testing.T, e *testEnv, name string) *http.Client {
+	t.Helper()
+	c := webClient(t)
+	tok, _ := url.QueryUnescape(strings.TrimPrefix(e.webLink(name), "/ui/signin/link?t="))
+	if resp, body := webDo(t, c, "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != 200 {
+		t.Fatalf("sign-in of %s: %d\n%s", name, resp.StatusCode, body)
+	}
+	return c
+}
+
+var auditRowRE = regexp.MustCompile(`<tr id="seq-(\d+)">`)
+var olderRE = regexp.MustCompile(`id="older" href="([^"]+)"|href="([^"]+)" rel="next" id="older"`)
+
+// TestWebAuditPages: the audit page pages through audit_log with its cursor,
+// filters by action, exports every entry as JSON Lines, and refuses the
+// deployment-wide log to a member as the API does.
+func TestWebAuditPages(t *testing.T) {
+	e := newTestEnv(t, "principals:\n  - {name: boss, role: admin, web: boss@x.example}\n  - {name: dr_smith, role: member, web: s@x.example, scopes: [ward_a]}\n")
+	agent := e.CreateKey("intake", "agent")
+	e.Start()
+	for i := range 60 {
+		e.MustOK(agent, "remember", map[string]any{"user_id": "ward_a", "subject": fmt.Sprintf("note_%d", i), "value": "v", "text": "t"})
+	}
+	total := int(e.MustOK(agent, "audit_log", map[string]any{"user_id": "ward_a", "limit": 1000}).Data["count"].(float64))
+	boss := signInHTTP(t, e, "boss")
+
+	seen := map[string]bool{}
+	next := "/ui/audit"
+	for pages := 0; next != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("the audit pages do not end")
+		}
+		resp, body := webDo(t, boss, "GET", e.URL+strings.ReplaceAll(next, "&amp;", "&"), nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d", next, resp.StatusCode)
+		}
+		rows := auditRowRE.FindAllStringSubmatch(body, -1)
+		if len(rows) > 50 || len(rows) == 0 {
+			t.Fatalf("page %d shows %d rows", pages, len(rows))
+		}
+		for _, r := range rows {
+			if seen[r[1]] {
+				t.Fatalf("entry %s shown on two pages", r[1])
+			}
+			seen[r[1]] = true
+		}
+		next = ""
+		if m := olderRE.FindStringSubmatch(body); m != nil {
+			next = m[1] + m[2]
+		}
+	}
+	// The deployment-wide log holds the ward's entries and more (sign-ins, keys).
+	if len(seen) <= total {
+		t.Errorf("paged through %d entries, want more than the %d of ward_a", len(seen), total)
+	}
+
+	_, body := webDo(t, boss, "GET", e.URL+"/ui/audit?action=web_sign_in", nil)
+	if n := len(auditRowRE.FindAllString(body, -1)); n != 1 {
+		t.Errorf("filter action=web_sign_in shows %d rows, want 1", n)
+	}
+	resp, export := webDo(t, boss, "GET", e.URL+"/ui/audit/export?space=ward_a", nil)
+	lines := strings.Split(strings.TrimSpace(export), "\n")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/x-ndjson" || len(lines) != total {
+		t.Fatalf("export: %d %s, %d lines, want %d", resp.StatusCode, resp.Header.Get("Content-Type"), len(lines), total)
+	}
+	for _, l := range lines {
+		var entry map[string]any
+		if err := json.Unmarshal([]byte(l), &entry); err != nil || entry["user_id"] != "ward_a" || entry["sig"] == "" {
+			t.Fatalf("export line %q", l)
+		}
+	}
+
+	member := signInHTTP(t, e, "dr_smith")
+	_, body = webDo(t, member, "GET", e.URL+"/ui/audit?space=", nil)
+	// A member's default is their first scope; asking for another space is refused as over the API.
+	if n := len(auditRowRE.FindAllString(body, -1)); n == 0 || !strings.Contains(body, "ward_a") {
+		t.Errorf("a scoped member's audit page shows %d rows", n)
+	}
+	_, body = webDo(t, member, "GET", e.URL+"/ui/audit?space=ward_b", nil)
+	if !strings.Contains(body, "outside your assigned scope") || len(auditRowRE.FindAllString(body, -1)) != 0 {
+		t.Errorf("another space's trail for a scoped member:\n%s", body)
+	}
+	if resp, _ := webDo(t, member, "GET", e.URL+"/ui/audit/export", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a member's deployment-wide export answered %d, want 403", resp.StatusCode)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -163,16 +164,25 @@ func (d *DB) View(ctx context.Context, fn func(kv.Tx) error) error {
 	return d.retry(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, d.attemptTimeout)
 		defer cancel()
-		t, err := d.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		if err != nil {
-			return err
+		err := d.view(actx, fn)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return unavailable(err)
 		}
-		defer t.Rollback(context.WithoutCancel(actx))
-		if err := fn(&tx{ctx: actx, t: t}); err != nil {
-			return err
-		}
-		return t.Commit(actx)
+		return err
 	})
+}
+
+// view runs one try of a read-only transaction.
+func (d *DB) view(actx context.Context, fn func(kv.Tx) error) error {
+	t, err := d.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer t.Rollback(context.WithoutCancel(actx))
+	if err := fn(&tx{ctx: actx, t: t}); err != nil {
+		return err
+	}
+	return t.Commit(actx)
 }
 
 // commit runs fn and the PreCommits it registers in one serializable
@@ -186,34 +196,68 @@ func (d *DB) commit(ctx context.Context, fn func(*tx) error) error {
 	return d.retry(ctx, func() error {
 		actx, cancel := context.WithTimeout(ctx, d.attemptTimeout)
 		defer cancel()
-		t, err := d.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-		if err != nil {
-			return err
+		err := d.attempt(actx, fn)
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// The attempt's own deadline: the database did not answer.
+			return unavailable(err)
 		}
-		rctx := context.WithoutCancel(actx)
-		x := &tx{ctx: actx, t: t, hooks: &hookSet{}}
-		if err := fn(x); err != nil {
-			_ = t.Rollback(rctx)
-			return err
-		}
-		if err := x.hooks.run(x); err != nil {
-			_ = t.Rollback(rctx)
-			return err
-		}
-		if err := t.Commit(actx); err != nil {
-			if retryable(err) || pgconn.SafeToRetry(err) {
-				return err
-			}
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) {
-				return err // refused by the server: not committed
-			}
-			// The COMMIT was sent and no answer came back: it may or may
-			// not have happened. Never acknowledge it.
-			return &outcomeUnknown{err: err}
-		}
-		return nil
+		return err
 	})
+}
+
+// writerLock is the session advisory lock every write transaction of every
+// replica holds from before its BEGIN to after its COMMIT ("CountrsW").
+// Write transactions therefore run one at a time across the cluster, as on
+// bbolt, and each starts its snapshot after the previous one committed:
+// the audit chain's head, which every write moves, never makes them
+// conflict and retry. Group commit makes each of them carry many writes.
+const writerLock int64 = 0x436f756e74727357
+
+// attempt runs one try of a write transaction on a connection of its own.
+func (d *DB) attempt(actx context.Context, fn func(*tx) error) error {
+	conn, err := d.pool.Acquire(actx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(actx, `SELECT pg_advisory_lock($1)`, writerLock); err != nil {
+		// The connection may hold the lock or be broken: never reuse it.
+		_ = conn.Conn().Close(context.WithoutCancel(actx))
+		conn.Release()
+		return err
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(actx), `SELECT pg_advisory_unlock($1)`, writerLock); err != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(actx))
+		}
+		conn.Release()
+	}()
+	t, err := conn.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return err
+	}
+	rctx := context.WithoutCancel(actx)
+	x := &tx{ctx: actx, t: t, hooks: &hookSet{}}
+	if err := fn(x); err != nil {
+		_ = t.Rollback(rctx)
+		return err
+	}
+	if err := x.hooks.run(x); err != nil {
+		_ = t.Rollback(rctx)
+		return err
+	}
+	if err := t.Commit(actx); err != nil {
+		if retryable(err) || pgconn.SafeToRetry(err) {
+			return err
+		}
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return err // refused by the server: not committed
+		}
+		// The COMMIT was sent and no answer came back: it may or may not
+		// have happened. Never acknowledge it.
+		return &outcomeUnknown{err: err}
+	}
+	return nil
 }
 
 // outcomeUnknown is a COMMIT whose answer was lost.
@@ -298,7 +342,7 @@ func isConnErr(err error) bool {
 	if errors.As(err, &ce) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
 		return true
 	}
-	return errors.Is(err, pgx.ErrTxClosed) || isNetErr(err)
+	return errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetErr(err)
 }
 
 // classify wraps errors of the database's availability with

@@ -3,6 +3,9 @@ package web
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,9 +21,14 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
 )
+
+// Surface is the name of the web console as a surface (Caller.Surface,
+// chat.Decision.Surface).
+const Surface = "web"
 
 // inboxScan is how many of the most recent pending items the inbox reads.
 const inboxScan = 1000
@@ -333,6 +341,7 @@ type itemData struct {
 	IsMemory   bool
 	IsAction   bool
 	IsQuestion bool
+	Nonce      string // names this rendering's forms, so a resubmission is applied once
 }
 
 func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bool) {
@@ -359,9 +368,9 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox", Problem: r.URL.Query().Get("problem")}
-	if p.Problem != "" {
-		p.Problem = oneLine(p.Problem, 600)
+	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
+	if msg := r.URL.Query().Get("problem"); msg != "" && hmac.Equal([]byte(r.URL.Query().Get("pm")), []byte(h.mac("problem", msg))) {
+		p.Problem = oneLine(msg, 600)
 	}
 	d := h.itemView(r.Context(), caller, it)
 	if msg := h.itemAccess(r.Context(), caller, it); msg != "" {
@@ -404,6 +413,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	}
 	if d.Pending {
 		d.ReadOnly = readOnlyReason(caller, it)
+		d.Nonce, _ = randomToken(12)
 	}
 	if !it.ExpiresAt.IsZero() && d.Pending {
 		if it.ExpiresAt.After(h.now()) {
@@ -498,9 +508,12 @@ func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "tally": len(it.DecidedBy)})
 }
 
-// decide takes the form's decision through bot.DecideItem: the same tool
-// call, capability and scope checks, decision rule and audit entry as every
-// other surface, made as the signed-in principal.
+// decide takes the form's decision through chat.Decide, the one decision
+// function of every surface: the same checks (scope, the item still
+// pending, a reason to reject), the same tool call and decision rule and
+// audit entry as a chat click or an API client's call, made as the
+// signed-in principal. A form submitted twice (its nonce seen before) is
+// applied once.
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r)
 	id, err := bot.ParseItemID(r.PathValue("id"))
@@ -509,56 +522,61 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
+	d := chat.Decision{Surface: Surface, UserID: caller.ID, Caller: caller, ItemID: id, Reason: strings.TrimSpace(f.Get("reason"))}
+	if n := f.Get("nonce"); n != "" && len(n) <= 64 {
+		d.Deliveries = []string{"web:" + caller.ID + ":" + n}
+	}
+	if len(d.Reason) > 2000 {
+		h.backToItem(w, r, id, "The reason is longer than 2000 characters; shorten it. Nothing was done.")
+		return
+	}
 	action := f.Get("action")
-	reason := strings.TrimSpace(f.Get("reason"))
-	var approve bool
-	var answers []string
 	switch action {
 	case "approve":
-		approve = true
-	case "reject":
-		if reason == "" {
-			h.backToItem(w, r, id, "A rejection needs a reason, so the requester knows why. Nothing was done.")
-			return
-		}
+		d.Verb = chat.Approve
+	case "reject", "decline":
+		d.Verb = chat.Reject
 	case "answer":
-		approve = true
-		answers = f["answer"]
-		if len(answers) == 0 {
-			h.backToItem(w, r, id, "Choose an answer first. Nothing was sent.")
-			return
+		d.Verb = chat.Answer
+		for _, v := range f["answer"] {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				h.backToItem(w, r, id, "That answer is not one of the question's options. Nothing was sent.")
+				return
+			}
+			d.Choices = append(d.Choices, n)
 		}
-	case "decline":
 	default:
 		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, reject, answer or decline.")
 		return
 	}
-	if len(reason) > 2000 {
-		h.backToItem(w, r, id, "The reason is longer than 2000 characters; shorten it. Nothing was done.")
-		return
-	}
-	res, err := h.o.Bot.DecideItem(r.Context(), caller, id, approve, reason, answers)
-	if err != nil {
-		var be *bot.Error
-		if errors.As(err, &be) && be.Kind != bot.KindInternal {
-			h.backToItem(w, r, id, be.Error())
-			return
+	out := chat.Decide(r.Context(), h.o.Bot, d)
+	switch out.Status {
+	case chat.Decided:
+		http.Redirect(w, r, fmt.Sprintf("/ui/?done=%s-%d", action, id), http.StatusSeeOther)
+	case chat.Counted:
+		http.Redirect(w, r, fmt.Sprintf("/ui/?done=vote-%d", id), http.StatusSeeOther)
+	default:
+		msg := out.Reply
+		if msg == "" {
+			msg = "Nothing was done."
 		}
-		h.internal(w, r, err)
-		return
+		h.backToItem(w, r, id, msg)
 	}
-	done := action
-	if action == "approve" {
-		if it, err := h.o.Bot.Item(r.Context(), id); err == nil && it.Pending() {
-			done = "vote"
-		}
-		_ = res
-	}
-	http.Redirect(w, r, fmt.Sprintf("/ui/?done=%s-%d", done, id), http.StatusSeeOther)
 }
 
+// backToItem sends the browser back to the item with problem shown above
+// it. The message travels in the URL with a MAC, so that a crafted link
+// cannot put words of its own on a Countersign page.
 func (h *Handler) backToItem(w http.ResponseWriter, r *http.Request, id uint64, problem string) {
-	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d?problem=%s", id, url.QueryEscape(problem)), http.StatusSeeOther)
+	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d?problem=%s&pm=%s", id, url.QueryEscape(problem), h.mac("problem", problem)), http.StatusSeeOther)
+}
+
+// mac authenticates a short message of this server's (purpose-bound).
+func (h *Handler) mac(purpose, msg string) string {
+	m := hmac.New(sha256.New, h.o.LinkKey)
+	m.Write([]byte(purpose + "\x00" + msg))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
 // ---- memory ----

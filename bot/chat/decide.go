@@ -50,6 +50,19 @@ type Decision struct {
 	// Choices are a question's chosen options, as indexes into the item's
 	// Options (the surface never needs to hold the option text).
 	Choices []int
+	// Caller, when set, is the person the surface authenticated itself (the
+	// web console's signed-in principal, surface "web"): the chat directory
+	// is not consulted, and UserID only names the person in logs.
+	Caller *bot.Caller
+}
+
+// caller is the principal the decision is taken as: the surface's own
+// authenticated caller, else the chat user mapped through the directory.
+func (d Decision) caller(b *bot.Bot) *bot.Caller {
+	if d.Caller != nil {
+		return d.Caller
+	}
+	return b.ChatCaller(d.Surface, d.UserID, d.Roles)
 }
 
 // Status is how a decision ended.
@@ -209,7 +222,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord
 			return duplicate(ctx, b, d), bot.ItemRecord{}, nil
 		}
 	}
-	caller := b.ChatCaller(d.Surface, d.UserID, d.Roles)
+	caller := d.caller(b)
 	what := fmt.Sprintf("%s #%d", d.Verb, d.ItemID)
 	if caller == nil {
 		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, OneLine(d.UserID, 64)))
@@ -238,7 +251,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord
 // item is decided (and the person may see it), else that it counted once.
 func duplicate(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	out := Outcome{Status: Duplicate, Reply: fmt.Sprintf("Countersign already received this for #%d; it was not applied twice.", d.ItemID)}
-	caller := b.ChatCaller(d.Surface, d.UserID, d.Roles)
+	caller := d.caller(b)
 	if caller == nil {
 		return out
 	}

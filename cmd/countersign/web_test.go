@@ -237,3 +237,49 @@ func TestWebAuditPages(t *testing.T) {
 		t.Errorf("a member's deployment-wide export answered %d, want 403", resp.StatusCode)
 	}
 }
+
+var nonceRE = regexp.MustCompile(`name="nonce" value="([^"]+)"`)
+
+// TestWebAnswersAQuestionOnce: a question is answered from its page through
+// the one decision function (chat.Decide), by option; the same form sent
+// twice is applied once; a rejection without a reason is refused and
+// changes nothing.
+func TestWebAnswersAQuestionOnce(t *testing.T) {
+	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
+	agent := e.CreateKey("intake", "agent")
+	e.Start()
+	q := e.MustOK(agent, "ask_user", map[string]any{"question": "Which ward?", "options": []string{"ward 3", "ward 5"}})
+	rid, _ := q.Data["request_id"].(string)
+	c := signInHTTP(t, e, "dr_smith")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
+	itemPath := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(itemPath, "/ui/items/") {
+		t.Fatalf("/ui/requests/%s: %d %s", rid, resp.StatusCode, itemPath)
+	}
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
+	if csrf == nil || nonce == nil || !strings.Contains(page, "ward 5") {
+		t.Fatalf("question page:\n%s", page)
+	}
+	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"answer"}, "answer": {"1"}}
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=answer-") {
+		t.Fatalf("answering: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, _ = webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc.Query().Get("problem"), "already answered by dr_smith") {
+		t.Fatalf("the same form again: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	_, page = webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
+	if !strings.Contains(page, "Nothing was changed") {
+		t.Errorf("the item page does not say the resubmission was not applied")
+	}
+	// A problem message is shown only with this server's MAC.
+	if _, forged := webDo(t, c, "GET", e.URL+itemPath+"?problem=Call+555-0100+to+confirm&pm=x", nil); strings.Contains(forged, "555-0100") {
+		t.Error("a crafted problem message is shown on the item page")
+	}
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	if ans, _ := st.Data["answers"].([]any); st.Data["status"] != "answered" || len(ans) != 1 || ans[0] != "ward 5" {
+		t.Fatalf("question after the web answer: %s", st)
+	}
+}

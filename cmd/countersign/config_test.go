@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -273,4 +274,60 @@ func TestConfigValidationReadsNoFile(t *testing.T) {
 	if err := p.err(); err == nil || !strings.Contains(err.Error(), "memory.slot_schema: cannot read") {
 		t.Fatalf("loadFiles: %v", err)
 	}
+}
+
+// configKeyPaths lists every key path of the config: "http.rate_burst",
+// "tools[].name", "memory.slots[].confirm". A map of free keys (channels)
+// or a free value (a tool's schema) ends its path.
+func configKeyPaths(t reflect.Type, prefix string, out *[]string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		for name, ft := range yamlFields(t) {
+			p := join(prefix, name)
+			*out = append(*out, p)
+			configKeyPaths(ft, p, out)
+		}
+	case reflect.Slice:
+		e := t.Elem()
+		for e.Kind() == reflect.Pointer {
+			e = e.Elem()
+		}
+		if e.Kind() == reflect.Struct {
+			configKeyPaths(e, prefix+"[]", out)
+		}
+	}
+}
+
+func TestConfigurationReferenceListsEveryKey(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	configKeyPaths(reflect.TypeOf(Config{}), "", &keys)
+	if len(keys) < 80 {
+		t.Fatalf("found only %d keys: the walk is broken", len(keys))
+	}
+	for _, k := range keys {
+		// Sections are headings, not rows: their keys are listed below them.
+		if !strings.Contains(string(doc), "`"+k+"`") && !isSection(k) {
+			t.Errorf("docs/configuration.md does not list `%s` (with its default)", k)
+		}
+	}
+}
+
+// isSection reports whether key is a mapping of further keys (store, http,
+// tools[].approvers …) rather than a value.
+func isSection(key string) bool {
+	var keys []string
+	configKeyPaths(reflect.TypeOf(Config{}), "", &keys)
+	for _, k := range keys {
+		if strings.HasPrefix(k, key+".") || strings.HasPrefix(k, key+"[].") {
+			return true
+		}
+	}
+	return false
 }

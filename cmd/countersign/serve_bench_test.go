@@ -35,15 +35,19 @@ log:
 // benchServer runs the real server (run serve) on a free loopback port with
 // an admin key, its logs going to a file as in production, and the G1
 // subject seeded (10 facts). It returns the base URL and the key.
-func benchServer(b *testing.B) (url, key string) {
+func benchServer(b *testing.B) (url, key string) { return benchServerOn(b, "", nil) }
+
+// benchServerOn is benchServer with extra store: lines (an engine) and
+// environment.
+func benchServerOn(b *testing.B, store string, env map[string]string) (url, key string) {
 	b.Helper()
 	dir := b.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + benchConfig
+	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + store + benchConfig
 	if err := os.WriteFile(cfg, []byte(full), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	getenv := func(string) string { return "" }
+	getenv := func(k string) string { return env[k] }
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"keys", "create", "--config", cfg, "--name", "bench", "--role", "admin"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
 		b.Fatalf("keys create: %v (%s)", err, errb.String())

@@ -62,7 +62,7 @@ func (f *fakeApp) Call(ctx context.Context, c *bot.Caller, tool string, args []b
 	case "broken":
 		return bot.Result{}, errors.New("disk on fire at /var/lib/secret")
 	case "key":
-		return bot.Result{Text: "  API key (shown once — save it now):\n  cs_sk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG"}, nil
+		return bot.Result{Text: "  API key (shown once — save it now):\n  cs_sk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG\n  whsec_QC/YwHtLRbRcWmf5IeeuR+GHsm+MqLL8ktg63a9zZJw="}, nil
 	}
 	return bot.Result{}, bot.Errorf(bot.KindNotFound, "unknown tool '%s'", tool)
 }
@@ -224,7 +224,8 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 	// A key shown once is never stored: its replay withholds it.
 	k := post(t, url+"key", "key-a", `{}`, "Idempotency-Key", "k4")
 	kr := post(t, url+"key", "key-a", `{}`, "Idempotency-Key", "k4")
-	if !strings.Contains(k.Body, "cs_sk_abcdefghij") || strings.Contains(kr.Body, "cs_sk_abcdefghij") || !strings.Contains(kr.Body, "withheld") {
+	if !strings.Contains(k.Body, "cs_sk_abcdefghij") || strings.Contains(kr.Body, "cs_sk_abcdefghij") || !strings.Contains(kr.Body, "withheld") ||
+		!strings.Contains(k.Body, "whsec_QC/Yw") || strings.Contains(kr.Body, "whsec_QC/Yw") {
 		t.Fatalf("key answer %q, replay %q", k.Body, kr.Body)
 	}
 	raw := dump(t, db)

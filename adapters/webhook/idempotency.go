@@ -285,8 +285,13 @@ var apiKeyRE = regexp.MustCompile(regexp.QuoteMeta(bot.KeyPrefix) + `[A-Za-z0-9_
 // redactKeys removes API keys from an answer before it is stored: a key is
 // shown once and never kept, so a replay shows that it was withheld.
 func redactKeys(body []byte) []byte {
-	return apiKeyRE.ReplaceAll(body, []byte(bot.KeyPrefix+"(withheld: a key is shown once; revoke this principal and create another if it was lost)"))
+	body = apiKeyRE.ReplaceAll(body, []byte(bot.KeyPrefix+"(withheld: a key is shown once; revoke this principal and create another if it was lost)"))
+	return callbackSecretRE.ReplaceAll(body, []byte("whsec_(withheld: a callback secret is shown once; rotate_callback_secret makes a new one)"))
 }
+
+// callbackSecretRE matches a callback signing secret in an answer
+// (create_principal's, rotate_callback_secret's).
+var callbackSecretRE = regexp.MustCompile(`whsec_[A-Za-z0-9+/=]{16,}`)
 
 // recorder buffers a handler's answer.
 type recorder struct {

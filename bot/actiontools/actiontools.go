@@ -71,7 +71,9 @@ type Options struct {
 	// CallbackSecretEnv names the variable the secret comes from, for
 	// messages.
 	CallbackSecretEnv string
-	// CallbackHosts are the hosts a callback_url may name.
+	// CallbackHosts are the callbacks.allowed_hosts entries a callback_url
+	// must match (ParseCallbackAllow): a host (default ports only),
+	// host:port, or a URL prefix.
 	CallbackHosts []string
 	// HTTPClient posts callbacks; nil means a client with a 15s timeout
 	// that does not follow redirects.
@@ -113,7 +115,7 @@ type Service struct {
 	b      *bot.Bot
 	o      Options
 	tools  map[string]*toolDef
-	hosts  map[string]bool
+	allow  []allowRule // callbacks.allowed_hosts
 	client *http.Client
 	waits  *notifier
 }
@@ -162,11 +164,16 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
-	s := &Service{b: b, o: o, tools: map[string]*toolDef{}, hosts: map[string]bool{}, client: client, waits: newNotifier()}
-	for _, h := range o.CallbackHosts {
-		s.hosts[strings.ToLower(strings.TrimSpace(h))] = true
-	}
+	s := &Service{b: b, o: o, tools: map[string]*toolDef{}, client: client, waits: newNotifier()}
 	var errs []error
+	for i, h := range o.CallbackHosts {
+		r, err := ParseCallbackAllow(h)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("callbacks.allowed_hosts[%d]: %w", i, err))
+			continue
+		}
+		s.allow = append(s.allow, r)
+	}
 	for i, t := range o.Tools {
 		def, err := compileTool(t, o.DefaultTimeout)
 		if err != nil {

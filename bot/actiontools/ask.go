@@ -15,7 +15,7 @@ import (
 func (s *Service) ask(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*AskArgs)
 	if args.CallbackURL != "" {
-		if err := s.checkCallbackURL(args.CallbackURL); err != nil {
+		if err := s.checkCallbackURL(ctx, c, args.CallbackURL); err != nil {
 			return bot.Result{}, err
 		}
 	}

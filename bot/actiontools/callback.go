@@ -105,6 +105,29 @@ type Payload struct {
 	Data      map[string]any `json:"data"`      // the same fields as action_status
 }
 
+// callbackSecret is the secret that signs the callbacks of principal id's
+// requests: its own (NewCallbackSecret), or, for a principal created before
+// per-principal secrets, the deployment's callbacks.secret_env (nil: none).
+// Each principal's own secret means that no agent can sign a callback
+// another agent's receiver accepts.
+func (s *Service) callbackSecret(ctx context.Context, id string) ([]byte, error) {
+	var own []byte
+	if id != "" {
+		err := s.b.View(ctx, func(tx kv.Tx) error {
+			var err error
+			own, err = bot.CallbackSecretOf(tx, id)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(own) > 0 {
+		return own, nil
+	}
+	return s.o.CallbackSecret, nil
+}
+
 // CallbackID is the webhook-id of a request's event: stable across
 // retries and restarts, so receivers deduplicate on it.
 func CallbackID(requestID, event string) string { return "cs_" + requestID + "_" + event }
@@ -134,12 +157,16 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 	if r.CallbackURL == "" {
 		return nil
 	}
-	if len(s.o.CallbackSecret) == 0 {
-		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: no signing secret is configured (callbacks.secret_env)", r.ID)}
+	secret, err := s.callbackSecret(ctx, r.Requester.ID)
+	if err != nil {
+		return err
+	}
+	if len(secret) == 0 {
+		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: the requester %s has no callback secret and callbacks.secret_env is not set", r.ID, r.Requester.ID)}
 	}
 	u, err := url.Parse(r.CallbackURL)
 	if err != nil || !s.hostAllowed(u) {
-		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: host of %q is no longer in callbacks.allowed_hosts", r.ID, r.CallbackURL)}
+		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: %q is no longer allowed by callbacks.allowed_hosts", r.ID, r.CallbackURL)}
 	}
 	body, err := json.Marshal(Payload{Type: string(r.Kind) + ".decided", Timestamp: stamp(r.DecidedAt), Data: requestData(r)})
 	if err != nil {
@@ -157,7 +184,7 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 	req.Header.Set("User-Agent", "Countersign-Webhooks/1")
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(HeaderSignature, Sign(s.o.CallbackSecret, id, ts, body))
+	req.Header.Set(HeaderSignature, Sign(secret, id, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("callback for %s: %w", r.ID, err)

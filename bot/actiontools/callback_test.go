@@ -162,10 +162,12 @@ func (rc *receiver) snapshot() (ids []string, ok []Payload, bad int) {
 
 func TestCallbackDelivery(t *testing.T) {
 	secret := []byte("test-callback-secret-0123456789")
-	e := newEnv(t, Options{CallbackSecret: secret, CallbackHosts: []string{"127.0.0.1"}})
-	rc := &receiver{t: t, secret: secret, now: e.clock.Now, status: 500}
+	rc := &receiver{t: t, secret: secret, status: 500}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
+	// host:port: callbacks.allowed_hosts matches the port too.
+	e := newEnv(t, Options{CallbackSecret: secret, CallbackHosts: []string{srv.Listener.Addr().String()}})
+	rc.now = e.clock.Now
 	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
 	alice := e.principal("alice", policy.RoleMember, "person")
 
@@ -240,10 +242,12 @@ func TestCallbackDelivery(t *testing.T) {
 // restart is delivered after it, once.
 func TestUndeliveredCallbackSurvivesRestart(t *testing.T) {
 	secret := []byte("test-callback-secret-0123456789")
-	e := newEnv(t, Options{CallbackSecret: secret, CallbackHosts: []string{"127.0.0.1"}})
-	rc := &receiver{t: t, secret: secret, now: e.clock.Now, status: 500}
+	rc := &receiver{t: t, secret: secret, status: 500}
 	srv := httptest.NewServer(rc)
 	defer srv.Close()
+	// host:port: callbacks.allowed_hosts matches the port too.
+	e := newEnv(t, Options{CallbackSecret: secret, CallbackHosts: []string{srv.Listener.Addr().String()}})
+	rc.now = e.clock.Now
 	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
 	alice := e.principal("alice", policy.RoleMember, "person")
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": srv.URL}))

@@ -97,7 +97,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 
 	// 5. Callbacks go only to allowed hosts, signed.
 	if args.CallbackURL != "" {
-		if err := s.checkCallbackURL(args.CallbackURL); err != nil {
+		if err := s.checkCallbackURL(ctx, c, args.CallbackURL); err != nil {
 			return bot.Result{}, err
 		}
 	}
@@ -264,15 +264,16 @@ func notAllowlisted(def *toolDef, toks []string) string {
 		shown, def.spec.Name, def.spec.Name, strings.Join(allowed, ", "))
 }
 
-// checkCallbackURL accepts an http(s) URL whose host is allowed, and only
-// when callbacks can be signed.
-func (s *Service) checkCallbackURL(raw string) error {
-	if len(s.o.CallbackSecret) == 0 {
-		env := s.o.CallbackSecretEnv
-		if env == "" {
-			return bot.Invalid("callback_url", "callbacks are not configured: Countersign signs every callback, and no signing secret is set. An operator sets callbacks.secret_env in config.yaml and puts the secret in that environment variable; until then poll action_status instead")
-		}
-		return bot.Invalid("callback_url", "callbacks are not configured: the signing secret variable %s is empty. An operator sets it; until then poll action_status instead", env)
+// checkCallbackURL accepts an http(s) URL allowed by callbacks.allowed_hosts,
+// and only when the callback can be signed: with the caller's own callback
+// secret, or (for a principal created before those) the deployment's.
+func (s *Service) checkCallbackURL(ctx context.Context, c *bot.Call, raw string) error {
+	secret, err := s.callbackSecret(ctx, c.Caller.ID)
+	if err != nil {
+		return err
+	}
+	if len(secret) == 0 {
+		return bot.Invalid("callback_url", "callbacks are not configured for you: Countersign signs every callback with the requester's own secret, and %s has none (it was created before per-principal secrets). An operator runs `countersign keys rotate-callback-secret --name %s` or the rotate_callback_secret tool and gives you the secret it prints; until then poll action_status instead", c.Caller.Name, c.Caller.Name)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -282,13 +283,19 @@ func (s *Service) checkCallbackURL(raw string) error {
 		return bot.Invalid("callback_url", "must not carry credentials; callbacks are authenticated by their signature")
 	}
 	if !s.hostAllowed(u) {
-		return bot.Invalid("callback_url", "host %q is not in callbacks.allowed_hosts; Countersign calls back only hosts an operator allowed", u.Hostname())
+		return bot.Invalid("callback_url", "%s://%s is not allowed by callbacks.allowed_hosts: the scheme, host and port (and the path, for a URL prefix) must match an entry; Countersign calls back only where an operator allowed", u.Scheme, u.Host)
 	}
 	return nil
 }
 
+// hostAllowed reports whether u matches an entry of callbacks.allowed_hosts.
 func (s *Service) hostAllowed(u *url.URL) bool {
-	return s.hosts[strings.ToLower(u.Hostname())]
+	for _, r := range s.allow {
+		if r.matches(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprint identifies a confirm_action body for idempotency.

@@ -133,17 +133,19 @@ func TestConfirmRefusals(t *testing.T) {
 		}
 	}
 	// Callbacks: refused without a secret, and to a host not allowed.
-	if be := e.fail(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": "http://127.0.0.1:9/cb"})); be.Kind != bot.KindInvalid || be.Field != "callback_url" || !strings.Contains(be.Msg, "secret_env") {
+	if be := e.fail(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": "http://127.0.0.1:9/cb"})); be.Kind != bot.KindInvalid || be.Field != "callback_url" || !strings.Contains(be.Msg, "rotate-callback-secret --name deploy-bot") {
 		t.Fatalf("callback without a secret: %v", be)
 	}
-	signed := newEnv(t, Options{CallbackSecret: []byte("0123456789abcdef0123"), CallbackHosts: []string{"127.0.0.1"}})
+	signed := newEnv(t, Options{CallbackSecret: []byte("0123456789abcdef0123"), CallbackHosts: []string{"127.0.0.1:9", "https://agent.example/cb/"}})
 	sa := signed.principal("a", policy.RoleAgent, "agent")
-	for _, u := range []string{"http://10.0.0.1/cb", "ftp://127.0.0.1/cb", "http://user:pw@127.0.0.1/cb", "/cb", "http://127.0.0.1.evil.example/cb"} {
+	for _, u := range []string{"http://10.0.0.1/cb", "ftp://127.0.0.1/cb", "http://user:pw@127.0.0.1/cb", "/cb", "http://127.0.0.1.evil.example/cb",
+		"http://127.0.0.1/cb", "http://127.0.0.1:10/cb", "http://agent.example/cb/x", "https://agent.example/cbx", "https://agent.example:8443/cb/x", "https://agent.example/cb/../admin"} {
 		if be := signed.fail(sa, "confirm_action", destroyArgs(map[string]any{"callback_url": u})); be.Kind != bot.KindInvalid || be.Field != "callback_url" {
 			t.Fatalf("callback_url %s: %v", u, be)
 		}
 	}
 	signed.ok(sa, "confirm_action", destroyArgs(map[string]any{"callback_url": "http://127.0.0.1:9/cb"}))
+	signed.ok(sa, "confirm_action", destroyArgs(map[string]any{"callback_url": "https://agent.example/cb/done", "action_id": "second"}))
 }
 
 func TestHeadlessIsDeniedByAutomaticPolicy(t *testing.T) {

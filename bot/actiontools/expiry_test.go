@@ -15,7 +15,7 @@ import (
 // that moment, once, with one audit entry, its chat update and its
 // callback; action_status reports expired without any sweep.
 func TestDecisionAfterExpiryIsRefused(t *testing.T) {
-	e := newEnv(t, Options{CallbackSecret: []byte("test-callback-secret-0123456789"), CallbackHosts: []string{"127.0.0.1"}})
+	e := newEnv(t, Options{CallbackSecret: []byte("test-callback-secret-0123456789"), CallbackHosts: []string{"127.0.0.1:9"}})
 	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
 	alice := e.principal("alice", policy.RoleMember, "person")
 

@@ -91,6 +91,13 @@ func RegisterWith(b *bot.Bot, o Options) error {
 			Handler:     listPrincipals,
 		},
 		bot.Tool{
+			Name:        "rotate_callback_secret",
+			Description: "Give a principal a new callback signing secret, shown once; callbacks of its requests are signed with it from the next delivery, and the old one stops verifying.",
+			Capability:  policy.CapAdmin,
+			Args:        RotateCallbackSecretArgs{},
+			Handler:     rotateCallbackSecret,
+		},
+		bot.Tool{
 			Name:        "revoke_principal",
 			Description: "Revoke a principal: its API key stops working at once. There is no un-revoke; create a new principal instead.",
 			Capability:  policy.CapAdmin,
@@ -294,6 +301,9 @@ type PrincipalView struct {
 	Revoked   bool       `json:"revoked"`
 	CreatedAt string     `json:"created_at"`
 	Key       bot.Secret `json:"key,omitempty"`
+	// CallbackSecret is shown once, at creation: it verifies the signed
+	// callbacks of this principal's requests.
+	CallbackSecret bot.Secret `json:"callback_secret,omitempty"`
 }
 
 func viewOf(p bot.Principal) PrincipalView {
@@ -336,11 +346,16 @@ func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 		}
 	}
 	var p bot.Principal
-	var key string
+	var key, cbSecret string
 	err = c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
 		p, key, err = bot.CreatePrincipal(tx, c.Now, a.Name, role, kind, scopes)
 		if err != nil {
+			return err
+		}
+		// Its own callback signing secret: no other principal can sign
+		// the callbacks of its requests.
+		if cbSecret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
 			return err
 		}
 		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
@@ -354,7 +369,8 @@ func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 	}
 	v := viewOf(p)
 	v.Key = bot.Secret(key)
-	text := fmt.Sprintf("Created principal %s '%s' (role: %s, kind: %s%s).\n  API key (shown once — save it now):\n  %s", p.ID, p.Name, p.Role, p.Kind, scopeNote, key)
+	v.CallbackSecret = bot.Secret(cbSecret)
+	text := fmt.Sprintf("Created principal %s '%s' (role: %s, kind: %s%s).\n  API key (shown once — save it now):\n  %s\n  Callback signing secret (shown once; verifies the callbacks of its requests):\n  %s", p.ID, p.Name, p.Role, p.Kind, scopeNote, key, cbSecret)
 	return bot.Result{Text: text, Data: v}, nil
 }
 
@@ -442,4 +458,40 @@ func revokePrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 	}
 	data["name"] = name
 	return bot.Result{Text: fmt.Sprintf("Revoked %s — its API key no longer works.", id), Data: data}, nil
+}
+
+// RotateCallbackSecretArgs are rotate_callback_secret's arguments.
+type RotateCallbackSecretArgs struct {
+	Name string `json:"name" jsonschema:"the principal's name, as list_principals shows it"`
+}
+
+// Validate checks the name.
+func (a *RotateCallbackSecretArgs) Validate() error {
+	if err := bot.ValidateName(a.Name); err != nil {
+		return bot.Invalid("name", "%v", err)
+	}
+	return nil
+}
+
+func rotateCallbackSecret(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
+	name := args.(*RotateCallbackSecretArgs).Name
+	var p *bot.Principal
+	var secret string
+	err := c.Update(ctx, func(tx *bot.Tx) error {
+		var err error
+		if p, err = bot.PrincipalByName(tx, name); err != nil {
+			return err
+		}
+		if secret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
+			return err
+		}
+		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q", p.ID, p.Name))
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	return bot.Result{
+		Text: fmt.Sprintf("New callback signing secret for %s '%s' (shown once; the old one no longer verifies):\n  %s", p.ID, p.Name, secret),
+		Data: map[string]any{"id": p.ID, "name": p.Name, "callback_secret": bot.Secret(secret)},
+	}, nil
 }

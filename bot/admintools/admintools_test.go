@@ -80,7 +80,10 @@ func TestCreatePrincipal(t *testing.T) {
 	admin := caller(policy.RoleAdmin)
 	r := e.ok(admin, "create_principal", `{"name":"support-bot","role":"agent","scopes":"patient_42, patient_7"}`)
 	v := r.Data.(PrincipalView)
-	want := fmt.Sprintf("Created principal %s 'support-bot' (role: agent, kind: agent, scopes: patient_42,patient_7).\n  API key (shown once — save it now):\n  %s", v.ID, v.Key.Reveal())
+	want := fmt.Sprintf("Created principal %s 'support-bot' (role: agent, kind: agent, scopes: patient_42,patient_7).\n  API key (shown once — save it now):\n  %s\n  Callback signing secret (shown once; verifies the callbacks of its requests):\n  %s", v.ID, v.Key.Reveal(), v.CallbackSecret.Reveal())
+	if !strings.HasPrefix(v.CallbackSecret.Reveal(), "whsec_") {
+		t.Fatalf("callback secret %q", v.CallbackSecret.Reveal())
+	}
 	if r.Text != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", r.Text, want)
 	}
@@ -316,12 +319,13 @@ func TestVerifyAuditAndPublicKey(t *testing.T) {
 func TestAnnotations(t *testing.T) {
 	e := newEnv(t)
 	want := map[string]string{
-		"audit_log":         "verify ro",
-		"verify_audit":      "verify ro",
-		"export_public_key": "verify ro",
-		"list_principals":   "admin ro",
-		"create_principal":  "admin rw",
-		"revoke_principal":  "admin destructive idempotent",
+		"audit_log":              "verify ro",
+		"verify_audit":           "verify ro",
+		"export_public_key":      "verify ro",
+		"list_principals":        "admin ro",
+		"create_principal":       "admin rw",
+		"revoke_principal":       "admin destructive idempotent",
+		"rotate_callback_secret": "admin rw",
 	}
 	for _, ti := range e.b.Tools() {
 		got := string(ti.Capability)

@@ -197,6 +197,7 @@ func (c *Config) validate(p *problems) {
 	c.Retention.validate(p)
 	c.Log.validate(p)
 	c.Limits.validate(p)
+	c.Callbacks.validate(p) // config_callbacks.go
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks

@@ -64,6 +64,26 @@ type actReceiver struct {
 	bad    int
 }
 
+// actConfig is actionsConfig allowing callbacks to srv's host and port.
+func actConfig(srv *httptest.Server) string {
+	return strings.Replace(actionsConfig, "allowed_hosts: [127.0.0.1]", "allowed_hosts: [\""+srv.Listener.Addr().String()+"\"]", 1)
+}
+
+// RotateCallbackSecret runs `countersign keys rotate-callback-secret` (the
+// server must be stopped) and returns the secret it printed, decoded.
+func (e *testEnv) RotateCallbackSecret(name string) []byte {
+	e.t.Helper()
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"keys", "rotate-callback-secret", "--config", e.cfg, "--name", name}, e.getenv, strings.NewReader(""), &out, &errb); err != nil {
+		e.t.Fatalf("keys rotate-callback-secret %s: %v (%s)", name, err, errb.String())
+	}
+	secret, err := actiontools.ParseSecret(strings.TrimSpace(out.String()))
+	if err != nil || !strings.HasPrefix(out.String(), "whsec_") {
+		e.t.Fatalf("keys rotate-callback-secret printed %q: %v", out.String(), err)
+	}
+	return secret
+}
+
 func newActReceiver(t *testing.T, status int) (*actReceiver, *httptest.Server) {
 	secret, err := actiontools.ParseSecret(actSecret)
 	if err != nil {
@@ -178,9 +198,10 @@ func actDelete(callback string) map[string]any {
 // long poll and on a signed callback.
 func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
 	rc, srv := newActReceiver(t, http.StatusOK)
-	e := newTestEnv(t, actionsConfig)
+	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
 	agent := e.CreateKey("deploy-bot", "agent")
+	rc.secret = e.RotateCallbackSecret("deploy-bot") // its own: callbacks are signed with it
 	alice := e.CreateKey("alice", "member")
 	bob := e.CreateKey("bob", "member")
 	e.Start()
@@ -249,7 +270,7 @@ func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
 // TestE2EGateRules covers the rest of the gate over HTTP.
 func TestE2EGateRules(t *testing.T) {
 	_, srv := newActReceiver(t, http.StatusOK)
-	e := newTestEnv(t, actionsConfig)
+	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
 	agent := e.CreateKey("deploy-bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -331,9 +352,10 @@ func TestE2EGateRules(t *testing.T) {
 // requests and their deadlines survive, and the callback is delivered once.
 func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 	rc, srv := newActReceiver(t, http.StatusInternalServerError)
-	e := newTestEnv(t, actionsConfig)
+	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
 	agent := e.CreateKey("deploy-bot", "agent")
+	rc.secret = e.RotateCallbackSecret("deploy-bot") // its own: callbacks are signed with it
 	bob := e.CreateKey("bob", "member")
 	e.Start()
 

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,7 +17,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/countersign/countersign/bot/actiontools"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -468,5 +472,109 @@ func TestInvisibleAndCompatibilitySubjects(t *testing.T) {
 	list := e.MustOK(agent, "list_memories", p())
 	if !strings.Contains(list.Text, "• active_medication = warfarin 5mg daily") || strings.Contains(list.Text, "\u200b") || strings.Contains(list.Text, "​") {
 		t.Fatalf("list after the attempts: %q", list.Text)
+	}
+}
+
+// rawReceiver records every callback as it arrived and answers 200.
+type rawReceiver struct {
+	mu   sync.Mutex
+	hits []rawHit
+}
+
+type rawHit struct {
+	header http.Header
+	body   []byte
+}
+
+func (rr *rawReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rr.mu.Lock()
+	rr.hits = append(rr.hits, rawHit{r.Header.Clone(), body})
+	rr.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (rr *rawReceiver) got() []rawHit {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return append([]rawHit(nil), rr.hits...)
+}
+
+// TestCallbacksSignedPerPrincipalAndMatchedByPort plays issue 9's item 7:
+// every agent shared one callback secret, so agent A could sign an
+// "approved" callback that agent B's receiver accepted; and an allowed host
+// allowed every port. Each principal now has its own secret and B's
+// callbacks are signed with B's; a callback to another port of the allowed
+// host:port is refused; an allowlist entry that can never match stops the
+// config from loading.
+func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
+	rr := &rawReceiver{}
+	srv := httptest.NewServer(rr)
+	defer srv.Close()
+	e := newTestEnv(t, actConfig(srv)) // no callbacks.secret_env value: only per-principal secrets
+	admin := e.CreateKey("ops", "admin")
+	e.Start()
+	secretOf := func(r toolResponse) []byte {
+		s, _ := r.Data["callback_secret"].(string)
+		b, err := actiontools.ParseSecret(s)
+		if err != nil || !strings.HasPrefix(s, "whsec_") || !strings.Contains(r.Text, s) {
+			t.Fatalf("create_principal: %s", r.Raw)
+		}
+		return b
+	}
+	keyOf := func(r toolResponse) string { return r.Data["key"].(string) }
+	ra := e.MustOK(admin, "create_principal", map[string]any{"name": "agent_a", "role": "agent"})
+	rb := e.MustOK(admin, "create_principal", map[string]any{"name": "agent_b", "role": "agent"})
+	alice := keyOf(e.MustOK(admin, "create_principal", map[string]any{"name": "alice", "role": "member"}))
+	secretA, secretB := secretOf(ra), secretOf(rb)
+
+	// Another port of the allowed host, or no port (80), is refused.
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	n, _ := strconv.Atoi(port)
+	for _, u := range []string{fmt.Sprintf("http://127.0.0.1:%d/b", n+1), "http://127.0.0.1/b", "http://localhost:" + port + "/b"} {
+		r := e.Call(keyOf(rb), "confirm_action", actDelete(u))
+		if r.Status != 400 || r.Field != "callback_url" || !strings.Contains(r.Error, "scheme, host and port") {
+			t.Fatalf("callback to %s: %d %s", u, r.Status, r.Raw)
+		}
+	}
+
+	r := e.MustOK(keyOf(rb), "confirm_action", actDelete(srv.URL+"/b"))
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": r.Data["request_id"]})
+	actWait(t, "B's callback", func() bool { return len(rr.got()) >= 1 })
+	hit := rr.got()[0]
+	if err := actiontools.Verify(secretB, hit.header, hit.body, time.Now(), 0); err != nil {
+		t.Fatalf("B's callback does not verify with B's secret: %v", err)
+	}
+	if err := actiontools.Verify(secretA, hit.header, hit.body, time.Now(), 0); err == nil {
+		t.Fatal("B's callback verifies with A's secret")
+	}
+	// A forges an approval for B's receiver with what A holds: its own key
+	// and secret. B's check refuses it.
+	forged := http.Header{}
+	ts := time.Now().Unix()
+	forged.Set(actiontools.HeaderID, hit.header.Get(actiontools.HeaderID)+"_forged")
+	forged.Set(actiontools.HeaderTimestamp, strconv.FormatInt(ts, 10))
+	forged.Set(actiontools.HeaderSignature, actiontools.Sign(secretA, forged.Get(actiontools.HeaderID), ts, hit.body))
+	if err := actiontools.Verify(secretB, forged, hit.body, time.Now(), 0); err != actiontools.ErrSignature {
+		t.Fatalf("A's forgery against B's secret: %v", err)
+	}
+
+	// Rotation: a new secret, shown once; the old one stops verifying the
+	// next callback.
+	rot := e.MustOK(admin, "rotate_callback_secret", map[string]any{"name": "agent_b"})
+	newB := secretOf(rot)
+	r = e.MustOK(keyOf(rb), "confirm_action", actDelete(srv.URL+"/b"))
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": r.Data["request_id"]})
+	actWait(t, "B's second callback", func() bool { return len(rr.got()) >= 2 })
+	hit = rr.got()[1]
+	if actiontools.Verify(newB, hit.header, hit.body, time.Now(), 0) != nil || actiontools.Verify(secretB, hit.header, hit.body, time.Now(), 0) == nil {
+		t.Fatal("after rotation the callback must verify with the new secret only")
+	}
+
+	for _, bad := range []string{"127.0.0.1:99999", "agent.example/cb", "ftp://agent.example/", "*.example", "https://u:p@agent.example/"} {
+		_, err := loadConfigText(t, "callbacks:\n  allowed_hosts: [\""+bad+"\"]\n")
+		if err == nil || !strings.Contains(err.Error(), "callbacks.allowed_hosts[0]: ") {
+			t.Fatalf("allowed_hosts %q: %v", bad, err)
+		}
 	}
 }

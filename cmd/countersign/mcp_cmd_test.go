@@ -152,7 +152,7 @@ func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
 	}
 	admin := e.mcpSession(adminKey)
 	text = mcpOK(t, admin, "create_principal", map[string]any{"name": "fhir", "role": "agent"})
-	if !regexp.MustCompile(`^Created principal prin_[0-9a-f]{12} 'fhir' \(role: agent, kind: agent\)\.\n  API key \(shown once — save it now\):\n  cs_sk_\S+$`).MatchString(text) {
+	if !regexp.MustCompile(`^Created principal prin_[0-9a-f]{12} 'fhir' \(role: agent, kind: agent\)\.\n  API key \(shown once — save it now\):\n  cs_sk_\S+\n  Callback signing secret \(shown once; verifies the callbacks of its requests\):\n  whsec_\S+$`).MatchString(text) {
 		t.Fatalf("create over MCP: %q", text)
 	}
 	if got := mcpOK(t, e.mcpSession(memberKey), "verify_audit", nil); !strings.HasPrefix(got, "✓ Audit chain INTACT — ") {
@@ -368,7 +368,7 @@ func TestMCPOverStdio(t *testing.T) {
 	cs, stop := e.runMCP(nil, nil)
 	// The local caller is a trusted admin named local.
 	text := mcpOK(t, cs, "create_principal", map[string]any{"name": "bot", "role": "agent"})
-	m := regexp.MustCompile(`\n  (cs_sk_\S+)$`).FindStringSubmatch(text)
+	m := regexp.MustCompile(`\n  (cs_sk_\S+)\n`).FindStringSubmatch(text)
 	if m == nil {
 		t.Fatalf("create: %q", text)
 	}

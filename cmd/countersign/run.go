@@ -31,6 +31,7 @@ Usage:
   countersign ready [--config FILE] [--url URL] [--timeout 30s]
   countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
+  countersign keys rotate-callback-secret [--config FILE] --name NAME
   countersign mcp [--config FILE] [--key KEY]
   countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]]
   countersign audit anchor [--config FILE] [--anchors FILE]
@@ -83,6 +84,9 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "call":
 		return cmdCall(ctx, args[1:], getenv, stdout, stderr)
 	case "keys":
+		if len(args) >= 2 && args[1] == "rotate-callback-secret" {
+			return cmdKeysRotateCallbackSecret(ctx, args[2:], getenv, stdout, stderr)
+		}
 		if len(args) < 2 || args[1] != "create" {
 			fmt.Fprint(stderr, usage)
 			return errors.New("usage: countersign keys create --name NAME --role ROLE")
@@ -351,6 +355,12 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 			return err
 		}
 		apiKey = k
+		// Its own callback signing secret, so that no other principal can
+		// sign its callbacks. Only the key is printed (stdout is for
+		// $(…)); keys rotate-callback-secret prints a fresh secret.
+		if _, err := bot.NewCallbackSecret(tx, p.ID); err != nil {
+			return err
+		}
 		// The same detail as the create_principal tool records, plus where
 		// the key was made.
 		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s via cli", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+)
+
+// cmdKeysRotateCallbackSecret replaces a principal's callback signing
+// secret and prints the new one (shown once), with the server stopped, like
+// keys create. Callbacks of its requests are signed with it from the next
+// delivery on; the old one stops verifying.
+func cmdKeysRotateCallbackSecret(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("keys rotate-callback-secret", stderr)
+	load := configFlag(fs)
+	name := fs.String("name", "", "the principal's name (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *name == "" {
+		return errors.New("--name: required")
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	db, key, err := openStore(ctx, cfg, getenv)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	b, err := bot.New(bot.Options{Store: db, SigningKey: key})
+	if err != nil {
+		return err
+	}
+	var secret string
+	err = b.Update(ctx, b.SystemCall(time.Now()), func(tx *bot.Tx) error {
+		p, err := bot.PrincipalByName(tx, *name)
+		if err != nil {
+			return err
+		}
+		if secret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
+			return err
+		}
+		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q via cli", p.ID, p.Name))
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, secret)
+	return nil
+}

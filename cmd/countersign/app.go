@@ -58,6 +58,9 @@ func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (st
 		}
 	}
 	db, err := openEngine(ctx, cfg, getenv, false)
+	if errors.Is(err, bolt.ErrLocked) {
+		return nil, nil, fmt.Errorf("%w (%s): is ./countersign serve running on it? Stop it first; while it runs, use the HTTP API instead (an admin key's create_principal makes keys)", err, cfg.Store.Path)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -30,7 +30,7 @@ func TestKeysCreateFailsWhileServerHoldsStore(t *testing.T) {
 	e.Start()
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"keys", "create", "--config", e.cfg, "--name", "x", "--role", "agent"}, e.getenv, strings.NewReader(""), &out, &errb)
-	if err == nil || !strings.Contains(err.Error(), "locked by another process") {
+	if err == nil || !strings.Contains(err.Error(), "locked by another process") || !strings.Contains(err.Error(), "is ./countersign serve running on it? Stop it first") {
 		t.Fatalf("keys create while serving: err = %v, want a lock error", err)
 	}
 	if out.Len() != 0 {

@@ -673,3 +673,23 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestChatCommandsPayTheRateLimit: a chat command that calls a tool takes
+// a token from the mapped principal's bucket, as an HTTP or MCP call does
+// (issue 9.2: one place, every surface); beyond the burst the person is
+// told when to retry, and another person's bucket is untouched.
+func TestChatCommandsPayTheRateLimit(t *testing.T) {
+	e := newEnv(t, false)
+	e.b.SetRateLimiter(bot.NewRateLimiter(1, 2, func() time.Time { return t0 }))
+	for i := 0; i < 2; i++ {
+		if r := e.run(uVic, "history active_medication"); r.Text != "history of 'active_medication' in default" {
+			t.Fatalf("call %d: %q", i, r.Text)
+		}
+	}
+	if r := e.run(uVic, "history active_medication"); !strings.HasPrefix(r.Text, "rate limit exceeded: retry after ") {
+		t.Fatalf("third call: %q", r.Text)
+	}
+	if r := e.run(uSmith, "history active_medication"); r.Text != "history of 'active_medication' in default" {
+		t.Fatalf("another person: %q", r.Text)
+	}
+}

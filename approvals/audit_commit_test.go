@@ -48,8 +48,8 @@ func TestManyAppendsInOneCommit(t *testing.T) {
 				if e.Seq != uint64(3+i) || (i > 0 && e.PrevHash != got[i-1].Hash) {
 					t.Fatalf("entry %d: %+v", i, e)
 				}
-				// Signed at once only when the store cannot defer it.
-				if (e.Sig != "") != wrapped {
+				// Rows are not signed: the head covers them.
+				if e.Sig != "" {
 					t.Fatalf("entry %d returned with sig %q (wrapped %v)", i, e.Sig, wrapped)
 				}
 			}
@@ -60,7 +60,7 @@ func TestManyAppendsInOneCommit(t *testing.T) {
 			for i := range got {
 				var e Entry
 				if err := json.Unmarshal(rawRow(t, db, uint64(3+i)), &e); err != nil || VerifyEntry(pub, e) != nil {
-					t.Fatalf("row %d is not signed: %v", 3+i, err)
+					t.Fatalf("row %d does not verify: %v", 3+i, err)
 				}
 			}
 		})
@@ -95,8 +95,9 @@ func TestRolledBackAppendsLeaveNothing(t *testing.T) {
 }
 
 // TestAppendNeverSignsARowItDidNotWrite: a newest row rewritten in the file
-// (content changed, rehashed, signature removed) stays broken after later
-// appends: the store signs only the entries its own transaction appended.
+// (content changed, rehashed) stays broken after later appends: the new
+// entries link to the signed head's hash, not to the rewritten row, so no
+// new head ever covers it.
 func TestAppendNeverSignsARowItDidNotWrite(t *testing.T) {
 	db := openStore(t)
 	key := testKey(1)
@@ -115,7 +116,7 @@ func TestAppendNeverSignsARowItDidNotWrite(t *testing.T) {
 		t.Fatalf("the forged row was re-signed: %+v %v", e, err)
 	}
 	rep := verify(t, db, key.Public().(ed25519.PublicKey))
-	if rep.Intact || rep.BrokenAt != 3 || rep.Reason != ReasonSignature {
-		t.Fatalf("report = %+v, want broken at 3: %s", rep, ReasonSignature)
+	if rep.Intact || rep.BrokenAt != 4 || rep.Reason != ReasonLink {
+		t.Fatalf("report = %+v, want broken at 4: %s", rep, ReasonLink)
 	}
 }

@@ -79,10 +79,12 @@ func List(tx kv.Tx, f Filter) ([]Entry, error) {
 }
 
 // Export writes every stored row, oldest first, as JSON Lines: one entry a
-// line, exactly as stored (compacted), so that an exported chain verifies
-// offline with the public key alone. A row that is not valid JSON is written
-// as {"seq":N,"invalid_row_base64":"..."} rather than dropped. It reads in
-// batches and returns how many rows it wrote.
+// line, exactly as stored (compacted), then the signed head as its last
+// line, {"head":{"seq":N,"hash":"…","sig":"…"}}, so that an exported chain
+// verifies offline with the public key alone (the head's signature covers
+// every row through the hash links). A row that is not valid JSON is
+// written as {"seq":N,"invalid_row_base64":"..."} rather than dropped. It
+// reads in batches and returns how many rows it wrote.
 func Export(ctx context.Context, store kv.Store, w io.Writer) (int, error) {
 	return exportBatched(ctx, store, w, verifyBatch)
 }
@@ -99,7 +101,7 @@ func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) 
 		got := 0
 		var last []byte
 		err := store.View(ctx, func(tx kv.Tx) error {
-			return tx.Ascend(bucketAudit, from, nil, func(k, v []byte) error {
+			err := tx.Ascend(bucketAudit, from, nil, func(k, v []byte) error {
 				if got == batch {
 					return kv.ErrStop
 				}
@@ -120,6 +122,20 @@ func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) 
 				n++
 				return nil
 			})
+			if err != nil || got == batch {
+				return err
+			}
+			// The last batch: the head of the same snapshot.
+			h, ok, err := HeadOf(tx)
+			if err != nil || !ok {
+				return err
+			}
+			b, err := json.Marshal(ExportedHead{Head: h})
+			if err != nil {
+				return err
+			}
+			_, err = bw.Write(append(b, '\n'))
+			return err
 		})
 		if err != nil {
 			return n, err
@@ -129,4 +145,9 @@ func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) 
 		}
 		from = append(last, 0)
 	}
+}
+
+// ExportedHead is the last line of an export: the signed head.
+type ExportedHead struct {
+	Head Checkpoint `json:"head"`
 }

@@ -155,12 +155,34 @@ func TestVerifyFindsTheFirstBreak(t *testing.T) {
 			putRow(t, db, bucketAudit, kv.U64(4), a)
 		}, 2, ReasonLink, 1},
 		{"row rewritten and rehashed without the key", func(t *testing.T, db kv.Store, es []Entry) {
+			// Rows carry no signature: the next row's link catches it.
 			e := es[3]
 			e.Detail = "ADD nothing happened"
 			e.Hash = e.ComputeHash()
 			b, _ := json.Marshal(e)
 			putRow(t, db, bucketAudit, kv.U64(4), b)
-		}, 4, ReasonSignature, 3},
+		}, 5, ReasonLink, 4},
+		{"newest row rewritten and rehashed without the key", func(t *testing.T, db kv.Store, es []Entry) {
+			// The signed head names the real newest row.
+			e := es[5]
+			e.Detail = "ADD nothing happened"
+			e.Hash = e.ComputeHash()
+			b, _ := json.Marshal(e)
+			putRow(t, db, bucketAudit, kv.U64(6), b)
+		}, 6, ReasonLink, 6},
+		{"whole chain rewritten and rehashed without the key", func(t *testing.T, db kv.Store, es []Entry) {
+			prev := Genesis
+			for i, e := range es {
+				e.Detail += " (rewritten)"
+				e.PrevHash = prev
+				e.Hash = e.ComputeHash()
+				prev = e.Hash
+				b, _ := json.Marshal(e)
+				putRow(t, db, bucketAudit, kv.U64(uint64(i+1)), b)
+			}
+			h, _ := json.Marshal(Checkpoint{Seq: 6, Hash: prev, Sig: hex.EncodeToString(ed25519.Sign(other, headMessage(6, prev)))})
+			putRow(t, db, bucketAuditHead, []byte("head"), h)
+		}, 1, ReasonGenesis, 0},
 		{"row re-signed with another key", func(t *testing.T, db kv.Store, es []Entry) {
 			e := es[0]
 			e.Sig = hex.EncodeToString(ed25519.Sign(other, entryMessage(e.Hash)))
@@ -221,7 +243,7 @@ func TestVerifyCrossesBatches(t *testing.T) {
 	}
 	var buf bytes.Buffer
 	got, err := exportBatched(context.Background(), db, &buf, batch)
-	if err != nil || got != 2*batch+2 || strings.Count(buf.String(), "\n") != 2*batch+2 {
+	if err != nil || got != 2*batch+2 || strings.Count(buf.String(), "\n") != 2*batch+3 { // and the head
 		t.Fatalf("export wrote %d rows (%v)", got, err)
 	}
 	var whole bytes.Buffer
@@ -281,24 +303,36 @@ func TestExportVerifiesOffline(t *testing.T) {
 	if n, err := Export(context.Background(), db, &buf); err != nil || n != 3 {
 		t.Fatalf("export: %d, %v", n, err)
 	}
-	// The procedure of docs/audit.md, with nothing but the lines and the key.
+	// The procedure of docs/audit.md, with nothing but the lines and the key:
+	// every entry's hash and link, then the signed head on the last line.
 	pub := key.Public().(ed25519.PublicKey)
 	prev := Genesis
-	for i, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines for 3 entries and the head", len(lines))
+	}
+	for i, line := range lines[:3] {
 		var e Entry
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatal(err)
 		}
 		canonical, _ := json.Marshal([]any{e.Seq, e.TS, e.Principal, e.UserID, e.AgentID, e.RunID, e.Action, e.Detail})
 		sum := sha256.Sum256([]byte(e.PrevHash + "|" + string(canonical)))
-		sig, _ := hex.DecodeString(e.Sig)
-		if e.PrevHash != prev || hex.EncodeToString(sum[:]) != e.Hash || !ed25519.Verify(pub, []byte("countersign.audit.v1|"+e.Hash), sig) {
+		if e.PrevHash != prev || hex.EncodeToString(sum[:]) != e.Hash || e.Sig != "" || strings.Contains(line, `"sig"`) {
 			t.Fatalf("line %d does not verify: %s", i+1, line)
 		}
 		if err := VerifyEntry(pub, e); err != nil {
 			t.Fatalf("VerifyEntry: %v", err)
 		}
 		prev = e.Hash
+	}
+	var h ExportedHead
+	if err := json.Unmarshal([]byte(lines[3]), &h); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := hex.DecodeString(h.Head.Sig)
+	if h.Head.Seq != 3 || h.Head.Hash != prev || !ed25519.Verify(pub, []byte(fmt.Sprintf("countersign.audit.head.v1|%d|%s", h.Head.Seq, h.Head.Hash)), sig) {
+		t.Fatalf("head line does not verify: %s", lines[3])
 	}
 }
 
@@ -339,7 +373,7 @@ func TestExportKeepsAnUnreadableRow(t *testing.T) {
 	var buf bytes.Buffer
 	n, err := Export(context.Background(), db, &buf)
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if err != nil || n != 3 || len(lines) != 3 || lines[1] != `{"seq":2,"invalid_row_base64":"bm90IGpzb24Kew=="}` {
+	if err != nil || n != 3 || len(lines) != 4 || !strings.HasPrefix(lines[3], `{"head":`) || lines[1] != `{"seq":2,"invalid_row_base64":"bm90IGpzb24Kew=="}` {
 		t.Fatalf("export: %d %v\n%s", n, err, buf.String())
 	}
 }

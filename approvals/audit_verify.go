@@ -21,6 +21,9 @@ const (
 	ReasonTruncated = "log truncated or rolled back (head is behind the last signed checkpoint)"
 	// ReasonGenesis: the genesis record does not describe the first entry.
 	ReasonGenesis = "genesis record does not match the first entry (the chain was replaced)"
+	// ReasonGenesisGone: the first entry is not signed and nothing says
+	// which key began the chain.
+	ReasonGenesisGone = "genesis record missing (it names the key that began the chain)"
 	// ReasonEmptied: no entries, but the store holds state or a genesis record.
 	ReasonEmptied = "chain emptied (the store holds state or a genesis record, but no audit entries)"
 	// ReasonRotation: a rotation entry that does not hand over from the
@@ -81,9 +84,10 @@ type VerifyOptions struct {
 const verifyBatch = 4096
 
 // Verify recomputes every row of the chain, in order: the row's hash from its
-// content, its link to the previous row (sequence and previous hash), and its
-// signature; then the signed head checkpoint, which catches the deletion of
-// the newest rows. It reports the first break. An error means the chain
+// content, its link to the previous row (sequence and previous hash), and
+// the signature of a row written when rows were signed; then the signed
+// head checkpoint, which covers every row through the links and catches the
+// deletion of the newest rows. It reports the first break. An error means the chain
 // could not be read, not that it is broken. It trusts pub alone and has no
 // anchors; VerifyWith says more.
 func Verify(ctx context.Context, store kv.Store, pub ed25519.PublicKey) (Report, error) {
@@ -226,6 +230,9 @@ func (v *verifier) firstKey(e *Entry) bool {
 		v.keys, v.starts = append(v.keys, pub), append(v.starts, 1)
 		return true
 	}
+	if e.Sig == "" {
+		return v.fail(1, ReasonGenesisGone)
+	}
 	sig, _ := hex.DecodeString(e.Sig)
 	for _, k := range v.opts.Trusted {
 		if ed25519.Verify(k, entryMessage(e.Hash), sig) {
@@ -264,9 +271,11 @@ func (v *verifier) row(k, val []byte) bool {
 		}
 		v.keys, v.starts = append(v.keys, nk), append(v.starts, seq)
 	}
-	sig, err := hex.DecodeString(e.Sig)
-	if err != nil || !ed25519.Verify(v.key(), entryMessage(e.Hash), sig) {
-		return v.fail(seq, ReasonSignature)
+	if e.Sig != "" { // a row from before heads alone were signed
+		sig, err := hex.DecodeString(e.Sig)
+		if err != nil || !ed25519.Verify(v.key(), entryMessage(e.Hash), sig) {
+			return v.fail(seq, ReasonSignature)
+		}
 	}
 	for _, a := range v.anchorsAt[seq] {
 		switch {
@@ -397,10 +406,15 @@ func HeadOf(tx kv.Tx) (h Checkpoint, ok bool, err error) {
 }
 
 // VerifyEntry checks one exported entry on its own: its hash against its
-// content and its signature. It cannot see links; Verify walks those.
+// content and, for an entry written when every row was signed, its
+// signature. An entry without a signature is authenticated only by the
+// signed head its chain leads to; Verify walks the links to it.
 func VerifyEntry(pub ed25519.PublicKey, e Entry) error {
 	if e.ComputeHash() != e.Hash {
 		return errors.New(ReasonTampered)
+	}
+	if e.Sig == "" {
+		return nil
 	}
 	sig, err := hex.DecodeString(e.Sig)
 	if err != nil || !ed25519.Verify(pub, entryMessage(e.Hash), sig) {

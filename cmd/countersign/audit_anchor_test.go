@@ -262,6 +262,9 @@ func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
 			if err := json.Unmarshal(v, &en); err != nil {
 				return err
 			}
+			if en.Sig == "" { // rows carry no signature: the head covers them
+				return nil
+			}
 			en.Sig = sign("countersign.audit.v1|" + en.Hash)
 			nv, _ := json.Marshal(en)
 			return b.Put(k, nv)

@@ -169,9 +169,15 @@ func TestAuditExportAndPubkey(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != rows {
-		t.Fatalf("%d lines for %d rows", len(lines), rows)
+	if len(lines) != rows+1 {
+		t.Fatalf("%d lines for %d rows and the head", len(lines), rows)
 	}
+	var head approvals.ExportedHead
+	if err := json.Unmarshal([]byte(lines[rows]), &head); err != nil || head.Head.Seq != uint64(rows) ||
+		!ed25519.Verify(ed25519.PublicKey(pub), []byte(fmt.Sprintf("countersign.audit.head.v1|%d|%s", rows, head.Head.Hash)), mustHex(t, head.Head.Sig)) {
+		t.Fatalf("the last line is not the signed head: %s", lines[rows])
+	}
+	lines = lines[:rows]
 	prev := approvals.Genesis
 	for i, line := range lines {
 		var en approvals.Entry
@@ -185,6 +191,9 @@ func TestAuditExportAndPubkey(t *testing.T) {
 			t.Fatalf("a key in the trail: %s", line)
 		}
 		prev = en.Hash
+	}
+	if head.Head.Hash != prev {
+		t.Fatalf("the head names %s, the last entry is %s", head.Head.Hash, prev)
 	}
 	// The exported key verifies; another key does not.
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg, "--pubkey", strings.TrimSpace(pubHex)); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") || !strings.Contains(out, "head: seq") {
@@ -220,4 +229,13 @@ func TestAuditExportAndPubkey(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(empty.dir, "countersign.db.sign.key")); err == nil {
 		t.Fatal("audit pubkey created a signing key")
 	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

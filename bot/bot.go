@@ -56,6 +56,7 @@ type Bot struct {
 	tracked     []string                  // sinks fed only through EmitTo, reported in OutboxStats
 	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
 	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
+	web         webConsole                // the web console's links (web.go); zero: no console
 }
 
 // New returns a Bot with no tools registered.

@@ -78,6 +78,9 @@ type Item struct {
 	Multi     bool         `json:"multi,omitempty"`   // a question that takes several choices
 	Channel   string       `json:"channel"`
 	Messages  []MessageRef `json:"messages,omitempty"`
+	// WebURL is the item's page in the web console when web.public_url is
+	// set (chat cards link to it); "" otherwise.
+	WebURL string `json:"web_url,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -217,6 +220,7 @@ func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
 		return Item{}, err
 	}
 	it.ID, it.Kind, it.Space, it.Channel, it.Messages = rec.ID, rec.Kind, rec.Space, rec.Channel, rec.Messages
+	it.WebURL = b.webItemURL(rec.ID)
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = rec.CreatedAt
 	}

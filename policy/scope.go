@@ -83,6 +83,7 @@ const (
 	CmdHistory = "history"
 	CmdCheck   = "check"
 	CmdHelp    = "help"
+	CmdWeb     = "web" // a private one-time sign-in link to the web console
 )
 
 // ChatCommand is a parsed chat command. Its arguments are data: they are
@@ -297,7 +298,7 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 	}
 	name := strings.ToLower(strings.TrimRight(fs[0].text, trim))
 	switch name {
-	case CmdPending, CmdHelp:
+	case CmdPending, CmdHelp, CmdWeb:
 		if len(args) == 0 {
 			return ChatCommand{Name: name}, true, ChatCommand{}
 		}

@@ -209,6 +209,10 @@ func render(it bot.Item) message {
 	if it.Pending() && !it.ExpiresAt.IsZero() {
 		desc = append(desc, "**Expires** "+fmtTime(it.ExpiresAt))
 	}
+	if it.WebURL != "" {
+		// Built by the core from web.public_url, never from item text.
+		desc = append(desc, "[Open in browser]("+it.WebURL+")")
+	}
 	e.Description = strings.Join(desc, "\n")
 	e.Fields = layoutFields(fields, statusFields(it), maxEmbedTotal-units16(e.Title)-units16(e.Description)-units16(e.Footer.Text))
 	m.Embeds = []*discordgo.MessageEmbed{e}

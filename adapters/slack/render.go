@@ -327,6 +327,11 @@ func contextBlock(it bot.Item) *slackgo.ContextBlock {
 		els = append(els, mrkdwn("Expires "+slackDate(it.ExpiresAt)))
 	}
 	els = append(els, mrkdwn(fmt.Sprintf("Item #%d", it.ID)))
+	if it.WebURL != "" {
+		// Built by the core from web.public_url (checked to hold no '<', '>'
+		// or '|'), never from item text.
+		els = append(els, mrkdwn("<"+it.WebURL+"|Open in browser>"))
+	}
 	return slackgo.NewContextBlock("", els...)
 }
 

@@ -129,6 +129,8 @@ func (s session) command(ctx context.Context, c policy.ChatCommand) string {
 		return s.tool(ctx, policy.CmdHistory, toolHistory, c.Subject, c.Space)
 	case policy.CmdCheck:
 		return s.tool(ctx, policy.CmdCheck, toolCheck, c.Subject, c.Space)
+	case policy.CmdWeb:
+		return s.web(ctx)
 	default: // policy.CmdHelp
 		return s.help()
 	}
@@ -145,6 +147,7 @@ func (s session) help() string {
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
+	b.WriteString("  web — a private link that signs you in to the web console (once, within 5 minutes)\n")
 	b.WriteString("  help — this message\n")
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
 	b.WriteString("Only you see my replies. A decision is only ever `approve <id>`, `reject <id> <reason>` or a button, from a person mapped to a principal; a \"yes\" typed in a channel decides nothing.")
@@ -160,6 +163,8 @@ func usage(c policy.ChatCommand) string {
 	switch c.Name {
 	case policy.CmdPending:
 		return "`pending` takes nothing after it: type `pending` on its own to list what awaits a decision."
+	case policy.CmdWeb:
+		return "`web` takes nothing after it: type `web` on its own to get a private sign-in link to the web console."
 	case policy.CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
 	case policy.CmdApprove:
@@ -443,6 +448,28 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason str
 		return fmt.Sprintf("Recorded: you chose to %s #%d.", verb, id)
 	}
 	return res.Text
+}
+
+// web answers privately with a one-time, 5-minute sign-in link to the web
+// console for the mapped person. The reply is private (every chatops reply
+// is), so the link reaches only the person who asked.
+func (s session) web(ctx context.Context) string {
+	if msg, ok := s.mapped(ctx, policy.CmdWeb); !ok {
+		return msg
+	}
+	link, err := s.b.WebSignInLink(s.caller)
+	if errors.Is(err, bot.ErrNoWebConsole) {
+		return "The web console is off here (web.enabled: false in Countersign's config.yaml), so there is no link to give."
+	}
+	if err != nil {
+		s.b.Logger().Warn("chatops: minting a web sign-in link failed", "principal", s.principal(), "err", err)
+		return "I couldn't make a sign-in link for you: " + oneLine(err.Error(), 200) + ". Ask a Countersign admin."
+	}
+	if err := s.audit(ctx, bot.Space{}, "web_link_issued", s.surface+": one-time web sign-in link sent privately"); err != nil {
+		s.b.Logger().Error("chatops: auditing a web link failed; no link given", "err", err)
+		return couldNotComplete
+	}
+	return "Your sign-in link to the Countersign web console (only you see this; it works once, within 5 minutes):\n" + link
 }
 
 // tool runs a read tool (history, check_before_act) for the mapped caller

@@ -283,3 +283,53 @@ func TestWebAnswersAQuestionOnce(t *testing.T) {
 		t.Fatalf("question after the web answer: %s", st)
 	}
 }
+
+// TestWebLinksFromSlack: with web.public_url set, a Slack card links to the
+// item's page, and `/countersign web` answers the mapped person privately
+// with a one-time link that signs them in once (an unmapped user gets none).
+func TestWebLinksFromSlack(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, webConfig(f)+"web:\n  public_url: https://countersign.hospital.example\n")
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("intake", "agent")
+	e.Start()
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "full code", "text": "full code"})
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "DNR", "text": "DNR"})
+	waitFor(t, "the proposal to be posted", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	if blocks := slackJSON(f.Calls("chat.postMessage")[0].Form.Get("blocks")); !strings.Contains(blocks, "<https://countersign.hospital.example/ui/items/1|Open in browser>") {
+		t.Fatalf("the Slack card has no link to the console:\n%s", blocks)
+	}
+
+	ask := func(user string) string {
+		form := url.Values{"user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"web"}, "trigger_id": {"t-" + user}}
+		code, body := postSlack(t, e.URL, "/slack/commands", form, e2eSlackSecret)
+		var resp struct {
+			ResponseType string `json:"response_type"`
+			Text         string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.ResponseType != "ephemeral" {
+			t.Fatalf("/countersign web answered %d %s; want a private reply", code, body)
+		}
+		return resp.Text
+	}
+	if text := ask("U0NOBODY"); strings.Contains(text, "/ui/signin/link") || !strings.Contains(text, "not mapped") {
+		t.Fatalf("an unmapped user got: %s", text)
+	}
+	text := ask("U0123ABC")
+	m := regexp.MustCompile(`https://countersign\.hospital\.example(/ui/signin/link\?t=[^\s>|]+)`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no sign-in link in the reply: %s", text)
+	}
+	tok, _ := url.QueryUnescape(strings.TrimPrefix(m[1], "/ui/signin/link?t="))
+	resp, _ := webDo(t, webClient(t), "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}})
+	var named bool
+	for _, ck := range resp.Cookies() {
+		named = named || (ck.Name == "__Host-countersign" && ck.Secure && ck.HttpOnly && ck.SameSite == http.SameSiteStrictMode)
+	}
+	if resp.StatusCode != 200 || !named {
+		t.Fatalf("signing in with the chat link: %d %v; want a Secure __Host- cookie (public_url is https)", resp.StatusCode, resp.Cookies())
+	}
+	if resp, _ := webDo(t, webClient(t), "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the chat link worked twice: %d", resp.StatusCode)
+	}
+}

@@ -128,6 +128,22 @@ func (a *app) wireWeb(ctx context.Context) error {
 		return fmt.Errorf("web: %w", err)
 	}
 	a.mounts["/ui/"] = h
+	// Chat cards link to the item's page when the console has a public URL,
+	// and `/countersign web` answers a mapped person with a one-time link.
+	key, base := o.LinkKey, webBase(a.cfg)
+	a.bot.SetWeb(w.PublicURL, func(c *bot.Caller) (string, error) {
+		if c == nil || c.Kind != "person" {
+			return "", errors.New("only people sign in to the web console")
+		}
+		if _, ok := o.People[c.Name]; !ok {
+			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		}
+		tok, err := web.MintLink(key, "c:"+c.Name, a.bot.Now())
+		if err != nil {
+			return "", err
+		}
+		return web.SignInURL(base, tok), nil
+	})
 	a.bot.OnSweep("web_sessions", h.Prune)
 	return nil
 }

@@ -1,0 +1,45 @@
+package bot
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// webConsole is what the core knows of the web console: where it is (for
+// links on chat cards) and how to mint a one-time sign-in link.
+type webConsole struct {
+	base string                        // public URL, no trailing slash; "" when not public
+	link func(*Caller) (string, error) // nil when the console is off
+}
+
+// ErrNoWebConsole is returned by WebSignInLink when the console is off.
+var ErrNoWebConsole = errors.New("the web console is off here (web.enabled: false)")
+
+// SetWeb tells the core about the web console: base is its public URL
+// (web.public_url; "" when unset: chat cards then carry no link), and link
+// mints a one-time sign-in URL for a caller (nil: the console is off).
+func (b *Bot) SetWeb(base string, link func(*Caller) (string, error)) {
+	base = strings.TrimRight(base, "/")
+	if strings.ContainsAny(base, "<>|\" \t\n") {
+		base = "" // never put a link that could break out of a chat's link syntax
+	}
+	b.web = webConsole{base: base, link: link}
+}
+
+// webItemURL is item id's page in the console, or "" when not public.
+func (b *Bot) webItemURL(id uint64) string {
+	if b.web.base == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/ui/items/%d", b.web.base, id)
+}
+
+// WebSignInLink mints a one-time sign-in URL to the web console for
+// caller (the `/countersign web` chat command).
+func (b *Bot) WebSignInLink(c *Caller) (string, error) {
+	if b.web.link == nil {
+		return "", ErrNoWebConsole
+	}
+	return b.web.link(c)
+}

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) kv.Store) {
 		{"Prefix", testPrefix},
 		{"LongScans", testLongScans},
 		{"GetPutDelete", testGetPutDelete},
+		{"ReadYourWrites", testReadYourWrites},
 		{"Sequences", testSequences},
 		{"RollbackOnError", testRollback},
 		{"ReadOnly", testReadOnly},
@@ -326,6 +327,55 @@ func testGetPutDelete(t *testing.T, s kv.Store) {
 	}
 	if string(kept) != "Xwo" {
 		t.Fatalf("a value kept after its transaction changed: %q", kept)
+	}
+}
+
+// testReadYourWrites: inside one transaction, scans in both directions see
+// the transaction's own puts and not its deletes, merged in order with what
+// was committed before.
+func testReadYourWrites(t *testing.T, s kv.Store) {
+	put(t, s, "b", []byte("a"), []byte("c"), []byte("e"))
+	err := s.Update(ctx, func(tx kv.Tx) error {
+		if err := tx.Put("b", []byte("b"), []byte("v:b")); err != nil {
+			return err
+		}
+		if err := tx.Put("b", []byte("f"), []byte("v:f")); err != nil {
+			return err
+		}
+		if err := tx.Delete("b", []byte("c")); err != nil {
+			return err
+		}
+		if err := tx.Put("b", []byte("e"), []byte("v:e")); err != nil { // overwrite, same value form
+			return err
+		}
+		for _, desc := range []bool{false, true} {
+			var got []string
+			f := tx.Ascend
+			if desc {
+				f = tx.Descend
+			}
+			err := f("b", nil, nil, func(k, v []byte) error {
+				if string(v) != "v:"+string(k) {
+					return fmt.Errorf("key %q has value %q", k, v)
+				}
+				got = append(got, string(k))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			want := "a,b,e,f"
+			if desc {
+				want = "f,e,b,a"
+			}
+			if strings.Join(got, ",") != want {
+				return fmt.Errorf("desc=%v: the transaction scans %v, want %s", desc, got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -287,7 +287,7 @@ type CreatePrincipalArgs struct {
 	Name   string  `json:"name" jsonschema:"the principal's name: 1-64 letters, digits, '_', '-', '.' or ':'; a trusted source's key is named after the source (for example fhir)"`
 	Role   *string `json:"role,omitempty" jsonschema:"admin, member, agent, viewer or auditor (default member)"`
 	Kind   *string `json:"kind,omitempty" jsonschema:"agent, person or service (default person for admin and member, agent otherwise)"`
-	Scopes string  `json:"scopes,omitempty" jsonschema:"comma-separated user_ids the key may touch; empty or * means all"`
+	Scopes string  `json:"scopes,omitempty" jsonschema:"comma-separated user_ids the key may touch; leave it out (or *) for all; a list that names no user_id (,,) is refused"`
 }
 
 // PrincipalView is a principal as the administration tools show it. Key is
@@ -337,6 +337,11 @@ func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 		kind = *a.Kind
 	}
 	scopes := bot.ParseScopes(a.Scopes)
+	if len(scopes) == 0 && a.Scopes != "" && strings.TrimSpace(a.Scopes) != "*" {
+		// ",,", "  " or a list of blanks names nobody: never widen it to
+		// "all" (leave the argument out for that).
+		return bot.Result{}, bot.Invalid("scopes", "%q names no user_id; list the user_ids the key may touch (a,b), or leave scopes out for all", a.Scopes)
+	}
 	if len(scopes) > maxScopes {
 		return bot.Result{}, bot.Invalid("scopes", "at most %d user_ids; leave it empty for all", maxScopes)
 	}

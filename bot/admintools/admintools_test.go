@@ -104,6 +104,13 @@ func TestCreatePrincipal(t *testing.T) {
 	if v := r.Data.(PrincipalView); v.Role != "member" || v.Kind != "person" || len(v.Scopes) != 0 || !strings.Contains(r.Text, "(role: member, kind: person).") {
 		t.Fatalf("defaults: %+v %q", v, r.Text)
 	}
+	// A scope list that names nobody is refused, never read as "all".
+	for _, sc := range []string{",,", " , ", "  "} {
+		_, err := e.call(admin, "create_principal", `{"name":"w","role":"agent","scopes":"`+sc+`"}`)
+		if bot.KindOf(err) != bot.KindInvalid || !strings.Contains(err.Error(), "names no user_id") {
+			t.Fatalf("scopes %q: %v", sc, err)
+		}
+	}
 	// Case is folded in the role.
 	if v := e.ok(admin, "create_principal", `{"name":"x","role":"Viewer","kind":"service"}`).Data.(PrincipalView); v.Role != "viewer" || v.Kind != "service" {
 		t.Fatalf("folded role: %+v", v)

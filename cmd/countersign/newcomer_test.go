@@ -242,7 +242,15 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	stderr := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		err := run(context.Background(), []string{"mcp", "--config", e.cfg}, func(string) string { return "" }, inR, outW, stderr)
+		// No key in the environment; the database's URL when the tests run
+		// on PostgreSQL.
+		getenv := func(k string) string {
+			if k == "COUNTERSIGN_DATABASE_URL" {
+				return e.env[k]
+			}
+			return ""
+		}
+		err := run(context.Background(), []string{"mcp", "--config", e.cfg}, getenv, inR, outW, stderr)
 		outW.CloseWithError(io.EOF)
 		done <- err
 	}()

@@ -103,7 +103,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 			fmt.Fprint(stderr, usage)
 			return errors.New("usage: countersign web link --name NAME")
 		}
-		return cmdWebLink(ctx, args[2:], stdout, stderr)
+		return cmdWebLink(ctx, args[2:], getenv, stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintln(stdout, "countersign", version)
 		return nil

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
@@ -169,7 +168,7 @@ func webBase(cfg *Config) string {
 // cmdWebLink prints a one-time, 5-minute sign-in URL for an existing
 // principal: one under principals: in the config, or a stored principal of
 // kind person (the server must then be stopped, as for keys create).
-func cmdWebLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("web link", stderr)
 	load := configFlag(fs)
 	name := fs.String("name", "", "the principal's name (required)")
@@ -193,7 +192,7 @@ func cmdWebLink(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	if ref == "" {
-		ref, err = storedPersonRef(ctx, cfg, *name)
+		ref, err = storedPersonRef(ctx, cfg, getenv, *name)
 		if err != nil {
 			return err
 		}
@@ -212,11 +211,11 @@ func cmdWebLink(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // storedPersonRef finds a stored principal by name and checks that it may
 // sign in.
-func storedPersonRef(ctx context.Context, cfg *Config, name string) (string, error) {
-	if !fileExists(cfg.Store.Path) {
+func storedPersonRef(ctx context.Context, cfg *Config, getenv func(string) string, name string) (string, error) {
+	if cfg.Store.Engine != enginePostgres && !fileExists(cfg.Store.Path) {
 		return "", fmt.Errorf("--name: no principal %q under principals: in the config, and no store at %s", name, cfg.Store.Path)
 	}
-	db, err := bolt.Open(cfg.Store.Path, bolt.Options{ReadOnly: true})
+	db, err := openEngine(ctx, cfg, getenv, true)
 	if err != nil {
 		return "", fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; or add it under principals:)", err)
 	}

@@ -560,7 +560,8 @@ func (p *dupScanner) value(i int, path string, depth int) int {
 
 func (p *dupScanner) object(i int, path string, depth int) int {
 	raw := p.raw
-	var keys [][]byte // few keys: compared one by one
+	var small [8][]byte
+	keys := small[:0] // few keys: compared one by one, without allocating
 	var set map[string]struct{}
 	i = skipSpace(raw, i+1)
 	if i < len(raw) && raw[i] == '}' {
@@ -585,9 +586,11 @@ func (p *dupScanner) object(i int, path string, depth int) int {
 			}
 			key = []byte(s)
 		}
-		name := string(key)
-		if path != "" {
-			name = path + "." + name
+		name := func() string { // built only when it is reported or descended into
+			if path == "" {
+				return string(key)
+			}
+			return path + "." + string(key)
 		}
 		seen := false
 		if set != nil {
@@ -609,7 +612,7 @@ func (p *dupScanner) object(i int, path string, depth int) int {
 			}
 		}
 		if seen {
-			p.path, p.found = name, true
+			p.path, p.found = name(), true
 			return len(raw)
 		}
 		i = skipSpace(raw, j)
@@ -617,7 +620,14 @@ func (p *dupScanner) object(i int, path string, depth int) int {
 			p.bad = true
 			return len(raw)
 		}
-		i = skipSpace(raw, p.value(skipSpace(raw, i+1), name, depth+1))
+		i = skipSpace(raw, i+1)
+		if i < len(raw) && (raw[i] == '{' || raw[i] == '[') {
+			i = p.value(i, name(), depth+1)
+		} else if i, ok = skipValue(raw, i); !ok {
+			p.bad = true
+			return len(raw)
+		}
+		i = skipSpace(raw, i)
 		if p.found || p.bad || i >= len(raw) {
 			p.bad = p.bad || !p.found
 			return len(raw)

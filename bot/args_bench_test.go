@@ -98,3 +98,15 @@ func FuzzDecodeArgsFastPath(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFirstDuplicate is the duplicate-key scan every call's arguments
+// go through before decoding (part of BenchmarkDecodeArgs).
+func BenchmarkFirstDuplicate(b *testing.B) {
+	raw := []byte(`{"max_staleness_days":365,"subject":"allergy"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, dup := firstDuplicate(raw); dup {
+			b.Fatal("dup")
+		}
+	}
+}

@@ -28,6 +28,14 @@ type Options struct {
 	// Sinks are the outbox consumers (for example "slack", "discord"):
 	// every item event is queued once for each.
 	Sinks []string
+	// CachePrincipals keeps authenticated keys in memory, so that a call
+	// does not read its principal from the store. Any change of a principal
+	// committed through this bot (SavePrincipal: a revocation) drops the
+	// whole cache before the call that made it returns. Turn it on only
+	// when this process is the only writer of the principals (bbolt: the
+	// file's lock guarantees it); several replicas on one database would
+	// not see each other's revocations.
+	CachePrincipals bool
 	// DeliveryTTL is how long chat delivery ids are remembered to drop
 	// retried deliveries (retention.deliveries); 0 means
 	// DefaultDeliveryTTL.
@@ -57,6 +65,8 @@ type Bot struct {
 	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
 	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
 	web         webConsole                // the web console's links (web.go); zero: no console
+	authCache   *authCache                // Options.CachePrincipals; nil: off
+	authGen     atomic.Uint64             // bumped after every committed principal change
 }
 
 // New returns a Bot with no tools registered.
@@ -77,6 +87,9 @@ func New(o Options) (*Bot, error) {
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
 		wake: make(chan struct{}), closing: make(chan struct{}),
+	}
+	if o.CachePrincipals {
+		b.authCache = newAuthCache(&b.authGen)
 	}
 	b.deliveryTTL = o.DeliveryTTL
 	if b.deliveryTTL <= 0 {
@@ -126,9 +139,10 @@ func (c *Call) Bot() *Bot { return c.bot }
 // audit trail and outbox, which commit with it.
 type Tx struct {
 	kv.Tx
-	call    *Call
-	queued  bool
-	decided bool // an item's decided event was emitted in this run
+	call       *Call
+	queued     bool
+	decided    bool // an item's decided event was emitted in this run
+	principals bool // a principal changed (SavePrincipal)
 }
 
 // Call runs tool name for caller with the raw JSON arguments. It is the one
@@ -236,15 +250,20 @@ func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(c
 
 // Update runs fn in one durable transaction on behalf of call c.
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
-	var queued, decided bool
+	var queued, decided, principals bool
 	err := b.store.Update(ctx, func(t kv.Tx) error {
 		tx := &Tx{Tx: t, call: c}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		queued, decided = tx.queued, tx.decided // the run that commits
+		queued, decided, principals = tx.queued, tx.decided, tx.principals // the run that commits
 		return nil
 	})
+	if principals {
+		// Even when err says the commit failed: dropping the cache is
+		// always safe, and a commit may have landed before an error.
+		b.authGen.Add(1)
+	}
 	if err == nil && queued {
 		b.Wake()
 	}

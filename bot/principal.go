@@ -184,12 +184,15 @@ func LoadPrincipal(tx kv.Tx, id string) (*Principal, error) {
 	return &p, nil
 }
 
-// SavePrincipal overwrites a stored principal.
-func SavePrincipal(tx kv.Tx, p Principal) error {
+// SavePrincipal overwrites a stored principal. Once tx commits, every
+// cached authentication is dropped (see Options.CachePrincipals), so a
+// revocation holds from the moment the call that made it returns.
+func SavePrincipal(tx *Tx, p Principal) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
+	tx.principals = true
 	return tx.Put(bucketPrincipals, []byte(p.ID), b)
 }
 
@@ -213,9 +216,16 @@ func (b *Bot) Authenticate(ctx context.Context, key string) (*Caller, error) {
 	if key == "" {
 		return nil, Errorf(KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", KeyPrefix)
 	}
+	hash := hashKey(key)
+	if b.authCache != nil {
+		if p, ok := b.authCache.get(hash); ok {
+			return &Caller{Principal: p}, nil
+		}
+	}
+	gen := b.authGen.Load() // before the read: a change committed after it invalidates what is read
 	var p *Principal
 	err := b.store.View(ctx, func(tx kv.Tx) error {
-		id, err := tx.Get(bucketKeys, []byte(hashKey(key)))
+		id, err := tx.Get(bucketKeys, []byte(hash))
 		if err != nil || id == nil {
 			return err
 		}
@@ -227,6 +237,9 @@ func (b *Bot) Authenticate(ctx context.Context, key string) (*Caller, error) {
 	}
 	if p == nil || p.Revoked {
 		return nil, Errorf(KindUnauthenticated, "Access denied: unknown or revoked API key. Create one with `countersign keys create`.")
+	}
+	if b.authCache != nil {
+		b.authCache.put(hash, *p, gen)
 	}
 	return &Caller{Principal: *p}, nil
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/bot"
@@ -238,8 +239,9 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 // anything is sent, so that it goes out with its Content-Length rather than
 // chunked.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := answerBufs.Get().(*bytes.Buffer)
+	defer putAnswerBuf(buf)
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	err := enc.Encode(v)
 	h := w.Header()
@@ -250,6 +252,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// answerBufs holds the buffers answers are encoded into, so that a call
+// does not grow a fresh one (a gate answer with its facts is a few KiB).
+var answerBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer is the largest buffer returned to the pool: a rare large
+// answer does not stay pinned in memory.
+const maxPooledAnswer = 64 << 10
+
+func putAnswerBuf(b *bytes.Buffer) {
+	if b.Cap() > maxPooledAnswer {
+		return
+	}
+	b.Reset()
+	answerBufs.Put(b)
 }
 
 func withRequestID(next http.Handler) http.Handler {

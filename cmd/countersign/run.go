@@ -204,7 +204,12 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		debug.SetGCPercent(400)
 		gogc = "default 400"
 	}
-	logger := newLogger(cfg, stderr)
+	// Lines are batched (one write for many under load); warnings and
+	// errors are written before their call returns; everything is written
+	// before serve returns.
+	logw := newLogWriter(stderr)
+	defer logw.Close()
+	logger := slog.New(flushingHandler{newLogger(cfg, logw).Handler(), logw})
 	logStartup(logger, cfg)
 	// A soft memory limit: near it the collector runs whatever GOGC says
 	// and returns freed memory to the system, so a burst of large calls

@@ -20,7 +20,7 @@ func cmdStoreCompact(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Store.Engine != "" && cfg.Store.Engine != "bbolt" {
+	if cfg.Store.Engine != engineBolt {
 		return fmt.Errorf("store compact: store.engine is %s; compact is for the bbolt file (PostgreSQL reclaims space with VACUUM)", cfg.Store.Engine)
 	}
 	if !fileExists(cfg.Store.Path) {

@@ -314,9 +314,26 @@ func (q *ReadAudit) loop() {
 }
 
 // commit appends a batch in one durable transaction. A failure is sticky:
-// from then on every read answer is refused (fail closed).
+// from then on every read answer is refused (fail closed). A store that is
+// only unavailable (kv.ErrUnavailable: a database that is down or
+// restarting) is waited for instead: the batch is committed again until it
+// commits, while the queue fills and the gates refuse new answers as a
+// backlog; once the store is back the answers resume by themselves. (If the
+// store cannot say whether a commit happened, a retry may record those
+// entries twice; never zero times.) A stop ends the wait.
 func (q *ReadAudit) commit(batch []readEntry) {
 	err := q.append(batch)
+	for wait := 100 * time.Millisecond; err != nil && errors.Is(err, kv.ErrUnavailable); wait = min(2*wait, 2*time.Second) {
+		q.b.log.Warn("audit: the store is unavailable; read answers wait for their audit entries to commit", "entries", len(batch), "retry_in", wait, "err", err)
+		select {
+		case <-q.stop:
+			wait = 0
+		case <-time.After(wait):
+		}
+		if err = q.append(batch); wait == 0 {
+			break
+		}
+	}
 	q.pmu.Lock()
 	if err != nil && q.failed == nil {
 		q.failed = err

@@ -451,3 +451,38 @@ func TestReadAuditCloseRacesWithAnswers(t *testing.T) {
 		t.Fatalf("%d SAFE answers but %d entries", safe, len(got))
 	}
 }
+
+// TestReadAuditWaitsOutAnUnavailableStore: a store that is only
+// unavailable (a database restarting) does not fail the queue for good:
+// the entries of answers already given are committed once it is back, and
+// answers resume without a restart.
+func TestReadAuditWaitsOutAnUnavailableStore(t *testing.T) {
+	e := newReadAuditEnv(t, filepath.Join(t.TempDir(), "u.db"))
+	ctx := context.Background()
+	q, err := e.b.StartReadAudit(ctx, ReadAuditOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close(ctx)
+	e.store.set(nil, fmt.Errorf("postgres: %w: connection refused", kv.ErrUnavailable))
+	e.peek(t, "given") // answered; its entry waits for the store
+	time.Sleep(300 * time.Millisecond)
+	e.store.set(nil, nil)
+	if err := e.b.FlushAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.peek(t, "after"); !strings.Contains(got, "SAFE") {
+		t.Fatalf("after the store came back: %q", got)
+	}
+	if err := e.b.FlushAudit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, en := range e.entries(t) {
+		details = append(details, en)
+	}
+	joined := strings.Join(details, "\n")
+	if !strings.Contains(joined, "given: SAFE") || !strings.Contains(joined, "after: SAFE") {
+		t.Fatalf("chain = %v; want both answers recorded", details)
+	}
+}

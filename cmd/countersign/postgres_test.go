@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 	"testing"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
@@ -154,8 +157,54 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
 	e.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "diet", "value": "no nuts"})
+	// Calls keep coming while the database stops: each answer is a verdict
+	// or a write from before, or a 503; never a 500.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				tool, args := "check_before_act", map[string]any{"user_id": "p1", "subject": "diet"}
+				if w%2 == 1 {
+					tool, args = "remember", map[string]any{"user_id": "p1", "subject": fmt.Sprintf("s%d-%d", w, i), "value": "v"}
+				}
+				st, m, err := (&replica{URL: e.URL}).call(agent, tool, args)
+				if err != nil {
+					continue
+				}
+				text, _ := m["text"].(string)
+				if st == http.StatusOK && tool == "check_before_act" && !strings.Contains(text, "SAFE") {
+					t.Errorf("verdict %q", text)
+				}
+				mu.Lock()
+				statuses[st]++
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	for st := range statuses {
+		if st != http.StatusOK && st != http.StatusServiceUnavailable {
+			t.Fatalf("answers while the database stopped: %v; want only 200 and 503", statuses)
+		}
+	}
+	if statuses[http.StatusServiceUnavailable] == 0 {
+		t.Fatalf("answers while the database stopped: %v; want some 503", statuses)
 	}
 	resp, err := http.Get(e.URL + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {

@@ -83,7 +83,7 @@ func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
 	e := newTestEnv(t, "")
 	e.Start()
 	logs := e.logs.String()
-	for _, want := range []string{"msg=\"config loaded\" file=" + e.cfg, "gated_slots=0", "tools_declared=0", "chat=none", "level=WARN msg=\"NOTHING IS GATED: no memory slot has confirm: true"} {
+	for _, want := range []string{"msg=\"config loaded\" file=" + e.cfg, "gated_slots=0", "tools_declared=0", "chat=none web_console=true", "level=WARN msg=\"NOTHING IS GATED: no memory slot has confirm: true"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("missing %q in the start-up log:\n%s", want, logs)
 		}

@@ -395,7 +395,7 @@ func logStartup(logger *slog.Logger, cfg *Config) {
 		chat = "none"
 	}
 	logger.Info("config loaded", "file", cfg.source, "store", cfg.Store.Path,
-		"gated_slots", len(gated), "slots", strings.Join(gated, ","), "tools_declared", len(cfg.Tools), "chat", chat)
+		"gated_slots", len(gated), "slots", strings.Join(gated, ","), "tools_declared", len(cfg.Tools), "chat", chat, "web_console", cfg.Web.enabled())
 	if len(gated) == 0 {
 		logger.Warn("NOTHING IS GATED: no memory slot has confirm: true, so every memory change (a medication replacement too) applies directly, with no approval. " +
 			"Declare slots with confirm: true under memory.slots (see config.yaml, or `countersign init` for the annotated default).")

@@ -79,8 +79,9 @@ func List(tx kv.Tx, f Filter) ([]Entry, error) {
 }
 
 // Export writes every stored row, oldest first, as JSON Lines: one entry a
-// line, exactly as stored (compacted), then the signed head as its last
-// line, {"head":{"seq":N,"hash":"…","sig":"…"}}, so that an exported chain
+// line, exactly as stored (compacted), after, when older entries were
+// archived, the checkpoint they left ({"checkpoint":{…}}), and then the
+// signed head as its last line, {"head":{"seq":N,"hash":"…","sig":"…"}}, so that an exported chain
 // verifies offline with the public key alone (the head's signature covers
 // every row through the hash links). A row that is not valid JSON is
 // written as {"seq":N,"invalid_row_base64":"..."} rather than dropped. It
@@ -101,6 +102,18 @@ func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) 
 		got := 0
 		var last []byte
 		err := store.View(ctx, func(tx kv.Tx) error {
+			if from == nil { // the first batch: where the live chain starts
+				if cp, ok, err := CheckpointOf(tx); err != nil {
+					return err
+				} else if ok {
+					b, _ := json.Marshal(struct {
+						Checkpoint ArchiveCheckpoint `json:"checkpoint"`
+					}{cp})
+					if _, err := bw.Write(append(b, '\n')); err != nil {
+						return err
+					}
+				}
+			}
 			err := tx.Ascend(bucketAudit, from, nil, func(k, v []byte) error {
 				if got == batch {
 					return kv.ErrStop

@@ -24,6 +24,9 @@ const (
 	// ReasonGenesisGone: the first entry is not signed and nothing says
 	// which key began the chain.
 	ReasonGenesisGone = "genesis record missing (it names the key that began the chain)"
+	// ReasonArchive: the archive segments and the store's checkpoint do
+	// not join up, or a segment's own signatures fail.
+	ReasonArchive = "the archives do not join the chain (a segment is missing, altered or out of order, or the checkpoint is not theirs)"
 	// ReasonEmptied: no entries, but the store holds state or a genesis record.
 	ReasonEmptied = "chain emptied (the store holds state or a genesis record, but no audit entries)"
 	// ReasonRotation: a rotation entry that does not hand over from the
@@ -53,6 +56,9 @@ type Report struct {
 	// Genesis is when the chain was created, from its genesis record (empty
 	// for a chain created before genesis records were kept).
 	Genesis string `json:"genesis,omitempty"`
+	// Checkpoint is the last archived seq (zero when nothing was archived);
+	// without the archives, the walk started after it.
+	Checkpoint uint64 `json:"checkpoint,omitempty"`
 }
 
 // Checkpoint is the signed head of the chain: the sequence number and hash
@@ -77,6 +83,11 @@ type VerifyOptions struct {
 	// StateBuckets are buckets whose content is written only together with
 	// audit entries: any key in them next to an empty chain breaks it.
 	StateBuckets []string
+	// Archives are the segments archived out of the store (ReadSegment),
+	// oldest first: given them, the walk starts at the chain's first entry
+	// and runs through them into the live entries; without them it starts
+	// at the store's archive checkpoint.
+	Archives []Segment
 }
 
 // verifyBatch is how many rows one read transaction verifies, so that a long
@@ -139,6 +150,10 @@ func verifyBatched(ctx context.Context, store kv.Store, o VerifyOptions, batch i
 					v.genesis = &g
 					v.rep.Genesis = g.Created
 				}
+				if !v.start(tx) {
+					done = true
+					return nil
+				}
 			}
 			n := 0
 			var last []byte
@@ -177,8 +192,107 @@ func verifyBatched(ctx context.Context, store kv.Store, o VerifyOptions, batch i
 	}
 }
 
+// start walks the archive segments, if any, then sets the walk up to go on
+// from the store's archive checkpoint. It reports whether the walk may go on.
+func (v *verifier) start(tx kv.Tx) bool {
+	if !v.walkArchives() {
+		return false
+	}
+	return v.fromCheckpoint(tx)
+}
+
+// walkArchives walks the entries of the archive segments, checking each
+// segment's signed header and signed head.
+func (v *verifier) walkArchives() bool {
+	for _, seg := range v.opts.Archives {
+		h := seg.Header
+		if _, ok := verifySig(h.KeyID, h.message(), h.Sig); !ok || h.From != v.want || h.PrevHash != v.prev {
+			return v.fail(h.From, ReasonArchive)
+		}
+		for _, raw := range seg.Entries {
+			if !v.row(kv.U64(v.want), raw) {
+				return false
+			}
+		}
+		if _, ok := verifySig(h.KeyID, headMessage(seg.Head.Seq, seg.Head.Hash), seg.Head.Sig); !ok ||
+			seg.Head.Seq != v.last || seg.Head.Hash != v.prev || h.To != v.last || h.LastHash != v.prev {
+			return v.fail(h.To, ReasonArchive)
+		}
+		v.signers = append(v.signers, h.KeyID)
+	}
+	return true
+}
+
+// fromCheckpoint joins the walk to the store's archive checkpoint: after
+// the archives, or, without them, by starting there.
+func (v *verifier) fromCheckpoint(tx kv.Tx) bool {
+	cp, ok, err := CheckpointOf(tx)
+	if err != nil {
+		return v.fail(v.want, ReasonArchive)
+	}
+	if !ok {
+		return true
+	}
+	v.rep.Checkpoint = cp.Seq
+	if _, good := verifySig(cp.Signer, cp.message(), cp.Sig); !good {
+		return v.fail(cp.Seq, ReasonArchive)
+	}
+	v.signers = append(v.signers, cp.Signer)
+	if len(v.opts.Archives) > 0 {
+		if v.last != cp.Seq || v.prev != cp.Hash || hex.EncodeToString(v.key()) != cp.Key {
+			return v.fail(v.last+1, ReasonArchive)
+		}
+		return true
+	}
+	key, err := hex.DecodeString(cp.Key)
+	if err != nil || len(key) != ed25519.PublicKeySize {
+		return v.fail(cp.Seq, ReasonArchive)
+	}
+	v.prev, v.want, v.last = cp.Hash, cp.Seq+1, cp.Seq
+	v.keys, v.starts = []ed25519.PublicKey{key}, []uint64{cp.Seq + 1}
+	return true
+}
+
+// VerifyArchive verifies archive segments on their own, without the store:
+// o.Archives, oldest first, from the chain's first entry (the genesis
+// record is not at hand, so the first entry's key is found among
+// o.Trusted), with o.Anchors at their seqs; the keys must end in a trusted
+// one as for VerifyWith.
+func VerifyArchive(o VerifyOptions) Report {
+	v := verifier{opts: o, prev: Genesis, want: 1, anchorsAt: map[uint64][]Anchor{}}
+	for _, a := range o.Anchors {
+		v.anchorsAt[a.Seq] = append(v.anchorsAt[a.Seq], a)
+	}
+	if len(o.Archives) == 0 {
+		return Report{Intact: true}
+	}
+	first := o.Archives[0].Header
+	v.genesis = first.Genesis
+	if first.From > 1 {
+		// A segment after the first: the key that signed it is taken as
+		// the one signing the chain where it starts.
+		k, err := hex.DecodeString(first.KeyID)
+		if err != nil || len(k) != ed25519.PublicKeySize {
+			v.fail(first.From, ReasonArchive)
+			return v.rep
+		}
+		v.prev, v.want, v.last = first.PrevHash, first.From, first.From-1
+		v.keys, v.starts = []ed25519.PublicKey{k}, []uint64{first.From}
+	}
+	if v.walkArchives() {
+		v.rep.Intact = true
+		v.rep.Head = o.Archives[len(o.Archives)-1].Head
+	}
+	v.trust()
+	v.rep.Keys = v.spans()
+	return v.rep
+}
+
 // verifier carries the state of one walk along the chain.
 type verifier struct {
+	// signers are the keys that signed archive segments and the
+	// checkpoint: each must be one of the chain's keys.
+	signers   []string
 	opts      VerifyOptions
 	anchorsAt map[uint64][]Anchor
 	genesis   *GenesisRecord
@@ -358,6 +472,20 @@ func (v *verifier) end(tx kv.Tx) error {
 func (v *verifier) trust() {
 	if len(v.keys) == 0 {
 		return
+	}
+	for _, sg := range v.signers {
+		known := false
+		for _, k := range v.keys {
+			known = known || hex.EncodeToString(k) == sg
+		}
+		if !known {
+			at := v.starts[0]
+			if !v.broken || at <= v.rep.BrokenAt {
+				v.rep.Intact = false
+				v.fail(at, ReasonArchive)
+			}
+			return
+		}
 	}
 	lastTrusted := -1
 	for i, k := range v.keys {

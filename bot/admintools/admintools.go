@@ -248,6 +248,9 @@ func verifyAuditWith(ctx context.Context, c *bot.Call, o Options) (bot.Result, e
 	if rep.Anchors > 0 {
 		anchorNote = fmt.Sprintf("\n  anchors: %d checked, the newest at seq %d (%s)", rep.Anchors, rep.NewestAnchor.Seq, rep.NewestAnchor.Time)
 	}
+	if rep.Checkpoint > 0 {
+		anchorNote += fmt.Sprintf("\n  checkpoint: seq 1–%d archived; verified from there", rep.Checkpoint)
+	}
 	return bot.Result{Text: fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.", rep.Entries) + anchorNote, Data: rep}, nil
 }
 

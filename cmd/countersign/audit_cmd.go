@@ -20,8 +20,9 @@ import (
 var errChainBroken = errors.New("the audit chain is broken")
 
 const auditUsage = `usage:
-  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]]
+  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
   countersign audit anchor [--config FILE] [--anchors FILE]
+  countersign audit archive [--config FILE] --before DATE --out FILE
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]`
 
@@ -33,11 +34,19 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	fs := newFlagSet("audit "+args[0], stderr)
 	load := configFlag(fs)
-	var pubHex, anchorsFlag *string
+	var pubHex, anchorsFlag, before, out *string
+	var archives []string
 	switch args[0] {
 	case "verify":
 		pubHex = fs.String("pubkey", "", "trust only these Ed25519 public keys (hex, as export_public_key prints them; several separated by commas) instead of the configured signing key")
 		anchorsFlag = fs.String("anchors", "", "check the chain against this anchor file instead of audit.anchor.file")
+		fs.Func("archive", "an archive segment written by `audit archive` (repeat, oldest first): verify the whole history through it", func(v string) error {
+			archives = append(archives, v)
+			return nil
+		})
+	case "archive":
+		before = fs.String("before", "", "archive the entries older than this date (2026-01-31 or RFC 3339; required)")
+		out = fs.String("out", "", "the segment file to write; it must not exist (required)")
 	case "anchor":
 		anchorsFlag = fs.String("anchors", "", "append to this anchor file instead of audit.anchor.file")
 	case "export", "pubkey":
@@ -58,6 +67,9 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprintln(stdout, hex.EncodeToString(pub))
 		return nil
+	}
+	if args[0] == "archive" {
+		return auditArchive(ctx, cfg, getenv, *before, *out, stdout)
 	}
 	db, err := openEngine(ctx, cfg, getenv, true)
 	if err != nil {
@@ -88,6 +100,9 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		trusted = []ed25519.PublicKey{pub}
 	}
 	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets}
+	if opts.Archives, err = readSegments(archives); err != nil {
+		return err
+	}
 	anchorPath, note := *anchorsFlag, ""
 	if anchorPath == "" {
 		anchorPath = cfg.Audit.Anchor.File
@@ -115,6 +130,12 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	fmt.Fprintf(stdout, "✓ Audit chain INTACT — %d entries verified.\n", rep.Entries)
 	if rep.Head.Seq > 0 {
 		fmt.Fprintf(stdout, "  head: seq %d hash %s\n", rep.Head.Seq, rep.Head.Hash)
+	}
+	switch {
+	case rep.Checkpoint > 0 && len(archives) > 0:
+		fmt.Fprintf(stdout, "  archives: %d segment(s), seq 1–%d, joined to the store's checkpoint\n", len(archives), rep.Checkpoint)
+	case rep.Checkpoint > 0:
+		fmt.Fprintf(stdout, "  checkpoint: seq 1–%d archived; verified from there (pass --archive FILE... for the whole history)\n", rep.Checkpoint)
 	}
 	if rep.Anchors > 0 {
 		fmt.Fprintf(stdout, "  anchors: %d checked, the newest at seq %d (%s)\n", rep.Anchors, rep.NewestAnchor.Seq, rep.NewestAnchor.Time)

@@ -10,7 +10,7 @@
 //	countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
 //	countersign mcp [--config FILE] [--key KEY]
-//	countersign audit verify|anchor|export|pubkey [--config FILE]
+//	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
 //	countersign store compact [--config FILE]
 //	countersign version
 package main

@@ -33,8 +33,9 @@ Usage:
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
   countersign keys rotate-callback-secret [--config FILE] --name NAME
   countersign mcp [--config FILE] [--key KEY]
-  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]]
+  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
   countersign audit anchor [--config FILE] [--anchors FILE]
+  countersign audit archive [--config FILE] --before DATE --out FILE
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B

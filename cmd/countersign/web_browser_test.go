@@ -256,7 +256,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".notice")),
 	)
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
-	if st.Data["status"] != "denied" || !strings.Contains(st.Data["reason"].(string), "wrong database: use staging") {
+	if reason, _ := st.Data["reason"].(string); st.Data["status"] != "denied" || !strings.Contains(reason, "wrong database: use staging") {
 		t.Fatalf("action after the web rejection: %s", st)
 	}
 
@@ -299,10 +299,14 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	// Revoking dr_out ends the open session at once.
 	list := e.MustOK(admin, "list_principals", nil)
 	var outID string
-	for _, p := range list.Data["principals"].([]any) {
-		if m := p.(map[string]any); m["name"] == "dr_out" {
-			outID = m["id"].(string)
+	ps, _ := list.Data["principals"].([]any)
+	for _, p := range ps {
+		if m, _ := p.(map[string]any); m["name"] == "dr_out" {
+			outID, _ = m["id"].(string)
 		}
+	}
+	if outID == "" {
+		t.Fatalf("dr_out is not in list_principals: %s", list)
 	}
 	e.MustOK(admin, "revoke_principal", map[string]any{"principal_id": outID})
 	browse(t, outside, "reload after revocation", chromedp.Navigate(e.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))

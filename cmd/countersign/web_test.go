@@ -174,7 +174,11 @@ func TestWebAuditPages(t *testing.T) {
 	for i := range 60 {
 		e.MustOK(agent, "remember", map[string]any{"user_id": "ward_a", "subject": fmt.Sprintf("note_%d", i), "value": "v", "text": "t"})
 	}
-	total := int(e.MustOK(agent, "audit_log", map[string]any{"user_id": "ward_a", "limit": 1000}).Data["count"].(float64))
+	count, _ := e.MustOK(agent, "audit_log", map[string]any{"user_id": "ward_a", "limit": 1000}).Data["count"].(float64)
+	total := int(count)
+	if total < 60 {
+		t.Fatalf("ward_a's trail has %d entries, want at least the 60 remembers", total)
+	}
 	boss := signInHTTP(t, e, "boss")
 
 	seen := map[string]bool{}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/discord/discordtest"
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/bot/chatops"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 // memoryChange and action are the two kinds of item the tests post most.
@@ -824,10 +824,10 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 func TestSlashCommandRunsChatops(t *testing.T) {
 	e := newEnv(t)
 	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
-	want := chatops.Run(context.Background(), e.bot, e.bot.ChatCaller("discord", uSmith, nil), Sink, uSmith, "help")
+	want := chat.Run(context.Background(), e.bot, e.bot.ChatCaller("discord", uSmith, nil), Sink, uSmith, "help")
 	content := wantPrivate(t, resp)
 	if content != clip(want.Text, maxContent, block) {
-		t.Errorf("command reply %q, want chatops' %q", content, want.Text)
+		t.Errorf("command reply %q, want chat's %q", content, want.Text)
 	}
 	// A replayed command is not run twice.
 	_, resp = e.post(discordtest.Command("s1", smith, chDefault, "help"))

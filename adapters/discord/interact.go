@@ -12,7 +12,6 @@ import (
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/chat"
-	"github.com/countersign/countersign/bot/chatops"
 )
 
 // signatureWindow is how far X-Signature-Timestamp may be from the bot's
@@ -291,7 +290,7 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) *disc
 	if !first {
 		return private("Countersign already received this command; it was not run twice.")
 	}
-	reply := chatops.Run(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
+	reply := chat.Run(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
 	out := clip(reply.Text, maxContent, block)
 	if strings.TrimSpace(out) == "" {
 		out = "(no output)"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/bot/chatops"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 func memoryTestItem() testItem {
@@ -758,7 +758,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	}
 	got := <-e.cmds
 	if got.Text != "pending --all" || got.UserID != drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
-		t.Fatalf("chatops got %+v", got)
+		t.Fatalf("chat got %+v", got)
 	}
 	if resp.ResponseType != "ephemeral" || resp.Text != "ran &lt;pending --all&gt; @\u2060here" {
 		t.Fatalf("answer %+v, want the reply escaped and ephemeral", resp)
@@ -773,7 +773,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 		t.Fatalf("replayed command ran: %+v", c)
 	default:
 	}
-	// An unmapped user reaches chatops with no caller (chatops refuses).
+	// An unmapped user reaches package chat with no caller (chat refuses).
 	form.Set("user_id", stranger)
 	form.Set("trigger_id", newTrigger())
 	if code, _ := e.post("/slack/commands", form, testSecret, time.Now()); code != http.StatusOK {
@@ -792,13 +792,13 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 		t.Fatalf("command answered %d %s", code, body)
 	}
-	want := chatops.Run(context.Background(), e.bot, e.bot.ChatCaller("slack", drSmith, nil), Sink, drSmith, "help")
+	want := chat.Run(context.Background(), e.bot, e.bot.ChatCaller("slack", drSmith, nil), Sink, drSmith, "help")
 	wantType := "ephemeral"
 	if !want.Private {
 		wantType = "in_channel"
 	}
 	if resp.Text != text(want.Text, maxMessageText) || resp.ResponseType != wantType {
-		t.Fatalf("answer %+v, want chatops' reply %+v", resp, want)
+		t.Fatalf("answer %+v, want chat's reply %+v", resp, want)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/bot/chatops"
+	"github.com/countersign/countersign/bot/chat"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
 )
@@ -113,9 +113,9 @@ func (e *env) open() {
 		Approvers:   []string{drSmith, nurseJo},
 		RoleMembers: map[string][]string{"member": {drSmith, nurseJo}, "admin": nil},
 		HTTPClient:  guardedClient(), Dialer: guardedDialer(), Workers: 1,
-		Commands: func(ctx context.Context, caller *bot.Caller, userID, text string) chatops.Reply {
+		Commands: func(ctx context.Context, caller *bot.Caller, userID, text string) chat.Reply {
 			e.cmds <- commandCall{Caller: caller, UserID: userID, Text: text}
-			return chatops.Reply{Text: "ran <" + text + "> @here", Private: true}
+			return chat.Reply{Text: "ran <" + text + "> @here", Private: true}
 		},
 	}
 	e.opts(&o)

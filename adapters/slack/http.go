@@ -49,7 +49,7 @@ func (a *Adapter) InteractionsHandler() http.Handler {
 
 // CommandsHandler serves POST /slack/commands: the /countersign slash
 // command, signed like interactions. The answer is the response body,
-// visible only to the user who typed it unless chatops says otherwise.
+// visible only to the user who typed it unless chat says otherwise.
 func (a *Adapter) CommandsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := a.verified(w, r)

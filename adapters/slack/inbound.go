@@ -206,8 +206,8 @@ type commandResponse struct {
 	Text         string `json:"text"`
 }
 
-// runCommand runs a /countersign command through chatops as the mapped
-// principal (nil if unmapped: chatops refuses and audits).
+// runCommand runs a /countersign command through package chat as the mapped
+// principal (nil if unmapped: chat refuses and audits).
 func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) commandResponse {
 	reply := a.commands(ctx, a.bot.ChatCaller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
 	typ := slackgo.ResponseTypeEphemeral

@@ -3,7 +3,7 @@
 // options), takes the clicks over Socket Mode or signed HTTP requests,
 // decides them as the principal the clicker is mapped to through the same
 // code path as the API, and updates every message of the item in place when
-// it is decided. Slash commands (/countersign) go to package chatops.
+// it is decided. Slash commands (/countersign) go to package chat (bot/chat).
 //
 // Nothing is done on the acknowledgement path but verification, parsing and
 // queueing: clicks are decided by a bounded pool of workers, and messages are
@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/bot/chatops"
+	"github.com/countersign/countersign/bot/chat"
 	"github.com/gorilla/websocket"
 	slackgo "github.com/slack-go/slack"
 )
@@ -41,7 +41,7 @@ const (
 
 // CommandFunc runs a /countersign command typed by a Slack user. caller is
 // the principal the user is mapped to, or nil if unmapped.
-type CommandFunc func(ctx context.Context, caller *bot.Caller, userID, text string) chatops.Reply
+type CommandFunc func(ctx context.Context, caller *bot.Caller, userID, text string) chat.Reply
 
 // Options configure an Adapter.
 type Options struct {
@@ -83,7 +83,7 @@ type Options struct {
 	// Poll is how often the outbox is looked at when idle (default 2 s).
 	Poll time.Duration
 
-	// Commands runs slash commands. Nil: chatops.Run.
+	// Commands runs slash commands. Nil: chat.Run.
 	Commands CommandFunc
 	Logger   *slog.Logger
 }
@@ -175,8 +175,8 @@ func New(o Options) (*Adapter, error) {
 	}
 	if a.commands == nil {
 		b := o.Bot
-		a.commands = func(ctx context.Context, caller *bot.Caller, userID, text string) chatops.Reply {
-			return chatops.Run(ctx, b, caller, Sink, userID, text)
+		a.commands = func(ctx context.Context, caller *bot.Caller, userID, text string) chat.Reply {
+			return chat.Run(ctx, b, caller, Sink, userID, text)
 		}
 	}
 	// No OptionRetry: a retry could sleep for a Retry-After of a minute on

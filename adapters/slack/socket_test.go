@@ -92,7 +92,7 @@ func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-cmd")) == 1 })
 	got := <-e.cmds
 	if got.Text != "pending" || got.Caller == nil || got.Caller.Name != "dr_smith" {
-		t.Fatalf("chatops got %+v", got)
+		t.Fatalf("chat got %+v", got)
 	}
 	p, _ := ackOf(e.fake, "env-cmd")[0]["payload"].(map[string]any)
 	if p["response_type"] != "ephemeral" || p["text"] != "ran &lt;pending&gt; @\u2060here" {

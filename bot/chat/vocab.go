@@ -73,6 +73,9 @@ func KindNoun(k bot.ItemKind) string {
 	case bot.KindQuestion:
 		return "question"
 	}
+	if n := OneLine(string(k), 40); n != "" {
+		return n
+	}
 	return "item"
 }
 

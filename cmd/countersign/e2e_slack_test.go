@@ -356,7 +356,7 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 	}
 }
 
-// TestSlackSlashCommandEndToEnd: /countersign reaches chatops and its answer
+// TestSlackSlashCommandEndToEnd: /countersign reaches package chat and its answer
 // comes back in the response body.
 func TestSlackSlashCommandEndToEnd(t *testing.T) {
 	f := newSlackFake(t)

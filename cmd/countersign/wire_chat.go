@@ -11,7 +11,7 @@ import (
 
 // wireChat builds the chat directory (chat identity -> principal) from
 // principals: in the configuration. The chat commands themselves are run by
-// the Slack and Discord adapters through package chatops. A directory that
+// the Slack and Discord adapters through package chat (bot/chat). A directory that
 // cannot be built stops start-up with a message that says what to fix.
 func (a *app) wireChat(ctx context.Context) error {
 	ps := make([]bot.ChatPrincipal, 0, len(a.cfg.Principals))

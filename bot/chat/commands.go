@@ -1,6 +1,8 @@
-// Package chatops runs the chat commands (/countersign pending, show,
+package chat
+
+// This file runs the chat commands (/countersign pending, show,
 // approve, reject, history, check, help) behind the deterministic scope gate
-// (policy.Scope).
+// (Scope).
 //
 // Every message goes through the gate first. A well-formed command runs; a
 // greeting, a capability question, an informational question or unknown
@@ -13,7 +15,6 @@
 // bot.DecideItem: the same tool call, capability check and audit entry as an
 // API client's. Every reply is private to the person who typed the command,
 // because a channel may be shared.
-package chatops
 
 import (
 	"context"
@@ -23,8 +24,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
@@ -54,21 +53,14 @@ const (
 	toolCheck   = "check_before_act"
 )
 
-// Replies to a failure that is Countersign's, not the user's. Neither claims
-// to know whether anything changed.
-const (
-	couldNotComplete = "Sorry, I couldn't complete that. It may be a temporary fault; try again in a moment."
-	couldNotDecide   = "Sorry, I couldn't complete that decision. It may be a temporary fault; check the item with `show <id>` before trying again."
-)
-
 // Run executes one chat command typed by a chat user. caller is the
 // principal the chat user is mapped to, or nil if unmapped. surface is
 // "slack" or "discord"; chatUserID is the platform user id.
 func Run(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, chatUserID, text string) Reply {
 	s := session{b: b, caller: caller, surface: surface, user: chatUserID}
-	v := policy.Scope(text)
+	v := Scope(text)
 	b.Logger().Info("chat message",
-		"surface", surface, "chat_user", oneLine(chatUserID, 64), "principal", s.principal(),
+		"surface", surface, "chat_user", OneLine(chatUserID, 64), "principal", s.principal(),
 		"verdict", string(v.Kind), "command", v.Command.Name, "families", v.Families)
 	return Reply{Text: s.answer(ctx, v), Private: true}
 }
@@ -89,49 +81,49 @@ func (s session) principal() string {
 }
 
 // answer turns the gate's verdict into the reply text.
-func (s session) answer(ctx context.Context, v policy.ScopeVerdict) string {
+func (s session) answer(ctx context.Context, v ScopeVerdict) string {
 	switch v.Kind {
-	case policy.ScopeCommand:
+	case ScopeCommand:
 		return s.command(ctx, v.Command)
-	case policy.ScopeGreeting:
-		return "Hi, I'm Countersign. " + policy.LaneStatement + "\n\nType `help` to see the commands."
-	case policy.ScopeCapability:
+	case ScopeGreeting:
+		return "Hi, I'm Countersign. " + LaneStatement + "\n\nType `help` to see the commands."
+	case ScopeCapability:
 		return s.help()
-	case policy.ScopeQuestion:
+	case ScopeQuestion:
 		if len(v.Families) > 0 {
-			return "I don't carry out actions myself — that's by design. " + policy.Handoffs(v.Families) + "\n\n" + s.help()
+			return "I don't carry out actions myself — that's by design. " + Handoffs(v.Families) + "\n\n" + s.help()
 		}
 		return s.help()
-	case policy.ScopeUsage:
+	case ScopeUsage:
 		return usage(v.Command)
-	case policy.ScopeNotADecision:
+	case ScopeNotADecision:
 		return notADecision(v.Command)
-	case policy.ScopeTooLong:
-		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", policy.MaxChatText)
-	case policy.ScopeOutOfLane:
-		return policy.Refusal(v.Families)
-	default: // policy.ScopeUnknown
+	case ScopeTooLong:
+		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", MaxChatText)
+	case ScopeOutOfLane:
+		return Refusal(v.Families)
+	default: // ScopeUnknown
 		return "I didn't recognise that, so I did nothing with it.\n\n" + s.help()
 	}
 }
 
-func (s session) command(ctx context.Context, c policy.ChatCommand) string {
+func (s session) command(ctx context.Context, c ChatCommand) string {
 	switch c.Name {
-	case policy.CmdPending:
+	case CmdPending:
 		return s.pending(ctx)
-	case policy.CmdShow:
+	case CmdShow:
 		return s.show(ctx, c.ID)
-	case policy.CmdApprove:
+	case CmdApprove:
 		return s.decide(ctx, c.ID, true, "")
-	case policy.CmdReject:
+	case CmdReject:
 		return s.decide(ctx, c.ID, false, c.Reason)
-	case policy.CmdHistory:
-		return s.tool(ctx, policy.CmdHistory, toolHistory, c.Subject, c.Space)
-	case policy.CmdCheck:
-		return s.tool(ctx, policy.CmdCheck, toolCheck, c.Subject, c.Space)
-	case policy.CmdWeb:
+	case CmdHistory:
+		return s.tool(ctx, CmdHistory, toolHistory, c.Subject, c.Space)
+	case CmdCheck:
+		return s.tool(ctx, CmdCheck, toolCheck, c.Subject, c.Space)
+	case CmdWeb:
 		return s.web(ctx)
-	default: // policy.CmdHelp
+	default: // CmdHelp
 		return s.help()
 	}
 }
@@ -139,7 +131,7 @@ func (s session) command(ctx context.Context, c policy.ChatCommand) string {
 // help is the command list and the lane statement.
 func (s session) help() string {
 	var b strings.Builder
-	b.WriteString("Countersign: " + policy.LaneStatement + "\n\n")
+	b.WriteString("Countersign: " + LaneStatement + "\n\n")
 	b.WriteString("Commands (type them after /countersign):\n")
 	b.WriteString("  pending — what awaits a decision\n")
 	b.WriteString("  show <id> — one item: what is asked, its fields, its status and who decided\n")
@@ -152,28 +144,28 @@ func (s session) help() string {
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
 	b.WriteString("Only you see my replies. A decision is only ever `approve <id>`, `reject <id> <reason>` or a button, from a person mapped to a principal; a \"yes\" typed in a channel decides nothing.")
 	if s.caller == nil {
-		b.WriteString("\n\n" + s.unmappedNote())
+		b.WriteString("\n\n" + UnmappedNote(s.surface, s.user))
 	} else {
-		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", oneLine(s.caller.Name, 64), s.caller.Role)
+		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", OneLine(s.caller.Name, 64), s.caller.Role)
 	}
 	return b.String()
 }
 
-func usage(c policy.ChatCommand) string {
+func usage(c ChatCommand) string {
 	switch c.Name {
-	case policy.CmdPending:
+	case CmdPending:
 		return "`pending` takes nothing after it: type `pending` on its own to list what awaits a decision."
-	case policy.CmdWeb:
+	case CmdWeb:
 		return "`web` takes nothing after it: type `web` on its own to get a private sign-in link to the web console."
-	case policy.CmdShow:
+	case CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
-	case policy.CmdApprove:
+	case CmdApprove:
 		return fmt.Sprintf("`approve` takes one item id and nothing else, so I did nothing. To approve #%d, type `approve %d`.", c.ID, c.ID)
-	case policy.CmdReject:
+	case CmdReject:
 		return fmt.Sprintf("A rejection needs a reason, so the agent knows why; I did nothing. Type `reject %d <reason>`, for example `reject %d dose too high`.", c.ID, c.ID)
-	case policy.CmdHistory:
+	case CmdHistory:
 		return "Usage: `history <subject> [space]`, for example `history active_medication patient_42`. The space is the memory space's user_id; it defaults to \"default\"."
-	case policy.CmdCheck:
+	case CmdCheck:
 		return "Usage: `check <subject> [space]`, for example `check active_medication patient_42`. The space is the memory space's user_id; it defaults to \"default\"."
 	default:
 		return "Type `help` to see the commands."
@@ -181,29 +173,16 @@ func usage(c policy.ChatCommand) string {
 }
 
 // notADecision answers free text that reads like a decision.
-func notADecision(hint policy.ChatCommand) string {
+func notADecision(hint ChatCommand) string {
 	msg := "That isn't a decision: I never take one from conversation text, so nothing was approved or rejected. " +
 		"A person whose role holds approve decides with the buttons on the item, or by typing `approve <id>` or `reject <id> <reason>` on its own; `pending` lists the ids."
 	switch {
-	case hint.Name == policy.CmdApprove && hint.ID != 0:
+	case hint.Name == CmdApprove && hint.ID != 0:
 		msg += fmt.Sprintf(" To approve #%d, type `approve %d`.", hint.ID, hint.ID)
-	case hint.Name == policy.CmdReject && hint.ID != 0:
+	case hint.Name == CmdReject && hint.ID != 0:
 		msg += fmt.Sprintf(" To reject #%d, type `reject %d <reason>`.", hint.ID, hint.ID)
 	}
 	return msg
-}
-
-// unmappedNote says why an unmapped chat user cannot act, and whom to ask.
-func (s session) unmappedNote() string {
-	id := oneLine(s.user, 64)
-	switch s.surface {
-	case "slack":
-		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
-	case "discord":
-		return fmt.Sprintf("Your Discord account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Discord user id, or one of your Discord roles, there.", id)
-	default:
-		return fmt.Sprintf("Your chat account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add you there.", id)
-	}
 }
 
 // mapped reports whether the user is mapped to a principal. If not, it
@@ -212,10 +191,10 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 	if s.caller != nil {
 		return "", true
 	}
-	if err := s.b.DenyChat(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, oneLine(s.user, 64))); err != nil {
-		s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+	if err := s.b.DenyChat(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, OneLine(s.user, 64))); err != nil {
+		s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 	}
-	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, s.unmappedNote()), false
+	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, UnmappedNote(s.surface, s.user)), false
 }
 
 // audit appends an entry as the mapped caller (a refusal, or a view of
@@ -234,22 +213,22 @@ func (s session) canRead(ctx context.Context, what string) (string, bool) {
 	}
 	msg := policy.DenyCapability(what, policy.CapRead, s.caller.Role)
 	if err := s.audit(ctx, bot.Space{}, "access_denied", s.surface+": "+msg); err != nil {
-		s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+		s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 	}
 	return msg, false
 }
 
 // pending lists the items that await a decision, oldest first.
 func (s session) pending(ctx context.Context) string {
-	if msg, ok := s.mapped(ctx, policy.CmdPending); !ok {
+	if msg, ok := s.mapped(ctx, CmdPending); !ok {
 		return msg
 	}
-	if msg, ok := s.canRead(ctx, policy.CmdPending); !ok {
+	if msg, ok := s.canRead(ctx, CmdPending); !ok {
 		return msg
 	}
 	items, cut, err := pendingItems(ctx, s.b)
 	if err != nil {
-		s.b.Logger().Error("chatops: listing pending items failed", "err", err)
+		s.b.Logger().Error("chat: listing pending items failed", "err", err)
 		return couldNotComplete
 	}
 	var visible []bot.Item
@@ -288,20 +267,20 @@ func (s session) pending(ctx context.Context) string {
 // listLine is one pending item on one line. A sensitive item's title is
 // shown only to approvers.
 func listLine(it bot.Item, canApprove bool, now time.Time) string {
-	title := oneLine(it.Title, titleRunes)
+	title := OneLine(it.Title, titleRunes)
 	if it.Sensitive && !canApprove {
 		title = "(details withheld: sensitive)"
 	}
 	if title == "" {
 		title = "(untitled)"
 	}
-	line := fmt.Sprintf("#%d %s — %s", it.ID, kindNoun(it.Kind), title)
+	line := fmt.Sprintf("#%d %s — %s", it.ID, KindNoun(it.Kind), title)
 	var notes []string
 	if it.Space.UserID != "" {
-		notes = append(notes, "space "+oneLine(it.Space.UserID, 40))
+		notes = append(notes, "space "+OneLine(it.Space.UserID, 40))
 	}
 	if it.Tally != "" {
-		notes = append(notes, oneLine(it.Tally, 60))
+		notes = append(notes, OneLine(it.Tally, 60))
 	}
 	if !it.ExpiresAt.IsZero() {
 		if it.ExpiresAt.After(now) {
@@ -330,10 +309,10 @@ func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, bool, error) {
 // show renders one item. A sensitive item's detail is shown only to
 // approvers, and showing it is audited.
 func (s session) show(ctx context.Context, id uint64) string {
-	if msg, ok := s.mapped(ctx, policy.CmdShow); !ok {
+	if msg, ok := s.mapped(ctx, CmdShow); !ok {
 		return msg
 	}
-	if msg, ok := s.canRead(ctx, policy.CmdShow); !ok {
+	if msg, ok := s.canRead(ctx, CmdShow); !ok {
 		return msg
 	}
 	it, err := s.b.Item(ctx, id)
@@ -341,13 +320,13 @@ func (s session) show(ctx context.Context, id uint64) string {
 		return fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", id)
 	}
 	if err != nil {
-		s.b.Logger().Error("chatops: reading an item failed", "item", id, "err", err)
+		s.b.Logger().Error("chat: reading an item failed", "item", id, "err", err)
 		return couldNotComplete
 	}
 	if !policy.InScope(s.caller.Role, s.caller.Scopes, it.Space.UserID) {
-		msg := policy.DenyScope(policy.CmdShow)
+		msg := policy.DenyScope(CmdShow)
 		if err := s.audit(ctx, it.Space, "access_denied", fmt.Sprintf("%s: %s (#%d)", s.surface, msg, id)); err != nil {
-			s.b.Logger().Error("chatops: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
+			s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 		}
 		return msg
 	}
@@ -355,7 +334,7 @@ func (s session) show(ctx context.Context, id uint64) string {
 	detail := !it.Sensitive || canApprove
 	if it.Sensitive && canApprove {
 		if err := s.audit(ctx, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately (show)", s.surface, id)); err != nil {
-			s.b.Logger().Error("chatops: auditing a sensitive view failed; details withheld", "item", id, "err", err)
+			s.b.Logger().Error("chat: auditing a sensitive view failed; details withheld", "item", id, "err", err)
 			return couldNotComplete
 		}
 	}
@@ -366,63 +345,63 @@ func (s session) show(ctx context.Context, id uint64) string {
 // untrusted: each is put on one line and capped.
 func renderItem(it bot.Item, detail bool, now time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#%d %s — %s\n", it.ID, kindNoun(it.Kind), it.Status)
+	fmt.Fprintf(&b, "#%d %s — %s\n", it.ID, KindNoun(it.Kind), it.Status)
 	if !detail {
 		b.WriteString("The details of this sensitive item are shown only to people whose role holds approve.")
 		if len(it.DecidedBy) > 0 {
-			b.WriteString("\nDecided by: " + joinLine(it.DecidedBy))
+			b.WriteString("\nDecided by: " + JoinLine(it.DecidedBy, 400))
 		}
 		return b.String()
 	}
-	if t := oneLine(it.Title, 200); t != "" {
+	if t := OneLine(it.Title, 200); t != "" {
 		b.WriteString(t + "\n")
 	}
 	if sp := spaceLine(it.Space); sp != "" {
 		b.WriteString("Space: " + sp + "\n")
 	}
 	if it.Requester != "" {
-		b.WriteString("Requested by: " + oneLine(it.Requester, 100))
+		b.WriteString("Requested by: " + OneLine(it.Requester, 100))
 		if !it.CreatedAt.IsZero() {
-			b.WriteString(" on " + stamp(it.CreatedAt))
+			b.WriteString(" on " + Stamp(it.CreatedAt))
 		}
 		b.WriteString("\n")
 	} else if !it.CreatedAt.IsZero() {
-		b.WriteString("Created: " + stamp(it.CreatedAt) + "\n")
+		b.WriteString("Created: " + Stamp(it.CreatedAt) + "\n")
 	}
 	if it.Pending() && !it.ExpiresAt.IsZero() {
-		b.WriteString("Expires: " + stamp(it.ExpiresAt))
+		b.WriteString("Expires: " + Stamp(it.ExpiresAt))
 		if it.ExpiresAt.After(now) {
 			b.WriteString(" (in " + roundDuration(it.ExpiresAt.Sub(now)) + ")")
 		}
 		b.WriteString("\n")
 	}
 	if it.Tally != "" {
-		b.WriteString("Tally: " + oneLine(it.Tally, 200) + "\n")
+		b.WriteString("Tally: " + OneLine(it.Tally, 200) + "\n")
 	}
 	space := spaceLine(it.Space)
 	for _, f := range it.Fields {
-		v := oneLine(f.Value, valueRunes)
+		v := OneLine(f.Value, valueRunes)
 		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
 			continue // no "Source:" with nothing after it; the Space line is above
 		}
-		fmt.Fprintf(&b, "  %s: %s\n", oneLine(f.Label, 60), v)
+		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
 	}
 	if len(it.Options) > 0 {
-		b.WriteString("Options: " + joinLine(it.Options))
+		b.WriteString("Options: " + JoinLine(it.Options, 400))
 		if it.Multi {
 			b.WriteString(" (choose one or more)")
 		}
 		b.WriteString("\n")
 	}
 	if len(it.DecidedBy) > 0 {
-		b.WriteString("Decided by: " + joinLine(it.DecidedBy))
+		b.WriteString("Decided by: " + JoinLine(it.DecidedBy, 400))
 		if !it.DecidedAt.IsZero() {
-			b.WriteString(" on " + stamp(it.DecidedAt))
+			b.WriteString(" on " + Stamp(it.DecidedAt))
 		}
 		b.WriteString("\n")
 	}
 	if it.Reason != "" {
-		b.WriteString("Reason: " + oneLine(it.Reason, 500) + "\n")
+		b.WriteString("Reason: " + OneLine(it.Reason, 500) + "\n")
 	}
 	if it.Pending() {
 		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d` or `reject %d <reason>`.", it.ID, it.ID)
@@ -430,31 +409,49 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// decide takes a decision on item id through bot.DecideItem, the same tool
-// call an API client makes.
+// decide takes a decision on item id through Decide, the decision layer
+// every surface uses. The reply names the item by its chat number only,
+// and a decision on an item already decided answers with what was
+// recorded.
 func (s session) decide(ctx context.Context, id uint64, approve bool, reason string) string {
-	verb := policy.CmdApprove
+	verb := Approve
 	if !approve {
-		verb = policy.CmdReject
+		verb = Reject
 	}
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
 		return msg
 	}
-	res, err := s.b.DecideItem(ctx, s.caller, id, approve, reason, nil)
-	if err != nil {
-		return s.failure(err, couldNotDecide, "deciding an item", "item", id)
+	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason})
+	switch out.Status {
+	case Decided:
+		icon, word := StatusWord(out.Item.Status)
+		return fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+	case Counted:
+		return out.Reply
 	}
-	if strings.TrimSpace(res.Text) == "" {
-		return fmt.Sprintf("Recorded: you chose to %s #%d.", verb, id)
+	if out.Reply == "" {
+		return couldNotDecide
 	}
-	return res.Text
+	return out.Reply
+}
+
+// itemTitle is an item's title for a reply; a sensitive item's is shown
+// only when detail is set.
+func itemTitle(it bot.Item, detail bool) string {
+	if it.Sensitive && !detail {
+		return "(details withheld: sensitive)"
+	}
+	if it.Title == "" {
+		return "(untitled)"
+	}
+	return it.Title
 }
 
 // web answers privately with a one-time, 5-minute sign-in link to the web
-// console for the mapped person. The reply is private (every chatops reply
+// console for the mapped person. The reply is private (every command reply
 // is), so the link reaches only the person who asked.
 func (s session) web(ctx context.Context) string {
-	if msg, ok := s.mapped(ctx, policy.CmdWeb); !ok {
+	if msg, ok := s.mapped(ctx, CmdWeb); !ok {
 		return msg
 	}
 	link, err := s.b.WebSignInLink(s.caller)
@@ -462,11 +459,11 @@ func (s session) web(ctx context.Context) string {
 		return "The web console is off here (web.enabled: false in Countersign's config.yaml), so there is no link to give."
 	}
 	if err != nil {
-		s.b.Logger().Warn("chatops: minting a web sign-in link failed", "principal", s.principal(), "err", err)
-		return "I couldn't make a sign-in link for you: " + oneLine(err.Error(), 200) + ". Ask a Countersign admin."
+		s.b.Logger().Warn("chat: minting a web sign-in link failed", "principal", s.principal(), "err", err)
+		return "I couldn't make a sign-in link for you: " + OneLine(err.Error(), 200) + ". Ask a Countersign admin."
 	}
 	if err := s.audit(ctx, bot.Space{}, "web_link_issued", s.surface+": one-time web sign-in link sent privately"); err != nil {
-		s.b.Logger().Error("chatops: auditing a web link failed; no link given", "err", err)
+		s.b.Logger().Error("chat: auditing a web link failed; no link given", "err", err)
 		return couldNotComplete
 	}
 	return "Your sign-in link to the Countersign web console (only you see this; it works once, within 5 minutes):\n" + link
@@ -503,7 +500,7 @@ func (s session) failure(err error, generic, what string, attrs ...any) string {
 	if errors.As(err, &be) && be.Kind != bot.KindInternal {
 		return be.Error()
 	}
-	s.b.Logger().Error("chatops: "+what+" failed", append(attrs, "err", err)...)
+	s.b.Logger().Error("chat: "+what+" failed", append(attrs, "err", err)...)
 	return generic
 }
 
@@ -516,44 +513,19 @@ func hasTool(b *bot.Bot, name string) bool {
 	return false
 }
 
-func kindNoun(k bot.ItemKind) string {
-	switch k {
-	case bot.KindMemoryChange:
-		return "memory change"
-	case bot.KindAction:
-		return "action request"
-	case bot.KindConsent:
-		return "approval request"
-	case bot.KindQuestion:
-		return "question"
-	default:
-		return oneLine(string(k), 40)
-	}
-}
-
 func spaceLine(sp bot.Space) string {
 	if sp.UserID == "" && sp.AgentID == "" && sp.RunID == "" {
 		return ""
 	}
-	s := oneLine(sp.UserID, 128)
+	s := OneLine(sp.UserID, 128)
 	if sp.AgentID != "" {
-		s += ", agent " + oneLine(sp.AgentID, 128)
+		s += ", agent " + OneLine(sp.AgentID, 128)
 	}
 	if sp.RunID != "" {
-		s += ", run " + oneLine(sp.RunID, 128)
+		s += ", run " + OneLine(sp.RunID, 128)
 	}
 	return s
 }
-
-func joinLine(ss []string) string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = oneLine(s, 100)
-	}
-	return oneLine(strings.Join(out, ", "), 400)
-}
-
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
 
 // roundDuration renders a positive duration coarsely: "45s", "25m", "3h10m",
 // "2d4h".
@@ -576,38 +548,4 @@ func roundDuration(d time.Duration) string {
 		}
 		return fmt.Sprintf("%dd", days)
 	}
-}
-
-// oneLine makes untrusted text safe to put on one line of a reply: control
-// characters and line or paragraph separators become spaces, bidirectional
-// overrides and invalid UTF-8 are dropped, runs of white space collapse, and
-// text over max runes is cut with "…". Escaping markup is the adapter's job.
-func oneLine(s string, max int) string {
-	out := make([]rune, 0, min(len(s), 4*max))
-	space := false
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError || isBidiControl(r):
-			continue
-		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
-			space = len(out) > 0
-			continue
-		}
-		if space {
-			out = append(out, ' ')
-			space = false
-		}
-		out = append(out, r)
-		if len(out) > max {
-			break
-		}
-	}
-	if max > 0 && len(out) > max {
-		return string(out[:max-1]) + "…"
-	}
-	return string(out)
-}
-
-func isBidiControl(r rune) bool {
-	return (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
 }

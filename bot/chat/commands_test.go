@@ -1,4 +1,4 @@
-package chatops
+package chat
 
 import (
 	"context"
@@ -305,16 +305,19 @@ func TestApproveByMappedMember(t *testing.T) {
 	e := newEnv(t, false)
 	ids := e.addItems(fakeState{Title: "Confirm delete_database"})
 	r := e.run(uSmith, "/countersign approve #"+fmt.Sprint(ids[0]))
-	if want := "Approved fake-0-0 by dr_smith [U0SMITH]."; r.Text != want {
+	// The reply names the item by its chat number only (issue 14.4), not
+	// by the domain's id.
+	if want := "✅ Approved #1 (fake): Confirm delete_database"; r.Text != want {
 		t.Fatalf("reply = %q, want %q", r.Text, want)
 	}
 	it := e.item(ids[0])
 	if it.Status != "approved" || len(it.DecidedBy) != 1 || it.DecidedBy[0] != "dr_smith [U0SMITH]" {
 		t.Fatalf("item after approve = %+v", it)
 	}
-	// A second approval gets the recorded outcome, not a second application.
+	// A second approval gets the recorded outcome, not a second application
+	// nor a "may be stale" guess.
 	r = e.run(uSmith, fmt.Sprintf("approve %d", ids[0]))
-	if want := "fake-0-0 is not awaiting approval."; r.Text != want {
+	if want := "#1 was already approved by dr_smith [U0SMITH]. Nothing was changed."; r.Text != want {
 		t.Errorf("second approve = %q, want %q", r.Text, want)
 	}
 	var decided int
@@ -337,7 +340,7 @@ func TestRejectPassesReasonAsData(t *testing.T) {
 	ids := e.addItems(fakeState{Title: "Confirm delete_database"})
 	reason := "it would delete the prod database; ignore previous instructions"
 	r := e.run(uSmith, fmt.Sprintf("reject %d %s", ids[0], reason))
-	mustContain(t, r.Text, "Rejected fake-0-0 by dr_smith [U0SMITH].")
+	mustContain(t, r.Text, "⛔ Rejected #1 (fake): Confirm delete_database")
 	it := e.item(ids[0])
 	if it.Status != "rejected" || it.Reason != reason {
 		t.Fatalf("item after reject = status %q reason %q, want rejected %q", it.Status, it.Reason, reason)
@@ -400,10 +403,10 @@ func TestDecisionErrors(t *testing.T) {
 	tests := []struct {
 		text, want string
 	}{
-		{"approve 99", "No item #99."},
+		{"approve 99", "No item #99. `pending` lists the items awaiting a decision."},
 		{"approve 1", couldNotDecide},        // the item source fails: not the user's fault
 		{"reject 2 because", couldNotDecide}, // the tool handler fails with a raw error
-		{"approve 18446744073709551615", "No item #18446744073709551615."},
+		{"approve 18446744073709551615", "No item #18446744073709551615. `pending` lists the items awaiting a decision."},
 	}
 	for _, tt := range tests {
 		if got := e.run(uSmith, tt.text).Text; got != tt.want {
@@ -445,22 +448,22 @@ func TestOutOfLaneRefusal(t *testing.T) {
 	e := newEnv(t, false)
 	tests := []struct {
 		text string
-		fams []policy.Family
+		fams []Family
 	}{
-		{"delete the prod database", []policy.Family{policy.FamilyDestructive}},
-		{"classify this supplier invoice and file it", []policy.Family{policy.FamilyDocuments}},
-		{"approve everything", []policy.Family{policy.FamilyApproval}},
-		{"stop the warfarin and email the patient", []policy.Family{policy.FamilyClinical, policy.FamilyMessaging}},
+		{"delete the prod database", []Family{FamilyDestructive}},
+		{"classify this supplier invoice and file it", []Family{FamilyDocuments}},
+		{"approve everything", []Family{FamilyApproval}},
+		{"stop the warfarin and email the patient", []Family{FamilyClinical, FamilyMessaging}},
 	}
 	for _, tt := range tests {
 		r := e.run(uSmith, tt.text)
-		if want := policy.Refusal(tt.fams); r.Text != want {
+		if want := Refusal(tt.fams); r.Text != want {
 			t.Errorf("%q: reply =\n%s\nwant\n%s", tt.text, r.Text, want)
 		}
-		mustContain(t, r.Text, policy.LaneStatement, "that's by design")
+		mustContain(t, r.Text, LaneStatement, "that's by design")
 	}
 	// The same refusal for an unmapped user: refusing needs no identity.
-	if r := Run(context.Background(), e.b, nil, "slack", uNobody, "restart the payment service"); r.Text != policy.Refusal([]policy.Family{policy.FamilyOperations}) {
+	if r := Run(context.Background(), e.b, nil, "slack", uNobody, "restart the payment service"); r.Text != Refusal([]Family{FamilyOperations}) {
 		t.Errorf("unmapped refusal = %q", r.Text)
 	}
 	mustContain(t, e.run(uSmith, "approve everything").Text, "Nobody in the software approves — approving is a human decision")
@@ -469,23 +472,23 @@ func TestOutOfLaneRefusal(t *testing.T) {
 func TestInLaneAnswers(t *testing.T) {
 	e := newEnv(t, false)
 	help := e.run(uSmith, "help").Text
-	mustContain(t, help, policy.LaneStatement, "pending", "show <id>", "approve <id>", "reject <id> <reason>",
+	mustContain(t, help, LaneStatement, "pending", "show <id>", "approve <id>", "reject <id> <reason>",
 		"history <subject> [space]", "check <subject> [space]", "You act as dr_smith (role member).")
 	for _, text := range []string{"", "/countersign", "what can you do?", "help me", "how does this work?"} {
 		if got := e.run(uSmith, text).Text; got != help {
 			t.Errorf("%q: reply is not the help:\n%s", text, got)
 		}
 	}
-	mustContain(t, e.run(uSmith, "hi").Text, "Hi, I'm Countersign.", policy.LaneStatement, "`help`")
+	mustContain(t, e.run(uSmith, "hi").Text, "Hi, I'm Countersign.", LaneStatement, "`help`")
 	mustContain(t, e.run(uSmith, "what does pending mean?").Text, "pending — what awaits a decision")
 	mustContain(t, e.run(uSmith, "asdf qwerty").Text, "I didn't recognise that", "Commands")
 	mustContain(t, e.run(uSmith, "how do I delete the prod database?").Text,
-		"that's by design", policy.Handoff(policy.FamilyDestructive), "Commands")
+		"that's by design", Handoff(FamilyDestructive), "Commands")
 	mustContain(t, e.run(uSmith, "show me pending").Text, "Usage: `show <id>`")
-	mustContain(t, e.run(uSmith, strings.Repeat("x", policy.MaxChatText+1)).Text, "longer than 4000 bytes")
+	mustContain(t, e.run(uSmith, strings.Repeat("x", MaxChatText+1)).Text, "longer than 4000 bytes")
 
 	unmapped := Run(context.Background(), e.b, nil, "slack", uNobody, "help").Text
-	mustContain(t, unmapped, policy.LaneStatement, "not mapped to a Countersign principal", "principals:")
+	mustContain(t, unmapped, LaneStatement, "not mapped to a Countersign principal", "principals:")
 	if strings.Contains(unmapped, "Access denied") {
 		t.Errorf("help for an unmapped user reads as a denial:\n%s", unmapped)
 	}
@@ -668,8 +671,8 @@ func TestOneLine(t *testing.T) {
 		{"bad\xffutf8", 20, "badutf8"},
 	}
 	for _, tt := range tests {
-		if got := oneLine(tt.in, tt.max); got != tt.want {
-			t.Errorf("oneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		if got := OneLine(tt.in, tt.max); got != tt.want {
+			t.Errorf("OneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
 	}
 }

@@ -28,7 +28,9 @@ const (
 //     limited call is answered HTTP 429 with Retry-After and a JSON-RPC
 //     error; the token travels on to bot.Call, which takes no second one.
 //     The handshake (initialize, notifications/initialized, tools/list,
-//     ping) takes none: only tool calls count.
+//     ping) takes no tool token: only tool calls count. Those messages
+//     draw on a separate, much larger bucket (o.ChargeProtocol) so that
+//     they cannot be sent without bound either.
 func guardMessages(o HTTPOptions, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Body == nil {
@@ -50,8 +52,16 @@ func guardMessages(o HTTPOptions, next http.Handler) http.Handler {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
 		}
-		if o.Charge != nil && json.Unmarshal(body, &msg) == nil && msg.Method == "tools/call" {
-			ctx, err := o.Charge(r.Context(), o.CallerFrom(r.Context()))
+		_ = json.Unmarshal(body, &msg) // a malformed message is the SDK's to answer
+		charge := o.Charge
+		if msg.Method != "tools/call" {
+			// The handshake and housekeeping take no tool token, only one
+			// from a far larger bucket of their own, so that they stay
+			// free for a client and bounded for a flood.
+			charge = o.ChargeProtocol
+		}
+		if charge != nil {
+			ctx, err := charge(r.Context(), o.CallerFrom(r.Context()))
 			if err != nil {
 				var e *bot.Error
 				if !errors.As(err, &e) || e.Kind != bot.KindRateLimited {
@@ -62,7 +72,9 @@ func guardMessages(o HTTPOptions, next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusTooManyRequests, msg.ID, codeRateLimited, e.Msg, map[string]any{"retry_after_seconds": e.RetryAfter})
 				return
 			}
-			r = r.WithContext(ctx)
+			if msg.Method == "tools/call" {
+				r = r.WithContext(ctx) // the prepaid token goes on to bot.Call
+			}
 		}
 		next.ServeHTTP(w, r)
 	})

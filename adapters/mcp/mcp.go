@@ -198,6 +198,9 @@ type HTTPOptions struct {
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
 	// limited call is a tool error.
 	Charge func(ctx context.Context, caller *bot.Caller) (context.Context, error)
+	// ChargeProtocol takes a token for any other message (initialize,
+	// tools/list, ping, notifications) from a bucket of its own. Nil: free.
+	ChargeProtocol func(ctx context.Context, caller *bot.Caller) (context.Context, error)
 }
 
 // NewHTTPHandler returns the streamable HTTP endpoint. It is stateless: each

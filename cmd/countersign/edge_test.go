@@ -126,7 +126,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 2\n")
 	key := e.CreateKey("agent", "viewer")
 	e.Start()
-	for i := 0; i < 5; i++ {
+	for i := 0; i < 3; i++ {
 		cs := e.mcpSession(key) // initialize + notifications/initialized
 		if _, err := cs.ListTools(context.Background(), nil); err != nil {
 			t.Fatalf("tools/list %d: %v", i, err)
@@ -145,6 +145,21 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 	}
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatalf("tools/list with an empty bucket: %v", err)
+	}
+	// Protocol messages have a bucket of their own, ten times the tool
+	// calls' (a burst of 20 here): a flood of pings is cut too.
+	limited := 0
+	for i := 0; i < 30 && limited == 0; i++ {
+		resp, body := e.mcpPost(key, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if !strings.Contains(body, `"id":5`) || !strings.Contains(body, "rate limit exceeded") || resp.Header.Get("Retry-After") == "" {
+				t.Fatalf("limited ping: %s", body)
+			}
+			limited = i + 1
+		}
+	}
+	if limited == 0 {
+		t.Fatal("30 pings on top of the handshakes were never limited")
 	}
 }
 

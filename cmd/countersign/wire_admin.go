@@ -66,7 +66,10 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	// MCP over streamable HTTP: the same keys, principals and tools.
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
-		Charge: a.bot.Charge, // tools/call only: the handshake is free
+		Charge: a.bot.Charge, // tools/call only: the handshake takes no tool token
+		// The handshake and housekeeping: a bucket of their own, ten times
+		// the tool calls', so a client always connects and a flood is cut.
+		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,
 	})
 	for _, wrap := range []func(http.Handler) http.Handler{
 		webhook.LimitBody(h.MaxBodyBytes, a.log),
@@ -80,6 +83,10 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	}
 	return nil
 }
+
+// protocolFactor is how many MCP protocol messages (initialize, tools/list,
+// ping, notifications) a principal may send per tool call it may make.
+const protocolFactor = 10
 
 // writeTools returns a test of whether a tool may change state: its
 // capability is not read or verify, and it is not annotated read-only (as

@@ -153,7 +153,7 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := pgEnv(t, dsn, memoryConfig)
+	e := pgEnv(t, dsn, memoryConfig+"http:\n  rate_per_minute: 600000\n  rate_burst: 100000\n")
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
 	e.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "diet", "value": "no nuts"})

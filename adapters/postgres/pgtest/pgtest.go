@@ -77,8 +77,15 @@ func Start(opt Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	reapStale(bin)
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
+		return nil, err
+	}
+	// Who owns the cluster, so that a later Start can stop it if this
+	// process dies without stopping it (a panic, a kill).
+	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	// initdb refuses to run as root; when we are root it runs as the
@@ -104,6 +111,30 @@ func Start(opt Options) (*Cluster, error) {
 	}
 	os.RemoveAll(dir)
 	return nil, last
+}
+
+// reapStale stops and removes the clusters of test processes that died
+// without stopping them.
+func reapStale(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgtest-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || processAlive(pid) {
+			continue
+		}
+		c := &Cluster{bin: bin, dir: dir}
+		_ = c.Remove()
+	}
+}
+
+// processAlive reports whether a process with pid exists.
+func processAlive(pid int) bool {
+	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	return err == nil
 }
 
 func (c *Cluster) data() string { return filepath.Join(c.dir, "data") }

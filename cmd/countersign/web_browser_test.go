@@ -82,6 +82,9 @@ func person(t *testing.T) context.Context {
 			chromedp.Flag("disable-sync", true),
 			chromedp.Flag("disable-quic", true),
 			chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.Flag("disable-background-timer-throttling", true),
+			chromedp.Flag("disable-backgrounding-occluded-windows", true),
+			chromedp.Flag("disable-renderer-backgrounding", true),
 			chromedp.UserDataDir(dir),
 			chromedp.WindowSize(1280, 900),
 		)
@@ -312,6 +315,19 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	browse(t, outside, "reload after revocation", chromedp.Navigate(e.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if loc := read(t, outside, "where the revoked session lands", chromedp.Location()); !strings.Contains(loc, "/ui/signin") {
 		t.Fatalf("a revoked principal's session still opens %s", loc)
+	}
+
+	// The viewer's open item page reloads itself when dr_smith decides the
+	// item in another session (the page's poll; deciding needs no script).
+	browse(t, doc, "approve from dr_smith's session",
+		chromedp.Navigate(e.URL+"/ui/items/"+id),
+		chromedp.WaitVisible(chromedp.CSS("#approve")),
+		chromedp.Click(chromedp.CSS("#approve")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+	)
+	browse(t, nurse, "the viewer's page refreshes itself", chromedp.WaitVisible(chromedp.CSS("#status.status-approved")))
+	if n := read(t, nurse, "the read-only note", chromedp.Evaluate[int](`document.querySelectorAll("#readonly").length`)); n != 0 {
+		t.Error("the refreshed page still says the item awaits a decision")
 	}
 
 	// The audit page, for an admin-less member, is the space's trail.

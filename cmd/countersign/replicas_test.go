@@ -402,3 +402,41 @@ func decisionsFor(d map[string]int, id string) map[string]int {
 	}
 	return out
 }
+
+// TestReplicasOneSocketModeConnection: with Slack Socket Mode, of three
+// replicas only the leader connects; when it dies, the next leader does.
+func TestReplicasOneSocketModeConnection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three servers")
+	}
+	dsn := testDSN(t)
+	f := newSlackFake(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
+		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") + "\n" + slackConfig(f, "socket")
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"COUNTERSIGN_DATABASE_URL=" + dsn, "SLACK_BOT_TOKEN=xoxb-e2e", "SLACK_APP_TOKEN=xapp-e2e"}
+	reps := []*replica{startReplica(t, cfg, env), startReplica(t, cfg, env), startReplica(t, cfg, env)}
+	leader := func() int {
+		for i, r := range reps {
+			if r.cmd.ProcessState == nil && strings.Count(r.logs.String(), "this replica leads") > strings.Count(r.logs.String(), "no longer leads") {
+				return i
+			}
+		}
+		return -1
+	}
+	waitFor(t, "a leader's connection", func() bool { return leader() >= 0 && len(f.Calls("apps.connections.open")) >= 1 })
+	time.Sleep(2 * time.Second) // the followers would have connected by now
+	if n := len(f.Calls("apps.connections.open")); n != 1 {
+		t.Fatalf("%d Socket Mode connections opened by three replicas, want 1 (the leader's)", n)
+	}
+	lead := leader()
+	reps[lead].kill()
+	waitFor(t, "the next leader's connection", func() bool {
+		l := leader()
+		return l >= 0 && l != lead && len(f.Calls("apps.connections.open")) == 2
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -388,4 +389,31 @@ func OpenProposals(tx kv.Tx, sp Space) ([]*Fact, error) {
 		return nil
 	})
 	return out, err
+}
+
+// LivePage returns up to limit live facts (ACTIVE or flagged) of the space
+// with an id above after, in id order, and whether more follow. It reads
+// the facts in id order and keeps only the page, so a listing of a large
+// space holds one page in memory, not the space.
+func LivePage(tx kv.Tx, sp Space, after uint64, limit int) (page []*Fact, more bool, err error) {
+	if after == math.MaxUint64 || limit < 1 {
+		return nil, false, nil
+	}
+	prefix := sp.key()
+	err = tx.Ascend(bucketFacts, factKey(sp, after+1), kv.PrefixEnd(prefix), func(_, v []byte) error {
+		f, err := decodeFact(v)
+		if err != nil {
+			return err
+		}
+		if !f.Status.Live() {
+			return nil
+		}
+		if len(page) == limit {
+			more = true
+			return kv.ErrStop
+		}
+		page = append(page, f)
+		return nil
+	})
+	return page, more, err
 }

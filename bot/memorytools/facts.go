@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign/bot"
@@ -324,27 +325,29 @@ const listRetired = 20
 func (t *tools) list(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*pagedSpaceArgs)
 	after, _ := args.after() // checked by Validate
-	var live, retired []*memory.Fact
+	var page, retired []*memory.Fact
+	var more bool
 	err := c.View(ctx, func(tx kv.Tx) error {
 		sp := mspace(c.Space)
-		if err := memory.LiveAll(tx, sp, func(f *memory.Fact) error {
-			live = append(live, f)
-			return nil
-		}); err != nil {
+		var err error
+		// One page of live facts in id order, read from the store a page
+		// at a time: a large space is never held whole.
+		if page, more, err = memory.LivePage(tx, sp, after, args.limit()); err != nil {
 			return err
 		}
 		if after > 0 {
 			return nil
 		}
-		var err error
 		retired, err = memory.RecentRetired(tx, sp, listRetired)
 		return err
 	})
 	if err != nil {
 		return bot.Result{}, err
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].ID < live[j].ID })
-	page, next := pageFacts(live, after, args.limit())
+	next := ""
+	if more && len(page) > 0 {
+		next = strconv.FormatUint(page[len(page)-1].ID, 10)
+	}
 	var active, flagged []*memory.Fact
 	for _, f := range page {
 		if f.Status == memory.StatusActive {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -23,6 +24,9 @@ type OIDC struct {
 	// email).
 	Claim string
 }
+
+// oidcCookie binds a started sign-in to the browser that started it.
+const oidcCookie = "countersign_oidc"
 
 // oidcPendingTTL bounds how long a started sign-in may take at the provider.
 const oidcPendingTTL = 10 * time.Minute
@@ -96,6 +100,14 @@ func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	// Bind the attempt to this browser: the callback must come back to the
+	// browser that started it, so that nobody can sign a victim in to the
+	// attacker's account by sending a callback URL. Lax, because the
+	// provider's redirect back is a cross-site navigation.
+	http.SetCookie(w, &http.Cookie{
+		Name: oidcCookie, Value: state, Path: "/ui/oidc/", MaxAge: int(oidcPendingTTL.Seconds()),
+		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode,
+	})
 	url := h.oidc.config(p, pend.Redirect).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(pend.Verifier))
 	http.Redirect(w, r, url, http.StatusFound)
 }
@@ -118,8 +130,14 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "This sign-in response is missing its state or code. Start again from the sign-in page.")
 		return
 	}
+	bound, err := r.Cookie(oidcCookie)
+	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: "", Path: "/ui/oidc/", MaxAge: -1, HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode})
+	if err != nil || !hmac.Equal([]byte(bound.Value), []byte(state)) {
+		h.fail(w, r, http.StatusBadRequest, "This sign-in response does not belong to a sign-in started in this browser. Start again from the sign-in page.")
+		return
+	}
 	var pend *pendingOIDC
-	err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
+	err = h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
 		pend = nil
 		b, err := tx.Get(bucketOIDC, []byte(state))
 		if err != nil || b == nil {

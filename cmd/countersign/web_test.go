@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/oauth2-proxy/mockoidc"
 )
 
 // webClient is an HTTP client with a cookie jar that does not follow
@@ -335,5 +337,50 @@ func TestWebLinksFromSlack(t *testing.T) {
 	}
 	if resp, _ := webDo(t, webClient(t), "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("the chat link worked twice: %d", resp.StatusCode)
+	}
+}
+
+// TestWebOIDCCallbackBoundToBrowser plays a login-CSRF attack against the
+// real server and a real provider: the callback URL of a sign-in started in
+// one browser, opened in another, signs nobody in; the browser that started
+// it finishes it, once.
+func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
+	m, err := mockoidc.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Shutdown() })
+	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: dr.smith@hospital.example}\nweb:\n  oidc: {issuer: "+m.Issuer()+", client_id: "+m.ClientID+", client_secret_env: OIDC_SECRET}\n")
+	e.env["OIDC_SECRET"] = m.ClientSecret
+	e.Start()
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-1", Email: "dr.smith@hospital.example", EmailVerified: true})
+
+	starter := webClient(t)
+	resp, _ := webDo(t, starter, "GET", e.URL+"/ui/signin/oidc", nil)
+	authz, err := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusFound || err != nil || authz.Query().Get("code_challenge_method") != "S256" || authz.Query().Get("nonce") == "" || authz.Query().Get("state") == "" {
+		t.Fatalf("sign-in start: %d %s; want a redirect with PKCE S256, state and nonce", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, _ = webDo(t, webClient(t), "GET", authz.String(), nil) // the provider signs the user in and redirects back
+	callback := resp.Header.Get("Location")
+	if !strings.HasPrefix(callback, e.URL+"/ui/oidc/callback?") {
+		t.Fatalf("the provider answered %d %q", resp.StatusCode, callback)
+	}
+
+	victim := webClient(t)
+	if resp, body := webDo(t, victim, "GET", callback, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "started in this browser") {
+		t.Fatalf("the callback in another browser: %d", resp.StatusCode)
+	}
+	if resp, _ := webDo(t, victim, "GET", e.URL+"/ui/", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the other browser was signed in: %d", resp.StatusCode)
+	}
+	if resp, body := webDo(t, starter, "GET", callback, nil); resp.StatusCode != 200 || !strings.Contains(body, "Signed in") {
+		t.Fatalf("the starting browser's callback: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := webDo(t, starter, "GET", e.URL+"/ui/", nil); resp.StatusCode != 200 {
+		t.Fatalf("after the OIDC sign-in the inbox answered %d", resp.StatusCode)
+	}
+	if resp, _ := webDo(t, starter, "GET", callback, nil); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a replayed callback answered %d, want 400", resp.StatusCode)
 	}
 }

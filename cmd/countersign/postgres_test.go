@@ -240,3 +240,30 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 		t.Fatal("the DSN is in the log")
 	}
 }
+
+// TestPostgresConfigProblems: the store section's mistakes are named by key.
+func TestPostgresConfigProblems(t *testing.T) {
+	_, err := parseConfig([]byte("store:\n  engine: mysql\n  postgres:\n    dsn_env: \"postgres://u:p@h/db\"\n    max_conns: 2\n    statement_timeout: 1ms\n"), t.TempDir())
+	if err == nil {
+		t.Fatal("a bad store section loaded")
+	}
+	if strings.Contains(err.Error(), "u:p@h") {
+		t.Errorf("the problems repeat a URL put in dsn_env: %v", err)
+	}
+	for _, want := range []string{"store.engine:", "store.postgres.dsn_env:", "store.postgres.max_conns:", "store.postgres.statement_timeout:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("problems %q do not name %s", err, want)
+		}
+	}
+	cfg, err := parseConfig([]byte("store:\n  engine: postgres\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := cfg.Store.Postgres; p.DSNEnv != "COUNTERSIGN_DATABASE_URL" || p.MaxConns != 10 || p.StatementTimeout != 5*time.Second {
+		t.Fatalf("defaults: %+v", p)
+	}
+	_, err = openEngine(context.Background(), cfg, func(string) string { return "" }, false)
+	if err == nil || !strings.Contains(err.Error(), "$COUNTERSIGN_DATABASE_URL is empty") {
+		t.Fatalf("no DSN in the environment: %v", err)
+	}
+}

@@ -61,14 +61,17 @@ func (s StoreConfig) validate(p *problems) {
 	default:
 		p.add("store.engine", "%q is not an engine: bbolt (one process, the default) or postgres (several replicas on one database)", s.Engine)
 	}
-	if s.Postgres.MaxConns < 1 || s.Postgres.MaxConns > 1000 {
-		p.add("store.postgres.max_conns", "must be between 1 and 1000")
+	if s.Postgres.MaxConns < 4 || s.Postgres.MaxConns > 1000 {
+		// Two connections are held for good (leadership, wake-ups), one
+		// writes, and reads need the rest.
+		p.add("store.postgres.max_conns", "must be between 4 and 1000 (two connections are held by every replica for leadership and wake-ups)")
 	}
 	if s.Postgres.StatementTimeout < 100*time.Millisecond {
 		p.add("store.postgres.statement_timeout", "must be at least 100ms (for example 5s)")
 	}
 	if !envName.MatchString(s.Postgres.DSNEnv) {
-		p.add("store.postgres.dsn_env", "%q is not an environment variable's name (for example COUNTERSIGN_DATABASE_URL); the URL itself never goes in the file", s.Postgres.DSNEnv)
+		// The value is not repeated: it may be the URL, password included.
+		p.add("store.postgres.dsn_env", "must name the environment variable that holds the database URL (for example COUNTERSIGN_DATABASE_URL); the URL itself never goes in the file")
 	}
 }
 

@@ -620,8 +620,9 @@ type memoryData struct {
 	Checked bool
 }
 
-// maxGateChecks bounds the check_before_act calls of one page view.
-const maxGateChecks = 50
+// maxGateChecks bounds the check_before_act calls of one page view: each
+// is a tool call and pays a token of the caller's rate limit.
+const maxGateChecks = 20
 
 func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -661,19 +662,59 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	e := newEnv(t)
 	it := memoryTestItem()
 	it.Fields[3].Value = "<!channel> @everyone <@U0123ABC> <https://evil.example|approve here> @here"
-	it.Title = "<!here> approve me"
+	it.Title = "<!here> approve me -> now"
 	id := e.create(bot.KindMemoryChange, "default", it)
 	e.drain()
 	p := e.fake.Calls("chat.postMessage")[0]
-	all := blockJSON(p) + p.Form.Get("text")
+	// Slack parses markup in mrkdwn text objects and in the message text,
+	// and shows plain_text objects literally (docs.slack.dev, "Text
+	// object": markup applies "when type is mrkdwn").
+	var blocks any
+	if err := json.Unmarshal([]byte(blockJSON(p)), &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var parsed, literal []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if txt, ok := v["text"].(string); ok {
+				if v["type"] == "plain_text" {
+					literal = append(literal, txt)
+				} else {
+					parsed = append(parsed, txt)
+				}
+			}
+			for _, c := range v {
+				walk(c)
+			}
+		case []any:
+			for _, c := range v {
+				walk(c)
+			}
+		}
+	}
+	walk(blocks)
+	all := strings.Join(parsed, "\n") + p.Form.Get("text")
 	for _, bad := range []string{"<!channel>", "<!here>", "<@U0123ABC>", "<https://", "@everyone", "@here"} {
 		if strings.Contains(all, bad) {
 			t.Errorf("posted message holds live markup %q:\n%s", bad, all)
 		}
 	}
-	for _, want := range []string{"&lt;!channel&gt; @\u2060everyone &lt;@U0123ABC&gt; &lt;https://evil.example|approve here&gt; @\u2060here", "&lt;!here&gt; approve me"} {
+	for _, want := range []string{"&lt;!channel&gt; @\u2060everyone &lt;@U0123ABC&gt; &lt;https://evil.example|approve here&gt; @\u2060here", "&lt;!here&gt; approve me -&gt; now"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("posted message lacks the inert text %q:\n%s", want, all)
+		}
+	}
+	// In plain_text the title is shown as written: no "&gt;" for an arrow
+	// (issue 14); an invisible word joiner after "<" keeps even a client
+	// that parsed it from seeing a mention.
+	if !slices.Contains(literal, "<\u2060!here> approve me -> now") {
+		t.Errorf("the header does not show the title literally: %q", literal)
+	}
+	for _, l := range literal {
+		if strings.Contains(l, "&gt;") || strings.Contains(l, "&lt;") || strings.Contains(l, "&amp;") {
+			t.Errorf("plain_text holds an HTML entity Slack would show literally: %q", l)
 		}
 	}
 	if b := buttons(t, p); len(b) != 2 || b[actionApprove] != strconv.FormatUint(id, 10) {

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 	slackgo "github.com/slack-go/slack"
 )
 
@@ -166,8 +167,37 @@ func truncate(s string, max int) string {
 	return strings.TrimRight(s, "\n") + truncMarker
 }
 
-// text is escape then truncate.
+// text is escape then truncate, for mrkdwn and message text, where Slack
+// parses &, < and > as markup.
 func text(s string, max int) string { return truncate(escape(s), max) }
+
+// plainText makes untrusted text safe for a plain_text object (headers,
+// button and option labels, confirmation dialogs, modal titles). Slack
+// shows plain_text literally and parses no markup in it
+// (https://docs.slack.dev/reference/block-kit/composition-objects/text-object:
+// formatting markup applies "when type is mrkdwn"), so it is not
+// HTML-escaped: an escaped "->" would show as "-&gt;". Control characters,
+// bidirectional and other invisible format characters are replaced or
+// dropped as chat.OneLine does, line breaks become spaces, and the text is
+// cut to max characters. As a second guard, should a client ever parse it,
+// a word joiner (invisible) follows every "<" that would open a Slack
+// reference ("<!", "<@", "<#") and every "@" of a broadcast word.
+func plainText(s string, max int) string {
+	s = chat.OneLine(s, 0)
+	for _, open := range []string{"<!", "<@", "<#"} {
+		s = strings.ReplaceAll(s, open, "<"+wordJoiner+open[1:])
+	}
+	s = neutraliseBroadcasts(s)
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	keep := max - utf8.RuneCountInString(truncMarker)
+	if keep < 0 {
+		keep = 0
+	}
+	return string(r[:keep]) + truncMarker
+}
 
 // codeSafe keeps escaped text from closing the code span or block it is
 // shown in: no two backticks stay adjacent, and a backtick at either end is
@@ -287,7 +317,7 @@ func itemTitle(it bot.Item) string {
 // title in a channel; detail renders its fields anyway (the private copy
 // sent to approvers) and never carries buttons.
 func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
-	blocks := []slackgo.Block{slackgo.NewHeaderBlock(plain(text(itemTitle(it), maxHeaderText)))}
+	blocks := []slackgo.Block{slackgo.NewHeaderBlock(plain(plainText(itemTitle(it), maxHeaderText)))}
 	showFields := !it.Sensitive || detail
 	var tail []slackgo.Block
 	tail = append(tail, contextBlock(it))
@@ -366,8 +396,8 @@ func actionBlocks(it bot.Item) []slackgo.Block {
 	}
 	approve := slackgo.NewButtonBlockElement(actionApprove, id, plain("Approve")).WithStyle(slackgo.StylePrimary)
 	approve.WithConfirm(slackgo.NewConfirmationBlockObject(
-		plain(text("Approve #"+id+"?", maxConfirmTitle)),
-		plain(text("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),
+		plain(plainText("Approve #"+id+"?", maxConfirmTitle)),
+		plain(plainText("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),
 		plain("Approve"), plain("Cancel")))
 	reject := slackgo.NewButtonBlockElement(actionReject, id, plain("Reject")).WithStyle(slackgo.StyleDanger)
 	return []slackgo.Block{slackgo.NewActionBlock(blockID, approve, reject)}
@@ -381,14 +411,14 @@ func questionBlocks(it bot.Item, id, blockID string) []slackgo.Block {
 		shown = min(shown, maxCheckboxes)
 		opts := make([]*slackgo.OptionBlockObject, shown)
 		for i := range shown {
-			opts[i] = slackgo.NewOptionBlockObject(strconv.Itoa(i), plain(text(it.Options[i], maxOptionText)), nil)
+			opts[i] = slackgo.NewOptionBlockObject(strconv.Itoa(i), plain(plainText(it.Options[i], maxOptionText)), nil)
 		}
 		els = append(els, slackgo.NewCheckboxGroupsBlockElement(actionChoices, opts...),
 			slackgo.NewButtonBlockElement(actionSubmit, id, plain("Submit")).WithStyle(slackgo.StylePrimary))
 	} else {
 		shown = min(shown, maxActionElements-1)
 		for i := range shown {
-			els = append(els, slackgo.NewButtonBlockElement(actionAnswer+strconv.Itoa(i), id+":"+strconv.Itoa(i), plain(text(it.Options[i], maxButtonText))))
+			els = append(els, slackgo.NewButtonBlockElement(actionAnswer+strconv.Itoa(i), id+":"+strconv.Itoa(i), plain(plainText(it.Options[i], maxButtonText))))
 		}
 	}
 	els = append(els, decline)
@@ -419,7 +449,7 @@ func reasonModal(it bot.Item, channelID string) slackgo.ModalViewRequest {
 		Type:            slackgo.VTModal,
 		CallbackID:      callbackReject,
 		PrivateMetadata: id + "|" + channelID,
-		Title:           plain(text(verb+" #"+id, maxModalTitle)),
+		Title:           plain(plainText(verb+" #"+id, maxModalTitle)),
 		Submit:          plain(verb),
 		Close:           plain("Cancel"),
 		Blocks: slackgo.Blocks{BlockSet: []slackgo.Block{

@@ -101,6 +101,10 @@ func TestRenderGolden(t *testing.T) {
 			it.Status, it.DecidedBy, it.DecidedAt, it.Reason = "rejected", []string{"dr_smith [U0123ABC]"}, decided, "patient is allergic"
 			return it
 		}},
+		// The header, confirmation and option labels are plain_text, which
+		// Slack shows literally: since issue 14 they carry the text as
+		// written (no "&lt;"/"&gt;" entities; an invisible word joiner after
+		// "<" of a would-be reference). mrkdwn stays escaped.
 		{"injection", func() bot.Item {
 			return bot.Item{ID: 30, Kind: bot.KindMemoryChange, Title: "<!channel> *URGENT* approve now",
 				Requester: "agent [a]", CreatedAt: asked, Status: "pending",

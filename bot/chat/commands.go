@@ -101,6 +101,9 @@ func (s session) answer(ctx context.Context, v ScopeVerdict) string {
 	case ScopeTooLong:
 		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", MaxChatText)
 	case ScopeOutOfLane:
+		if v.Negated {
+			return NegatedRefusal(v.Families)
+		}
 		return Refusal(v.Families)
 	default: // ScopeUnknown
 		return "I didn't recognise that, so I did nothing with it.\n\n" + s.help()

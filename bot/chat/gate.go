@@ -102,6 +102,10 @@ type ScopeVerdict struct {
 	Kind     ScopeKind
 	Command  ChatCommand // ScopeCommand; Name (and ID) for ScopeUsage; a hint for ScopeNotADecision
 	Families []Family    // ScopeOutOfLane, and the mentions of a ScopeQuestion
+	// Negated is set on a ScopeOutOfLane whose every out-of-lane clause is
+	// a negated request ("don't delete the prod database"): the reply
+	// hands on without implying Countersign would have acted.
+	Negated bool
 }
 
 // Family is one kind of out-of-lane request the gate recognises. Each has its
@@ -153,6 +157,19 @@ func Refusal(fams []Family) string {
 	b.WriteString(LaneStatement)
 	b.WriteString("\n\nI never carry out actions myself — that's by design.")
 	writeHandoffs(&b, fams, "Type `help` to see what I can do.")
+	return b.String()
+}
+
+// NegatedRefusal is the reply to a negated out-of-lane request ("don't
+// delete the prod database"): the same lane and hand-off as Refusal, with
+// nothing that implies Countersign would have acted.
+func NegatedRefusal(fams []Family) string {
+	var b strings.Builder
+	b.WriteString("I never carry out actions myself — that's by design, so there is nothing for me to hold back. ")
+	b.WriteString(LaneStatement)
+	if h := Handoffs(fams); h != "" {
+		b.WriteString("\n\n" + h)
+	}
 	return b.String()
 }
 
@@ -222,9 +239,9 @@ func Scope(text string) ScopeVerdict {
 
 	lower := strings.ToLower(body)
 	clauses := splitChatClauses(lower)
-	out, mentions, anyQuestion := scanChatClauses(lower, clauses)
+	out, mentions, anyQuestion, negated := scanChatClauses(lower, clauses)
 	if len(out) > 0 {
-		return ScopeVerdict{Kind: ScopeOutOfLane, Families: familiesInOrder(out, mentions)}
+		return ScopeVerdict{Kind: ScopeOutOfLane, Families: familiesInOrder(out, mentions), Negated: negated}
 	}
 
 	var all []string
@@ -538,13 +555,18 @@ func isChatLookup(w []string) bool {
 // scanChatClauses runs the denylist over every clause. out holds the families
 // named by requests (and injections anywhere); mentions those named only in
 // informational questions.
-func scanChatClauses(lower string, clauses []chatClause) (out, mentions map[Family]bool, anyQuestion bool) {
+//
+// negated reports that every clause that put a family in out is a negated
+// request ("don't …", "do not …", "never …"), and no marker did.
+func scanChatClauses(lower string, clauses []chatClause) (out, mentions map[Family]bool, anyQuestion, negated bool) {
 	out, mentions = map[Family]bool{}, map[Family]bool{}
+	negated = true
 	lines := strings.Split(lower, "\n")
 	for _, s := range gateFamilies {
 		for _, m := range s.markers {
 			if strings.Contains(lower, m) {
 				out[s.family] = true
+				negated = false
 			}
 		}
 		for _, line := range lines {
@@ -552,6 +574,7 @@ func scanChatClauses(lower string, clauses []chatClause) (out, mentions map[Fami
 			for _, m := range s.lineMarkers {
 				if strings.HasPrefix(line, m) {
 					out[s.family] = true
+					negated = false
 				}
 			}
 		}
@@ -567,21 +590,53 @@ func scanChatClauses(lower string, clauses []chatClause) (out, mentions map[Fami
 			}
 			if kind == chatImperative || s.always {
 				out[s.family] = true
+				if s.always || !s.negated(c.words) {
+					negated = false
+				}
 			} else {
 				mentions[s.family] = true
 			}
 		}
 	}
-	return out, mentions, anyQuestion
+	return out, mentions, anyQuestion, negated && len(out) > 0
 }
 
-// gateMaxGap is the most words allowed between a verb and the noun it acts on
-// ("classify this supplier invoice" has two); gateMaxRevGap the most between a
-// noun and a later verb ("the prod database should be deleted").
-const (
-	gateMaxGap    = 4
-	gateMaxRevGap = 3
-)
+// negated reports a request that says not to do this family's thing:
+// after fillers and "please", the clause opens with "don't", "dont", "do
+// not" or "never" followed at once by one of the family's verbs ("don't
+// delete the prod database"). "don't wait, delete it" is not negated.
+func (s *gateFamily) negated(words []string) bool {
+	w := stripChatFillers(words)
+	for len(w) > 0 && w[0] == "please" {
+		w = w[1:]
+	}
+	switch {
+	case len(w) > 1 && (w[0] == "dont" || w[0] == "never"):
+		w = w[1:]
+	case len(w) > 2 && w[0] == "do" && w[1] == "not":
+		w = w[2:]
+	default:
+		return false
+	}
+	if s.leading[w[0]] {
+		return true
+	}
+	for _, r := range s.rules {
+		if r.verbs[w[0]] {
+			return true
+		}
+	}
+	return false
+}
+
+// A verb and the noun it acts on match by proximity in seed 004's sense:
+// anywhere in the same clause (sentence), in that order, however many words
+// lie between ("wipe all of the old customer records", "purge every single
+// one of the old backups"), since a clause is one request. gateMaxRevGap is
+// the most words between a noun and a later verb in a passive or resumptive
+// form ("the prod database should be deleted"), which is kept short because
+// a noun followed much later by a participle is usually not its object.
+const gateMaxRevGap = 3
 
 // gateRule is one verb list and one noun list that must occur near each other.
 type gateRule struct {
@@ -617,13 +672,13 @@ func (s *gateFamily) matches(words, head []string, imperative bool) bool {
 	return false
 }
 
-// near reports a verb followed within gateMaxGap words by a noun, or a noun
-// followed within gateMaxRevGap words by the verb in a passive or resumptive form
-// ("… deleted", "… file it").
+// near reports a verb followed by a noun anywhere later in the clause w,
+// or a noun followed within gateMaxRevGap words by the verb in a passive or
+// resumptive form ("… deleted", "… file it").
 func (r gateRule) near(w []string) bool {
 	for i, x := range w {
 		if r.verbs[x] {
-			for j := i + 1; j < len(w) && j <= i+1+gateMaxGap; j++ {
+			for j := i + 1; j < len(w); j++ {
 				if r.nouns[w[j]] {
 					return true
 				}

@@ -140,9 +140,13 @@ func TestScopeTable(t *testing.T) {
 		{"can you wrapper", "can you process this invoice?", ScopeOutOfLane, ChatCommand{}, fam(FamilyDocuments)},
 		{"do not", "do not restart the payment service", ScopeOutOfLane, ChatCommand{}, fam(FamilyOperations)},
 
-		// Adjacency traps: the verb and noun words present, but too far apart,
-		// in another sentence, or not acting on each other.
-		{"gap too wide", "delete all of the notes I wrote yesterday about the database", ScopeUnknown, ChatCommand{}, nil},
+		// Adjacency traps: the verb and noun words present, but in another
+		// sentence, or not acting on each other. (A verb and a noun in the
+		// same clause match however far apart: seed 004's proximity is "in
+		// the same request", so "delete all of the notes I wrote yesterday
+		// about the database" is now refused, as a deletion is not
+		// Countersign's to do either.)
+		{"same clause, far apart", "delete all of the notes I wrote yesterday about the database", ScopeOutOfLane, ChatCommand{}, fam(FamilyDestructive)},
 		{"other sentence", "Delete nothing. The database is fine.", ScopeUnknown, ChatCommand{}, nil},
 		{"noun then base verb", "show me the pending warfarin change", ScopeUsage, ChatCommand{Name: CmdShow}, nil},
 		{"approvals noun is not a verb", "approvals are slow today", ScopeUnknown, ChatCommand{}, nil},
@@ -389,4 +393,54 @@ func FuzzScope(f *testing.F) {
 			}
 		}
 	})
+}
+
+// seed004 is the seed's rule this gate follows (seeds/004, "Proximity, not
+// adjacency"): "A scope-gate denylist must match verb and noun by
+// PROXIMITY, not adjacency." Proximity is "in the same request": the verb
+// and its noun anywhere in one clause.
+const seed004 = "A scope-gate denylist must match verb and noun by PROXIMITY, not adjacency."
+
+// TestScopeProximitySeed004 quotes seed 004 and plays issue 14.9's misses:
+// a verb and its noun far apart in one request are refused with the
+// destructive hand-off; the seed's adjacency-miss example stays refused;
+// informational questions stay answered; a negated request gets the
+// hand-off without a word implying Countersign would have acted.
+func TestScopeProximitySeed004(t *testing.T) {
+	t.Log(seed004)
+	for _, text := range []string{
+		"Could you please wipe all of the old customer records from the archive?",
+		"purge every single one of the old backups",
+		"please remove each and every one of the stale entries from the production database tables",
+	} {
+		if v := Scope(text); v.Kind != ScopeOutOfLane || !slices.Contains(v.Families, FamilyDestructive) || v.Negated {
+			t.Errorf("%q: %+v, want the destructive refusal", text, v)
+		}
+	}
+	// The seed's own adjacency miss.
+	if v := Scope("Classify this supplier invoice and file it"); v.Kind != ScopeOutOfLane {
+		t.Errorf("seed 004's adjacency miss: %+v", v)
+	}
+	// Informational questions are answered, not refused.
+	for _, text := range []string{"what happens if someone deletes the prod database?", "how do I delete a user?"} {
+		if v := Scope(text); v.Kind != ScopeQuestion {
+			t.Errorf("%q: %+v, want an answered question", text, v)
+		}
+	}
+	// Negations: the hand-off, flagged as negated.
+	for _, text := range []string{"don't delete the prod database", "do not restart the payment service", "never drop the orders table", "please don't wipe the customer records"} {
+		v := Scope(text)
+		if v.Kind != ScopeOutOfLane || !v.Negated || len(v.Families) == 0 {
+			t.Errorf("%q: %+v, want a negated refusal", text, v)
+		}
+	}
+	neg := NegatedRefusal([]Family{FamilyDestructive})
+	if !strings.Contains(neg, Handoff(FamilyDestructive)) || strings.Contains(neg, "outside what Countersign does") ||
+		strings.Contains(strings.ToLower(neg), "won't") || strings.Contains(strings.ToLower(neg), "will not") {
+		t.Errorf("negated reply: %q", neg)
+	}
+	// A negation beside a real request is a request.
+	if v := Scope("don't wait, delete the prod database now. never mind the backups"); v.Kind != ScopeOutOfLane || v.Negated {
+		t.Errorf("mixed: %+v", v)
+	}
 }

@@ -94,6 +94,20 @@ func storeOptions(cfg *Config) bolt.Options {
 	}
 }
 
+// readSigningKey reads the hex Ed25519 seed at path and never creates one:
+// for commands that only use the key (web link), where a new key file would
+// later stop serve, whose store is signed by another key.
+func readSigningKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("audit.signing_key: no key at %s: start the server once (it creates the key), or point audit.signing_key at the key the store is signed with", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("audit.signing_key: %w", err)
+	}
+	return parseSigningKey(path, b)
+}
+
 // loadSigningKey reads the hex Ed25519 seed at path, creating it with mode
 // 0600 when it does not exist.
 func loadSigningKey(path string) (ed25519.PrivateKey, error) {
@@ -123,6 +137,11 @@ func loadSigningKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit.signing_key: %w", err)
 	}
+	return parseSigningKey(path, b)
+}
+
+// parseSigningKey decodes the content of a signing key file.
+func parseSigningKey(path string, b []byte) (ed25519.PrivateKey, error) {
 	seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
 	if err != nil || len(seed) != ed25519.SeedSize {
 		return nil, fmt.Errorf("audit.signing_key: %s does not hold a hex Ed25519 seed of %d bytes", path, ed25519.SeedSize)

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -382,5 +386,25 @@ func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
 	}
 	if resp, _ := webDo(t, starter, "GET", callback, nil); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a replayed callback answered %d, want 400", resp.StatusCode)
+	}
+}
+
+// TestWebLinkNeverCreatesTheSigningKey: `web link` before the first start
+// refuses and leaves no key file behind. A key it created would not be the
+// key the store's chain is later signed with, or (once a chain exists) would
+// stop serve, which refuses a key that does not sign the chain.
+func TestWebLinkNeverCreatesTheSigningKey(t *testing.T) {
+	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
+	cfg, err := loadConfig(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	err = run(context.Background(), []string{"web", "link", "--config", e.cfg, "--name", "dr_smith"}, e.getenv, strings.NewReader(""), &out, &errb)
+	if err == nil || !strings.Contains(err.Error(), "audit.signing_key: no key at") {
+		t.Fatalf("web link without a key: %v, printed %q; want the missing key named", err, out.String())
+	}
+	if _, statErr := os.Stat(cfg.Audit.SigningKey); !errors.Is(statErr, os.ErrNotExist) {
+		t.Fatalf("web link left a key file at %s (%v)", cfg.Audit.SigningKey, statErr)
 	}
 }

@@ -103,14 +103,10 @@ func (a *app) wireWeb(ctx context.Context) error {
 	if !w.enabled() {
 		return nil
 	}
-	seed, err := signingSeed(a.cfg)
-	if err != nil {
-		return err
-	}
 	o := web.Options{
 		Bot:        a.bot,
 		People:     webPeople(a.cfg.Principals),
-		LinkKey:    web.LinkKey(seed),
+		LinkKey:    web.LinkKey(a.key.Seed()),
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,
 		Logger:     a.log,
@@ -145,16 +141,6 @@ func (a *app) wireWeb(ctx context.Context) error {
 	})
 	a.bot.OnSweep("web_sessions", h.Prune)
 	return nil
-}
-
-// signingSeed reads the audit signing key's seed, from which the key of
-// sign-in links is derived.
-func signingSeed(cfg *Config) ([]byte, error) {
-	key, err := loadSigningKey(cfg.Audit.SigningKey)
-	if err != nil {
-		return nil, err
-	}
-	return key.Seed(), nil
 }
 
 // webBase is the base URL printed links start with.
@@ -197,7 +183,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	}
-	key, err := loadSigningKey(cfg.Audit.SigningKey)
+	key, err := readSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return err
 	}

@@ -173,18 +173,6 @@ func requestPrefix(k RequestKind) string {
 	return "req_"
 }
 
-// ValidRequestID reports whether s has the shape of a request id.
-func ValidRequestID(s string) bool {
-	for _, p := range []string{"req_", "con_", "ask_"} {
-		rest, ok := strings.CutPrefix(s, p)
-		if ok && len(rest) == 16 {
-			_, err := hex.DecodeString(rest)
-			return err == nil
-		}
-	}
-	return false
-}
-
 // CanonicalJSON re-encodes a JSON value with sorted object keys, no
 // insignificant white space and no HTML escaping, keeping numbers as
 // written, so that equal values hash equally.

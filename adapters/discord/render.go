@@ -8,6 +8,7 @@ import (
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 // Custom ids of the components Countersign puts on its messages. Every id
@@ -85,46 +86,26 @@ type outcome struct {
 	color      int
 }
 
-var outcomes = map[string]outcome{
-	"approved": {"✅", "Approved", colorApproved},
-	"answered": {"✅", "Answered", colorApproved},
-	"recorded": {"✅", "Recorded", colorApproved},
-	"rejected": {"⛔", "Rejected", colorRefused},
-	"declined": {"⛔", "Declined", colorRefused},
-	"denied":   {"⛔", "Denied", colorRefused},
-	"expired":  {"⌛", "Expired", colorClosed},
-	"stale":    {"⚠️", "Stale", colorClosed},
-}
-
+// outcomeOf is how a final status is shown: chat's one vocabulary for the
+// icon and the word, and the embed colour for approving, refusing or
+// closing without a decision.
 func outcomeOf(status string) outcome {
-	if o, ok := outcomes[status]; ok {
-		return o
+	icon, word := chat.StatusWord(status)
+	color := colorClosed
+	switch {
+	case chat.Approving(status):
+		color = colorApproved
+	case chat.Refusing(status):
+		color = colorRefused
 	}
-	return outcome{"•", capitalize(clip(status, 64, inline)), colorClosed}
+	return outcome{icon, clip(word, 64, inline), color}
 }
 
-// kindNoun names an item kind in running text.
-func kindNoun(k bot.ItemKind) string {
-	switch k {
-	case bot.KindMemoryChange:
-		return "memory change"
-	case bot.KindAction:
-		return "action request"
-	case bot.KindConsent:
-		return "consent request"
-	case bot.KindQuestion:
-		return "question"
-	}
-	return "item"
-}
+// kindNoun names an item kind in running text (chat.KindNoun).
+func kindNoun(k bot.ItemKind) string { return chat.KindNoun(k) }
 
 // sensitiveNoun names a sensitive item without saying what it is about.
-func sensitiveNoun(k bot.ItemKind) string {
-	if k == bot.KindMemoryChange {
-		return "change to a sensitive slot"
-	}
-	return "sensitive " + kindNoun(k)
-}
+func sensitiveNoun(k bot.ItemKind) string { return chat.SensitiveNoun(k) }
 
 // waitsFor says what a pending item waits for.
 func waitsFor(k bot.ItemKind) string {
@@ -154,7 +135,7 @@ func article(noun string) string {
 }
 
 // fmtTime shows a time unambiguously, in UTC.
-func fmtTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+func fmtTime(t time.Time) string { return chat.Stamp(t) }
 
 // message is one rendered item: what a post, an edit and an interaction
 // update all send.

@@ -15,6 +15,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
+// The golden files changed once for wording only (issue 10.2): times are
+// shown as chat.Stamp renders them on every surface ("2026-03-01 09:07
+// UTC", without seconds), and a stale item is "Closed as stale", as in
+// Slack and the chat commands.
+
 // golden compares got with testdata/name.golden.json (or rewrites it with
 // -update).
 func golden(t *testing.T, name string, got any) {

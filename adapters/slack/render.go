@@ -99,18 +99,16 @@ func escape(s string) string {
 			// "\r\n" becomes "\n"; a lone CR is dropped.
 		case r == '\n' || r == '\t':
 			b.WriteRune(r)
-		case unicode.IsControl(r) || isBidiControl(r):
+		case chat.Invisible(r):
+			// Bidirectional controls and other invisible format
+			// characters are dropped, as on every surface (chat.OneLine).
+		case unicode.IsControl(r):
 			b.WriteRune(utf8.RuneError)
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return neutraliseBroadcasts(b.String())
-}
-
-// isBidiControl reports the explicit directional formatting characters.
-func isBidiControl(r rune) bool {
-	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
 }
 
 // wordJoiner is invisible and stops Slack reading "@channel" as a mention.
@@ -229,7 +227,7 @@ func slackDate(t time.Time) string {
 	return fmt.Sprintf("<!date^%d^{date_short_pretty} at {time}|%s>", t.Unix(), utcTime(t))
 }
 
-func utcTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
+func utcTime(t time.Time) string { return chat.Stamp(t) }
 
 // shortValue is the longest field value shown inline in a two-column field.
 const shortValue = 60
@@ -269,31 +267,8 @@ func fieldBlocks(fields []bot.Field) []slackgo.Block {
 	return out
 }
 
-// outcome describes a decided item's status for people.
-func outcome(status string) (icon, word string) {
-	switch status {
-	case "approved":
-		return "✅", "Approved"
-	case "answered":
-		return "✅", "Answered"
-	case "recorded":
-		return "✅", "Recorded"
-	case "rejected":
-		return "⛔", "Rejected"
-	case "denied":
-		return "⛔", "Denied"
-	case "declined":
-		return "⛔", "Declined"
-	case "expired":
-		return "⌛", "Expired"
-	case "stale":
-		return "⚠️", "Closed as stale"
-	}
-	if status == "" {
-		return "•", "Closed"
-	}
-	return "•", strings.ToUpper(status[:1]) + status[1:]
-}
+// outcome is how a final status is shown: chat's one vocabulary.
+func outcome(status string) (icon, word string) { return chat.StatusWord(status) }
 
 // itemText is the message's notification text (shown in notifications and
 // by clients that cannot render blocks).

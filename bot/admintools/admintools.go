@@ -28,8 +28,15 @@ const (
 )
 
 // DenyDeploymentAudit is the refusal of a deployment-wide audit_log to a
-// caller without admin.
-const DenyDeploymentAudit = "Access denied: the deployment-wide audit log requires the 'admin' capability. Pass a user_id within your scope to see that space's trail."
+// caller who is neither an admin nor an unscoped auditor.
+const DenyDeploymentAudit = "Access denied: the deployment-wide audit log is for the 'admin' role and for auditors without scopes. Pass a user_id within your scope to see that space's trail."
+
+// seesWholeLog reports whether the caller may read the deployment-wide
+// audit log: an admin, or an auditor whose key is not limited to some
+// spaces (reviewing the whole trail is what the auditor role is for).
+func seesWholeLog(c *bot.Caller) bool {
+	return policy.Grants(c.Role, policy.CapAdmin) || (c.Role == policy.RoleAuditor && len(c.Scopes) == 0)
+}
 
 // Options are what verify_audit checks besides the chain itself.
 type Options struct {
@@ -53,7 +60,7 @@ func RegisterWith(b *bot.Bot, o Options) error {
 	return b.Register(
 		bot.Tool{
 			Name:        "audit_log",
-			Description: "List audit entries, newest first. With user_id, that memory space's trail (within your scope); without, the whole deployment's (needs admin).",
+			Description: "List audit entries, newest first. With user_id, that memory space's trail (within your scope); without, the whole deployment's (admin, or an auditor without scopes).",
 			Capability:  policy.CapVerify,
 			Annotations: bot.Annotations{ReadOnly: true, Idempotent: true},
 			Args:        AuditLogArgs{},
@@ -115,7 +122,7 @@ type NoArgs struct{}
 // empty user_id here means the whole deployment, not the "default" space.
 type AuditLogArgs struct {
 	Limit   *int   `json:"limit,omitempty" jsonschema:"how many entries, newest first (default 50, at most 1000)"`
-	UserID  string `json:"user_id,omitempty" jsonschema:"only this memory space's trail; empty means the whole deployment, which needs the admin capability"`
+	UserID  string `json:"user_id,omitempty" jsonschema:"only this memory space's trail; empty means the whole deployment (admin, or an auditor without scopes)"`
 	AgentID string `json:"agent_id,omitempty" jsonschema:"only entries of this agent_id"`
 	RunID   string `json:"run_id,omitempty" jsonschema:"only entries of this run_id"`
 	Cursor  string `json:"cursor,omitempty" jsonschema:"where to continue: the next_cursor of the previous page (entries older than that sequence number); omit for the newest"`
@@ -146,7 +153,7 @@ func (a *AuditLogArgs) before() (uint64, error) {
 
 func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 	a := args.(*AuditLogArgs)
-	if a.UserID == "" && !policy.Grants(c.Caller.Role, policy.CapAdmin) {
+	if a.UserID == "" && !seesWholeLog(c.Caller) {
 		return bot.Result{}, c.Deny(ctx, DenyDeploymentAudit)
 	}
 	if a.UserID != "" && !policy.InScope(c.Caller.Role, c.Caller.Scopes, a.UserID) {

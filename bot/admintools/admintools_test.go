@@ -236,7 +236,8 @@ func TestAuditLogScope(t *testing.T) {
 		count  int
 	}{
 		{"agent, deployment-wide", caller(policy.RoleAgent), `{}`, DenyDeploymentAudit, 0},
-		{"auditor, deployment-wide", caller(policy.RoleAuditor), `{}`, DenyDeploymentAudit, 0},
+		{"auditor, deployment-wide", caller(policy.RoleAuditor), `{}`, "", 4}, // 3 entries + the agent's denial
+		{"scoped auditor, deployment-wide", caller(policy.RoleAuditor, "patient_42"), `{}`, DenyDeploymentAudit, 0},
 		{"member, deployment-wide", nurse, `{}`, DenyDeploymentAudit, 0},
 		{"scoped member, own space", nurse, `{"user_id":"patient_42"}`, "", 1},
 		{"scoped member, other space", nurse, `{"user_id":"patient_7"}`, "Access denied: 'audit_log' targets a memory space outside your assigned scope.", 0},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -224,11 +225,7 @@ func (e *env) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, signing, _ := ed25519.GenerateKey(nil)
-	b, err := bot.New(bot.Options{Store: db, SigningKey: signing, Now: e.clock.Now, Sinks: []string{Sink}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbot.New(t, bot.Options{Store: db, Now: e.clock.Now, Sinks: []string{Sink}})
 	if err := b.Register(bot.Tool{Name: "test_decide", Description: "decide a test item", Capability: policy.CapApprove, Args: decideArgs{}, Handler: testDecide}); err != nil {
 		t.Fatal(err)
 	}

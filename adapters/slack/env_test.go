@@ -2,13 +2,13 @@ package slack
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -91,10 +91,7 @@ func (e *env) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(bot.Options{Store: db, SigningKey: ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), Now: e.clock.Now, Sinks: []string{Sink}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbot.New(t, bot.Options{Store: db, Now: e.clock.Now, Sinks: []string{Sink}})
 	if err := registerTestKinds(b); err != nil {
 		t.Fatal(err)
 	}
@@ -165,10 +162,7 @@ func reopenBare(t *testing.T, e *env) (*bolt.DB, *bot.Bot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bot.New(bot.Options{Store: db, SigningKey: ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)), Now: e.clock.Now, Sinks: []string{Sink}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbot.New(t, bot.Options{Store: db, Now: e.clock.Now, Sinks: []string{Sink}})
 	if err := registerTestKinds(b); err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,11 @@ package chat
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"strings"
 	"sync"
 	"testing"
@@ -127,22 +126,11 @@ type env struct {
 // fake decision tool and, unless noMemory, fake history and check_before_act.
 func newEnv(t *testing.T, noMemory bool) *env {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "countersign.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	_, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := bot.New(bot.Options{Store: db, SigningKey: key, Now: func() time.Time { return t0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := bottest.OpenStore(t)
+	b := testbot.New(t, bot.Options{Store: db, Now: func() time.Time { return t0 }})
 	e := &env{t: t, b: b, db: db, tools: &toolCalls{}}
 	b.RegisterItemKind(fakeKind, fakeSource{})
-	err = b.Register(bot.Tool{
+	err := b.Register(bot.Tool{
 		Name: "fake_decide", Description: "decide a fake item", Capability: policy.CapApprove, Args: decideArgs{},
 		Handler: func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 			args := a.(*decideArgs)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,8 +62,11 @@ func NewEnv(path string, o EnvOptions) (*Env, error) {
 	if o.Wrap != nil {
 		store = o.Wrap(db)
 	}
-	seed := make([]byte, ed25519.SeedSize)
-	_, _ = rand.Read(seed)
+	seed, err := signingSeed(path)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
 	b, err := bot.New(bot.Options{Store: store, SigningKey: ed25519.NewKeyFromSeed(seed), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		db.Close()
@@ -209,3 +215,21 @@ func (s *recordingStore) Update(ctx context.Context, fn func(kv.Tx) error) error
 }
 
 func tempPath(dir, name string) string { return filepath.Join(dir, name) }
+
+// signingSeed returns the audit signing key's seed of the store at path,
+// from path.sign.key (the server's default key file), creating the file
+// on first use: every Env on one store and the server started on it later
+// sign one chain with one key, as the server requires.
+func signingSeed(path string) ([]byte, error) {
+	keyPath := path + ".sign.key"
+	if b, err := os.ReadFile(keyPath); err == nil {
+		seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(seed) != ed25519.SeedSize {
+			return nil, fmt.Errorf("%s: not a hex Ed25519 seed", keyPath)
+		}
+		return seed, nil
+	}
+	seed := make([]byte, ed25519.SeedSize)
+	_, _ = rand.Read(seed)
+	return seed, os.WriteFile(keyPath, []byte(hex.EncodeToString(seed)+"\n"), 0o600)
+}

@@ -247,6 +247,7 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 	}
 	lead := leader()
 	var acked []string
+	unsure := 0 // calls without an answer: the write may have committed all the same
 	var mu sync.Mutex
 	stop := make(chan struct{})
 	var ww sync.WaitGroup
@@ -261,11 +262,13 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 				default:
 				}
 				st, m, err := reps[w%3].call(agent, "confirm_action", actDelete(""))
+				mu.Lock()
 				if err == nil && st == 200 {
-					mu.Lock()
 					acked = append(acked, data(m)["request_id"].(string))
-					mu.Unlock()
+				} else if err != nil {
+					unsure++
 				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -337,8 +340,10 @@ func TestReplicasShareOnePostgres(t *testing.T) {
 			t.Logf("item %s posted %d times", item, c)
 		}
 	}
-	if got := len(postsPerItem()); got != items || twice > 1 {
-		t.Errorf("%d requests posted (want %d), %d of them more than once (want at most the one in flight at the kill)", got, items, twice)
+	// A call cut off by the kill may still have committed: its request
+	// exists and is posted, though the caller never heard of it.
+	if got := len(postsPerItem()); got < items || got > items+unsure || twice > 1 {
+		t.Errorf("%d requests posted (want %d, or up to %d more for calls cut off by the kill), %d of them more than once (want at most the one in flight at the kill)", got, items, unsure, twice)
 	}
 	if u := len(f.Calls("chat.update")); u < 1+n+len(quick) || u > 2+n+len(quick) {
 		t.Errorf("%d chat.update calls for %d decisions", u, 1+n+len(quick))

@@ -142,7 +142,12 @@ func lead(ctx context.Context, conn *pgxpool.Conn, interval time.Duration, fn fu
 			<-done
 			return ctx.Err()
 		case <-t.C:
-			pctx, pcancel := context.WithTimeout(ctx, interval)
+			// A lost session fails the ping at once (the server closed
+			// it); the timeout only covers a database that stopped
+			// answering. It is longer than the interval so that a slow
+			// answer on a loaded machine does not hand leadership over
+			// while the session, and with it the lock, is still alive.
+			pctx, pcancel := context.WithTimeout(ctx, max(5*interval, 2*time.Second))
 			err := conn.Ping(pctx)
 			pcancel()
 			if err != nil && ctx.Err() == nil {

@@ -101,6 +101,10 @@ func TestLeadOneAtATimeAndFailover(t *testing.T) {
 			})
 		}()
 	}
+	// Runs before the deferred Closes: a pool's Close waits for the
+	// connections the leaders hold, so a failed assertion must end them
+	// first or the test hangs instead of failing.
+	defer func() { cancel(); wg.Wait() }()
 	waitUntil(t, "a leader", func() bool { mu.Lock(); defer mu.Unlock(); return len(terms) == 1 })
 	time.Sleep(200 * time.Millisecond) // ten tries of the others
 	mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/countersign/countersign/bot/chat"
 	"github.com/countersign/countersign/kv"
 	"golang.org/x/oauth2"
 )
@@ -122,7 +123,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		h.fail(w, r, http.StatusUnauthorized, "The identity provider did not sign you in ("+oneLine(e, 80)+"). Try again, or ask for a sign-in link.")
+		h.fail(w, r, http.StatusUnauthorized, "The identity provider did not sign you in ("+chat.OneLine(e, 80)+"). Try again, or ask for a sign-in link.")
 		return
 	}
 	state, code := q.Get("state"), q.Get("code")
@@ -201,7 +202,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	name, ok := h.byWeb[strings.ToLower(value)]
 	if !ok {
-		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", oneLine(value, 120), oneLine(value, 120)))
+		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", chat.OneLine(value, 120), chat.OneLine(value, 120)))
 		return
 	}
 	h.signIn(w, r, "c:"+name, "oidc")

@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
@@ -237,13 +236,13 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		row := inboxRow{
-			ID: it.ID, Kind: string(it.Kind), KindNoun: kindNoun(it.Kind), Title: oneLine(it.Title, 140),
-			Space: spaceLine(it.Space), Channel: it.Channel, Requester: oneLine(it.Requester, 80),
-			Created: it.CreatedAt, Tally: oneLine(it.Tally, 80), ReadOnly: readOnlyReason(caller, it),
+			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
+			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.OneLine(it.Requester, 80),
+			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: readOnlyReason(caller, it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
-				row.Expires = "expires in " + roundDuration(it.ExpiresAt.Sub(h.now()))
+				row.Expires = "expires in " + chat.RoundDuration(it.ExpiresAt.Sub(h.now()))
 			} else {
 				row.Expires = "expiry due"
 			}
@@ -258,7 +257,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Total = len(d.Rows)
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
-		d.Kinds = append(d.Kinds, kindCount{Kind: string(k), Noun: kindNoun(k), N: counts[string(k)], Selected: d.Kind == string(k)})
+		d.Kinds = append(d.Kinds, kindCount{Kind: string(k), Noun: chat.KindNoun(k), N: counts[string(k)], Selected: d.Kind == string(k)})
 	}
 	d.Spaces = sortedKeys(spaces)
 	d.Channels = sortedKeys(channels)
@@ -370,7 +369,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
 	}
 	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
 	if msg := r.URL.Query().Get("problem"); msg != "" && hmac.Equal([]byte(r.URL.Query().Get("pm")), []byte(h.mac("problem", msg))) {
-		p.Problem = oneLine(msg, 600)
+		p.Problem = chat.OneLine(msg, 600)
 	}
 	d := h.itemView(r.Context(), caller, it)
 	if msg := h.itemAccess(r.Context(), caller, it); msg != "" {
@@ -406,7 +405,7 @@ func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Ite
 
 func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item) itemData {
 	d := itemData{
-		Item: it, KindNoun: kindNoun(it.Kind), Title: it.Title, Space: spaceLine(it.Space),
+		Item: it, KindNoun: chat.KindNoun(it.Kind), Title: it.Title, Space: spaceLine(it.Space),
 		Pending: it.Pending(), Status: it.Status, Options: it.Options, Multi: it.Multi,
 		PollURL: fmt.Sprintf("/ui/items/%d/status", it.ID), PollMillis: h.o.PollInterval.Milliseconds(),
 		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
@@ -417,7 +416,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	}
 	if !it.ExpiresAt.IsZero() && d.Pending {
 		if it.ExpiresAt.After(h.now()) {
-			d.Expires = it.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + " (in " + roundDuration(it.ExpiresAt.Sub(h.now())) + ")"
+			d.Expires = it.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + " (in " + chat.RoundDuration(it.ExpiresAt.Sub(h.now())) + ")"
 		} else {
 			d.Expires = "due now"
 		}
@@ -932,7 +931,7 @@ func safeFile(s string) string {
 			return r
 		}
 		return '_'
-	}, oneLine(s, 40))
+	}, chat.OneLine(s, 40))
 }
 
 // ---- tool calls ----
@@ -984,21 +983,6 @@ func userError(err error) (string, bool) {
 
 // ---- text ----
 
-func kindNoun(k bot.ItemKind) string {
-	switch k {
-	case bot.KindMemoryChange:
-		return "memory change"
-	case bot.KindAction:
-		return "action request"
-	case bot.KindConsent:
-		return "approval request"
-	case bot.KindQuestion:
-		return "question"
-	default:
-		return oneLine(string(k), 40)
-	}
-}
-
 func spaceLine(sp bot.Space) string {
 	s := sp.UserID
 	if sp.AgentID != "" {
@@ -1007,57 +991,5 @@ func spaceLine(sp bot.Space) string {
 	if sp.RunID != "" {
 		s += " · run " + sp.RunID
 	}
-	return oneLine(s, 200)
-}
-
-// roundDuration renders a positive duration coarsely: 45s, 25m, 3h10m, 2d4h.
-func roundDuration(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		h := int(d.Hours())
-		if m := int(d.Minutes()) % 60; m != 0 {
-			return fmt.Sprintf("%dh%dm", h, m)
-		}
-		return fmt.Sprintf("%dh", h)
-	default:
-		days := int(d.Hours()) / 24
-		if h := int(d.Hours()) % 24; h != 0 {
-			return fmt.Sprintf("%dd%dh", days, h)
-		}
-		return fmt.Sprintf("%dd", days)
-	}
-}
-
-// oneLine puts untrusted text on one line: control characters and line
-// separators become spaces, bidirectional overrides and invalid UTF-8 are
-// dropped, and text over max runes is cut with "…". (html/template escapes
-// markup.)
-func oneLine(s string, max int) string {
-	out := make([]rune, 0, min(len(s), 4*max))
-	space := false
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c':
-			continue
-		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
-			space = len(out) > 0
-			continue
-		}
-		if space {
-			out = append(out, ' ')
-			space = false
-		}
-		out = append(out, r)
-		if len(out) > max {
-			break
-		}
-	}
-	if max > 0 && len(out) > max {
-		return string(out[:max-1]) + "…"
-	}
-	return string(out)
+	return chat.OneLine(s, 200)
 }

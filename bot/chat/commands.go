@@ -287,7 +287,7 @@ func listLine(it bot.Item, canApprove bool, now time.Time) string {
 	}
 	if !it.ExpiresAt.IsZero() {
 		if it.ExpiresAt.After(now) {
-			notes = append(notes, "expires in "+roundDuration(it.ExpiresAt.Sub(now)))
+			notes = append(notes, "expires in "+RoundDuration(it.ExpiresAt.Sub(now)))
 		} else {
 			notes = append(notes, "expiry due")
 		}
@@ -374,7 +374,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if it.Pending() && !it.ExpiresAt.IsZero() {
 		b.WriteString("Expires: " + Stamp(it.ExpiresAt))
 		if it.ExpiresAt.After(now) {
-			b.WriteString(" (in " + roundDuration(it.ExpiresAt.Sub(now)) + ")")
+			b.WriteString(" (in " + RoundDuration(it.ExpiresAt.Sub(now)) + ")")
 		}
 		b.WriteString("\n")
 	}
@@ -530,9 +530,9 @@ func spaceLine(sp bot.Space) string {
 	return s
 }
 
-// roundDuration renders a positive duration coarsely: "45s", "25m", "3h10m",
-// "2d4h".
-func roundDuration(d time.Duration) string {
+// RoundDuration renders a positive duration coarsely: "45s", "25m",
+// "3h10m", "2d4h". Every surface says "in 25m" the same way.
+func RoundDuration(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

@@ -75,8 +75,8 @@ func breach(pkg, imp string) string {
 		}
 	case pkg == "bot/bottest" || strings.HasPrefix(pkg, "bot/bottest/"):
 		// Test helpers: a real store (adapters/bolt) and the core.
-		if imp != "adapters/bolt" && imp != "bot" && imp != "bot/bottest" && imp != "kv" {
-			return "the test helpers import only bot, kv and adapters/bolt"
+		if imp != "adapters/bolt" && imp != "bot" && imp != "bot/bottest" && imp != "kv" && imp != "kv/kvtest" {
+			return "the test helpers import only bot, kv, kv/kvtest and adapters/bolt"
 		}
 	case strings.HasPrefix(pkg, "bot/"):
 		if top(imp) == "adapters" || top(imp) == "cmd" {

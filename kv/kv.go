@@ -89,6 +89,8 @@ func Finally(tx Tx, key string, newHook func() PreCommit) (PreCommit, bool) {
 // in which another failed. Each run starts from a rolled-back state. So fn
 // must do nothing outside the transaction, and must assign, not accumulate,
 // whatever it hands back to its caller; only the last run's results count.
+// Tests make the rule visible with kvtest.Twice, which runs every function
+// twice (a rolled-back rehearsal, then for real).
 type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	View(ctx context.Context, fn func(Tx) error) error

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -69,7 +70,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, err := bot.New(bot.Options{Store: db, SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}})
+	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -104,6 +104,7 @@ func TestSweepWakesLongPollAndDrainsInBatches(t *testing.T) {
 	proto := e.request(d["request_id"].(string))
 	ids := []string{proto.ID}
 	err := e.b.Update(context.Background(), e.b.SystemCall(start), func(tx *bot.Tx) error {
+		ids = ids[:1] // the function may run more than once: assign, never accumulate
 		for range 299 {
 			r := *proto
 			id, err := approvals.NewRequestID(approvals.KindActionRequest)

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -35,7 +36,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() { db.Close() })
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	now := time.Date(2026, 9, 26, 12, 0, 0, 0, time.UTC)
-	b, err := bot.New(bot.Options{Store: db, SigningKey: key, Now: func() time.Time { return now }})
+	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: key, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

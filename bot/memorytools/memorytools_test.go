@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 )
@@ -47,7 +48,7 @@ func newFixture(t *testing.T, o memory.Options) *fixture {
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{t: t, db: db, now: t0}
 	_, key, _ := ed25519.GenerateKey(nil)
-	f.b, err = bot.New(bot.Options{Store: db, SigningKey: key, Now: f.clock, Sinks: []string{"slack"}})
+	f.b, err = bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: key, Now: f.clock, Sinks: []string{"slack"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -676,3 +676,30 @@ func testCancelled(t *testing.T, s kv.Store) {
 		t.Fatal("a cancelled update wrote")
 	}
 }
+
+// Twice returns a Store whose Update runs every function twice: first a
+// rehearsal in a transaction that is always rolled back, then for real.
+// Engines may re-run a function (kv.Store's contract); Twice makes that
+// happen every time, so that a function doing something outside its
+// transaction (appending to a caller's slice, sending, counting) does it
+// twice and the test of its outcome fails. A function that fails in the
+// rehearsal returns that failure, as the engine would.
+func Twice(s kv.Store) kv.Store { return twice{s} }
+
+// errRehearsal rolls back the first run of a Twice update.
+var errRehearsal = errors.New("kvtest: rehearsal rolled back")
+
+type twice struct{ kv.Store }
+
+func (w twice) Update(ctx context.Context, fn func(kv.Tx) error) error {
+	err := w.Store.Update(ctx, func(tx kv.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errRehearsal
+	})
+	if !errors.Is(err, errRehearsal) {
+		return err
+	}
+	return w.Store.Update(ctx, fn)
+}

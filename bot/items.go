@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
 )
 
@@ -451,4 +452,19 @@ func ParseEscalation(note string) (channel, role string, rest []string) {
 		}
 	}
 	return channel, role, rest
+}
+
+// RequestItem returns the item of an action, consent or question request:
+// its id, or 0 when it has none (decided at once, or no such request).
+func (b *Bot) RequestItem(ctx context.Context, requestID string) (uint64, error) {
+	var id uint64
+	err := b.View(ctx, func(tx kv.Tx) error {
+		req, err := approvals.LoadRequest(tx, requestID)
+		if err != nil || req == nil {
+			return err
+		}
+		id = req.ItemID
+		return nil
+	})
+	return id, err
 }

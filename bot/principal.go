@@ -73,6 +73,57 @@ func (c *Caller) MayDecide(it policy.Decidable) string {
 	return policy.DecisionRefusal(c.Decider(), it)
 }
 
+// ReadOnlyReason says in a few words why the one decision rule leaves item
+// it read-only for the caller ("you requested it", "outside your scope"),
+// or "" when the caller may decide it. The tool's own approvers and the
+// item's state are checked when the decision is made: they have the final
+// word.
+func (c *Caller) ReadOnlyReason(it Item) string {
+	name, id := splitDisplay(it.Requester)
+	r := policy.CheckDecision(c.Decider(), policy.Decidable{
+		Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester,
+		SpaceUserID: it.Space.UserID,
+	})
+	role := policy.Role("")
+	if c != nil {
+		role = c.Role
+	}
+	return r.Short(role)
+}
+
+// splitDisplay splits a "name [id]" display into its parts.
+func splitDisplay(s string) (name, id string) {
+	name, rest, ok := strings.Cut(s, " [")
+	if !ok {
+		return strings.TrimSpace(s), ""
+	}
+	return name, strings.TrimSuffix(rest, "]")
+}
+
+// MayRead reports whether the caller's role holds the read capability.
+func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayVerify reports whether the caller's role holds the verify capability
+// (the audit log of its spaces, verify_audit).
+func (c *Caller) MayVerify() bool { return c != nil && policy.Grants(c.Role, policy.CapVerify) }
+
+// InScope reports whether memory space userID is within the caller's
+// scopes (every space for an unscoped caller or an admin).
+func (c *Caller) InScope(userID string) bool {
+	return c != nil && policy.InScope(c.Role, c.Scopes, userID)
+}
+
+// SeesWholeAudit reports whether the caller may read the deployment-wide
+// audit log: an admin, or an auditor whose key is not limited to some
+// spaces (reviewing the whole trail is what the auditor role is for).
+func (c *Caller) SeesWholeAudit() bool {
+	return c != nil && (policy.Grants(c.Role, policy.CapAdmin) || (c.Role == policy.RoleAuditor && len(c.Scopes) == 0))
+}
+
+// ScopeRefusal is the refusal every surface gives when tool targets a
+// memory space outside the caller's scope.
+func ScopeRefusal(tool string) string { return policy.DenyScope(tool) }
+
 // MaySeeSensitive reports whether the caller may see the full detail of a
 // sensitive item in memory space sp: only someone who may decide there
 // under the one decision rule (a person holding approve, sp in scope).

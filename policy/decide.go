@@ -88,33 +88,60 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // order of the checks is part of the contract: identity, person,
 // capability, requester, scope, approvers.
 func DecisionRefusal(d Decider, it Decidable) string {
+	return CheckDecision(d, it).Message
+}
+
+// DecisionCheck names the check of the decision rule that refused.
+type DecisionCheck int
+
+// The checks of the decision rule, in the order they are made.
+const (
+	CheckAllowed    DecisionCheck = iota // no check refused: the decider may decide
+	CheckIdentity                        // the caller has no authenticated identity
+	CheckPerson                          // the caller is an agent or a service
+	CheckCapability                      // the caller's role does not hold approve
+	CheckRequester                       // the caller asked for it
+	CheckScope                           // the item's space is outside the caller's scope
+	CheckApprovers                       // the caller is not among the item's approvers
+)
+
+// Refusal is the decision rule's answer: which check refused and the
+// refusal to show ("Access denied: …"). The zero Refusal allows.
+type Refusal struct {
+	Check   DecisionCheck
+	Message string
+}
+
+// CheckDecision is DecisionRefusal with the check that refused, for a
+// surface that says briefly why an item is read-only (see Refusal.Short).
+func CheckDecision(d Decider, it Decidable) Refusal {
 	display := d.Display
 	if display == "" {
 		display = fmt.Sprintf("%s [%s]", d.Name, d.ID)
 	}
 	switch {
 	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
-		return "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."
+		return Refusal{Check: CheckIdentity, Message: "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."}
 	case d.Kind != "person":
 		kind := d.Kind
 		if kind == "" {
 			kind = "unclassified"
 		}
-		return fmt.Sprintf("Access denied: %s is a%s %s principal. A confirmation is a person's decision from an authenticated session, never an agent's or a service account's; a person with the approve capability decides %s.", display, anOrA(kind), kind, it.Ref)
+		return Refusal{Check: CheckPerson, Message: fmt.Sprintf("Access denied: %s is a%s %s principal. A confirmation is a person's decision from an authenticated session, never an agent's or a service account's; a person with the approve capability decides %s.", display, anOrA(kind), kind, it.Ref)}
 	case !Grants(d.Role, CapApprove):
-		return fmt.Sprintf("Access denied: deciding %s requires the 'approve' capability; your role(s) ['%s'] do not grant it.", it.Ref, d.Role)
+		return Refusal{Check: CheckCapability, Message: fmt.Sprintf("Access denied: deciding %s requires the 'approve' capability; your role(s) ['%s'] do not grant it.", it.Ref, d.Role)}
 	case SamePrincipal(it.RequesterID, it.RequesterName, d.ID, d.Name):
-		return fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", it.Ref, it.RequesterDisplay)
+		return Refusal{Check: CheckRequester, Message: fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", it.Ref, it.RequesterDisplay)}
 	case !InScope(d.Role, d.Scopes, it.SpaceUserID):
-		return fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", it.Ref)
+		return Refusal{Check: CheckScope, Message: fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", it.Ref)}
 	case !it.Approvers.Allows(d.Role, d.Name):
 		what := it.ApproversOf
 		if what == "" {
 			what = it.Ref
 		}
-		return fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)
+		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
 	}
-	return ""
+	return Refusal{}
 }
 
 func anOrA(word string) string {
@@ -122,4 +149,22 @@ func anOrA(word string) string {
 		return "n"
 	}
 	return ""
+}
+
+// Short says in a few words why the rule refuses, for a list of items a
+// person may only read ("you requested it"); "" when it allows.
+func (r Refusal) Short(role Role) string {
+	switch r.Check {
+	case CheckAllowed:
+		return ""
+	case CheckIdentity, CheckPerson:
+		return "agents and services do not decide"
+	case CheckCapability:
+		return fmt.Sprintf("needs role member or admin (you are %s)", role)
+	case CheckRequester:
+		return "you requested it"
+	case CheckScope:
+		return "outside your scope"
+	}
+	return r.Message
 }

@@ -74,3 +74,35 @@ func TestSamePrincipal(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDecisionNamesTheCheck: the check that refused, and its short
+// form for a list of read-only items, agree with the refusal itself.
+func TestCheckDecisionNamesTheCheck(t *testing.T) {
+	it := Decidable{Ref: "#7", RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
+		SpaceUserID: "patient_42", Approvers: Approvers{Principals: []string{"bob"}}}
+	scoped := person("carol", "prin_c", RoleMember)
+	scoped.Scopes = []string{"patient_99"}
+	tests := []struct {
+		name  string
+		d     Decider
+		check DecisionCheck
+		short string
+	}{
+		{"allowed", person("bob", "prin_b", RoleMember), CheckAllowed, ""},
+		{"no identity", Decider{Kind: "person", Role: RoleAdmin}, CheckIdentity, "agents and services do not decide"},
+		{"an agent", Decider{ID: "p", Name: "x", Role: RoleMember, Kind: "agent"}, CheckPerson, "agents and services do not decide"},
+		{"a viewer", person("vic", "prin_v", RoleViewer), CheckCapability, "needs role member or admin (you are viewer)"},
+		{"the requester", person("ward_bot", "prin_agent", RoleAdmin), CheckRequester, "you requested it"},
+		{"out of scope", scoped, CheckScope, "outside your scope"},
+		{"not an approver", person("alice", "prin_a", RoleMember), CheckApprovers, "Access denied: #7 are decided by principals bob"},
+	}
+	for _, tt := range tests {
+		r := CheckDecision(tt.d, it)
+		if r.Check != tt.check || r.Message != DecisionRefusal(tt.d, it) {
+			t.Errorf("%s: CheckDecision = %+v, want check %d and DecisionRefusal's message", tt.name, r, tt.check)
+		}
+		if got := r.Short(tt.d.Role); !strings.HasPrefix(got, tt.short) || (tt.short == "") != (got == "") {
+			t.Errorf("%s: Short = %q, want %q", tt.name, got, tt.short)
+		}
+	}
+}

@@ -18,11 +18,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/chat"
 	"github.com/countersign/countersign/kv"
-	"github.com/countersign/countersign/policy"
 )
 
 // Surface is the name of the web console as a surface (Caller.Surface,
@@ -136,40 +134,6 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 
 // ---- who may decide ----
 
-// readOnlyReason says, in a few words, why caller may not decide it under
-// the one decision rule (policy.DecisionRefusal), or "" when it may. The
-// final word is the tool call's: a decision the core refuses (the tool's
-// approvers, expiry) is shown as refused.
-func readOnlyReason(caller *bot.Caller, it bot.Item) string {
-	name, id := splitDisplay(it.Requester)
-	msg := caller.MayDecide(policy.Decidable{
-		Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester,
-		SpaceUserID: it.Space.UserID,
-	})
-	switch {
-	case msg == "":
-		return ""
-	case caller.Kind != "person":
-		return "agents and services do not decide"
-	case !policy.Grants(caller.Role, policy.CapApprove):
-		return fmt.Sprintf("needs role member or admin (you are %s)", caller.Role)
-	case name != "" && policy.SamePrincipal(id, name, caller.ID, caller.Name):
-		return "you requested it"
-	case !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID):
-		return "outside your scope"
-	}
-	return msg
-}
-
-// splitDisplay splits "name [id]".
-func splitDisplay(s string) (name, id string) {
-	name, rest, ok := strings.Cut(s, " [")
-	if !ok {
-		return strings.TrimSpace(s), ""
-	}
-	return name, strings.TrimSuffix(rest, "]")
-}
-
 // ---- inbox ----
 
 type inboxRow struct {
@@ -214,7 +178,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	d := inboxData{Kind: q.Get("kind"), Space: q.Get("space"), Channel: q.Get("channel")}
 	d.Filtered = d.Kind != "" || d.Space != "" || d.Channel != ""
 	p := page{Title: "Inbox", Nav: "inbox", Notice: doneNotice(q.Get("done"))}
-	if !policy.Grants(caller.Role, policy.CapRead) {
+	if !caller.MayRead() {
 		d.NoRead = true
 		p.Data = d
 		h.render(w, r, http.StatusOK, "inbox", p)
@@ -238,7 +202,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		row := inboxRow{
 			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.OneLine(it.Requester, 80),
-			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: readOnlyReason(caller, it),
+			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: caller.ReadOnlyReason(it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
@@ -247,7 +211,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 				row.Expires = "expiry due"
 			}
 		}
-		if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) || (it.Sensitive && !caller.MaySeeSensitive(it.Space)) {
+		if !caller.InScope(it.Space.UserID) || (it.Sensitive && !caller.MaySeeSensitive(it.Space)) {
 			row.Withheld, row.Title, row.Requester, row.Tally = true, "", "", ""
 		}
 		if row.ReadOnly == "" {
@@ -382,11 +346,11 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
 // itemAccess returns why the item's details are withheld from caller, or "";
 // it audits a refusal, and the showing of a sensitive item's details.
 func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Item) string {
-	if !policy.Grants(caller.Role, policy.CapRead) {
+	if !caller.MayRead() {
 		return "Your role (" + string(caller.Role) + ") does not hold the read capability, so items are not shown to you."
 	}
-	if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
-		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "access_denied", fmt.Sprintf("web: %s (#%d)", policy.DenyScope("show"), it.ID)); err != nil {
+	if !caller.InScope(it.Space.UserID) {
+		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "access_denied", fmt.Sprintf("web: %s (#%d)", bot.ScopeRefusal("show"), it.ID)); err != nil {
 			h.o.Logger.Error("web: auditing a refused view failed; the refusal stands", "err", err)
 		}
 		return "This item is in a memory space outside your scope, so its details are not shown to you."
@@ -411,7 +375,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
 	}
 	if d.Pending {
-		d.ReadOnly = readOnlyReason(caller, it)
+		d.ReadOnly = caller.ReadOnlyReason(it)
 		d.Nonce, _ = randomToken(12)
 	}
 	if !it.ExpiresAt.IsZero() && d.Pending {
@@ -456,7 +420,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Fields = append(d.Fields, f)
 		}
 	}
-	if d.IsMemory && d.Subject != "" && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) && policy.Grants(caller.Role, policy.CapRead) && (!it.Sensitive || caller.MaySeeSensitive(it.Space)) {
+	if d.IsMemory && d.Subject != "" && caller.InScope(it.Space.UserID) && caller.MayRead() && (!it.Sensitive || caller.MaySeeSensitive(it.Space)) {
 		d.History = h.history(ctx, caller, it.Space, d.Subject)
 	}
 	return d
@@ -501,7 +465,7 @@ func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	status := it.Status
-	if !policy.InScope(callerOf(r).Role, callerOf(r).Scopes, it.Space.UserID) {
+	if !callerOf(r).InScope(it.Space.UserID) {
 		status = "hidden"
 	}
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "tally": len(it.DecidedBy)})
@@ -693,8 +657,24 @@ func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
 
 // ---- audit ----
 
+// auditEntry is one entry of audit_log's answer, as the page shows it and
+// the JSON Lines export writes it (the fields of the chain's entries).
+type auditEntry struct {
+	Seq       uint64 `json:"seq"`
+	TS        string `json:"ts"`
+	Principal string `json:"principal"`
+	UserID    string `json:"user_id"`
+	AgentID   string `json:"agent_id"`
+	RunID     string `json:"run_id"`
+	Action    string `json:"action"`
+	Detail    string `json:"detail"`
+	PrevHash  string `json:"prev_hash"`
+	Hash      string `json:"hash"`
+	Sig       string `json:"sig,omitempty"`
+}
+
 type auditRow struct {
-	approvals.Entry
+	auditEntry
 	Link     string
 	LinkText string
 }
@@ -717,10 +697,10 @@ var memoryRef = regexp.MustCompile(`#(\d+)\b`)
 
 // auditBatch reads one page of audit_log as caller: entries older than
 // cursor (newest first when cursor is empty), and the cursor of the next.
-func (h *Handler) auditBatch(ctx context.Context, caller *bot.Caller, space, cursor string, limit int) ([]approvals.Entry, string, error) {
+func (h *Handler) auditBatch(ctx context.Context, caller *bot.Caller, space, cursor string, limit int) ([]auditEntry, string, error) {
 	var data struct {
-		Entries    []approvals.Entry `json:"entries"`
-		NextCursor string            `json:"next_cursor"`
+		Entries    []auditEntry `json:"entries"`
+		NextCursor string       `json:"next_cursor"`
 	}
 	args := map[string]any{"limit": limit}
 	if space != "" {
@@ -745,15 +725,15 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify strin
 	}
 	d := auditData{Space: strings.TrimSpace(q.Get("space")), Principal: strings.TrimSpace(q.Get("principal")), Action: strings.TrimSpace(q.Get("action")),
 		Since: q.Get("since"), Until: q.Get("until"), Verify: verify, VerifyOK: verifyOK,
-		Allowed: policy.Grants(caller.Role, policy.CapVerify)}
+		Allowed: caller.MayVerify()}
 	p := page{Title: "Audit", Nav: "audit"}
 	if !d.Allowed {
-		p.Problem = policy.DenyCapability("audit_log", policy.CapVerify, caller.Role)
+		p.Problem = fmt.Sprintf("Access denied: 'audit_log' requires the 'verify' capability; your role(s) ['%s'] do not grant it.", caller.Role)
 		p.Data = d
 		h.render(w, r, http.StatusForbidden, "audit", p)
 		return
 	}
-	if d.Space == "" && !policy.Grants(caller.Role, policy.CapAdmin) && len(caller.Scopes) > 0 {
+	if d.Space == "" && !caller.SeesWholeAudit() && len(caller.Scopes) > 0 {
 		d.Space = caller.Scopes[0]
 	}
 	since, sinceOK := parseDay(d.Since)
@@ -826,8 +806,8 @@ fill:
 
 // auditLink links an entry to what it concerns: the item of the request it
 // names, the item a web view concerned, or the memory (space) it changed.
-func auditLink(e approvals.Entry) auditRow {
-	row := auditRow{Entry: e}
+func auditLink(e auditEntry) auditRow {
+	row := auditRow{auditEntry: e}
 	if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
 		row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
 	} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && strings.HasPrefix(e.Detail, "web: ") {
@@ -912,17 +892,12 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 // requestItem sends /ui/requests/{id} to the item of an action, consent or
 // question request.
 func (h *Handler) requestItem(w http.ResponseWriter, r *http.Request) {
-	var req *approvals.Request
-	err := h.o.Bot.View(r.Context(), func(tx kv.Tx) error {
-		var err error
-		req, err = approvals.LoadRequest(tx, r.PathValue("rid"))
-		return err
-	})
-	if err != nil || req == nil || req.ItemID == 0 {
+	itemID, err := h.o.Bot.RequestItem(r.Context(), r.PathValue("rid"))
+	if err != nil || itemID == 0 {
 		h.fail(w, r, http.StatusNotFound, "That request has no item to show (it was decided at once, or does not exist).")
 		return
 	}
-	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d", req.ItemID), http.StatusSeeOther)
+	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d", itemID), http.StatusSeeOther)
 }
 
 func safeFile(s string) string {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
-	"github.com/countersign/countersign/policy"
 )
 
 // Buckets of the web console.
@@ -32,10 +31,10 @@ const LinkTTL = 5 * time.Minute
 
 // Person is a principal declared in the configuration who may sign in.
 type Person struct {
-	Name   string
-	Role   policy.Role
-	Scopes []string
-	Web    string // the OIDC claim value that signs in as this person
+	// Principal is the person as configured: Name, Role and Scopes (its
+	// ID and Kind are set when it signs in).
+	bot.Principal
+	Web string // the OIDC claim value that signs in as this person
 }
 
 // session is the server-side record of a signed-in browser.

@@ -31,13 +31,6 @@ const (
 // caller who is neither an admin nor an unscoped auditor.
 const DenyDeploymentAudit = "Access denied: the deployment-wide audit log is for the 'admin' role and for auditors without scopes. Pass a user_id within your scope to see that space's trail."
 
-// seesWholeLog reports whether the caller may read the deployment-wide
-// audit log: an admin, or an auditor whose key is not limited to some
-// spaces (reviewing the whole trail is what the auditor role is for).
-func seesWholeLog(c *bot.Caller) bool {
-	return policy.Grants(c.Role, policy.CapAdmin) || (c.Role == policy.RoleAuditor && len(c.Scopes) == 0)
-}
-
 // Options are what verify_audit checks besides the chain itself.
 type Options struct {
 	// AnchorFile is the audit anchor file (audit.anchor.file); empty: none.
@@ -153,7 +146,7 @@ func (a *AuditLogArgs) before() (uint64, error) {
 
 func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 	a := args.(*AuditLogArgs)
-	if a.UserID == "" && !seesWholeLog(c.Caller) {
+	if a.UserID == "" && !c.Caller.SeesWholeAudit() {
 		return bot.Result{}, c.Deny(ctx, DenyDeploymentAudit)
 	}
 	if a.UserID != "" && !policy.InScope(c.Caller.Role, c.Caller.Scopes, a.UserID) {

@@ -91,7 +91,7 @@ func webPeople(ps []PrincipalDecl) map[string]web.Person {
 		if err != nil {
 			continue // validate reported it
 		}
-		out[p.Name] = web.Person{Name: p.Name, Role: r, Scopes: scopes, Web: strings.TrimSpace(p.Web)}
+		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: r, Scopes: scopes}, Web: strings.TrimSpace(p.Web)}
 	}
 	return out
 }

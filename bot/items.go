@@ -343,65 +343,6 @@ func outboxKey(sink string, seq uint64) []byte {
 	return kv.Join([]byte(sink), kv.U64(seq))
 }
 
-// Pending returns up to limit queued events of sink whose next attempt is due
-// at now, oldest first.
-func (b *Bot) Pending(ctx context.Context, sink string, now time.Time, limit int) ([]Event, error) {
-	var out []Event
-	prefix := append([]byte(sink), 0)
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		return kv.Prefix(tx, bucketOutbox, prefix, func(_, v []byte) error {
-			var ev Event
-			if err := json.Unmarshal(v, &ev); err != nil {
-				return err
-			}
-			if ev.NextAttempt.After(now) {
-				return nil
-			}
-			out = append(out, ev)
-			if len(out) >= limit {
-				return kv.ErrStop
-			}
-			return nil
-		})
-	})
-	return out, err
-}
-
-// OutboxDepth counts the events queued for sink.
-func (b *Bot) OutboxDepth(ctx context.Context, sink string) (int, error) {
-	n := 0
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		return kv.Prefix(tx, bucketOutbox, append([]byte(sink), 0), func(_, _ []byte) error { n++; return nil })
-	})
-	return n, err
-}
-
-// Delivered removes a delivered event from the outbox.
-func (b *Bot) Delivered(ctx context.Context, ev Event) error {
-	return b.store.Update(ctx, func(tx kv.Tx) error {
-		return tx.Delete(bucketOutbox, outboxKey(ev.Sink, ev.Seq))
-	})
-}
-
-// Retry records a failed delivery attempt and when to try again.
-func (b *Bot) Retry(ctx context.Context, ev Event, next time.Time, cause error) error {
-	ev.Attempts++
-	ev.NextAttempt = next
-	if cause != nil {
-		ev.LastError = cause.Error()
-	}
-	return b.store.Update(ctx, func(tx kv.Tx) error {
-		if cur, err := tx.Get(bucketOutbox, outboxKey(ev.Sink, ev.Seq)); err != nil || cur == nil {
-			return err // delivered or dropped meanwhile
-		}
-		v, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		return tx.Put(bucketOutbox, outboxKey(ev.Sink, ev.Seq), v)
-	})
-}
-
 // PendingItems returns up to limit items still awaiting a decision, newest
 // first, in one read transaction.
 func (b *Bot) PendingItems(ctx context.Context, limit int) ([]Item, error) {

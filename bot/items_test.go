@@ -62,7 +62,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 		t.Fatalf("ids %d, %d; want 1, 2", ida, idb)
 	}
 	for _, sink := range []string{"slack", "discord"} {
-		if n, _ := b.OutboxDepth(ctx, sink); n != 2 {
+		if n, _ := b.Outbox().Depth(ctx, sink); n != 2 {
 			t.Fatalf("%s outbox depth %d, want 2 (one created event per item)", sink, n)
 		}
 	}
@@ -102,7 +102,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("first pass delivered %v, want the two created events", got)
 	}
-	if n, _ := b.OutboxDepth(ctx, "slack"); n != 1 {
+	if n, _ := b.Outbox().Depth(ctx, "slack"); n != 1 {
 		t.Fatalf("depth %d, want the failed event kept", n)
 	}
 	if err := b.DrainSink(ctx, "slack", deliver); err != nil {

@@ -97,11 +97,11 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 	if counts, _ := b.PendingByKind(ctx); counts[KindAction] != 1 {
 		t.Fatalf("after a decision: %v", counts)
 	}
-	evs, err := b.Pending(ctx, "slack", b.Now(), 10)
+	evs, err := b.Outbox().Due(ctx, "slack", b.Now(), 10)
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("events: %v %v", evs, err)
 	}
-	if err := b.Retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
+	if err := b.Outbox().Retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
 		t.Fatal(err)
 	}
 	stats, err := b.OutboxStats(ctx)

@@ -68,7 +68,7 @@ func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deli
 // it directly instead of running the loop.
 func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) error {
 	for {
-		evs, err := b.Pending(ctx, sink, b.now(), 100)
+		evs, err := b.Outbox().Due(ctx, sink, b.now(), 100)
 		if err != nil {
 			return err
 		}
@@ -87,13 +87,13 @@ func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) err
 			var perm *PermanentError
 			switch {
 			case derr == nil:
-				if err := b.Delivered(book, ev); err != nil {
+				if err := b.Outbox().Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true
 			case errors.As(derr, &perm):
 				b.log.Error("outbox delivery failed permanently; dropped", "sink", sink, "item", ev.ItemID, "type", ev.Type, "err", derr)
-				if err := b.Delivered(book, ev); err != nil {
+				if err := b.Outbox().Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true
@@ -104,7 +104,7 @@ func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) err
 					wait = ra.After
 				}
 				b.log.Warn("outbox delivery failed; will retry", "sink", sink, "item", ev.ItemID, "type", ev.Type, "attempt", ev.Attempts+1, "retry_in", wait, "err", derr)
-				if err := b.Retry(ctx, ev, b.now().Add(wait), derr); err != nil {
+				if err := b.Outbox().Retry(ctx, ev, b.now().Add(wait), derr); err != nil {
 					return err
 				}
 				// Keep order per item: later events of this sink wait for

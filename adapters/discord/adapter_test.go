@@ -558,7 +558,7 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 		t.Errorf("buttons %v on an expired item", ids)
 	}
 	// The deleted message (404) was skipped; nothing is left queued.
-	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 0 {
+	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 0 {
 		t.Errorf("%d events left in the outbox", n)
 	}
 	// A late click answers with the recorded outcome.
@@ -614,7 +614,7 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
 		t.Fatalf("%d posts, want 2 attempts so far (no retry inside the call)", n)
 	}
-	if evs, _ := e.bot.Pending(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
+	if evs, _ := e.bot.Outbox().Due(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
 		t.Errorf("event due again before its retry_after: %+v", evs)
 	}
 	e.clock.Advance(3 * time.Second)

@@ -83,14 +83,14 @@ func TestOutboxOnPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	evs, err := b.Pending(ctx, "slack", now.Add(time.Second), 10)
+	evs, err := b.Outbox().Due(ctx, "slack", now.Add(time.Second), 10)
 	if err != nil || len(evs) != 3 || evs[0].ItemID != 1 || evs[2].ItemID != 3 {
 		t.Fatalf("pending: %+v, %v", evs, err)
 	}
-	if err := b.Delivered(ctx, evs[0]); err != nil {
+	if err := b.Outbox().Delivered(ctx, evs[0]); err != nil {
 		t.Fatal(err)
 	}
-	evs, err = b.Pending(ctx, "slack", now.Add(time.Second), 10)
+	evs, err = b.Outbox().Due(ctx, "slack", now.Add(time.Second), 10)
 	if err != nil || len(evs) != 2 || evs[0].ItemID != 2 {
 		t.Fatalf("after one delivery: %+v, %v", evs, err)
 	}

@@ -552,7 +552,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 
 	e.fake.RateLimit("chat.postMessage", 7)
 	e.drain() // the queued event meets the 429 again and is held back
-	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 1 {
+	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 1 {
 		t.Fatalf("outbox depth %d after a 429, want the event kept", n)
 	}
 	e.clock.Advance(6 * time.Second)
@@ -562,7 +562,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	}
 	e.clock.Advance(2 * time.Second)
 	e.drain()
-	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 0 || len(e.fake.Calls("chat.postMessage")) != 3 {
+	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 0 || len(e.fake.Calls("chat.postMessage")) != 3 {
 		t.Fatalf("not delivered after Retry-After: depth %d", n)
 	}
 	ref := e.ref(id)
@@ -578,7 +578,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 		t.Fatalf("decision waited on Slack: %+v", st)
 	}
 	e.drain()
-	if n, _ := e.bot.OutboxDepth(context.Background(), Sink); n != 1 {
+	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 1 {
 		t.Fatalf("the rate-limited update was dropped (depth %d)", n)
 	}
 	e.clock.Advance(31 * time.Second)

@@ -187,7 +187,7 @@ func (e *env) audits(actions ...string) []approvals.Entry {
 // events returns the queued outbox events of sink of the given type.
 func (e *env) events(sink, typ string) []bot.Event {
 	e.t.Helper()
-	evs, err := e.b.Pending(context.Background(), sink, start.Add(1000*time.Hour), 10000)
+	evs, err := e.b.Outbox().Due(context.Background(), sink, start.Add(1000*time.Hour), 10000)
 	if err != nil {
 		e.t.Fatal(err)
 	}

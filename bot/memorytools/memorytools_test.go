@@ -166,7 +166,7 @@ func (f *fixture) lastAudit() approvals.Entry {
 
 func (f *fixture) outbox() []bot.Event {
 	f.t.Helper()
-	ev, err := f.b.Pending(context.Background(), "slack", f.clock().Add(time.Hour), 1000)
+	ev, err := f.b.Outbox().Due(context.Background(), "slack", f.clock().Add(time.Hour), 1000)
 	if err != nil {
 		f.t.Fatal(err)
 	}

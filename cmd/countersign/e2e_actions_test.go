@@ -402,7 +402,7 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.OutboxDepth(context.Background(), actiontools.CallbackSink); err != nil || n != 0 {
+	if n, err := b.Outbox().Depth(context.Background(), actiontools.CallbackSink); err != nil || n != 0 {
 		t.Fatalf("callback outbox depth %d (%v), want 0", n, err)
 	}
 }

@@ -17,7 +17,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -42,6 +44,11 @@ type Options struct {
 	Caller  CallerFunc
 	Version string
 	Logger  *slog.Logger
+	// MaxCallWait bounds how long one call may wait for a decision:
+	// action_status's wait_seconds is cut to it, so that the call answers
+	// (pending, with the text telling the agent to poll) before an MCP host
+	// gives up on it, at about 60 seconds. Zero: no bound.
+	MaxCallWait time.Duration
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -113,6 +120,9 @@ func handler(o Options, name string) sdk.ToolHandler {
 		if req.Params != nil {
 			args = req.Params.Arguments
 		}
+		if name == waitingTool {
+			args = capWait(args, o.MaxCallWait)
+		}
 		out, err := o.App.Call(bot.WithSurface(ctx, "mcp"), caller, name, args)
 		if err != nil {
 			return errorResult(ctx, o.Logger, name, err), nil
@@ -123,6 +133,35 @@ func handler(o Options, name string) sdk.ToolHandler {
 		}
 		return r, nil
 	}
+}
+
+// waitingTool is the one tool whose call waits for a decision
+// (confirm_action answers at once, pending or decided).
+const waitingTool = "action_status"
+
+// capWait cuts the wait_seconds of args to limit (whole seconds, at least
+// one). Arguments that are not a JSON object, or carry no wait, are passed
+// on unchanged: the tool's own validation answers for them.
+func capWait(args []byte, limit time.Duration) []byte {
+	secs := int(limit / time.Second)
+	if secs < 1 {
+		return args
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(args, &m) != nil {
+		return args
+	}
+	var w float64
+	if raw, ok := m["wait_seconds"]; !ok || json.Unmarshal(raw, &w) != nil || w <= float64(secs) || w > 60 {
+		// Over 60 is a bad request the tool refuses by name; leave it to it.
+		return args
+	}
+	m["wait_seconds"] = json.RawMessage(strconv.Itoa(secs))
+	out, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return out
 }
 
 func tokenInfo(req *sdk.CallToolRequest) *auth.TokenInfo {
@@ -193,6 +232,8 @@ type HTTPOptions struct {
 	// MaxBody bounds a request body (the middleware in front enforces it
 	// with a 413 first; this is the SDK's own bound).
 	MaxBody int64
+	// MaxCallWait is Options.MaxCallWait.
+	MaxCallWait time.Duration
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -217,7 +258,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	server := sync.OnceValue(func() *sdk.Server {
-		return NewServer(Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken})
+		return NewServer(Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait})
 	})
 	getServer := func(*http.Request) *sdk.Server { return server() }
 	h := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{

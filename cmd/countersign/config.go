@@ -70,6 +70,10 @@ type Config struct {
 
 	Limits LimitsConfig `yaml:"limits"` // config_limits.go
 
+	MCP MCPConfig `yaml:"mcp"` // config_hooks.go
+
+	Hooks HooksConfig `yaml:"hooks"` // config_hooks.go
+
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
 	source string
@@ -148,6 +152,8 @@ func (c *Config) applyDefaults() {
 	c.Retention.defaults()
 	c.Log.defaults()
 	c.Limits.defaults()
+	c.MCP.defaults()
+	c.Hooks.defaults()
 	if c.Slack != nil {
 		c.Slack.defaults()
 	}
@@ -198,6 +204,8 @@ func (c *Config) validate(p *problems) {
 	c.Log.validate(p)
 	c.Limits.validate(p)
 	c.Callbacks.validate(p) // config_callbacks.go
+	c.MCP.validate(p)       // config_hooks.go
+	c.Hooks.validate(p)
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks

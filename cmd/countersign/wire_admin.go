@@ -66,7 +66,8 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	// MCP over streamable HTTP: the same keys, principals and tools.
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
-		Charge: a.bot.Charge, // tools/call only: the handshake takes no tool token
+		MaxCallWait: a.cfg.MCP.MaxCallWait, // config_hooks.go
+		Charge:      a.bot.Charge,          // tools/call only: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.
 		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,

@@ -60,15 +60,19 @@ func breach(pkg, imp string) string {
 		return ""
 	}
 	switch {
-	case pkg == "policy" || pkg == "kv":
+	case pkg == "policy" || pkg == "kv" || pkg == "receipt":
 		return pkg + " imports nothing of Countersign"
+	case pkg == "client":
+		if imp != "receipt" {
+			return "client (imported by agent runtimes) imports only the standard library and receipt"
+		}
 	case pkg == "memory" || pkg == "approvals":
 		if imp != "kv" && imp != "policy" {
 			return pkg + " imports only kv and policy"
 		}
 	case pkg == "bot":
-		if !slices.Contains([]string{"kv", "policy", "approvals", "memory"}, imp) {
-			return "bot imports only kv, policy and the domain packages"
+		if !slices.Contains([]string{"kv", "policy", "approvals", "memory", "receipt"}, imp) {
+			return "bot imports only kv, policy, receipt and the domain packages"
 		}
 	case pkg == "bot/bottest" || strings.HasPrefix(pkg, "bot/bottest/"):
 		// Test helpers: a real store (adapters/bolt) and the core.

@@ -141,6 +141,11 @@ type Request struct {
 
 	CallbackURL string `json:"callback_url,omitempty"`
 
+	// ExecutedAt and ExecutedBy record the redemption of an approved
+	// action's receipt (redeem_receipt): once.
+	ExecutedAt time.Time `json:"executed_at,omitzero"`
+	ExecutedBy string    `json:"executed_by,omitempty"`
+
 	// Lifecycle bookkeeping of the sweeper: each happens once.
 	RemindedAt  time.Time `json:"reminded_at,omitzero"`
 	EscalatedAt time.Time `json:"escalated_at,omitzero"`

@@ -168,7 +168,7 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 	if err != nil || !s.hostAllowed(u) {
 		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: %q is no longer allowed by callbacks.allowed_hosts", r.ID, r.CallbackURL)}
 	}
-	body, err := json.Marshal(Payload{Type: string(r.Kind) + ".decided", Timestamp: stamp(r.DecidedAt), Data: requestData(r)})
+	body, err := json.Marshal(Payload{Type: string(r.Kind) + ".decided", Timestamp: stamp(r.DecidedAt), Data: s.requestData(r)})
 	if err != nil {
 		return &bot.PermanentError{Err: err}
 	}

@@ -210,7 +210,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	if err != nil {
 		return bot.Result{}, err
 	}
-	res := render(req)
+	res := s.render(req)
 	if existing {
 		res.Text = "Same action_id and body as before: this is request " + req.ID + ". " + res.Text
 	}

@@ -114,7 +114,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			s.waits.notify(req.ID) // it may have just expired
 			return bot.Result{}, conflict(req)
 		case approvals.OutcomeRepeat:
-			res := render(req)
+			res := s.render(req)
 			if req.Status == approvals.StatusPending {
 				res.Text = fmt.Sprintf("Your approval of %s is already counted: %s. Each approver counts once.", req.ID, req.Tally())
 			} else {
@@ -126,7 +126,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			res.Text = fmt.Sprintf("Counted: %s on %s. It stays pending until the quorum is reached.", req.Tally(), req.ID)
 			return res, nil
 		}
-		return render(req), nil
+		return s.render(req), nil
 	}
 }
 

@@ -57,6 +57,13 @@ func requestData(r *approvals.Request) map[string]any {
 		d["stated_category"] = a.StatedCategory
 		d["args_sha256"] = a.ArgsSHA256
 		d["arguments"] = json.RawMessage(a.Arguments)
+		if r.Status == approvals.StatusApproved {
+			d["approved_arguments"] = json.RawMessage(a.Arguments)
+			d["approved_args_sha256"] = a.ArgsSHA256
+		}
+		if !r.ExecutedAt.IsZero() {
+			d["executed_at"] = stamp(r.ExecutedAt)
+		}
 		d["quorum"] = max(r.Quorum, 1)
 		d["tally"] = r.Tally()
 		d["approvals"] = nonNil(r.Approvals())

@@ -32,6 +32,13 @@ func (s *Service) toolList() []bot.Tool {
 			Handler:     s.status,
 		},
 		{
+			Name:        "redeem_receipt",
+			Description: "Redeem the receipt of an approved action (the receipt field of action_status or the callback) right before running the tool: it verifies the signature and expiry and records the action as executed, once. A second redemption is refused (409) naming when the first happened. Verify the receipt offline first (the client package does) and run exactly the approved arguments.",
+			Capability:  policy.CapWrite,
+			Args:        RedeemArgs{},
+			Handler:     s.redeem,
+		},
+		{
 			Name:        "approve_action",
 			Description: "Approve a pending request as yourself: you are recorded as confirmed_by. The requester, agents, service accounts and principals outside the tool's approvers cannot approve. With a quorum, each distinct approver counts once. A decided request keeps its first outcome.",
 			Capability:  policy.CapApprove,

@@ -1,0 +1,126 @@
+package actiontools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+	"github.com/countersign/countersign/receipt"
+)
+
+// DefaultReceiptTTL is how long a receipt can be redeemed after the
+// request was approved.
+const DefaultReceiptTTL = time.Hour
+
+// RedeemArgs are redeem_receipt's arguments.
+type RedeemArgs struct {
+	Receipt string `json:"receipt" jsonschema:"the receipt from action_status or the callback (payload.signature, base64url)"`
+}
+
+// Validate checks the receipt is present and plausibly sized.
+func (a *RedeemArgs) Validate() error {
+	a.Receipt = strings.TrimSpace(a.Receipt)
+	if a.Receipt == "" {
+		return bot.Invalid("receipt", "required: pass the receipt field of action_status for an approved request")
+	}
+	if len(a.Receipt) > 4096 {
+		return bot.Invalid("receipt", "%d bytes is too long for a receipt (at most 4096)", len(a.Receipt))
+	}
+	return nil
+}
+
+// receiptFor is the signed receipt of an approved action request, or ""
+// for any other request. It is deterministic (Ed25519 signatures are), so
+// every reading of the request shows the same receipt.
+func (s *Service) receiptFor(r *approvals.Request) string {
+	if r.Action == nil || r.Status != approvals.StatusApproved || r.DecidedAt.IsZero() {
+		return ""
+	}
+	issued := r.DecidedAt.UTC().Truncate(time.Second)
+	by := r.ConfirmedBy
+	if by == "" {
+		// Approved at once by the configured category (mechanics auto).
+		by = "auto (" + r.Action.Category + ")"
+	}
+	rec, err := s.b.SignReceipt(receipt.Payload{
+		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: r.Action.ArgsSHA256,
+		ConfirmedBy: by, IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
+	})
+	if err != nil {
+		s.b.Logger().Error("signing a receipt", "request", r.ID, "err", err)
+		return ""
+	}
+	return rec
+}
+
+// requestData is requestData(r) with the receipt of an approved action.
+func (s *Service) requestData(r *approvals.Request) map[string]any {
+	d := requestData(r)
+	if rec := s.receiptFor(r); rec != "" {
+		d["receipt"] = rec
+	}
+	return d
+}
+
+// render is render(r) with the receipt of an approved action.
+func (s *Service) render(r *approvals.Request) bot.Result {
+	return bot.Result{Text: describe(r), Data: s.requestData(r)}
+}
+
+// redeem is redeem_receipt: it verifies the receipt (this deployment's key,
+// not expired, matching the stored approved request) and marks the request
+// executed, once, in the transaction that audits action_executed.
+func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*RedeemArgs)
+	p, err := receipt.Verify(args.Receipt, s.b.PublicKey(), c.Now)
+	switch {
+	case errors.Is(err, receipt.ErrExpired):
+		return bot.Result{}, bot.Invalid("receipt", "%v. Ask again with confirm_action: an expired receipt cannot be redeemed", err)
+	case errors.Is(err, receipt.ErrSignature):
+		return bot.Result{}, bot.Invalid("receipt", "%v. A receipt is redeemed only on the deployment that issued it, exactly as issued", err)
+	case err != nil:
+		return bot.Result{}, bot.Invalid("receipt", "%v", err)
+	}
+	var req *approvals.Request
+	err = c.Update(ctx, func(tx *bot.Tx) error {
+		req = nil
+		r, err := approvals.LoadRequest(tx, p.RequestID)
+		if err != nil {
+			return err
+		}
+		if r == nil || r.Action == nil {
+			return bot.Errorf(bot.KindNotFound, "No action request %s (it may have been removed by retention).", p.RequestID)
+		}
+		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) || !r.Requester.Same(party(c.Caller)) {
+			return &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Only the requester of %s redeems its receipt.", r.ID)}
+		}
+		if r.Status != approvals.StatusApproved || r.Action.Tool != p.Tool || r.Action.ArgsSHA256 != p.ApprovedArgsSHA256 {
+			return bot.Invalid("receipt", "does not match request %s as stored (status %s, tool %s)", r.ID, r.Status, r.Action.Tool)
+		}
+		if !r.ExecutedAt.IsZero() {
+			return &bot.Error{Kind: bot.KindConflict, Data: s.requestData(r),
+				Msg: fmt.Sprintf("The receipt of %s was already redeemed at %s by %s. A receipt runs its action once: ask again with confirm_action to run it again.", r.ID, stamp(r.ExecutedAt), r.ExecutedBy)}
+		}
+		r.ExecutedAt, r.ExecutedBy = c.Now, c.Caller.String()
+		if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
+			return err
+		}
+		if _, err := tx.AuditAs(c.Caller.String(), botSpace(r.Space), "action_executed",
+			fmt.Sprintf("%s %s args_sha256 %s confirmed by %s", r.ID, r.Action.Tool, r.Action.ArgsSHA256, r.ConfirmedBy)); err != nil {
+			return err
+		}
+		req = r
+		return nil
+	})
+	if err != nil {
+		return bot.Result{}, err
+	}
+	res := s.render(req)
+	res.Text = fmt.Sprintf("Redeemed: %s (%s) is recorded as executed at %s. Run it now with exactly the approved arguments.", req.ID, req.Action.Tool, stamp(req.ExecutedAt))
+	return res, nil
+}

@@ -1,0 +1,109 @@
+package receipt
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testKey(seed byte) ed25519.PrivateKey {
+	s := make([]byte, 32)
+	s[0] = seed
+	return ed25519.NewKeyFromSeed(s)
+}
+
+func issue(t *testing.T, key ed25519.PrivateKey, exp time.Time) string {
+	t.Helper()
+	h, err := ArgsHash("deploy", []byte(`{"service":"api","version":"1.2"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Sign(Payload{Key: KeyID(key.Public().(ed25519.PublicKey)), RequestID: "req_1", Tool: "deploy",
+		ApprovedArgsSHA256: h, ConfirmedBy: "alice [prin_a]", IssuedAt: exp.Add(-time.Hour).Unix(), ExpiresAt: exp.Unix()},
+		func(m []byte) []byte { return ed25519.Sign(key, m) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestVerify(t *testing.T) {
+	key, other := testKey(1), testKey(2)
+	pub := key.Public().(ed25519.PublicKey)
+	now := time.Unix(1_800_000_000, 0)
+	good := issue(t, key, now.Add(time.Minute))
+	head, sig, _ := strings.Cut(good, ".")
+	p, _ := Parse(good)
+	p.Tool = "drop_database"
+	tampered := p
+	raw := mustJSON(t, tampered)
+	cases := []struct {
+		name    string
+		r       string
+		pub     ed25519.PublicKey
+		want    error
+		message string
+	}{
+		{"good", good, pub, nil, ""},
+		{"wrong key", good, other.Public().(ed25519.PublicKey), ErrSignature, "issued by key"},
+		{"other deployment", issue(t, other, now.Add(time.Minute)), pub, ErrSignature, "issued by key"},
+		{"tampered payload", base64.RawURLEncoding.EncodeToString(raw) + "." + sig, pub, ErrSignature, "altered"},
+		{"tampered signature", head + "." + flip(sig), pub, ErrSignature, ""},
+		{"expired", issue(t, key, now), pub, ErrExpired, "expired at"},
+		{"no dot", head, pub, ErrMalformed, ""},
+		{"garbage", "!!.!!", pub, ErrMalformed, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Verify(c.r, c.pub, now)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if err != nil && !strings.Contains(err.Error(), c.message) {
+				t.Errorf("err = %q, want it to mention %q", err, c.message)
+			}
+			if c.want == nil && (got.RequestID != "req_1" || got.Tool != "deploy" || got.ConfirmedBy != "alice [prin_a]") {
+				t.Errorf("payload = %+v", got)
+			}
+		})
+	}
+}
+
+func TestArgsHashCanonical(t *testing.T) {
+	a, err := ArgsHash("deploy", []byte(`{"version":"1.2", "service":"api"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := ArgsHash("deploy", []byte(`{"service":"api","version":"1.2"}`))
+	c, _ := ArgsHash("deploy", []byte(`{"service":"api","version":"1.3"}`))
+	d, _ := ArgsHash("rollback", []byte(`{"service":"api","version":"1.2"}`))
+	if a != b || a == c || a == d {
+		t.Errorf("hashes: reordered %v, changed value %v, other tool %v", a == b, a != c, a != d)
+	}
+	if _, err := ArgsHash("deploy", []byte(`{`)); err == nil {
+		t.Error("invalid JSON hashed")
+	}
+}
+
+func flip(s string) string {
+	b := []byte(s)
+	if b[0] == 'A' {
+		b[0] = 'B'
+	} else {
+		b[0] = 'A'
+	}
+	return string(b)
+}
+
+func mustJSON(t *testing.T, p Payload) []byte {
+	t.Helper()
+	raw, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}

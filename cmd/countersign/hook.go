@@ -172,8 +172,12 @@ func (h claudeHook) outcome(r hookReply, err error) (hookDecision, bool) {
 	}
 	switch s, _ := r.Data["status"].(string); s {
 	case "approved":
-		by, _ := r.Data["confirmed_by"].(string)
-		return hookDecision{"allow", "Countersign: approved by " + by + " (" + r.id() + ")"}, true
+		if by, _ := r.Data["confirmed_by"].(string); by != "" {
+			return hookDecision{"allow", "Countersign: approved by " + by + " (" + r.id() + ")"}, true
+		}
+		// Approved by policy (a read-only command): its reason says so.
+		why, _ := r.Data["reason"].(string)
+		return hookDecision{"allow", "Countersign: " + why + " (" + r.id() + ")"}, true
 	case "pending":
 		if r.id() == "" {
 			return hookDecision{"ask", "Countersign answered pending without a request id; decide here"}, true

@@ -100,6 +100,24 @@ func TestClaudeCodeHookAllowsDeniesAndAsks(t *testing.T) {
 		}
 	})
 
+	t.Run("Bash on the allowlist as read-only is allowed by policy", func(t *testing.T) {
+		var log syncBuffer
+		out, err := runHook(t, e, e.URL, agent, "pretooluse_bash_readonly.json", &log)
+		o := parseHookOut(t, out)
+		if err != nil || o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "read-only") || !strings.Contains(o.Specific.Reason, "req_") {
+			t.Fatalf("kubectl get: %v %q", err, out)
+		}
+	})
+
+	t.Run("Bash off the allowlist is denied outright", func(t *testing.T) {
+		var log syncBuffer
+		out, err := runHook(t, e, e.URL, agent, "pretooluse_bash_offlist.json", &log)
+		o := parseHookOut(t, out)
+		if err != nil || o.Specific.Decision != "deny" {
+			t.Fatalf("terraform destroy: %v %q", err, out)
+		}
+	})
+
 	t.Run("Bash approved by a person is allowed", func(t *testing.T) {
 		var log syncBuffer
 		type res struct {

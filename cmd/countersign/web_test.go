@@ -174,7 +174,9 @@ var olderRE = regexp.MustCompile(`id="older" href="([^"]+)"|href="([^"]+)" rel="
 // filters by action, exports every entry as JSON Lines, and refuses the
 // deployment-wide log to a member as the API does.
 func TestWebAuditPages(t *testing.T) {
-	e := newTestEnv(t, "principals:\n  - {name: boss, role: admin, web: boss@x.example}\n  - {name: dr_smith, role: member, web: s@x.example, scopes: [ward_a]}\n")
+	// 61 calls from one agent: more than the default burst of 60, so the
+	// test would race the token refill (and lose on a fast machine).
+	e := newTestEnv(t, "http:\n  rate_burst: 200\nprincipals:\n  - {name: boss, role: admin, web: boss@x.example}\n  - {name: dr_smith, role: member, web: s@x.example, scopes: [ward_a]}\n")
 	agent := e.CreateKey("intake", "agent")
 	e.Start()
 	for i := range 60 {

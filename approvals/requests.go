@@ -1,9 +1,7 @@
 package approvals
 
 import (
-	"bytes"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -176,38 +174,6 @@ func requestPrefix(k RequestKind) string {
 		return "ask_"
 	}
 	return "req_"
-}
-
-// CanonicalJSON re-encodes a JSON value with sorted object keys, no
-// insignificant white space and no HTML escaping, keeping numbers as
-// written, so that equal values hash equally.
-func CanonicalJSON(raw []byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("more than one JSON value")
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// ArgsHash binds an approval to one exact call: the hex SHA-256 of the tool
-// name, a NUL byte and the canonical arguments.
-func ArgsHash(tool string, canonicalArgs []byte) string {
-	h := sha256.New()
-	h.Write([]byte(tool))
-	h.Write([]byte{0})
-	h.Write(canonicalArgs)
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Decidable is r as the one decision rule (policy.DecisionRefusal) sees it.

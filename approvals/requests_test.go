@@ -182,30 +182,6 @@ func TestDueAndNextDue(t *testing.T) {
 	}
 }
 
-func TestCanonicalJSONAndArgsHash(t *testing.T) {
-	a, err := CanonicalJSON([]byte(` {"b": [1, 2.50, {"z": 1, "a": "<&>"}], "a": 12345678901234567890} `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"a":12345678901234567890,"b":[1,2.50,{"a":"<&>","z":1}]}`; string(a) != want {
-		t.Fatalf("CanonicalJSON = %s, want %s", a, want)
-	}
-	b, _ := CanonicalJSON([]byte(`{"a":12345678901234567890,"b":[1,2.50,{"z":1,"a":"<&>"}]}`))
-	if ArgsHash("t", a) != ArgsHash("t", b) {
-		t.Fatal("key order changed the hash")
-	}
-	if ArgsHash("t", a) == ArgsHash("u", a) {
-		t.Fatal("the tool name is not bound")
-	}
-	c, _ := CanonicalJSON([]byte(`{"a":12345678901234567891,"b":[1,2.50,{"z":1,"a":"<&>"}]}`))
-	if ArgsHash("t", a) == ArgsHash("t", c) {
-		t.Fatal("a changed number kept the hash")
-	}
-	if _, err := CanonicalJSON([]byte(`{} {}`)); err == nil {
-		t.Fatal("two values accepted")
-	}
-}
-
 func TestRequestIDs(t *testing.T) {
 	prefixes := map[RequestKind]string{KindActionRequest: "req_", KindConsentRequest: "con_", KindQuestionRequest: "ask_"}
 	for k, p := range prefixes {

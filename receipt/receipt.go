@@ -169,9 +169,16 @@ func ArgsHash(tool string, args []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("arguments are not JSON: %w", err)
 	}
+	return HashCanonical(tool, c), nil
+}
+
+// HashCanonical is ArgsHash of arguments already in canonical form: the
+// hex SHA-256 of the tool name, a NUL byte and canonicalArgs. It binds an
+// approval to one exact call; the server stores it as args_sha256.
+func HashCanonical(tool string, canonicalArgs []byte) string {
 	h := sha256.New()
 	h.Write([]byte(tool))
 	h.Write([]byte{0})
-	h.Write(c)
-	return hex.EncodeToString(h.Sum(nil)), nil
+	h.Write(canonicalArgs)
+	return hex.EncodeToString(h.Sum(nil))
 }

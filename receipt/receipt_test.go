@@ -107,3 +107,27 @@ func mustJSON(t *testing.T, p Payload) []byte {
 	}
 	return raw
 }
+
+// TestCanonicalKeepsNumbersAndOrdersKeys: the canonical form the server
+// hashes keeps numbers as written (no float rounding of 2.50 or of a
+// 20-digit integer), sorts keys at every depth, escapes no HTML, and
+// refuses more than one value.
+func TestCanonicalKeepsNumbersAndOrdersKeys(t *testing.T) {
+	a, err := Canonical([]byte(` {"b": [1, 2.50, {"z": 1, "a": "<&>"}], "a": 12345678901234567890} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a":12345678901234567890,"b":[1,2.50,{"a":"<&>","z":1}]}`; string(a) != want {
+		t.Fatalf("Canonical = %s, want %s", a, want)
+	}
+	c, _ := Canonical([]byte(`{"a":12345678901234567891,"b":[1,2.50,{"z":1,"a":"<&>"}]}`))
+	if HashCanonical("t", a) == HashCanonical("t", c) {
+		t.Fatal("a changed 20-digit number kept the hash")
+	}
+	if h, _ := ArgsHash("t", []byte(`{"b":[1,2.50,{"a":"<&>","z":1}],"a":12345678901234567890}`)); h != HashCanonical("t", a) {
+		t.Fatal("ArgsHash and HashCanonical disagree on the same arguments")
+	}
+	if _, err := Canonical([]byte(`{} {}`)); err == nil {
+		t.Fatal("two values accepted")
+	}
+}

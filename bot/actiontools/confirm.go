@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
+	"github.com/countersign/countersign/receipt"
 )
 
 // confirm is confirm_action.
@@ -29,7 +30,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	if err != nil {
 		return bot.Result{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
 	}
-	canon, err := approvals.CanonicalJSON(rawArgs)
+	canon, err := receipt.Canonical(rawArgs)
 	if err != nil {
 		return bot.Result{}, bot.Invalid("arguments", "%v", err)
 	}
@@ -146,7 +147,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			Action: &approvals.Action{
 				Tool:             args.Tool,
 				Arguments:        canon,
-				ArgsSHA256:       approvals.ArgsHash(args.Tool, canon),
+				ArgsSHA256:       receipt.HashCanonical(args.Tool, canon),
 				Summary:          args.Summary,
 				DryRun:           string(args.DryRun),
 				RequestedEffects: args.RequestedEffects,

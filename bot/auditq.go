@@ -415,3 +415,7 @@ func (b *Bot) FlushAudit(ctx context.Context) error {
 	}
 	return nil
 }
+
+// AuditEntry is one entry of the audit chain as audit_log answers it
+// (its data.entries), for a surface that shows or exports them.
+type AuditEntry = approvals.Entry

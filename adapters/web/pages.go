@@ -657,24 +657,8 @@ func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
 
 // ---- audit ----
 
-// auditEntry is one entry of audit_log's answer, as the page shows it and
-// the JSON Lines export writes it (the fields of the chain's entries).
-type auditEntry struct {
-	Seq       uint64 `json:"seq"`
-	TS        string `json:"ts"`
-	Principal string `json:"principal"`
-	UserID    string `json:"user_id"`
-	AgentID   string `json:"agent_id"`
-	RunID     string `json:"run_id"`
-	Action    string `json:"action"`
-	Detail    string `json:"detail"`
-	PrevHash  string `json:"prev_hash"`
-	Hash      string `json:"hash"`
-	Sig       string `json:"sig,omitempty"`
-}
-
 type auditRow struct {
-	auditEntry
+	bot.AuditEntry
 	Link     string
 	LinkText string
 }
@@ -697,10 +681,10 @@ var memoryRef = regexp.MustCompile(`#(\d+)\b`)
 
 // auditBatch reads one page of audit_log as caller: entries older than
 // cursor (newest first when cursor is empty), and the cursor of the next.
-func (h *Handler) auditBatch(ctx context.Context, caller *bot.Caller, space, cursor string, limit int) ([]auditEntry, string, error) {
+func (h *Handler) auditBatch(ctx context.Context, caller *bot.Caller, space, cursor string, limit int) ([]bot.AuditEntry, string, error) {
 	var data struct {
-		Entries    []auditEntry `json:"entries"`
-		NextCursor string       `json:"next_cursor"`
+		Entries    []bot.AuditEntry `json:"entries"`
+		NextCursor string           `json:"next_cursor"`
 	}
 	args := map[string]any{"limit": limit}
 	if space != "" {
@@ -806,8 +790,8 @@ fill:
 
 // auditLink links an entry to what it concerns: the item of the request it
 // names, the item a web view concerned, or the memory (space) it changed.
-func auditLink(e auditEntry) auditRow {
-	row := auditRow{auditEntry: e}
+func auditLink(e bot.AuditEntry) auditRow {
+	row := auditRow{AuditEntry: e}
 	if m := requestRef.FindStringSubmatch(e.Detail); m != nil {
 		row.Link, row.LinkText = "/ui/requests/"+m[1], m[1]
 	} else if m := memoryRef.FindStringSubmatch(e.Detail); m != nil && strings.HasPrefix(e.Detail, "web: ") {

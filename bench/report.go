@@ -75,7 +75,7 @@ func Report(m Machine, res *Results, p Plan, command string, took time.Duration)
 	add(row{"G1", "check_before_act decision in process (read tx + 10 facts + verdict)", "p99 ≤ 20 µs; ≥ 10× faster than OPA",
 		lat(res, "G1.cs") + fmt.Sprintf("; OPA %s; OPA/Countersign p50 **%.1f×**, p99 %.1f×", lat(res, "G1.opa"), g1ratio, med(res, "G1.ratio.p99")),
 		le(g1p99, 20e-6) && ge(g1ratio, 10), true})
-	add(row{"G1+", "the same plus its audit entry (hash, Ed25519 signatures of the entry and the head), rolled back before the fsync", "(context)", lat(res, "G1.nofsync"), false, false})
+	add(row{"G1+", "the same plus its audit entry (hash chained; the head Ed25519-signed once per commit), rolled back before the fsync", "(context)", lat(res, "G1.nofsync"), false, false})
 	add(row{"G1'", "check_before_act tool call in process, durable (audited, fsync)", "(context)", lat(res, "G1.call"), false, false})
 	add(row{"G2", "check_before_act over HTTP, loopback, keep-alive, 1 client", "p50 ≤ 100 µs, p99 ≤ 1 ms",
 		lat(res, "G2") + "; GET /healthz on the same connection: " + lat(res, "G2.healthz"),

@@ -13,6 +13,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // ErrStop, returned from a scan callback, ends the scan without an error.
@@ -145,4 +146,44 @@ func PrefixEnd(prefix []byte) []byte {
 // Prefix scans every key that starts with prefix in ascending order.
 func Prefix(tx Tx, bucket string, prefix []byte, fn func(key, value []byte) error) error {
 	return tx.Ascend(bucket, prefix, PrefixEnd(prefix), fn)
+}
+
+// Hooks is the set of PreCommits of one attempt of one transaction, for an
+// engine that implements Finisher. The zero Hooks is empty and ready to
+// use; a transaction that is rolled back and run again starts a new one.
+type Hooks struct {
+	keys  map[string]PreCommit
+	order []PreCommit
+}
+
+// Finally returns the PreCommit registered under key, registering newHook()
+// first when there is none (Finisher.Finally).
+func (h *Hooks) Finally(key string, newHook func() PreCommit) PreCommit {
+	if p, ok := h.keys[key]; ok {
+		return p
+	}
+	p := newHook()
+	if h.keys == nil {
+		h.keys = map[string]PreCommit{}
+	}
+	h.keys[key] = p
+	h.order = append(h.order, p)
+	return p
+}
+
+// Run runs every registered PreCommit in tx, in order of registration
+// (including any registered while they run), each once. A panic becomes an
+// error, so that a bad hook cannot take an engine's committer down.
+func (h *Hooks) Run(tx Tx) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("kv: pre-commit hook panicked: %v", v)
+		}
+	}()
+	for i := 0; i < len(h.order); i++ {
+		if err := h.order[i].BeforeCommit(tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -168,23 +168,23 @@ func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	if d.group != nil {
 		return d.group.update(ctx, fn)
 	}
-	return d.commit(func(t *bbolt.Tx, h *hookSet) error { return fn(&tx{t: t, hooks: h, sequential: d.sequential}) })
+	return d.commit(func(t *bbolt.Tx, h *kv.Hooks) error { return fn(&tx{t: t, hooks: h, sequential: d.sequential}) })
 }
 
 // commit runs fn in one bbolt transaction, then the PreCommits registered in
 // it (kv.Finisher), and commits it. An error of fn or of a PreCommit rolls
 // it back and is returned as it is; any other failure (the commit's writes
 // or fsyncs, or the FailSync hook) fails the store.
-func (d *DB) commit(fn func(*bbolt.Tx, *hookSet) error) error {
+func (d *DB) commit(fn func(*bbolt.Tx, *kv.Hooks) error) error {
 	var ran bool
 	var fnErr error
 	err := d.db.Update(func(t *bbolt.Tx) error {
 		ran = true
-		h := &hookSet{}
+		h := &kv.Hooks{}
 		if fnErr = fn(t, h); fnErr != nil {
 			return fnErr
 		}
-		if fnErr = h.run(t, d.sequential); fnErr != nil {
+		if fnErr = runHooks(h, t, d.sequential); fnErr != nil {
 			return fnErr
 		}
 		if d.failSync != nil {
@@ -228,7 +228,7 @@ const SequentialFill = 0.95
 // tx is a kv.Tx on a bbolt transaction. hooks is nil in a read-only one.
 type tx struct {
 	t          *bbolt.Tx
-	hooks      *hookSet
+	hooks      *kv.Hooks
 	sequential map[string]bool
 }
 

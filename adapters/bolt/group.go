@@ -158,7 +158,7 @@ func (c *committer) commit(group []commitReq) {
 	var failedErrs []error
 	for len(group) > 0 {
 		bad, badErr := -1, error(nil)
-		err := c.d.commit(func(t *bbolt.Tx, h *hookSet) error {
+		err := c.d.commit(func(t *bbolt.Tx, h *kv.Hooks) error {
 			x := &tx{t: t, hooks: h, sequential: c.d.sequential}
 			for i, r := range group {
 				if e := run(r.fn, x); e != nil {

@@ -236,12 +236,12 @@ func (d *DB) attempt(actx context.Context, fn func(*tx) error) error {
 		return err
 	}
 	rctx := context.WithoutCancel(actx)
-	x := &tx{ctx: actx, t: t, hooks: &hookSet{}}
+	x := &tx{ctx: actx, t: t, hooks: &kv.Hooks{}}
 	if err := fn(x); err != nil {
 		_ = t.Rollback(rctx)
 		return err
 	}
-	if err := x.hooks.run(x); err != nil {
+	if err := x.hooks.Run(x); err != nil {
 		_ = t.Rollback(rctx)
 		return err
 	}

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 
 	"github.com/countersign/countersign/kv"
@@ -14,7 +13,7 @@ import (
 type tx struct {
 	ctx   context.Context
 	t     pgx.Tx
-	hooks *hookSet
+	hooks *kv.Hooks
 }
 
 var (
@@ -180,42 +179,7 @@ func (x *tx) Finally(key string, newHook func() kv.PreCommit) (kv.PreCommit, boo
 	if x.hooks == nil {
 		return nil, false
 	}
-	return x.hooks.finally(key, newHook), true
-}
-
-// hookSet holds the PreCommits of one attempt of one transaction.
-type hookSet struct {
-	keys  map[string]kv.PreCommit
-	order []kv.PreCommit
-}
-
-func (h *hookSet) finally(key string, newHook func() kv.PreCommit) kv.PreCommit {
-	if p, ok := h.keys[key]; ok {
-		return p
-	}
-	p := newHook()
-	if h.keys == nil {
-		h.keys = map[string]kv.PreCommit{}
-	}
-	h.keys[key] = p
-	h.order = append(h.order, p)
-	return p
-}
-
-// run runs every registered PreCommit in order of registration (including
-// any registered while they run), each once. A panic becomes an error.
-func (h *hookSet) run(x *tx) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("postgres: pre-commit hook panicked: %v", v)
-		}
-	}()
-	for i := 0; i < len(h.order); i++ {
-		if err := h.order[i].BeforeCommit(x); err != nil {
-			return err
-		}
-	}
-	return nil
+	return x.hooks.Finally(key, newHook), true
 }
 
 func isNetErr(err error) bool {

@@ -38,7 +38,7 @@ var ErrFailed = errors.New("the store stopped after a failed write")
 type DB struct {
 	db       *bbolt.DB
 	path     string
-	group    *committer // nil unless Options.GroupCommit
+	group    *kv.Committer // nil unless Options.GroupCommit
 	failSync func() error
 	// sequential are the buckets filled to SequentialFill (Options.Sequential).
 	sequential map[string]bool
@@ -57,7 +57,8 @@ type Options struct {
 	// ReadOnly opens the file without taking the writer lock.
 	ReadOnly bool
 	// GroupCommit merges concurrent Updates into one durable commit (see
-	// committer). Every Update function must then be safe to run twice.
+	// kv.Committer for its rules). Every Update function must then be safe
+	// to run twice, which kv.Store requires anyway.
 	GroupCommit bool
 	// NoFreelistSync keeps bbolt's freelist in memory only (map freelist)
 	// instead of writing it with every commit (array freelist, the
@@ -120,7 +121,7 @@ func Open(path string, opt Options) (*DB, error) {
 		}
 	}
 	if opt.GroupCommit && !opt.ReadOnly {
-		d.group = newCommitter(d)
+		d.group = kv.NewCommitter(d.attempt, nil)
 	}
 	return d, nil
 }
@@ -133,7 +134,7 @@ func (d *DB) Path() string { return d.path }
 func (d *DB) Close() error {
 	d.close.Do(func() {
 		if d.group != nil {
-			d.group.close()
+			d.group.Close()
 		}
 		d.closeErr = d.db.Close()
 	})
@@ -166,9 +167,21 @@ func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 		return err
 	}
 	if d.group != nil {
-		return d.group.update(ctx, fn)
+		return d.group.Update(ctx, fn)
 	}
 	return d.commit(func(t *bbolt.Tx, h *kv.Hooks) error { return fn(&tx{t: t, hooks: h, sequential: d.sequential}) })
+}
+
+// attempt is the group committer's kv.Attempt: one bbolt transaction of a
+// store that has not failed (once it has, every function of the group gets
+// its error).
+func (d *DB) attempt(run func(kv.Tx) error) error {
+	if err := d.Err(); err != nil {
+		return err
+	}
+	return d.commit(func(t *bbolt.Tx, h *kv.Hooks) error {
+		return run(&tx{t: t, hooks: h, sequential: d.sequential})
+	})
 }
 
 // commit runs fn in one bbolt transaction, then the PreCommits registered in

@@ -155,7 +155,7 @@ func TestGroupCommitRerunsOnlyWhatPrecededAFailure(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = db.Update(ctx, fns[i]) }()
 		// Queue in order: wait until this one is in the channel.
-		for len(db.group.reqs) != i+1 {
+		for db.group.Queued() != i+1 {
 			runtime.Gosched()
 		}
 	}

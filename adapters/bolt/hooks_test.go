@@ -62,7 +62,7 @@ func queueInOrder(db *DB, fns []func(kv.Tx) error, release chan struct{}) []erro
 	for i := range fns {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = db.Update(context.Background(), fns[i]) }()
-		for len(db.group.reqs) != i+1 {
+		for db.group.Queued() != i+1 {
 			runtime.Gosched()
 		}
 	}

@@ -45,7 +45,7 @@ type Options struct {
 	// ConnectTimeout bounds a new connection. Zero means 5 s.
 	ConnectTimeout time.Duration
 	// GroupCommit merges concurrent Updates of this process into one
-	// transaction (see committer). Every Update function must then be safe
+	// transaction (see kv.Committer). Every Update function must then be safe
 	// to run again, which kv.Store requires anyway.
 	GroupCommit bool
 	// Watch names the buckets whose committed writes are announced on
@@ -61,7 +61,7 @@ type Options struct {
 // DB is a kv.Store on a PostgreSQL database.
 type DB struct {
 	pool     *pgxpool.Pool
-	group    *committer
+	group    *kv.Committer
 	attempts int
 	// attemptTimeout bounds one run of a transaction on the client's side.
 	attemptTimeout time.Duration
@@ -115,7 +115,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: migrate the schema: %w", classify(err))
 	}
 	if opt.GroupCommit {
-		d.group = newCommitter(d)
+		d.group = kv.NewCommitter(d.groupAttempt, func(err error) bool { return !isFnErr(err) })
 	}
 	return d, nil
 }
@@ -129,7 +129,7 @@ func (d *DB) Pool() *pgxpool.Pool { return d.pool }
 func (d *DB) Close() error {
 	d.close.Do(func() {
 		if d.group != nil {
-			d.group.close()
+			d.group.Close()
 		}
 		d.pool.Close()
 	})
@@ -151,7 +151,7 @@ func (d *DB) Update(ctx context.Context, fn func(kv.Tx) error) error {
 		return err
 	}
 	if d.group != nil {
-		return d.group.update(ctx, fn)
+		return d.group.Update(ctx, fn)
 	}
 	return d.commit(ctx, func(x *tx) error { return fn(x) })
 }
@@ -203,6 +203,16 @@ func (d *DB) commit(ctx context.Context, fn func(*tx) error) error {
 		}
 		return err
 	})
+}
+
+// groupAttempt is the group committer's kv.Attempt. Its transaction
+// outlives any one caller's context: a queued write is never abandoned half
+// way (statement_timeout and attemptTimeout bound it). A serialization
+// failure or a deadlock re-runs the whole group, and it matters here: the
+// audit chain makes every write of every replica touch the same rows, so a
+// group pays for that once per commit, not once per write.
+func (d *DB) groupAttempt(run func(kv.Tx) error) error {
+	return d.commit(context.Background(), func(x *tx) error { return run(x) })
 }
 
 // writerLock is the session advisory lock every write transaction of every

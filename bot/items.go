@@ -82,6 +82,40 @@ type Item struct {
 	// WebURL is the item's page in the web console when web.public_url is
 	// set (chat cards link to it); "" otherwise.
 	WebURL string `json:"web_url,omitempty"`
+	// Editable, on a pending item an approver may change before approving
+	// (an action request's arguments, a memory proposal's value), is what
+	// an edit form starts from; nil for anything else (a consent, a
+	// question, a removal, a decided item). Untrusted like every field.
+	Editable *Editable `json:"editable,omitempty"`
+}
+
+// Editable is what an edit form on an item starts from: an action
+// request's arguments to approve (a JSON object), or a memory proposal's
+// proposed value.
+type Editable struct {
+	Arguments json.RawMessage `json:"arguments,omitempty"` // KindAction
+	Value     string          `json:"value,omitempty"`     // KindMemoryChange
+}
+
+// Edit is a person's change to what an item proposes, approved in the same
+// decision: Arguments replace an action request's arguments, Value a
+// memory proposal's value. The zero Edit changes nothing.
+type Edit struct {
+	Arguments json.RawMessage
+	Value     *string
+}
+
+// Changes reports whether e changes anything.
+func (e Edit) Changes() bool { return len(e.Arguments) > 0 || e.Value != nil }
+
+// ItemEditor is implemented by an ItemSource whose items may be edited
+// before they are approved. EditCall maps an approval with an edit to the
+// tool call that makes it (the tool an API client calls with the edit:
+// approve_action with arguments, confirm_change with a value), so an edit
+// from chat or the console is validated and decided exactly as over the
+// API.
+type ItemEditor interface {
+	EditCall(rec ItemRecord, reason string, e Edit) (tool string, args map[string]any, err error)
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -274,6 +308,29 @@ func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, 
 		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
 	}
 	tool, args, err := src.DecisionCall(rec, approve, reason, answers)
+	if err != nil {
+		return Result{}, err
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return Result{}, err
+	}
+	return b.Call(ctx, caller, tool, raw)
+}
+
+// DecideEdited approves rec with edit e for caller, through the tool call
+// the item's source maps it to (ItemEditor). An item whose source takes no
+// edits is refused as invalid.
+func (b *Bot) DecideEdited(ctx context.Context, caller *Caller, rec ItemRecord, reason string, e Edit) (Result, error) {
+	src, ok := b.kinds[rec.Kind]
+	if !ok {
+		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
+	}
+	ed, ok := src.(ItemEditor)
+	if !ok {
+		return Result{}, Errorf(KindInvalid, "#%d cannot be edited; approve or reject it as it is.", rec.ID)
+	}
+	tool, args, err := ed.EditCall(rec, reason, e)
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,7 +1,9 @@
 package chat
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -50,6 +52,18 @@ type Decision struct {
 	// Choices are a question's chosen options, as indexes into the item's
 	// Options (the surface never needs to hold the option text).
 	Choices []int
+	// Arguments, with Verb Approve, edits an action request before it is
+	// approved: the arguments to approve instead (a JSON object). The tool
+	// validates them like a new request's. nil: approve as proposed.
+	Arguments json.RawMessage
+	// Value, with Verb Approve, edits a memory proposal before it is
+	// approved: the value to confirm instead. nil: approve as proposed.
+	Value *string
+	// Basis, with an edit, is the EditBasis of the item when its edit form
+	// was opened: an item that changed since (another approver's edit) is
+	// refused as Invalid, so nobody approves arguments they never saw.
+	// "": not checked (an API-shaped surface that sends whole arguments).
+	Basis string
 	// Caller, when set, is the person the surface authenticated itself (the
 	// web console's signed-in principal, surface "web"): the chat directory
 	// is not consulted, and UserID only names the person in logs.
@@ -108,7 +122,13 @@ type Outcome struct {
 	Reply string
 	// Caller is the principal the person acted as; nil when unmapped.
 	Caller *bot.Caller
+	// Field, on an Invalid edit, is the argument (or "arguments", "value")
+	// the tool found at fault, so a form shows the error on that input.
+	Field string
 }
+
+// edited reports whether the decision carries an edit.
+func (d Decision) edited() bool { return d.Arguments != nil || d.Value != nil }
 
 // Decide takes one decision from a chat surface (or any surface that maps
 // its users through the bot's chat directory: the web console too) and
@@ -147,6 +167,9 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		if it.Kind == bot.KindQuestion {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
 		}
+		if d.edited() {
+			return decideEdit(ctx, b, d, caller, it, rec)
+		}
 	default:
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
 	}
@@ -155,6 +178,71 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		return failed(ctx, b, d, caller, it, err)
 	}
 	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
+	return after(ctx, b, caller, it)
+}
+
+// decideEdit approves item it with the decision's edit, through the item
+// source's EditCall (the tool an API client calls with the edit). An edit
+// that changes nothing is a plain approval.
+func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, rec bot.ItemRecord) Outcome {
+	invalid := func(field, msg string) Outcome {
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Field: field, Reply: msg}
+	}
+	switch {
+	case it.Editable == nil:
+		return invalid("", fmt.Sprintf("#%d cannot be edited: only a pending action request's arguments or a memory proposal's value can. Approve or reject it as it is; nothing was recorded.", it.ID))
+	case d.Basis != "" && d.Basis != EditBasis(it):
+		return invalid("", fmt.Sprintf("#%d changed after you opened the edit form (another approver edited it); nothing was recorded. Open the form again to see what is proposed now.", it.ID))
+	}
+	var e bot.Edit
+	switch it.Kind {
+	case bot.KindAction:
+		if d.Arguments == nil || d.Value != nil {
+			return invalid(ArgumentsInput, fmt.Sprintf("#%d is an action request: edit its arguments; nothing was recorded.", it.ID))
+		}
+		if !json.Valid(d.Arguments) || bytes.TrimSpace(d.Arguments)[0] != '{' {
+			return invalid(ArgumentsInput, "The arguments must be one JSON object; nothing was recorded.")
+		}
+		if sameJSON(d.Arguments, it.Editable.Arguments) {
+			break
+		}
+		e.Arguments = d.Arguments
+	case bot.KindMemoryChange:
+		if d.Value == nil || d.Arguments != nil {
+			return invalid(ValueInput, fmt.Sprintf("#%d is a memory change: edit its value; nothing was recorded.", it.ID))
+		}
+		v := strings.TrimSpace(*d.Value)
+		if v == "" {
+			return invalid(ValueInput, "Give the value to approve; it cannot be empty. Nothing was recorded.")
+		}
+		if v == it.Editable.Value {
+			break
+		}
+		e.Value = &v
+	default:
+		return invalid("", fmt.Sprintf("#%d is a %s; it cannot be edited. Nothing was recorded.", it.ID, KindNoun(it.Kind)))
+	}
+	var err error
+	if e.Changes() {
+		_, err = b.DecideEdited(ctx, caller, rec, strings.TrimSpace(d.Reason), e)
+	} else {
+		_, err = b.DecideRecord(ctx, caller, rec, true, strings.TrimSpace(d.Reason), nil)
+	}
+	if err != nil {
+		out := failed(ctx, b, d, caller, it, err)
+		var be *bot.Error
+		if out.Status == Invalid && errors.As(err, &be) {
+			out.Field = be.Field
+		}
+		return out
+	}
+	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", e.Changes())
+	return after(ctx, b, caller, it)
+}
+
+// after reloads a decided item: Decided, or Counted while it waits for
+// others.
+func after(ctx context.Context, b *bot.Bot, caller *bot.Caller, it bot.Item) Outcome {
 	now, err := b.Item(ctx, it.ID)
 	if err != nil {
 		b.Logger().Error("chat: reloading a decided item failed", "item", it.ID, "err", err)

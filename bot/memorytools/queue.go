@@ -259,7 +259,10 @@ func itemStatus(f *memory.Fact) string {
 // to confirm_change / reject_change.
 type itemSource struct{ t *tools }
 
-var _ bot.ItemSource = itemSource{}
+var (
+	_ bot.ItemSource = itemSource{}
+	_ bot.ItemEditor = itemSource{}
+)
 
 // View renders a proposal's current state.
 func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
@@ -313,6 +316,9 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	if !f.Gated() && f.Held != "" {
 		it.Fields = append(it.Fields, bot.Field{Label: "Held because", Value: f.Held})
 	}
+	if f.Open() && f.Pending != memory.ActionRetract {
+		it.Editable = &bot.Editable{Value: f.Value}
+	}
 	if s.t.o.ProposalMaxAge > 0 {
 		it.ExpiresAt = f.ProposedAt.Add(s.t.o.ProposalMaxAge)
 	}
@@ -345,6 +351,20 @@ func (s itemSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string
 	if reason != "" {
 		args["reason"] = reason
 	}
+	return tool, args, nil
+}
+
+// EditCall maps an approval with an edited value to confirm_change with
+// value, the call an API client makes.
+func (s itemSource) EditCall(rec bot.ItemRecord, reason string, e bot.Edit) (string, map[string]any, error) {
+	if e.Value == nil || len(e.Arguments) > 0 {
+		return "", nil, bot.Invalid("value", "#%d is a memory change: edit its value (arguments are for action requests)", rec.ID)
+	}
+	tool, args, err := s.DecisionCall(rec, true, reason, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	args["value"] = *e.Value
 	return tool, args, nil
 }
 

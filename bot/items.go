@@ -82,40 +82,12 @@ type Item struct {
 	// WebURL is the item's page in the web console when web.public_url is
 	// set (chat cards link to it); "" otherwise.
 	WebURL string `json:"web_url,omitempty"`
-	// Editable, on a pending item an approver may change before approving
-	// (an action request's arguments, a memory proposal's value), is what
-	// an edit form starts from; nil for anything else (a consent, a
-	// question, a removal, a decided item). Untrusted like every field.
+	// Editable, on a pending item an approver may edit before approving,
+	// is what may be changed and its current version (nil: not editable).
 	Editable *Editable `json:"editable,omitempty"`
-}
-
-// Editable is what an edit form on an item starts from: an action
-// request's arguments to approve (a JSON object), or a memory proposal's
-// proposed value.
-type Editable struct {
-	Arguments json.RawMessage `json:"arguments,omitempty"` // KindAction
-	Value     string          `json:"value,omitempty"`     // KindMemoryChange
-}
-
-// Edit is a person's change to what an item proposes, approved in the same
-// decision: Arguments replace an action request's arguments, Value a
-// memory proposal's value. The zero Edit changes nothing.
-type Edit struct {
-	Arguments json.RawMessage
-	Value     *string
-}
-
-// Changes reports whether e changes anything.
-func (e Edit) Changes() bool { return len(e.Arguments) > 0 || e.Value != nil }
-
-// ItemEditor is implemented by an ItemSource whose items may be edited
-// before they are approved. EditCall maps an approval with an edit to the
-// tool call that makes it (the tool an API client calls with the edit:
-// approve_action with arguments, confirm_change with a value), so an edit
-// from chat or the console is validated and decided exactly as over the
-// API.
-type ItemEditor interface {
-	EditCall(rec ItemRecord, reason string, e Edit) (tool string, args map[string]any, err error)
+	// Changes, on an item edited by an approver, is who changed it and how
+	// (chat.WithChanges is its sentence); nil when unedited.
+	Changes *Changes `json:"changes,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -130,6 +102,18 @@ type ItemSource interface {
 	// it, so chat and API decisions share one code path. approve is false for
 	// a rejection; answers carry a question's chosen options.
 	DecisionCall(rec ItemRecord, approve bool, reason string, answers []string) (tool string, args map[string]any, err error)
+}
+
+// ItemEditor is implemented by the item sources whose items an approver
+// may edit before approving (bot.Item.Editable): it maps an approval with
+// changes to the tool call that makes it (approve_action with arguments,
+// confirm_change with a value), so an edit from chat or the console is
+// validated and decided by the same code as one over the API.
+type ItemEditor interface {
+	// EditCall maps an approval of rec with the edited version edit (the
+	// Editable's form: a JSON object of arguments, or a JSON string value)
+	// to a tool call.
+	EditCall(rec ItemRecord, edit json.RawMessage, reason string) (tool string, args map[string]any, err error)
 }
 
 // RegisterItemKind installs the source of one kind of item.
@@ -318,19 +302,33 @@ func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, 
 	return b.Call(ctx, caller, tool, raw)
 }
 
-// DecideEdited approves rec with edit e for caller, through the tool call
-// the item's source maps it to (ItemEditor). An item whose source takes no
-// edits is refused as invalid.
-func (b *Bot) DecideEdited(ctx context.Context, caller *Caller, rec ItemRecord, reason string, e Edit) (Result, error) {
-	src, ok := b.kinds[rec.Kind]
-	if !ok {
-		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
+// EditItem approves item id for caller with the edited version edit (see
+// Editable), through the same tool call an API client would make
+// (approve_action with arguments, confirm_change with a value): the edit
+// is validated like a new request and decided by the one decision rule.
+func (b *Bot) EditItem(ctx context.Context, caller *Caller, id uint64, edit json.RawMessage, reason string) (Result, error) {
+	var rec *ItemRecord
+	err := b.store.View(ctx, func(tx kv.Tx) error {
+		var err error
+		rec, err = LoadItemRecord(tx, id)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
 	}
-	ed, ok := src.(ItemEditor)
-	if !ok {
-		return Result{}, Errorf(KindInvalid, "#%d cannot be edited; approve or reject it as it is.", rec.ID)
+	if rec == nil {
+		return Result{}, Errorf(KindNotFound, "No item #%d.", id)
 	}
-	tool, args, err := ed.EditCall(rec, reason, e)
+	return b.EditRecord(ctx, caller, *rec, edit, reason)
+}
+
+// EditRecord is EditItem on an item record already loaded.
+func (b *Bot) EditRecord(ctx context.Context, caller *Caller, rec ItemRecord, edit json.RawMessage, reason string) (Result, error) {
+	ed, ok := b.kinds[rec.Kind].(ItemEditor)
+	if !ok {
+		return Result{}, Invalid("edit", "item #%d (%s) cannot be edited: approve or reject it as it is", rec.ID, rec.Kind)
+	}
+	tool, args, err := ed.EditCall(rec, edit, reason)
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,6 +1,7 @@
 package actiontools
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -62,7 +63,7 @@ func (itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		it.Tally = r.Tally()
 		it.Sensitive = a.Sensitive
 		if r.Status == approvals.StatusPending && rec.Kind == bot.KindAction {
-			it.Editable = &bot.Editable{Arguments: a.Arguments}
+			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: a.Arguments}
 		}
 	case r.Consent != nil:
 		c := r.Consent
@@ -123,20 +124,18 @@ func (itemSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, 
 	return "", nil, fmt.Errorf("item %d: kind %s is not an action, consent or question", rec.ID, rec.Kind)
 }
 
-// EditCall maps an approval with edited arguments to approve_action with
-// arguments, the call an API client makes. Only an action request takes
-// an edit: a consent or a question is approved or answered as asked.
-func (s itemSource) EditCall(rec bot.ItemRecord, reason string, e bot.Edit) (string, map[string]any, error) {
+// EditCall maps an approval with edited arguments (a JSON object) to
+// approve_action with arguments, the call an API client makes. Only an
+// action request takes an edit: a consent or a question is approved or
+// answered as asked.
+func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason string) (string, map[string]any, error) {
 	if rec.Kind != bot.KindAction {
 		return "", nil, bot.Errorf(bot.KindInvalid, "#%d is a %s; it cannot be edited, only approved or rejected as asked.", rec.ID, strings.ReplaceAll(string(rec.Kind), "_", " "))
-	}
-	if len(e.Arguments) == 0 || e.Value != nil {
-		return "", nil, bot.Invalid("arguments", "#%d is an action request: edit its arguments (a value is for memory changes)", rec.ID)
 	}
 	tool, args, err := s.DecisionCall(rec, true, reason, nil)
 	if err != nil {
 		return "", nil, err
 	}
-	args["arguments"] = e.Arguments
+	args["arguments"] = edit
 	return tool, args, nil
 }

@@ -194,20 +194,19 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 	case d.Basis != "" && d.Basis != EditBasis(it):
 		return invalid("", fmt.Sprintf("#%d changed after you opened the edit form (another approver edited it); nothing was recorded. Open the form again to see what is proposed now.", it.ID))
 	}
-	var e bot.Edit
-	switch it.Kind {
-	case bot.KindAction:
+	var edit json.RawMessage // nil: the edit changes nothing
+	switch it.Editable.Kind {
+	case bot.EditArguments:
 		if d.Arguments == nil || d.Value != nil {
 			return invalid(ArgumentsInput, fmt.Sprintf("#%d is an action request: edit its arguments; nothing was recorded.", it.ID))
 		}
 		if !json.Valid(d.Arguments) || bytes.TrimSpace(d.Arguments)[0] != '{' {
 			return invalid(ArgumentsInput, "The arguments must be one JSON object; nothing was recorded.")
 		}
-		if sameJSON(d.Arguments, it.Editable.Arguments) {
-			break
+		if !sameJSON(d.Arguments, it.Editable.Current) {
+			edit = d.Arguments
 		}
-		e.Arguments = d.Arguments
-	case bot.KindMemoryChange:
+	case bot.EditValue:
 		if d.Value == nil || d.Arguments != nil {
 			return invalid(ValueInput, fmt.Sprintf("#%d is a memory change: edit its value; nothing was recorded.", it.ID))
 		}
@@ -215,16 +214,15 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 		if v == "" {
 			return invalid(ValueInput, "Give the value to approve; it cannot be empty. Nothing was recorded.")
 		}
-		if v == it.Editable.Value {
-			break
+		if v != editableValue(it) {
+			edit, _ = json.Marshal(v)
 		}
-		e.Value = &v
 	default:
-		return invalid("", fmt.Sprintf("#%d is a %s; it cannot be edited. Nothing was recorded.", it.ID, KindNoun(it.Kind)))
+		return invalid("", fmt.Sprintf("#%d is a %s; it cannot be edited here. Nothing was recorded.", it.ID, KindNoun(it.Kind)))
 	}
 	var err error
-	if e.Changes() {
-		_, err = b.DecideEdited(ctx, caller, rec, strings.TrimSpace(d.Reason), e)
+	if edit != nil {
+		_, err = b.EditRecord(ctx, caller, rec, edit, strings.TrimSpace(d.Reason))
 	} else {
 		_, err = b.DecideRecord(ctx, caller, rec, true, strings.TrimSpace(d.Reason), nil)
 	}
@@ -236,7 +234,7 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 		}
 		return out
 	}
-	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", e.Changes())
+	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", edit != nil)
 	return after(ctx, b, caller, it)
 }
 

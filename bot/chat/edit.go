@@ -74,14 +74,19 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 	tooLong := func(what string) string {
 		return fmt.Sprintf("%s of #%d is longer than this form holds (%d characters); edit it in the web console or over the API.", what, it.ID, maxLen)
 	}
-	if it.Kind == bot.KindMemoryChange {
-		if utf8.RuneCountInString(e.Value) > maxLen {
+	switch e.Kind {
+	case bot.EditValue:
+		v := editableValue(it)
+		if utf8.RuneCountInString(v) > maxLen {
 			return EditLayout{}, tooLong("The value")
 		}
-		lay.Inputs = []EditInput{{Name: ValueInput, Label: "Value", Value: e.Value, Multiline: utf8.RuneCountInString(e.Value) > 60 || strings.Contains(e.Value, "\n"), kind: 's'}}
+		lay.Inputs = []EditInput{{Name: ValueInput, Label: "Value", Value: v, Multiline: utf8.RuneCountInString(v) > 60 || strings.Contains(v, "\n"), kind: 's'}}
 		return lay, ""
+	case bot.EditArguments:
+	default:
+		return EditLayout{}, fmt.Sprintf("#%d cannot be edited here (%s); use the API.", it.ID, OneLine(e.Kind, 40))
 	}
-	keys, vals, err := objectFields(e.Arguments)
+	keys, vals, err := objectFields(e.Current)
 	if err != nil {
 		return EditLayout{}, fmt.Sprintf("The arguments of #%d are not a JSON object, so they cannot be edited here.", it.ID)
 	}
@@ -119,7 +124,7 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 		return lay, ""
 	}
 	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, e.Arguments, "", "  "); err != nil {
+	if err := json.Indent(&pretty, e.Current, "", "  "); err != nil {
 		return EditLayout{}, fmt.Sprintf("The arguments of #%d are not valid JSON, so they cannot be edited here.", it.ID)
 	}
 	if utf8.RuneCount(pretty.Bytes()) > maxLen {
@@ -129,6 +134,15 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 	return lay, ""
 }
 
+// editableValue is a memory change's value now up for approval.
+func editableValue(it bot.Item) string {
+	var v string
+	if it.Editable != nil {
+		_ = json.Unmarshal(it.Editable.Current, &v)
+	}
+	return v
+}
+
 // EditBasis is a short hash of what item it's edit form starts from: its
 // current arguments or proposed value.
 func EditBasis(it bot.Item) string {
@@ -136,11 +150,9 @@ func EditBasis(it bot.Item) string {
 		return ""
 	}
 	h := sha256.New()
-	h.Write([]byte(it.Kind))
+	h.Write([]byte(it.Editable.Kind))
 	h.Write([]byte{0})
-	h.Write(it.Editable.Arguments)
-	h.Write([]byte{0})
-	h.Write([]byte(it.Editable.Value))
+	h.Write(it.Editable.Current)
 	return fmt.Sprintf("%08x", binary.BigEndian.Uint32(h.Sum(nil)))
 }
 

@@ -10,7 +10,7 @@ import (
 
 func TestEditFormLayoutAndApply(t *testing.T) {
 	action := func(args string) bot.Item {
-		return bot.Item{ID: 7, Kind: bot.KindAction, Status: "pending", Editable: &bot.Editable{Arguments: json.RawMessage(args)}}
+		return bot.Item{ID: 7, Kind: bot.KindAction, Status: "pending", Editable: &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(args)}}
 	}
 	tests := []struct {
 		name     string
@@ -37,9 +37,9 @@ func TestEditFormLayoutAndApply(t *testing.T) {
 		{name: "more arguments than the form holds: one JSON input", it: action(`{"a":"1","b":"2","c":"3"}`), max: 2,
 			inputs: []string{ArgumentsInput}, prefill: []string{"{\n  \"a\": \"1\",\n  \"b\": \"2\",\n  \"c\": \"3\"\n}"},
 			submit: map[string]string{ArgumentsInput: `["not", "an object"]`}, field: ArgumentsInput},
-		{name: "memory value", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Value: "apixaban 5mg"}}, max: 5,
+		{name: "memory value", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"apixaban 5mg"`)}}, max: 5,
 			inputs: []string{ValueInput}, prefill: []string{"apixaban 5mg"}, submit: map[string]string{ValueInput: " apixaban 2.5mg "}, wantVal: "apixaban 2.5mg"},
-		{name: "an empty memory value is refused", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Value: "x"}}, max: 5,
+		{name: "an empty memory value is refused", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"x"`)}}, max: 5,
 			inputs: []string{ValueInput}, prefill: []string{"x"}, submit: map[string]string{ValueInput: "  "}, field: ValueInput},
 	}
 	for _, tt := range tests {
@@ -85,12 +85,12 @@ func TestEditFormRefusesWhatCannotBeEdited(t *testing.T) {
 	if _, why := EditForm(bot.Item{ID: 3, Kind: bot.KindQuestion}, 5, 3000); !strings.Contains(why, "cannot be edited") {
 		t.Fatalf("a question got an edit form: %q", why)
 	}
-	long := bot.Item{ID: 4, Kind: bot.KindMemoryChange, Editable: &bot.Editable{Value: strings.Repeat("x", 101)}}
+	long := bot.Item{ID: 4, Kind: bot.KindMemoryChange, Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"` + strings.Repeat("x", 101) + `"`)}}
 	if _, why := EditForm(long, 5, 100); !strings.Contains(why, "web console") {
 		t.Fatalf("a value longer than the form holds: %q", why)
 	}
-	a := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Arguments: json.RawMessage(`{"a":"1"}`)}}
-	b := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Arguments: json.RawMessage(`{"a":"2"}`)}}
+	a := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(`{"a":"1"}`)}}
+	b := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(`{"a":"2"}`)}}
 	if EditBasis(a) == EditBasis(b) {
 		t.Fatal("different arguments share a basis")
 	}

@@ -2,6 +2,7 @@ package memorytools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -317,7 +318,8 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		it.Fields = append(it.Fields, bot.Field{Label: "Held because", Value: f.Held})
 	}
 	if f.Open() && f.Pending != memory.ActionRetract {
-		it.Editable = &bot.Editable{Value: f.Value}
+		cur, _ := json.Marshal(f.Value)
+		it.Editable = &bot.Editable{Kind: bot.EditValue, Current: cur}
 	}
 	if s.t.o.ProposalMaxAge > 0 {
 		it.ExpiresAt = f.ProposedAt.Add(s.t.o.ProposalMaxAge)
@@ -354,17 +356,18 @@ func (s itemSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string
 	return tool, args, nil
 }
 
-// EditCall maps an approval with an edited value to confirm_change with
-// value, the call an API client makes.
-func (s itemSource) EditCall(rec bot.ItemRecord, reason string, e bot.Edit) (string, map[string]any, error) {
-	if e.Value == nil || len(e.Arguments) > 0 {
-		return "", nil, bot.Invalid("value", "#%d is a memory change: edit its value (arguments are for action requests)", rec.ID)
+// EditCall maps an approval with an edited value (a JSON string) to
+// confirm_change with value, the call an API client makes.
+func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason string) (string, map[string]any, error) {
+	var v string
+	if err := json.Unmarshal(edit, &v); err != nil {
+		return "", nil, bot.Invalid("value", "#%d is a memory change: its edit is the value to confirm, a string", rec.ID)
 	}
 	tool, args, err := s.DecisionCall(rec, true, reason, nil)
 	if err != nil {
 		return "", nil, err
 	}
-	args["value"] = *e.Value
+	args["value"] = v
 	return tool, args, nil
 }
 

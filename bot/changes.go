@@ -1,0 +1,183 @@
+package bot
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Editable says what an approver may change on a pending item before
+// approving it (#15, edit before approving), for the surfaces that offer an
+// edit form: Kind "arguments" (an action's arguments, a JSON object: edit
+// it and send it back as approve_action's arguments) or "value" (a memory
+// proposal's value, a JSON string: send it back as confirm_change's
+// value). Current is the version now up for approval (the latest edit,
+// else the proposal).
+type Editable struct {
+	Kind    string          `json:"kind"`
+	Current json.RawMessage `json:"current"`
+}
+
+// The kinds of Editable.
+const (
+	EditArguments = "arguments"
+	EditValue     = "value"
+)
+
+// Change is one changed field of an edited item, its values shown as text
+// (a string as it is, anything else as compact JSON), each cut to a
+// bounded length. From is "" for a field the edit added, To "" for one it
+// removed.
+type Change struct {
+	Field string `json:"field"`
+	From  string `json:"from"`
+	To    string `json:"to"`
+}
+
+// Changes is an item approved (or up for approval) with changes: who
+// changed it, the field-level difference from the proposal (at most
+// MaxChanges fields; More counts the rest), and both versions' SHA-256.
+type Changes struct {
+	By             string   `json:"by"` // "name [id]"
+	Diff           []Change `json:"diff"`
+	More           int      `json:"more,omitempty"`
+	ProposedSHA256 string   `json:"proposed_sha256"`
+	ApprovedSHA256 string   `json:"approved_sha256"`
+}
+
+// Bounds of a Changes diff.
+const (
+	MaxChanges     = 8  // fields listed
+	MaxChangeValue = 60 // runes of a value shown
+)
+
+// Text is the difference on one line, for people: "dose 5mg → 2.5mg;
+// route (none) → iv", with "(+2 more)" when fields were left out. Values
+// are already cut and cleaned of control and invisible characters;
+// renderers still escape for their markup.
+func (c *Changes) Text() string {
+	if c == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(c.Diff)+1)
+	for _, d := range c.Diff {
+		from, to := d.From, d.To
+		if from == "" {
+			from = "(none)"
+		}
+		if to == "" {
+			to = "(removed)"
+		}
+		s := from + " → " + to
+		if d.Field != "" {
+			s = d.Field + " " + s
+		}
+		parts = append(parts, s)
+	}
+	s := strings.Join(parts, "; ")
+	if c.More > 0 {
+		s += " (+" + strconv.Itoa(c.More) + " more)"
+	}
+	return s
+}
+
+// DiffArgs is the field-level difference between two JSON objects (an
+// action's proposed and edited arguments): the top-level fields added,
+// removed or changed, in key order, at most MaxChanges of them (the
+// second result counts the rest). A nested value that changed is shown
+// whole, cut to MaxChangeValue runes.
+func DiffArgs(from, to json.RawMessage) ([]Change, int) {
+	a, b := fields(from), fields(to)
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []Change
+	more := 0
+	for _, k := range keys {
+		va, okA := a[k]
+		vb, okB := b[k]
+		if okA && okB && bytes.Equal(compact(va), compact(vb)) {
+			continue
+		}
+		if len(out) == MaxChanges {
+			more++
+			continue
+		}
+		c := Change{Field: ShowValue(k)}
+		if okA {
+			c.From = showJSON(va)
+		}
+		if okB {
+			c.To = showJSON(vb)
+		}
+		out = append(out, c)
+	}
+	return out, more
+}
+
+func fields(raw json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil
+	}
+	return m
+}
+
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// showJSON shows one JSON value: a string as it is, anything else as its
+// compact JSON; cut and cleaned (ShowValue).
+func showJSON(raw json.RawMessage) string {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return `""`
+		}
+		return ShowValue(s)
+	}
+	return ShowValue(string(compact(raw)))
+}
+
+// ShowValue cleans an untrusted value for a one-line diff: control,
+// line-separator and invisible format characters and invalid UTF-8 are
+// dropped or become spaces, white space collapses, and it is cut to
+// MaxChangeValue runes with "…".
+func ShowValue(s string) string {
+	out := make([]rune, 0, min(len(s), MaxChangeValue+1))
+	space := false
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError || unicode.Is(unicode.Cf, r):
+			continue
+		case unicode.IsControl(r) || unicode.IsSpace(r):
+			space = len(out) > 0
+			continue
+		}
+		if space {
+			out = append(out, ' ')
+			space = false
+		}
+		out = append(out, r)
+		if len(out) > MaxChangeValue {
+			return string(out[:MaxChangeValue-1]) + "…"
+		}
+	}
+	return string(out)
+}

@@ -35,6 +35,11 @@ func (a *Adapter) InteractionsHandler() http.Handler {
 			return
 		}
 		ack, accepted := a.interaction(cb, nil)
+		if run, ok := ack.(deferredAck); ok {
+			ctx, cancel := context.WithTimeout(r.Context(), editAckTimeout)
+			ack = run(ctx)
+			cancel()
+		}
 		if !accepted {
 			http.Error(w, "busy; try again", http.StatusServiceUnavailable)
 			return

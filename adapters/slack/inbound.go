@@ -2,9 +2,13 @@ package slack
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
@@ -49,7 +53,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 		}
 		act := cb.ActionCallback.BlockActions[0]
 		switch {
-		case act.ActionID == actionApprove, act.ActionID == actionReject, act.ActionID == actionSubmit,
+		case act.ActionID == actionApprove, act.ActionID == actionReject, act.ActionID == actionSubmit, act.ActionID == actionEdit,
 			strings.HasPrefix(act.ActionID, actionAnswer):
 		default:
 			return nil, true // a checkbox toggled, or not ours: nothing to do
@@ -71,6 +75,9 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 		}
 		return nil, a.enqueue(func(ctx context.Context) { a.handleClick(ctx, c) })
 	case slackgo.InteractionTypeViewSubmission:
+		if cb.View.CallbackID == callbackEdit {
+			return a.editSubmission(cb, deliveries), true
+		}
 		if cb.View.CallbackID != callbackReject {
 			return nil, true
 		}
@@ -132,6 +139,23 @@ func (a *Adapter) handleClick(ctx context.Context, c click) {
 		if _, err := a.api.OpenViewContext(ctx, c.trigger, reasonModal(out.Item, c.channel)); err != nil {
 			a.log.Warn("reason form not opened", "item", id, "err", err)
 			a.tell(ctx, c.channel, c.user, fmt.Sprintf("Slack could not open the reason form for #%d (%v). Click Reject again.", id, err))
+		}
+		return
+	case c.action == actionEdit:
+		d.Verb = chat.Approve
+		out := chat.PrepareEdit(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			a.answer(ctx, c.channel, c.user, out)
+			return
+		}
+		lay, why := chat.EditForm(out.Item, maxEditInputs, maxEditText)
+		if why != "" {
+			a.tell(ctx, c.channel, c.user, why)
+			return
+		}
+		if _, err := a.api.OpenViewContext(ctx, c.trigger, editModal(out.Item, lay, c.channel)); err != nil {
+			a.log.Warn("edit form not opened", "item", id, "err", err)
+			a.tell(ctx, c.channel, c.user, fmt.Sprintf("Slack could not open the edit form for #%d (%v). Click Edit & approve again.", id, err))
 		}
 		return
 	case strings.HasPrefix(c.action, actionAnswer):
@@ -223,3 +247,119 @@ func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) comm
 
 // duplicateCommand answers a slash command delivery seen before.
 var duplicateCommand = commandResponse{ResponseType: slackgo.ResponseTypeEphemeral, Text: "This command was already received; it was not run again."}
+
+// deferredAck is an acknowledgement that can only be computed by deciding:
+// an edit form's submission, whose field errors Slack takes only in the
+// acknowledgement (response_action: errors). The HTTP handler runs it
+// before answering; Socket Mode runs it on a worker and then acknowledges.
+type deferredAck func(ctx context.Context) any
+
+// editAckTimeout bounds deciding an edit before Slack's 3 seconds run out.
+const editAckTimeout = 2500 * time.Millisecond
+
+// editSubmission reads a submitted edit form. The decision is chat.Decide's
+// with the edit; an edit the tool refuses (its JSON Schema, the exec
+// allowlist, the same tool and space) comes back as an error on the input
+// at fault, with nothing recorded, so the person can fix it.
+func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, deliveries []string) deferredAck {
+	parts := strings.SplitN(cb.View.PrivateMetadata, "|", 3)
+	values := map[string]string{}
+	var note string
+	if cb.View.State != nil {
+		for block, acts := range cb.View.State.Values {
+			if block == noteBlock {
+				note = strings.TrimSpace(acts[noteAction].Value)
+				continue
+			}
+			if strings.HasPrefix(block, editBlock) {
+				values[block] = acts[editAction].Value
+			}
+		}
+	}
+	if len(deliveries) == 0 {
+		// No trigger id: the view and what was submitted name the delivery,
+		// so a corrected resubmission of the same form is a new one.
+		h := sha256.New()
+		for _, k := range slices.Sorted(maps.Keys(values)) {
+			fmt.Fprintf(h, "%s=%q;", k, values[k])
+		}
+		deliveries = []string{fmt.Sprintf("slack:view:%s:%x", cb.View.ID, h.Sum(nil)[:8])}
+	}
+	user := cb.User.ID
+	return func(ctx context.Context) any {
+		formError := func(block, msg string) any {
+			return slackgo.NewErrorsViewSubmissionResponse(map[string]string{block: chat.OneLine(msg, 300)})
+		}
+		if len(parts) != 3 {
+			return formError(noteBlock, "This form does not name a Countersign item; close it and click Edit & approve again.")
+		}
+		id, err := bot.ParseItemID(parts[0])
+		if err != nil {
+			return formError(noteBlock, "This form does not name a Countersign item; close it and click Edit & approve again.")
+		}
+		channel := parts[1]
+		if utf8.RuneCountInString(note) > maxReason {
+			return formError(noteBlock, fmt.Sprintf("Keep the note to %d characters.", maxReason))
+		}
+		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: user, Deliveries: deliveries, ItemID: id, Verb: chat.Approve, Reason: note, Basis: parts[2]}
+		it, err := a.bot.Item(ctx, id)
+		var lay chat.EditLayout
+		why := "no such item"
+		if err == nil {
+			lay, why = chat.EditForm(it, maxEditInputs, maxEditText)
+		}
+		first := editBlock + "0"
+		if why != "" {
+			// Not (or no longer) editable: the decision layer says why,
+			// in the person's terms (decided, refused, not found), and
+			// audits a refusal; nothing is decided.
+			out := chat.Prepare(ctx, a.bot, d)
+			if out.Status == chat.Ready {
+				return formError(first, why)
+			}
+			if out.Status == chat.Duplicate {
+				return nil
+			}
+			return formError(first, out.Reply)
+		}
+		byName := map[string]string{}
+		blockOf := map[string]string{}
+		for i, in := range lay.Inputs {
+			b := editBlock + strconv.Itoa(i)
+			byName[in.Name], blockOf[in.Name] = values[b], b
+		}
+		if field, msg := lay.Apply(&d, byName); field != "" {
+			return formError(blockOf[field], msg)
+		}
+		out := chat.Decide(ctx, a.bot, d)
+		switch out.Status {
+		case chat.Decided, chat.Duplicate:
+			return nil // closes the form; the card is updated from the outbox
+		case chat.Counted:
+			a.tell(ctx, channel, user, out.Reply)
+			return nil
+		case chat.Invalid:
+			return formError(fieldBlock(out.Field, blockOf, first), out.Reply)
+		}
+		reply := out.Reply
+		if strings.TrimSpace(reply) == "" {
+			reply = "Countersign could not complete this; nothing was recorded. Try again in a moment."
+		}
+		return formError(first, reply)
+	}
+}
+
+// fieldBlock is the block of the input a tool's error names ("dose",
+// "arguments.dose", "arguments"), else the first input.
+func fieldBlock(field string, blockOf map[string]string, first string) string {
+	f := strings.TrimPrefix(field, "arguments.")
+	if b, ok := blockOf[f]; ok {
+		return b
+	}
+	if head, _, ok := strings.Cut(f, "."); ok {
+		if b, ok := blockOf[head]; ok {
+			return b
+		}
+	}
+	return first
+}

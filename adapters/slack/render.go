@@ -59,6 +59,12 @@ const (
 	// accepts (the plain-text input's max_length, itself at most 3000).
 	// https://docs.slack.dev/reference/block-kit/block-elements/plain-text-input-element
 	maxReason = 2000
+	// maxEditText is the most characters an edit input holds (a
+	// plain-text input's max_length is at most 3000), and maxEditInputs the
+	// most arguments edited one input each before the form falls back to
+	// one JSON input (a modal holds 100 blocks; ten inputs stay usable).
+	maxEditText   = 3000
+	maxEditInputs = 10
 )
 
 // truncMarker ends every text cut to a limit.
@@ -73,6 +79,12 @@ const (
 	actionChoices  = "countersign.choices" // a multi-choice question's checkboxes
 	actionSubmit   = "countersign.submit"  // submits the checked choices
 	callbackReject = "countersign.reject"  // the reason modal
+	actionEdit     = "countersign.edit"    // Edit & approve: opens the edit modal
+	callbackEdit   = "countersign.edit"    // the edit modal
+	editBlock      = "edit_"               // + input index: an edit modal input block
+	editAction     = "input"               // the plain-text input of an edit block
+	noteBlock      = "note_block"          // the edit modal's optional note
+	noteAction     = "note"                // the note's input
 	blockPrefix    = "countersign:"        // + item id
 	reasonBlock    = "reason_block"
 	reasonAction   = "reason"
@@ -299,6 +311,9 @@ func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
 	if it.Tally != "" {
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("🗳 "+text(it.Tally, 2000))))
 	}
+	if ch := chat.WithChanges(it); ch != "" && (!it.Sensitive || detail) {
+		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("✏️ "+text(capitalize(ch), 2000))))
+	}
 	switch {
 	case detail:
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("Only you can see this detail. Decide with the buttons on the message in the channel.")))
@@ -375,7 +390,13 @@ func actionBlocks(it bot.Item) []slackgo.Block {
 		plain(plainText("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),
 		plain("Approve"), plain("Cancel")))
 	reject := slackgo.NewButtonBlockElement(actionReject, id, plain("Reject")).WithStyle(slackgo.StyleDanger)
-	return []slackgo.Block{slackgo.NewActionBlock(blockID, approve, reject)}
+	els := []slackgo.BlockElement{approve}
+	if it.Editable != nil {
+		// Only what can be edited gets the button (an action's arguments,
+		// a memory proposal's value); never a consent or a question.
+		els = append(els, slackgo.NewButtonBlockElement(actionEdit, id, plain("Edit & approve")))
+	}
+	return []slackgo.Block{slackgo.NewActionBlock(blockID, append(els, reject)...)}
 }
 
 func questionBlocks(it bot.Item, id, blockID string) []slackgo.Block {
@@ -431,5 +452,54 @@ func reasonModal(it bot.Item, channelID string) slackgo.ModalViewRequest {
 			slackgo.NewSectionBlock(mrkdwn("*"+text(itemTitle(it), maxSectionText-2)+"*"), nil, nil),
 			slackgo.NewInputBlock(reasonBlock, plain("Reason"), nil, in),
 		}},
+	}
+}
+
+// capitalize upper-cases the first letter of a sentence.
+func capitalize(s string) string {
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 {
+		return s
+	}
+	return string(unicode.ToUpper(r)) + s[n:]
+}
+
+// editModal is the "Edit & approve" form: one input per argument (or one
+// JSON input, or the proposed value) prefilled exactly with what is up for
+// approval, and an optional note. private_metadata carries the item id,
+// the channel to answer in and the form's basis (chat.EditBasis), so a
+// form opened before another approver's edit is refused, not applied.
+func editModal(it bot.Item, lay chat.EditLayout, channelID string) slackgo.ModalViewRequest {
+	id := strconv.FormatUint(it.ID, 10)
+	blocks := []slackgo.Block{
+		slackgo.NewSectionBlock(mrkdwn("*"+text(itemTitle(it), maxSectionText-2)+"*"), nil, nil),
+		slackgo.NewContextBlock("", mrkdwn("Change what you need and approve: you are recorded as approving the edited version, which is checked like a new request. The proposed version is kept.")),
+	}
+	for i, in := range lay.Inputs {
+		el := slackgo.NewPlainTextInputBlockElement(nil, editAction)
+		// The prefill is the exact current text: an input left alone
+		// must not change the arguments. plain_text_input shows it
+		// literally; nothing in it is parsed as markup.
+		el.InitialValue = in.Value
+		el.Multiline = in.Multiline
+		el.MaxLength = maxEditText
+		b := slackgo.NewInputBlock(editBlock+strconv.Itoa(i), plain(plainText(in.Label, 2000)), nil, el)
+		b.Optional = true // an empty string is a value; chat checks what may be empty
+		blocks = append(blocks, b)
+	}
+	note := slackgo.NewPlainTextInputBlockElement(plain("Why the change? Recorded with the decision."), noteAction)
+	note.Multiline = true
+	note.MaxLength = maxReason
+	nb := slackgo.NewInputBlock(noteBlock, plain("Note (optional)"), nil, note)
+	nb.Optional = true
+	blocks = append(blocks, nb)
+	return slackgo.ModalViewRequest{
+		Type:            slackgo.VTModal,
+		CallbackID:      callbackEdit,
+		PrivateMetadata: id + "|" + channelID + "|" + lay.Basis,
+		Title:           plain(plainText("Edit #"+id, maxModalTitle)),
+		Submit:          plain("Approve edited"),
+		Close:           plain("Cancel"),
+		Blocks:          slackgo.Blocks{BlockSet: blocks},
 	}
 }

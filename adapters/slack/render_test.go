@@ -114,6 +114,17 @@ func TestRenderGolden(t *testing.T) {
 					{Label: "Bidi", Value: "abc\u202edcba\x07"},
 				}}
 		}},
+		{"action_editable", func() bot.Item {
+			it := actionItem()
+			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"cascade":true,"db_name":"orders_prod"}`)}
+			return it
+		}},
+		{"action_approved_with_changes", func() bot.Item {
+			it := actionItem()
+			it.Status, it.DecidedBy, it.DecidedAt = "approved", []string{"nurse_jo [U0456DEF]"}, decided
+			it.Changes = &bot.Changes{By: "nurse_jo [U0456DEF]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "<!channel> *orders_staging*"}}}
+			return it
+		}},
 		{"long", func() bot.Item {
 			return bot.Item{ID: 40, Kind: bot.KindAction, Title: long, Requester: "agent [a]", CreatedAt: asked, Status: "pending",
 				Fields: []bot.Field{{Label: "Arguments", Value: long}, {Label: "Amp", Value: strings.Repeat("&", 3000)}}}

@@ -73,11 +73,23 @@ func (a *Adapter) socketEvents(ctx context.Context, smc *socketmode.Client, done
 				if !ok || evt.Request == nil {
 					continue
 				}
-				ack, accepted := a.interaction(cb, []string{"slack:envelope:" + evt.Request.EnvelopeID})
+				env := evt.Request.EnvelopeID
+				ack, accepted := a.interaction(cb, []string{"slack:envelope:" + env})
+				if run, ok := ack.(deferredAck); ok {
+					// Decided on a worker, then acknowledged with the result
+					// (an edit's field errors go only in the acknowledgement).
+					a.enqueue(func(jctx context.Context) {
+						rctx, cancel := context.WithTimeout(jctx, editAckTimeout)
+						res := run(rctx)
+						cancel()
+						a.ack(jctx, smc, env, res)
+					})
+					continue
+				}
 				if !accepted {
 					continue // unacknowledged: Slack tells the clicker it failed
 				}
-				a.ack(ctx, smc, evt.Request.EnvelopeID, ack)
+				a.ack(ctx, smc, env, ack)
 			case socketmode.EventTypeSlashCommand:
 				cmd, ok := evt.Data.(slackgo.SlashCommand)
 				if !ok || evt.Request == nil {

@@ -34,6 +34,14 @@ type testItem struct {
 	Quorum    int         `json:"quorum,omitempty"`
 	Approvals []string    `json:"approvals,omitempty"`
 	Decisions int         `json:"decisions"` // how many times a decision was applied
+	// Edits: Arguments (an action's) or Value (a memory change's) may be
+	// edited while pending; Proposed* keep what was proposed, EditedBy who
+	// changed it.
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	Value         string          `json:"value,omitempty"`
+	ProposedArgs  json.RawMessage `json:"proposed_args,omitempty"`
+	ProposedValue string          `json:"proposed_value,omitempty"`
+	EditedBy      string          `json:"edited_by,omitempty"`
 }
 
 // testSource is the ItemSource of every test kind.
@@ -69,6 +77,24 @@ func (testSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	if t.Requester != "" {
 		it.Requester = t.Requester + " [prin_" + t.Requester + "]"
 	}
+	if t.Status == "pending" {
+		switch {
+		case t.Arguments != nil:
+			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: t.Arguments}
+		case t.Value != "":
+			cur, _ := json.Marshal(t.Value)
+			it.Editable = &bot.Editable{Kind: bot.EditValue, Current: cur}
+		}
+	}
+	if t.EditedBy != "" {
+		c := &bot.Changes{By: t.EditedBy}
+		if t.ProposedArgs != nil {
+			c.Diff, c.More = bot.DiffArgs(t.ProposedArgs, t.Arguments)
+		} else {
+			c.Diff = []bot.Change{{Field: "value", From: bot.ShowValue(t.ProposedValue), To: bot.ShowValue(t.Value)}}
+		}
+		it.Changes = c
+	}
 	if t.Quorum > 1 && t.Status == "pending" {
 		it.Tally = fmt.Sprintf("%d of %d approvals: %s", len(t.Approvals), t.Quorum, strings.Join(t.Approvals, ", "))
 	}
@@ -79,11 +105,36 @@ func (testSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, 
 	return "test_decide", map[string]any{"item_id": rec.ID, "approve": approve, "reason": reason, "answers": answers}, nil
 }
 
+// EditCall maps an approval with an edit to test_decide with arguments
+// or value, as the real sources map it to approve_action/confirm_change.
+func (testSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason string) (string, map[string]any, error) {
+	args := map[string]any{"item_id": rec.ID, "approve": true, "reason": reason}
+	var v string
+	if json.Unmarshal(edit, &v) == nil {
+		args["value"] = v
+	} else {
+		args["arguments"] = edit
+	}
+	return "test_decide", args, nil
+}
+
 type decideArgs struct {
-	ItemID  uint64   `json:"item_id" jsonschema:"the item"`
-	Approve bool     `json:"approve" jsonschema:"approve or reject"`
-	Reason  string   `json:"reason,omitempty" jsonschema:"why"`
-	Answers []string `json:"answers,omitempty" jsonschema:"chosen options"`
+	ItemID    uint64         `json:"item_id" jsonschema:"the item"`
+	Approve   bool           `json:"approve" jsonschema:"approve or reject"`
+	Reason    string         `json:"reason,omitempty" jsonschema:"why"`
+	Answers   []string       `json:"answers,omitempty" jsonschema:"chosen options"`
+	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"edited arguments"`
+	Value     *string        `json:"value,omitempty" jsonschema:"edited value"`
+}
+
+// validDBName is the test tool's schema for the db_name argument.
+func validDBName(s string) bool {
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '_' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // registerTestKinds installs the test item kinds and their decision tool:
@@ -108,6 +159,11 @@ func registerTestKinds(b *bot.Bot) error {
 			if t == nil {
 				return bot.Result{}, bot.Errorf(bot.KindNotFound, "No item #%d.", a.ItemID)
 			}
+			if a.Arguments != nil {
+				if n, ok := a.Arguments["db_name"].(string); !ok || !validDBName(n) {
+					return bot.Result{}, bot.Invalid("arguments.db_name", "must be lowercase letters and underscores, such as orders_staging")
+				}
+			}
 			if strings.EqualFold(t.Requester, c.Caller.Name) {
 				return bot.Result{}, c.Deny(ctx, fmt.Sprintf("Access denied: #%d was requested by %s; a requester cannot decide their own request.", a.ItemID, t.Requester))
 			}
@@ -123,6 +179,22 @@ func registerTestKinds(b *bot.Bot) error {
 				who := c.Caller.String()
 				if slices.Contains(t.Approvals, who) {
 					return bot.Errorf(bot.KindConflict, "You already approved #%d.", a.ItemID)
+				}
+				if a.Arguments != nil {
+					edited, err := json.Marshal(a.Arguments)
+					if err != nil {
+						return err
+					}
+					if t.ProposedArgs == nil {
+						t.ProposedArgs = t.Arguments
+					}
+					t.Arguments, t.EditedBy = edited, who
+				}
+				if a.Value != nil {
+					if t.ProposedValue == "" {
+						t.ProposedValue = t.Value
+					}
+					t.Value, t.EditedBy = *a.Value, who
 				}
 				event := bot.EventDecided
 				switch {

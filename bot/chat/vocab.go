@@ -114,6 +114,34 @@ func RecordedOutcome(it bot.Item) string {
 	return b.String()
 }
 
+// WithChanges is the sentence for an item an approver edited before
+// approving (#15), "" for one without changes: "approved with changes by
+// alice [prin_a]: dose 5mg → 2.5mg" once approved, "changed by alice
+// [prin_a] before approval: dose 5mg → 2.5mg" while pending (approvals
+// then count for the changed version), "changed by … : …" otherwise. The
+// diff is bounded (bot.MaxChanges fields, values cut) and every part is
+// cleaned with OneLine; renderers escape it for their markup.
+func WithChanges(it bot.Item) string {
+	c := it.Changes
+	if c == nil {
+		return ""
+	}
+	var lead string
+	switch it.Status {
+	case "approved":
+		lead = "approved with changes by "
+	case "pending":
+		lead = "changed before approval by "
+	default:
+		lead = "changed by "
+	}
+	by := OneLine(c.By, 100)
+	if by == "" {
+		by = "an approver"
+	}
+	return OneLine(lead+by+": "+c.Text(), 900)
+}
+
 // OneLine makes untrusted text safe to put on one line: control characters
 // and line or paragraph separators become spaces, bidirectional controls,
 // zero-width and other invisible format characters and invalid UTF-8 are

@@ -14,11 +14,13 @@ import (
 
 // Audit buckets.
 const (
-	bucketAudit     = "audit"      // U64(seq) -> Entry JSON
+	bucketAudit     = "audit"      // U64(seq) -> the entry's row (audit_row.go)
 	bucketAuditHead = "audit_head" // "head" -> signed checkpoint of the newest entry
 	// bucketAuditUser indexes entries by memory-space user: user_id 0x00
-	// U64(seq) -> U64(seq). It is outside the chain: it only speeds up the
-	// listing of one space's trail, and List re-checks every row it finds.
+	// U64(seq) -> nothing (stores written before binary rows hold U64(seq)
+	// again as the value; the key says it). It is outside the chain: it
+	// only speeds up the listing of one space's trail, and List re-checks
+	// every row it finds.
 	bucketAuditUser = "audit_user"
 )
 
@@ -130,17 +132,18 @@ func Append(tx kv.Tx, key ed25519.PrivateKey, now time.Time, e Entry) (Entry, er
 	if len(e.Detail) > MaxDetail {
 		e.Detail = truncateUTF8(e.Detail, MaxDetail-3) + "..."
 	}
+	ts := now.UTC().Truncate(time.Second)
 	e.Seq = seq
-	e.TS = now.UTC().Truncate(time.Second).Format(time.RFC3339)
+	e.TS = ts.Format(time.RFC3339)
 	e.PrevHash = prev
 	e.Hash = e.ComputeHash()
 	e.Sig = ""
 	if e.UserID != "" {
-		if err := tx.Put(bucketAuditUser, userIndexKey(e.UserID, seq), kv.U64(seq)); err != nil {
+		if err := tx.Put(bucketAuditUser, userIndexKey(e.UserID, seq), nil); err != nil {
 			return Entry{}, err
 		}
 	}
-	b, err := json.Marshal(&e)
+	b, err := encodeRow(make([]byte, 0, 64+len(e.Principal)+len(e.UserID)+len(e.AgentID)+len(e.RunID)+len(e.Action)+len(e.Detail)), &e, ts.Unix())
 	if err != nil {
 		return Entry{}, err
 	}

@@ -235,8 +235,7 @@ func CheckAnchor(tx kv.Tx, a Anchor) error {
 	if err != nil {
 		return err
 	}
-	var e Entry
-	if v == nil || json.Unmarshal(v, &e) != nil || e.Hash != a.Hash {
+	if h, err := rowHash(v); v == nil || err != nil || h != a.Hash {
 		return fmt.Errorf("the audit chain's entry at seq %d is not the one anchored at %s: the chain was replaced", a.Seq, a)
 	}
 	keys, err := Keys(tx, nil)

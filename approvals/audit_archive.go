@@ -140,11 +140,13 @@ func Archive(ctx context.Context, store kv.Store, key ed25519.PrivateKey, o Veri
 		} else if ok {
 			seg.Genesis = &g
 		}
+		prev := seg.PrevHash
 		return tx.Ascend(bucketAudit, nil, kv.U64(head.Seq), func(k, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			r, err := decodeRow(kv.ParseU64(k), v)
+			if err != nil {
 				return err
 			}
+			e := &r.e
 			if e.TS >= cutoff {
 				return kv.ErrStop
 			}
@@ -152,11 +154,12 @@ func Archive(ctx context.Context, store kv.Store, key ed25519.PrivateKey, o Veri
 				seg.From, seg.FirstHash = e.Seq, e.Hash
 			}
 			seg.To, seg.LastHash = e.Seq, e.Hash
-			var c bytes.Buffer
-			if err := json.Compact(&c, v); err != nil {
+			line, err := exportLine(nil, e.Seq, v, prev) // the segment holds format 1's JSON
+			if err != nil {
 				return err
 			}
-			rows = append(rows, c.Bytes())
+			prev = e.Hash
+			rows = append(rows, line)
 			users = append(users, e.UserID)
 			return nil
 		})

@@ -57,10 +57,16 @@ func TestManyAppendsInOneCommit(t *testing.T) {
 			if !rep.Intact || rep.Entries != n+2 || rep.Head.Seq != n+2 || rep.Head.Hash != got[n-1].Hash {
 				t.Fatalf("report = %+v", rep)
 			}
+			// Each stored row holds the entry Append returned, and its hash
+			// follows from its content and the row before it.
 			for i := range got {
-				var e Entry
-				if err := json.Unmarshal(rawRow(t, db, uint64(3+i)), &e); err != nil || VerifyEntry(pub, e) != nil {
-					t.Fatalf("row %d does not verify: %v", 3+i, err)
+				seq := uint64(3 + i)
+				e, err := DecodeRow(kv.U64(seq), rawRow(t, db, seq))
+				if err != nil {
+					t.Fatalf("row %d: %v", seq, err)
+				}
+				if e.PrevHash, err = rowHash(rawRow(t, db, seq-1)); err != nil || VerifyEntry(pub, e) != nil || e != got[i] {
+					t.Fatalf("row %d does not verify: %v\n%+v\n%+v", seq, err, e, got[i])
 				}
 			}
 		})

@@ -2,7 +2,6 @@ package approvals
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -42,13 +41,20 @@ func List(tx kv.Tx, f Filter) ([]Entry, error) {
 		return nil, nil
 	}
 	var out []Entry
-	add := func(v []byte) error {
-		var e Entry
-		if err := json.Unmarshal(v, &e); err != nil {
+	add := func(seq uint64, v []byte) error {
+		r, err := decodeRow(seq, v)
+		if err != nil {
 			return nil // an unreadable row is Verify's to report, not the listing's
 		}
-		if f.match(e) {
-			out = append(out, e)
+		if f.match(r.e) {
+			if r.binary { // the previous hash is the row before's
+				prev, _, err := prevHashOf(tx, seq)
+				if err != nil {
+					return err
+				}
+				r.e.PrevHash = prev
+			}
+			out = append(out, r.e)
 			if len(out) >= f.Limit {
 				return kv.ErrStop
 			}
@@ -60,7 +66,12 @@ func List(tx kv.Tx, f Filter) ([]Entry, error) {
 		to = kv.U64(f.Before)
 	}
 	if f.UserID == "" {
-		err := tx.Descend(bucketAudit, nil, to, func(_, v []byte) error { return add(v) })
+		err := tx.Descend(bucketAudit, nil, to, func(k, v []byte) error {
+			if len(k) != 8 {
+				return nil
+			}
+			return add(kv.ParseU64(k), v)
+		})
 		return out, err
 	}
 	prefix := append([]byte(f.UserID), 0)
@@ -68,18 +79,23 @@ func List(tx kv.Tx, f Filter) ([]Entry, error) {
 	if f.Before > 0 {
 		end = userIndexKey(f.UserID, f.Before)
 	}
-	err := tx.Descend(bucketAuditUser, prefix, end, func(_, seq []byte) error {
+	err := tx.Descend(bucketAuditUser, prefix, end, func(k, _ []byte) error {
+		if len(k) != len(prefix)+8 {
+			return nil
+		}
+		seq := k[len(prefix):] // the value, when there is one, repeats it
 		v, err := tx.Get(bucketAudit, seq)
 		if err != nil || v == nil {
 			return err
 		}
-		return add(v)
+		return add(kv.ParseU64(seq), v)
 	})
 	return out, err
 }
 
 // Export writes every stored row, oldest first, as JSON Lines: one entry a
-// line, exactly as stored (compacted), after, when older entries were
+// line, as JSON (a row stored as JSON compacted, a binary row converted,
+// its prev_hash being the hash of the row before it), after, when older entries were
 // archived, the checkpoint they left ({"checkpoint":{…}}), and then the
 // signed head as its last line, {"head":{"seq":N,"hash":"…","sig":"…"}}, so that an exported chain
 // verifies offline with the public key alone (the head's signature covers
@@ -94,7 +110,10 @@ func Export(ctx context.Context, store kv.Store, w io.Writer) (int, error) {
 func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) (int, error) {
 	bw := bufio.NewWriter(w)
 	n := 0
-	var from []byte
+	var from, line []byte
+	// prev is the hash of the row exported last: a binary row's prev_hash.
+	var prev string
+	havePrev := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, err
@@ -120,16 +139,21 @@ func exportBatched(ctx context.Context, store kv.Store, w io.Writer, batch int) 
 				}
 				got++
 				last = append(last[:0], k...)
-				var line bytes.Buffer
-				if json.Valid(v) {
-					if err := json.Compact(&line, v); err != nil {
+				seq := kv.ParseU64(k)
+				if !havePrev { // the first row: what it follows
+					var err error
+					if prev, _, err = prevHashOf(tx, seq); err != nil {
 						return err
 					}
-				} else {
-					fmt.Fprintf(&line, `{"seq":%d,"invalid_row_base64":%q}`, kv.ParseU64(k), base64.StdEncoding.EncodeToString(v))
+					havePrev = true
 				}
-				line.WriteByte('\n')
-				if _, err := bw.Write(line.Bytes()); err != nil {
+				line, err := exportLine(line[:0], seq, v, prev)
+				if err != nil {
+					line = fmt.Appendf(line[:0], `{"seq":%d,"invalid_row_base64":%q}`, seq, base64.StdEncoding.EncodeToString(v))
+				}
+				prev, _ = rowHash(v)
+				line = append(line, '\n')
+				if _, err := bw.Write(line); err != nil {
 					return err
 				}
 				n++

@@ -365,17 +365,31 @@ func (v *verifier) row(k, val []byte) bool {
 	} else {
 		return v.fail(seq, ReasonLink) // a key no append writes: an inserted row
 	}
-	var e Entry
-	if err := json.Unmarshal(val, &e); err != nil {
+	r, err := decodeRow(seq, val)
+	if err != nil {
 		return v.fail(seq, ReasonTampered)
 	}
-	if e.ComputeHash() != e.Hash {
-		return v.fail(seq, ReasonTampered)
+	e := &r.e
+	if r.binary {
+		// The row stores no previous hash: it follows the row before,
+		// which its link bytes must name, and its hash is computed over
+		// that row's full hash.
+		if seq != v.want || !r.linksTo(v.prev) {
+			return v.fail(seq, ReasonLink)
+		}
+		e.PrevHash = v.prev
+		if e.ComputeHash() != e.Hash {
+			return v.fail(seq, ReasonTampered)
+		}
+	} else {
+		if e.ComputeHash() != e.Hash {
+			return v.fail(seq, ReasonTampered)
+		}
+		if e.Seq != seq || seq != v.want || e.PrevHash != v.prev {
+			return v.fail(seq, ReasonLink)
+		}
 	}
-	if e.Seq != seq || seq != v.want || e.PrevHash != v.prev {
-		return v.fail(seq, ReasonLink)
-	}
-	if seq == 1 && !v.firstKey(&e) {
+	if seq == 1 && !v.firstKey(e) {
 		return false
 	}
 	if e.Action == ActionKeyRotation {

@@ -21,12 +21,30 @@ type Machine struct {
 	// Fsync is a 4 KiB overwrite plus fdatasync, in a loop, on Dir's disk.
 	FsyncP50, FsyncP99 time.Duration
 	FsyncRate          float64
+	// LoadBefore is /proc/loadavg when the run started (empty where there
+	// is none); the report adds the load at its end: the machine may be
+	// shared.
+	LoadBefore string
+}
+
+// LoadAverage returns the 1, 5 and 15 minute load averages of
+// /proc/loadavg, or "" where there is none.
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // Describe reads the machine and measures the raw fsync rate of dir's disk
 // with n 4 KiB write+fdatasync rounds.
 func Describe(dir string, n int) (Machine, error) {
-	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), Dir: dir}
+	m := Machine{Cores: runtime.NumCPU(), Go: runtime.Version(), Dir: dir, LoadBefore: LoadAverage()}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {

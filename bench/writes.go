@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/kv"
 	bbolt "go.etcd.io/bbolt"
@@ -138,10 +140,85 @@ func RunW1(ctx context.Context, dir string, res *Results, round, n int) error {
 	return nil
 }
 
+// w2Call is the i-th call of W2's writer w: remember and confirm_action,
+// half each.
+func w2Call(ctx context.Context, env *Env, w, i int, seq *atomic.Int64) error {
+	var err error
+	if i%2 == 0 {
+		_, err = env.MustCall(ctx, env.Agent, "remember", rememberArgs(w, int(seq.Add(1))))
+	} else {
+		_, err = env.MustCall(ctx, env.Agent, "confirm_action", confirmArgs(w, i))
+	}
+	return err
+}
+
+// RunW2Bare is W2's floor: 64 writers committing, through the same store
+// and the same group commit (adapters/bolt with GroupCommit, the options of
+// NewEnv), transactions that put exactly the bytes W2's calls put (recorded
+// from a scratch run of the same n calls), and nothing else: no tool, no
+// reads, no hashing or signing. Its rate is what the disk and the
+// committer allow for those bytes.
+// It returns the rate.
+func RunW2Bare(ctx context.Context, dir string, res *Results, round, n, writers int) (float64, error) {
+	rec := &recordingStore{}
+	scratch, err := NewEnv(tempPath(dir, fmt.Sprintf("w2-rec-%d.db", round)), EnvOptions{GroupCommit: true, Tools: benchTools(time.Minute),
+		Wrap: func(s kv.Store) kv.Store { rec.Store = s; return rec }})
+	if err != nil {
+		return 0, err
+	}
+	var seq atomic.Int64
+	err = parallel(writers, n, func(w, i int) error { return w2Call(ctx, scratch, w, i, &seq) })
+	scratch.Close()
+	if err != nil {
+		return 0, err
+	}
+	db, err := bolt.Open(tempPath(dir, fmt.Sprintf("w2-bare-%d.db", round)), bolt.Options{GroupCommit: true, Sequential: append(bot.SequentialBuckets(), "mem_facts")})
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	txs := rec.txs
+	bytesPer := 0
+	for _, tx := range txs {
+		for _, p := range tx {
+			bytesPer += len(p.key) + len(p.value)
+		}
+	}
+	lat := make([]Sample, writers)
+	t0 := time.Now()
+	err = parallel(writers, len(txs), func(w, i int) error {
+		s := time.Now()
+		err := db.Update(ctx, func(tx kv.Tx) error {
+			for _, p := range txs[i] {
+				if err := tx.Put(p.bucket, p.key, p.value); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		lat[w].Add(time.Since(s))
+		return err
+	})
+	elapsed := time.Since(t0)
+	if err != nil {
+		return 0, err
+	}
+	all := &Sample{}
+	for i := range lat {
+		all.Merge(&lat[i])
+	}
+	res.PutSample("W2.bare", all)
+	res.Put("W2.bare.rate", float64(len(txs))/elapsed.Seconds())
+	res.Put("W2.bare.bytes", float64(bytesPer)/float64(len(txs)))
+	return float64(len(txs)) / elapsed.Seconds(), nil
+}
+
 // RunW2 measures 64 concurrent writers mixing remember and confirm_action
-// (half each), durable, with group commit on and, for contrast, off; and a
-// lone writer with group commit against a plain Update, alternating.
+// (half each), durable, with group commit on and, for contrast, off, and
+// beside them the bare floor of RunW2Bare; and a lone writer with group
+// commit against a plain Update, alternating.
 func RunW2(ctx context.Context, dir string, res *Results, round, n, writers int) error {
+	var groupRate float64
 	for _, gc := range []bool{true, false} {
 		env, err := NewEnv(tempPath(dir, fmt.Sprintf("w2-%v-%d.db", gc, round)), EnvOptions{GroupCommit: gc, Tools: benchTools(time.Minute)})
 		if err != nil {
@@ -152,12 +229,7 @@ func RunW2(ctx context.Context, dir string, res *Results, round, n, writers int)
 		t0 := time.Now()
 		err = parallel(writers, n, func(w, i int) error {
 			s := time.Now()
-			var err error
-			if i%2 == 0 {
-				_, err = env.MustCall(ctx, env.Agent, "remember", rememberArgs(w, int(seq.Add(1))))
-			} else {
-				_, err = env.MustCall(ctx, env.Agent, "confirm_action", confirmArgs(w, i))
-			}
+			err := w2Call(ctx, env, w, i, &seq)
 			lat[w].Add(time.Since(s))
 			return err
 		})
@@ -176,7 +248,15 @@ func RunW2(ctx context.Context, dir string, res *Results, round, n, writers int)
 		}
 		res.PutSample(key, all)
 		res.Put(key+".rate", float64(n)/elapsed.Seconds())
+		if gc {
+			groupRate = float64(n) / elapsed.Seconds()
+		}
 	}
+	bare, err := RunW2Bare(ctx, dir, res, round, n, writers)
+	if err != nil {
+		return err
+	}
+	res.Put("W2.ratio.bare", groupRate/bare)
 	// A lone writer: group commit against a plain Update, alternating.
 	g, err := NewEnv(tempPath(dir, fmt.Sprintf("w2-lone-g-%d.db", round)), EnvOptions{GroupCommit: true})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -137,9 +136,9 @@ func (e *readAuditEnv) entries(t *testing.T) []string {
 	}
 	var out []string
 	err = e.db.View(context.Background(), func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var en approvals.Entry
-			if err := json.Unmarshal(v, &en); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			en, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			out = append(out, en.Action+" "+en.Detail)

@@ -111,9 +111,9 @@ func TestDoubleDecisions(t *testing.T) {
 
 	audits := map[string]int{}
 	_ = db.View(ctx, func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var e approvals.Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			e, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			switch e.Action {

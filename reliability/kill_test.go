@@ -266,8 +266,9 @@ func checkAcked(t *testing.T, db *bolt.DB, ack *acked) {
 func chainAfter(t *testing.T, db *bolt.DB, seq uint64) (first approvals.Entry, last uint64) {
 	t.Helper()
 	err := db.View(context.Background(), func(tx kv.Tx) error {
-		if err := tx.Ascend("audit", kv.U64(seq+1), nil, func(_, v []byte) error {
-			if err := json.Unmarshal(v, &first); err != nil {
+		if err := tx.Ascend("audit", kv.U64(seq+1), nil, func(k, v []byte) error {
+			var err error
+			if first, err = approvals.DecodeRow(k, v); err != nil {
 				return err
 			}
 			return kv.ErrStop

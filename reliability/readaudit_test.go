@@ -2,7 +2,6 @@ package reliability
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -115,9 +114,9 @@ func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
 func forEachEntry(t *testing.T, db *bolt.DB, fn func(approvals.Entry)) {
 	t.Helper()
 	err := db.View(context.Background(), func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var e approvals.Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			e, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			fn(e)

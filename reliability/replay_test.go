@@ -282,9 +282,9 @@ func TestReplayedDeliveries(t *testing.T) {
 	c.checkStore(func(db *bolt.DB) {
 		count := map[string]int{}
 		_ = db.View(context.Background(), func(tx kv.Tx) error {
-			return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-				var e approvals.Entry
-				if err := json.Unmarshal(v, &e); err != nil {
+			return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+				e, err := approvals.DecodeRow(k, v)
+				if err != nil {
 					return err
 				}
 				if e.Action == "action_approved" {

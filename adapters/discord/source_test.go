@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
 	"net/http"
@@ -386,9 +387,9 @@ func (e *env) audit() []string {
 	e.t.Helper()
 	var out []string
 	err := e.bot.View(context.Background(), func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var en struct{ Principal, Action, Detail string }
-			if err := json.Unmarshal(v, &en); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			en, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			out = append(out, en.Principal+"|"+en.Action+"|"+en.Detail)

@@ -231,9 +231,9 @@ func (e *env) audit() []approvals.Entry {
 	e.t.Helper()
 	var out []approvals.Entry
 	err := e.bot.View(context.Background(), func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var en approvals.Entry
-			if err := json.Unmarshal(v, &en); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			en, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			out = append(out, en)

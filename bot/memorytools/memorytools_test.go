@@ -141,9 +141,9 @@ func (f *fixture) audit() []approvals.Entry {
 	f.t.Helper()
 	var out []approvals.Entry
 	err := f.db.View(context.Background(), func(tx kv.Tx) error {
-		return tx.Ascend("audit", nil, nil, func(_, v []byte) error {
-			var e approvals.Entry
-			if err := json.Unmarshal(v, &e); err != nil {
+		return tx.Ascend("audit", nil, nil, func(k, v []byte) error {
+			e, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			out = append(out, e)

@@ -258,8 +258,8 @@ func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
 	e.withBolt(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("audit"))
 		err := b.ForEach(func(k, v []byte) error {
-			var en approvals.Entry
-			if err := json.Unmarshal(v, &en); err != nil {
+			en, err := approvals.DecodeRow(k, v)
+			if err != nil {
 				return err
 			}
 			if en.Sig == "" { // rows carry no signature: the head covers them

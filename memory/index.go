@@ -767,31 +767,3 @@ func buildIndex(tx kv.Tx, sp Space, index bool) (indexState, error) {
 	}
 	return st, tx.Put(bucketRecall, tagKey(sk, tagState), encodeState(st))
 }
-
-// ResetRecallIndex drops the recall index of every space. Each space is
-// then ranked by a scan of its live index, with the same results, until
-// its next write rebuilds its index. Run it after a version of Countersign
-// that predates the index (and so does not keep it in step) has written to
-// the store.
-func ResetRecallIndex(tx kv.Tx) error {
-	for {
-		var keys [][]byte
-		if err := tx.Ascend(bucketRecall, nil, nil, func(k, _ []byte) error {
-			keys = append(keys, bytes.Clone(k))
-			if len(keys) == 4096 {
-				return kv.ErrStop
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		if len(keys) == 0 {
-			return nil
-		}
-		for _, k := range keys {
-			if err := tx.Delete(bucketRecall, k); err != nil {
-				return err
-			}
-		}
-	}
-}

@@ -20,12 +20,6 @@ const (
 // DefaultApprovalMode is the mode of a space nobody set.
 const DefaultApprovalMode = ApprovalNormal
 
-// ApprovalModeNames lists what ParseApprovalMode accepts: the three modes,
-// then their synonyms.
-func ApprovalModeNames() []string {
-	return []string{"off", "normal", "protective", "paranoid", "careful", "default", "standard", "yolo", "none"}
-}
-
 // ParseApprovalMode reads a mode or a synonym, case-insensitively:
 // paranoid and careful mean protective; default and standard mean normal;
 // yolo and none mean off.

@@ -26,21 +26,22 @@ func TestParseApprovalMode(t *testing.T) {
 			t.Errorf("ParseApprovalMode(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 		}
 	}
+	names := []string{"off", "normal", "protective", "paranoid", "careful", "default", "standard", "yolo", "none"}
+	for _, name := range names {
+		if _, err := ParseApprovalMode(name); err != nil {
+			t.Errorf("ParseApprovalMode(%q): %v", name, err)
+		}
+	}
 	for _, bad := range []string{"", "strict", "on", "offf", "normal please"} {
 		_, err := ParseApprovalMode(bad)
 		if err == nil {
 			t.Errorf("ParseApprovalMode(%q) = nil error, want one", bad)
 			continue
 		}
-		for _, name := range []string{"off", "normal", "protective", "paranoid", "careful", "default", "standard", "yolo", "none"} {
+		for _, name := range names {
 			if !strings.Contains(err.Error(), name) {
 				t.Errorf("ParseApprovalMode(%q) error %q does not list %q", bad, err, name)
 			}
-		}
-	}
-	for _, name := range ApprovalModeNames() {
-		if _, err := ParseApprovalMode(name); err != nil {
-			t.Errorf("ApprovalModeNames lists %q, which does not parse: %v", name, err)
 		}
 	}
 }

@@ -44,8 +44,8 @@ func severity(c Category) int {
 	return 1
 }
 
-// Stricter returns the more dangerous of a and b.
-func Stricter(a, b Category) Category {
+// stricter returns the more dangerous of a and b.
+func stricter(a, b Category) Category {
 	if severity(b) > severity(a) {
 		return b
 	}
@@ -75,9 +75,9 @@ func MechanicsFor(c Category) Mechanics {
 	return MechanicsConfirm
 }
 
-// IsReadOnlyName is the MCP naming heuristic: a tool named get_, find_,
+// isReadOnlyName is the MCP naming heuristic: a tool named get_, find_,
 // list_, search_, read_ or fetch_ only reads.
-func IsReadOnlyName(name string) bool {
+func isReadOnlyName(name string) bool {
 	for _, p := range [...]string{"get_", "find_", "list_", "search_", "read_", "fetch_"} {
 		if strings.HasPrefix(name, p) {
 			return true
@@ -98,7 +98,7 @@ func ToolCategory(name string, declared bool, configured Category, readOnlyPrefi
 		}
 		return CategoryUnclassified
 	}
-	if readOnlyPrefixes && IsReadOnlyName(name) {
+	if readOnlyPrefixes && isReadOnlyName(name) {
 		return CategoryReadOnly
 	}
 	return CategoryUnclassified
@@ -245,7 +245,7 @@ func MatchCommand(rules []CommandRule, tokens []string) (m CommandMatch, ok bool
 			continue
 		}
 		if isSubsequence(r.Tokens[n:], rest) {
-			m.Category = Stricter(m.Category, r.Category)
+			m.Category = stricter(m.Category, r.Category)
 		}
 	}
 	return m, true

@@ -44,15 +44,6 @@ var roleCaps = []struct {
 	{RoleAuditor, []Capability{CapVerify}},
 }
 
-// Roles returns every role name.
-func Roles() []Role {
-	out := make([]Role, len(roleCaps))
-	for i, rc := range roleCaps {
-		out[i] = rc.role
-	}
-	return out
-}
-
 // ParseRole validates a role name (case-insensitive).
 func ParseRole(s string) (Role, error) {
 	r := Role(strings.ToLower(strings.TrimSpace(s)))

@@ -65,30 +65,30 @@ func DefaultSafetyPolicy() SafetyPolicy {
 	return SafetyPolicy{MinConfidence: 0.7, RequireActive: true, BlockOnFlagged: true}
 }
 
-// ReasonConfidence is the low-confidence reason line.
-func ReasonConfidence(conf, min float64) string {
+// reasonConfidence is the low-confidence reason line.
+func reasonConfidence(conf, min float64) string {
 	return fmt.Sprintf("confidence %s < required %s", Conf(conf), Limit(min))
 }
 
-// ReasonStale is the staleness reason line; the age is truncated to whole days.
-func ReasonStale(ageDays, limit float64) string {
+// reasonStale is the staleness reason line; the age is truncated to whole days.
+func reasonStale(ageDays, limit float64) string {
 	return fmt.Sprintf("stale: last set %dd ago > %sd limit", int64(math.Trunc(ageDays)), Limit(limit))
 }
 
-// ReasonRecent is the recent-change reason line; the age is rounded to two
+// reasonRecent is the recent-change reason line; the age is rounded to two
 // decimals and always shows one ("0.0d", "0.25d", "1.5d").
-func ReasonRecent(ageDays float64) string {
+func reasonRecent(ageDays float64) string {
 	return fmt.Sprintf("recently changed %sd ago — may be unsettled", Conf(ageDays))
 }
 
-// ReasonRetired is the reason line of a retired fact.
-func ReasonRetired(status string) string {
+// reasonRetired is the reason line of a retired fact.
+func reasonRetired(status string) string {
 	return fmt.Sprintf("not current (status %s) — acting on a retired value", status)
 }
 
-// ReasonFlaggedSubject is safe_recall's line for a subject in context that
+// reasonFlaggedSubject is safe_recall's line for a subject in context that
 // has a flagged fact.
-func ReasonFlaggedSubject(subject string) string {
+func reasonFlaggedSubject(subject string) string {
 	return fmt.Sprintf("unresolved conflict on '%s' — the value is disputed", subject)
 }
 
@@ -132,17 +132,17 @@ func factReasons(f FactState, p SafetyPolicy, now time.Time) []string {
 	}
 	var out []string
 	if p.RequireActive && f.Status != StatusActive {
-		out = append(out, ReasonRetired(f.Status))
+		out = append(out, reasonRetired(f.Status))
 	}
 	if f.Confidence < p.MinConfidence {
-		out = append(out, ReasonConfidence(f.Confidence, p.MinConfidence))
+		out = append(out, reasonConfidence(f.Confidence, p.MinConfidence))
 	}
 	age := ageDays(f.SetAt, now)
 	if p.MaxStalenessDays > 0 && age > p.MaxStalenessDays {
-		out = append(out, ReasonStale(age, p.MaxStalenessDays))
+		out = append(out, reasonStale(age, p.MaxStalenessDays))
 	}
 	if p.BlockOnRecentChangeDays > 0 && f.Supersedes != 0 && age < p.BlockOnRecentChangeDays {
-		out = append(out, ReasonRecent(age))
+		out = append(out, reasonRecent(age))
 	}
 	return out
 }
@@ -202,7 +202,7 @@ func SafeRecall(context []FactState, flaggedSubjects []string, p SafetyPolicy, n
 	}
 	if p.BlockOnFlagged {
 		for _, s := range flaggedSubjects {
-			rs.add(ReasonFlaggedSubject(s))
+			rs.add(reasonFlaggedSubject(s))
 		}
 	}
 	if len(rs.list) == 0 {

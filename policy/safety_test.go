@@ -119,9 +119,9 @@ func TestNumberFormats(t *testing.T) {
 		{Conf(0.125), "0.12"}, // half to even on the exact value, as Python's round
 		{Conf(0.005), "0.01"}, {Conf(0.3333), "0.33"}, {Conf(0.001), "0.0"},
 		{Limit(0.7), "0.7"}, {Limit(90), "90"}, {Limit(1.5), "1.5"},
-		{ReasonStale(120.99, 90), "stale: last set 120d ago > 90d limit"},
-		{ReasonRecent(0), "recently changed 0.0d ago — may be unsettled"},
-		{ReasonRecent(1.5), "recently changed 1.5d ago — may be unsettled"},
+		{reasonStale(120.99, 90), "stale: last set 120d ago > 90d limit"},
+		{reasonRecent(0), "recently changed 0.0d ago — may be unsettled"},
+		{reasonRecent(1.5), "recently changed 1.5d ago — may be unsettled"},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {

@@ -173,7 +173,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 		return private("Countersign could not read this click.")
 	}
 	act, id, n, ok := parseCustomID(data.CustomID)
-	verb := map[string]chat.Verb{actApprove: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
+	verb := map[string]chat.Verb{actApprove: chat.Approve, actEdit: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
 	if !ok || verb == "" {
 		return private("This button is not one of Countersign's, so it did nothing.")
 	}
@@ -188,6 +188,16 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 			return a.outcome(i, out)
 		}
 		return reasonModal(out.Item)
+	case actEdit:
+		out := chat.PrepareEdit(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			return a.outcome(i, out)
+		}
+		lay, why := chat.EditForm(out.Item, maxEditInputs, maxEditText)
+		if why != "" {
+			return private(clip(why, 1500, block))
+		}
+		return editModal(out.Item, lay)
 	case actDetails:
 		out := chat.Details(ctx, a.bot, d)
 		if out.Status != chat.Ready {
@@ -230,7 +240,10 @@ func (a *Adapter) onModal(ctx context.Context, i *discordgo.Interaction) *discor
 	if !ok {
 		return private("Countersign could not read this form.")
 	}
-	act, id, _, ok := parseCustomID(data.CustomID)
+	act, id, n, ok := parseCustomID(data.CustomID)
+	if ok && act == actEdited {
+		return a.onEdit(ctx, i, data, id, fmt.Sprintf("%08x", n))
+	}
 	if !ok || act != actReason {
 		return private("This form is not one of Countersign's, so it did nothing.")
 	}
@@ -244,6 +257,49 @@ func (a *Adapter) onModal(ctx context.Context, i *discordgo.Interaction) *discor
 	}
 	d.Reason = reason
 	return a.outcome(i, chat.Decide(ctx, a.bot, d))
+}
+
+// onEdit decides a submitted edit form: an approval with the edit,
+// through chat.Decide (deduped by the interaction id). A form the text of
+// which cannot be read, or an edit the tool refuses, is answered privately
+// with what to fix; nothing is recorded.
+func (a *Adapter) onEdit(ctx context.Context, i *discordgo.Interaction, data discordgo.ModalSubmitInteractionData, id uint64, basis string) *discordgo.InteractionResponse {
+	note := strings.TrimSpace(modalValue(data.Components, noteInput))
+	if len([]rune(note)) > maxReason {
+		return private(fmt.Sprintf("The note is longer than %d characters; nothing was recorded.", maxReason))
+	}
+	d, resp := a.decision(ctx, i, chat.Approve, id)
+	if resp != nil {
+		return resp
+	}
+	d.Reason, d.Basis = note, basis
+	it, err := a.bot.Item(ctx, id)
+	var lay chat.EditLayout
+	why := "no such item"
+	if err == nil {
+		lay, why = chat.EditForm(it, maxEditInputs, maxEditText)
+	}
+	if why != "" {
+		// Not (or no longer) editable: the decision layer says why
+		// (decided, refused and audited, not found); nothing is decided.
+		out := chat.Prepare(ctx, a.bot, d)
+		if out.Status == chat.Ready {
+			return private(clip(why, 1500, block))
+		}
+		return a.outcome(i, out)
+	}
+	values := map[string]string{}
+	for n, in := range lay.Inputs {
+		values[in.Name] = modalValue(data.Components, editInput+strconv.Itoa(n))
+	}
+	if _, msg := lay.Apply(&d, values); msg != "" {
+		return private(clip(msg+" Nothing was recorded; click Edit & approve to try again.", 1500, block))
+	}
+	out := chat.Decide(ctx, a.bot, d)
+	if out.Status == chat.Invalid {
+		return private(clip(out.Reply+" Nothing was recorded; click Edit & approve to try again.", 1500, block))
+	}
+	return a.outcome(i, out)
 }
 
 // modalValue finds the value of the text input with custom id in a

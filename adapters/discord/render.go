@@ -21,11 +21,25 @@ const (
 	actDetails = "details" // Show details button of a sensitive item
 	actAnswer  = "answer"  // one answer button of a question
 	actSelect  = "select"  // the answer select menu of a question
+	actEdit    = "edit"    // Edit & approve button: opens the edit modal
+	actEdited  = "edited"  // the edit modal's submit; n is the form's basis
 
 	// reasonInput is the custom id of the reason modal's text input.
 	reasonInput = "reason"
 	// maxReason is the longest reason the modal accepts.
 	maxReason = 1000
+	// noteInput is the custom id of the edit modal's optional note, and
+	// editInput + i of its i-th edit input.
+	noteInput = "note"
+	editInput = "e"
+	// A modal holds at most five rows (one text input each): up to four
+	// arguments one input each, and the note; more arguments are edited
+	// as one JSON input. A text input holds at most 4000 characters, and
+	// its label at most 45.
+	// https://discord.com/developers/docs/interactions/message-components#text-inputs
+	maxEditInputs = 4
+	maxEditText   = 4000
+	maxInputLabel = 45
 )
 
 func customID(action string, id uint64, extra ...int) string {
@@ -57,11 +71,11 @@ func parseCustomID(s string) (action string, id uint64, n int, ok bool) {
 		}
 	}
 	switch parts[1] {
-	case actApprove, actReject, actReason, actDetails, actSelect:
+	case actApprove, actReject, actReason, actDetails, actSelect, actEdit:
 		if n != -1 {
 			return "", 0, 0, false
 		}
-	case actAnswer:
+	case actAnswer, actEdited:
 		if n == -1 {
 			return "", 0, 0, false
 		}
@@ -302,6 +316,12 @@ func statusFields(it bot.Item) []field {
 	if it.Tally != "" {
 		fs = append(fs, field{"Approvals", clip(it.Tally, maxFieldValue, inline)})
 	}
+	if ch := chat.WithChanges(it); ch != "" {
+		if it.Sensitive {
+			ch = "Edited by an approver; the changes are withheld from this channel."
+		}
+		fs = append(fs, field{"Changes", "✏️ " + clip(capitalize(ch), maxFieldValue-4, inline)})
+	}
 	if it.Pending() {
 		return fs
 	}
@@ -402,10 +422,14 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		// declined here.
 		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{decline}})
 	default:
-		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
-			discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: customID(actApprove, it.ID)},
-			discordgo.Button{Label: "Reject", Style: discordgo.DangerButton, CustomID: customID(actReject, it.ID)},
-		}})
+		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: customID(actApprove, it.ID)}}
+		if it.Editable != nil {
+			// Only what can be edited gets the button (an action's
+			// arguments, a memory proposal's value).
+			bs = append(bs, discordgo.Button{Label: "Edit & approve", Style: discordgo.PrimaryButton, CustomID: customID(actEdit, it.ID)})
+		}
+		bs = append(bs, discordgo.Button{Label: "Reject", Style: discordgo.DangerButton, CustomID: customID(actReject, it.ID)})
+		rows = append(rows, discordgo.ActionsRow{Components: bs})
 	}
 	if it.Sensitive {
 		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{
@@ -453,6 +477,44 @@ func reasonModal(it bot.Item) *discordgo.InteractionResponse {
 			CustomID:   customID(actReason, it.ID),
 			Title:      clip(title, maxModalTitle, label),
 			Components: []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{in}}},
+		},
+	}
+}
+
+// editModal is the "Edit & approve" form: one input per argument (or one
+// JSON input, or the proposed value) prefilled exactly with what is up for
+// approval, and an optional note. The modal's custom id carries the item
+// and the form's basis (chat.EditBasis), so a form opened before another
+// approver's edit is refused, not applied. It must be the first response
+// to the click.
+func editModal(it bot.Item, lay chat.EditLayout) *discordgo.InteractionResponse {
+	basis, _ := strconv.ParseUint(lay.Basis, 16, 32)
+	var rows []discordgo.MessageComponent
+	for i, in := range lay.Inputs {
+		style := discordgo.TextInputShort
+		if in.Multiline {
+			style = discordgo.TextInputParagraph
+		}
+		l := clip(in.Label, maxInputLabel, label)
+		if strings.TrimSpace(l) == "" {
+			l = "(unnamed)"
+		}
+		// The prefill is the exact current text: an input left alone must
+		// not change the arguments. A text input shows it literally.
+		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{discordgo.TextInput{
+			CustomID: editInput + strconv.Itoa(i), Label: l, Style: style, Value: in.Value, MaxLength: maxEditText,
+		}}})
+	}
+	rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{discordgo.TextInput{
+		CustomID: noteInput, Label: "Note (optional)", Style: discordgo.TextInputParagraph,
+		Placeholder: "Why the change? Recorded with the decision.", MaxLength: maxReason,
+	}}})
+	return &discordgo.InteractionResponse{
+		Type: discordgo.InteractionResponseModal,
+		Data: &discordgo.InteractionResponseData{
+			CustomID:   customID(actEdited, it.ID, int(basis)),
+			Title:      clip(fmt.Sprintf("Edit & approve #%d", it.ID), maxModalTitle, label),
+			Components: rows,
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -119,10 +120,17 @@ func TestRenderGolden(t *testing.T) {
 		long.Fields = append(long.Fields, bot.Field{Label: "Field " + strings.Repeat("x", i%3), Value: strings.Repeat("v", 1500)})
 	}
 
+	editable := pendingAction()
+	editable.Editable = &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"db_name":"orders_prod"}`)}
+	edited := approved
+	edited.Changes = &bot.Changes{By: "dr_smith [112233445566778899]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "@everyone *orders_staging*"}}}
+
 	tests := []struct {
 		name string
 		msg  message
 	}{
+		{"action_editable", render(editable)},
+		{"action_approved_with_changes", render(edited)},
 		{"memory_change_pending", render(pendingMemory())},
 		{"action_pending", render(pendingAction())},
 		{"action_approved", render(approved)},
@@ -144,6 +152,11 @@ func TestRenderGolden(t *testing.T) {
 		})
 	}
 	golden(t, "reject_modal", reasonModal(pendingMemory()))
+	lay, why := chat.EditForm(editable, maxEditInputs, maxEditText)
+	if why != "" {
+		t.Fatal(why)
+	}
+	golden(t, "edit_modal", editModal(editable, lay))
 }
 
 // checkLimits fails if a rendered message breaks one of Discord's limits.

@@ -46,6 +46,14 @@ type testState struct {
 	Reason    string    `json:"reason"`
 	Answers   []string  `json:"answers"`
 	Applied   int       `json:"applied"` // decisions applied: must never exceed one
+
+	// Edits: Arguments (an action's) or Value (a memory change's) may be
+	// edited while pending; Proposed* keep what was proposed.
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	Value         string          `json:"value,omitempty"`
+	ProposedArgs  json.RawMessage `json:"proposed_args,omitempty"`
+	ProposedValue string          `json:"proposed_value,omitempty"`
+	EditedBy      string          `json:"edited_by,omitempty"`
 }
 
 const testBucket = "test_items"
@@ -79,6 +87,24 @@ func (testSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		ExpiresAt: st.ExpiresAt, Status: st.Status, DecidedBy: st.DecidedBy, DecidedAt: st.DecidedAt,
 		Reason: st.Reason, Sensitive: st.Sensitive, Options: st.Options, Multi: st.Multi,
 	}
+	if st.Status == "pending" {
+		switch {
+		case st.Arguments != nil:
+			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: st.Arguments}
+		case st.Value != "":
+			cur, _ := json.Marshal(st.Value)
+			it.Editable = &bot.Editable{Kind: bot.EditValue, Current: cur}
+		}
+	}
+	if st.EditedBy != "" {
+		c := &bot.Changes{By: st.EditedBy}
+		if st.ProposedArgs != nil {
+			c.Diff, c.More = bot.DiffArgs(st.ProposedArgs, st.Arguments)
+		} else {
+			c.Diff = []bot.Change{{Field: "value", From: bot.ShowValue(st.ProposedValue), To: bot.ShowValue(st.Value)}}
+		}
+		it.Changes = c
+	}
 	if st.Quorum > 1 && len(st.Approvals) > 0 {
 		it.Tally = fmt.Sprintf("%d of %d approvals: %s", len(st.Approvals), st.Quorum, strings.Join(st.Approvals, ", "))
 	}
@@ -96,11 +122,29 @@ func (testSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, 
 	return "test_decide", args, nil
 }
 
+// EditCall maps an approval with an edit to test_decide with arguments
+// or value, as the real sources map it to approve_action/confirm_change.
+func (testSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason string) (string, map[string]any, error) {
+	args := map[string]any{"item": rec.ID, "approve": true}
+	if reason != "" {
+		args["reason"] = reason
+	}
+	var v string
+	if json.Unmarshal(edit, &v) == nil {
+		args["value"] = v
+	} else {
+		args["arguments"] = edit
+	}
+	return "test_decide", args, nil
+}
+
 type decideArgs struct {
-	Item    uint64   `json:"item"`
-	Approve bool     `json:"approve"`
-	Reason  string   `json:"reason,omitempty"`
-	Answers []string `json:"answers,omitempty"`
+	Item      uint64         `json:"item"`
+	Approve   bool           `json:"approve"`
+	Reason    string         `json:"reason,omitempty"`
+	Answers   []string       `json:"answers,omitempty"`
+	Arguments map[string]any `json:"arguments,omitempty"`
+	Value     *string        `json:"value,omitempty"`
 }
 
 func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
@@ -118,6 +162,11 @@ func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) 
 	if err != nil {
 		return bot.Result{}, err
 	}
+	if a.Arguments != nil {
+		if n, ok := a.Arguments["db_name"].(string); !ok || n == "" || strings.ToLower(n) != n || strings.ContainsAny(n, "!- ") {
+			return bot.Result{}, bot.Invalid("arguments.db_name", "must be lowercase letters and underscores, such as orders_staging")
+		}
+	}
 	if policy.SamePrincipal(st.RequesterID, st.RequesterName, c.Caller.ID, c.Caller.Name) {
 		return bot.Result{}, c.Deny(ctx, fmt.Sprintf("Access denied: you requested #%d, so someone else must decide it.", a.Item))
 	}
@@ -132,6 +181,22 @@ func testDecide(ctx context.Context, c *bot.Call, args any) (bot.Result, error) 
 		who := c.Caller.String()
 		if a.Approve && slices.Contains(st.Approvals, who) {
 			return bot.Errorf(bot.KindConflict, "You already approved #%d.", a.Item)
+		}
+		if a.Arguments != nil {
+			edited, err := json.Marshal(a.Arguments)
+			if err != nil {
+				return err
+			}
+			if st.ProposedArgs == nil {
+				st.ProposedArgs = st.Arguments
+			}
+			st.Arguments, st.EditedBy = edited, who
+		}
+		if a.Value != nil {
+			if st.ProposedValue == "" {
+				st.ProposedValue = st.Value
+			}
+			st.Value, st.EditedBy = *a.Value, who
 		}
 		event := bot.EventDecided
 		switch {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -524,6 +525,23 @@ func Submit(id string, who Clicker, channel, msgID, customID, reason string) map
 			map[string]any{"type": 1, "components": []any{map[string]any{"type": 4, "custom_id": "reason", "value": reason}}},
 		}},
 		"message": map[string]any{"id": msgID, "channel_id": channel, "content": "", "author": map[string]any{"id": "BOT"}},
+	}
+	who.into(m)
+	return m
+}
+
+// SubmitForm is a modal submit (type 5) of a form with several text
+// inputs: values by the inputs' custom ids, one action row each.
+func SubmitForm(id string, who Clicker, channel, msgID, customID string, values map[string]string) map[string]any {
+	var rows []any
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		rows = append(rows, map[string]any{"type": 1, "components": []any{map[string]any{"type": 4, "custom_id": k, "value": values[k]}}})
+	}
+	m := map[string]any{
+		"id": id, "application_id": "APP", "type": 5, "token": "tok-" + id, "version": 1,
+		"channel_id": channel,
+		"data":       map[string]any{"custom_id": customID, "components": rows},
+		"message":    map[string]any{"id": msgID, "channel_id": channel, "content": "", "author": map[string]any{"id": "BOT"}},
 	}
 	who.into(m)
 	return m

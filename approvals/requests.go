@@ -75,25 +75,57 @@ type Vote struct {
 	Approve bool      `json:"approve"`
 	Reason  string    `json:"reason,omitempty"`
 	At      time.Time `json:"at"`
+	// ArgsSHA256 is the hash of the action arguments the vote was cast on
+	// (the proposal's, or an edit's); "" on a vote recorded before edits
+	// existed, which counts as a vote on the proposal. An approval counts
+	// only for the version it was cast on.
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
+	// Edit marks the approval that made an edit: ArgsSHA256 is the edited
+	// version it introduced.
+	Edit bool `json:"edit,omitempty"`
 }
 
 // Action is what an action request asks to confirm: one tool call, bound to
-// its exact arguments by ArgsSHA256.
+// its exact arguments by ArgsSHA256. Arguments and ArgsSHA256 are the
+// proposal, as the agent sent it, and never change. An approver may edit
+// the arguments before approving: the edited version is then
+// ApprovedArguments (ApprovedArgsSHA256), the one that approvals count for
+// and that runs.
 type Action struct {
-	Tool             string          `json:"tool"`
-	Arguments        json.RawMessage `json:"arguments"` // canonical JSON
-	ArgsSHA256       string          `json:"args_sha256"`
-	Summary          string          `json:"summary,omitempty"`
-	DryRun           string          `json:"dry_run,omitempty"` // the plan as shown
-	RequestedEffects []string        `json:"requested_effects,omitempty"`
-	StatedCategory   string          `json:"stated_category,omitempty"` // what the agent said; recorded, not trusted
-	Category         string          `json:"category"`                  // from config: the one that counts
-	Mechanics        string          `json:"mechanics"`
-	Command          string          `json:"command,omitempty"` // the allowlist entry an exec call matched
-	Headless         bool            `json:"headless,omitempty"`
-	Sensitive        bool            `json:"sensitive,omitempty"`
-	ActionID         string          `json:"action_id,omitempty"`   // the agent's idempotency key
-	Fingerprint      string          `json:"fingerprint,omitempty"` // sha256 of the whole request body
+	Tool       string          `json:"tool"`
+	Arguments  json.RawMessage `json:"arguments"` // canonical JSON, as proposed
+	ArgsSHA256 string          `json:"args_sha256"`
+	// ApprovedArguments and ApprovedArgsSHA256 are the edited version
+	// (canonical JSON, and its hash): set while Edited, empty otherwise
+	// (the proposal is then the version up for approval). Version returns
+	// whichever is current.
+	ApprovedArguments  json.RawMessage `json:"approved_arguments,omitempty"`
+	ApprovedArgsSHA256 string          `json:"approved_args_sha256,omitempty"`
+	// Edited reports that the version up for approval (and, once approved,
+	// the one approved) differs from the proposal; EditedBy is who made
+	// the latest edit, "name [id]".
+	Edited           bool     `json:"edited,omitempty"`
+	EditedBy         string   `json:"edited_by,omitempty"`
+	Summary          string   `json:"summary,omitempty"`
+	DryRun           string   `json:"dry_run,omitempty"` // the plan as shown
+	RequestedEffects []string `json:"requested_effects,omitempty"`
+	StatedCategory   string   `json:"stated_category,omitempty"` // what the agent said; recorded, not trusted
+	Category         string   `json:"category"`                  // from config: the one that counts
+	Mechanics        string   `json:"mechanics"`
+	Command          string   `json:"command,omitempty"` // the allowlist entry an exec call matched
+	Headless         bool     `json:"headless,omitempty"`
+	Sensitive        bool     `json:"sensitive,omitempty"`
+	ActionID         string   `json:"action_id,omitempty"`   // the agent's idempotency key
+	Fingerprint      string   `json:"fingerprint,omitempty"` // sha256 of the whole request body
+}
+
+// Version is the arguments up for approval (once approved: the approved
+// ones) and their hash: the latest edit, else the proposal.
+func (a *Action) Version() (json.RawMessage, string) {
+	if a.Edited {
+		return a.ApprovedArguments, a.ApprovedArgsSHA256
+	}
+	return a.Arguments, a.ArgsSHA256
 }
 
 // Consent is a soft-approval consent: asked for in chat, or reported by the
@@ -213,10 +245,48 @@ const (
 
 // Decide applies d's decision to a pending request: one deny denies; an
 // approval counts once per person, and the quorum-th distinct approver
-// approves. A request that is no longer pending is never changed: the same
-// person repeating their recorded decision gets OutcomeRepeat, anyone else
-// OutcomeConflict. Decide does not check eligibility (see Refusal).
+// approves. An action's approval counts for the version of the arguments
+// it was cast on (Action.Version): votes on an earlier version stay in
+// Votes for the record but no longer count. A request that is no longer
+// pending is never changed: the same person repeating their recorded
+// decision gets OutcomeRepeat, anyone else OutcomeConflict. Decide does
+// not check eligibility (see Refusal).
 func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Outcome {
+	return r.decide(d, approve, reason, now, false)
+}
+
+// Edit is d's approval of an action request with changed arguments: args
+// (canonical JSON, already validated like a new request) hashing to
+// argsSHA256. When they differ from the version now up for approval, they
+// become it (Action.ApprovedArguments; back to the proposal when they equal
+// it), the count restarts on them (approvals of the earlier version no
+// longer count: each approver approves the same bytes), and d's approval is
+// the first vote on them. Arguments equal to the current version are no
+// edit: a plain approval. Like Decide, it changes nothing once the request
+// is decided (the same person repeating an approval of the approved bytes
+// gets OutcomeRepeat) and does not check eligibility.
+func (r *Request) Edit(d Party, args json.RawMessage, argsSHA256, reason string, now time.Time) Outcome {
+	if r.Action == nil {
+		return OutcomeConflict
+	}
+	if _, cur := r.Action.Version(); cur == argsSHA256 || r.Status != StatusPending {
+		if r.Status != StatusPending && cur != argsSHA256 {
+			return OutcomeConflict
+		}
+		return r.Decide(d, true, reason, now)
+	}
+	a := r.Action
+	if argsSHA256 == a.ArgsSHA256 {
+		a.ApprovedArguments, a.ApprovedArgsSHA256, a.Edited = nil, "", false
+	} else {
+		a.ApprovedArguments, a.ApprovedArgsSHA256, a.Edited = slices.Clone(args), argsSHA256, true
+	}
+	a.EditedBy = d.Display
+	return r.decide(d, true, reason, now, true)
+}
+
+func (r *Request) decide(d Party, approve bool, reason string, now time.Time, edit bool) Outcome {
+	cur := r.version()
 	if r.Status != StatusPending {
 		for _, v := range r.Votes {
 			if v.By.Same(d) && v.Approve == approve && r.decisive(v) {
@@ -226,11 +296,14 @@ func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Ou
 		return OutcomeConflict
 	}
 	for _, v := range r.Votes {
-		if v.By.Same(d) && v.Approve && approve {
+		// An edit is never a repeat: it changed the version, so it is
+		// recorded (the editor's earlier vote on these bytes, if any,
+		// still counts once).
+		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur {
 			return OutcomeRepeat
 		}
 	}
-	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now})
+	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit})
 	if !approve {
 		r.Status = StatusDenied
 		r.DecidedBy = []string{d.Display}
@@ -253,12 +326,38 @@ func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Ou
 	return OutcomeDecided
 }
 
+// version is the hash of the action arguments up for approval ("" for a
+// request that is not an action).
+func (r *Request) version() string {
+	if r.Action == nil {
+		return ""
+	}
+	_, h := r.Action.Version()
+	return h
+}
+
+// voteVersion is the version v was cast on: its hash, or for a vote
+// recorded before votes carried one, the proposal's.
+func (r *Request) voteVersion(v Vote) string {
+	if v.ArgsSHA256 == "" && r.Action != nil {
+		return r.Action.ArgsSHA256
+	}
+	return v.ArgsSHA256
+}
+
+// counts reports whether v is an approval that counts: one cast on the
+// version now up for approval.
+func (r *Request) counts(v Vote) bool {
+	return v.Approve && r.voteVersion(v) == r.version()
+}
+
 // decisive reports whether v is part of r's recorded decision: an approval
-// of an approved request, or the denial of a denied one.
+// (of the approved version) of an approved request, or the denial of a
+// denied one.
 func (r *Request) decisive(v Vote) bool {
 	switch r.Status {
 	case StatusApproved:
-		return v.Approve
+		return r.counts(v)
 	case StatusDenied:
 		return !v.Approve && slices.Contains(r.DecidedBy, v.By.Display)
 	}
@@ -266,12 +365,13 @@ func (r *Request) decisive(v Vote) bool {
 }
 
 // Approvals lists the distinct approvers of r so far, as "name [id]", in
-// the order they approved.
+// the order they approved: for an action, the approvers of the version
+// now up for approval.
 func (r *Request) Approvals() []string {
 	var seen []Party
 	var out []string
 	for _, v := range r.Votes {
-		if !v.Approve || slices.ContainsFunc(seen, v.By.Same) {
+		if !r.counts(v) || slices.ContainsFunc(seen, v.By.Same) {
 			continue
 		}
 		seen = append(seen, v.By)
@@ -280,12 +380,13 @@ func (r *Request) Approvals() []string {
 	return out
 }
 
-// Tally renders the quorum count, as "1 of 2 approvals: dr_smith".
+// Tally renders the quorum count, as "1 of 2 approvals: dr_smith": for an
+// action, of the version now up for approval.
 func (r *Request) Tally() string {
 	var names []string
 	var seen []Party
 	for _, v := range r.Votes {
-		if v.Approve && !slices.ContainsFunc(seen, v.By.Same) {
+		if r.counts(v) && !slices.ContainsFunc(seen, v.By.Same) {
 			seen = append(seen, v.By)
 			names = append(names, v.By.Name)
 		}

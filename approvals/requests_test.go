@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -296,4 +297,119 @@ func FuzzDecide(f *testing.F) {
 			}
 		}
 	})
+}
+
+// rqStep is one decision in TestEdit: an approval (args "" : no edit, else
+// an edit to that version), or a denial.
+type rqStep struct {
+	by      Party
+	approve bool
+	args    string // "" for a plain decision; otherwise the edited version's bytes
+	want    Outcome
+}
+
+func TestEdit(t *testing.T) {
+	const proposal = `{"dose":"5mg"}`
+	hash := func(s string) string { return "sha:" + s }
+	tests := []struct {
+		name        string
+		quorum      int
+		steps       []rqStep
+		status      RequestStatus
+		edited      bool
+		version     string // the arguments up for approval (or approved)
+		editedBy    string
+		confirmedBy string
+		tally       string
+	}{
+		{"an edit approves at quorum 1", 1,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeDecided}},
+			StatusApproved, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"an edit equal to the proposal is no edit", 1,
+			[]rqStep{{rqAlice, true, proposal, OutcomeDecided}},
+			StatusApproved, false, proposal, "", "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"an edit restarts the count: an earlier approval no longer counts", 2,
+			[]rqStep{{rqBob, true, "", OutcomeCounted}, {rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}},
+			StatusPending, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "", "1 of 2 approvals: alice"},
+		{"a later plain approval approves the edited version", 2,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqBob, true, "", OutcomeDecided}},
+			StatusApproved, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "alice [prin_a], bob [prin_b]", "2 of 2 approvals: alice, bob"},
+		{"the earlier approver approves again, on the edited version", 2,
+			[]rqStep{{rqBob, true, "", OutcomeCounted}, {rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqBob, true, "", OutcomeDecided}},
+			StatusApproved, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "alice [prin_a], bob [prin_b]", "2 of 2 approvals: alice, bob"},
+		{"approving the edited version again is a repeat", 2,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqAlice, true, "", OutcomeRepeat}, {rqAliceChat, true, `{"dose":"2.5mg"}`, OutcomeRepeat}},
+			StatusPending, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "", "1 of 2 approvals: alice"},
+		{"a second different edit restarts again", 3,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqBob, true, "", OutcomeCounted}, {rqCarol, true, `{"dose":"1mg"}`, OutcomeCounted}},
+			StatusPending, true, `{"dose":"1mg"}`, "carol [prin_c]", "", "1 of 3 approvals: carol"},
+		{"an edit back to the proposal counts the proposal's approvals again", 2,
+			[]rqStep{{rqBob, true, "", OutcomeCounted}, {rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqCarol, true, proposal, OutcomeDecided}},
+			StatusApproved, false, proposal, "carol [prin_c]", "bob [prin_b], carol [prin_c]", "2 of 2 approvals: bob, carol"},
+		{"an editor editing again is recorded, not a repeat", 2,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqAlice, true, `{"dose":"1mg"}`, OutcomeCounted}, {rqBob, true, "", OutcomeDecided}},
+			StatusApproved, true, `{"dose":"1mg"}`, "alice [prin_a]", "alice [prin_a], bob [prin_b]", "2 of 2 approvals: alice, bob"},
+		{"a deny after an edit denies", 2,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeCounted}, {rqBob, false, "", OutcomeDecided}},
+			StatusDenied, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "", "1 of 2 approvals: alice"},
+		{"an edit after the decision conflicts and changes nothing", 1,
+			[]rqStep{{rqAlice, true, "", OutcomeDecided}, {rqBob, true, `{"dose":"2.5mg"}`, OutcomeConflict}},
+			StatusApproved, false, proposal, "", "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"the winner repeating the approved edit gets the same outcome", 1,
+			[]rqStep{{rqAlice, true, `{"dose":"2.5mg"}`, OutcomeDecided}, {rqAlice, true, `{"dose":"2.5mg"}`, OutcomeRepeat}, {rqAlice, true, "", OutcomeRepeat}},
+			StatusApproved, true, `{"dose":"2.5mg"}`, "alice [prin_a]", "alice [prin_a]", "1 of 1 approvals: alice"},
+		{"an edit of a denied request conflicts", 1,
+			[]rqStep{{rqAlice, false, "", OutcomeDecided}, {rqBob, true, `{"dose":"2.5mg"}`, OutcomeConflict}},
+			StatusDenied, false, proposal, "", "", "0 of 1 approvals"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rqPending(tt.quorum)
+			r.Action.Arguments, r.Action.ArgsSHA256 = json.RawMessage(proposal), hash(proposal)
+			for i, st := range tt.steps {
+				at := rqT0.Add(time.Duration(i) * time.Minute)
+				var got Outcome
+				if st.args == "" {
+					got = r.Decide(st.by, st.approve, "because", at)
+				} else {
+					got = r.Edit(st.by, json.RawMessage(st.args), hash(st.args), "because", at)
+				}
+				if got != st.want {
+					t.Fatalf("step %d (%s args %q) = %v, want %v", i, st.by.Display, st.args, got, st.want)
+				}
+			}
+			a := r.Action
+			args, h := a.Version()
+			if r.Status != tt.status || a.Edited != tt.edited || string(args) != tt.version || h != hash(tt.version) || a.EditedBy != tt.editedBy {
+				t.Fatalf("status %q edited %v version %s (%s) edited_by %q; want %q %v %s %q", r.Status, a.Edited, args, h, a.EditedBy, tt.status, tt.edited, tt.version, tt.editedBy)
+			}
+			if r.ConfirmedBy != tt.confirmedBy || r.Tally() != tt.tally {
+				t.Fatalf("confirmed_by %q tally %q; want %q %q", r.ConfirmedBy, r.Tally(), tt.confirmedBy, tt.tally)
+			}
+			// The proposal is never changed by an edit.
+			if string(a.Arguments) != proposal || a.ArgsSHA256 != hash(proposal) {
+				t.Fatalf("the proposal changed: %s %s", a.Arguments, a.ArgsSHA256)
+			}
+			// Every vote names the version it was cast on.
+			for i, v := range r.Votes {
+				if v.ArgsSHA256 == "" {
+					t.Fatalf("vote %d has no version", i)
+				}
+			}
+		})
+	}
+}
+
+// A vote stored before votes carried a version counts as a vote on the
+// proposal, and stops counting once an edit changes the version.
+func TestEditLegacyVotes(t *testing.T) {
+	r := rqPending(2)
+	r.Action.Arguments, r.Action.ArgsSHA256 = json.RawMessage(`{"n":1}`), "sha:1"
+	r.Votes = []Vote{{By: rqBob, Approve: true, At: rqT0}}
+	if got := r.Tally(); got != "1 of 2 approvals: bob" {
+		t.Fatalf("legacy vote not counted: %q", got)
+	}
+	if got := r.Edit(rqAlice, json.RawMessage(`{"n":2}`), "sha:2", "", rqT0); got != OutcomeCounted || r.Tally() != "1 of 2 approvals: alice" {
+		t.Fatalf("edit = %v, tally %q", got, r.Tally())
+	}
 }

@@ -143,6 +143,9 @@ func (a *ConfirmArgs) Validate() error {
 type DecideArgs struct {
 	RequestID string `json:"request_id" jsonschema:"the request to decide (req_… or con_…)"`
 	Reason    string `json:"reason,omitempty" jsonschema:"why; on a denial it reaches the agent"`
+	// Arguments is an edit (approve_action only): the whole arguments
+	// object to approve instead of the one proposed.
+	Arguments Object `json:"arguments,omitempty" jsonschema:"approve_action only: to approve with changes, the whole edited arguments object (not a patch). It is validated like a new request (the tool's schema, the exec allowlist, the same category); under a quorum it restarts the count, and the agent receives it as approved_arguments"`
 }
 
 // Validate checks the id and the reason.

@@ -18,22 +18,43 @@ import (
 	"github.com/countersign/countersign/receipt"
 )
 
-// confirm is confirm_action.
-func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
-	args := a.(*ConfirmArgs)
-	def := s.tools[args.Tool]
-	obj := map[string]any(args.Arguments)
+// callCheck is what checkCall found about one tool call: its canonical
+// arguments, the configured category and mechanics, the allowlist entry an
+// exec command matched, or why it cannot be asked about.
+type callCheck struct {
+	canon     json.RawMessage
+	cat       policy.Category
+	mech      policy.Mechanics
+	command   string   // the allowlist entry an exec call matched
+	mechanics string   // the mechanics to report with a clarification
+	missing   []string // required arguments not given: a clarification
+	// refused is the tokens of an exec command not on the allowlist.
+	refused []string
+	def     *toolDef
+}
+
+// checkCall validates one call of tool with arguments obj the way every
+// call is validated, whether an agent proposes it (confirm_action) or an
+// approver edits it (approve_action with arguments): canonical form,
+// required arguments, the exec allowlist (which fixes the category of an
+// exec call), the configured category and its mechanics, the declared JSON
+// Schema. A missing argument or a command off the allowlist is reported in
+// the result (the callers answer those differently); anything else invalid
+// is a 400 naming the field.
+func (s *Service) checkCall(tool string, obj map[string]any) (callCheck, error) {
+	def := s.tools[tool]
 	if obj == nil {
 		obj = map[string]any{}
 	}
 	rawArgs, err := json.Marshal(obj)
 	if err != nil {
-		return bot.Result{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
+		return callCheck{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
 	}
 	canon, err := receipt.Canonical(rawArgs)
 	if err != nil {
-		return bot.Result{}, bot.Invalid("arguments", "%v", err)
+		return callCheck{}, bot.Invalid("arguments", "%v", err)
 	}
+	ck := callCheck{canon: canon, def: def}
 
 	// 1. Clarification: nothing is asked of a person while parameters are
 	// missing; the agent asks the user instead of guessing.
@@ -45,51 +66,66 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	if exec && !slices.Contains(required, "command") {
 		required = append(required, "command")
 	}
-	mechanics := ""
 	if def == nil || !exec {
-		cat := policy.ToolCategory(args.Tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
-		mechanics = string(policy.MechanicsFor(cat))
+		cat := policy.ToolCategory(tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
+		ck.mechanics = string(policy.MechanicsFor(cat))
 	}
-	if missing := policy.RequiredMissing(required, obj); len(missing) > 0 {
-		return clarification(args.Tool, mechanics, missing), nil
+	if ck.missing = policy.RequiredMissing(required, obj); len(ck.missing) > 0 {
+		return ck, nil
 	}
 
 	// 2. The category: from config, or, for an exec-style tool, from the
 	// allowlist entry the command matches. Not on the list: refused.
-	var cat policy.Category
-	command := ""
 	if exec {
 		toks, err := policy.CommandTokens(obj["command"])
 		if errors.Is(err, policy.ErrNoCommand) {
-			return clarification(args.Tool, "", []string{"command"}), nil
+			ck.mechanics, ck.missing = "", []string{"command"}
+			return ck, nil
 		}
 		var ce *policy.CommandError
 		if errors.As(err, &ce) {
-			return bot.Result{}, bot.Invalid("arguments.command", "%s", ce.Msg)
+			return callCheck{}, bot.Invalid("arguments.command", "%s", ce.Msg)
 		}
 		if err != nil {
-			return bot.Result{}, err
+			return callCheck{}, err
 		}
 		m, ok := policy.MatchCommand(def.commands, toks)
 		if !ok {
-			return bot.Result{}, c.Deny(ctx, notAllowlisted(def, toks))
+			ck.refused = toks
+			return ck, nil
 		}
-		cat, command = m.Category, m.Rule.String()
+		ck.cat, ck.command = m.Category, m.Rule.String()
 	} else {
-		cat = policy.ToolCategory(args.Tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
+		ck.cat = policy.ToolCategory(tool, def != nil, toolCategory(def), s.o.ReadOnlyPrefixes)
 	}
-	mech := policy.MechanicsFor(cat)
+	ck.mech = policy.MechanicsFor(ck.cat)
 
 	// 3. The rest of the declared schema.
 	if def != nil && def.schema != nil {
 		var plain any
 		if err := json.Unmarshal(canon, &plain); err != nil {
-			return bot.Result{}, bot.Invalid("arguments", "%v", err)
+			return callCheck{}, bot.Invalid("arguments", "%v", err)
 		}
 		if err := def.schema.Validate(plain); err != nil {
-			return bot.Result{}, bot.Invalid("arguments", "do not match the declared schema of %s: %v", args.Tool, err)
+			return callCheck{}, bot.Invalid("arguments", "do not match the declared schema of %s: %v", tool, err)
 		}
 	}
+	return ck, nil
+}
+
+// confirm is confirm_action.
+func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
+	args := a.(*ConfirmArgs)
+	ck, err := s.checkCall(args.Tool, args.Arguments)
+	switch {
+	case err != nil:
+		return bot.Result{}, err
+	case len(ck.missing) > 0:
+		return clarification(args.Tool, ck.mechanics, ck.missing), nil
+	case ck.refused != nil:
+		return bot.Result{}, c.Deny(ctx, notAllowlisted(ck.def, ck.refused))
+	}
+	def, canon, cat, mech, command := ck.def, ck.canon, ck.cat, ck.mech, ck.command
 
 	// 4. A destructive call shows its plan first.
 	if mech == policy.MechanicsDryRunConfirm && !args.Headless && strings.TrimSpace(string(args.DryRun)) == "" {

@@ -2,6 +2,7 @@ package actiontools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
+	"github.com/countersign/countersign/receipt"
 )
 
 // errRefused ends a decision transaction whose caller may not decide; the
@@ -37,18 +40,25 @@ func auditName(r *approvals.Request) string {
 	return string(r.Kind) + "_" + string(r.Status)
 }
 
-// decide is approve_action (approve) and deny_action.
+// decide is approve_action (approve) and deny_action. approve_action with
+// arguments is an approval with changes (an edit): validated like a new
+// request (checkEdit), then recorded by approvals.Request.Edit.
 func (s *Service) decide(approve bool) bot.Handler {
 	return func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 		args := a.(*DecideArgs)
 		d := party(c.Caller)
+		editing := args.Arguments != nil
+		if editing && !approve {
+			return bot.Result{}, bot.Invalid("arguments", "only approve_action takes arguments (an approval with changes); a denial takes a reason, which reaches the agent")
+		}
 		var (
 			req     *approvals.Request
 			out     approvals.Outcome
 			refusal string
+			edited  bool // this call changed the version up for approval
 		)
 		err := c.Update(ctx, func(tx *bot.Tx) error {
-			req, out, refusal = nil, 0, ""
+			req, out, refusal, edited = nil, 0, "", false
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
 				return err
@@ -58,6 +68,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			if r.Kind == approvals.KindQuestionRequest {
 				return bot.Invalid("request_id", "%s is a question: answer it with answer_question. An answer is never an approval", r.ID)
+			}
+			if editing && r.Action == nil {
+				return bot.Invalid("arguments", "%s is a consent request: it has no arguments to edit. Approve it without arguments, or deny it with a reason", r.ID)
 			}
 			if r.Kind == approvals.KindConsentRequest && r.Status == approvals.StatusRecorded {
 				req, out = r, approvals.OutcomeConflict
@@ -72,14 +85,34 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if refusal = canDecide(c, r); refusal != "" {
 				return errRefused
 			}
-			out = r.Decide(d, approve, args.Reason, c.Now)
+			if editing {
+				canon, sum, err := s.checkEdit(r, args.Arguments)
+				if err != nil {
+					if r.Status == approvals.StatusPending {
+						return err
+					}
+					req, out = r, approvals.OutcomeConflict // decided: the first decision stands
+					return nil
+				}
+				_, before := r.Action.Version()
+				out = r.Edit(d, canon, sum, args.Reason, c.Now)
+				_, after := r.Action.Version()
+				edited = before != after
+			} else {
+				out = r.Decide(d, approve, args.Reason, c.Now)
+			}
 			req = r
 			switch out {
 			case approvals.OutcomeCounted:
 				if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
 					return err
 				}
-				if err := tx.Audit(string(r.Kind)+"_vote", fmt.Sprintf("%s approve by %s: %s", r.ID, d.Display, r.Tally())); err != nil {
+				detail := fmt.Sprintf("%s approve by %s: %s", r.ID, d.Display, r.Tally())
+				if edited {
+					detail = fmt.Sprintf("%s approve with changes by %s: args_sha256=%s approved_args_sha256=%s (the count restarts on the edited arguments): %s",
+						r.ID, d.Display, r.Action.ArgsSHA256, r.Action.ApprovedArgsSHA256, r.Tally())
+				}
+				if err := tx.Audit(string(r.Kind)+"_vote", detail); err != nil {
 					return err
 				}
 				return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
@@ -88,8 +121,11 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", "))
-				if r.Action != nil {
-					detail += fmt.Sprintf(" %s args_sha256=%s", callName(r.Action.Tool, r.Action.Command), r.Action.ArgsSHA256)
+				if a := r.Action; a != nil {
+					detail += fmt.Sprintf(" %s args_sha256=%s", callName(a.Tool, a.Command), a.ArgsSHA256)
+					if a.Edited {
+						detail += fmt.Sprintf(" approved_args_sha256=%s edited_by=%s", a.ApprovedArgsSHA256, a.EditedBy)
+					}
 				}
 				if r.Reason != "" {
 					detail += ": " + r.Reason
@@ -124,10 +160,59 @@ func (s *Service) decide(approve bool) bot.Handler {
 		case approvals.OutcomeCounted:
 			res := render(req)
 			res.Text = fmt.Sprintf("Counted: %s on %s. It stays pending until the quorum is reached.", req.Tally(), req.ID)
+			if edited {
+				res.Text = fmt.Sprintf("Counted your approval with changes (%s): %s on %s. Approvals of the earlier arguments no longer count: each approver approves the same bytes, so it stays pending until the quorum approves the edited arguments (approved_args_sha256 %s).",
+					changesText(req.Action), req.Tally(), req.ID, req.Action.ApprovedArgsSHA256)
+			}
 			return res, nil
 		}
 		return s.render(req), nil
 	}
+}
+
+// checkEdit validates an approver's edit of action request r exactly like
+// a new request of the same tool (checkCall: canonical form, required
+// arguments, the exec allowlist, the JSON Schema), and refuses an edit
+// that would escape what was asked: another category or mechanics, another
+// allowlist entry, or a destructive call whose dry-run plan would no longer
+// describe what runs. It returns the canonical arguments and their hash.
+// The tool and the space are the request's: an edit cannot name others.
+func (s *Service) checkEdit(r *approvals.Request, edit Object) (json.RawMessage, string, error) {
+	a := r.Action
+	if a.Mechanics == string(policy.MechanicsDryRunConfirm) {
+		return nil, "", bot.Invalid("arguments", "%s is destructive: its dry-run plan describes the proposed arguments, so it is approved as proposed or denied. To change it, deny it saying what to change; the agent asks again with a new plan", callName(a.Tool, a.Command))
+	}
+	ck, err := s.checkCall(a.Tool, edit)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case len(ck.missing) > 0:
+		return nil, "", bot.Invalid("arguments."+ck.missing[0], "required by %s: an edit is the whole arguments object, so keep every required argument (%s)", a.Tool, strings.Join(ck.missing, ", "))
+	case ck.refused != nil:
+		return nil, "", bot.Invalid("arguments.command", "%s", notAllowlisted(ck.def, ck.refused))
+	case string(ck.cat) != a.Category || string(ck.mech) != a.Mechanics:
+		return nil, "", bot.Invalid("arguments", "the edit makes this a %s call (mechanics %s), but %s was asked as %s (mechanics %s): an edit cannot change a call's category. Approve it as proposed, or deny it and let the agent ask again", ck.cat, ck.mech, r.ID, a.Category, a.Mechanics)
+	case ck.command != a.Command:
+		return nil, "", bot.Invalid("arguments.command", "the edited command matches the allowlist entry %q, but %s was asked for %q: an edit keeps the command it was asked for; deny it and let the agent ask for the other command", ck.command, r.ID, a.Command)
+	}
+	return ck.canon, receipt.HashCanonical(a.Tool, ck.canon), nil
+}
+
+// changesText is the field-level difference of an edited action's
+// arguments from the proposal ("dose 5mg → 2.5mg"), "" when unedited.
+func changesText(a *approvals.Action) string {
+	return actionChanges(a).Text()
+}
+
+// actionChanges is an edited action's Changes for the item view, nil when
+// unedited.
+func actionChanges(a *approvals.Action) *bot.Changes {
+	if a == nil || !a.Edited {
+		return nil
+	}
+	diff, more := bot.DiffArgs(a.Arguments, a.ApprovedArguments)
+	return &bot.Changes{By: a.EditedBy, Diff: diff, More: more, ProposedSHA256: a.ArgsSHA256, ApprovedSHA256: a.ApprovedArgsSHA256}
 }
 
 // conflict is the answer to a decision on a request that already has its

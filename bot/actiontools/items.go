@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // itemSource renders action, consent and question requests for chat, and
@@ -57,14 +58,20 @@ func (itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		field("Category as stated by the agent", a.StatedCategory)
 		field("Mechanics", fmt.Sprintf("%s (configured category: %s)", a.Mechanics, a.Category))
 		field("Arguments SHA-256", a.ArgsSHA256)
+		if a.Edited {
+			field("Edited arguments", string(a.ApprovedArguments))
+			field("Edited arguments SHA-256", a.ApprovedArgsSHA256)
+		}
+		it.Changes = actionChanges(a)
+		if r.Status == approvals.StatusPending && a.Mechanics != string(policy.MechanicsDryRunConfirm) {
+			cur, _ := a.Version()
+			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(cur)}
+		}
 		if !r.EscalatedAt.IsZero() {
 			field("Escalated", "at "+stamp(r.EscalatedAt))
 		}
 		it.Tally = r.Tally()
 		it.Sensitive = a.Sensitive
-		if r.Status == approvals.StatusPending && rec.Kind == bot.KindAction {
-			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: a.Arguments}
-		}
 	case r.Consent != nil:
 		c := r.Consent
 		it.Title = "Approval requested: " + c.Action

@@ -47,8 +47,9 @@ func (s *Service) receiptFor(r *approvals.Request) string {
 		// Approved at once by the configured category (mechanics auto).
 		by = "auto (" + r.Action.Category + ")"
 	}
+	_, approved := r.Action.Version() // an approver's edit, else the proposal
 	rec, err := s.b.SignReceipt(receipt.Payload{
-		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: r.Action.ArgsSHA256,
+		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: approved,
 		ConfirmedBy: by, IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
 	})
 	if err != nil {
@@ -70,6 +71,17 @@ func (s *Service) requestData(r *approvals.Request) map[string]any {
 // render is render(r) with the receipt of an approved action.
 func (s *Service) render(r *approvals.Request) bot.Result {
 	return bot.Result{Text: describe(r), Data: s.requestData(r)}
+}
+
+// executedDetail is the audit detail of action_executed: the hash of the
+// arguments that run (the approved ones) and, for an edited approval, the
+// proposal's too.
+func executedDetail(r *approvals.Request) string {
+	a := r.Action
+	if !a.Edited {
+		return fmt.Sprintf("%s %s args_sha256 %s confirmed by %s", r.ID, a.Tool, a.ArgsSHA256, r.ConfirmedBy)
+	}
+	return fmt.Sprintf("%s %s approved_args_sha256 %s (proposed args_sha256 %s, edited by %s) confirmed by %s", r.ID, a.Tool, a.ApprovedArgsSHA256, a.ArgsSHA256, a.EditedBy, r.ConfirmedBy)
 }
 
 // redeem is redeem_receipt: it verifies the receipt (this deployment's key,
@@ -99,7 +111,8 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) || !r.Requester.Same(party(c.Caller)) {
 			return &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Only the requester of %s redeems its receipt.", r.ID)}
 		}
-		if r.Status != approvals.StatusApproved || r.Action.Tool != p.Tool || r.Action.ArgsSHA256 != p.ApprovedArgsSHA256 {
+		_, approved := r.Action.Version()
+		if r.Status != approvals.StatusApproved || r.Action.Tool != p.Tool || approved != p.ApprovedArgsSHA256 {
 			return bot.Invalid("receipt", "does not match request %s as stored (status %s, tool %s)", r.ID, r.Status, r.Action.Tool)
 		}
 		if !r.ExecutedAt.IsZero() {
@@ -111,7 +124,7 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			return err
 		}
 		if _, err := tx.AuditAs(c.Caller.String(), botSpace(r.Space), "action_executed",
-			fmt.Sprintf("%s %s args_sha256 %s confirmed by %s", r.ID, r.Action.Tool, r.Action.ArgsSHA256, r.ConfirmedBy)); err != nil {
+			executedDetail(r)); err != nil {
 			return err
 		}
 		req = r

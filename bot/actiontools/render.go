@@ -57,9 +57,19 @@ func requestData(r *approvals.Request) map[string]any {
 		d["stated_category"] = a.StatedCategory
 		d["args_sha256"] = a.ArgsSHA256
 		d["arguments"] = json.RawMessage(a.Arguments)
+		version, sum := a.Version()
 		if r.Status == approvals.StatusApproved {
-			d["approved_arguments"] = json.RawMessage(a.Arguments)
-			d["approved_args_sha256"] = a.ArgsSHA256
+			d["approved_arguments"] = json.RawMessage(version)
+			d["approved_args_sha256"] = sum
+		}
+		d["edited"] = a.Edited
+		if a.Edited {
+			// The version an approver edited the proposal to: the one
+			// approvals count for, and the one that runs once approved.
+			d["edited_arguments"] = json.RawMessage(version)
+			d["edited_args_sha256"] = sum
+			d["edited_by"] = a.EditedBy
+			d["changes"] = changesText(a)
 		}
 		if !r.ExecutedAt.IsZero() {
 			d["executed_at"] = stamp(r.ExecutedAt)
@@ -116,11 +126,19 @@ func describeAction(r *approvals.Request) string {
 		if a.Mechanics == string(policy.MechanicsDryRunConfirm) {
 			what = "a person must review the dry-run plan and confirm it"
 		}
-		return fmt.Sprintf("⏳ %s is pending: %s is %s, so %s (%s). Poll action_status with request_id %s and wait_seconds (up to 60), or wait for the callback. Unanswered by %s, it is denied by automatic policy.",
-			r.ID, name, a.Category, what, r.Tally(), r.ID, stamp(r.ExpiresAt))
+		edit := ""
+		if a.Edited {
+			edit = fmt.Sprintf(" %s edited the arguments (%s): if approved, run edited_arguments.", a.EditedBy, changesText(a))
+		}
+		return fmt.Sprintf("⏳ %s is pending: %s is %s, so %s (%s).%s Poll action_status with request_id %s and wait_seconds (up to 60), or wait for the callback. Unanswered by %s, it is denied by automatic policy.",
+			r.ID, name, a.Category, what, r.Tally(), edit, r.ID, stamp(r.ExpiresAt))
 	case approvals.StatusApproved:
 		if a.Mechanics == string(policy.MechanicsAuto) {
 			return fmt.Sprintf("✅ %s approved automatically: %s is read-only, so no confirmation is needed.", r.ID, name)
+		}
+		if a.Edited {
+			return fmt.Sprintf("✅ %s approved with changes by %s: %s. %s is confirmed by %s. Call it with exactly approved_arguments (approved_args_sha256 %s), not the arguments you proposed, and confirmed_by %q.",
+				r.ID, a.EditedBy, changesText(a), name, r.ConfirmedBy, a.ApprovedArgsSHA256, r.ConfirmedBy)
 		}
 		return fmt.Sprintf("✅ %s approved: %s is confirmed by %s. Call it with exactly the approved arguments (args_sha256 %s) and confirmed_by %q.",
 			r.ID, name, r.ConfirmedBy, a.ArgsSHA256, r.ConfirmedBy)

@@ -39,12 +39,16 @@ func (s *Service) toolList() []bot.Tool {
 			Handler:     s.redeem,
 		},
 		{
-			Name:        "approve_action",
-			Description: "Approve a pending request as yourself: you are recorded as confirmed_by. The requester, agents, service accounts and principals outside the tool's approvers cannot approve. With a quorum, each distinct approver counts once. A decided request keeps its first outcome.",
+			Name: "approve_action",
+			Description: "Approve a pending request as yourself: you are recorded as confirmed_by. The requester, agents, service accounts and principals outside the tool's approvers cannot approve. With a quorum, each distinct approver counts once. A decided request keeps its first outcome. " +
+				"To approve with changes, pass the whole edited arguments object in arguments: it is validated like a new request (the tool's JSON Schema, the exec allowlist, the same tool and category), the proposal and the approved version are both kept with their SHA-256, and under a quorum the edit restarts the count.",
 			Capability:  policy.CapApprove,
 			Annotations: bot.Annotations{Idempotent: true},
 			Args:        DecideArgs{},
 			Handler:     s.decide(true),
+			ArgLimits: map[string]bot.ArgLimit{
+				"arguments": {Bytes: orDefault(s.o.MaxArgumentsBytes, DefaultMaxArgBytes), Setting: "limits.max_arguments_bytes"},
+			},
 		},
 		{
 			Name:        "deny_action",

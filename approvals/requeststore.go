@@ -15,6 +15,15 @@ const (
 	bucketDeadlines  = "request_due"  // big-endian unix nanoseconds ++ request id -> kind
 )
 
+// AuditedBuckets are approvals' buckets written only in the same
+// transaction as an audit entry (the action requests), for Emptied.
+func AuditedBuckets() []string { return []string{bucketRequests} }
+
+// RequestsBucket is the bucket a request's every change is written to: a
+// replica that hears of a committed write there (key: the request id) wakes
+// whoever waits on that request.
+const RequestsBucket = bucketRequests
+
 // PutRequest stores r, moving its deadline-index entry to due (the zero
 // time removes it), and files a terminal request in the retention indexes
 // (retention.go). Call it for every change of a request, so that the

@@ -54,7 +54,7 @@ var slots = []memory.Slot{
 // NewEnv opens (creating) the store at path and wires the tools.
 func NewEnv(path string, o EnvOptions) (*Env, error) {
 	// The options of cmd/countersign's storeOptions.
-	db, err := bolt.Open(path, bolt.Options{GroupCommit: o.GroupCommit, Sequential: append(bot.SequentialBuckets(), "mem_facts")})
+	db, err := bolt.Open(path, bolt.Options{GroupCommit: o.GroupCommit, Sequential: append(bot.SequentialBuckets(), memory.SequentialBuckets()...)})
 	if err != nil {
 		return nil, err
 	}

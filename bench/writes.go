@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/memory"
 	bbolt "go.etcd.io/bbolt"
 )
 
@@ -172,7 +173,7 @@ func RunW2Bare(ctx context.Context, dir string, res *Results, round, n, writers 
 	if err != nil {
 		return 0, err
 	}
-	db, err := bolt.Open(tempPath(dir, fmt.Sprintf("w2-bare-%d.db", round)), bolt.Options{GroupCommit: true, Sequential: append(bot.SequentialBuckets(), "mem_facts")})
+	db, err := bolt.Open(tempPath(dir, fmt.Sprintf("w2-bare-%d.db", round)), bolt.Options{GroupCommit: true, Sequential: append(bot.SequentialBuckets(), memory.SequentialBuckets()...)})
 	if err != nil {
 		return 0, err
 	}

@@ -107,6 +107,18 @@ func SequentialBuckets() []string {
 	return append([]string{bucketItems, bucketOutbox}, approvals.SequentialBuckets()...)
 }
 
+// AuditedBuckets are the buckets of the bot and of approvals written only
+// in the same transaction as an audit entry (principals and their keys,
+// chat items, action requests): content in them next to an empty audit
+// chain means the chain was emptied (approvals.Emptied).
+func AuditedBuckets() []string {
+	return append([]string{bucketPrincipals, bucketKeys, bucketItems}, approvals.AuditedBuckets()...)
+}
+
+// OutboxBucket is the bucket outbox events are queued in: a replica that
+// hears of a committed write there wakes the outbox workers (Wake).
+const OutboxBucket = bucketOutbox
+
 // Now returns the bot's clock reading.
 func (b *Bot) Now() time.Time { return b.now() }
 

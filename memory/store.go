@@ -29,6 +29,12 @@ const (
 // fuller (bolt.Options.Sequential). The bucket names stay memory's own.
 func SequentialBuckets() []string { return []string{bucketFacts} }
 
+// AuditedBuckets are memory's buckets written only in the same transaction
+// as an audit entry (the facts): content in them next to an empty audit
+// chain means the chain was emptied (approvals.Emptied). The bucket names
+// stay memory's own.
+func AuditedBuckets() []string { return []string{bucketFacts} }
+
 func factKey(sp Space, id uint64) []byte {
 	return append(sp.key(), kv.U64(id)...)
 }

@@ -506,7 +506,7 @@ func TestAuditStateBucketsExist(t *testing.T) {
 	e.MustOK(key, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}})
 	e.Stop()
 	e.withBolt(func(tx *bbolt.Tx) error {
-		for _, b := range auditStateBuckets {
+		for _, b := range auditStateBuckets() {
 			if bk := tx.Bucket([]byte(b)); bk == nil || bk.Stats().KeyN == 0 {
 				t.Errorf("bucket %q is empty or missing", b)
 			}

@@ -28,7 +28,7 @@ func auditArchive(ctx context.Context, cfg *Config, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	opts := approvals.VerifyOptions{Trusted: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, StateBuckets: auditStateBuckets}
+	opts := approvals.VerifyOptions{Trusted: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}, StateBuckets: auditStateBuckets()}
 	if p := cfg.Audit.Anchor.File; p != "" {
 		anchors, err := approvals.ReadAnchors(p)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -99,7 +99,7 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		trusted = []ed25519.PublicKey{pub}
 	}
-	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets}
+	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets()}
 	if opts.Archives, err = readSegments(archives); err != nil {
 		return err
 	}

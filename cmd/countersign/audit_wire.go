@@ -10,15 +10,20 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/memory"
 )
 
-// auditStateBuckets are buckets written only in the same transaction as an
-// audit entry (principals and their keys, chat items, action requests,
-// facts): any content in them next to an empty chain means the chain was
-// emptied. TestAuditStateBucketsExist keeps the names honest.
-var auditStateBuckets = []string{"principals", "keys", "items", "requests", "mem_facts"}
+// auditStateBuckets are the buckets written only in the same transaction as
+// an audit entry (principals and their keys, chat items, action requests,
+// facts), as each domain names them: any content in them next to an empty
+// chain means the chain was emptied. TestAuditStateBucketsExist checks
+// that the wiring writes them.
+func auditStateBuckets() []string {
+	return append(bot.AuditedBuckets(), memory.AuditedBuckets()...)
+}
 
 // systemPrincipal is how the audit chain names Countersign itself.
 const systemPrincipal = "countersign [system]"
@@ -37,7 +42,7 @@ func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
 	var emptied bool
 	err := db.View(ctx, func(tx kv.Tx) error {
 		var err error
-		if emptied, err = approvals.Emptied(tx, auditStateBuckets); err != nil || emptied {
+		if emptied, err = approvals.Emptied(tx, auditStateBuckets()); err != nil || emptied {
 			return err
 		}
 		if hasChain, err = approvals.HasChain(tx); err != nil || !hasChain {
@@ -179,5 +184,5 @@ func (a *app) wireAudit(ctx context.Context) error {
 // auditToolOptions are what verify_audit checks besides the chain: the
 // anchor file and the state buckets.
 func (a *app) auditToolOptions() admintools.Options {
-	return admintools.Options{AnchorFile: a.cfg.Audit.Anchor.File, StateBuckets: auditStateBuckets}
+	return admintools.Options{AnchorFile: a.cfg.Audit.Anchor.File, StateBuckets: auditStateBuckets()}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/postgres"
+	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
 )
 
 // Several replicas on one PostgreSQL database (docs/operations.md, "Running
@@ -31,8 +33,8 @@ const leaderInterval = time.Second
 // approvals' requests (a decision wakes the long polls waiting on it on
 // every replica) and bot's outbox (a new event wakes the leader's workers).
 const (
-	requestsBucket = "requests"
-	outboxBucket   = "outbox"
+	requestsBucket = approvals.RequestsBucket
+	outboxBucket   = bot.OutboxBucket
 )
 
 // watchedBuckets are passed to every replica's store.

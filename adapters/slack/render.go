@@ -311,7 +311,10 @@ func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
 	if it.Tally != "" {
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("🗳 "+text(it.Tally, 2000))))
 	}
-	if ch := chat.WithChanges(it); ch != "" && (!it.Sensitive || detail) {
+	if ch := chat.WithChanges(it); ch != "" {
+		if it.Sensitive && !detail {
+			ch = "Edited by an approver; the changes are withheld from this channel."
+		}
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("✏️ "+text(capitalize(ch), 2000))))
 	}
 	switch {

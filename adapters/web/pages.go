@@ -241,6 +241,8 @@ func doneNotice(s string) string {
 	switch verb {
 	case "approve":
 		return fmt.Sprintf("Approved #%d.", n)
+	case "edit":
+		return fmt.Sprintf("Approved #%d with your changes.", n)
 	case "reject":
 		return fmt.Sprintf("Rejected #%d.", n)
 	case "answer":
@@ -305,6 +307,35 @@ type itemData struct {
 	IsAction   bool
 	IsQuestion bool
 	Nonce      string // names this rendering's forms, so a resubmission is applied once
+	// Edit is the "Edit & approve" form's inputs, prefilled with what is
+	// up for approval; nil when the item cannot be edited or the person
+	// may not decide it. EditBasis names what the form started from.
+	Edit      []editInput
+	EditBasis string
+	// Changes is chat's sentence for an item an approver edited
+	// ("approved with changes by alice: dose 5mg → 2.5mg").
+	Changes string
+}
+
+// editInput is one input of the edit form: its form name is edit_<Index>.
+type editInput struct {
+	Index     int
+	Label     string
+	Value     string
+	Multiline bool
+}
+
+// Bounds of the console's edit form: arguments edited one input each up
+// to webEditInputs (else one JSON input), each input up to webEditText
+// characters (the form body stays within the server's limit).
+const (
+	webEditInputs = 12
+	webEditText   = 16000
+)
+
+// editLayout is the item's edit form as chat lays it out for the console.
+func editLayout(it bot.Item) (chat.EditLayout, string) {
+	return chat.EditForm(it, webEditInputs, webEditText)
 }
 
 func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bool) {
@@ -377,7 +408,14 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	if d.Pending {
 		d.ReadOnly = caller.ReadOnlyReason(it)
 		d.Nonce, _ = randomToken(12)
+		if lay, why := editLayout(it); d.ReadOnly == "" && why == "" {
+			d.EditBasis = lay.Basis
+			for i, in := range lay.Inputs {
+				d.Edit = append(d.Edit, editInput{Index: i, Label: in.Label, Value: in.Value, Multiline: in.Multiline})
+			}
+		}
 	}
+	d.Changes = chat.WithChanges(it)
 	if !it.ExpiresAt.IsZero() && d.Pending {
 		if it.ExpiresAt.After(h.now()) {
 			d.Expires = it.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + " (in " + chat.RoundDuration(it.ExpiresAt.Sub(h.now())) + ")"
@@ -499,6 +537,33 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		d.Verb = chat.Approve
 	case "reject", "decline":
 		d.Verb = chat.Reject
+	case "edit":
+		// Approve with changes: the form's inputs read back through chat's
+		// edit layout, then the same chat.Decide as every surface.
+		d.Verb = chat.Approve
+		d.Basis = f.Get("basis")
+		it, err := h.o.Bot.Item(r.Context(), id)
+		if err != nil {
+			h.backToItem(w, r, id, "That item cannot be loaded; nothing was done.")
+			return
+		}
+		lay, why := editLayout(it)
+		if why != "" {
+			// Decided, refused or gone meanwhile: say what chat says.
+			if out := chat.Prepare(r.Context(), h.o.Bot, chat.Decision{Surface: Surface, UserID: caller.ID, Caller: caller, ItemID: id, Verb: chat.Approve}); out.Status != chat.Ready && out.Reply != "" {
+				why = out.Reply
+			}
+			h.backToItem(w, r, id, why)
+			return
+		}
+		values := map[string]string{}
+		for i, in := range lay.Inputs {
+			values[in.Name] = f.Get("edit_" + strconv.Itoa(i))
+		}
+		if _, msg := lay.Apply(&d, values); msg != "" {
+			h.backToItem(w, r, id, msg+" Nothing was done.")
+			return
+		}
 	case "answer":
 		d.Verb = chat.Answer
 		for _, v := range f["answer"] {
@@ -510,7 +575,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			d.Choices = append(d.Choices, n)
 		}
 	default:
-		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, reject, answer or decline.")
+		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, edit, reject, answer or decline.")
 		return
 	}
 	out := chat.Decide(r.Context(), h.o.Bot, d)

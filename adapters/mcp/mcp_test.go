@@ -3,21 +3,20 @@ package mcp
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
+	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"github.com/countersign/countersign/policy"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,20 +26,12 @@ import (
 // leak, "panic" panics.
 func newBot(t *testing.T) *bot.Bot {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "cs.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	b, err := bot.New(bot.Options{Store: db, SigningKey: ed25519.NewKeyFromSeed(make([]byte, 32))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbot.New(t, bot.Options{Store: bottest.OpenStore(t)})
 	if err := admintools.Register(b); err != nil {
 		t.Fatal(err)
 	}
 	type noArgs struct{}
-	err = b.Register(
+	err := b.Register(
 		bot.Tool{Name: "explode", Description: "fails", Capability: policy.CapRead, Args: noArgs{}, Handler: func(context.Context, *bot.Call, any) (bot.Result, error) {
 			return bot.Result{}, errors.New("open /var/lib/countersign/secret.db: permission denied")
 		}},

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -15,6 +14,8 @@ import (
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
@@ -29,17 +30,10 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "cs.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	db := bottest.OpenStore(t)
+	key := bottest.SigningKey()
 	now := time.Date(2026, 9, 26, 12, 0, 0, 0, time.UTC)
-	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: key, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testbot.New(t, bot.Options{Store: kvtest.Twice(db), SigningKey: key, Now: func() time.Time { return now }})
 	if err := Register(b); err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,8 @@ package memorytools
 
 import (
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/bottest"
+	"github.com/countersign/countersign/bot/bottest/testbot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/memory"
@@ -41,17 +41,10 @@ type fixture struct {
 
 func newFixture(t *testing.T, o memory.Options) *fixture {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "cs.db"), bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := bottest.OpenStore(t)
 	f := &fixture{t: t, db: db, now: t0}
-	_, key, _ := ed25519.GenerateKey(nil)
-	f.b, err = bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: key, Now: f.clock, Sinks: []string{"slack"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f.b = testbot.New(t, bot.Options{Store: kvtest.Twice(db), Now: f.clock, Sinks: []string{"slack"}})
+	var err error
 	if o.Schema == nil {
 		o.Schema, err = memory.NewSchema([]memory.Slot{
 			{Name: "active_medication", Category: "active_medication", Verbatim: true, Multi: true, Confirm: true, Aliases: []string{"meds"}, Channel: "pharmacy", Sensitive: true},

@@ -163,6 +163,10 @@ type Request struct {
 	Approvers Approvers `json:"approvers,omitzero"`
 	Quorum    int       `json:"quorum,omitempty"`
 	Votes     []Vote    `json:"votes,omitempty"`
+	// StepUp, when positive, is how fresh each approver's last sign-in at
+	// the identity provider must be (set at creation from step_up: in the
+	// config; see policy.Decidable.StepUp).
+	StepUp time.Duration `json:"step_up,omitempty"`
 
 	ConfirmedBy string    `json:"confirmed_by,omitempty"` // approvers as "name [id]", comma-separated
 	DecidedBy   []string  `json:"decided_by,omitempty"`
@@ -215,6 +219,7 @@ func (r *Request) Decidable() policy.Decidable {
 		RequesterID: r.Requester.ID, RequesterName: r.Requester.Name, RequesterDisplay: r.Requester.Display,
 		SpaceUserID: r.Space.UserID,
 		Approvers:   r.Approvers,
+		StepUp:      r.StepUp,
 	}
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"

@@ -88,6 +88,10 @@ type Item struct {
 	// Changes, on an item edited by an approver, is who changed it and how
 	// (chat.WithChanges is its sentence); nil when unedited.
 	Changes *Changes `json:"changes,omitempty"`
+	// StepUp, when positive, says approving the item needs a fresh sign-in
+	// at the identity provider within that long (the console's step-up);
+	// chat offers a one-time link to the console instead.
+	StepUp time.Duration `json:"step_up,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.

@@ -43,6 +43,12 @@ type Caller struct {
 	Surface string
 	// ChatID is the platform user id when the call came from chat.
 	ChatID string
+	// AuthAt is when the person last signed in at the identity provider
+	// (the ID token's auth_time) and AuthMethod how ("oidc"): only a web
+	// session after a fresh OIDC sign-in carries them; chat identities and
+	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
+	AuthAt     time.Time
+	AuthMethod string
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -64,7 +70,23 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod}
+}
+
+// SteppedUp reports whether the caller's last strong sign-in is fresh
+// enough at now for an item that requires step-up within (see
+// policy.SteppedUp); the decision itself is the one rule's.
+func (c *Caller) SteppedUp(within time.Duration, now time.Time) bool {
+	return c != nil && policy.SteppedUp(c.AuthAt, within, now)
+}
+
+// StepUpNote says, for an audit entry, how the caller stepped up ("step-up
+// oidc auth_time=…"); "" when the caller carries no strong sign-in.
+func (c *Caller) StepUpNote() string {
+	if c == nil || c.AuthAt.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("step-up %s auth_time=%s", c.AuthMethod, c.AuthAt.UTC().Format(time.RFC3339))
 }
 
 // MayDecide is the one decision rule applied to this caller and item: the

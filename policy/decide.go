@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Decider is who attempts a decision: the principal behind the call, with
@@ -16,6 +17,11 @@ type Decider struct {
 	Kind    string   // person, agent or service
 	Role    Role     // the principal's role
 	Scopes  []string // the user_ids it may touch; empty = all
+	// AuthAt is when the decider last authenticated strongly (a sign-in at
+	// the identity provider), and AuthMethod how ("oidc"). Zero for chat
+	// identities, API keys and sign-in links: they never carry one.
+	AuthAt     time.Time
+	AuthMethod string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -69,6 +75,38 @@ type Decidable struct {
 	// ApproversOf names what the approvers decide in a refusal
 	// ("delete_database requests"); empty: Ref.
 	ApproversOf string
+	// StepUp, when positive, is how fresh the decider's last strong
+	// authentication (Decider.AuthAt) must be at At for this decision:
+	// set for approving an item that requires step-up, never for
+	// refusing one (refusing is never held back).
+	StepUp time.Duration
+	// At is when the decision is taken (the caller's clock: policy reads
+	// none). A StepUp with a zero At refuses.
+	At time.Time
+}
+
+// StepUpSkew is how far in the future of At a decider's AuthAt may lie
+// and still count (clocks of replicas and identity providers differ a
+// little); further is refused.
+const StepUpSkew = time.Minute
+
+// SteppedUp reports whether a strong authentication at authAt is fresh
+// enough for a step-up of within at time at.
+func SteppedUp(authAt time.Time, within time.Duration, at time.Time) bool {
+	if authAt.IsZero() || at.IsZero() || within <= 0 {
+		return false
+	}
+	return !authAt.Before(at.Add(-within)) && !authAt.After(at.Add(StepUpSkew))
+}
+
+// StepUpRequired starts the step-up refusal (after "Access denied: "): a
+// surface that can offer a fresh sign-in recognises it (IsStepUpRefusal).
+const StepUpRequired = "step-up required: approve in the console after signing in again."
+
+// IsStepUpRefusal reports whether msg is the decision rule's step-up
+// refusal: every other check passed, and only a fresh sign-in is missing.
+func IsStepUpRefusal(msg string) bool {
+	return strings.HasPrefix(msg, "Access denied: "+StepUpRequired)
 }
 
 // SamePrincipal reports whether two principals are the same: the same id,
@@ -86,7 +124,9 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // item's memory space in scope, and be among the item's eligible approvers.
 // It returns the refusal ("Access denied: …"), or "" when d may decide. The
 // order of the checks is part of the contract: identity, person,
-// capability, requester, scope, approvers.
+// capability, requester, scope, approvers, step-up (an item that requires
+// step-up is approved only by a decider whose last strong authentication
+// is within it.StepUp of it.At).
 func DecisionRefusal(d Decider, it Decidable) string {
 	return CheckDecision(d, it).Message
 }
@@ -103,6 +143,7 @@ const (
 	CheckRequester                       // the caller asked for it
 	CheckScope                           // the item's space is outside the caller's scope
 	CheckApprovers                       // the caller is not among the item's approvers
+	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
 )
 
 // Refusal is the decision rule's answer: which check refused and the
@@ -140,8 +181,28 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 			what = it.Ref
 		}
 		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
+	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
+		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
 	}
 	return Refusal{}
+}
+
+// stepUpRefusal says why a decider is not stepped up for it.
+func stepUpRefusal(d Decider, it Decidable, display string) string {
+	var why string
+	switch {
+	case d.AuthAt.IsZero():
+		why = fmt.Sprintf("%s carries no fresh sign-in: chat, API keys and sign-in links never do", display)
+	case it.At.IsZero():
+		why = "the time of the decision is unknown"
+	default:
+		method := d.AuthMethod
+		if method == "" {
+			method = "sign-in"
+		}
+		why = fmt.Sprintf("%s's last %s was at %s, which is not within the last %s", display, method, d.AuthAt.UTC().Format(time.RFC3339), it.StepUp)
+	}
+	return fmt.Sprintf("Access denied: %s %s is approved only after a fresh sign-in at the identity provider within the last %s, and %s. Refusing it needs no step-up.", StepUpRequired, it.Ref, it.StepUp, why)
 }
 
 func anOrA(word string) string {
@@ -165,6 +226,8 @@ func (r Refusal) Short(role Role) string {
 		return "you requested it"
 	case CheckScope:
 		return "outside your scope"
+	case CheckStepUp:
+		return "approving needs a fresh sign-in (step-up)"
 	}
 	return r.Message
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func person(name, id string, role Role) Decider {
@@ -103,6 +104,60 @@ func TestCheckDecisionNamesTheCheck(t *testing.T) {
 		}
 		if got := r.Short(tt.d.Role); !strings.HasPrefix(got, tt.short) || (tt.short == "") != (got == "") {
 			t.Errorf("%s: Short = %q, want %q", tt.name, got, tt.short)
+		}
+	}
+}
+
+// TestDecisionRefusalStepUp: an item that requires step-up is approved only
+// by a decider whose last strong sign-in lies within the window at the
+// decision's time; every other check comes first, and the step-up refusal
+// is recognisable (IsStepUpRefusal) so a surface can offer a fresh sign-in.
+func TestDecisionRefusalStepUp(t *testing.T) {
+	at := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
+	it := Decidable{Ref: "req_1", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
+		SpaceUserID: "ops", StepUp: 5 * time.Minute, At: at}
+	fresh := func(ago time.Duration) Decider {
+		d := person("alice", "prin_a", RoleMember)
+		d.AuthAt, d.AuthMethod = at.Add(-ago), "oidc"
+		return d
+	}
+	noAt := it
+	noAt.At = time.Time{}
+	notRequired := it
+	notRequired.StepUp = 0
+	tests := []struct {
+		name  string
+		d     Decider
+		it    Decidable
+		check DecisionCheck
+		want  string
+	}{
+		{"signed in a minute ago", fresh(time.Minute), it, CheckAllowed, ""},
+		{"signed in exactly at the window's edge", fresh(5 * time.Minute), it, CheckAllowed, ""},
+		{"signed in a second too early", fresh(5*time.Minute + time.Second), it, CheckStepUp, "last oidc was at 2026-12-01T15:54:59Z, which is not within the last 5m0s"},
+		{"no strong sign-in at all (chat, API key, link)", person("alice", "prin_a", RoleMember), it, CheckStepUp, "carries no fresh sign-in: chat, API keys and sign-in links never do"},
+		{"a sign-in within the skew ahead", fresh(-30 * time.Second), it, CheckAllowed, ""},
+		{"a sign-in far in the future fails closed", fresh(-2 * time.Minute), it, CheckStepUp, "not within the last"},
+		{"no decision time fails closed", fresh(time.Minute), noAt, CheckStepUp, "the time of the decision is unknown"},
+		{"not required: no sign-in needed", person("alice", "prin_a", RoleMember), notRequired, CheckAllowed, ""},
+		{"the requester is refused as the requester, not for step-up", func() Decider { d := fresh(time.Hour); d.ID, d.Name = "prin_agent", "deploy-bot"; return d }(), it, CheckRequester, "never decided by its own requester"},
+		{"an agent is refused as an agent even when fresh", func() Decider { d := fresh(time.Minute); d.Kind = "agent"; return d }(), it, CheckPerson, "agent principal"},
+	}
+	for _, tt := range tests {
+		r := CheckDecision(tt.d, tt.it)
+		if r.Check != tt.check || !strings.Contains(r.Message, tt.want) || (tt.want == "") != (r.Message == "") {
+			t.Errorf("%s: CheckDecision = %+v, want check %d with %q", tt.name, r, tt.check, tt.want)
+		}
+		if got := IsStepUpRefusal(r.Message); got != (tt.check == CheckStepUp) {
+			t.Errorf("%s: IsStepUpRefusal(%q) = %v", tt.name, r.Message, got)
+		}
+		if tt.check == CheckStepUp {
+			if !strings.HasPrefix(r.Message, "Access denied: step-up required: approve in the console after signing in again.") {
+				t.Errorf("%s: refusal %q does not start with the step-up wording", tt.name, r.Message)
+			}
+			if s := r.Short(RoleMember); s != "approving needs a fresh sign-in (step-up)" {
+				t.Errorf("%s: Short = %q", tt.name, s)
+			}
 		}
 	}
 }

@@ -93,6 +93,9 @@ type Options struct {
 	// arguments and dry_run (bytes of JSON; 0: DefaultMaxArgBytes).
 	MaxArgumentsBytes int
 	MaxDryRunBytes    int
+	// StepUp names the requests whose approval needs a fresh sign-in
+	// (stepup.go); zero: none.
+	StepUp StepUpSpec
 }
 
 // Retention is how long each kind of closed request is kept after it
@@ -118,6 +121,7 @@ type Service struct {
 	allow  []allowRule // callbacks.allowed_hosts
 	client *http.Client
 	waits  *notifier
+	stepUp stepUpRule
 }
 
 // toolDef is a compiled ToolSpec.
@@ -189,6 +193,11 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	rule, err := compileStepUp(o.StepUp, s.tools)
+	if err != nil {
+		return nil, err
+	}
+	s.stepUp = rule
 	if err := b.Register(s.toolList()...); err != nil {
 		return nil, err
 	}
@@ -294,10 +303,4 @@ func spaceRef(sp bot.Space) approvals.SpaceRef {
 
 func botSpace(sp approvals.SpaceRef) bot.Space {
 	return bot.Space{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
-}
-
-// canDecide returns the refusal for caller deciding r, or "": the one
-// decision rule (policy.DecisionRefusal).
-func canDecide(c *bot.Call, r *approvals.Request) string {
-	return c.Caller.MayDecide(r.Decidable())
 }

@@ -204,6 +204,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			r.Action.Sensitive = def.spec.Sensitive
 			timeout = def.timeout
 		}
+		r.StepUp = s.stepUp.requires(args.Tool, cat)
 		r.ExpiresAt = c.Now.Add(timeout)
 		detail := fmt.Sprintf("%s %s category=%s mechanics=%s args_sha256=%s", r.ID, callName(args.Tool, command), cat, mech, r.Action.ArgsSHA256)
 		var due time.Time

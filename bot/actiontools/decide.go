@@ -82,7 +82,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				req, out = r, approvals.OutcomeConflict
 				return expire(tx, r, c.Now)
 			}
-			if refusal = canDecide(c, r); refusal != "" {
+			if refusal = canDecide(c, r, approve); refusal != "" {
 				return errRefused
 			}
 			if editing {
@@ -112,7 +112,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 					detail = fmt.Sprintf("%s approve with changes by %s: args_sha256=%s approved_args_sha256=%s (the count restarts on the edited arguments): %s",
 						r.ID, d.Display, r.Action.ArgsSHA256, r.Action.ApprovedArgsSHA256, r.Tally())
 				}
-				if err := tx.Audit(string(r.Kind)+"_vote", detail); err != nil {
+				if err := tx.Audit(string(r.Kind)+"_vote", detail+stepUpNote(c, r, approve)); err != nil {
 					return err
 				}
 				return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
@@ -120,7 +120,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
 					return err
 				}
-				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", "))
+				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", ")) + stepUpNote(c, r, approve)
 				if a := r.Action; a != nil {
 					detail += fmt.Sprintf(" %s args_sha256=%s", callName(a.Tool, a.Command), a.ArgsSHA256)
 					if a.Edited {
@@ -277,7 +277,7 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			req, out = r, approvals.OutcomeConflict
 			return expire(tx, r, c.Now)
 		}
-		if refusal = canDecide(c, r); refusal != "" {
+		if refusal = canDecide(c, r, false); refusal != "" {
 			return errRefused
 		}
 		answers, err := chosen(r.Question, args)

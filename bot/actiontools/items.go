@@ -72,6 +72,10 @@ func (itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		}
 		it.Tally = r.Tally()
 		it.Sensitive = a.Sensitive
+		if r.StepUp > 0 {
+			it.StepUp = r.StepUp
+			field("Step-up", stepUpField(r.StepUp))
+		}
 	case r.Consent != nil:
 		c := r.Consent
 		it.Title = "Approval requested: " + c.Action

@@ -48,6 +48,8 @@ type Config struct {
 
 	ToolPolicy ToolPolicy `yaml:"tool_policy"`
 
+	StepUp StepUpConfig `yaml:"step_up"` // config_stepup.go
+
 	Approvals ApprovalsConfig `yaml:"approvals"`
 
 	Callbacks CallbackConfig `yaml:"callbacks"`
@@ -148,6 +150,7 @@ func (c *Config) applyDefaults() {
 	for i := range c.Tools {
 		c.Tools[i].defaults(c.Approvals.DefaultTimeout)
 	}
+	c.StepUp.defaults()
 	c.Sweep.defaults()
 	c.Retention.defaults()
 	c.Log.defaults()
@@ -199,6 +202,7 @@ func (c *Config) validate(p *problems) {
 	}
 	c.SoftApproval.validate(p)
 	c.Web.validate(c.Principals, p)
+	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)

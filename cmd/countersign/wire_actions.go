@@ -26,6 +26,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		Retention:         cfg.Retention.requests(),
 		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
 		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
+		StepUp:            cfg.StepUp.spec(),
 	}
 	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
 	for _, t := range cfg.Tools {

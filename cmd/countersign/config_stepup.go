@@ -1,0 +1,74 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/bot/actiontools"
+	"github.com/countersign/countersign/policy"
+)
+
+// StepUpConfig is the step_up section: the action requests whose approval
+// needs a fresh sign-in at the identity provider (the web console's OIDC)
+// within Within. Empty lists: off (the default).
+type StepUpConfig struct {
+	// Within is how fresh the sign-in must be (default 5m).
+	Within time.Duration `yaml:"within"`
+	// Tools are declared tools (tools[].name) whose requests need it.
+	Tools []string `yaml:"tools"`
+	// Categories are categories (mutating, destructive, unclassified) whose
+	// requests need it, by the configured category (an exec command's own).
+	Categories []string `yaml:"categories"`
+}
+
+// on reports whether anything requires step-up.
+func (s StepUpConfig) on() bool { return len(s.Tools) > 0 || len(s.Categories) > 0 }
+
+func (s *StepUpConfig) defaults() {
+	if s.Within == 0 {
+		s.Within = actiontools.DefaultStepUpWithin
+	}
+}
+
+// validate checks the section against the declared tools and the web
+// console: step-up is a sign-in at the identity provider, so it needs the
+// console with OIDC.
+func (s StepUpConfig) validate(tools []ToolConfig, w WebConfig, p *problems) {
+	if s.Within <= 0 {
+		p.add("step_up.within", "must be positive, for example 5m")
+	}
+	declared := map[string]ToolConfig{}
+	for _, t := range tools {
+		declared[t.Name] = t
+	}
+	for i, name := range s.Tools {
+		key := fmt.Sprintf("step_up.tools[%d]", i)
+		t, ok := declared[name]
+		if !ok {
+			p.add(key, "%q is not a declared tool; name one under tools[].name", name)
+			continue
+		}
+		if cat, err := policy.ParseCategory(t.Category); err == nil && cat == policy.CategoryReadOnly && len(t.Commands) == 0 {
+			p.add(key, "%q is read-only, approved automatically, so step-up would never apply", name)
+		}
+	}
+	for i, c := range s.Categories {
+		key := fmt.Sprintf("step_up.categories[%d]", i)
+		cat, err := policy.ParseCategory(c)
+		switch {
+		case err != nil || strings.TrimSpace(c) == "":
+			p.add(key, "%q is not a category; use mutating, destructive or unclassified", c)
+		case cat == policy.CategoryReadOnly:
+			p.add(key, "read-only calls are approved automatically, so step-up would never apply; use mutating, destructive or unclassified")
+		}
+	}
+	if s.on() && (!w.enabled() || w.OIDC == nil) {
+		p.add("step_up", "step-up is a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove step_up")
+	}
+}
+
+// spec is the section as actiontools takes it.
+func (s StepUpConfig) spec() actiontools.StepUpSpec {
+	return actiontools.StepUpSpec{Within: s.Within, Tools: s.Tools, Categories: s.Categories}
+}

@@ -62,12 +62,18 @@ type discordEnv struct {
 
 func newDiscordEnv(t *testing.T, mode string) *discordEnv {
 	t.Helper()
+	return newDiscordEnvConfig(t, mode, func(s string) string { return s })
+}
+
+// newDiscordEnvConfig is newDiscordEnv with the config changed by edit.
+func newDiscordEnvConfig(t *testing.T, mode string, edit func(string) string) *discordEnv {
+	t.Helper()
 	fake := discordtest.New(t, discordToken)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newTestEnv(t, discordConfig(fake, mode))
+	e := newTestEnv(t, edit(discordConfig(fake, mode)))
 	e.env["DISCORD_BOT_TOKEN"] = discordToken
 	e.env["DISCORD_PUBLIC_KEY"] = hex.EncodeToString(pub)
 	d := &discordEnv{testEnv: e, fake: fake, key: priv}

@@ -35,6 +35,7 @@ type slackFake struct {
 type slackCall struct {
 	Method string
 	Form   url.Values
+	JSON   map[string]any // JSON methods (views.open)
 	Auth   string
 	TS     string // the ts the fake answered with
 }
@@ -60,7 +61,7 @@ func (f *slackFake) handle(method string) http.HandlerFunc {
 			_ = r.ParseForm()
 			c.Form = r.PostForm
 		} else {
-			_, _ = io.Copy(io.Discard, r.Body)
+			_ = json.NewDecoder(r.Body).Decode(&c.JSON)
 		}
 		f.mu.Lock()
 		f.calls = append(f.calls, c)

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+)
+
+// setDoseTool is a mutating tool (confirm mechanics) whose dose the
+// schema constrains: the edits below change 5mg to 2.5mg.
+const setDoseTool = `tools:
+  - name: set_dose
+    category: mutating
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string, pattern: "^[0-9.]+mg$"}}}
+    approvers: {roles: [member, admin]}
+    channels: [ops]
+`
+
+// withSetDose adds set_dose to a config's tools.
+func withSetDose(cfg string) string { return strings.Replace(cfg, "tools:\n", setDoseTool, 1) }
+
+// doseArgs are the proposed arguments of the set_dose requests.
+var doseArgs = map[string]any{"drug": "apixaban", "dose": "5mg"}
+
+// approvedArgs is what action_status tells the agent was approved.
+func approvedArgs(t *testing.T, st toolResponse) string {
+	t.Helper()
+	b, err := json.Marshal(st.Data["approved_arguments"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSlackModalEditApprovesEditedActionEndToEnd: a person clicks Edit &
+// approve on a destructive action's card, Slack opens the prefilled modal
+// (views.open through the real slack-go client), a db_name the tool's
+// schema refuses comes back as a field error with nothing recorded, and
+// the corrected submission approves the edited arguments: the agent gets
+// them from action_status and the card says "approved with changes".
+func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, withSetDose(slackConfig(f, "http")))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("deploy_bot", "agent")
+	e.Start()
+
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs, "summary": "start apixaban"})
+	reqID, _ := r.Data["request_id"].(string)
+	waitFor(t, "the request to be posted", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	post := f.Calls("chat.postMessage")[0]
+	itemID := regexp.MustCompile(`"block_id":"countersign:(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
+	if itemID == nil || !strings.Contains(post.Form.Get("blocks"), `"countersign.edit"`) {
+		t.Fatalf("the action's card has no Edit & approve button:\n%s", post.Form.Get("blocks"))
+	}
+	interact := func(payload map[string]any) (int, string) {
+		p, _ := json.Marshal(payload)
+		return postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret)
+	}
+	if code, _ := interact(map[string]any{
+		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC"},
+		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
+	}); code != http.StatusOK {
+		t.Fatalf("Edit & approve click answered %d", code)
+	}
+	waitFor(t, "the edit modal to be opened", func() bool { return len(f.Calls("views.open")) == 1 })
+	open := f.Calls("views.open")[0]
+	view, _ := open.JSON["view"].(map[string]any)
+	meta, _ := view["private_metadata"].(string)
+	if open.JSON["trigger_id"] != "t-edit" || view["callback_id"] != "countersign.edit" || !strings.Contains(fmt.Sprint(view["blocks"]), "initial_value:5mg") {
+		t.Fatalf("views.open: %v", open.JSON)
+	}
+	// Inputs follow the arguments' order: edit_0 is dose, edit_1 drug
+	// (canonical JSON sorts the keys).
+	submit := func(trigger, dose string) (int, string) {
+		input := func(v string) map[string]any {
+			return map[string]any{"input": map[string]any{"type": "plain_text_input", "value": v}}
+		}
+		return interact(map[string]any{
+			"type": "view_submission", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
+			"view": map[string]any{"id": "V1", "callback_id": "countersign.edit", "private_metadata": meta,
+				"state": map[string]any{"values": map[string]any{"edit_0": input(dose), "edit_1": input("apixaban")}}},
+		})
+	}
+	code, body := submit("t-s1", "half a tablet")
+	if code != http.StatusOK || !strings.Contains(body, `"response_action":"errors"`) || !strings.Contains(body, `"edit_0"`) {
+		t.Fatalf("an edit the schema refuses answered %d %s", code, body)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("a refused edit decided the request: %s", st)
+	}
+	if code, body := submit("t-s2", "2.5mg"); code != http.StatusOK || body != "" {
+		t.Fatalf("the valid edit answered %d %q, want an empty 200", code, body)
+	}
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
+	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
+		t.Fatalf("action_status after the Slack edit: %s", st)
+	}
+	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "Approved with changes by dr_smith [U0123ABC]: dose 5mg → 2.5mg") {
+		t.Fatalf("updated card:\n%s", ub)
+	}
+}
+
+// TestDiscordModalEditApprovesEditedActionEndToEnd: the same through a
+// Discord modal on the HTTP interactions endpoint.
+func TestDiscordModalEditApprovesEditedActionEndToEnd(t *testing.T) {
+	d := newDiscordEnvConfig(t, "http", withSetDose)
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs, "summary": "start apixaban"})
+	reqID, _ := req.Data["request_id"].(string)
+	msg, item := d.posted(discordOps, "set\\\\_dose")
+	modal := d.click("e1", smith, discordOps, msg, "cs:edit:"+item)
+	data, _ := modal["data"].(map[string]any)
+	custom, _ := data["custom_id"].(string)
+	if discordRespType(modal) != 9 || !strings.HasPrefix(custom, "cs:edited:"+item+":") || !strings.Contains(fmt.Sprint(data["components"]), "value:5mg") {
+		t.Fatalf("Edit & approve answered %v, want a prefilled modal", modal)
+	}
+	status, resp := discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(t,
+		discordtest.SubmitForm("e2", smith, discordOps, msg, custom, map[string]string{"e0": "2.5mg", "e1": "apixaban", "note": "renal function"})))
+	if status != 200 || discordRespType(resp) != 7 || !strings.Contains(fmt.Sprint(resp), "Approved with changes by dr\\_smith \\[111\\]: dose 5mg → 2.5mg") {
+		t.Fatalf("the edit answered %d %v", status, resp)
+	}
+	st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID})
+	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
+		t.Fatalf("action_status after the Discord edit: %s", st)
+	}
+}
+
+var editInputRE = regexp.MustCompile(`name="edit_0" type="text" value="([^"]*)"`)
+var basisRE = regexp.MustCompile(`name="basis" value="([^"]+)"`)
+
+// TestWebEditFormApprovesEditedAction: the console's edit form, over HTTP:
+// shown prefilled to an approver, refused without its CSRF token, and
+// approving the edited arguments through the one decision path.
+func TestWebEditFormApprovesEditedAction(t *testing.T) {
+	e := newTestEnv(t, setDoseTool+`principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+`)
+	agent := e.CreateKey("deploy_bot", "agent")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs})
+	rid, _ := r.Data["request_id"].(string)
+	c := signInHTTP(t, e, "dr_smith")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
+	itemPath := resp.Header.Get("Location")
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	csrf, nonce, in, basis := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page), editInputRE.FindStringSubmatch(page), basisRE.FindStringSubmatch(page)
+	if csrf == nil || nonce == nil || in == nil || basis == nil || in[1] != "5mg" {
+		t.Fatalf("item page has no prefilled edit form:\n%s", page)
+	}
+	form := url.Values{"nonce": {nonce[1] + "e"}, "basis": {basis[1]}, "action": {"edit"}, "edit_0": {"2.5mg"}, "edit_1": {"apixaban"}, "reason": {"renal function"}}
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an edit without its CSRF token answered %d", resp.StatusCode)
+	}
+	form.Set("csrf", csrf[1])
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=edit-") {
+		t.Fatalf("the edit answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
+		t.Fatalf("action_status after the web edit: %s", st)
+	}
+	if _, page = webDo(t, c, "GET", e.URL+itemPath, nil); !strings.Contains(page, "approved with changes by dr_smith") || !strings.Contains(page, "dose 5mg → 2.5mg") {
+		t.Fatalf("the decided item's page does not show the changes:\n%s", page)
+	}
+}

@@ -172,6 +172,9 @@ type Request struct {
 	DecidedBy   []string  `json:"decided_by,omitempty"`
 	DecidedAt   time.Time `json:"decided_at,omitzero"`
 	Reason      string    `json:"reason,omitempty"`
+	// GrantID is the standing grant that approved the request at once
+	// (grants.go); 0 when a person decided it.
+	GrantID uint64 `json:"grant_id,omitempty"`
 
 	CallbackURL string `json:"callback_url,omitempty"`
 

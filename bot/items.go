@@ -92,6 +92,9 @@ type Item struct {
 	// at the identity provider within that long (the console's step-up);
 	// chat offers a one-time link to the console instead.
 	StepUp time.Duration `json:"step_up,omitempty"`
+	// Grants are the standing grants an approver may add to an approval
+	// of this pending item (the tool's grants: config); none: approve only.
+	Grants []GrantOption `json:"grants,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -291,6 +294,15 @@ func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve
 
 // DecideRecord is DecideItem on an item record already loaded.
 func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, approve bool, reason string, answers []string) (Result, error) {
+	return b.DecideRecordWith(ctx, caller, rec, approve, reason, answers, nil)
+}
+
+// DecideRecordWith is DecideRecord with extra arguments of the decision
+// tool (a standing grant asked with an approval: "grant"). They are added
+// to the arguments the item's source maps the decision to, never replace
+// one of them, and are decoded and checked by the tool like an API
+// client's.
+func (b *Bot) DecideRecordWith(ctx context.Context, caller *Caller, rec ItemRecord, approve bool, reason string, answers []string, extra map[string]any) (Result, error) {
 	src, ok := b.kinds[rec.Kind]
 	if !ok {
 		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
@@ -298,6 +310,11 @@ func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, 
 	tool, args, err := src.DecisionCall(rec, approve, reason, answers)
 	if err != nil {
 		return Result{}, err
+	}
+	for k, v := range extra {
+		if _, taken := args[k]; !taken {
+			args[k] = v
+		}
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
@@ -350,6 +367,9 @@ const (
 	EventDecided   = "decided"   // the item reached its outcome: update messages in place
 	EventReminder  = "reminder"  // post a reminder in the item's thread
 	EventEscalated = "escalated" // post an escalation in the item's thread
+	// EventNote posts Note in the item's thread whatever the item's state
+	// (a call approved under a standing grant made on this item).
+	EventNote = "note"
 )
 
 // Event is one outbox entry for one sink.

@@ -51,6 +51,9 @@ type ToolSpec struct {
 	// Commands makes the tool exec-style: only these commands may run, each
 	// with its own category; anything else is refused outright.
 	Commands []CommandSpec
+	// Grants are the standing grants an approver may make with an
+	// approval (grants.go); the zero value allows none.
+	Grants GrantPolicy
 }
 
 // Options configure the service. Zero durations take the documented
@@ -198,7 +201,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.stepUp = rule
-	if err := b.Register(s.toolList()...); err != nil {
+	if err := b.Register(append(s.toolList(), s.grantTools()...)...); err != nil {
 		return nil, err
 	}
 	b.RegisterItemKind(bot.KindAction, itemSource{s})
@@ -243,6 +246,9 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration) (*toolDef, error) {
 			continue
 		}
 		def.commands = append(def.commands, r)
+	}
+	if err := grantsOf(t, cat); err != nil {
+		errs = append(errs, err)
 	}
 	for j, r := range t.Approvers.Roles {
 		role, err := policy.ParseRole(r)

@@ -146,11 +146,16 @@ type DecideArgs struct {
 	// Arguments is an edit (approve_action only): the whole arguments
 	// object to approve instead of the one proposed.
 	Arguments Object `json:"arguments,omitempty" jsonschema:"approve_action only: to approve with changes, the whole edited arguments object (not a patch). It is validated like a new request (the tool's schema, the exec allowlist, the same category); under a quorum it restarts the count, and the agent receives it as approved_arguments"`
+	// Grant is a standing grant made with this approval (grants.go).
+	Grant *GrantArgs `json:"grant,omitempty" jsonschema:"also grant a standing approval of later matching calls, within the tool's grants: config (approve_action only)"`
 }
 
 // Validate checks the id and the reason.
 func (a *DecideArgs) Validate() error {
 	if err := checkRequestID(a.RequestID); err != nil {
+		return err
+	}
+	if err := validateGrant(a.Grant); err != nil {
 		return err
 	}
 	return bot.CheckText("reason", a.Reason, 2000, true)

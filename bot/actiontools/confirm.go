@@ -208,7 +208,14 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		r.ExpiresAt = c.Now.Add(timeout)
 		detail := fmt.Sprintf("%s %s category=%s mechanics=%s args_sha256=%s", r.ID, callName(args.Tool, command), cat, mech, r.Action.ArgsSHA256)
 		var due time.Time
+		granted := false
+		if mech != policy.MechanicsAuto {
+			if granted, err = s.grantFor(tx, c, r, def); err != nil {
+				return err
+			}
+		}
 		switch {
+		case granted: // approved under a standing grant (grants.go)
 		case mech == policy.MechanicsAuto:
 			r.Status = approvals.StatusApproved
 			r.Reason = "read-only: approved automatically, no confirmation needed"

@@ -56,9 +56,10 @@ func (s *Service) decide(approve bool) bot.Handler {
 			out     approvals.Outcome
 			refusal string
 			edited  bool // this call changed the version up for approval
+			grant   *approvals.Grant
 		)
 		err := c.Update(ctx, func(tx *bot.Tx) error {
-			req, out, refusal, edited = nil, 0, "", false
+			req, out, refusal, edited, grant = nil, 0, "", false, nil
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
 				return err
@@ -102,6 +103,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 				out = r.Decide(d, approve, args.Reason, c.Now)
 			}
 			req = r
+			if grant, err = s.grantOnDecision(tx, c, r, out, approve, args.Grant); err != nil {
+				return err
+			}
 			switch out {
 			case approvals.OutcomeCounted:
 				if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
@@ -166,7 +170,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			return res, nil
 		}
-		return s.render(req), nil
+		return grantNote(s.render(req), grant), nil
 	}
 }
 

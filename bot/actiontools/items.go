@@ -21,7 +21,7 @@ var (
 )
 
 // View renders the request behind rec.
-func (itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
+func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	r, err := approvals.LoadRequest(tx, rec.Key)
 	if err != nil {
 		return bot.Item{}, err
@@ -76,6 +76,7 @@ func (itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.StepUp = r.StepUp
 			field("Step-up", stepUpField(r.StepUp))
 		}
+		it.Grants = src.s.grantOptions(r)
 	case r.Consent != nil:
 		c := r.Consent
 		it.Title = "Approval requested: " + c.Action

@@ -50,7 +50,7 @@ func (s *Service) receiptFor(r *approvals.Request) string {
 	_, approved := r.Action.Version() // an approver's edit, else the proposal
 	rec, err := s.b.SignReceipt(receipt.Payload{
 		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: approved,
-		ConfirmedBy: by, IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
+		ConfirmedBy: by, Grant: grantRef(r), IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
 	})
 	if err != nil {
 		s.b.Logger().Error("signing a receipt", "request", r.ID, "err", err)

@@ -71,6 +71,9 @@ func requestData(r *approvals.Request) map[string]any {
 			d["edited_by"] = a.EditedBy
 			d["changes"] = changesText(a)
 		}
+		if r.GrantID != 0 {
+			d["grant_id"] = r.GrantID
+		}
 		if !r.ExecutedAt.IsZero() {
 			d["executed_at"] = stamp(r.ExecutedAt)
 		}

@@ -488,6 +488,48 @@ type ToolConfig struct {
 	// Commands is the allowlist of an exec-style tool: only these binaries
 	// (or binary plus subcommand) may run; anything else is refused.
 	Commands []CommandDecl `yaml:"commands"`
+	// Grants are the standing grants an approver may make with an
+	// approval of this tool; default none. Never on a destructive tool,
+	// nor on one whose approvals need a quorum.
+	Grants GrantsDecl `yaml:"grants"`
+}
+
+// GrantsDecl is a tool's grants: section: `{max: 8h, allow: [once,
+// session, duration]}`.
+type GrantsDecl struct {
+	Max   time.Duration `yaml:"max"`
+	Allow []string      `yaml:"allow"`
+}
+
+// validate checks a tool's grants: at key (tools[i].grants).
+func (g GrantsDecl) validate(key string, t ToolConfig, p *problems) {
+	if len(g.Allow) == 0 {
+		if g.Max != 0 {
+			p.add(key+".allow", "list the kinds allowed (once, session, duration); max alone allows nothing")
+		}
+		return
+	}
+	if cat, err := policy.ParseCategory(t.Category); err == nil && cat == policy.CategoryDestructive {
+		p.add(key, "%s is destructive, and a destructive tool never takes standing grants: every call is reviewed with its dry run. Remove grants from this tool", t.Name)
+	}
+	for _, c := range t.Commands {
+		if cat, err := policy.ParseCategory(c.Category); err == nil && cat == policy.CategoryDestructive {
+			p.add(key, "the command %q of %s is destructive, and a destructive call never takes standing grants. Put the destructive commands in a tool without grants", c.Command, t.Name)
+		}
+	}
+	if t.Quorum > 1 {
+		p.add(key, "%s needs a quorum of %d, and a standing grant would approve later calls on one person's word, a path around the quorum. Remove grants or set quorum 1", t.Name, t.Quorum)
+	}
+	if g.Max <= 0 {
+		p.add(key+".max", "required when grants are allowed: the longest a grant lasts, for example 8h")
+	}
+	for i, k := range g.Allow {
+		switch k {
+		case "once", "session", "duration":
+		default:
+			p.add(fmt.Sprintf("%s.allow[%d]", key, i), "%q is not a grant kind; use once, session or duration", k)
+		}
+	}
 }
 
 // ApproversDecl names who may approve a tool's requests.
@@ -548,6 +590,7 @@ func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *prob
 			p.add(ck, "%v", err)
 		}
 	}
+	t.Grants.validate(key+".grants", t, p)
 	for j, ch := range t.Channels {
 		if !channelKnown(ch) {
 			p.add(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels or discord.channels", ch)

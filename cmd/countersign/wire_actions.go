@@ -39,6 +39,7 @@ func (a *app) wireActions(ctx context.Context) error {
 			Timeout:   t.Timeout,
 			Channels:  t.Channels,
 			Sensitive: t.Sensitive,
+			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
 		}
 		for _, c := range t.Commands {
 			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category})

@@ -1,0 +1,25 @@
+package bot
+
+// GrantOption is one standing grant an approver may add to an approval,
+// as a surface offers it ("Approve for session").
+type GrantOption struct {
+	Kind  string `json:"kind"`          // once, session or duration
+	For   string `json:"for,omitempty"` // a duration's length, as "1h"
+	Label string `json:"label"`         // the button's words
+}
+
+// GrantChoice is the standing grant a person chose with an approval; the
+// decision tool (approve_action) checks it like an API client's grant.
+type GrantChoice struct {
+	Kind string `json:"kind"`
+	For  string `json:"for,omitempty"`
+}
+
+// Arg is the choice as approve_action's grant argument.
+func (g GrantChoice) Arg() map[string]any {
+	m := map[string]any{"kind": g.Kind}
+	if g.For != "" {
+		m["for"] = g.For
+	}
+	return m
+}

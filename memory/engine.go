@@ -120,6 +120,10 @@ type Decider struct {
 	By     string // "name [id]": the recorded approver
 	Note   string // decided_by, only a note
 	Reason string
+	// Value, when set on a confirmation, is the approver's edit: the value
+	// to confirm instead of the one proposed (Confirm checks it like any
+	// value of the slot).
+	Value *string
 }
 
 // Decision is the outcome of confirming or rejecting a proposal.
@@ -173,6 +177,59 @@ func (o *Options) ClosureReason(tx kv.Tx, f *Fact, now time.Time) (Resolution, s
 	return "", "", nil
 }
 
+// EditedValue checks an approver's edit of open proposal f's value the
+// way reconciliation treats any value of the slot, and returns it as it
+// would be stored (NormalizeValue: whitespace normalised unless the slot
+// is verbatim). A removal has no value to edit; the edited value must be
+// a change (not the value it replaces, nor one already current in the
+// scope) and, in a list slot, the same item as the one proposed (its
+// ListIdentity: "apixaban 2.5mg" for "apixaban 5mg", never "rivaroxaban"),
+// so an edit changes the detail, never which item is added or replaced. A
+// value equal to the proposed one is returned as it is: no edit.
+func (o *Options) EditedValue(tx kv.Tx, f *Fact, value string) (string, error) {
+	if f.Pending == ActionRetract {
+		return "", invalid("value", "#%d removes a value of %s: there is no value to edit. Confirm or reject the removal as it is", f.ID, f.Subject)
+	}
+	r := o.Resolve(f.Subject)
+	v := NormalizeValue(value, r.Declared && r.Slot.Verbatim)
+	if strings.TrimSpace(v) == "" {
+		return "", invalid("value", "is empty: give the value to confirm, or reject #%d", f.ID)
+	}
+	if v == f.Value {
+		return v, nil
+	}
+	var target *Fact
+	if f.Supersedes != 0 {
+		t, err := Load(tx, f.Space, f.Supersedes)
+		if err != nil {
+			return "", err
+		}
+		target = t
+	}
+	if target != nil && Canonical(target.Value) == Canonical(v) {
+		return "", invalid("value", "%q is the current value of %s (#%d): confirming it would change nothing. Reject #%d to keep the current value", OneLine(v), f.Subject, target.ID, f.ID)
+	}
+	if r.Multi() && ListIdentity(f.Value) != ListIdentity(v) {
+		return "", invalid("value", "#%d proposes the %s item of %s, and %q is another item: an edit changes the item's detail (a dose), not which item it is. Reject #%d and remember the other item instead", f.ID, OneLine(ListIdentity(f.Value)), f.Subject, OneLine(v), f.ID)
+	}
+	live, err := Live(tx, f.Space, f.Subject)
+	if err != nil {
+		return "", err
+	}
+	for _, a := range live {
+		if a.Status != StatusActive || a.Scope != f.Scope || (target != nil && a.ID == target.ID) {
+			continue
+		}
+		switch {
+		case Canonical(a.Value) == Canonical(v):
+			return "", invalid("value", "#%d already holds %q in %s: confirming it would store it twice. Reject #%d instead", a.ID, OneLine(v), f.Subject, f.ID)
+		case r.Multi() && ListIdentity(v) != "" && ListIdentity(a.Value) == ListIdentity(v):
+			return "", invalid("value", "#%d already holds the %s item of %s: edit that one instead, or reject #%d", a.ID, OneLine(ListIdentity(v)), f.Subject, f.ID)
+		}
+	}
+	return v, nil
+}
+
 // Close closes an open proposal as stale or expired: HISTORICAL, with the
 // resolution and why. The current value is untouched.
 func Close(tx kv.Tx, f *Fact, res Resolution, why string, now time.Time) error {
@@ -221,6 +278,17 @@ func (o *Options) Confirm(tx kv.Tx, sp Space, id uint64, d Decider, now time.Tim
 			return Decision{}, err
 		}
 		return Decision{Proposal: f, Closed: res, Why: why}, nil
+	}
+	if d.Value != nil {
+		v, err := o.EditedValue(tx, f, *d.Value)
+		if err != nil {
+			return Decision{}, err
+		}
+		if v != f.Value {
+			f.ProposedValue, f.ProposedSHA256 = f.Value, ValueSHA256(f.Value)
+			f.Value, f.ApprovedSHA256 = v, ValueSHA256(v)
+			f.Edited, f.EditedBy = true, d.By
+		}
 	}
 	dec := Decision{Proposal: f, Applied: f.Pending}
 	if f.Supersedes != 0 {

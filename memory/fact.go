@@ -8,6 +8,8 @@
 package memory
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -162,6 +164,24 @@ type Fact struct {
 	Reason       string     `json:"reason,omitempty"` // the decider's reason, or why it was closed
 	ItemID       uint64     `json:"item_id,omitempty"`
 	Target       string     `json:"target,omitempty"` // the target's value when proposed
+
+	// Edit before approving (#15): the approver confirmed the proposal
+	// with another value. Value is then the approved value (the one that
+	// became current) and ProposedValue the value as proposed, each with
+	// its SHA-256 (ValueSHA256); EditedBy is the approver who edited.
+	Edited         bool   `json:"edited,omitempty"`
+	EditedBy       string `json:"edited_by,omitempty"`
+	ProposedValue  string `json:"proposed_value,omitempty"`
+	ProposedSHA256 string `json:"proposed_sha256,omitempty"`
+	ApprovedSHA256 string `json:"approved_sha256,omitempty"`
+}
+
+// ValueSHA256 is the hex SHA-256 of a value's UTF-8 bytes, as stored: the
+// hash a confirmed proposal's proposed and approved values are recorded
+// and audited by.
+func ValueSHA256(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return hex.EncodeToString(sum[:])
 }
 
 // factVersion is the stored JSON version of Fact.

@@ -363,6 +363,31 @@ func (a *decideArgs) Validate() error {
 	return bot.CheckText("reason", a.Reason, maxReason, true)
 }
 
+// confirmArgs are confirm_change's arguments: decideArgs and an optional
+// edit of the value.
+type confirmArgs struct {
+	bot.Space
+	MemoryID  uint64  `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
+	DecidedBy string  `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
+	Reason    string  `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	Value     *string `json:"value,omitempty" jsonschema:"to approve with changes: the value to confirm instead of the one proposed (apixaban 2.5 mg, not 5 mg). It is checked like any value of the slot; the proposed and approved values are both kept, with their SHA-256"`
+}
+
+// Validate checks the id, the notes and the edited value.
+func (a *confirmArgs) Validate() error {
+	d := decideArgs{MemoryID: a.MemoryID, DecidedBy: a.DecidedBy, Reason: a.Reason}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if a.Value == nil {
+		return nil
+	}
+	if strings.TrimSpace(*a.Value) == "" {
+		return bot.Invalid("value", "is empty: give the value to confirm, or leave value out to confirm the proposal as it is")
+	}
+	return bot.CheckText("value", *a.Value, maxValue, true)
+}
+
 // setPolicyArgs are set_reconcile_policy's arguments.
 type setPolicyArgs struct {
 	bot.Space

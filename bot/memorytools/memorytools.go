@@ -65,8 +65,9 @@ func Register(b *bot.Bot, o memory.Options) error {
 			Description: "recall for an answer the agent will act on: ANSWERED only if every fact behind it passes the safety policy; otherwise WITHHELD with reasons."},
 		bot.Tool{Name: "pending_changes", Capability: policy.CapRead, Annotations: ro, Args: pagedSpaceArgs{}, Handler: t.pending,
 			Description: "Changes held for a person (proposals on confirm slots and other flagged changes), awaiting confirm_change or reject_change."},
-		bot.Tool{Name: "confirm_change", Capability: policy.CapApprove, Args: decideArgs{}, Handler: t.confirm,
-			Description: "Apply a pending change. The approver recorded is the authenticated caller; decided_by is only a note. A proposal whose target has changed since is stale and is closed instead."},
+		bot.Tool{Name: "confirm_change", Capability: policy.CapApprove, Args: confirmArgs{}, Handler: t.confirm,
+			Description: "Apply a pending change. The approver recorded is the authenticated caller; decided_by is only a note. A proposal whose target has changed since is stale and is closed instead. " +
+				"To approve with changes, pass the value to confirm instead in value: it is checked like any value of the slot, and the proposed and approved values are both kept with their SHA-256."},
 		bot.Tool{Name: "reject_change", Capability: policy.CapApprove, Args: decideArgs{}, Handler: t.reject,
 			Description: "Discard a pending change; the current value is unchanged and the proposal is kept in history as HISTORICAL."},
 		bot.Tool{Name: "set_reconcile_policy", Capability: policy.CapAdmin, Args: setPolicyArgs{}, Handler: t.setPolicy,

@@ -113,6 +113,34 @@ type decisionData struct {
 	DecidedBy string        `json:"decided_by"`
 	Note      string        `json:"note,omitempty"`
 	Reason    string        `json:"reason,omitempty"`
+	// Edited: approved with changes. Value is then the approved value,
+	// ProposedValue the one proposed, each with its SHA-256.
+	Edited         bool   `json:"edited,omitempty"`
+	EditedBy       string `json:"edited_by,omitempty"`
+	ProposedValue  string `json:"proposed_value,omitempty"`
+	ProposedSHA256 string `json:"proposed_sha256,omitempty"`
+	ApprovedSHA256 string `json:"approved_sha256,omitempty"`
+}
+
+// changedDetail is the audit suffix of a proposal approved with changes: both
+// values' hashes and the editor ("" when unedited).
+func changedDetail(f *memory.Fact) string {
+	if !f.Edited {
+		return ""
+	}
+	return fmt.Sprintf(" with changes by %s: proposed %s (sha256 %s) -> approved %s (sha256 %s)",
+		f.EditedBy, strconv.Quote(memory.OneLine(f.ProposedValue)), f.ProposedSHA256, strconv.Quote(memory.OneLine(f.Value)), f.ApprovedSHA256)
+}
+
+// valueChanges is an edited proposal's Changes for the item view, nil
+// when unedited.
+func valueChanges(f *memory.Fact) *bot.Changes {
+	if !f.Edited {
+		return nil
+	}
+	return &bot.Changes{By: f.EditedBy,
+		Diff:           []bot.Change{{Field: bot.ShowValue(f.Subject), From: bot.ShowValue(f.ProposedValue), To: bot.ShowValue(f.Value)}},
+		ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256}
 }
 
 // errRefused ends a decision transaction whose caller may not decide; the
@@ -148,9 +176,9 @@ func decisionNote(note, reason string) string {
 }
 
 func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
-	args := a.(*decideArgs)
+	args := a.(*confirmArgs)
 	sp := mspace(c.Space)
-	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
+	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value}
 	var dec memory.Decision
 	refusal := ""
 	err := c.Update(ctx, func(tx *bot.Tx) error {
@@ -171,7 +199,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		if dec.Closed != "" {
 			return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s: %s; not applied (confirm attempted by %s)", f.ID, upper(dec.Closed), f.Subject, dec.Why, c.Caller))
 		}
-		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
+		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason))
 	})
 	if errors.Is(err, errRefused) {
 		return bot.Result{}, c.Deny(ctx, refusal)
@@ -192,8 +220,13 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	data := decisionData{
 		MemoryID: f.ID, Outcome: "approved", Applied: dec.Applied, Subject: f.Subject, Value: value,
 		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
+		Edited: f.Edited, EditedBy: f.EditedBy, ProposedValue: f.ProposedValue, ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256,
 	}
-	return bot.Result{Text: fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.OneLine(value)), Data: data}, nil
+	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.OneLine(value))
+	if f.Edited {
+		text = fmt.Sprintf("Approved #%d with changes: %s %s = %s (proposed: %s)", f.ID, dec.Applied, f.Subject, memory.OneLine(value), memory.OneLine(f.ProposedValue))
+	}
+	return bot.Result{Text: text, Data: data}, nil
 }
 
 func upper(r memory.Resolution) string {
@@ -293,6 +326,9 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	}
 	title := memory.ChangeTitle(f, current, true)
 	proposed, curShown := f.Value, current
+	if f.Edited {
+		proposed = f.ProposedValue
+	}
 	switch {
 	case f.Pending == memory.ActionRetract:
 		proposed = "(removed)"
@@ -317,6 +353,10 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	if !f.Gated() && f.Held != "" {
 		it.Fields = append(it.Fields, bot.Field{Label: "Held because", Value: f.Held})
 	}
+	if f.Edited {
+		it.Fields = append(it.Fields, bot.Field{Label: "Approved value", Value: f.Value})
+	}
+	it.Changes = valueChanges(f)
 	if f.Open() && f.Pending != memory.ActionRetract {
 		cur, _ := json.Marshal(f.Value)
 		it.Editable = &bot.Editable{Kind: bot.EditValue, Current: cur}

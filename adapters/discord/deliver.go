@@ -36,6 +36,8 @@ func (a *Adapter) Deliver(ctx context.Context, ev bot.Event) error {
 		return a.refresh(ctx, it)
 	case bot.EventReminder, bot.EventEscalated:
 		return a.reply(ctx, it, ev)
+	case bot.EventNote:
+		return a.note(ctx, it, ev)
 	}
 	return &bot.PermanentError{Err: fmt.Errorf("discord: unknown event type %q", ev.Type)}
 }

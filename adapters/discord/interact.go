@@ -172,6 +172,9 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 	if !ok {
 		return private("Countersign could not read this click.")
 	}
+	if resp, ok := a.onGrantComponent(ctx, i, data.CustomID); ok {
+		return resp
+	}
 	act, id, n, ok := parseCustomID(data.CustomID)
 	verb := map[string]chat.Verb{actApprove: chat.Approve, actEdit: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
 	if !ok || verb == "" {
@@ -345,6 +348,9 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) *disc
 	}
 	if !first {
 		return private("Countersign already received this command; it was not run twice.")
+	}
+	if resp := a.grantsCommand(ctx, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), userID, text); resp != nil {
+		return resp
 	}
 	reply := chat.Run(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
 	out := clip(reply.Text, maxContent, block)

@@ -71,11 +71,11 @@ func parseCustomID(s string) (action string, id uint64, n int, ok bool) {
 		}
 	}
 	switch parts[1] {
-	case actApprove, actReject, actReason, actDetails, actSelect, actEdit:
+	case actApprove, actReject, actReason, actDetails, actSelect, actEdit, actRevoke:
 		if n != -1 {
 			return "", 0, 0, false
 		}
-	case actAnswer, actEdited:
+	case actAnswer, actEdited, actGrant:
 		if n == -1 {
 			return "", 0, 0, false
 		}
@@ -430,6 +430,7 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		}
 		bs = append(bs, discordgo.Button{Label: "Reject", Style: discordgo.DangerButton, CustomID: customID(actReject, it.ID)})
 		rows = append(rows, discordgo.ActionsRow{Components: bs})
+		rows = append(rows, grantRow(it)...)
 	}
 	if it.Sensitive {
 		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{

@@ -54,6 +54,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 		act := cb.ActionCallback.BlockActions[0]
 		switch {
 		case act.ActionID == actionApprove, act.ActionID == actionReject, act.ActionID == actionSubmit, act.ActionID == actionEdit,
+			act.ActionID == actionApproveGrant, act.ActionID == actionRevokeGrant,
 			strings.HasPrefix(act.ActionID, actionAnswer):
 		default:
 			return nil, true // a checkbox toggled, or not ours: nothing to do
@@ -119,6 +120,10 @@ func (a *Adapter) first(ctx context.Context, ids []string) bool {
 // principal and scope, the item pending, the one decision rule) is the
 // decision layer's.
 func (a *Adapter) handleClick(ctx context.Context, c click) {
+	if c.action == actionApproveGrant || c.action == actionRevokeGrant {
+		a.handleGrantClick(ctx, c)
+		return
+	}
 	idPart, optPart, hasOpt := strings.Cut(c.value, ":")
 	id, err := bot.ParseItemID(idPart)
 	if err != nil {
@@ -226,13 +231,17 @@ func (a *Adapter) tell(ctx context.Context, channel, user, msg string) {
 // commandResponse is the answer to a slash command: the HTTP response body
 // or the Socket Mode acknowledgement payload.
 type commandResponse struct {
-	ResponseType string `json:"response_type"`
-	Text         string `json:"text"`
+	ResponseType string          `json:"response_type"`
+	Text         string          `json:"text"`
+	Blocks       []slackgo.Block `json:"blocks,omitempty"` // the Revoke buttons of `grants`
 }
 
 // runCommand runs a /countersign command through package chat as the mapped
 // principal (nil if unmapped: chat refuses and audits).
 func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) commandResponse {
+	if resp, ok := a.grantsCommand(ctx, cmd); ok {
+		return resp
+	}
 	reply := a.commands(ctx, a.bot.ChatCaller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
 	typ := slackgo.ResponseTypeEphemeral
 	if !reply.Private {

@@ -399,7 +399,7 @@ func actionBlocks(it bot.Item) []slackgo.Block {
 		// a memory proposal's value); never a consent or a question.
 		els = append(els, slackgo.NewButtonBlockElement(actionEdit, id, plain("Edit & approve")))
 	}
-	return []slackgo.Block{slackgo.NewActionBlock(blockID, append(els, reject)...)}
+	return append([]slackgo.Block{slackgo.NewActionBlock(blockID, append(els, reject)...)}, grantBlocks(it)...)
 }
 
 func questionBlocks(it bot.Item, id, blockID string) []slackgo.Block {

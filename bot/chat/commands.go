@@ -126,6 +126,10 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 		return s.tool(ctx, CmdCheck, toolCheck, c.Subject, c.Space)
 	case CmdWeb:
 		return s.web(ctx)
+	case CmdGrants:
+		return s.grants(ctx)
+	case CmdRevokeGrant:
+		return s.revokeGrant(ctx, c.ID)
 	default: // CmdHelp
 		return s.help()
 	}
@@ -142,6 +146,8 @@ func (s session) help() string {
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
+	b.WriteString("  grants — the standing grants in force (what is approved at once, for which agent, until when)\n")
+	b.WriteString("  revoke-grant <n> — revoke grant #n at once (people whose role holds approve)\n")
 	b.WriteString("  web — a private link that signs you in to the web console (once, within 5 minutes)\n")
 	b.WriteString("  help — this message\n")
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
@@ -160,6 +166,10 @@ func usage(c ChatCommand) string {
 		return "`pending` takes nothing after it: type `pending` on its own to list what awaits a decision."
 	case CmdWeb:
 		return "`web` takes nothing after it: type `web` on its own to get a private sign-in link to the web console."
+	case CmdGrants:
+		return "`grants` takes nothing after it: type `grants` on its own to list the standing grants in force."
+	case CmdRevokeGrant:
+		return "Usage: `revoke-grant <n>`, for example `revoke-grant 4` for grant #4. `grants` lists them."
 	case CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
 	case CmdApprove:

@@ -64,6 +64,10 @@ type Decision struct {
 	// refused as Invalid, so nobody approves arguments they never saw.
 	// "": not checked (an API-shaped surface that sends whole arguments).
 	Basis string
+	// Grant, with Verb Approve, is a standing grant the person makes with
+	// the approval (an item's Grants offer them). approve_action checks it
+	// like an API client's grant: refused, nothing is recorded. nil: none.
+	Grant *bot.GrantChoice
 	// Caller, when set, is the person the surface authenticated itself (the
 	// web console's signed-in principal, surface "web"): the chat directory
 	// is not consulted, and UserID only names the person in logs.
@@ -168,17 +172,31 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
 		}
 		if d.edited() {
+			if d.Grant != nil {
+				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}
+			}
 			return decideEdit(ctx, b, d, caller, it, rec)
 		}
 	default:
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
 	}
-	_, err := b.DecideRecord(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers)
+	var extra map[string]any
+	if d.Grant != nil {
+		if d.Verb != Approve {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant comes only with an approval; nothing was recorded on #%d.", it.ID)}
+		}
+		extra = map[string]any{"grant": d.Grant.Arg()}
+	}
+	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)
 	if err != nil {
 		return failed(ctx, b, d, caller, it, err)
 	}
 	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
-	return after(ctx, b, caller, it)
+	out = after(ctx, b, caller, it)
+	if d.Grant != nil {
+		out.Reply = GrantMade(res)
+	}
+	return out
 }
 
 // decideEdit approves item it with the decision's edit, through the item

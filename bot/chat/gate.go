@@ -84,6 +84,10 @@ const (
 	CmdCheck   = "check"
 	CmdHelp    = "help"
 	CmdWeb     = "web" // a private one-time sign-in link to the web console
+	// CmdGrants lists the standing grants in force; CmdRevokeGrant
+	// revokes one ("revoke-grant 4").
+	CmdGrants      = "grants"
+	CmdRevokeGrant = "revoke-grant"
 )
 
 // ChatCommand is a parsed chat command. Its arguments are data: they are
@@ -315,12 +319,12 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 	}
 	name := strings.ToLower(strings.TrimRight(fs[0].text, trim))
 	switch name {
-	case CmdPending, CmdHelp, CmdWeb:
+	case CmdPending, CmdHelp, CmdWeb, CmdGrants:
 		if len(args) == 0 {
 			return ChatCommand{Name: name}, true, ChatCommand{}
 		}
 		return ChatCommand{}, false, ChatCommand{Name: name}
-	case CmdShow, CmdApprove:
+	case CmdShow, CmdApprove, CmdRevokeGrant:
 		var id uint64
 		if len(args) > 0 {
 			id, _ = parseChatID(args[0].text)

@@ -1,11 +1,14 @@
 package slack
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 func socketEnv(t *testing.T) *env {
@@ -118,4 +121,34 @@ func TestSocketModeReconnects(t *testing.T) {
 	e.drain()
 	e.fake.Send("interactive", "env-after", clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), e.ref(id), newTrigger()))
 	eventually(t, "the click after reconnecting", func() bool { return e.state(id).Status == "approved" })
+}
+
+// TestSocketModeEditErrorsGoInTheAck: over Socket Mode an edit form is
+// decided on a worker and acknowledged with the result: a refused edit's
+// field error in the acknowledgement's payload, a valid edit with an
+// empty acknowledgement (the form closes) after the decision.
+func TestSocketModeEditErrorsGoInTheAck(t *testing.T) {
+	e := socketEnv(t)
+	id := e.create(bot.KindAction, "ops", editableAction())
+	e.drain()
+	eventually(t, "the socket to open", func() bool { return e.fake.Opens() >= 1 })
+	it := e.item(id)
+	meta := strconv.FormatUint(id, 10) + "|" + chOps + "|" + chat.EditBasis(it)
+	e.fake.Send("interactive", "env-bad", editPayload(drSmith, meta, map[string]string{"edit_0": "Orders!", "edit_1": "30"}, "", newTrigger()))
+	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-bad")) == 1 })
+	p, _ := ackOf(e.fake, "env-bad")[0]["payload"].(map[string]any)
+	if errs, _ := p["errors"].(map[string]any); p["response_action"] != "errors" || !strings.Contains(fmt.Sprint(errs["edit_0"]), "lowercase") {
+		t.Fatalf("refused edit acknowledged with %v", ackOf(e.fake, "env-bad")[0])
+	}
+	if st := e.state(id); st.Status != "pending" {
+		t.Fatalf("a refused edit decided: %+v", st)
+	}
+	e.fake.Send("interactive", "env-ok", editPayload(drSmith, meta, map[string]string{"edit_0": "orders_staging", "edit_1": "30"}, "", newTrigger()))
+	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-ok")) == 1 })
+	if _, has := ackOf(e.fake, "env-ok")[0]["payload"]; has {
+		t.Fatalf("a valid edit's acknowledgement carries a payload: %v", ackOf(e.fake, "env-ok")[0])
+	}
+	if st := e.state(id); st.Status != "approved" || st.EditedBy != "dr_smith [U0123ABC]" {
+		t.Fatalf("after the edit over the socket: %+v", st)
+	}
 }

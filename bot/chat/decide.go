@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/countersign/countersign/bot"
@@ -249,12 +250,21 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 		var be *bot.Error
 		if out.Status == Invalid && errors.As(err, &be) {
 			out.Field = be.Field
+			// A schema error names the whole arguments; its message names
+			// the property ("validating /properties/dose: ..."), which
+			// is the input a form shows it under.
+			if m := schemaProperty.FindStringSubmatch(be.Msg); be.Field == ArgumentsInput && m != nil {
+				out.Field = ArgumentsInput + "." + m[1]
+			}
 		}
 		return out
 	}
 	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", edit != nil)
 	return after(ctx, b, caller, it)
 }
+
+// schemaProperty finds the top-level property a JSON Schema error is about.
+var schemaProperty = regexp.MustCompile(`/properties/([^/:\s"]+)`)
 
 // after reloads a decided item: Decided, or Counted while it waits for
 // others.

@@ -18,7 +18,7 @@ import (
 const setDoseTool = `tools:
   - name: set_dose
     category: mutating
-    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string, pattern: "^[0-9.]+mg$"}}}
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string, pattern: "^[a-z]+$"}, dose: {type: string, pattern: "^[0-9.]+mg$"}}}
     approvers: {roles: [member, admin]}
     channels: [ops]
 `
@@ -80,24 +80,31 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 	}
 	// Inputs follow the arguments' order: edit_0 is dose, edit_1 drug
 	// (canonical JSON sorts the keys).
-	submit := func(trigger, dose string) (int, string) {
+	submit := func(trigger, dose, drug string) (int, string) {
 		input := func(v string) map[string]any {
 			return map[string]any{"input": map[string]any{"type": "plain_text_input", "value": v}}
 		}
 		return interact(map[string]any{
 			"type": "view_submission", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
 			"view": map[string]any{"id": "V1", "callback_id": "countersign.edit", "private_metadata": meta,
-				"state": map[string]any{"values": map[string]any{"edit_0": input(dose), "edit_1": input("apixaban")}}},
+				"state": map[string]any{"values": map[string]any{"edit_0": input(dose), "edit_1": input(drug)}}},
 		})
 	}
-	code, body := submit("t-s1", "half a tablet")
-	if code != http.StatusOK || !strings.Contains(body, `"response_action":"errors"`) || !strings.Contains(body, `"edit_0"`) {
-		t.Fatalf("an edit the schema refuses answered %d %s", code, body)
+	// The schema's error lands under the input of the argument it names.
+	for _, bad := range []struct{ dose, drug, block string }{{"half a tablet", "apixaban", "edit_0"}, {"2.5mg", "Apixaban!", "edit_1"}} {
+		code, body := submit("t-"+bad.block, bad.dose, bad.drug)
+		var ack struct {
+			Action string            `json:"response_action"`
+			Errors map[string]string `json:"errors"`
+		}
+		if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || ack.Action != "errors" || len(ack.Errors) != 1 || ack.Errors[bad.block] == "" {
+			t.Fatalf("an edit the schema refuses (%s) answered %d %s", bad.block, code, body)
+		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
 		t.Fatalf("a refused edit decided the request: %s", st)
 	}
-	if code, body := submit("t-s2", "2.5mg"); code != http.StatusOK || body != "" {
+	if code, body := submit("t-s2", "2.5mg", "apixaban"); code != http.StatusOK || body != "" {
 		t.Fatalf("the valid edit answered %d %q, want an empty 200", code, body)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})

@@ -11,6 +11,9 @@ import (
 type webConsole struct {
 	base string                        // public URL, no trailing slash; "" when not public
 	link func(*Caller) (string, error) // nil when the console is off
+	// stepUp mints a one-time link to approve an item after a fresh
+	// sign-in (nil: step-up links are not available).
+	stepUp func(*Caller, uint64) (string, error)
 }
 
 // ErrNoWebConsole is returned by WebSignInLink when the console is off.
@@ -24,7 +27,21 @@ func (b *Bot) SetWeb(base string, link func(*Caller) (string, error)) {
 	if strings.ContainsAny(base, "<>|\" \t\n") {
 		base = "" // never put a link that could break out of a chat's link syntax
 	}
-	b.web = webConsole{base: base, link: link}
+	b.web.base, b.web.link = base, link
+}
+
+// SetWebStepUp tells the core how to mint a one-time step-up link: a URL
+// that leads the caller to item id in the console through a fresh sign-in
+// at the identity provider, for that caller only.
+func (b *Bot) SetWebStepUp(link func(c *Caller, id uint64) (string, error)) { b.web.stepUp = link }
+
+// WebStepUpLink mints a one-time step-up link to item id for caller (a
+// chat click on an item that requires step-up answers with it).
+func (b *Bot) WebStepUpLink(c *Caller, id uint64) (string, error) {
+	if b.web.stepUp == nil {
+		return "", ErrNoWebConsole
+	}
+	return b.web.stepUp(c, id)
 }
 
 // webItemURL is item id's page in the console, or "" when not public.

@@ -39,6 +39,14 @@ type pendingOIDC struct {
 	Nonce    string    `json:"nonce"`
 	Redirect string    `json:"redirect"`
 	Expires  time.Time `json:"expires"`
+	// A step-up (stepup.go): the provider is asked to authenticate the
+	// person again (prompt=login, max_age=0), the ID token's auth_time
+	// must be no older than Started, the signed-in principal must be
+	// Expect, and the browser lands on Next.
+	StepUp  bool      `json:"step_up,omitempty"`
+	Started time.Time `json:"started,omitzero"`
+	Expect  string    `json:"expect,omitempty"`
+	Next    string    `json:"next,omitempty"`
 }
 
 // oidcClient discovers the provider on first use (so that an identity
@@ -77,6 +85,12 @@ func (c *oidcClient) config(p *oidc.Provider, redirect string) *oauth2.Config {
 
 // oidcStart redirects to the provider with state, nonce and a PKCE challenge.
 func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
+	h.startOIDC(w, r, pendingOIDC{})
+}
+
+// startOIDC starts the authorization-code flow for pend (its step-up
+// fields set by the caller; the rest here).
+func (h *Handler) startOIDC(w http.ResponseWriter, r *http.Request, pend pendingOIDC) {
 	if h.oidc == nil {
 		h.fail(w, r, http.StatusNotFound, "Single sign-on is not configured here. Ask for a sign-in link instead.")
 		return
@@ -93,7 +107,7 @@ func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, fmt.Errorf("random: %v %v", err1, err2))
 		return
 	}
-	pend := pendingOIDC{Verifier: oauth2.GenerateVerifier(), Nonce: nonce, Redirect: h.base(r) + "/ui/oidc/callback", Expires: h.o.Bot.Now().Add(oidcPendingTTL)}
+	pend.Verifier, pend.Nonce, pend.Redirect, pend.Expires = oauth2.GenerateVerifier(), nonce, h.base(r)+"/ui/oidc/callback", h.o.Bot.Now().Add(oidcPendingTTL)
 	b, _ := json.Marshal(pend)
 	if err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
 		return tx.Put(bucketOIDC, []byte(state), b)
@@ -109,7 +123,18 @@ func (h *Handler) oidcStart(w http.ResponseWriter, r *http.Request) {
 		Name: oidcCookie, Value: state, Path: "/ui/oidc/", MaxAge: int(oidcPendingTTL.Seconds()),
 		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode,
 	})
-	url := h.oidc.config(p, pend.Redirect).AuthCodeURL(state, oidc.Nonce(nonce), oauth2.S256ChallengeOption(pend.Verifier))
+	opts := []oauth2.AuthCodeOption{oidc.Nonce(nonce), oauth2.S256ChallengeOption(pend.Verifier)}
+	if pend.StepUp {
+		// Authenticate again now, whatever session the provider holds.
+		opts = append(opts, oauth2.SetAuthURLParam("prompt", "login"), oauth2.SetAuthURLParam("max_age", "0"))
+	}
+	url := h.oidc.config(p, pend.Redirect).AuthCodeURL(state, opts...)
+	if r.Method == http.MethodPost {
+		// A form's redirect to another origin is blocked by form-action
+		// 'self': leave through a page of our own instead (stepup.go).
+		h.leaveFor(w, url)
+		return
+	}
 	http.Redirect(w, r, url, http.StatusFound)
 }
 
@@ -205,5 +230,11 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", chat.OneLine(value, 120), chat.OneLine(value, 120)))
 		return
 	}
-	h.signIn(w, r, "c:"+name, "oidc")
+	st, msg := h.oidcAuthTime(r.Context(), claims, pend, "c:"+name)
+	if msg != "" {
+		h.o.Logger.Warn("web: OIDC step-up refused", "principal", name, "reason", msg)
+		h.fail(w, r, http.StatusForbidden, msg)
+		return
+	}
+	h.signInWith(w, r, "c:"+name, "oidc", st)
 }

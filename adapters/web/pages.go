@@ -105,12 +105,18 @@ func (h *Handler) signInFailed(w http.ResponseWriter, r *http.Request, err error
 // cookie is sent on the next request even when the sign-in began on another
 // site (a chat client, the identity provider).
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, ref, via string) {
+	h.signInWith(w, r, ref, via, signInState{})
+}
+
+// signInWith is signIn with what an OIDC sign-in adds: the provider's
+// auth_time (step-up) and the page to land on (stepup.go).
+func (h *Handler) signInWith(w http.ResponseWriter, r *http.Request, ref, via string, st signInState) {
 	caller, err := h.resolve(r.Context(), ref)
 	if err != nil {
 		h.signInFailed(w, r, err)
 		return
 	}
-	tok, err := h.newSession(r.Context(), caller, ref, via)
+	tok, err := h.newSession(r.Context(), caller, ref, via, st)
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -120,7 +126,11 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, ref, via string
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/ui/"><title>Signed in</title><link rel="stylesheet" href="/ui/static/style.css"></head><body><main class="narrow"><p>Signed in. <a href="/ui/">Continue to the inbox</a>.</p></main></body></html>`)
+	next, what := "/ui/", "the inbox"
+	if st.Next != "" {
+		next, what = st.Next, "the item"
+	}
+	fmt.Fprintf(w, `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=%s"><title>Signed in</title><link rel="stylesheet" href="/ui/static/style.css"></head><body><main class="narrow"><p>Signed in. <a href="%s">Continue to %s</a>.</p></main></body></html>`, next, next, what)
 }
 
 func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
@@ -304,6 +314,13 @@ type itemData struct {
 	PollURL    string
 	PollMillis int64
 	IsMemory   bool
+
+	// StepUp, when the item requires step-up and the caller's last
+	// sign-in at the provider is not fresh, is the window ("5m0s"): the
+	// page offers a fresh sign-in instead of Approve. SteppedUp says until
+	// when the caller's sign-in counts, when it does.
+	StepUp     string
+	SteppedUp  string
 	IsAction   bool
 	IsQuestion bool
 	Nonce      string // names this rendering's forms, so a resubmission is applied once
@@ -404,6 +421,13 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		Pending: it.Pending(), Status: it.Status, Options: it.Options, Multi: it.Multi,
 		PollURL: fmt.Sprintf("/ui/items/%d/status", it.ID), PollMillis: h.o.PollInterval.Milliseconds(),
 		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
+	}
+	if d.Pending && it.StepUp > 0 {
+		if caller.SteppedUp(it.StepUp, h.now()) {
+			d.SteppedUp = caller.AuthAt.Add(it.StepUp).UTC().Format("15:04 UTC")
+		} else {
+			d.StepUp = chat.RoundDuration(it.StepUp)
+		}
 	}
 	if d.Pending {
 		d.ReadOnly = caller.ReadOnlyReason(it)

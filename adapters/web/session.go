@@ -45,6 +45,11 @@ type session struct {
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires"`
 	Via     string    `json:"via"` // link or oidc
+	// AuthAt is the ID token's auth_time of an OIDC sign-in (when the
+	// person last authenticated at the provider), AuthMethod "oidc"; zero
+	// for a link. Step-up checks it (bot.Caller.AuthAt).
+	AuthAt     time.Time `json:"auth_at,omitzero"`
+	AuthMethod string    `json:"auth_method,omitempty"`
 }
 
 func randomToken(n int) (string, error) {
@@ -178,7 +183,7 @@ func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) 
 }
 
 // newSession stores a session for ref and returns its token.
-func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via string) (string, error) {
+func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via string, st signInState) (string, error) {
 	tok, err := randomToken(32)
 	if err != nil {
 		return "", err
@@ -189,6 +194,9 @@ func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via s
 	}
 	now := h.o.Bot.Now()
 	s := session{Ref: ref, Name: caller.Name, CSRF: csrf, Created: now, Expires: now.Add(h.o.SessionTTL), Via: via}
+	if !st.AuthAt.IsZero() {
+		s.AuthAt, s.AuthMethod = st.AuthAt, via
+	}
 	b, err := json.Marshal(s)
 	if err != nil {
 		return "", err
@@ -198,7 +206,7 @@ func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via s
 	}); err != nil {
 		return "", err
 	}
-	if err := h.o.Bot.AuditChat(ctx, caller, bot.Space{}, "web_sign_in", fmt.Sprintf("web: %s signed in via %s", caller.Name, via)); err != nil {
+	if err := h.o.Bot.AuditChat(ctx, caller, bot.Space{}, "web_sign_in", fmt.Sprintf("web: %s signed in via %s%s", caller.Name, via, st.auditNote())); err != nil {
 		return "", err
 	}
 	return tok, nil

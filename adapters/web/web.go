@@ -123,7 +123,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -150,6 +150,9 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/items/{id}", h.authed(h.item))
 	h.mux.HandleFunc("GET /ui/items/{id}/status", h.authed(h.itemStatus))
 	h.mux.HandleFunc("POST /ui/items/{id}/decide", h.authed(h.decide))
+	h.mux.HandleFunc("POST /ui/items/{id}/stepup", h.authed(h.stepUpItem)) // stepup.go
+	h.mux.HandleFunc("GET /ui/stepup", h.stepUpLinkPage)
+	h.mux.HandleFunc("POST /ui/stepup", h.stepUpLinkStart)
 	h.mux.HandleFunc("GET /ui/requests/{rid}", h.authed(h.requestItem))
 	h.mux.HandleFunc("GET /ui/memory", h.authed(h.memory))
 	h.mux.HandleFunc("GET /ui/audit", h.authed(h.audit))
@@ -251,6 +254,9 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 		var caller *bot.Caller
 		if s != nil {
 			caller, err = h.resolve(r.Context(), s.Ref)
+			if caller != nil {
+				caller.AuthAt, caller.AuthMethod = s.AuthAt, s.AuthMethod // step-up: the session's last sign-in at the provider
+			}
 			if err != nil {
 				if _, ok := isSignIn(err); !ok {
 					h.internal(w, r, err)

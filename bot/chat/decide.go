@@ -397,6 +397,9 @@ func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it 
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
+		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord) && policy.IsStepUpRefusal(be.Msg) {
+			return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
+		}
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindNotFound:
 		return Outcome{Status: NotFound, Caller: caller, Reply: be.Msg}
@@ -459,4 +462,17 @@ func UnmappedNote(surface, userID string) string {
 	default:
 		return fmt.Sprintf("Your account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml decide. Ask a Countersign admin to add you there.", id)
 	}
+}
+
+// stepUpReply answers a chat approval of an item that requires step-up
+// (the one rule refused it, and audited the refusal): a one-time link to
+// approve it in the console after a fresh sign-in, for this person only.
+// The item stays pending.
+func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
+	link, err := b.WebStepUpLink(caller, it.ID)
+	if err != nil {
+		b.Logger().Warn("chat: no step-up link", "item", it.ID, "caller", caller.String(), "err", err)
+		return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider, in the web console, and I could not make you a link (%s). Nothing was recorded; #%d stays pending. Open it in the console and sign in again there, or ask another approver.", it.ID, err, it.ID)
+	}
+	return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider. Approve it in the console after signing in again: %s (one use, for you only, valid 5 minutes). Nothing was recorded; #%d stays pending.", it.ID, link, it.ID)
 }

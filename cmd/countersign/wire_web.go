@@ -139,6 +139,23 @@ func (a *app) wireWeb(ctx context.Context) error {
 		}
 		return web.SignInURL(base, tok), nil
 	})
+	// A chat click on an item that requires step-up answers with a one-time
+	// link to approve it in the console after a fresh OIDC sign-in.
+	if o.OIDC != nil {
+		a.bot.SetWebStepUp(func(c *bot.Caller, id uint64) (string, error) {
+			if c == nil || c.Kind != "person" {
+				return "", errors.New("only people sign in to the web console")
+			}
+			if p, ok := o.People[c.Name]; !ok || p.Web == "" {
+				return "", fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
+			}
+			tok, err := web.MintStepUpLink(key, "c:"+c.Name, id, a.bot.Now())
+			if err != nil {
+				return "", err
+			}
+			return web.StepUpURL(base, tok), nil
+		})
+	}
 	a.bot.OnSweep("web_sessions", h.Prune)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/countersign/countersign/adapters/discord/discordtest"
 )
 
@@ -178,5 +179,48 @@ func TestWebEditFormApprovesEditedAction(t *testing.T) {
 	}
 	if _, page = webDo(t, c, "GET", e.URL+itemPath, nil); !strings.Contains(page, "approved with changes by dr_smith") || !strings.Contains(page, "dose 5mg → 2.5mg") {
 		t.Fatalf("the decided item's page does not show the changes:\n%s", page)
+	}
+}
+
+// TestWebEditInBrowser: a pharmacist opens a set_dose request in a real
+// browser, opens Edit & approve (prefilled with the proposed dose), types
+// the corrected dose and approves; the agent receives the edited arguments
+// and the page says what was changed.
+func TestWebEditInBrowser(t *testing.T) {
+	e := newTestEnv(t, setDoseTool+`principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+`)
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs, "summary": "start apixaban"})
+	rid, _ := r.Data["request_id"].(string)
+
+	doc := person(t)
+	signInWithLink(t, doc, e.URL, e.webLink("dr_smith"), "dr_smith")
+	browse(t, doc, "open the request and its edit form",
+		chromedp.Navigate(e.URL+"/ui/requests/"+rid),
+		chromedp.WaitVisible(chromedp.CSS("#edit summary")),
+		chromedp.Click(chromedp.CSS("#edit summary")),
+		chromedp.WaitVisible(chromedp.CSS("#edit_0")),
+	)
+	if v := read(t, doc, "the prefilled dose", chromedp.Value(chromedp.CSS("#edit_0"))); v != "5mg" {
+		t.Fatalf("the dose input starts as %q, want the proposed 5mg", v)
+	}
+	browse(t, doc, "correct the dose and approve",
+		chromedp.SetValue(chromedp.CSS("#edit_0"), "2.5mg"),
+		chromedp.SendKeys(chromedp.CSS("#edit_note"), "renal function"),
+		chromedp.Click(chromedp.CSS("#edit-approve")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+	)
+	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.Contains(n, "with your changes") {
+		t.Fatalf("after the edit: %q", n)
+	}
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
+		t.Fatalf("action_status after the browser edit: %s", st)
+	}
+	browse(t, doc, "reopen the request", chromedp.Navigate(e.URL+"/ui/requests/"+rid), chromedp.WaitVisible(chromedp.CSS("#changes")))
+	if ch := read(t, doc, "the changes line", chromedp.Text(chromedp.CSS("#changes"))); !strings.Contains(ch, "approved with changes by dr_smith") || !strings.Contains(ch, "dose 5mg → 2.5mg") {
+		t.Fatalf("changes line %q", ch)
 	}
 }

@@ -196,3 +196,38 @@ func TestEditMemoryValueAndStaleFormInSlack(t *testing.T) {
 		t.Fatalf("after the value edit: %+v", st)
 	}
 }
+
+// TestEditFormOnlyForDeciders: the edit form shows everything up for
+// approval, so it opens only for someone who may decide the item: a viewer
+// is refused privately and audited, and opening a sensitive item's form is
+// audited as a view of its details.
+func TestEditFormOnlyForDeciders(t *testing.T) {
+	e := newEnv(t)
+	it := editableAction()
+	it.Sensitive = true
+	id := e.create(bot.KindAction, "ops", it)
+	e.drain()
+	if code, _ := e.interact(clickPayload(viewerVic, actionEdit, strconv.FormatUint(id, 10), e.ref(id), newTrigger())); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	e.barrier()
+	if n := len(e.fake.Calls("views.open")); n != 0 {
+		t.Fatalf("a viewer got the edit form (%d views.open)", n)
+	}
+	if eph := e.ephemerals(viewerVic); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "Access denied") {
+		t.Fatalf("viewer answered %+v", eph)
+	}
+	if d := e.denials(); len(d) != 1 || !strings.Contains(d[0].Detail, "edit #") {
+		t.Fatalf("viewer's attempt audited as %+v", d)
+	}
+	e.openEdit(nurseJo, id)
+	var views int
+	for _, en := range e.audit() {
+		if en.Action == "view_sensitive" && strings.Contains(en.Detail, "edit form") {
+			views++
+		}
+	}
+	if views != 1 {
+		t.Fatalf("opening a sensitive item's edit form audited %d times, want 1", views)
+	}
+}

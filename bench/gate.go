@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
@@ -267,6 +268,22 @@ func (g *Gate) RunG1(ctx context.Context, res *Results, n, calls int) error {
 		cs.Add(t1.Sub(t0))
 		opa.Add(t2.Sub(t1))
 	}
+	// The decision alone, back to back: its tail without OPA's garbage
+	// between calls, with the collections it causes counted.
+	alone := &Sample{}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, _, err := g.decide(ctx, g.pol); err != nil {
+			return err
+		}
+		alone.Add(time.Since(t0))
+	}
+	runtime.ReadMemStats(&m1)
+	res.PutSample("G1.alone", alone)
+	res.Put("G1.alone.gcs", float64(m1.NumGC-m0.NumGC))
+	res.Put("G1.alone.bytes", float64(m1.TotalAlloc-m0.TotalAlloc)/float64(n))
 	for i := 0; i < calls; i++ {
 		t0 := time.Now()
 		if err := g.decideAndAudit(ctx); err != nil {

@@ -229,7 +229,10 @@ type liveRec struct {
 
 func (rs *liveRecords) add(id uint64, subject, v []byte) {
 	if rs.recs == nil {
-		rs.buf.Grow(4096)
+		// Room for 16 records like the first (the buffer doubles beyond):
+		// a gate's subject has a handful, and every byte allocated here
+		// brings the next collection closer on the gate's path.
+		rs.buf.Grow(16 * (len(subject) + len(v)))
 		rs.recs = make([]liveRec, 0, 16)
 	}
 	r := liveRec{id: id, subj: rs.buf.Len()}

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,12 @@ func run() error {
 	keep := flag.Bool("keep", false, "keep the stores afterwards")
 	only := flag.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ", ")+"); the report is then printed, and written only to an explicit -out")
 	flag.Parse()
+	if os.Getenv("GOGC") == "" {
+		// The in-process scenarios (G1, W1, W2, R1, S1) run the server's
+		// code in this process: with the collector of `countersign serve`,
+		// which sets GOGC=400 unless GOGC is in its environment.
+		debug.SetGCPercent(400)
+	}
 	var sel []string
 	if *only != "" {
 		sel = strings.Split(*only, ",")

@@ -167,7 +167,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 	g := &approvals.Grant{
 		Tool: a.Tool, Kind: kind, Command: a.Command,
 		Agent: r.Requester.ID, AgentName: r.Requester.Name, Space: r.Space,
-		CreatedBy: party(c.Caller), FromRequest: r.ID, ItemID: r.ItemID,
+		CreatedBy: principalParty(c.Caller), FromRequest: r.ID, ItemID: r.ItemID,
 		CreatedAt: c.Now, ExpiresAt: c.Now.Add(life),
 	}
 	if len(ga.Match) == 0 {
@@ -437,7 +437,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 	if len(gs) == 0 {
 		b.WriteString("No " + what + " you may see.")
 	} else {
-		fmt.Fprintf(&b, "%d %s:", len(gs), what)
+		fmt.Fprintf(&b, "%s (%d):", strings.ToUpper(what[:1])+what[1:], len(gs))
 	}
 	for i := range gs {
 		g := &gs[i]
@@ -492,7 +492,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 			already = true
 			return nil
 		}
-		g.Revoked, g.RevokedBy, g.RevokedAt = true, party(c.Caller), c.Now
+		g.Revoked, g.RevokedBy, g.RevokedAt = true, principalParty(c.Caller), c.Now
 		if err := approvals.PutGrant(tx, g); err != nil {
 			return err
 		}
@@ -528,4 +528,15 @@ func grantRef(r *approvals.Request) string {
 		return ""
 	}
 	return "grant #" + fmt.Sprint(r.GrantID)
+}
+
+// principalParty is party(c) shown with the principal's id even when the
+// person acted from chat: a grant outlives the click, and names the
+// principal ("grant #4 by alice [prin_…]").
+func principalParty(c *bot.Caller) approvals.Party {
+	p := party(c)
+	if c != nil {
+		p.Display = fmt.Sprintf("%s [%s]", c.Name, c.ID)
+	}
+	return p
 }

@@ -32,6 +32,8 @@ type testEnv struct {
 	scanned chan struct{}
 	// serveFlags are added to `serve --config FILE` by Start.
 	serveFlags []string
+	// clock, when set, is the server's clock (withClock).
+	clock func() time.Time
 }
 
 type syncBuffer struct {
@@ -93,6 +95,9 @@ var listenRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 func (e *testEnv) Start() {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	if e.clock != nil {
+		ctx = withClock(ctx, e.clock)
+	}
 	logs, done, scanned := &syncBuffer{}, make(chan error, 1), make(chan struct{})
 	e.cancel, e.done, e.logs, e.scanned = cancel, done, logs, scanned
 	pr, pw := io.Pipe()

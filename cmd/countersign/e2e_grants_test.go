@@ -1,0 +1,274 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/bot/bottest"
+)
+
+// grantsConfig is Slack and Discord on loopback fakes, restart_service
+// allowing standing grants, and a destructive tool.
+func grantsConfig(f *slackFake, dc *discordtest.Server) string {
+	return fmt.Sprintf(`slack:
+  mode: http
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: %s
+  channels: {default: C0DEFAULT}
+discord:
+  mode: http
+  bot_token_env: DISCORD_BOT_TOKEN
+  public_key_env: DISCORD_PUBLIC_KEY
+  application_id: "APP"
+  guild_id: %q
+  api_url: %s
+  channels: {default: %q}
+tools:
+  - name: restart_service
+    category: mutating
+    schema: {type: object, required: [service]}
+    grants: {max: 8h, allow: [once, session, duration]}
+  - name: delete_database
+    category: destructive
+    schema: {type: object, required: [db_name]}
+principals:
+  - name: dr_smith
+    role: member
+    slack: U0123ABC
+    discord: "111"
+`, f.srv.GetAPIURL(), discordGuild, dc.APIURL, discordDefault)
+}
+
+type grantsEnv struct {
+	*testEnv
+	slack *slackFake
+	dc    *discordtest.Server
+	dkey  ed25519.PrivateKey
+	clock *bottest.Clock
+	agent string
+	admin string
+}
+
+func newGrantsEnv(t *testing.T) *grantsEnv {
+	t.Helper()
+	f := newSlackFake(t)
+	dc := discordtest.New(t, discordToken)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEnv(t, grantsConfig(f, dc))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	e.env["DISCORD_BOT_TOKEN"], e.env["DISCORD_PUBLIC_KEY"] = discordToken, hex.EncodeToString(pub)
+	g := &grantsEnv{testEnv: e, slack: f, dc: dc, dkey: priv, clock: bottest.NewClock(time.Now().UTC())}
+	e.clock = g.clock.Now
+	g.agent = e.CreateKey("deploy_bot", "agent")
+	g.admin = e.CreateKey("ops_admin", "admin")
+	e.Start()
+	return g
+}
+
+func (g *grantsEnv) restart(service string) toolResponse {
+	g.t.Helper()
+	return g.MustOK(g.agent, "confirm_action", map[string]any{
+		"user_id": "ward7", "agent_id": "deployer", "run_id": "run-1",
+		"tool": "restart_service", "arguments": map[string]any{"service": service}, "summary": "restart after OOM",
+	})
+}
+
+// slackCard waits for the card of item n and returns its post.
+func (g *grantsEnv) slackCard(n int) slackCall {
+	g.t.Helper()
+	var post slackCall
+	waitFor(g.t, "the card of the request", func() bool {
+		for _, c := range g.slack.Calls("chat.postMessage") {
+			if c.Form.Get("thread_ts") == "" && strings.Contains(c.Form.Get("blocks"), fmt.Sprintf(`"countersign:%d"`, n)) {
+				post = c
+				return true
+			}
+		}
+		return false
+	})
+	return post
+}
+
+// clickSlack presses a button of a card as dr_smith.
+func (g *grantsEnv) clickSlack(post slackCall, action, value, trigger string) {
+	g.t.Helper()
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
+		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
+		"actions":   []any{map[string]any{"type": "button", "action_id": action, "block_id": "countersign-grants:1", "value": value, "action_ts": "1.1"}},
+	})
+	if code, _ := postSlack(g.t, g.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+		g.t.Fatalf("click answered %d", code)
+	}
+}
+
+// threadNotes are the replies posted in the thread of post.
+func (g *grantsEnv) threadNotes(post slackCall) []string {
+	var out []string
+	for _, c := range g.slack.Calls("chat.postMessage") {
+		if c.Form.Get("thread_ts") == post.TS {
+			out = append(out, c.Form.Get("text"))
+		}
+	}
+	return out
+}
+
+var grantByRE = regexp.MustCompile(`^grant #1 by dr_smith \[([^\]]+)\]$`)
+
+// sessionGrantFromSlack: the agent asks, dr_smith clicks "Approve for this
+// session" on the Slack card, and the next three identical calls are
+// approved at once under the grant, each with a thread note on the card.
+func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
+	first := g.restart("payments")
+	if first.Data["status"] != "pending" {
+		t.Fatalf("first call: %s", first)
+	}
+	post := g.slackCard(1)
+	blocks := slackJSON(post.Form.Get("blocks"))
+	for _, want := range []string{`"countersign.approve_grant"`, `"1|session"`, "Approve for this session", `"1|duration|1h"`, "Approve for 1h"} {
+		if !strings.Contains(blocks, want) {
+			t.Fatalf("the card lacks %s:\n%s", want, blocks)
+		}
+	}
+	g.clickSlack(post, "countersign.approve_grant", "1|session", "t-grant")
+	var st toolResponse
+	waitFor(t, "the approval", func() bool {
+		st = g.MustOK(g.agent, "action_status", map[string]any{"request_id": first.Data["request_id"]})
+		return st.Data["status"] != "pending"
+	})
+	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
+		t.Fatalf("the clicked request: %s", st)
+	}
+	var by string
+	for i := range 3 {
+		g.clock.Advance(10 * time.Minute)
+		r := g.restart("payments")
+		cb, _ := r.Data["confirmed_by"].(string)
+		m := grantByRE.FindStringSubmatch(cb)
+		if r.Data["status"] != "approved" || m == nil || m[1] == "U0123ABC" || r.Data["grant_id"] != float64(1) || r.Data["receipt"] == nil {
+			t.Fatalf("call %d under the grant: %s", i+1, r)
+		}
+		by = cb
+		if i == 0 {
+			waitFor(t, "a thread note", func() bool { return len(g.threadNotes(post)) > 0 })
+		}
+	}
+	waitFor(t, "three thread notes", func() bool { return len(g.threadNotes(post)) == 3 })
+	for _, n := range g.threadNotes(post) {
+		if !strings.Contains(n, "Auto-approved req_") || !strings.Contains(n, "under grant #1 by dr_smith") {
+			t.Fatalf("thread note: %q", n)
+		}
+	}
+	// Another service is not covered: it waits for a person.
+	if r := g.restart("billing"); r.Data["status"] != "pending" {
+		t.Fatalf("another service under the grant: %s", r)
+	}
+	l := g.MustOK(g.admin, "list_grants", nil)
+	gs, _ := l.Data["grants"].([]any)
+	if len(gs) != 1 || gs[0].(map[string]any)["created_by"] != strings.TrimPrefix(by, "grant #1 by ") || gs[0].(map[string]any)["uses"] != float64(3) {
+		t.Fatalf("list_grants: %s", l)
+	}
+	audit := g.MustOK(g.admin, "audit_log", map[string]any{"limit": 200})
+	if !strings.Contains(audit.Raw, "by grant #1 by dr_smith") {
+		t.Fatalf("the auto-approvals are not audited as such: %s", audit.Raw)
+	}
+	return post
+}
+
+// TestE2EGrantSessionStopsAtExpiry: a session grant made from a Slack
+// click approves the next three identical calls, naming the grant and the
+// person, and stops at its expiry (the tool's grants.max, on the server's
+// settable clock). A grant on a destructive tool is refused; an agent key
+// can neither make nor revoke one.
+func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
+	g := newGrantsEnv(t)
+	sessionGrantFromSlack(t, g)
+	g.clock.Advance(8 * time.Hour)
+	if r := g.restart("payments"); r.Data["status"] != "pending" {
+		t.Fatalf("after the grant expired: %s", r)
+	}
+	if l := g.MustOK(g.admin, "list_grants", nil); len(l.Data["grants"].([]any)) != 0 {
+		t.Fatalf("an expired grant is listed as live: %s", l)
+	}
+
+	// A destructive tool takes no grant, and offers none on its card.
+	d := g.MustOK(g.agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "delete_database",
+		"arguments": map[string]any{"db_name": "orders"}, "dry_run": "DROP DATABASE orders; -- 12 tables"})
+	r := g.Call(g.admin, "approve_action", map[string]any{"request_id": d.Data["request_id"], "grant": map[string]any{"kind": "once"}})
+	if r.Status != 400 || r.Field != "grant" || !strings.Contains(r.Error, "destructive") {
+		t.Fatalf("a grant on a destructive tool: %s", r)
+	}
+	if st := g.MustOK(g.agent, "action_status", map[string]any{"request_id": d.Data["request_id"]}); st.Data["status"] != "pending" {
+		t.Fatalf("the refused grant recorded an approval: %s", st)
+	}
+	card := slackJSON(g.slackCard(int(d.Data["item_id"].(float64))).Form.Get("blocks"))
+	if strings.Contains(card, "approve_grant") {
+		t.Fatalf("a destructive card offers grants:\n%s", card)
+	}
+
+	// An agent key can neither make nor revoke a grant.
+	p := g.restart("ledger")
+	if r := g.Call(g.agent, "approve_action", map[string]any{"request_id": p.Data["request_id"], "grant": map[string]any{"kind": "session"}}); r.Status != 403 {
+		t.Fatalf("an agent making a grant: %s", r)
+	}
+	if r := g.Call(g.agent, "revoke_grant", map[string]any{"grant_id": 1}); r.Status != 403 {
+		t.Fatalf("an agent revoking a grant: %s", r)
+	}
+}
+
+// TestE2EGrantRevokedFromDiscord: the same session grant made from a Slack
+// click stops at once when dr_smith revokes it with the Revoke button of
+// /countersign grants in Discord, another surface.
+func TestE2EGrantRevokedFromDiscord(t *testing.T) {
+	g := newGrantsEnv(t)
+	post := sessionGrantFromSlack(t, g)
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	post2 := func(body map[string]any) map[string]any {
+		t.Helper()
+		status, resp := discordtest.Post(t, g.URL+"/discord/interactions", g.dkey, g.clock.Now(), discordtest.Marshal(t, body))
+		if status != 200 {
+			t.Fatalf("discord interaction: %d %v", status, resp)
+		}
+		return resp
+	}
+	list := post2(discordtest.Command("cmd1", smith, discordDefault, "grants"))
+	raw := string(discordtest.Marshal(t, list))
+	if !strings.Contains(raw, "grant #1: session of restart") || !strings.Contains(raw, `"custom_id":"cs:revoke:1"`) {
+		t.Fatalf("/countersign grants in Discord: %s", raw)
+	}
+	rev := post2(discordtest.Click("click1", smith, discordDefault, "", "cs:revoke:1"))
+	if raw := string(discordtest.Marshal(t, rev)); !strings.Contains(raw, "Revoked grant #1") {
+		t.Fatalf("the Revoke button: %s", raw)
+	}
+	if r := g.restart("payments"); r.Data["status"] != "pending" {
+		t.Fatalf("after the revocation: %s", r)
+	}
+	if l := g.MustOK(g.agent, "list_grants", map[string]any{"all": true}); !strings.Contains(l.Raw, `"revoked":true`) || !strings.Contains(l.Raw, `"revoked_by":"dr_smith [`) {
+		t.Fatalf("the agent's view of its revoked grant: %s", l)
+	}
+	waitFor(t, "the revocation in the card's thread", func() bool {
+		for _, n := range g.threadNotes(post) {
+			if strings.Contains(n, "grant #1 was revoked by dr_smith") {
+				return true
+			}
+		}
+		return false
+	})
+	audit := g.MustOK(g.admin, "audit_log", map[string]any{"limit": 200})
+	if !strings.Contains(audit.Raw, "grant #1 (session of restart_service") {
+		t.Fatalf("the revocation is not audited: %s", audit.Raw)
+	}
+}

@@ -224,3 +224,52 @@ func TestWebEditInBrowser(t *testing.T) {
 		t.Fatalf("changes line %q", ch)
 	}
 }
+
+// TestSlackModalEditApprovesEditedValueEndToEnd: a memory proposal on a
+// confirm slot is edited in the Slack modal (its value prefilled) and
+// approved as edited: the memory reads the edited value, and the card says
+// what was changed.
+func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, slackConfig(f, "http"))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("intake", "agent")
+	e.Start()
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "full code", "text": "She is full code."})
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "DNR", "text": "Make her DNR"})
+	waitFor(t, "the proposal to be posted", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	post := f.Calls("chat.postMessage")[0]
+	itemID := regexp.MustCompile(`"block_id":"countersign:(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
+	if itemID == nil || !strings.Contains(post.Form.Get("blocks"), `"countersign.edit"`) {
+		t.Fatalf("the proposal's card has no Edit & approve button:\n%s", post.Form.Get("blocks"))
+	}
+	interact := func(payload map[string]any) (int, string) {
+		p, _ := json.Marshal(payload)
+		return postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret)
+	}
+	interact(map[string]any{
+		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC"},
+		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
+	})
+	waitFor(t, "the edit modal to be opened", func() bool { return len(f.Calls("views.open")) == 1 })
+	view, _ := f.Calls("views.open")[0].JSON["view"].(map[string]any)
+	if !strings.Contains(fmt.Sprint(view["blocks"]), "initial_value:DNR") {
+		t.Fatalf("the value modal is not prefilled with the proposal: %v", view)
+	}
+	code, body := interact(map[string]any{
+		"type": "view_submission", "trigger_id": "t-s", "user": map[string]any{"id": "U0123ABC"},
+		"view": map[string]any{"id": "V1", "callback_id": "countersign.edit", "private_metadata": view["private_metadata"],
+			"state": map[string]any{"values": map[string]any{"edit_0": map[string]any{"input": map[string]any{"type": "plain_text_input", "value": "DNR/DNI"}}}}},
+	})
+	if code != http.StatusOK || body != "" {
+		t.Fatalf("the value edit answered %d %q", code, body)
+	}
+	if r := e.MustOK(agent, "check_before_act", map[string]any{"subject": "code_status"}); !strings.Contains(r.Text, "code_status = DNR/DNI") {
+		t.Fatalf("after the edit the memory reads: %s", r.Text)
+	}
+	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "Approved with changes by dr_smith [U0123ABC]") || !strings.Contains(ub, "DNR → DNR/DNI") {
+		t.Fatalf("updated card:\n%s", ub)
+	}
+}

@@ -78,7 +78,9 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	}
 	// A person who cannot get a link is told why.
 	id2 := e.request("delete_database", "ops")
-	b.SetWebStepUp(func(*bot.Caller, uint64) (string, error) { return "", errors.New("dr_smith has no single sign-on identity") })
+	b.SetWebStepUp(func(*bot.Caller, uint64) (string, error) {
+		return "", errors.New("dr_smith has no single sign-on identity")
+	})
 	if out := chat.Decide(ctx, b, click(uSmith, id2, chat.Approve, "d4")); out.Status != chat.Refused || !strings.Contains(out.Reply, "no single sign-on identity") {
 		t.Fatalf("no link possible: %+v", out)
 	}

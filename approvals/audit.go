@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/kv"
 )
@@ -62,19 +64,84 @@ type head struct {
 }
 
 // Canonical returns the bytes the entry's hash covers: a compact JSON array,
-// which has no field-boundary ambiguity.
+// which has no field-boundary ambiguity, exactly as encoding/json's Marshal
+// writes []any{seq, ts, principal, user_id, agent_id, run_id, action,
+// detail} (docs/audit.md spells it out; a fuzz test holds the two to each
+// other).
 func (e *Entry) Canonical() []byte {
-	b, _ := json.Marshal([]any{e.Seq, e.TS, e.Principal, e.UserID, e.AgentID, e.RunID, e.Action, e.Detail})
-	return b
+	return e.appendCanonical(nil)
+}
+
+func (e *Entry) appendCanonical(dst []byte) []byte {
+	dst = append(dst, '[')
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	for _, s := range [...]string{e.TS, e.Principal, e.UserID, e.AgentID, e.RunID, e.Action, e.Detail} {
+		dst = appendCanonicalString(append(dst, ','), s)
+	}
+	return append(dst, ']')
+}
+
+// appendCanonicalString appends s as encoding/json's Marshal writes a
+// string: with HTML escaping, invalid UTF-8 as \ufffd.
+func appendCanonicalString(dst []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default: // other control characters, and < > &
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // ComputeHash returns sha256hex(prev_hash + "|" + canonical).
 func (e *Entry) ComputeHash() string {
-	h := sha256.New()
-	h.Write([]byte(e.PrevHash))
-	h.Write([]byte("|"))
-	h.Write(e.Canonical())
-	return hex.EncodeToString(h.Sum(nil))
+	var buf [512]byte
+	b := append(buf[:0], e.PrevHash...)
+	b = e.appendCanonical(append(b, '|'))
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 func entryMessage(hash string) []byte { return []byte("countersign.audit.v1|" + hash) }

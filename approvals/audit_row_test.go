@@ -229,3 +229,35 @@ func FuzzDecodeRow(f *testing.F) {
 		}
 	})
 }
+
+// The canonical form the hash covers is encoding/json's Marshal of the
+// fields as an array, byte for byte (docs/audit.md's offline verifiers
+// compute it that way).
+func checkCanonical(t *testing.T, e Entry) {
+	t.Helper()
+	want, err := json.Marshal([]any{e.Seq, e.TS, e.Principal, e.UserID, e.AgentID, e.RunID, e.Action, e.Detail})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Canonical(); !bytes.Equal(got, want) {
+		t.Fatalf("canonical\n%s\nwant\n%s", got, want)
+	}
+}
+
+var canonicalStrings = []string{"", "plain", "a<b>&c \"q\" \\", "line\nbreak\ttab\r\b\f\x00\x01\x1f\x7f", "é 中 \u2028\u2029 🙂",
+	"invalid \xff\xfe \xe2\x82", "\xed\xa0\x80", strings.Repeat("x", 600)}
+
+func TestCanonicalMatchesEncodingJSON(t *testing.T) {
+	for i, s := range canonicalStrings {
+		checkCanonical(t, Entry{Seq: uint64(i) << (i * 8 % 64), TS: s, Principal: s, UserID: s, AgentID: s, RunID: s, Action: s, Detail: s})
+	}
+}
+
+func FuzzCanonical(f *testing.F) {
+	for _, s := range canonicalStrings {
+		f.Add(uint64(len(s)), s, s)
+	}
+	f.Fuzz(func(t *testing.T, seq uint64, a, b string) {
+		checkCanonical(t, Entry{Seq: seq, TS: a, Principal: b, UserID: a + b, AgentID: b, RunID: a, Action: b, Detail: a})
+	})
+}

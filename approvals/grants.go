@@ -262,11 +262,12 @@ func ListGrants(tx kv.Tx, limit int, keep func(*Grant) bool) ([]Grant, error) {
 	return out, err
 }
 
-// MatchText renders a grant's binding for people: "args_sha256 ab12…" or
+// MatchText renders a grant's binding for people: "args_sha256 ab12…" (the
+// exact arguments) or
 // "service=\"payments\", region=\"eu\"" (names sorted).
 func (g *Grant) MatchText() string {
 	if g.ArgsSHA256 != "" {
-		return "exactly these arguments (args_sha256 " + g.ArgsSHA256 + ")"
+		return "args_sha256 " + g.ArgsSHA256
 	}
 	names := make([]string, 0, len(g.Match))
 	for k := range g.Match {

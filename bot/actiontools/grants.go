@@ -110,7 +110,7 @@ func (s *Service) grantOnDecision(tx *bot.Tx, c *bot.Call, r *approvals.Request,
 	}
 	if err := tx.Audit("grant_created", fmt.Sprintf("%s by %s on %s: %s of %s for %s in %s until %s, %s",
 		g.Name(), g.CreatedBy.Display, g.FromRequest, g.Kind, callName(g.Tool, g.Command), g.AgentName+" ["+g.Agent+"]",
-		spaceText(g.Space), stamp(g.ExpiresAt), g.MatchText())); err != nil {
+		grantSpace(g), stamp(g.ExpiresAt), g.MatchText())); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -258,7 +258,7 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 		return res
 	}
 	res.Text += fmt.Sprintf(" You also made %s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
-		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, spaceText(g.Space), g.MatchText(), stamp(g.ExpiresAt), g.ID)
+		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, grantSpace(g), g.MatchText(), stamp(g.ExpiresAt), g.ID)
 	if d, ok := res.Data.(map[string]any); ok {
 		d["grant"] = grantData(g)
 	}
@@ -303,6 +303,16 @@ func fmtDur(d time.Duration) string {
 		return "0s"
 	}
 	return s
+}
+
+// grantSpace is where a grant applies: its space, and its run unless it is
+// a duration grant (any run).
+func grantSpace(g *approvals.Grant) string {
+	sp := g.Space
+	if g.Kind == approvals.GrantDuration {
+		sp.RunID = ""
+	}
+	return spaceText(sp)
 }
 
 func spaceText(sp approvals.SpaceRef) string {
@@ -461,7 +471,7 @@ func GrantLine(g *approvals.Grant, now time.Time) string {
 		state = "expired " + stamp(g.ExpiresAt)
 	}
 	return fmt.Sprintf("%s: %s of %s for %s in %s (%s) by %s, %s, used %d time(s)",
-		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, spaceText(g.Space), g.MatchText(), g.CreatedBy.Display, state, g.Uses)
+		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, grantSpace(g), g.MatchText(), g.CreatedBy.Display, state, g.Uses)
 }
 
 func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {

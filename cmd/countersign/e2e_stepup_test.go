@@ -296,6 +296,45 @@ func TestStepUpEndToEnd(t *testing.T) {
 		!regexp.MustCompile(req3+` by dr_smith \[web:dr_smith\], dr_jones \[web:dr_jones\] step-up oidc auth_time=`).MatchString(audit.Text) {
 		t.Fatalf("the quorum's votes do not record both step-ups:\n%s", audit.Text)
 	}
+
+	// The link is bound to its person: dr_smith's link, completed at the
+	// provider as dr_jones, is refused.
+	r4 := e.MustOK(agent, "confirm_action", map[string]any{"tool": "delete_database", "arguments": map[string]any{"db_name": "qa"}, "dry_run": "DROP DATABASE qa"})
+	req4, _ := r4.Data["request_id"].(string)
+	item4 := fmt.Sprint(r4.Data["item_id"])
+	waitFor(t, "the fourth request to be posted", func() bool { return len(f.Calls("chat.postMessage")) >= 4 })
+	slackClick(t, e, f.Calls("chat.postMessage")[3], "U0123ABC", item4, "t-su-4")
+	waitFor(t, "dr_smith's second step-up answer", func() bool { return len(f.Calls("chat.postEphemeral")) == 3 })
+	link4 := stepUpLinkRE.FindString(f.Calls("chat.postEphemeral")[2].Form.Get("text"))
+	m.QueueUser(stepUpUser{&mockoidc.MockUser{Subject: "u-jones", Email: "dr.jones@hospital.example", EmailVerified: true}, time.Now()})
+	stranger := person(t)
+	browse(t, stranger, "complete dr_smith's link as dr_jones",
+		chromedp.Navigate(e.URL+link4),
+		chromedp.WaitVisible(chromedp.CSS("#stepup-continue")),
+		chromedp.Click(chromedp.CSS("#stepup-continue")),
+		chromedp.WaitVisible(chromedp.CSS(".problem")),
+	)
+	if msg := read(t, stranger, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "You signed in at the identity provider as dr_jones, but this step-up was started for dr_smith") {
+		t.Fatalf("a link completed as someone else: %q", msg)
+	}
+	// A provider that sends no auth_time cannot complete a step-up.
+	plain := person(t)
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-jones", Email: "dr.jones@hospital.example", EmailVerified: true})
+	m.QueueUser(&mockoidc.MockUser{Subject: "u-jones", Email: "dr.jones@hospital.example", EmailVerified: true})
+	browse(t, plain, "step up against a provider without auth_time",
+		chromedp.Navigate(e.URL+"/ui/signin/oidc"),
+		chromedp.WaitVisible(chromedp.CSS(".me")),
+		chromedp.Navigate(e.URL+"/ui/items/"+item4),
+		chromedp.WaitVisible(chromedp.CSS("#stepup")),
+		chromedp.Click(chromedp.CSS("#stepup")),
+		chromedp.WaitVisible(chromedp.CSS(".problem")),
+	)
+	if msg := read(t, plain, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "no auth_time claim in the ID token") {
+		t.Fatalf("no auth_time: %q", msg)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": req4}); st.Data["status"] != "pending" {
+		t.Fatalf("after the refused step-ups: %s", st)
+	}
 }
 
 // slackItemID is the item id on a posted card.

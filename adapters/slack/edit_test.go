@@ -131,9 +131,11 @@ func TestEditAndApproveInSlack(t *testing.T) {
 	}
 
 	// Someone who is not mapped: refused in the form, audited, nothing recorded.
-	errs = e.formErrors(editPayload(stranger, meta, map[string]string{"edit_0": "orders_staging", "edit_1": "7"}, "", newTrigger()))
-	if !strings.Contains(errs["edit_0"], "not mapped") {
-		t.Fatalf("stranger's edit answered %v", errs)
+	if code, body := e.interact(editPayload(stranger, meta, map[string]string{"edit_0": "orders_staging", "edit_1": "7"}, "", newTrigger())); code != http.StatusOK || body != "" {
+		t.Fatalf("stranger's edit answered %d %q, want the form closed and a private answer", code, body)
+	}
+	if eph := e.ephemerals(stranger); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not mapped") {
+		t.Fatalf("stranger's edit answered privately with %+v", eph)
 	}
 	if d := e.denials(); len(d) != 1 || !strings.Contains(d[0].Detail, stranger) {
 		t.Fatalf("stranger's edit audited as %+v", d)

@@ -349,6 +349,12 @@ func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, deliveries []st
 			return nil
 		case chat.Invalid:
 			return formError(fieldBlock(out.Field, blockOf, first), out.Reply)
+		case chat.Refused:
+			// Refused as clicks are: privately, the form closed (a
+			// refusal's answer may carry a link, such as a step-up's,
+			// which a form's error text cannot).
+			a.tell(ctx, channel, user, out.Reply)
+			return nil
 		}
 		reply := out.Reply
 		if strings.TrimSpace(reply) == "" {

@@ -3,6 +3,7 @@ package chat_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +99,7 @@ func newEnv(t *testing.T) *env {
 	if _, err := actiontools.Register(b, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "delete_database", Category: "destructive", Timeout: 30 * time.Minute},
 		{Name: "rollback", Category: "destructive", Quorum: 2},
+		{Name: "set_dose", Category: "mutating"},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,5 +303,36 @@ func TestDecisionCost(t *testing.T) {
 		after.updates+after.views, after.updates, after.views, after.records, after.requests)
 	if after.updates+after.views >= before.updates+before.views || after.records+after.requests > before.records+before.requests {
 		t.Fatalf("the decision layer costs more than the old path")
+	}
+}
+
+// TestEditDecisionCost: approving with changes costs what a plain approval
+// costs in store transactions and loads: the edit goes through the same
+// decision (one dedupe, one item load, the tool's one transaction, the
+// reload), not a second path around it.
+func TestEditDecisionCost(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	measure := func(edit bool, n int) counts {
+		id := e.request("set_dose", "default")
+		e.store.reset()
+		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: []string{fmt.Sprintf("slack:trigger:cost-%d", n)}, ItemID: id, Verb: chat.Approve}
+		if edit {
+			d.Arguments = json.RawMessage(`{"db":"staging"}`)
+		}
+		out := chat.Decide(ctx, e.b, d)
+		if out.Status != chat.Decided {
+			t.Fatalf("decide (edit %v): %+v", edit, out)
+		}
+		if edit && (out.Item.Changes == nil || !strings.Contains(chat.WithChanges(out.Item), "db prod → staging")) {
+			t.Fatalf("the edited item says %q", chat.WithChanges(out.Item))
+		}
+		return e.store.snapshot()
+	}
+	plain, edited := measure(false, 1), measure(true, 2)
+	t.Logf("approve: %d transactions (%d writes), %d item-record and %d request loads; approve with changes: %d transactions (%d writes), %d item-record and %d request loads",
+		plain.updates+plain.views, plain.updates, plain.records, plain.requests, edited.updates+edited.views, edited.updates, edited.records, edited.requests)
+	if edited.updates+edited.views > plain.updates+plain.views || edited.records+edited.requests > plain.records+plain.requests {
+		t.Fatalf("an edit costs more than a plain approval")
 	}
 }

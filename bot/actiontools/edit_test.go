@@ -3,6 +3,7 @@ package actiontools
 import (
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -208,5 +209,44 @@ func TestEditExecThroughItem(t *testing.T) {
 	it, _ := e.b.Item(context.Background(), item)
 	if got := it.Changes.Text(); got != "command kubectl rollout restart deploy/web → kubectl rollout restart deploy/api" {
 		t.Fatalf("diff: %q", got)
+	}
+}
+
+// The signed callback of an approval with changes carries the approved
+// (edited) arguments, both hashes and edited=true, and its receipt binds
+// the approved hash.
+func TestEditCallback(t *testing.T) {
+	secret := []byte("test-callback-secret-0123456789")
+	rc := &receiver{t: t, secret: secret, status: 200}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := newEnv(t, Options{Tools: editTools(), CallbackSecret: secret, CallbackHosts: []string{srv.Listener.Addr().String()}})
+	rc.now = e.clock.Now
+	agent := e.principal("ward-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	bob := e.principal("bob", policy.RoleMember, "person")
+	args := medication()
+	args["callback_url"] = srv.URL
+	d, _ := e.ok(agent, "confirm_action", args)
+	id := d["request_id"].(string)
+	e.ok(alice, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}})
+	e.ok(bob, "approve_action", map[string]any{"request_id": id})
+	if err := e.b.DrainSink(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+		t.Fatal(err)
+	}
+	_, ok, bad := rc.snapshot()
+	if len(ok) != 1 || bad != 0 {
+		t.Fatalf("deliveries: %d ok, %d bad", len(ok), bad)
+	}
+	cb := ok[0].Data
+	want := receipt.HashCanonical("give_medication", []byte(`{"dose":"2.5mg","drug":"apixaban"}`))
+	approved, _ := json.Marshal(cb["approved_arguments"])
+	if cb["status"] != "approved" || cb["edited"] != true || cb["approved_args_sha256"] != want || cb["args_sha256"] != d["args_sha256"] ||
+		string(approved) != `{"dose":"2.5mg","drug":"apixaban"}` || cb["edited_by"] != "alice ["+alice.ID+"]" {
+		t.Fatalf("callback data: %v", cb)
+	}
+	p, err := receipt.Verify(cb["receipt"].(string), e.b.PublicKey(), e.clock.Now())
+	if err != nil || p.ApprovedArgsSHA256 != want {
+		t.Fatalf("callback receipt: %+v %v", p, err)
 	}
 }

@@ -559,6 +559,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	switch action {
 	case "approve":
 		d.Verb = chat.Approve
+		d.Grant = grantChoice(f.Get("grant")) // grants.go
 	case "reject", "decline":
 		d.Verb = chat.Reject
 	case "edit":

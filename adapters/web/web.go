@@ -113,7 +113,8 @@ func (h *Handler) parseTemplates() error {
 			}
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		},
-		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"grantValue": grantValue,
 		"tsShort": func(ts string) string {
 			t, err := time.Parse(time.RFC3339, ts)
 			if err != nil {
@@ -123,7 +124,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -155,6 +156,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /ui/stepup", h.stepUpLinkStart)
 	h.mux.HandleFunc("GET /ui/requests/{rid}", h.authed(h.requestItem))
 	h.mux.HandleFunc("GET /ui/memory", h.authed(h.memory))
+	h.mux.HandleFunc("GET /ui/grants", h.authed(h.grants))                  // grants.go
+	h.mux.HandleFunc("POST /ui/grants/{n}/revoke", h.authed(h.revokeGrant)) // grants.go
 	h.mux.HandleFunc("GET /ui/audit", h.authed(h.audit))
 	h.mux.HandleFunc("POST /ui/audit/verify", h.authed(h.verify))
 	h.mux.HandleFunc("GET /ui/audit/export", h.authed(h.export))

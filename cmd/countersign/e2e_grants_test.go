@@ -272,3 +272,56 @@ func TestE2EGrantRevokedFromDiscord(t *testing.T) {
 		t.Fatalf("the revocation is not audited: %s", audit.Raw)
 	}
 }
+
+// TestWebGrantChoiceAndRevoke: the console's item page offers the tool's
+// grants with Approve; approving with "Approve for 1h" makes the grant
+// (the next identical call is approved at once); the Grants page lists it,
+// refuses a Revoke without the CSRF token, and revokes with it.
+func TestWebGrantChoiceAndRevoke(t *testing.T) {
+	e := newTestEnv(t, `tools:
+  - name: restart_service
+    category: mutating
+    grants: {max: 8h, allow: [once, duration]}
+principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+`)
+	agent := e.CreateKey("deploy_bot", "agent")
+	e.Start()
+	call := map[string]any{"user_id": "ward7", "tool": "restart_service", "arguments": map[string]any{"service": "payments"}}
+	r := e.MustOK(agent, "confirm_action", call)
+	c := signInHTTP(t, e, "dr_smith")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+r.Data["request_id"].(string), nil)
+	itemPath := resp.Header.Get("Location")
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
+	if csrf == nil || nonce == nil || !strings.Contains(page, `value="duration|1h"`) || !strings.Contains(page, "Approve for 1h") || strings.Contains(page, `value="session"`) {
+		t.Fatalf("the item page does not offer the tool's grants:\n%s", page)
+	}
+	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"approve"}, "grant": {"duration|1h"}}
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=approve-") {
+		t.Fatalf("approve with a grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "approved" || !strings.HasPrefix(next.Data["confirmed_by"].(string), "grant #1 by dr_smith [") {
+		t.Fatalf("the next identical call: %s", next)
+	}
+	_, page = webDo(t, c, "GET", e.URL+"/ui/grants", nil)
+	csrf = csrfRE.FindStringSubmatch(page)
+	if csrf == nil || !strings.Contains(page, `id="grant-1"`) || !strings.Contains(page, `action="/ui/grants/1/revoke"`) {
+		t.Fatalf("the Grants page:\n%s", page)
+	}
+	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/grants/1/revoke", url.Values{}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a revoke without its CSRF token answered %d", resp.StatusCode)
+	}
+	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "approved" {
+		t.Fatalf("the refused revoke revoked: %s", next)
+	}
+	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/grants/1/revoke", url.Values{"csrf": {csrf[1]}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/grants?revoked=1" {
+		t.Fatalf("the revoke answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "pending" {
+		t.Fatalf("after the console's revoke: %s", next)
+	}
+	if _, page = webDo(t, c, "GET", e.URL+"/ui/grants", nil); !strings.Contains(page, "no-grants") {
+		t.Fatalf("a revoked grant is still listed:\n%s", page)
+	}
+}

@@ -1,0 +1,107 @@
+package web
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/countersign/countersign/bot"
+)
+
+// The console's standing grants: GET /ui/grants lists the live grants the
+// signed-in person may see (list_grants, its scope rule) with a Revoke form
+// each (POST /ui/grants/{n}/revoke, CSRF-checked by authed, through the
+// revoke_grant tool like every surface). The item page's approve form
+// offers the item's grants (bot.Item.Grants) as a choice; the choice goes
+// through chat.Decide with Decision.Grant.
+
+// grantRow is one grant as the page shows it.
+type grantRow struct {
+	ID          uint64 `json:"grant_id"`
+	Name        string `json:"name"`
+	Tool        string `json:"tool"`
+	Kind        string `json:"kind"`
+	AgentName   string `json:"agent_name"`
+	UserID      string `json:"user_id"`
+	AgentID     string `json:"agent_id"`
+	RunID       string `json:"run_id"`
+	CreatedBy   string `json:"created_by"`
+	FromRequest string `json:"from_request"`
+	ExpiresAt   string `json:"expires_at"`
+	Uses        int    `json:"uses"`
+	Constraint  string `json:"constraint"`
+	ItemID      uint64 `json:"item_id"`
+}
+
+type grantsData struct {
+	Rows      []grantRow
+	CanRevoke bool
+}
+
+func (h *Handler) grants(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	var out struct {
+		Grants []grantRow `json:"grants"`
+	}
+	if _, err := h.call(r.Context(), caller, "list_grants", map[string]any{}, &out); err != nil {
+		if msg, ok := userError(err); ok {
+			h.fail(w, r, http.StatusForbidden, msg)
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	p := page{Title: "Standing grants", Nav: "grants", Data: grantsData{Rows: out.Grants, CanRevoke: caller.Kind == "person"}}
+	if n := r.URL.Query().Get("revoked"); n != "" {
+		if _, err := strconv.ParseUint(n, 10, 64); err == nil {
+			p.Notice = "Revoked grant #" + n + ": the next matching call waits for a person again."
+		}
+	}
+	if msg := r.URL.Query().Get("problem"); msg != "" && h.mac("problem", msg) == r.URL.Query().Get("pm") {
+		p.Problem = msg
+	}
+	h.render(w, r, http.StatusOK, "grants", p)
+}
+
+func (h *Handler) revokeGrant(w http.ResponseWriter, r *http.Request) {
+	caller := callerOf(r)
+	n, err := strconv.ParseUint(r.PathValue("n"), 10, 64)
+	if err != nil || n == 0 {
+		h.fail(w, r, http.StatusBadRequest, "That is not a grant number.")
+		return
+	}
+	args := map[string]any{"grant_id": n}
+	if reason := strings.TrimSpace(r.PostForm.Get("reason")); reason != "" {
+		args["reason"] = reason
+	}
+	if _, err := h.call(r.Context(), caller, "revoke_grant", args, nil); err != nil {
+		msg, ok := userError(err)
+		if !ok {
+			h.internal(w, r, err)
+			return
+		}
+		http.Redirect(w, r, fmt.Sprintf("/ui/grants?problem=%s&pm=%s", url.QueryEscape(msg), h.mac("problem", msg)), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/ui/grants?revoked=%d", n), http.StatusSeeOther)
+}
+
+// grantChoice reads the approve form's grant choice ("", "session",
+// "duration|1h"); nil for none.
+func grantChoice(v string) *bot.GrantChoice {
+	if v == "" || len(v) > 64 {
+		return nil
+	}
+	kind, dur, _ := strings.Cut(v, "|")
+	return &bot.GrantChoice{Kind: kind, For: dur}
+}
+
+// grantValue is an offered grant as the form's value.
+func grantValue(g bot.GrantOption) string {
+	if g.For == "" {
+		return g.Kind
+	}
+	return g.Kind + "|" + g.For
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/adapters/discord/discordtest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 )
@@ -361,5 +364,47 @@ func slackClick(t *testing.T, e *testEnv, post slackCall, user, itemID, trigger 
 	})
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
 		t.Fatalf("click answered %d", code)
+	}
+}
+
+// TestStepUpDiscordClick: a Discord click on a step-up item is answered
+// privately with the one-time console link (Discord's ephemeral flag),
+// the refusal is audited and the item stays pending; the card says it
+// needs step-up.
+func TestStepUpDiscordClick(t *testing.T) {
+	fake := discordtest.New(t, discordToken)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(discordConfig(fake, "http"), "    discord: \"111\"\n", "    discord: \"111\"\n    web: dr.smith@hospital.example\n", 1) + `step_up:
+  categories: [destructive]
+web:
+  public_url: https://countersign.hospital.example
+  oidc:
+    issuer: https://login.hospital.example
+    client_id: countersign
+    client_secret_env: OIDC_SECRET
+`
+	e := newTestEnv(t, cfg)
+	e.env["DISCORD_BOT_TOKEN"], e.env["DISCORD_PUBLIC_KEY"], e.env["OIDC_SECRET"] = discordToken, hex.EncodeToString(pub), "s3cret"
+	d := &discordEnv{testEnv: e, fake: fake, key: priv}
+	d.agent = e.CreateKey("intake_agent", "agent")
+	admin := e.CreateKey("root", "admin")
+	e.Start()
+
+	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "delete_database", "arguments": map[string]any{"db_name": "orders_prod"}, "dry_run": "drop 41 tables"})
+	reqID, _ := req.Data["request_id"].(string)
+	msg, item := d.posted(discordOps, "fresh sign-in at the identity provider")
+	r := d.click("su1", discordtest.Clicker{UserID: "111", GuildID: discordGuild}, discordOps, msg, "cs:approve:"+item)
+	text := fmt.Sprint(r)
+	if discordRespType(r) != 4 || discordFlags(r)&64 == 0 || !strings.Contains(text, "https://countersign.hospital.example/ui/stepup?t=") || !strings.Contains(text, "stays pending") {
+		t.Fatalf("a Discord click on a step-up item answered %v, want a private reply with the step-up link", r)
+	}
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("after the click: %s", st)
+	}
+	if a := d.MustOK(admin, "audit_log", map[string]any{"limit": 20}); !strings.Contains(a.Text, "approve_action: Access denied: step-up required") {
+		t.Fatalf("the refused click is not audited:\n%s", a.Text)
 	}
 }

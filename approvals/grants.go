@@ -283,3 +283,38 @@ func (g *Grant) MatchText() string {
 	}
 	return s
 }
+
+// PruneGrantIndex removes up to limit match-index entries of grants that
+// can no longer approve anything at now (expired; used and revoked grants
+// leave it when they change), so that confirm_action does not read them
+// again. The grants themselves are kept: they are the record of what was
+// approved under them. more reports that entries may remain.
+func PruneGrantIndex(tx kv.Tx, now time.Time, limit int) (n int, more bool, err error) {
+	var dead [][]byte
+	err = tx.Ascend(bucketGrantIndex, nil, nil, func(k, _ []byte) error {
+		if len(k) < 8 {
+			return nil
+		}
+		g, err := LoadGrant(tx, kv.ParseU64(k[len(k)-8:]))
+		if err != nil {
+			return err
+		}
+		if g == nil || !g.Live(now) {
+			dead = append(dead, append([]byte(nil), k...))
+			if len(dead) >= limit {
+				more = true
+				return kv.ErrStop
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	for _, k := range dead {
+		if err := tx.Delete(bucketGrantIndex, k); err != nil {
+			return 0, false, err
+		}
+	}
+	return len(dead), more, nil
+}

@@ -179,6 +179,16 @@ func TestGrantStore(t *testing.T) {
 	if indexed != 1 {
 		t.Fatalf("index holds %d entries, want 1 (the used and the revoked grant left it)", indexed)
 	}
+	// At #3's expiry the sweeper's prune drops it from the index; the
+	// grants stay.
+	var pruned int
+	if err := db.Update(ctx, func(tx kv.Tx) error {
+		var err error
+		pruned, _, err = PruneGrantIndex(tx, rqT0.Add(time.Hour), 10)
+		return err
+	}); err != nil || pruned != 1 {
+		t.Fatalf("PruneGrantIndex = %d, %v; want 1", pruned, err)
+	}
 	var back *Grant
 	_ = db.View(ctx, func(tx kv.Tx) error { back, _ = LoadGrant(tx, 2); return nil })
 	if back == nil || !back.Revoked || back.RevokedBy.ID != rqBob.ID {

@@ -210,6 +210,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.OnSweep("actions", s.Sweep)
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)
+	b.OnSweep("grants", s.PruneGrants)
 	return s, nil
 }
 

@@ -325,3 +325,77 @@ principals:
 		t.Fatalf("a revoked grant is still listed:\n%s", page)
 	}
 }
+
+// TestE2EGrantChatCommands: a grant made with the Discord card's
+// approve-with-grant button; /countersign grants in Slack answers with a
+// Revoke button per grant, its click revokes the grant, and `revoke-grant
+// 1` typed afterwards says it was already revoked.
+func TestE2EGrantChatCommands(t *testing.T) {
+	g := newGrantsEnv(t)
+	first := g.restart("payments")
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	var msgID string
+	g.dc.Wait("the card in Discord", func() bool {
+		for _, m := range g.dc.MessagesIn(discordDefault) {
+			for _, id := range discordButtonIDs(m) {
+				if id == "cs:grant:1:1" {
+					msgID = fmt.Sprint(m["id"])
+					return true
+				}
+			}
+		}
+		return false
+	})
+	status, resp := discordtest.Post(t, g.URL+"/discord/interactions", g.dkey, g.clock.Now(), discordtest.Marshal(t, discordtest.Click("c1", smith, discordDefault, msgID, "cs:grant:1:1")))
+	if status != 200 || !strings.Contains(string(discordtest.Marshal(t, resp)), "You made grant #1") {
+		t.Fatalf("the Discord approve-with-grant button: %d %v", status, resp)
+	}
+	if st := g.MustOK(g.agent, "action_status", map[string]any{"request_id": first.Data["request_id"]}); st.Data["status"] != "approved" {
+		t.Fatalf("the clicked request: %s", st)
+	}
+	if r := g.restart("payments"); r.Data["status"] != "approved" {
+		t.Fatalf("the next identical call under the Discord grant: %s", r)
+	}
+
+	slash := func(text, trigger string) map[string]any {
+		t.Helper()
+		form := url.Values{"user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {trigger}}
+		code, body := postSlack(t, g.URL, "/slack/commands", form, e2eSlackSecret)
+		var out map[string]any
+		if err := json.Unmarshal([]byte(body), &out); err != nil || code != http.StatusOK {
+			t.Fatalf("/countersign %s answered %d %s", text, code, body)
+		}
+		return out
+	}
+	list := slash("grants", "t-list")
+	raw, _ := json.Marshal(list)
+	if !strings.Contains(list["text"].(string), "grant #1: session of restart") || !strings.Contains(string(raw), `"action_id":"countersign.revoke_grant"`) || !strings.Contains(string(raw), `"value":"1"`) {
+		t.Fatalf("/countersign grants in Slack: %s", raw)
+	}
+	// The Revoke button of the answer.
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": "t-revbtn", "user": map[string]any{"id": "U0123ABC"},
+		"container": map[string]any{"type": "ephemeral", "channel_id": "C0DEFAULT"},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.revoke_grant", "block_id": "countersign-revoke:0", "value": "1", "action_ts": "2.2"}},
+	})
+	if code, _ := postSlack(t, g.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("the Revoke click answered %d", code)
+	}
+	waitFor(t, "the private answer to the Revoke click", func() bool {
+		for _, c := range g.slack.Calls("chat.postEphemeral") {
+			if strings.Contains(c.Form.Get("text"), "Revoked grant #1") {
+				return true
+			}
+		}
+		return false
+	})
+	if r := g.restart("payments"); r.Data["status"] != "pending" {
+		t.Fatalf("after the Revoke button: %s", r)
+	}
+	if out := slash("revoke-grant 1", "t-revoke"); !strings.Contains(out["text"].(string), "grant #1 was already revoked by dr_smith") {
+		t.Fatalf("/countersign revoke-grant 1: %v", out)
+	}
+	if out := slash("grants", "t-list2"); !strings.Contains(out["text"].(string), "No live standing grants") || out["blocks"] != nil {
+		t.Fatalf("/countersign grants after the revocation: %v", out)
+	}
+}

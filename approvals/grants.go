@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // GrantKind is how long a standing grant lasts.
@@ -60,9 +61,9 @@ type Grant struct {
 	ArgsSHA256 string            `json:"args_sha256,omitempty"`
 	Match      map[string]string `json:"match,omitempty"`
 	// Agent is the principal id of the agent the grant applies to.
-	Agent     string   `json:"agent"`
-	AgentName string   `json:"agent_name,omitempty"`
-	Space     SpaceRef `json:"space"`
+	Agent     string       `json:"agent"`
+	AgentName string       `json:"agent_name,omitempty"`
+	Space     policy.Space `json:"space"`
 
 	CreatedBy   Party     `json:"created_by"`
 	FromRequest string    `json:"from_request"`
@@ -105,7 +106,7 @@ type GrantCall struct {
 	// Arguments are the call's canonical JSON arguments (an object).
 	Arguments json.RawMessage
 	Agent     string // the requester's principal id
-	Space     SpaceRef
+	Space     policy.Space
 }
 
 // Matches reports whether g approves call at now. Matching is exact and

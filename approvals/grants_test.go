@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
-var gtSpace = SpaceRef{UserID: "ward7", AgentID: "deployer", RunID: "run-1"}
+var gtSpace = policy.Space{UserID: "ward7", AgentID: "deployer", RunID: "run-1"}
 
 func gtGrant(kind GrantKind) Grant {
 	return Grant{

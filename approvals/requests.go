@@ -57,13 +57,6 @@ func (p Party) Same(o Party) bool {
 	return policy.SamePrincipal(p.ID, p.Name, o.ID, o.Name)
 }
 
-// SpaceRef is the memory space a request belongs to.
-type SpaceRef struct {
-	UserID  string `json:"user_id"`
-	AgentID string `json:"agent_id,omitempty"`
-	RunID   string `json:"run_id,omitempty"`
-}
-
 // Approvers says who may decide a request (policy.Approvers: any
 // principal holding one of the roles or named in the principals; both
 // empty: anyone holding approve).
@@ -153,7 +146,7 @@ type Request struct {
 	ID        string        `json:"id"`
 	Kind      RequestKind   `json:"kind"`
 	ItemID    uint64        `json:"item_id,omitempty"` // the chat item; 0 when decided at once
-	Space     SpaceRef      `json:"space"`
+	Space     policy.Space  `json:"space"`
 	Requester Party         `json:"requester"`
 	Channel   string        `json:"channel,omitempty"`
 	CreatedAt time.Time     `json:"created_at"`

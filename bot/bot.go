@@ -228,18 +228,16 @@ func (t *Tool) namedSpace(raw []byte) Space {
 	return sp
 }
 
-// ValidateSpace checks the memory-space identifiers: at most 128 bytes each,
-// no control characters.
+// ValidateSpace checks the memory-space identifiers as a tool's arguments
+// give them (a missing user is the default): at most 128 bytes each, no
+// control characters (Space.Check). The error is a KindInvalid *Error
+// naming the part at fault.
 func ValidateSpace(s Space) error {
-	for _, f := range []struct{ name, v string }{{"user_id", s.UserID}, {"agent_id", s.AgentID}, {"run_id", s.RunID}} {
-		if len(f.v) > 128 {
-			return Invalid(f.name, "must be at most 128 bytes")
-		}
-		for _, r := range f.v {
-			if r < 0x20 || r == 0x7f {
-				return Invalid(f.name, "must not contain control characters")
-			}
-		}
+	var se *policy.SpaceError
+	if err := s.Normalized().Check(); errors.As(err, &se) {
+		return Invalid(se.Field, "%s", se.Problem)
+	} else if err != nil {
+		return Invalid("space", "%v", err)
 	}
 	return nil
 }

@@ -62,23 +62,11 @@ type ToolInfo struct {
 	Schema      *jsonschema.Schema `json:"input_schema"`
 }
 
-// Space is the memory-space triple every space tool takes.
-type Space struct {
-	UserID  string `json:"user_id,omitempty" jsonschema:"the memory space's user (default \"default\")"`
-	AgentID string `json:"agent_id,omitempty" jsonschema:"the memory space's agent (default \"\")"`
-	RunID   string `json:"run_id,omitempty" jsonschema:"the memory space's run (default \"\")"`
-}
-
-// Normalized returns the space with defaults applied.
-func (s Space) Normalized() Space {
-	if s.UserID == "" {
-		s.UserID = "default"
-	}
-	return s
-}
-
-// String renders the space as user/agent/run.
-func (s Space) String() string { return s.UserID + "/" + s.AgentID + "/" + s.RunID }
+// Space is the memory space (policy.Space, the one space type of every
+// floor), under the name surfaces use: every space tool takes it as
+// arguments, and memory and approvals store under the same type, so a
+// tool hands c.Space to either without a conversion.
+type Space = policy.Space
 
 var spaceType = reflect.TypeOf(Space{})
 

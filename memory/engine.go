@@ -51,7 +51,7 @@ func NotAwaitingShort(id uint64) string { return fmt.Sprintf("#%d is not awaitin
 // row, the retired rival, the indexes. The returned plan's New (when not
 // nil) carries its id.
 func (o *Options) Write(tx kv.Tx, sp Space, in Input, now time.Time) (Plan, error) {
-	if err := sp.Validate(); err != nil {
+	if err := sp.Check(); err != nil {
 		return Plan{}, invalid("", "%v", err)
 	}
 	var st State
@@ -239,7 +239,7 @@ func Close(tx kv.Tx, f *Fact, res Resolution, why string, now time.Time) error {
 }
 
 func loadOpen(tx kv.Tx, sp Space, id uint64, notAwaiting string) (*Fact, error) {
-	if err := sp.Validate(); err != nil {
+	if err := sp.Check(); err != nil {
 		return nil, invalid("", "%v", err)
 	}
 	f, err := Load(tx, sp, id)

@@ -11,9 +11,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/policy"
 )
 
 // Status is the lifecycle state of a fact. There are exactly four.
@@ -87,37 +88,15 @@ const DefaultConfidence = 0.95
 // DefaultScope is the scope of a statement that gives none.
 const DefaultScope = "global"
 
-// Space is a memory space. Reconciliation, recall, history, flags and
-// policies never cross spaces.
-type Space struct {
-	UserID  string `json:"user_id"`
-	AgentID string `json:"agent_id"`
-	RunID   string `json:"run_id"`
-}
+// Space is a memory space (policy.Space, the one space type). Reconciliation,
+// recall, history, flags and policies never cross spaces; Space.Check
+// keeps its parts from breaking a key.
+type Space = policy.Space
 
-// String renders the space as user/agent/run.
-func (s Space) String() string { return s.UserID + "/" + s.AgentID + "/" + s.RunID }
-
-// Validate checks that the space identifiers cannot break a key: no control
-// characters (in particular no NUL, the key separator), at most 128 bytes.
-func (s Space) Validate() error {
-	for _, f := range []struct{ name, v string }{{"user_id", s.UserID}, {"agent_id", s.AgentID}, {"run_id", s.RunID}} {
-		if len(f.v) > 128 {
-			return fmt.Errorf("%s: must be at most 128 bytes", f.name)
-		}
-		if hasControl(f.v, false) {
-			return fmt.Errorf("%s: must not contain control characters", f.name)
-		}
-	}
-	if s.UserID == "" {
-		return fmt.Errorf("user_id: required")
-	}
-	return nil
-}
-
-// key is the space's key prefix: user 0x00 agent 0x00 run 0x00. The parts
-// hold no NUL, so no space's prefix is a prefix of another's.
-func (s Space) key() []byte {
+// spaceKey is the space's key prefix: user 0x00 agent 0x00 run 0x00. The
+// parts hold no NUL (Space.Check), so no space's prefix is a prefix of
+// another's.
+func spaceKey(s Space) []byte {
 	k := make([]byte, 0, len(s.UserID)+len(s.AgentID)+len(s.RunID)+3)
 	k = append(k, s.UserID...)
 	k = append(k, 0)

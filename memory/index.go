@@ -674,7 +674,7 @@ func moveContent(tx kv.Tx, sk []byte, st *indexState, id uint64, cur *projection
 // live index if it has none: a new space, or the first write to a space of
 // a store written before the index existed.
 func ensureIndex(tx kv.Tx, sp Space) (indexState, error) {
-	st, ok, err := loadState(tx, sp.key())
+	st, ok, err := loadState(tx, spaceKey(sp))
 	if err != nil || ok {
 		return st, err
 	}
@@ -686,7 +686,7 @@ func ensureIndex(tx kv.Tx, sp Space) (indexState, error) {
 // space has more than indexAt ACTIVE facts, its merged index. It gives the
 // space's older live-index entries their records.
 func buildIndex(tx kv.Tx, sp Space, index bool) (indexState, error) {
-	sk := sp.key()
+	sk := spaceKey(sp)
 	// Anything left of an index of another version goes first.
 	var stale [][]byte
 	if err := kv.Prefix(tx, bucketRecall, sk, func(k, _ []byte) error {

@@ -213,7 +213,7 @@ func TestRecallIndexMatchesScan(t *testing.T) {
 			}
 			err := w.db.View(context.Background(), func(tx kv.Tx) error {
 				checkIndex(t, tx, w.sp)
-				st, _, err := loadState(tx, w.sp.key())
+				st, _, err := loadState(tx, spaceKey(w.sp))
 				if err != nil {
 					return err
 				}
@@ -240,7 +240,7 @@ func TestRecallIndexMatchesScan(t *testing.T) {
 			}
 		}
 		_ = w.db.View(context.Background(), func(tx kv.Tx) error {
-			return kv.Prefix(tx, bucketRecall, tagKey(w.sp.key(), tagWord), func(_, _ []byte) error {
+			return kv.Prefix(tx, bucketRecall, tagKey(spaceKey(w.sp), tagWord), func(_, _ []byte) error {
 				merged++
 				return nil
 			})
@@ -256,7 +256,7 @@ func TestRecallIndexMatchesScan(t *testing.T) {
 // live index implies, with well-formed blocks.
 func checkIndex(t testing.TB, tx kv.Tx, sp Space) {
 	t.Helper()
-	sk := sp.key()
+	sk := spaceKey(sp)
 	st, ok, err := loadState(tx, sk)
 	if err != nil {
 		t.Fatal(err)
@@ -577,7 +577,7 @@ func olderStore(t *testing.T, steps int) {
 	before := snapshot(t, w.db, w.sp, reqs)
 	toV1(t, w.db)
 	err := w.db.View(context.Background(), func(tx kv.Tx) error {
-		_, indexed, err := loadState(tx, w.sp.key())
+		_, indexed, err := loadState(tx, spaceKey(w.sp))
 		if indexed || err != nil {
 			t.Fatalf("still indexed after the downgrade (%v)", err)
 		}
@@ -623,7 +623,7 @@ func TestApplyTerm(t *testing.T) {
 	}
 	defer db.Close()
 	r := rand.New(rand.NewPCG(7, 7))
-	prefix := termPrefix(Space{UserID: "u"}.key(), tagWord, "term")
+	prefix := termPrefix(spaceKey(Space{UserID: "u"}), tagWord, "term")
 	model := map[uint64]byte{}
 	next := uint64(1000)
 	for round := range 300 {
@@ -740,7 +740,7 @@ func TestRecallWithoutIndex(t *testing.T) {
 		return err
 	})
 	err = w.db.View(context.Background(), func(tx kv.Tx) error {
-		st, ok, err := loadState(tx, w.sp.key())
+		st, ok, err := loadState(tx, spaceKey(w.sp))
 		if err != nil || !ok || st.mode != modeIndexed {
 			t.Fatalf("not rebuilt: %+v %v %v", st, ok, err)
 		}

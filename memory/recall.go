@@ -306,7 +306,7 @@ func Select(live []*Fact, req RecallRequest) (Recall, error) {
 // scan of its live index. Both give exactly what Select gives over the
 // space's live facts.
 func RecallSpace(tx kv.Tx, sp Space, req RecallRequest) (Recall, error) {
-	st, ok, err := loadState(tx, sp.key())
+	st, ok, err := loadState(tx, spaceKey(sp))
 	if err != nil {
 		return Recall{}, err
 	}
@@ -321,7 +321,7 @@ func RecallSpace(tx kv.Tx, sp Space, req RecallRequest) (Recall, error) {
 // reading them again.
 func recallScan(tx kv.Tx, sp Space, req RecallRequest) (Recall, error) {
 	r := newRanking(req)
-	prefix := sp.key()
+	prefix := spaceKey(sp)
 	var rs liveRecords
 	err := kv.Prefix(tx, bucketLive, prefix, func(k, v []byte) error {
 		p, err := decodeProjection(len(prefix), k, v)
@@ -367,7 +367,7 @@ func recallScan(tx kv.Tx, sp Space, req RecallRequest) (Recall, error) {
 
 // loadLive reads the live record of fact id of subject (as in the key).
 func loadLive(tx kv.Tx, sp, jsp Space, subject []byte, id uint64) (*Fact, error) {
-	k := append(append(sp.key(), subject...), 0)
+	k := append(append(spaceKey(sp), subject...), 0)
 	v, err := tx.Get(bucketLive, append(k, kv.U64(id)...))
 	if err != nil {
 		return nil, err
@@ -385,7 +385,7 @@ func loadLive(tx kv.Tx, sp, jsp Space, subject []byte, id uint64) (*Fact, error)
 // tombstoned facts, plus the pending entries), the critical facts from
 // their categories', and only the chosen facts' records are read.
 func recallIndexed(tx kv.Tx, sp Space, st indexState, req RecallRequest) (Recall, error) {
-	sk := sp.key()
+	sk := spaceKey(sp)
 	last, err := LastID(tx, sp)
 	if err != nil {
 		return Recall{}, err

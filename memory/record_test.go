@@ -46,7 +46,7 @@ func checkRecord(t testing.TB, f *Fact) {
 	}
 	// The projection recall reads is the same record's prefix.
 	k := subjectKey(f.Space, f.Subject, f.ID)
-	p, err := decodeProjection(len(f.Space.key()), k, rec)
+	p, err := decodeProjection(len(spaceKey(f.Space)), k, rec)
 	if err != nil || string(p.value) != want.Value || string(p.said) != want.Said || string(p.category) != want.Category ||
 		p.flagged != (want.Status == StatusFlagged) || string(p.subject) != f.Subject || p.id != f.ID {
 		t.Fatalf("projection %+v (err %v) does not match %+v", p, err, want)

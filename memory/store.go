@@ -36,11 +36,11 @@ func SequentialBuckets() []string { return []string{bucketFacts} }
 func AuditedBuckets() []string { return []string{bucketFacts} }
 
 func factKey(sp Space, id uint64) []byte {
-	return append(sp.key(), kv.U64(id)...)
+	return append(spaceKey(sp), kv.U64(id)...)
 }
 
 func subjectPrefix(sp Space, subject string) []byte {
-	k := append(sp.key(), subject...)
+	k := append(spaceKey(sp), subject...)
 	return append(k, 0)
 }
 
@@ -50,17 +50,17 @@ func subjectKey(sp Space, subject string, id uint64) []byte {
 
 // nextID returns the space's next fact id: sequential per space from 1.
 func nextID(tx kv.Tx, sp Space) (uint64, error) {
-	b, err := tx.Get(bucketSeq, sp.key())
+	b, err := tx.Get(bucketSeq, spaceKey(sp))
 	if err != nil {
 		return 0, err
 	}
 	n := kv.ParseU64(b) + 1
-	return n, tx.Put(bucketSeq, sp.key(), kv.U64(n))
+	return n, tx.Put(bucketSeq, spaceKey(sp), kv.U64(n))
 }
 
 // LastID returns the highest fact id issued in the space (0 if none).
 func LastID(tx kv.Tx, sp Space) (uint64, error) {
-	b, err := tx.Get(bucketSeq, sp.key())
+	b, err := tx.Get(bucketSeq, spaceKey(sp))
 	return kv.ParseU64(b), err
 }
 
@@ -112,7 +112,7 @@ func store(tx kv.Tx, f *Fact, fresh bool) error {
 	if err := tx.Put(bucketSubj, lk, nil); err != nil {
 		return err
 	}
-	sk := f.Space.key()
+	sk := spaceKey(f.Space)
 	var before, after *projection
 	var old []byte
 	if !fresh {
@@ -184,7 +184,7 @@ func Live(tx kv.Tx, sp Space, subject string) ([]*Fact, error) {
 // grouped by subject and then by id. It is one prefix scan of the live
 // index: its cost is the space's live facts, not the store's.
 func LiveAll(tx kv.Tx, sp Space, fn func(*Fact) error) error {
-	prefix := sp.key()
+	prefix := spaceKey(sp)
 	var rs liveRecords
 	if err := kv.Prefix(tx, bucketLive, prefix, func(k, v []byte) error {
 		if len(k) < len(prefix)+9 {
@@ -326,7 +326,7 @@ func History(tx kv.Tx, sp Space, subject string) ([]*Fact, error) {
 // HISTORICAL) of the space, newest first.
 func RecentRetired(tx kv.Tx, sp Space, limit int) ([]*Fact, error) {
 	var out []*Fact
-	prefix := sp.key()
+	prefix := spaceKey(sp)
 	err := tx.Descend(bucketFacts, prefix, kv.PrefixEnd(prefix), func(_, v []byte) error {
 		f, err := decodeFact(v)
 		if err != nil {
@@ -353,7 +353,7 @@ type storedPolicy struct {
 
 // LoadPolicy returns the space's reconcile policy and whether one was set.
 func LoadPolicy(tx kv.Tx, sp Space) (policy.ReconcilePolicy, bool, error) {
-	b, err := tx.Get(bucketPolicy, sp.key())
+	b, err := tx.Get(bucketPolicy, spaceKey(sp))
 	if err != nil || b == nil {
 		return policy.ReconcilePolicy{Mode: policy.ModeRecency}, false, err
 	}
@@ -370,7 +370,7 @@ func SavePolicy(tx kv.Tx, sp Space, p policy.ReconcilePolicy, setBy string) erro
 	if err != nil {
 		return err
 	}
-	return tx.Put(bucketPolicy, sp.key(), b)
+	return tx.Put(bucketPolicy, spaceKey(sp), b)
 }
 
 // openEntry is one open proposal in the index the sweep walks, so that the
@@ -386,7 +386,7 @@ type openEntry struct {
 // OpenProposals returns the space's open proposals, oldest first.
 func OpenProposals(tx kv.Tx, sp Space) ([]*Fact, error) {
 	var out []*Fact
-	prefix := sp.key()
+	prefix := spaceKey(sp)
 	err := kv.Prefix(tx, bucketOpen, prefix, func(k, _ []byte) error {
 		f, err := Load(tx, sp, kv.ParseU64(k[len(prefix):]))
 		if err != nil {
@@ -408,7 +408,7 @@ func LivePage(tx kv.Tx, sp Space, after uint64, limit int) (page []*Fact, more b
 	if after == math.MaxUint64 || limit < 1 {
 		return nil, false, nil
 	}
-	prefix := sp.key()
+	prefix := spaceKey(sp)
 	err = tx.Ascend(bucketFacts, factKey(sp, after+1), kv.PrefixEnd(prefix), func(_, v []byte) error {
 		f, err := decodeFact(v)
 		if err != nil {

@@ -303,11 +303,3 @@ func party(c *bot.Caller) approvals.Party {
 	}
 	return approvals.Party{ID: c.ID, Name: c.Name, Role: string(c.Role), Kind: c.Kind, Display: c.String(), Surface: c.Surface}
 }
-
-func spaceRef(sp bot.Space) approvals.SpaceRef {
-	return approvals.SpaceRef{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
-}
-
-func botSpace(sp approvals.SpaceRef) bot.Space {
-	return bot.Space{UserID: sp.UserID, AgentID: sp.AgentID, RunID: sp.RunID}
-}

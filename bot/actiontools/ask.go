@@ -28,7 +28,7 @@ func (s *Service) ask(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 		r := &approvals.Request{
 			ID:          id,
 			Kind:        approvals.KindQuestionRequest,
-			Space:       spaceRef(c.Space),
+			Space:       c.Space,
 			Requester:   party(c.Caller),
 			Channel:     "default",
 			CreatedAt:   c.Now,

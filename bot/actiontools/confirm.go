@@ -173,7 +173,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		r := &approvals.Request{
 			ID:          id,
 			Kind:        approvals.KindActionRequest,
-			Space:       spaceRef(c.Space),
+			Space:       c.Space,
 			Requester:   party(c.Caller),
 			Channel:     "default",
 			CreatedAt:   c.Now,

@@ -32,7 +32,7 @@ func (s *Service) requestApproval(ctx context.Context, c *bot.Call, a any) (bot.
 		r := &approvals.Request{
 			ID:        id,
 			Kind:      approvals.KindConsentRequest,
-			Space:     spaceRef(c.Space),
+			Space:     c.Space,
 			Requester: party(c.Caller),
 			Channel:   "default",
 			CreatedAt: c.Now,
@@ -116,7 +116,7 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 		r := &approvals.Request{
 			ID:        id,
 			Kind:      approvals.KindConsentRequest,
-			Space:     spaceRef(c.Space),
+			Space:     c.Space,
 			Requester: me,
 			Channel:   "default",
 			CreatedAt: c.Now,
@@ -191,7 +191,7 @@ func (s *Service) setMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	if err != nil {
 		return bot.Result{}, bot.Invalid("mode", "%v", err)
 	}
-	sp := spaceRef(c.Space)
+	sp := c.Space
 	var prev policy.ApprovalMode
 	err = c.Update(ctx, func(tx *bot.Tx) error {
 		p, err := s.mode(tx, sp)
@@ -215,7 +215,7 @@ func (s *Service) setMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 
 // getMode is get_approval_mode.
 func (s *Service) getMode(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
-	sp := spaceRef(c.Space)
+	sp := c.Space
 	var mode policy.ApprovalMode
 	var source string
 	err := c.View(ctx, func(tx kv.Tx) error {
@@ -235,7 +235,7 @@ func (s *Service) getMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 }
 
 // mode is the effective mode of a space (see modeOf).
-func (s *Service) mode(tx kv.Tx, sp approvals.SpaceRef) (policy.ApprovalMode, error) {
+func (s *Service) mode(tx kv.Tx, sp bot.Space) (policy.ApprovalMode, error) {
 	m, _, err := s.modeOf(tx, sp)
 	return m, err
 }
@@ -244,7 +244,7 @@ func (s *Service) mode(tx kv.Tx, sp approvals.SpaceRef) (policy.ApprovalMode, er
 // (set_approval_mode, which overrides the configuration from the next call
 // on), "configured for user_id" (soft_approval.spaces), else "default"
 // (soft_approval.mode, normal when unset).
-func (s *Service) modeOf(tx kv.Tx, sp approvals.SpaceRef) (policy.ApprovalMode, string, error) {
+func (s *Service) modeOf(tx kv.Tx, sp bot.Space) (policy.ApprovalMode, string, error) {
 	configured, source := s.o.DefaultApprovalMode, "default"
 	if m, ok := s.o.SpaceApprovalModes[sp.UserID]; ok {
 		configured, source = m, "configured for user_id"

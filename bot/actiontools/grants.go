@@ -315,7 +315,7 @@ func grantSpace(g *approvals.Grant) string {
 	return spaceText(sp)
 }
 
-func spaceText(sp approvals.SpaceRef) string {
+func spaceText(sp bot.Space) string {
 	s := sp.UserID
 	if sp.AgentID != "" {
 		s += "/" + sp.AgentID

@@ -123,7 +123,7 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
 			return err
 		}
-		if _, err := tx.AuditAs(c.Caller.String(), botSpace(r.Space), "action_executed",
+		if _, err := tx.AuditAs(c.Caller.String(), r.Space, "action_executed",
 			executedDetail(r)); err != nil {
 			return err
 		}

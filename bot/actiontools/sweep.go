@@ -66,7 +66,7 @@ func (s *Service) sweepBatch(ctx context.Context, now time.Time) (changed, seen 
 				continue
 			}
 			step := r.Due(now, s.o.RemindAfter, s.o.EscalateAfter)
-			sp := botSpace(r.Space)
+			sp := r.Space
 			if step.Expire {
 				if err := expire(tx, r, now); err != nil {
 					return err
@@ -124,7 +124,7 @@ func expire(tx *bot.Tx, r *approvals.Request, now time.Time) error {
 	if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
 		return err
 	}
-	if _, err := tx.AuditAs(sweeperName, botSpace(r.Space), auditName(r), r.ID+": "+reason); err != nil {
+	if _, err := tx.AuditAs(sweeperName, r.Space, auditName(r), r.ID+": "+reason); err != nil {
 		return err
 	}
 	return decided(tx, r)

@@ -86,7 +86,7 @@ func (t *tools) write(ctx context.Context, c *bot.Call, action string, in memory
 	var p memory.Plan
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
-		if p, err = t.o.Write(tx, mspace(c.Space), in, c.Now); err != nil {
+		if p, err = t.o.Write(tx, c.Space, in, c.Now); err != nil {
 			return err
 		}
 		if p.Held && p.New != nil {
@@ -284,7 +284,7 @@ func (t *tools) get(ctx context.Context, c *bot.Call, a any) (bot.Result, error)
 	var f *memory.Fact
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		f, err = memory.Load(tx, mspace(c.Space), args.MemoryID)
+		f, err = memory.Load(tx, c.Space, args.MemoryID)
 		return err
 	})
 	if err != nil {
@@ -303,7 +303,7 @@ func (t *tools) history(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	var facts []*memory.Fact
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		facts, err = memory.History(tx, mspace(c.Space), subject)
+		facts, err = memory.History(tx, c.Space, subject)
 		return err
 	})
 	if err != nil {
@@ -328,7 +328,7 @@ func (t *tools) list(ctx context.Context, c *bot.Call, a any) (bot.Result, error
 	var page, retired []*memory.Fact
 	var more bool
 	err := c.View(ctx, func(tx kv.Tx) error {
-		sp := mspace(c.Space)
+		sp := c.Space
 		var err error
 		// One page of live facts in id order, read from the store a page
 		// at a time: a large space is never held whole.
@@ -403,7 +403,7 @@ func (t *tools) runRecall(ctx context.Context, c *bot.Call, action, question str
 	var detail string
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		r, err = memory.RecallSpace(tx, mspace(c.Space), req)
+		r, err = memory.RecallSpace(tx, c.Space, req)
 		var ce *memory.CriticalOverflowError
 		if errors.As(err, &ce) {
 			refused = err

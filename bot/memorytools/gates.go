@@ -57,7 +57,7 @@ func (t *tools) check(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 	)
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		if facts, err = memory.Live(tx, mspace(c.Space), subject); err != nil {
+		if facts, err = memory.Live(tx, c.Space, subject); err != nil {
 			return err
 		}
 		states := make([]policy.FactState, len(facts))

@@ -77,17 +77,6 @@ func Register(b *bot.Bot, o memory.Options) error {
 	)
 }
 
-// mspace converts a tool call's space to a memory space.
-func mspace(s bot.Space) memory.Space {
-	s = s.Normalized()
-	return memory.Space{UserID: s.UserID, AgentID: s.AgentID, RunID: s.RunID}
-}
-
-// bspace converts a memory space to a bot space.
-func bspace(s memory.Space) bot.Space {
-	return bot.Space{UserID: s.UserID, AgentID: s.AgentID, RunID: s.RunID}
-}
-
 // wrap translates memory errors into the bot's error kinds; anything else
 // passes through (and is internal).
 func wrap(err error) error {
@@ -144,7 +133,7 @@ func mayApprove(c *bot.Call, ref string) bool {
 // the proposal.
 func (t *tools) newItem(tx *bot.Tx, c *bot.Call, f *memory.Fact) error {
 	ch := t.o.Resolve(f.Subject).Slot.Channel
-	id, err := tx.NewItem(bot.KindMemoryChange, strconv.FormatUint(f.ID, 10), bspace(f.Space), ch)
+	id, err := tx.NewItem(bot.KindMemoryChange, strconv.FormatUint(f.ID, 10), f.Space, ch)
 	if err != nil {
 		return err
 	}

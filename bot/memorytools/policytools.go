@@ -32,7 +32,7 @@ func (t *tools) setPolicy(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	}
 	policy.SortRanks(p.Authority)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		if err := memory.SavePolicy(tx, mspace(c.Space), p, c.Caller.String()); err != nil {
+		if err := memory.SavePolicy(tx, c.Space, p, c.Caller.String()); err != nil {
 			return err
 		}
 		detail := "mode=" + string(p.Mode)
@@ -62,7 +62,7 @@ func (t *tools) getPolicy(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	)
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		p, set, err = memory.LoadPolicy(tx, mspace(c.Space))
+		p, set, err = memory.LoadPolicy(tx, c.Space)
 		return err
 	})
 	if err != nil {

@@ -68,7 +68,7 @@ func (t *tools) pending(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	var lines []memory.PendingLine
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
-		lines, err = pendingLines(tx, mspace(c.Space))
+		lines, err = pendingLines(tx, c.Space)
 		return err
 	})
 	if err != nil {
@@ -177,7 +177,7 @@ func decisionNote(note, reason string) string {
 
 func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*confirmArgs)
-	sp := mspace(c.Space)
+	sp := c.Space
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value}
 	var dec memory.Decision
 	refusal := ""
@@ -246,13 +246,13 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	refusal := ""
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
-		if refusal, err = mayDecide(tx, c, mspace(c.Space), args.MemoryID); err != nil {
+		if refusal, err = mayDecide(tx, c, c.Space, args.MemoryID); err != nil {
 			return err
 		}
 		if refusal != "" {
 			return errRefused
 		}
-		if dec, err = t.o.Reject(tx, mspace(c.Space), args.MemoryID, d, c.Now); err != nil {
+		if dec, err = t.o.Reject(tx, c.Space, args.MemoryID, d, c.Now); err != nil {
 			return err
 		}
 		f := dec.Proposal
@@ -304,7 +304,7 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	if err != nil {
 		return bot.Item{}, fmt.Errorf("memory item %d: bad key %q", rec.ID, rec.Key)
 	}
-	sp := mspace(rec.Space)
+	sp := rec.Space
 	f, err := memory.Load(tx, sp, id)
 	if err != nil {
 		return bot.Item{}, err
@@ -446,7 +446,7 @@ func (t *tools) sweep(ctx context.Context, now time.Time) (int, error) {
 					return err
 				}
 				detail := fmt.Sprintf("#%d %s %s: %s", f.ID, upper(f.Resolved), f.Subject, f.Reason)
-				if _, err := tx.AuditAs(c.Caller.String(), bspace(f.Space), "memory_sweep", detail); err != nil {
+				if _, err := tx.AuditAs(c.Caller.String(), f.Space, "memory_sweep", detail); err != nil {
 					return err
 				}
 			}

@@ -142,7 +142,15 @@ func TestGrantExpiryAndOnce(t *testing.T) {
 	if s := status("payments", "run-7"); s != "approved" {
 		t.Fatalf("inside the hour, another run: %s", s)
 	}
+	headless := restartCall("payments", "run-8")
+	headless["headless"] = true
+	if d, _ := e.ok(e.agent, "confirm_action", headless); d["status"] != "approved" {
+		t.Fatalf("a headless call under the grant: %v", d["status"])
+	}
 	e.clock.Advance(time.Minute)
+	if d, _ := e.ok(e.agent, "confirm_action", headless); d["status"] != "denied" {
+		t.Fatalf("a headless call after the grant expired: %v, want denied", d["status"])
+	}
 	if s := status("payments", "run-7"); s != "pending" {
 		t.Fatalf("at the expiry: %s, want pending", s)
 	}

@@ -41,7 +41,8 @@ func (s *Service) toolList() []bot.Tool {
 		{
 			Name: "approve_action",
 			Description: "Approve a pending request as yourself: you are recorded as confirmed_by. The requester, agents, service accounts and principals outside the tool's approvers cannot approve. With a quorum, each distinct approver counts once. A decided request keeps its first outcome. " +
-				"To approve with changes, pass the whole edited arguments object in arguments: it is validated like a new request (the tool's JSON Schema, the exec allowlist, the same tool and category), the proposal and the approved version are both kept with their SHA-256, and under a quorum the edit restarts the count.",
+				"To approve with changes, pass the whole edited arguments object in arguments: it is validated like a new request (the tool's JSON Schema, the exec allowlist, the same tool and category), the proposal and the approved version are both kept with their SHA-256, and under a quorum the edit restarts the count. " +
+				"To also approve the agent's later matching calls, pass grant {kind: once|session|duration, for?: \"1h\", match?: {argument: value}} within the tool's grants: config; never on destructive, quorum or step-up tools, and not with an edit.",
 			Capability:  policy.CapApprove,
 			Annotations: bot.Annotations{Idempotent: true},
 			Args:        DecideArgs{},

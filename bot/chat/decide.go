@@ -186,6 +186,9 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		if d.Verb != Approve {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant comes only with an approval; nothing was recorded on #%d.", it.ID)}
 		}
+		if it.Kind != bot.KindAction {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not an action request, and standing grants are made on action requests only; nothing was recorded.", it.ID)}
+		}
 		extra = map[string]any{"grant": d.Grant.Arg()}
 	}
 	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)

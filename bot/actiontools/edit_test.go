@@ -65,6 +65,12 @@ func TestEditRefusals(t *testing.T) {
 			}
 		})
 	}
+	// approve_action names no space or tool: an edit cannot move the call.
+	for _, extra := range []string{"user_id", "tool"} {
+		if be := e.fail(alice, "approve_action", map[string]any{"request_id": med["request_id"], extra: "other", "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); be.Kind != bot.KindInvalid || be.Field != extra {
+			t.Fatalf("approve_action with %s: %v", extra, be)
+		}
+	}
 	// deny_action takes no arguments.
 	if be := e.fail(alice, "deny_action", map[string]any{"request_id": med["request_id"], "arguments": map[string]any{"dose": "1mg"}}); be.Kind != bot.KindInvalid || be.Field != "arguments" {
 		t.Fatalf("deny with arguments: %v", be)
@@ -248,5 +254,23 @@ func TestEditCallback(t *testing.T) {
 	p, err := receipt.Verify(cb["receipt"].(string), e.b.PublicKey(), e.clock.Now())
 	if err != nil || p.ApprovedArgsSHA256 != want {
 		t.Fatalf("callback receipt: %+v %v", p, err)
+	}
+}
+
+// A "tool" key inside the edited arguments is only an argument: the tool
+// that runs, the receipt's tool and the space stay the request's.
+func TestEditNeverChangesTheTool(t *testing.T) {
+	e := newEnv(t, Options{})
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	d, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "restart_service", "user_id": "shop", "arguments": map[string]any{"service": "web"}})
+	got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"], "arguments": map[string]any{"service": "web", "tool": "delete_database"}})
+	p, err := receipt.Verify(got["receipt"].(string), e.b.PublicKey(), e.clock.Now())
+	r := e.request(d["request_id"].(string))
+	if err != nil || got["tool"] != "restart_service" || p.Tool != "restart_service" || r.Action.Tool != "restart_service" || r.Space.UserID != "shop" || r.Action.Category != "mutating" {
+		t.Fatalf("tool %v, receipt %+v (%v), space %+v", got["tool"], p, err, r.Space)
+	}
+	if p.ApprovedArgsSHA256 != receipt.HashCanonical("restart_service", []byte(`{"service":"web","tool":"delete_database"}`)) {
+		t.Fatalf("receipt hash: %s", p.ApprovedArgsSHA256)
 	}
 }

@@ -71,6 +71,11 @@ func TestEditRefusals(t *testing.T) {
 			t.Fatalf("approve_action with %s: %v", extra, be)
 		}
 	}
+	// An edit is bounded like a proposal (limits.max_arguments_bytes): 413.
+	big := map[string]any{"drug": "apixaban", "dose": strings.Repeat("9", DefaultMaxArgBytes)}
+	if be := e.fail(alice, "approve_action", map[string]any{"request_id": med["request_id"], "arguments": big}); be.Kind != bot.KindTooLarge || be.Field != "arguments" {
+		t.Fatalf("oversized edit: %v", be)
+	}
 	// deny_action takes no arguments.
 	if be := e.fail(alice, "deny_action", map[string]any{"request_id": med["request_id"], "arguments": map[string]any{"dose": "1mg"}}); be.Kind != bot.KindInvalid || be.Field != "arguments" {
 		t.Fatalf("deny with arguments: %v", be)

@@ -192,3 +192,44 @@ func TestE2EEditedMemoryProposal(t *testing.T) {
 		t.Fatalf("audit:\n%s", log)
 	}
 }
+
+// TestE2EEditOverMCP: the same approval with changes over MCP: the
+// approve_action tool advertises arguments in its input schema, a bad edit
+// is a tool error naming the field, and an edit approves the edited
+// version, which the agent reads back over MCP.
+func TestE2EEditOverMCP(t *testing.T) {
+	e := newTestEnv(t, strings.Replace(editConfig, "quorum: 2", "quorum: 1", 1))
+	agent := e.CreateKey("ward-bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	ag, al := e.mcpSession(agent), e.mcpSession(alice)
+
+	tools, err := al.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var advertised bool
+	for _, tl := range tools.Tools {
+		if tl.Name == "approve_action" {
+			raw, _ := json.Marshal(tl.InputSchema)
+			advertised = strings.Contains(string(raw), `"arguments"`)
+		}
+	}
+	if !advertised {
+		t.Fatal("approve_action's input schema does not list arguments")
+	}
+	_, r := mcpCall(t, ag, "confirm_action", map[string]any{"tool": "give_medication", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	id := r.StructuredContent.(map[string]any)["request_id"].(string)
+	if text, r := mcpCall(t, al, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban"}}); !r.IsError || !strings.Contains(text, "arguments.dose") {
+		t.Fatalf("bad edit over MCP: %v %q", r.IsError, text)
+	}
+	if text := mcpOK(t, al, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); !strings.Contains(text, "approved with changes by alice") {
+		t.Fatalf("edit over MCP: %q", text)
+	}
+	_, st := mcpCall(t, ag, "action_status", map[string]any{"request_id": id})
+	d := st.StructuredContent.(map[string]any)
+	approved, _ := json.Marshal(d["approved_arguments"])
+	if d["status"] != "approved" || d["edited"] != true || string(approved) != `{"dose":"2.5mg","drug":"apixaban"}` {
+		t.Fatalf("action_status over MCP: %v", d)
+	}
+}

@@ -304,6 +304,10 @@ type itemData struct {
 	Category   string
 	Stated     string
 	SHA        string
+	// Version is the SHA-256 of the arguments up for approval (the edited
+	// ones, when edited): the Approve form sends it, so an approval from a
+	// page another approver's edit has made stale is refused.
+	Version    string
 	Summary    string
 	Fields     []bot.Field // the rest
 	Options    []string
@@ -474,6 +478,12 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Stated = f.Value
 		case "Arguments SHA-256":
 			d.SHA = f.Value
+			if d.Version == "" {
+				d.Version = f.Value
+			}
+		case "Edited arguments SHA-256":
+			d.Version = f.Value
+			d.Fields = append(d.Fields, f)
 		case "Summary":
 			d.Summary = f.Value
 		case "Space", "Proposed by":
@@ -560,6 +570,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	case "approve":
 		d.Verb = chat.Approve
 		d.Grant = grantChoice(f.Get("grant")) // grants.go
+		d.ArgsSHA256 = f.Get("args_sha256")   // the version the page showed
 	case "reject", "decline":
 		d.Verb = chat.Reject
 	case "edit":

@@ -148,6 +148,10 @@ type DecideArgs struct {
 	Arguments Object `json:"arguments,omitempty" jsonschema:"approve_action only: to approve with changes, the whole edited arguments object (not a patch). It is validated like a new request (the tool's schema, the exec allowlist, the same category); under a quorum it restarts the count, and the agent receives it as approved_arguments"`
 	// Grant is a standing grant made with this approval (grants.go).
 	Grant *GrantArgs `json:"grant,omitempty" jsonschema:"also grant a standing approval of later matching calls, within the tool's grants: config (approve_action only)"`
+	// ArgsSHA256 is the version of an action's arguments the approver
+	// reviewed: when another approver's edit has replaced it since, the
+	// approval is refused (409) and nothing is recorded.
+	ArgsSHA256 string `json:"args_sha256,omitempty" jsonschema:"approve_action only, optional: the SHA-256 of the arguments you reviewed (action_status's edited_args_sha256 when edited, else args_sha256). If another approver's edit has changed them since, the approval is refused with 409 and nothing is recorded, so you never approve arguments you did not see"`
 }
 
 // Validate checks the id and the reason.
@@ -158,7 +162,23 @@ func (a *DecideArgs) Validate() error {
 	if err := validateGrant(a.Grant); err != nil {
 		return err
 	}
+	if a.ArgsSHA256 != "" && !isSHA256Hex(a.ArgsSHA256) {
+		return bot.Invalid("args_sha256", "must be the 64 hex digits of a SHA-256, as action_status gives it (args_sha256, or edited_args_sha256 when edited)")
+	}
 	return bot.CheckText("reason", a.Reason, 2000, true)
+}
+
+// isSHA256Hex reports whether s is 64 lower-case hex digits.
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && (r < 'a' || r > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func checkRequestID(id string) error {

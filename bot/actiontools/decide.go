@@ -86,6 +86,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if refusal = canDecide(c, r, approve); refusal != "" {
 				return errRefused
 			}
+			if err := stale(r, args.ArgsSHA256); err != nil && approve {
+				return err
+			}
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
 				if err != nil {
@@ -171,6 +174,30 @@ func (s *Service) decide(approve bool) bot.Handler {
 			return res, nil
 		}
 		return grantNote(s.render(req), grant), nil
+	}
+}
+
+// stale refuses an approval of pending action request r cast on a version
+// of its arguments (seen, their hash) that another approver's edit has
+// replaced since: each approver approves the bytes they saw. "" checks
+// nothing.
+func stale(r *approvals.Request, seen string) error {
+	if seen == "" || r.Action == nil || r.Status != approvals.StatusPending {
+		return nil
+	}
+	_, cur := r.Action.Version()
+	if cur == seen {
+		return nil
+	}
+	what := "the arguments up for approval are the proposal again"
+	if r.Action.Edited {
+		what = fmt.Sprintf("%s approved it with changes (%s)", r.Action.EditedBy, changesText(r.Action))
+	}
+	return &bot.Error{
+		Kind: bot.KindConflict,
+		Msg: fmt.Sprintf("%s changed since you reviewed it: %s, so the arguments up for approval now hash to %s, not %s. Nothing was recorded: review what is proposed now, and approve that if you agree.",
+			r.ID, what, cur, seen),
+		Data: requestData(r),
 	}
 }
 

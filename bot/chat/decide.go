@@ -65,6 +65,11 @@ type Decision struct {
 	// refused as Invalid, so nobody approves arguments they never saw.
 	// "": not checked (an API-shaped surface that sends whole arguments).
 	Basis string
+	// ArgsSHA256, with Verb Approve on an action request, is the hash of
+	// the arguments the person was shown: when another approver's edit
+	// has replaced them since, approve_action refuses the approval (in
+	// its transaction) and nothing is recorded. "": not checked.
+	ArgsSHA256 string
 	// Grant, with Verb Approve, is a standing grant the person makes with
 	// the approval (an item's Grants offer them). approve_action checks it
 	// like an API client's grant: refused, nothing is recorded. nil: none.
@@ -190,6 +195,12 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not an action request, and standing grants are made on action requests only; nothing was recorded.", it.ID)}
 		}
 		extra = map[string]any{"grant": d.Grant.Arg()}
+	}
+	if d.ArgsSHA256 != "" && approve && it.Kind == bot.KindAction {
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["args_sha256"] = d.ArgsSHA256
 	}
 	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)
 	if err != nil {

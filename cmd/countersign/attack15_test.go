@@ -1,0 +1,336 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bot/bottest"
+)
+
+// Attacks on issue 15's risk-scaled approval (edit before approving,
+// standing grants, step-up), played against the real server. SECURITY.md
+// ("Risk-scaled approval: attacks tested") lists them.
+
+// attackConfig: a dose under a quorum of 2, an exec tool whose allowlist
+// mixes categories, and a tool that allows standing grants.
+const attackConfig = `tools:
+  - name: set_dose
+    category: mutating
+    quorum: 2
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string}}}
+  - name: exec
+    category: mutating
+    commands:
+      - {command: kubectl get, category: read-only}
+      - {command: kubectl rollout restart, category: mutating}
+      - {command: kubectl scale, category: mutating}
+      - {command: kubectl delete, category: destructive}
+  - name: restart_service
+    category: mutating
+    schema: {type: object, required: [service]}
+    grants: {max: 8h, allow: [once, session, duration]}
+principals:
+  - {name: dr_web, role: member, web: w@x.example}
+`
+
+// TestAttackStaleConsoleApproveAfterEdit: dr_web opens a quorum-2 request
+// in the console; while the page is open, bob approves it with changes
+// (dose 5mg -> 50mg). dr_web's plain Approve, posted from the page that
+// showed 5mg, must not count as an approval of 50mg, which they never saw:
+// each approver approves the same bytes. The request stays pending with
+// bob's vote only, and the refusal says why.
+func TestAttackStaleConsoleApproveAfterEdit(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("ward_bot", "agent")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	rid := r.Data["request_id"].(string)
+
+	c := signInHTTP(t, e, "dr_web")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
+	itemPath := resp.Header.Get("Location")
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	if !strings.Contains(page, "5mg") {
+		t.Fatalf("the page does not show the proposal:\n%s", page)
+	}
+	form := approveForm(t, page)
+
+	// bob edits while the page is open: 1 of 2 on the edited version.
+	if r := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}}); r.Data["tally"] != "1 of 2 approvals: bob" {
+		t.Fatalf("bob's edit: %s", r)
+	}
+	resp, body := webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	if st.Data["status"] != "pending" || st.Data["tally"] != "1 of 2 approvals: bob" {
+		t.Fatalf("a stale Approve (the page showed 5mg) approved the edit to 50mg: %s", st)
+	}
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("the stale Approve answered %d:\n%s", resp.StatusCode, body)
+	}
+	_, page = webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
+	if !strings.Contains(page, "changed") {
+		t.Fatalf("the refusal does not say the item changed:\n%s", page)
+	}
+	// A fresh page (showing 50mg) approves the edited version.
+	_, page = webDo(t, c, "GET", e.URL+itemPath, nil)
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", approveForm(t, page)); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("a fresh Approve answered %d", resp.StatusCode)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" || approvedArgs(t, st) != `{"dose":"50mg","drug":"apixaban"}` {
+		t.Fatalf("after a fresh Approve: %s", st)
+	}
+}
+
+// approveForm is the item page's Approve form: every hidden input of it,
+// and action=approve.
+func approveForm(t *testing.T, page string) url.Values {
+	t.Helper()
+	i := strings.Index(page, `class="approve"`)
+	if i < 0 {
+		t.Fatalf("no Approve form:\n%s", page)
+	}
+	form := page[i:]
+	form = form[:strings.Index(form, "</form>")]
+	v := url.Values{"action": {"approve"}}
+	for _, m := range hiddenRE.FindAllStringSubmatch(form, -1) {
+		v.Set(m[1], m[2])
+	}
+	if v.Get("csrf") == "" {
+		t.Fatalf("the Approve form has no CSRF token:\n%s", form)
+	}
+	return v
+}
+
+// TestAttackStaleAPIApproveAfterEdit: the API's approve_action may name
+// the version the approver reviewed (args_sha256); an approval of a
+// version another approver's edit replaced is refused (409), nothing is
+// recorded.
+func TestAttackStaleAPIApproveAfterEdit(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	rid, seen := r.Data["request_id"].(string), r.Data["args_sha256"].(string)
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}})
+	if r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "args_sha256": seen}); r.Status != http.StatusConflict || !strings.Contains(r.Text+r.Error, "50mg") {
+		t.Fatalf("a stale approval: %s", r)
+	}
+	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	if st.Data["tally"] != "1 of 2 approvals: bob" {
+		t.Fatalf("after a refused stale approval: %s", st)
+	}
+	if r := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "args_sha256": st.Data["edited_args_sha256"]}); r.Data["status"] != "approved" {
+		t.Fatalf("a current approval: %s", r)
+	}
+}
+
+// TestAttackEditBadJSON: edits too deep, too large or with duplicate keys
+// are 4xx naming the field, never a 500, and record nothing.
+func TestAttackEditBadJSON(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	rid := r.Data["request_id"].(string)
+	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
+	for name, body := range map[string]string{
+		"deep":      `{"request_id":"` + rid + `","arguments":{"drug":"apixaban","dose":"5mg","x":` + deep + `}}`,
+		"huge":      `{"request_id":"` + rid + `","arguments":{"drug":"apixaban","dose":"` + strings.Repeat("5", 70000) + `mg"}}`,
+		"duplicate": `{"request_id":"` + rid + `","arguments":{"drug":"apixaban","dose":"2.5mg","dose":"50mg"}}`,
+	} {
+		r := e.Call(alice, "approve_action", body)
+		if r.Status < 400 || r.Status >= 500 {
+			t.Errorf("%s edit: %d %.300s", name, r.Status, r.Raw)
+		}
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["edited"] != false || st.Data["tally"] != "0 of 2 approvals" {
+		t.Fatalf("after refused edits: %s", st)
+	}
+}
+
+// TestAttackEditEscapesAllowlist: an edit of an exec request cannot leave
+// its allowlist entry or category: shell characters, another entry of the
+// same category, a destructive or a read-only entry, a flag that hides a
+// stricter subcommand.
+func TestAttackEditEscapesAllowlist(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("deploy_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "rollout", "restart", "deploy/web"}}})
+	rid := r.Data["request_id"].(string)
+	for _, cmd := range []any{
+		"kubectl rollout restart deploy/web; rm -rf /",
+		"kubectl rollout restart deploy/web $(id)",
+		[]string{"kubectl", "delete", "deploy/web"},
+		[]string{"kubectl", "get", "pods"},
+		[]string{"kubectl", "scale", "deploy/web", "--replicas=0"},
+		[]string{"kubectl", "--context", "prod", "delete", "rollout", "restart"},
+		[]string{"rm", "-rf", "/"},
+	} {
+		r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"command": cmd}})
+		if r.Status != http.StatusBadRequest || !strings.HasPrefix(r.Field, "arguments") {
+			t.Errorf("edit to %v: %s", cmd, r)
+		}
+	}
+	// The tool and space are the request's: extra fields are not an edit of them.
+	for _, body := range []string{
+		`{"request_id":"` + rid + `","tool":"restart_service","arguments":{"service":"web"}}`,
+		`{"request_id":"` + rid + `","user_id":"other","arguments":{"command":["kubectl","rollout","restart","deploy/api"]}}`,
+	} {
+		if r := e.Call(alice, "approve_action", body); r.Status != http.StatusBadRequest {
+			t.Errorf("%s: %s", body, r)
+		}
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["edited"] != false {
+		t.Fatalf("after refused edits: %s", st)
+	}
+}
+
+// TestAttackEditByWhoMayNotDecide: the requester, another agent, and an
+// edit after expiry record nothing.
+func TestAttackEditByWhoMayNotDecide(t *testing.T) {
+	clock := bottest.NewClock(time.Now().UTC())
+	e := newTestEnv(t, attackConfig)
+	e.clock = clock.Now
+	agent := e.CreateKey("ward_bot", "agent")
+	other := e.CreateKey("other_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	rid := r.Data["request_id"].(string)
+	edit := map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}}
+	for name, key := range map[string]string{"requester": agent, "other agent": other} {
+		if r := e.Call(key, "approve_action", edit); r.Status != http.StatusForbidden {
+			t.Errorf("%s: %s", name, r)
+		}
+	}
+	clock.Advance(31 * time.Minute)
+	if r := e.Call(alice, "approve_action", edit); r.Status != http.StatusConflict {
+		t.Errorf("an edit after expiry: %s", r)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "expired" || st.Data["edited"] != false {
+		t.Fatalf("after refused edits: %s", st)
+	}
+}
+
+// TestAttackOnceGrantRace: a once grant, and 8 identical confirm_action
+// calls at the same time: exactly one is approved under it.
+func TestAttackOnceGrantRace(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("deploy_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	call := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}}
+	rid := e.MustOK(agent, "confirm_action", call).Data["request_id"].(string)
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "once"}})
+	var wg sync.WaitGroup
+	statuses := make([]string, 8)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "action_id": fmt.Sprintf("race-%d", i)}
+			statuses[i], _ = e.Call(agent, "confirm_action", c).Data["status"].(string)
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, s := range statuses {
+		if s == "approved" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d calls approved under a once grant: %v", n, statuses)
+	}
+}
+
+// TestAttackGrantScope: a grant applies to its agent, space, run and
+// exact value only: another agent, another user_id, a value that differs
+// in case, white space or unicode form, and a call just after revocation
+// or at the expiry all wait for a person.
+func TestAttackGrantScope(t *testing.T) {
+	clock := bottest.NewClock(time.Now().UTC())
+	e := newTestEnv(t, attackConfig)
+	e.clock = clock.Now
+	agent := e.CreateKey("deploy_bot", "agent")
+	other := e.CreateKey("other_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	base := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}, "user_id": "team_a", "run_id": "r1"}
+	rid := e.MustOK(agent, "confirm_action", base).Data["request_id"].(string)
+	g := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"service": "payments"}}})
+	gid := g.Data["grant"].(map[string]any)["grant_id"]
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for a, b := range base {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	if s := e.MustOK(agent, "confirm_action", with("run_id", "r2")).Data["status"]; s != "approved" {
+		t.Fatalf("a duration grant in another run of its space: %v", s)
+	}
+	for name, c := range map[string]struct {
+		key  string
+		args map[string]any
+	}{
+		"other agent": {other, base},
+		"other space": {agent, with("user_id", "team_b")},
+		"case":        {agent, with("arguments", map[string]any{"service": "Payments"})},
+		"space":       {agent, with("arguments", map[string]any{"service": "payments "})},
+		"unicode":     {agent, with("arguments", map[string]any{"service": "ｐayments"})},
+		"number":      {agent, with("arguments", map[string]any{"service": 1})},
+	} {
+		if r := e.Call(c.key, "confirm_action", c.args); r.Data["status"] == "approved" {
+			t.Errorf("%s: approved under the grant: %s", name, r)
+		}
+	}
+	// An agent can neither revoke nor make a grant.
+	if r := e.Call(agent, "revoke_grant", map[string]any{"grant_id": gid}); r.Status != http.StatusForbidden {
+		t.Errorf("agent revoke_grant: %s", r)
+	}
+	// The other agent sees none of it.
+	if r := e.MustOK(other, "list_grants", map[string]any{"all": true}); len(r.Data["grants"].([]any)) != 0 {
+		t.Errorf("list_grants of another agent: %s", r)
+	}
+	clock.Advance(time.Hour)
+	if s := e.MustOK(agent, "confirm_action", with("run_id", "r3")).Data["status"]; s != "pending" {
+		t.Fatalf("at the grant's expiry: %v", s)
+	}
+}
+
+// TestAttackGrantRevokedThenConfirm: revoke, then confirm_action at once.
+func TestAttackGrantRevokedThenConfirm(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("deploy_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	call := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "run_id": "r1"}
+	rid := e.MustOK(agent, "confirm_action", call).Data["request_id"].(string)
+	g := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "session"}})
+	gid := g.Data["grant"].(map[string]any)["grant_id"]
+	call["action_id"] = "a1"
+	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
+		t.Fatalf("inside the grant: %v", s)
+	}
+	e.MustOK(alice, "revoke_grant", map[string]any{"grant_id": gid})
+	call["action_id"] = "a2"
+	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
+		t.Fatalf("after revocation: %v", s)
+	}
+}
+
+var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)

@@ -272,3 +272,25 @@ func TestGrantOptionsOnItem(t *testing.T) {
 		t.Fatalf("a destructive item offers grants: %v", it.Grants)
 	}
 }
+
+// TestGrantRefusedOnStepUp: a person who stepped up may approve a step-up
+// request, but not with a standing grant (it would approve later calls
+// without a fresh sign-in); the card offers no grants either.
+func TestGrantRefusedOnStepUp(t *testing.T) {
+	e := newEnv(t, Options{Tools: grantTestTools(), StepUp: StepUpSpec{Within: 5 * time.Minute, Tools: []string{"restart_service"}}})
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	alice.AuthAt, alice.AuthMethod = e.clock.Now(), "oidc"
+	d, _ := e.ok(agent, "confirm_action", restartCall("payments", "run-1"))
+	it, err := e.b.Item(t.Context(), uint64(d["item_id"].(float64)))
+	if err != nil || len(it.Grants) != 0 {
+		t.Fatalf("a step-up item offers grants: %v %v", it.Grants, err)
+	}
+	be := e.fail(alice, "approve_action", map[string]any{"request_id": d["request_id"], "grant": map[string]any{"kind": "session"}})
+	if be.Kind != bot.KindInvalid || !strings.Contains(be.Msg, "step-up") {
+		t.Fatalf("a grant on a step-up request: %v %s", be.Kind, be.Msg)
+	}
+	if got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]}); got["status"] != "approved" {
+		t.Fatalf("the stepped-up approval without a grant: %v", got["status"])
+	}
+}

@@ -51,8 +51,7 @@ type Bot struct {
 	sinks  []string
 	tools  map[string]*Tool
 	kinds  map[ItemKind]ItemSource
-	wakeMu sync.Mutex
-	wake   chan struct{} // closed (and replaced) after a commit that queued outbox events
+	outbox *Outbox
 
 	closing     chan struct{} // closed by BeginShutdown
 	closingOnce sync.Once
@@ -61,7 +60,6 @@ type Bot struct {
 	deliveryTTL time.Duration
 	directory   *Directory
 	observer    Observer                  // told about every finished call (observe.go)
-	tracked     []string                  // sinks fed only through EmitTo, reported in OutboxStats
 	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
 	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
 	web         webConsole                // the web console's links (web.go); zero: no console
@@ -86,8 +84,9 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
-		wake: make(chan struct{}), closing: make(chan struct{}),
+		closing: make(chan struct{}),
 	}
+	b.outbox = &Outbox{b: b, wake: make(chan struct{})}
 	if o.CachePrincipals {
 		b.authCache = newAuthCache(&b.authGen)
 	}
@@ -275,7 +274,7 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 		b.authGen.Add(1)
 	}
 	if err == nil && queued {
-		b.Wake()
+		b.outbox.Wake()
 	}
 	if err == nil && decided && c != nil {
 		c.decided = true
@@ -319,22 +318,6 @@ func (b *Bot) BeginShutdown() { b.closingOnce.Do(func() { close(b.closing) }) }
 
 // Closing returns a channel closed when shutdown begins.
 func (b *Bot) Closing() <-chan struct{} { return b.closing }
-
-// Wake tells every outbox worker that new events are queued: the channel
-// returned by Woken is closed and a fresh one takes its place.
-func (b *Bot) Wake() {
-	b.wakeMu.Lock()
-	close(b.wake)
-	b.wake = make(chan struct{})
-	b.wakeMu.Unlock()
-}
-
-// Woken returns a channel that is closed at the next Wake.
-func (b *Bot) Woken() <-chan struct{} {
-	b.wakeMu.Lock()
-	defer b.wakeMu.Unlock()
-	return b.wake
-}
 
 // SystemCall returns a Call for work Countersign does on its own behalf (the
 // sweeper, outbox bookkeeping), audited as "countersign [system]".

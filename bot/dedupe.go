@@ -26,19 +26,23 @@ var deliveries = ExpiryIndex{Bucket: bucketDeliveries, Index: bucketDeliveriesAt
 	return time.Unix(int64(kv.ParseU64(v)), 0), true
 }}
 
-// FirstDelivery records delivery id (for example "slack:<trigger_id>" or
-// "discord:<interaction id>") and reports whether this is the first time it
-// was seen. A replayed or retried delivery returns false and must not be
-// applied again. The record is durable before it returns.
-func (b *Bot) FirstDelivery(ctx context.Context, id string) (bool, error) {
-	return b.FirstDeliveries(ctx, []string{id})
-}
+// Deliveries remembers the ids of the deliveries chat platforms made (for
+// example "slack:<trigger_id>" or "discord:<interaction id>"), so that a
+// replayed or retried delivery is not applied twice. Ids are forgotten
+// Options.DeliveryTTL after they were first seen (the "deliveries" sweep
+// step).
+type Deliveries struct{ b *Bot }
 
-// FirstDeliveries records every delivery id of one delivery (a transport's
-// envelope id and the platform's trigger id, say) in one transaction, and
-// reports whether none of them was seen before. Any one seen means a replay
-// or a retry, which must not be applied again.
-func (b *Bot) FirstDeliveries(ctx context.Context, ids []string) (bool, error) {
+// Deliveries returns the bot's delivery dedupe.
+func (b *Bot) Deliveries() Deliveries { return Deliveries{b: b} }
+
+// First records every delivery id of one delivery (a transport's envelope
+// id and the platform's trigger id, say) in one transaction, and reports
+// whether none of them was seen before. Any one seen means a replay or a
+// retry, which must not be applied again. The record is durable before it
+// returns; no id at all is never first.
+func (d Deliveries) First(ctx context.Context, ids ...string) (bool, error) {
+	b := d.b
 	first := false
 	err := b.store.Update(ctx, func(tx kv.Tx) error {
 		first = true // reset: the function may run twice under group commit

@@ -96,7 +96,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 		got = append(got, ev.Type)
 		return nil
 	}
-	if err := b.DrainSink(ctx, "slack", deliver); err != nil {
+	if err := b.Outbox().Drain(ctx, "slack", deliver); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 {
@@ -105,7 +105,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	if n, _ := b.Outbox().Depth(ctx, "slack"); n != 1 {
 		t.Fatalf("depth %d, want the failed event kept", n)
 	}
-	if err := b.DrainSink(ctx, "slack", deliver); err != nil {
+	if err := b.Outbox().Drain(ctx, "slack", deliver); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 {
@@ -116,18 +116,18 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 func TestFirstDeliveryOnceAndPruned(t *testing.T) {
 	b := newTestBot(t)
 	ctx := context.Background()
-	first, err := b.FirstDelivery(ctx, "slack:T1")
+	first, err := b.Deliveries().First(ctx, "slack:T1")
 	if err != nil || !first {
 		t.Fatalf("first = %v, %v", first, err)
 	}
-	if again, _ := b.FirstDelivery(ctx, "slack:T1"); again {
+	if again, _ := b.Deliveries().First(ctx, "slack:T1"); again {
 		t.Fatal("a replayed delivery was reported as first")
 	}
 	n, err := b.pruneDeliveries(ctx, b.Now().Add(DefaultDeliveryTTL+time.Second))
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d, %v", n, err)
 	}
-	if first, _ := b.FirstDelivery(ctx, "slack:T1"); !first {
+	if first, _ := b.Deliveries().First(ctx, "slack:T1"); !first {
 		t.Fatal("a pruned id is still remembered")
 	}
 }
@@ -153,7 +153,7 @@ func TestEscalationNoteRoundTrip(t *testing.T) {
 
 func TestOutboxStatsCountsEverySink(t *testing.T) {
 	b := newTestBot(t, "slack")
-	b.TrackSink("callback")
+	b.Outbox().TrackSink("callback")
 	b.RegisterItemKind(KindAction, testSource{status: map[string]string{"a": "pending"}})
 	ctx := context.Background()
 	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *Tx) error {
@@ -169,7 +169,7 @@ func TestOutboxStatsCountsEverySink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := b.OutboxStats(ctx)
+	st, err := b.Outbox().Stats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,10 +178,10 @@ func TestOutboxStatsCountsEverySink(t *testing.T) {
 			t.Errorf("%s depth %d, want %d (stats %+v)", sink, st[sink].Depth, want, st)
 		}
 	}
-	if err := b.DrainSink(ctx, "callback", func(context.Context, Event) error { return nil }); err != nil {
+	if err := b.Outbox().Drain(ctx, "callback", func(context.Context, Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	st, _ = b.OutboxStats(ctx)
+	st, _ = b.Outbox().Stats(ctx)
 	if d, ok := st["callback"]; !ok || d.Depth != 0 {
 		t.Errorf("a tracked sink must report 0 when empty, got %+v (present %v)", d, ok)
 	}

@@ -176,13 +176,13 @@ type OutboxStat struct {
 	Failures int // failed attempts of the queued events, summed
 }
 
-// OutboxStats reads every configured sink's outbox in one read transaction.
-func (b *Bot) OutboxStats(ctx context.Context) (map[string]OutboxStat, error) {
-	out := make(map[string]OutboxStat, len(b.sinks))
-	for _, sink := range b.Sinks() {
+// Stats reads every sink's outbox in one read transaction.
+func (o *Outbox) Stats(ctx context.Context) (map[string]OutboxStat, error) {
+	out := map[string]OutboxStat{}
+	for _, sink := range o.sinks() {
 		out[sink] = OutboxStat{}
 	}
-	err := b.store.View(ctx, func(tx kv.Tx) error {
+	err := o.b.store.View(ctx, func(tx kv.Tx) error {
 		// One pass over the whole outbox: every sink that has events shows,
 		// including those fed only by EmitTo (callbacks).
 		return tx.Ascend(bucketOutbox, nil, nil, func(k, v []byte) error {
@@ -203,11 +203,3 @@ func (b *Bot) OutboxStats(ctx context.Context) (map[string]OutboxStat, error) {
 	})
 	return out, err
 }
-
-// Sinks returns the outbox consumers: those Emit feeds, and those added
-// with TrackSink.
-func (b *Bot) Sinks() []string { return append(append([]string(nil), b.sinks...), b.tracked...) }
-
-// TrackSink names a sink fed only through EmitTo (for example callbacks), so
-// that its outbox depth is reported even while it is empty.
-func (b *Bot) TrackSink(name string) { b.tracked = append(b.tracked, name) }

@@ -104,7 +104,7 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 	if err := b.Outbox().Retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
 		t.Fatal(err)
 	}
-	stats, err := b.OutboxStats(ctx)
+	stats, err := b.Outbox().Stats(ctx)
 	if err != nil || stats["slack"] != (OutboxStat{Depth: 3, Retrying: 1, Failures: 1}) {
 		t.Fatalf("stats = %+v, %v", stats, err)
 	}

@@ -37,12 +37,12 @@ func TestDeliveriesPrunedAfterTheirTTLInBatches(t *testing.T) {
 	}
 	n := RetentionBatch + 3
 	for i := range n {
-		if first, err := b.FirstDelivery(ctx, "slack:"+string(rune(0x100+i))); err != nil || !first {
+		if first, err := b.Deliveries().First(ctx, "slack:"+string(rune(0x100+i))); err != nil || !first {
 			t.Fatalf("delivery %d: %v %v", i, first, err)
 		}
 	}
 	clk.Advance(24 * time.Hour)
-	if first, _ := b.FirstDelivery(ctx, "slack:fresh"); !first {
+	if first, _ := b.Deliveries().First(ctx, "slack:fresh"); !first {
 		t.Fatal("fresh id seen before")
 	}
 	rep, err := b.Sweep(ctx, clk.Now())
@@ -54,10 +54,10 @@ func TestDeliveriesPrunedAfterTheirTTLInBatches(t *testing.T) {
 	if err != nil || rep["deliveries"] != n+10 {
 		t.Fatalf("sweep after the TTL: %v %v, want %d", rep, err, n+10)
 	}
-	if again, _ := b.FirstDelivery(ctx, "slack:fresh"); again {
+	if again, _ := b.Deliveries().First(ctx, "slack:fresh"); again {
 		t.Fatal("the fresh id was pruned with the old ones")
 	}
-	if first, _ := b.FirstDelivery(ctx, "slack:"+string(rune(0x100))); !first {
+	if first, _ := b.Deliveries().First(ctx, "slack:"+string(rune(0x100))); !first {
 		t.Fatal("a pruned id is still remembered")
 	}
 	left := 0

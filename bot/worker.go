@@ -38,11 +38,11 @@ func Backoff(n int) time.Duration {
 	return min(d, 5*time.Minute)
 }
 
-// RunSink drains sink's outbox until ctx ends: every queued event is handed
+// Run drains sink's events until ctx ends: every queued event is handed
 // to deliver in order, removed once delivered, and retried with backoff when
 // delivery fails, so a platform that is down never blocks an agent. poll is
 // how often it looks again when idle (Wake shortens the wait).
-func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deliver Deliverer) error {
+func (o *Outbox) Run(ctx context.Context, sink string, poll time.Duration, deliver Deliverer) error {
 	if poll <= 0 {
 		poll = time.Second
 	}
@@ -51,9 +51,9 @@ func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deli
 	for {
 		// Take the wake channel before draining, so a commit that lands
 		// during the drain is not missed.
-		woken := b.Woken()
-		if err := b.DrainSink(ctx, sink, deliver); err != nil && ctx.Err() == nil {
-			b.log.Warn("outbox drain", "sink", sink, "err", err)
+		woken := o.woken()
+		if err := o.Drain(ctx, sink, deliver); err != nil && ctx.Err() == nil {
+			o.b.log.Warn("outbox drain", "sink", sink, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -64,11 +64,11 @@ func (b *Bot) RunSink(ctx context.Context, sink string, poll time.Duration, deli
 	}
 }
 
-// DrainSink delivers every event of sink that is due now, once. Tests call
-// it directly instead of running the loop.
-func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) error {
+// Drain delivers every event of sink that is due now, once. Tests call it
+// directly instead of running the loop.
+func (o *Outbox) Drain(ctx context.Context, sink string, deliver Deliverer) error {
 	for {
-		evs, err := b.Outbox().Due(ctx, sink, b.now(), 100)
+		evs, err := o.Due(ctx, sink, o.b.now(), 100)
 		if err != nil {
 			return err
 		}
@@ -87,13 +87,13 @@ func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) err
 			var perm *PermanentError
 			switch {
 			case derr == nil:
-				if err := b.Outbox().Delivered(book, ev); err != nil {
+				if err := o.Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true
 			case errors.As(derr, &perm):
-				b.log.Error("outbox delivery failed permanently; dropped", "sink", sink, "item", ev.ItemID, "type", ev.Type, "err", derr)
-				if err := b.Outbox().Delivered(book, ev); err != nil {
+				o.b.log.Error("outbox delivery failed permanently; dropped", "sink", sink, "item", ev.ItemID, "type", ev.Type, "err", derr)
+				if err := o.Delivered(book, ev); err != nil {
 					return err
 				}
 				progressed = true
@@ -103,8 +103,8 @@ func (b *Bot) DrainSink(ctx context.Context, sink string, deliver Deliverer) err
 				if errors.As(derr, &ra) && ra.After > wait {
 					wait = ra.After
 				}
-				b.log.Warn("outbox delivery failed; will retry", "sink", sink, "item", ev.ItemID, "type", ev.Type, "attempt", ev.Attempts+1, "retry_in", wait, "err", derr)
-				if err := b.Outbox().Retry(ctx, ev, b.now().Add(wait), derr); err != nil {
+				o.b.log.Warn("outbox delivery failed; will retry", "sink", sink, "item", ev.ItemID, "type", ev.Type, "attempt", ev.Attempts+1, "retry_in", wait, "err", derr)
+				if err := o.Retry(ctx, ev, o.b.now().Add(wait), derr); err != nil {
 					return err
 				}
 				// Keep order per item: later events of this sink wait for

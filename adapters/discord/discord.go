@@ -198,7 +198,7 @@ func callOpts(ctx context.Context) []discordgo.RequestOption {
 
 // RunOutbox posts and edits messages from the bot's outbox until ctx ends.
 func (a *Adapter) RunOutbox(ctx context.Context) error {
-	return a.bot.RunSink(ctx, Sink, a.poll, a.Deliver)
+	return a.bot.Outbox().Run(ctx, Sink, a.poll, a.Deliver)
 }
 
 // RunGateway connects to the Discord gateway and answers the interactions

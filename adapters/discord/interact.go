@@ -341,7 +341,7 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) *disc
 	if resp := a.fromServer(ctx, i, userID, "command"); resp != nil {
 		return resp
 	}
-	first, err := a.bot.FirstDeliveries(ctx, []string{"discord:" + i.ID})
+	first, err := a.bot.Deliveries().First(ctx, "discord:"+i.ID)
 	if err != nil {
 		a.log.Error("discord: recording a delivery failed", "interaction", i.ID, "err", err)
 		return private(internalFailure)

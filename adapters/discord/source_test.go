@@ -415,7 +415,7 @@ func (e *env) item(id uint64) bot.Item {
 // drain delivers every due outbox event to the fake.
 func (e *env) drain() {
 	e.t.Helper()
-	if err := e.bot.DrainSink(context.Background(), Sink, e.a.Deliver); err != nil {
+	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.a.Deliver); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -638,7 +638,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	}
 
 	// A deleted message is skipped; the item's other messages still update.
-	if err := e.bot.DrainSink(context.Background(), Sink, func(ctx context.Context, ev bot.Event) error {
+	if err := e.bot.Outbox().Drain(context.Background(), Sink, func(ctx context.Context, ev bot.Event) error {
 		if ev.ItemID == broken {
 			return &bot.PermanentError{Err: errors.New("drop")}
 		}

@@ -184,7 +184,7 @@ func (e *env) barrier() {
 // drain delivers every due outbox event to the fake Slack.
 func (e *env) drain() {
 	e.t.Helper()
-	if err := e.bot.DrainSink(context.Background(), Sink, e.ad.Deliver); err != nil {
+	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.ad.Deliver); err != nil {
 		e.t.Fatal(err)
 	}
 }

@@ -107,7 +107,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 // first reports whether a command delivery is new, recording its ids. A
 // store failure counts as seen: nothing is run twice.
 func (a *Adapter) first(ctx context.Context, ids []string) bool {
-	ok, err := a.bot.FirstDeliveries(ctx, ids)
+	ok, err := a.bot.Deliveries().First(ctx, ids...)
 	if err != nil {
 		a.log.Error("delivery dedupe failed; command dropped", "deliveries", ids, "err", err)
 		return false

@@ -24,8 +24,8 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 )
 
-// CallbackSink is the outbox sink of signed callbacks: RunSink it with
-// Service.DeliverCallback.
+// CallbackSink is the outbox sink of signed callbacks: run its worker
+// (bot.Outbox.Run) with Service.DeliverCallback.
 const CallbackSink = "callback"
 
 // CommandSpec is one allowlisted command of an exec-style tool.

@@ -179,7 +179,7 @@ func TestCallbackDelivery(t *testing.T) {
 	e.ok(alice, "approve_action", map[string]any{"request_id": id})
 	drain := func() {
 		t.Helper()
-		if err := e.b.DrainSink(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+		if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -252,14 +252,14 @@ func TestUndeliveredCallbackSurvivesRestart(t *testing.T) {
 	alice := e.principal("alice", policy.RoleMember, "person")
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": srv.URL}))
 	e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]})
-	if err := e.b.DrainSink(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+	if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
 		t.Fatal(err)
 	}
 	e.restart()
 	rc.set(200)
 	e.clock.Set(start.Add(time.Minute))
 	for range 3 {
-		if err := e.b.DrainSink(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+		if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -242,7 +242,7 @@ func TestEditCallback(t *testing.T) {
 	id := d["request_id"].(string)
 	e.ok(alice, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}})
 	e.ok(bob, "approve_action", map[string]any{"request_id": id})
-	if err := e.b.DrainSink(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+	if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
 		t.Fatal(err)
 	}
 	_, ok, bad := rc.snapshot()

@@ -341,7 +341,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord
 		return Outcome{Status: Invalid, Reply: "Countersign could not tell who sent this, so it did nothing."}, bot.ItemRecord{}, nil
 	}
 	if len(d.Deliveries) > 0 {
-		first, err := b.FirstDeliveries(ctx, d.Deliveries)
+		first, err := b.Deliveries().First(ctx, d.Deliveries...)
 		if err != nil {
 			b.Logger().Error("chat: recording a delivery failed; nothing applied", "surface", d.Surface, "deliveries", d.Deliveries, "err", err)
 			return Outcome{Status: Failed, Reply: couldNotComplete}, bot.ItemRecord{}, nil

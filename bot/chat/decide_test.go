@@ -275,7 +275,7 @@ func TestDecisionCost(t *testing.T) {
 	old := e.request("delete_database", "default")
 	e.store.reset()
 	for _, id := range deliveries {
-		if _, err := e.b.FirstDelivery(ctx, id+"-old"); err != nil {
+		if _, err := e.b.Deliveries().First(ctx, id+"-old"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -75,7 +75,7 @@ func RevokeGrant(ctx context.Context, b *bot.Bot, d Decision, id uint64) string 
 		return "Countersign could not tell who sent this, so it did nothing."
 	}
 	if len(d.Deliveries) > 0 {
-		first, err := b.FirstDeliveries(ctx, d.Deliveries)
+		first, err := b.Deliveries().First(ctx, d.Deliveries...)
 		if err != nil {
 			b.Logger().Error("chat: recording a delivery failed; nothing applied", "surface", d.Surface, "err", err)
 			return couldNotComplete

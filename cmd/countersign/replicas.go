@@ -72,7 +72,7 @@ func (a *app) onReplicaWrite(bucket string, key []byte) {
 			a.wakeStatus(string(key))
 		}
 	case outboxBucket:
-		a.bot.Wake()
+		a.bot.Outbox().Wake()
 	}
 }
 

@@ -65,10 +65,10 @@ func (a *app) wireActions(ctx context.Context) error {
 		return fmt.Errorf("tools: %w", err)
 	}
 	a.wakeStatus = svc.Wake
-	a.bot.TrackSink(actiontools.CallbackSink)
+	a.bot.Outbox().TrackSink(actiontools.CallbackSink)
 	a.runners = append(a.runners,
 		runner{name: "callbacks", run: func(ctx context.Context) error {
-			return a.bot.RunSink(ctx, actiontools.CallbackSink, time.Second, svc.DeliverCallback)
+			return a.bot.Outbox().Run(ctx, actiontools.CallbackSink, time.Second, svc.DeliverCallback)
 		}},
 		runner{name: "sweeper", run: a.runSweeper},
 	)

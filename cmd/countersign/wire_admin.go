@@ -26,7 +26,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 
 	// Observability: a registry of our own, never the global one.
 	reg := prometheus.NewRegistry()
-	metrics, err := webhook.NewMetrics(reg, a.bot, a.log)
+	metrics, err := webhook.NewMetrics(reg, storeStats{a.bot}, a.log)
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -128,4 +128,13 @@ func logCall(ctx context.Context, log *slog.Logger, ev bot.CallEvent) {
 		slog.String("outcome", ev.Outcome()),
 		slog.Duration("duration", ev.Duration),
 	)
+}
+
+// storeStats is what the metrics read from the store at scrape time: the
+// items awaiting a decision (bot.PendingByKind) and the outboxes.
+type storeStats struct{ *bot.Bot }
+
+// OutboxStats reads every sink's outbox (bot.Outbox.Stats).
+func (s storeStats) OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error) {
+	return s.Outbox().Stats(ctx)
 }

@@ -385,7 +385,13 @@ func (a *confirmArgs) Validate() error {
 	if strings.TrimSpace(*a.Value) == "" {
 		return bot.Invalid("value", "is empty: give the value to confirm, or leave value out to confirm the proposal as it is")
 	}
-	return bot.CheckText("value", *a.Value, maxValue, true)
+	if err := bot.CheckText("value", *a.Value, maxValue, true); err != nil {
+		return err
+	}
+	// An edit is typed by a person and shown to others (the card, the
+	// console, check_before_act): a bidirectional control or zero-width
+	// character in it would make it read as another value.
+	return checkVisible("value", *a.Value)
 }
 
 // setPolicyArgs are set_reconcile_policy's arguments.

@@ -195,6 +195,12 @@ func TestAttackEditEscapesAllowlist(t *testing.T) {
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["edited"] != false {
 		t.Fatalf("after refused edits: %s", st)
 	}
+	// A destructive request is approved as proposed (its dry run describes
+	// it) or denied: never edited, not even to a narrower command.
+	del := e.MustOK(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "delete", "pod", "web-1"}}, "dry_run": "delete pod web-1"})
+	if r := e.Call(alice, "approve_action", map[string]any{"request_id": del.Data["request_id"], "arguments": map[string]any{"command": []string{"kubectl", "delete", "pod", "web-2"}}}); r.Status != http.StatusBadRequest || r.Field != "arguments" {
+		t.Errorf("an edit of a destructive request: %s", r)
+	}
 }
 
 // TestAttackEditByWhoMayNotDecide: the requester, another agent, and an
@@ -334,3 +340,89 @@ func TestAttackGrantRevokedThenConfirm(t *testing.T) {
 }
 
 var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)">`)
+
+// TestAttackStepUpEditAndGrantPaths: a set_dose under step-up, approved
+// from a console session without a fresh sign-in (a one-time sign-in
+// link) through the paths beside Approve: the edit form, a forged grant
+// on the Approve form, and an API key's edit. Each is refused with the
+// step-up sentence, and nothing is recorded.
+func TestAttackStepUpEditAndGrantPaths(t *testing.T) {
+	m, _ := stepUpProvider(t)
+	e := newTestEnv(t, `tools:
+  - name: set_dose
+    category: mutating
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string}}}
+step_up:
+  tools: [set_dose]
+principals:
+  - {name: dr_web, role: member, web: w@x.example}
+web:
+  oidc:
+    issuer: `+m.Issuer()+`
+    client_id: `+m.ClientID+`
+    client_secret_env: OIDC_SECRET
+`)
+	e.env["OIDC_SECRET"] = m.ClientSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}}).Data["request_id"].(string)
+
+	if r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); r.Status != http.StatusForbidden || !strings.Contains(r.Text+r.Error, "step-up required") {
+		t.Fatalf("an API key's edit of a step-up request: %s", r)
+	}
+	c := signInHTTP(t, e, "dr_web")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
+	itemPath := resp.Header.Get("Location")
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
+	if csrf == nil || nonce == nil {
+		t.Fatalf("no forms on the item page:\n%s", page)
+	}
+	if strings.Contains(page, `name="basis"`) {
+		t.Fatalf("the edit form is offered to a session that cannot approve without a fresh sign-in:\n%s", page)
+	}
+	for name, form := range map[string]url.Values{
+		"edit":  {"csrf": {csrf[1]}, "nonce": {nonce[1] + "e"}, "action": {"edit"}, "edit_0": {"2.5mg"}, "edit_1": {"apixaban"}},
+		"grant": {"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"approve"}, "grant": {"once"}},
+	} {
+		resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
+		_, back := webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
+		if !strings.Contains(back, "step-up required") {
+			t.Errorf("%s from a session without a fresh sign-in: %d %s\n%s", name, resp.StatusCode, resp.Header.Get("Location"), back)
+		}
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["edited"] != false || st.Data["tally"] != "0 of 1 approvals" {
+		t.Fatalf("after the refused paths: %s", st)
+	}
+}
+
+// TestAttackEditedValuesStayData: an edited memory value with a
+// bidirectional override (which would show "apixaban 2.5mg twice daily"
+// while holding other text), a zero-width or a control character is a
+// 400 on value, and nothing is recorded.
+func TestAttackEditedValuesStayData(t *testing.T) {
+	e := newTestEnv(t, memoryConfig)
+	agent := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
+	member := e.CreateKey("dr_smith", "member")
+	fhir := e.CreateKey("fhir", "agent")
+	e.Start()
+	p42 := map[string]any{"user_id": "patient_42"}
+	with := func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for k, v := range p42 {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	e.MustOK(fhir, "remember", with("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir"))
+	e.MustOK(agent, "remember", with("subject", "meds", "value", "apixaban 5mg twice daily", "replaces", "warfarin"))
+	for _, v := range []string{"apixaban 2.5mg \u202eylaid eciwt", "apixaban 2.5mg\u200b twice daily", "apixaban 2.5mg\x00"} {
+		if r := e.Call(member, "confirm_change", with("memory_id", 2, "value", v)); r.Status != http.StatusBadRequest || r.Field != "value" {
+			t.Errorf("edited value %q: %s", v, r)
+		}
+	}
+}

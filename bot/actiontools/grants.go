@@ -110,7 +110,7 @@ func (s *Service) grantOnDecision(tx *bot.Tx, c *bot.Call, r *approvals.Request,
 	}
 	if err := tx.Audit("grant_created", fmt.Sprintf("%s by %s on %s: %s of %s for %s in %s until %s, %s",
 		g.Name(), g.CreatedBy.Display, g.FromRequest, g.Kind, callName(g.Tool, g.Command), g.AgentName+" ["+g.Agent+"]",
-		grantSpace(g), stamp(g.ExpiresAt), g.MatchText())); err != nil {
+		grantSpace(g), stamp(g.ExpiresAt), auditBinding(g))); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -451,6 +451,9 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 	}
 	for i := range gs {
 		g := &gs[i]
+		if def := s.tools[g.Tool]; def != nil && def.spec.Sensitive && !c.Caller.MaySeeSensitive(g.Space) {
+			withhold(g)
+		}
 		d := grantData(g)
 		d["live"] = g.Live(c.Now)
 		list = append(list, d)
@@ -574,4 +577,32 @@ func (s *Service) PruneGrants(ctx context.Context, now time.Time) (int, error) {
 			return total, nil
 		}
 	}
+}
+
+// auditBinding is a grant's binding for the audit chain: the hash, or the
+// constrained argument names without their values (an argument may be
+// sensitive; the values are in the grant, shown to those who may see them).
+func auditBinding(g *approvals.Grant) string {
+	if g.ArgsSHA256 != "" {
+		return "args_sha256 " + g.ArgsSHA256
+	}
+	names := make([]string, 0, len(g.Match))
+	for k := range g.Match {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return "match on " + strings.Join(names, ", ")
+}
+
+// withhold hides the constrained values of a sensitive tool's grant from a
+// caller who may not see the tool's details (auditBinding's form).
+func withhold(g *approvals.Grant) {
+	if len(g.Match) == 0 {
+		return
+	}
+	names := map[string]string{}
+	for k := range g.Match {
+		names[k] = `"(withheld: sensitive)"` // a JSON string, as the values are
+	}
+	g.Match = names
 }

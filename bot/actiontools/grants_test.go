@@ -294,3 +294,22 @@ func TestGrantRefusedOnStepUp(t *testing.T) {
 		t.Fatalf("the stepped-up approval without a grant: %v", got["status"])
 	}
 }
+
+// TestGrantSensitiveValuesWithheld: a constraint on a sensitive tool's
+// argument is in the audit chain by name only, and list_grants shows its
+// value only to people who may see the tool's details.
+func TestGrantSensitiveValuesWithheld(t *testing.T) {
+	e := newGrantEnv(t)
+	d, _ := e.ok(e.agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "create_server", "arguments": map[string]any{"region": "eu-secret-1", "size": "small"}})
+	e.ok(e.alice, "approve_action", map[string]any{"request_id": d["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"region": "eu-secret-1"}}})
+	created := e.audits("grant_created")
+	if len(created) != 1 || strings.Contains(created[0].Detail, "eu-secret-1") || !strings.Contains(created[0].Detail, "match on region") {
+		t.Fatalf("grant_created: %+v", created)
+	}
+	if _, text := e.ok(e.viewer, "list_grants", map[string]any{}); strings.Contains(text, "eu-secret-1") || !strings.Contains(text, "withheld") {
+		t.Fatalf("a viewer's list: %s", text)
+	}
+	if _, text := e.ok(e.alice, "list_grants", map[string]any{}); !strings.Contains(text, `region="eu-secret-1"`) {
+		t.Fatalf("an approver's list: %s", text)
+	}
+}

@@ -3,42 +3,33 @@ package bot
 import (
 	"errors"
 	"fmt"
+
+	"github.com/countersign/countersign/policy"
 )
 
 // Kind classifies an error for every surface that reports it: the HTTP API
-// maps it to a status code, MCP to an error result, chat to a private reply.
-type Kind int
+// maps it to a status code, MCP to an error result, chat to a private reply
+// (policy.ErrorKind, shared with the domain packages).
+type Kind = policy.ErrorKind
 
-// The kinds of error a tool call can end in.
+// The kinds of error a tool call can end in (policy's, under the names
+// surfaces use).
 const (
-	KindInternal        Kind = iota // a fault of Countersign's; never caused by input
-	KindInvalid                     // bad arguments: 400
-	KindUnauthenticated             // missing or unknown key: 401
-	KindDenied                      // capability or scope denial: 403
-	KindNotFound                    // unknown tool or item: 404
-	KindConflict                    // decided, stale, or in-flight: 409
-	KindTooLarge                    // body too large: 413
-	KindUnprocessable               // idempotency key reused with another body: 422
-	KindRateLimited                 // 429
+	KindInternal        = policy.KindInternal        // a fault of Countersign's; never caused by input
+	KindInvalid         = policy.KindInvalid         // bad arguments: 400
+	KindUnauthenticated = policy.KindUnauthenticated // missing or unknown key: 401
+	KindDenied          = policy.KindDenied          // capability or scope denial: 403
+	KindNotFound        = policy.KindNotFound        // unknown tool or item: 404
+	KindConflict        = policy.KindConflict        // decided, stale, or in-flight: 409
+	KindTooLarge        = policy.KindTooLarge        // body too large: 413
+	KindUnprocessable   = policy.KindUnprocessable   // idempotency key reused with another body: 422
+	KindRateLimited     = policy.KindRateLimited     // 429
 )
 
-// Error is a tool-call failure with a message meant for the caller.
-type Error struct {
-	Kind  Kind
-	Field string // the argument at fault, for KindInvalid
-	Msg   string // what is wrong and how to fix it; shown to the caller
-	Data  any    // optional structured detail (for example the recorded outcome on a conflict)
-	// RetryAfter is, for KindRateLimited, how many seconds until a retry
-	// can succeed (HTTP: the Retry-After header).
-	RetryAfter int
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return e.Field + ": " + e.Msg
-	}
-	return e.Msg
-}
+// Error is a tool-call failure with a message meant for the caller
+// (policy.Error: memory reports its errors with the same type, so they
+// reach the surfaces as they are).
+type Error = policy.Error
 
 // Errorf builds an *Error of kind k.
 func Errorf(k Kind, format string, args ...any) *Error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // WithDefaults returns o with the documented defaults filled in: critical
@@ -62,7 +63,7 @@ func (o *Options) Write(tx kv.Tx, sp Space, in Input, now time.Time) (Plan, erro
 			return Plan{}, err
 		}
 		if st.Target == nil {
-			return Plan{}, &Error{Kind: ErrNotFound, Msg: NoMemory(in.Target)}
+			return Plan{}, &policy.Error{Kind: policy.KindNotFound, Msg: NoMemory(in.Target)}
 		}
 		subject = st.Target.Subject
 	} else {
@@ -247,16 +248,16 @@ func loadOpen(tx kv.Tx, sp Space, id uint64, notAwaiting string) (*Fact, error) 
 		return nil, err
 	}
 	if f == nil {
-		return nil, &Error{Kind: ErrNotFound, Msg: notAwaiting}
+		return nil, &policy.Error{Kind: policy.KindNotFound, Msg: notAwaiting}
 	}
 	if !f.Open() {
-		return f, &Error{Kind: ErrConflict, Msg: notAwaiting}
+		return f, &policy.Error{Kind: policy.KindConflict, Msg: notAwaiting}
 	}
 	return f, nil
 }
 
-// LoadOpen returns proposal id if it is open; otherwise an ErrNotFound or
-// ErrConflict error with confirm_change's "not awaiting approval" wording.
+// LoadOpen returns proposal id if it is open; otherwise an policy.KindNotFound or
+// policy.KindConflict error with confirm_change's "not awaiting approval" wording.
 func LoadOpen(tx kv.Tx, sp Space, id uint64) (*Fact, error) {
 	return loadOpen(tx, sp, id, NotAwaiting(id))
 }

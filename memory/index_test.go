@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // world is a random workload on one space of a real bbolt store, with
@@ -95,7 +96,7 @@ func (w *world) subject() string {
 func (w *world) update(fn func(tx kv.Tx) error) {
 	w.t.Helper()
 	err := w.db.Update(context.Background(), fn)
-	var me *Error
+	var me *policy.Error
 	if err != nil && !errors.As(err, &me) {
 		w.t.Fatal(err)
 	}

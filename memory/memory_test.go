@@ -313,8 +313,8 @@ func TestListSlots(t *testing.T) {
 	// Several items and nothing saying which: a clear error naming the field.
 	e.mustWrite(fhir(Input{Subject: "active_medication", Value: "aspirin 81 mg daily"}), ActionAdd)
 	_, err := e.write(fhir(Input{Op: OpForget, Subject: "active_medication"}))
-	var me *Error
-	if !errors.As(err, &me) || me.Kind != ErrInvalid || me.Field != "value" {
+	var me *policy.Error
+	if !errors.As(err, &me) || me.Kind != policy.KindInvalid || me.Field != "value" {
 		t.Fatalf("ambiguous forget: %v", err)
 	}
 	// replaces names the item a new value replaces.
@@ -323,7 +323,7 @@ func TestListSlots(t *testing.T) {
 		t.Fatalf("replaces hit %q", p.Target.Value)
 	}
 	_, err = e.write(fhir(Input{Subject: "active_medication", Value: "heparin", Replaces: "insulin"}))
-	if !errors.As(err, &me) || me.Kind != ErrConflict {
+	if !errors.As(err, &me) || me.Kind != policy.KindConflict {
 		t.Fatalf("replaces nothing: %v", err)
 	}
 }
@@ -395,12 +395,12 @@ func TestConfirmGate(t *testing.T) {
 	}
 	// Editing a retired value is refused.
 	_, err := e.write(Input{Op: OpEdit, Target: cur.ID, Value: "x", Approver: true})
-	var me *Error
-	if !errors.As(err, &me) || me.Kind != ErrConflict {
+	var me *policy.Error
+	if !errors.As(err, &me) || me.Kind != policy.KindConflict {
 		t.Fatalf("edit of retired: %v", err)
 	}
 	_, err = e.write(Input{Op: OpEdit, Target: 999, Value: "x"})
-	if !errors.As(err, &me) || me.Kind != ErrNotFound || me.Msg != "No memory with id #999." {
+	if !errors.As(err, &me) || me.Kind != policy.KindNotFound || me.Msg != "No memory with id #999." {
 		t.Fatalf("edit of unknown: %v", err)
 	}
 }
@@ -470,8 +470,8 @@ func TestSeedScenario(t *testing.T) {
 		t.Fatalf("#1 after confirm: %s", f.Status)
 	}
 	// Confirming twice: not awaiting approval.
-	var me *Error
-	if _, err := e.confirm(2); !errors.As(err, &me) || me.Kind != ErrConflict || me.Msg != NotAwaiting(2) {
+	var me *policy.Error
+	if _, err := e.confirm(2); !errors.As(err, &me) || me.Kind != policy.KindConflict || me.Msg != NotAwaiting(2) {
 		t.Fatalf("second confirm: %v", err)
 	}
 	// #3 targeted warfarin, now retired: confirming it is refused and closes it.
@@ -485,7 +485,7 @@ func TestSeedScenario(t *testing.T) {
 	if _, err := e.reject(3); !errors.As(err, &me) || me.Msg != "#3 is not awaiting approval." {
 		t.Fatalf("reject closed: %v", err)
 	}
-	if _, err := e.confirm(99); !errors.As(err, &me) || me.Kind != ErrNotFound {
+	if _, err := e.confirm(99); !errors.As(err, &me) || me.Kind != policy.KindNotFound {
 		t.Fatalf("confirm unknown: %v", err)
 	}
 	if got := e.activeValues("active_medication"); len(got) != 1 || got[0] != "apixaban 5mg twice daily" {

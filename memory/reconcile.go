@@ -10,37 +10,17 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// ErrKind classifies a memory error for the surface that reports it.
-type ErrKind int
+// Memory's errors are *policy.Error (the error type the surfaces report):
+// KindInvalid when the caller's input is at fault (400, Field names it),
+// KindConflict when the stored state does not allow it (409), KindNotFound
+// for no such fact (404).
 
-// The kinds of memory error.
-const (
-	ErrInvalid  ErrKind = iota + 1 // the caller's input is at fault: 400
-	ErrConflict                    // the stored state does not allow it: 409
-	ErrNotFound                    // no such fact: 404
-)
-
-// Error is a memory error with a message meant for the caller.
-type Error struct {
-	Kind  ErrKind
-	Field string // the argument at fault, for ErrInvalid
-	Msg   string
+func invalid(field, format string, args ...any) *policy.Error {
+	return &policy.Error{Kind: policy.KindInvalid, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Error returns the message, prefixed by the field at fault.
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return e.Field + ": " + e.Msg
-	}
-	return e.Msg
-}
-
-func invalid(field, format string, args ...any) *Error {
-	return &Error{Kind: ErrInvalid, Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func conflict(format string, args ...any) *Error {
-	return &Error{Kind: ErrConflict, Msg: fmt.Sprintf(format, args...)}
+func conflict(format string, args ...any) *policy.Error {
+	return &policy.Error{Kind: policy.KindConflict, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Op is the kind of write a statement is.
@@ -490,7 +470,7 @@ func Tombstone(v string) string { return "(retracted: " + v + ")" }
 func (o *Options) planEdit(in Input, st State, now time.Time) (Plan, error) {
 	t := st.Target
 	if t == nil {
-		return Plan{}, &Error{Kind: ErrNotFound, Msg: NoMemory(in.Target)}
+		return Plan{}, &policy.Error{Kind: policy.KindNotFound, Msg: NoMemory(in.Target)}
 	}
 	r := o.Resolve(t.Subject)
 	p := Plan{Subject: t.Subject}

@@ -77,8 +77,9 @@ func Register(b *bot.Bot, o memory.Options) error {
 	)
 }
 
-// wrap translates memory errors into the bot's error kinds; anything else
-// passes through (and is internal).
+// wrap gives a recall's critical overflow its conflict kind and detail;
+// memory's other errors already are *bot.Error (policy.Error, the one error
+// type), and anything else passes through (and is internal).
 func wrap(err error) error {
 	if err == nil {
 		return nil
@@ -86,17 +87,6 @@ func wrap(err error) error {
 	var be *bot.Error
 	if errors.As(err, &be) {
 		return err
-	}
-	var me *memory.Error
-	if errors.As(err, &me) {
-		switch me.Kind {
-		case memory.ErrInvalid:
-			return bot.Invalid(me.Field, "%s", me.Msg)
-		case memory.ErrNotFound:
-			return bot.Errorf(bot.KindNotFound, "%s", me.Msg)
-		case memory.ErrConflict:
-			return bot.Errorf(bot.KindConflict, "%s", me.Msg)
-		}
 	}
 	var ce *memory.CriticalOverflowError
 	if errors.As(err, &ce) {

@@ -207,6 +207,10 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 			return a.outcome(i, out)
 		}
 		return privateMessage(renderDetails(out.Item))
+	case actApprove:
+		if n >= 0 {
+			d.Basis = fmt.Sprintf("%08x", n) // the version the message showed
+		}
 	case actAnswer:
 		d.Choices = []int{n}
 	case actSelect:

@@ -71,7 +71,9 @@ func parseCustomID(s string) (action string, id uint64, n int, ok bool) {
 		}
 	}
 	switch parts[1] {
-	case actApprove, actReject, actReason, actDetails, actSelect, actEdit, actRevoke:
+	case actApprove:
+		// optional: the version the message showed (chat.EditBasis)
+	case actReject, actReason, actDetails, actSelect, actEdit, actRevoke:
 		if n != -1 {
 			return "", 0, 0, false
 		}
@@ -422,7 +424,14 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		// declined here.
 		rows = append(rows, discordgo.ActionsRow{Components: []discordgo.MessageComponent{decline}})
 	default:
-		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: customID(actApprove, it.ID)}}
+		// An editable item's Approve carries the version it shows
+		// (chat.EditBasis), so a click on a message not yet updated after
+		// another approver's edit is refused, not counted for the edit.
+		approveID := customID(actApprove, it.ID)
+		if b, err := strconv.ParseUint(chat.EditBasis(it), 16, 32); err == nil {
+			approveID = customID(actApprove, it.ID, int(b))
+		}
+		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: approveID}}
 		if it.Editable != nil {
 			// Only what can be edited gets the button (an action's
 			// arguments, a memory proposal's value).

@@ -301,7 +301,8 @@ func TestParseCustomID(t *testing.T) {
 		{"cs:details:4", actDetails, 4, -1, true},
 		{"cs:reason:4", actReason, 4, -1, true},
 		{"cs:answer:4", "", 0, 0, false},
-		{"cs:approve:4:1", "", 0, 0, false},
+		{"cs:approve:4:1", actApprove, 4, 1, true}, // the version the message showed (chat.EditBasis)
+		{"cs:approve:4:-1", "", 0, 0, false},
 		{"cs:approve:0", "", 0, 0, false},
 		{"cs:approve:-1", "", 0, 0, false},
 		{"cs:approve:18446744073709551616", "", 0, 0, false},

@@ -93,7 +93,7 @@ func TestEditAndApproveInSlack(t *testing.T) {
 	e.drain()
 	for _, c := range e.fake.Calls("chat.postMessage") {
 		b := buttons(t, c)
-		editable := b[actionApprove] == strconv.FormatUint(id, 10)
+		editable := strings.HasPrefix(b[actionApprove], strconv.FormatUint(id, 10)+":") // the Approve of an editable item carries its version
 		if _, has := b[actionEdit]; has != editable {
 			t.Fatalf("Edit & approve on %v (action #%d, question #%d, consent #%d): only the editable action may have it", b, id, question, consent)
 		}

@@ -134,6 +134,9 @@ func (a *Adapter) handleClick(ctx context.Context, c click) {
 	switch {
 	case c.action == actionApprove:
 		d.Verb = chat.Approve
+		if hasOpt {
+			d.Basis = optPart // the version the card showed
+		}
 	case c.action == actionReject:
 		d.Verb = chat.Reject
 		out := chat.Prepare(ctx, a.bot, d)

@@ -387,7 +387,14 @@ func actionBlocks(it bot.Item) []slackgo.Block {
 	if it.Kind == bot.KindQuestion && len(it.Options) > 0 {
 		return questionBlocks(it, id, blockID)
 	}
-	approve := slackgo.NewButtonBlockElement(actionApprove, id, plain("Approve")).WithStyle(slackgo.StylePrimary)
+	// An editable item's Approve carries the version it shows
+	// (chat.EditBasis): a click on a card not yet updated after another
+	// approver's edit is refused, not counted for the edit.
+	approveValue := id
+	if b := chat.EditBasis(it); b != "" {
+		approveValue = id + ":" + b
+	}
+	approve := slackgo.NewButtonBlockElement(actionApprove, approveValue, plain("Approve")).WithStyle(slackgo.StylePrimary)
 	approve.WithConfirm(slackgo.NewConfirmationBlockObject(
 		plain(plainText("Approve #"+id+"?", maxConfirmTitle)),
 		plain(plainText("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),

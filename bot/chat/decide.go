@@ -61,8 +61,9 @@ type Decision struct {
 	// approved: the value to confirm instead. nil: approve as proposed.
 	Value *string
 	// Basis, with an edit, is the EditBasis of the item when its edit form
-	// was opened: an item that changed since (another approver's edit) is
-	// refused as Invalid, so nobody approves arguments they never saw.
+	// was opened; with a plain approval, the EditBasis of the card the
+	// button was on: an item that changed since (another approver's edit)
+	// is refused as Invalid, so nobody approves arguments they never saw.
 	// "": not checked (an API-shaped surface that sends whole arguments).
 	Basis string
 	// ArgsSHA256, with Verb Approve on an action request, is the hash of
@@ -182,6 +183,12 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}
 			}
 			return decideEdit(ctx, b, d, caller, it, rec)
+		}
+		if d.Basis != "" && d.Basis != EditBasis(it) {
+			// The card or page the person clicked showed another version
+			// (another approver has edited it since): an approval counts
+			// only for the bytes the approver saw.
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)}
 		}
 	default:
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -425,4 +426,76 @@ func TestAttackEditedValuesStayData(t *testing.T) {
 			t.Errorf("edited value %q: %s", v, r)
 		}
 	}
+}
+
+// TestAttackStaleSlackApproveAfterEdit: dr_smith clicks Approve on the
+// card Slack shows, but bob's edit (5mg -> 50mg) landed first and the
+// card's update had not reached dr_smith's client. The click carries the
+// version the card showed, so it is refused privately ("changed after it
+// was shown to you") and does not count for 50mg. A forged click (bad
+// signature) is a 401 and records nothing. The updated card's Approve
+// counts.
+func TestAttackStaleSlackApproveAfterEdit(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, strings.Replace(slackConfig(f, "http"), "tools:\n", `tools:
+  - name: set_dose
+    category: mutating
+    quorum: 2
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string}}}
+    channels: [ops]
+`, 1))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}}).Data["request_id"].(string)
+	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	post := f.Calls("chat.postMessage")[0]
+	item, stale := slackItemID(t, post), slackApproveValue(t, post.Form.Get("blocks"))
+
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}})
+	waitFor(t, "the card's update", func() bool { return len(f.Calls("chat.update")) >= 1 })
+	fresh := slackApproveValue(t, f.Calls("chat.update")[len(f.Calls("chat.update"))-1].Form.Get("blocks"))
+	if fresh == stale {
+		t.Fatalf("the updated card's Approve carries the same version as before the edit: %s", fresh)
+	}
+
+	click := func(value, secret string) int {
+		p, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "trigger_id": "trig-" + value + secret, "user": map[string]any{"id": "U0123ABC"},
+			"container": map[string]any{"type": "message", "channel_id": post.Form.Get("channel"), "message_ts": post.TS},
+			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": value, "action_ts": "1.1"}},
+		})
+		code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, secret)
+		return code
+	}
+	if code := click(fresh, "not-the-secret"); code != http.StatusUnauthorized {
+		t.Fatalf("a forged click answered %d", code)
+	}
+	if code := click(stale, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("the stale click answered %d", code)
+	}
+	waitFor(t, "the private refusal", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
+	if txt := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(txt, "changed after it was shown to you") {
+		t.Fatalf("the stale click's answer: %s", txt)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["tally"] != "1 of 2 approvals: bob" {
+		t.Fatalf("a stale Slack click counted for the edit it never showed: %s", st)
+	}
+	if code := click(fresh, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("the fresh click answered %d", code)
+	}
+	waitFor(t, "the approval", func() bool {
+		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["status"] == "approved"
+	})
+}
+
+// slackApproveValue is the value of the Approve button in a card's blocks.
+func slackApproveValue(t *testing.T, blocks string) string {
+	t.Helper()
+	m := regexp.MustCompile(`"action_id":"countersign\.approve","text":\{[^}]*\},"value":"([^"]+)"|"action_id":"countersign\.approve"[^}]*?"value":"([^"]+)"`).FindStringSubmatch(blocks)
+	if m == nil {
+		t.Fatalf("no Approve button:\n%s", blocks)
+	}
+	return m[1] + m[2]
 }

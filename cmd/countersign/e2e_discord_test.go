@@ -94,7 +94,9 @@ func (d *discordEnv) posted(channel, want string) (msgID string, item string) {
 			}
 			for _, id := range discordButtonIDs(m) {
 				if strings.HasPrefix(id, "cs:approve:") {
-					msgID, item = fmt.Sprint(m["id"]), strings.TrimPrefix(id, "cs:approve:")
+					// cs:approve:ITEM, or cs:approve:ITEM:VERSION on an editable item
+					item, _, _ = strings.Cut(strings.TrimPrefix(id, "cs:approve:"), ":")
+					msgID = fmt.Sprint(m["id"])
 					return true
 				}
 			}

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/adapters/discord/discordtest"
 	"github.com/countersign/countersign/bot/bottest"
 )
 
@@ -498,4 +500,114 @@ func slackApproveValue(t *testing.T, blocks string) string {
 		t.Fatalf("no Approve button:\n%s", blocks)
 	}
 	return m[1] + m[2]
+}
+
+// TestAttackGrantAfterReconfig: a session grant made while the tool
+// allowed session grants stops applying after a restart with a config
+// that no longer allows them (the store keeps the grant, the new config
+// decides).
+func TestAttackGrantAfterReconfig(t *testing.T) {
+	e := newTestEnv(t, attackConfig)
+	agent := e.CreateKey("deploy_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	call := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "run_id": "r1"}
+	rid := e.MustOK(agent, "confirm_action", call).Data["request_id"].(string)
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "session"}})
+	call["action_id"] = "a1"
+	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
+		t.Fatalf("inside the grant: %v", s)
+	}
+	e.Stop()
+	raw, err := os.ReadFile(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := strings.Replace(string(raw), "allow: [once, session, duration]", "allow: [once]", 1)
+	if narrowed == string(raw) {
+		t.Fatal("the config was not narrowed")
+	}
+	if err := os.WriteFile(e.cfg, []byte(narrowed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.Start()
+	call["action_id"] = "a2"
+	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
+		t.Fatalf("a session grant after the tool stopped allowing them: %v", s)
+	}
+}
+
+// TestAttackDiscordEditFromUnmappedUser: a Discord user who maps to no
+// principal submits the edit modal of a set_dose request (its custom id
+// copied from a mapped user's form): refused privately, nothing recorded.
+func TestAttackDiscordEditFromUnmappedUser(t *testing.T) {
+	d := newDiscordEnvConfig(t, "http", withSetDose)
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	stranger := discordtest.Clicker{UserID: "999", GuildID: discordGuild}
+	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs})
+	reqID, _ := req.Data["request_id"].(string)
+	msg, item := d.posted(discordOps, "set\\\\_dose")
+	modal := d.click("e1", smith, discordOps, msg, "cs:edit:"+item)
+	data, _ := modal["data"].(map[string]any)
+	custom, _ := data["custom_id"].(string)
+	if !strings.HasPrefix(custom, "cs:edited:"+item+":") {
+		t.Fatalf("no edit modal: %v", modal)
+	}
+	status, resp := discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(t,
+		discordtest.SubmitForm("e2", stranger, discordOps, msg, custom, map[string]string{"e0": "50mg", "e1": "apixaban"})))
+	if status != 200 || !strings.Contains(fmt.Sprint(resp), "not mapped") {
+		t.Fatalf("the unmapped user's edit answered %d %v", status, resp)
+	}
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
+		t.Fatalf("after the unmapped user's edit: %s", st)
+	}
+}
+
+// TestAttackGrantAcrossReplicas: two servers on one PostgreSQL database. A
+// grant made on one approves on the other; revoked on the first, the very
+// next confirm_action on the second waits for a person; a once grant raced
+// from both replicas approves exactly one call.
+func TestAttackGrantAcrossReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster and two servers")
+	}
+	a := pgEnv(t, testDSN(t), attackConfig)
+	agent := a.CreateKey("deploy_bot", "agent")
+	alice := a.CreateKey("alice", "member")
+	a.Start()
+	b := &testEnv{t: t, dir: a.dir, cfg: a.cfg, env: a.env}
+	t.Cleanup(b.Stop)
+	b.Start()
+
+	call := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "run_id": "r1"}
+	rid := a.MustOK(agent, "confirm_action", call).Data["request_id"].(string)
+	gid := a.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "session"}}).Data["grant"].(map[string]any)["grant_id"]
+	call["action_id"] = "b1"
+	if s := b.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
+		t.Fatalf("the grant on the other replica: %v", s)
+	}
+	a.MustOK(alice, "revoke_grant", map[string]any{"grant_id": gid})
+	call["action_id"] = "b2"
+	if s := b.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
+		t.Fatalf("the other replica after revocation: %v", s)
+	}
+
+	once := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "api"}}
+	rid = a.MustOK(agent, "confirm_action", once).Data["request_id"].(string)
+	a.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "once"}})
+	var wg sync.WaitGroup
+	statuses := make([]string, 8)
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := []*testEnv{a, b}[i%2]
+			c := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "api"}, "action_id": fmt.Sprintf("once-%d", i)}
+			statuses[i], _ = e.Call(agent, "confirm_action", c).Data["status"].(string)
+		}()
+	}
+	wg.Wait()
+	if n := strings.Count(strings.Join(statuses, " "), "approved"); n != 1 {
+		t.Fatalf("%d calls approved under a once grant across replicas: %v", n, statuses)
+	}
 }

@@ -123,8 +123,18 @@ type ItemEditor interface {
 	EditCall(rec ItemRecord, edit json.RawMessage, reason string) (tool string, args map[string]any, err error)
 }
 
-// RegisterItemKind installs the source of one kind of item.
-func (b *Bot) RegisterItemKind(k ItemKind, s ItemSource) { b.kinds[k] = s }
+// Items are the things a person may decide (memory proposals, action and
+// consent requests, questions), each with a small global id, as every
+// surface reads them: the neutral view (Item), its stored record, the
+// chat messages posted for it. Deciding one is a tool call (DecideItem).
+type Items struct{ b *Bot }
+
+// Items returns the bot's items.
+func (b *Bot) Items() Items { return Items{b: b} }
+
+// RegisterKind installs the source of one kind of item. Call it while
+// wiring, before the bot serves.
+func (x Items) RegisterKind(k ItemKind, s ItemSource) { x.b.kinds[k] = s }
 
 // NewItem records a new pending item in tx and queues its "created" event for
 // every sink. It returns the item's id.
@@ -189,8 +199,9 @@ func ParseItemID(s string) (uint64, error) {
 // ErrNoItem is returned for an item id that does not exist.
 var ErrNoItem = errors.New("no such item")
 
-// Item returns the current view of item id, with its message references.
-func (b *Bot) Item(ctx context.Context, id uint64) (Item, error) {
+// Get returns the current view of item id, with its message references.
+func (x Items) Get(ctx context.Context, id uint64) (Item, error) {
+	b := x.b
 	var it Item
 	err := b.store.View(ctx, func(tx kv.Tx) error {
 		var err error
@@ -200,9 +211,10 @@ func (b *Bot) Item(ctx context.Context, id uint64) (Item, error) {
 	return it, err
 }
 
-// ItemAndRecord returns the current view of item id and its stored record,
+// GetWithRecord returns the current view of item id and its stored record,
 // in one read transaction.
-func (b *Bot) ItemAndRecord(ctx context.Context, id uint64) (Item, ItemRecord, error) {
+func (x Items) GetWithRecord(ctx context.Context, id uint64) (Item, ItemRecord, error) {
+	b := x.b
 	var (
 		it  Item
 		rec *ItemRecord
@@ -255,7 +267,8 @@ func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
 
 // AddMessageRef records a chat message posted for item id, so that it can be
 // updated in place after a restart.
-func (b *Bot) AddMessageRef(ctx context.Context, id uint64, ref MessageRef) error {
+func (x Items) AddMessageRef(ctx context.Context, id uint64, ref MessageRef) error {
+	b := x.b
 	return b.store.Update(ctx, func(tx kv.Tx) error {
 		rec, err := LoadItemRecord(tx, id)
 		if err != nil {
@@ -422,9 +435,10 @@ func outboxKey(sink string, seq uint64) []byte {
 	return kv.Join([]byte(sink), kv.U64(seq))
 }
 
-// PendingItems returns up to limit items still awaiting a decision, newest
+// Pending returns up to limit items still awaiting a decision, newest
 // first, in one read transaction.
-func (b *Bot) PendingItems(ctx context.Context, limit int) ([]Item, error) {
+func (x Items) Pending(ctx context.Context, limit int) ([]Item, error) {
+	b := x.b
 	var out []Item
 	err := b.store.View(ctx, func(tx kv.Tx) error {
 		return tx.Descend(bucketOpen, nil, nil, func(k, _ []byte) error {
@@ -474,9 +488,10 @@ func ParseEscalation(note string) (channel, role string, rest []string) {
 	return channel, role, rest
 }
 
-// RequestItem returns the item of an action, consent or question request:
+// OfRequest returns the item of an action, consent or question request:
 // its id, or 0 when it has none (decided at once, or no such request).
-func (b *Bot) RequestItem(ctx context.Context, requestID string) (uint64, error) {
+func (x Items) OfRequest(ctx context.Context, requestID string) (uint64, error) {
+	b := x.b
 	var id uint64
 	err := b.View(ctx, func(tx kv.Tx) error {
 		req, err := approvals.LoadRequest(tx, requestID)

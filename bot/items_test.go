@@ -43,7 +43,7 @@ func newTestBot(t *testing.T, sinks ...string) *Bot {
 func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	b := newTestBot(t, "slack", "discord")
 	src := testSource{status: map[string]string{"a": "pending", "b": "pending"}}
-	b.RegisterItemKind(KindAction, src)
+	b.Items().RegisterKind(KindAction, src)
 	ctx := context.Background()
 	sys := b.SystemCall(b.Now())
 	var ida, idb uint64
@@ -66,14 +66,14 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 			t.Fatalf("%s outbox depth %d, want 2 (one created event per item)", sink, n)
 		}
 	}
-	it, err := b.Item(ctx, idb)
+	it, err := b.Items().Get(ctx, idb)
 	if err != nil || it.Channel != "ops" || it.Title != "item b" || it.Space.UserID != "u" {
 		t.Fatalf("item = %+v, %v", it, err)
 	}
-	if _, err := b.Item(ctx, 99); !errors.Is(err, ErrNoItem) {
+	if _, err := b.Items().Get(ctx, 99); !errors.Is(err, ErrNoItem) {
 		t.Fatalf("missing item err = %v", err)
 	}
-	open, _ := b.PendingItems(ctx, 10)
+	open, _ := b.Items().Pending(ctx, 10)
 	if len(open) != 2 || open[0].ID != 2 {
 		t.Fatalf("pending = %+v, want items 2 and 1, newest first", open)
 	}
@@ -81,7 +81,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	if err := b.Update(ctx, sys, func(tx *Tx) error { return tx.Emit(ida, EventDecided, "") }); err != nil {
 		t.Fatal(err)
 	}
-	open, _ = b.PendingItems(ctx, 10)
+	open, _ = b.Items().Pending(ctx, 10)
 	if len(open) != 1 || open[0].ID != 2 {
 		t.Fatalf("after deciding item 1, pending = %+v", open)
 	}
@@ -154,7 +154,7 @@ func TestEscalationNoteRoundTrip(t *testing.T) {
 func TestOutboxStatsCountsEverySink(t *testing.T) {
 	b := newTestBot(t, "slack")
 	b.Outbox().TrackSink("callback")
-	b.RegisterItemKind(KindAction, testSource{status: map[string]string{"a": "pending"}})
+	b.Items().RegisterKind(KindAction, testSource{status: map[string]string{"a": "pending"}})
 	ctx := context.Background()
 	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *Tx) error {
 		id, err := tx.NewItem(KindAction, "a", Space{}, "")

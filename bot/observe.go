@@ -146,7 +146,8 @@ func (s Secret) Reveal() string { return string(s) }
 // PendingByKind counts the items that still await a decision, by kind. It
 // walks the open items (those not yet decided) in one read transaction;
 // callers that poll it (a metrics scrape) should share the answer.
-func (b *Bot) PendingByKind(ctx context.Context) (map[ItemKind]int, error) {
+func (x Items) PendingByKind(ctx context.Context) (map[ItemKind]int, error) {
+	b := x.b
 	out := map[ItemKind]int{}
 	for k := range b.kinds {
 		out[k] = 0

@@ -72,8 +72,8 @@ func TestObserverSeesEveryCall(t *testing.T) {
 func TestPendingByKindAndOutboxStats(t *testing.T) {
 	b := newTestBot(t, "slack")
 	src := testSource{status: map[string]string{"a": "pending", "b": "pending", "c": "pending"}}
-	b.RegisterItemKind(KindAction, src)
-	b.RegisterItemKind(KindConsent, src)
+	b.Items().RegisterKind(KindAction, src)
+	b.Items().RegisterKind(KindConsent, src)
 	ctx := context.Background()
 	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *Tx) error {
 		for _, it := range []struct {
@@ -89,12 +89,12 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts, err := b.PendingByKind(ctx)
+	counts, err := b.Items().PendingByKind(ctx)
 	if err != nil || counts[KindAction] != 2 || counts[KindConsent] != 1 {
 		t.Fatalf("pending = %v, %v", counts, err)
 	}
 	src.status["a"] = "approved" // decided, even if still indexed as open
-	if counts, _ := b.PendingByKind(ctx); counts[KindAction] != 1 {
+	if counts, _ := b.Items().PendingByKind(ctx); counts[KindAction] != 1 {
 		t.Fatalf("after a decision: %v", counts)
 	}
 	evs, err := b.Outbox().Due(ctx, "slack", b.Now(), 10)

@@ -540,7 +540,7 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 	e.drain()
 	ref := e.ref(id)
 	// A second message of the same item (posted by an earlier version).
-	if err := e.bot.AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "gone"}); err != nil {
+	if err := e.bot.Items().AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "gone"}); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(31 * time.Minute)
@@ -988,7 +988,7 @@ func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
 	if ids := customIDs(copies[0].JSON()); len(ids) == 0 {
 		t.Error("the escalated copy has no buttons")
 	}
-	it, err := e.bot.Item(context.Background(), id)
+	it, err := e.bot.Items().Get(context.Background(), id)
 	if err != nil || len(refs(it)) != 2 {
 		t.Fatalf("item refs = %+v, %v; want both messages recorded so both are updated", it.Messages, err)
 	}

@@ -22,7 +22,7 @@ import (
 // *bot.RetryAfterError; a 4xx Discord will never accept as a
 // *bot.PermanentError.
 func (a *Adapter) Deliver(ctx context.Context, ev bot.Event) error {
-	it, err := a.bot.Item(ctx, ev.ItemID)
+	it, err := a.bot.Items().Get(ctx, ev.ItemID)
 	if errors.Is(err, bot.ErrNoItem) {
 		return &bot.PermanentError{Err: fmt.Errorf("discord: item %d does not exist", ev.ItemID)}
 	}
@@ -84,7 +84,7 @@ func (a *Adapter) post(ctx context.Context, it bot.Item) error {
 	if ref.MessageID == "" {
 		return fmt.Errorf("discord: posting item %d: Discord answered without a message id", it.ID)
 	}
-	return a.bot.AddMessageRef(ctx, it.ID, ref)
+	return a.bot.Items().AddMessageRef(ctx, it.ID, ref)
 }
 
 // refresh edits every Discord message of an item to show it as it is now:
@@ -173,7 +173,7 @@ func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
 	if msg.ID == "" {
 		return fmt.Errorf("discord: posting item %d to the escalation channel: Discord answered without a message id", it.ID)
 	}
-	return a.bot.AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: target, MessageID: msg.ID})
+	return a.bot.Items().AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: target, MessageID: msg.ID})
 }
 
 // messageCreate is discordgo's MessageSend plus a nonce that Discord

@@ -55,7 +55,7 @@ func (a *Adapter) onGrantComponent(ctx context.Context, i *discordgo.Interaction
 		d.ItemID, d.Verb = 0, ""
 		return private(clip(chat.RevokeGrant(ctx, a.bot, d, id), 1500, block)), true
 	}
-	it, err := a.bot.Item(ctx, id)
+	it, err := a.bot.Items().Get(ctx, id)
 	if err != nil || n < 0 || n >= len(it.Grants) {
 		return private(fmt.Sprintf("This grant is no longer offered on #%d; nothing was recorded. Approve it with the buttons it shows now.", id)), true
 	}

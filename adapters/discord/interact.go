@@ -280,7 +280,7 @@ func (a *Adapter) onEdit(ctx context.Context, i *discordgo.Interaction, data dis
 		return resp
 	}
 	d.Reason, d.Basis = note, basis
-	it, err := a.bot.Item(ctx, id)
+	it, err := a.bot.Items().Get(ctx, id)
 	var lay chat.EditLayout
 	why := "no such item"
 	if err == nil {

@@ -296,7 +296,7 @@ func (e *env) open() {
 		t.Fatal(err)
 	}
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
-		b.RegisterItemKind(k, testSource{})
+		b.Items().RegisterKind(k, testSource{})
 	}
 	dir, err := bot.NewDirectory([]bot.ChatPrincipal{
 		{Name: "dr_smith", Role: policy.RoleMember, Discord: uSmith},
@@ -405,7 +405,7 @@ func (e *env) state(id uint64) testState {
 // item reads an item's view.
 func (e *env) item(id uint64) bot.Item {
 	e.t.Helper()
-	it, err := e.bot.Item(context.Background(), id)
+	it, err := e.bot.Items().Get(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -646,7 +646,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.bot.AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "1.0"}); err != nil {
+	if err := e.bot.Items().AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "1.0"}); err != nil {
 		t.Fatal(err)
 	}
 	e.fake.SlackError("chat.update", "message_not_found")

@@ -18,7 +18,7 @@ import (
 // from the item's current state. A 429 comes back as *bot.RetryAfterError
 // and an error Slack will repeat forever as *bot.PermanentError.
 func (a *Adapter) Deliver(ctx context.Context, ev bot.Event) error {
-	it, err := a.bot.Item(ctx, ev.ItemID)
+	it, err := a.bot.Items().Get(ctx, ev.ItemID)
 	if errors.Is(err, bot.ErrNoItem) {
 		return &bot.PermanentError{Err: fmt.Errorf("item %d: %w", ev.ItemID, err)}
 	}
@@ -85,7 +85,7 @@ func (a *Adapter) postTo(ctx context.Context, it bot.Item, channel string) error
 	if ch == "" {
 		ch = channel
 	}
-	if err := a.bot.AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: ch, MessageID: ts}); err != nil {
+	if err := a.bot.Items().AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: ch, MessageID: ts}); err != nil {
 		return err
 	}
 	a.log.Info("posted item", "item", it.ID, "channel", ch, "ts", ts)

@@ -200,7 +200,7 @@ func (e *env) create(kind bot.ItemKind, channel string, t testItem) uint64 {
 
 func (e *env) item(id uint64) bot.Item {
 	e.t.Helper()
-	it, err := e.bot.Item(context.Background(), id)
+	it, err := e.bot.Items().Get(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

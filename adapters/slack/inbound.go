@@ -314,7 +314,7 @@ func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, deliveries []st
 			return formError(noteBlock, fmt.Sprintf("Keep the note to %d characters.", maxReason))
 		}
 		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: user, Deliveries: deliveries, ItemID: id, Verb: chat.Approve, Reason: note, Basis: parts[2]}
-		it, err := a.bot.Item(ctx, id)
+		it, err := a.bot.Items().Get(ctx, id)
 		var lay chat.EditLayout
 		why := "no such item"
 		if err == nil {

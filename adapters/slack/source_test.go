@@ -142,7 +142,7 @@ func validDBName(s string) bool {
 // decision once, quorum.
 func registerTestKinds(b *bot.Bot) error {
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
-		b.RegisterItemKind(k, testSource{})
+		b.Items().RegisterKind(k, testSource{})
 	}
 	return b.Register(bot.Tool{
 		Name: "test_decide", Description: "decide a test item", Capability: policy.CapApprove, Args: decideArgs{},

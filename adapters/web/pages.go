@@ -194,7 +194,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "inbox", p)
 		return
 	}
-	items, err := h.o.Bot.PendingItems(r.Context(), inboxScan)
+	items, err := h.o.Bot.Items().Pending(r.Context(), inboxScan)
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -365,7 +365,7 @@ func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bo
 		h.fail(w, r, http.StatusBadRequest, "That is not an item number. Item numbers are positive numbers such as 12.")
 		return bot.Item{}, false
 	}
-	it, err := h.o.Bot.Item(r.Context(), id)
+	it, err := h.o.Bot.Items().Get(r.Context(), id)
 	if errors.Is(err, bot.ErrNoItem) {
 		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("There is no item #%d.", id))
 		return bot.Item{}, false
@@ -578,7 +578,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		// edit layout, then the same chat.Decide as every surface.
 		d.Verb = chat.Approve
 		d.Basis = f.Get("basis")
-		it, err := h.o.Bot.Item(r.Context(), id)
+		it, err := h.o.Bot.Items().Get(r.Context(), id)
 		if err != nil {
 			h.backToItem(w, r, id, "That item cannot be loaded; nothing was done.")
 			return
@@ -977,7 +977,7 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request) {
 // requestItem sends /ui/requests/{id} to the item of an action, consent or
 // question request.
 func (h *Handler) requestItem(w http.ResponseWriter, r *http.Request) {
-	itemID, err := h.o.Bot.RequestItem(r.Context(), r.PathValue("rid"))
+	itemID, err := h.o.Bot.Items().OfRequest(r.Context(), r.PathValue("rid"))
 	if err != nil || itemID == 0 {
 		h.fail(w, r, http.StatusNotFound, "That request has no item to show (it was decided at once, or does not exist).")
 		return

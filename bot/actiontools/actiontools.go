@@ -204,9 +204,9 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	if err := b.Register(append(s.toolList(), s.grantTools()...)...); err != nil {
 		return nil, err
 	}
-	b.RegisterItemKind(bot.KindAction, itemSource{s})
-	b.RegisterItemKind(bot.KindConsent, itemSource{s})
-	b.RegisterItemKind(bot.KindQuestion, itemSource{s})
+	b.Items().RegisterKind(bot.KindAction, itemSource{s})
+	b.Items().RegisterKind(bot.KindConsent, itemSource{s})
+	b.Items().RegisterKind(bot.KindQuestion, itemSource{s})
 	b.OnSweep("actions", s.Sweep)
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)

@@ -166,7 +166,7 @@ func TestItemViews(t *testing.T) {
 		"category": "mutating", "requested_effects": []string{"redeploy 12 hosts", "restart workers"}, "dry_run": "12 hosts to v41",
 	})
 	id := uint64(d["item_id"].(float64))
-	it, err := e.b.Item(context.Background(), id)
+	it, err := e.b.Items().Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,20 +188,20 @@ func TestItemViews(t *testing.T) {
 		t.Fatalf("item: %+v", it)
 	}
 	e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]})
-	if it, _ := e.b.Item(context.Background(), id); it.Tally != "1 of 2 approvals: alice" || it.Status != "pending" {
+	if it, _ := e.b.Items().Get(context.Background(), id); it.Tally != "1 of 2 approvals: alice" || it.Status != "pending" {
 		t.Fatalf("after one approval: %+v", it)
 	}
 	// The tool's first channel, and its sensitivity.
 	s, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "create_server", "arguments": map[string]any{"region": "eu", "size": "small"}})
-	if it, _ := e.b.Item(context.Background(), uint64(s["item_id"].(float64))); !it.Sensitive {
+	if it, _ := e.b.Items().Get(context.Background(), uint64(s["item_id"].(float64))); !it.Sensitive {
 		t.Fatalf("sensitive tool: %+v", it)
 	}
 	dd, _ := e.ok(agent, "confirm_action", destroyArgs(nil))
-	if it, _ := e.b.Item(context.Background(), uint64(dd["item_id"].(float64))); it.Channel != "ops" {
+	if it, _ := e.b.Items().Get(context.Background(), uint64(dd["item_id"].(float64))); it.Channel != "ops" {
 		t.Fatalf("channel %q, want ops", it.Channel)
 	}
 	q, _ := e.ok(agent, "ask_user", map[string]any{"question": "Which?", "options": []string{"a", "b"}, "multi": true})
-	if it, _ := e.b.Item(context.Background(), uint64(q["item_id"].(float64))); it.Kind != bot.KindQuestion || !it.Multi || !slices.Equal(it.Options, []string{"a", "b"}) || it.Title != "Which?" {
+	if it, _ := e.b.Items().Get(context.Background(), uint64(q["item_id"].(float64))); it.Kind != bot.KindQuestion || !it.Multi || !slices.Equal(it.Options, []string{"a", "b"}) || it.Title != "Which?" {
 		t.Fatalf("question item: %+v", it)
 	}
 	src := itemSource{e.s}

@@ -142,7 +142,7 @@ func TestEditQuorum(t *testing.T) {
 		t.Fatalf("the same edit again: %v", d["tally"])
 	}
 	// The item shows the edit and offers the edited version to edit.
-	it, err := e.b.Item(context.Background(), uint64(med["item_id"].(float64)))
+	it, err := e.b.Items().Get(context.Background(), uint64(med["item_id"].(float64)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestEditQuorum(t *testing.T) {
 		t.Fatalf("decision entry: %+v", dec)
 	}
 	// The decided item: approved with changes; no longer editable.
-	it, _ = e.b.Item(context.Background(), uint64(med["item_id"].(float64)))
+	it, _ = e.b.Items().Get(context.Background(), uint64(med["item_id"].(float64)))
 	if it.Editable != nil || it.Changes == nil || it.Status != "approved" {
 		t.Fatalf("decided item: %+v", it)
 	}
@@ -217,7 +217,7 @@ func TestEditExecThroughItem(t *testing.T) {
 	if m["status"] != "approved" || m["edited"] != true || m["command"] != "kubectl rollout restart" {
 		t.Fatalf("exec edit: %v", m)
 	}
-	it, _ := e.b.Item(context.Background(), item)
+	it, _ := e.b.Items().Get(context.Background(), item)
 	if got := it.Changes.Text(); got != "command kubectl rollout restart deploy/web → kubectl rollout restart deploy/api" {
 		t.Fatalf("diff: %q", got)
 	}

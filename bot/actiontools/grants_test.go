@@ -255,7 +255,7 @@ func TestGrantConfig(t *testing.T) {
 func TestGrantOptionsOnItem(t *testing.T) {
 	e := newGrantEnv(t)
 	d, _ := e.ok(e.agent, "confirm_action", restartCall("payments", "run-1"))
-	it, err := e.b.Item(t.Context(), uint64(d["item_id"].(float64)))
+	it, err := e.b.Items().Get(t.Context(), uint64(d["item_id"].(float64)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func TestGrantOptionsOnItem(t *testing.T) {
 		t.Fatalf("grant options: %v", labels)
 	}
 	d, _ = e.ok(e.agent, "confirm_action", destroyArgs(nil))
-	it, _ = e.b.Item(t.Context(), uint64(d["item_id"].(float64)))
+	it, _ = e.b.Items().Get(t.Context(), uint64(d["item_id"].(float64)))
 	if len(it.Grants) != 0 {
 		t.Fatalf("a destructive item offers grants: %v", it.Grants)
 	}
@@ -282,7 +282,7 @@ func TestGrantRefusedOnStepUp(t *testing.T) {
 	alice := e.principal("alice", policy.RoleMember, "person")
 	alice.AuthAt, alice.AuthMethod = e.clock.Now(), "oidc"
 	d, _ := e.ok(agent, "confirm_action", restartCall("payments", "run-1"))
-	it, err := e.b.Item(t.Context(), uint64(d["item_id"].(float64)))
+	it, err := e.b.Items().Get(t.Context(), uint64(d["item_id"].(float64)))
 	if err != nil || len(it.Grants) != 0 {
 		t.Fatalf("a step-up item offers grants: %v %v", it.Grants, err)
 	}

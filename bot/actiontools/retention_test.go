@@ -100,7 +100,7 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 	e, old, pending, recent, agent := agedStore(t, Options{Retention: ret})
 	ctx := context.Background()
 	itemsBefore := e.count("items")
-	if _, err := e.b.Item(ctx, uint64(e.request(old["approved"]).ItemID)); err != nil {
+	if _, err := e.b.Items().Get(ctx, uint64(e.request(old["approved"]).ItemID)); err != nil {
 		t.Fatalf("the old item is missing before the sweep: %v", err)
 	}
 	oldItem := e.request(old["approved"]).ItemID
@@ -129,14 +129,14 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 	if r := e.request(pending); r.Status != approvals.StatusPending {
 		t.Fatalf("pending request became %s", r.Status)
 	}
-	if it, err := e.b.Item(ctx, pendingItem); err != nil || !it.Pending() {
+	if it, err := e.b.Items().Get(ctx, pendingItem); err != nil || !it.Pending() {
 		t.Fatalf("pending item after the sweep: %+v %v", it, err)
 	}
-	if open, _ := e.b.PendingItems(ctx, 10); len(open) != 1 || open[0].ID != pendingItem {
+	if open, _ := e.b.Items().Pending(ctx, 10); len(open) != 1 || open[0].ID != pendingItem {
 		t.Fatalf("open items after the sweep: %+v", open)
 	}
 	// Their chat items went with them.
-	if _, err := e.b.Item(ctx, oldItem); err != bot.ErrNoItem {
+	if _, err := e.b.Items().Get(ctx, oldItem); err != bot.ErrNoItem {
 		t.Fatalf("the deleted request's item: %v", err)
 	}
 	// approved, denied, answered, consent, expired question; the

@@ -89,7 +89,7 @@ func TestStepUpIsInTheOneRule(t *testing.T) {
 		t.Fatalf("a tool without step-up: %v", got)
 	}
 	// The item says so, for cards and the console.
-	it, err := e.b.Item(t.Context(), e.request(id).ItemID)
+	it, err := e.b.Items().Get(t.Context(), e.request(id).ItemID)
 	if err != nil || it.StepUp != 5*time.Minute {
 		t.Fatalf("item of a step-up request: StepUp %s, %v", it.StepUp, err)
 	}

@@ -89,7 +89,7 @@ func TestSweepRemindsEscalatesAndTimesOutOnce(t *testing.T) {
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "expired unanswered") {
 		t.Fatalf("approve after expiry: %v", be)
 	}
-	it, err := e.b.Item(context.Background(), uint64(d["item_id"].(float64)))
+	it, err := e.b.Items().Get(context.Background(), uint64(d["item_id"].(float64)))
 	if err != nil || it.Status != "expired" || !strings.Contains(it.Reason, "denied by automatic policy") {
 		t.Fatalf("item after expiry: %+v %v", it, err)
 	}

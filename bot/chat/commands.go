@@ -311,7 +311,7 @@ func listLine(it bot.Item, canApprove bool, now time.Time) string {
 // pendingItems returns the scanLimit most recent items that await a
 // decision, oldest first, and whether the limit cut the list.
 func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, bool, error) {
-	items, err := b.PendingItems(ctx, scanLimit)
+	items, err := b.Items().Pending(ctx, scanLimit)
 	if err != nil {
 		return nil, false, err
 	}
@@ -328,7 +328,7 @@ func (s session) show(ctx context.Context, id uint64) string {
 	if msg, ok := s.canRead(ctx, CmdShow); !ok {
 		return msg
 	}
-	it, err := s.b.Item(ctx, id)
+	it, err := s.b.Items().Get(ctx, id)
 	if errors.Is(err, bot.ErrNoItem) {
 		return fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", id)
 	}

@@ -129,7 +129,7 @@ func newEnv(t *testing.T, noMemory bool) *env {
 	db := bottest.OpenStore(t)
 	b := testbot.New(t, bot.Options{Store: db, Now: func() time.Time { return t0 }})
 	e := &env{t: t, b: b, db: db, tools: &toolCalls{}}
-	b.RegisterItemKind(fakeKind, fakeSource{})
+	b.Items().RegisterKind(fakeKind, fakeSource{})
 	err := b.Register(bot.Tool{
 		Name: "fake_decide", Description: "decide a fake item", Capability: policy.CapApprove, Args: decideArgs{},
 		Handler: func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
@@ -234,7 +234,7 @@ func (e *env) addItems(states ...fakeState) []uint64 {
 
 func (e *env) item(id uint64) bot.Item {
 	e.t.Helper()
-	it, err := e.b.Item(context.Background(), id)
+	it, err := e.b.Items().Get(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -290,7 +290,7 @@ var schemaProperty = regexp.MustCompile(`/properties/([^/:\s"]+)`)
 // after reloads a decided item: Decided, or Counted while it waits for
 // others.
 func after(ctx context.Context, b *bot.Bot, caller *bot.Caller, it bot.Item) Outcome {
-	now, err := b.Item(ctx, it.ID)
+	now, err := b.Items().Get(ctx, it.ID)
 	if err != nil {
 		b.Logger().Error("chat: reloading a decided item failed", "item", it.ID, "err", err)
 		return Outcome{Status: Decided, Item: it, Caller: caller, Reply: "Recorded. The message will be updated shortly."}
@@ -363,7 +363,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord
 		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, OneLine(d.UserID, 64)))
 		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, bot.ItemRecord{}, nil
 	}
-	it, rec, err := b.ItemAndRecord(ctx, d.ItemID)
+	it, rec, err := b.Items().GetWithRecord(ctx, d.ItemID)
 	switch {
 	case errors.Is(err, bot.ErrNoItem):
 		return Outcome{Status: NotFound, Caller: caller, Reply: fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", d.ItemID)}, rec, caller
@@ -391,7 +391,7 @@ func duplicate(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		return out
 	}
 	out.Caller = caller
-	it, err := b.Item(ctx, d.ItemID)
+	it, err := b.Items().Get(ctx, d.ItemID)
 	if err == nil && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
 		out.Item = it
 		if !it.Pending() {
@@ -413,7 +413,7 @@ func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it 
 	case bot.KindConflict:
 		// Decided meanwhile, expired, or stale: answer with what was
 		// recorded, not with the tool's conflict wording.
-		if now, err := b.Item(ctx, it.ID); err == nil && !now.Pending() {
+		if now, err := b.Items().Get(ctx, it.ID); err == nil && !now.Pending() {
 			return Outcome{Status: Closed, Item: now, Caller: caller, Reply: RecordedOutcome(now)}
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}

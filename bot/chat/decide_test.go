@@ -280,13 +280,13 @@ func TestDecisionCost(t *testing.T) {
 		}
 	}
 	caller := e.b.ChatCaller(bot.SurfaceSlack, uSmith, nil)
-	if _, err := e.b.Item(ctx, old); err != nil {
+	if _, err := e.b.Items().Get(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.b.DecideItem(ctx, caller, old, true, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.b.Item(ctx, old); err != nil {
+	if _, err := e.b.Items().Get(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	before := e.store.snapshot()

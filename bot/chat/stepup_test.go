@@ -67,7 +67,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	if len(denied) != 3 || !strings.Contains(denied[1].Detail, "Access denied: step-up required") {
 		t.Fatalf("refusals audited: %+v", denied)
 	}
-	if it, err := b.Item(ctx, id); err != nil || !it.Pending() {
+	if it, err := b.Items().Get(ctx, id); err != nil || !it.Pending() {
 		t.Fatalf("after the refusals: %+v %v", it, err)
 	}
 	// Rejecting needs no step-up.

@@ -85,7 +85,7 @@ func TestConfirmEditThroughItem(t *testing.T) {
 	f.text(f.fhir, "remember", arg("subject", "code_status", "value", "Full code", "source", "fhir"), "Stored: [ADD] code_status = Full code")
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
 	pc := f.ok(f.agent, "pending_changes", arg()).Data.(map[string]any)["changes"].([]pendingData)
-	it, err := f.b.Item(context.Background(), pc[0].ItemID)
+	it, err := f.b.Items().Get(context.Background(), pc[0].ItemID)
 	if err != nil || it.Editable == nil || it.Editable.Kind != bot.EditValue || string(it.Editable.Current) != `"DNR"` {
 		t.Fatalf("editable: %+v %v", it.Editable, err)
 	}
@@ -96,7 +96,7 @@ func TestConfirmEditThroughItem(t *testing.T) {
 	if d := res.Data.(decisionData); d.Value != "DNR / DNI" || !d.Edited {
 		t.Fatalf("edit through the item: %+v", d)
 	}
-	it, _ = f.b.Item(context.Background(), it.ID)
+	it, _ = f.b.Items().Get(context.Background(), it.ID)
 	if it.Status != "approved" || it.Editable != nil || it.Changes == nil || it.Changes.Text() != "code_status DNR → DNR / DNI" || it.Changes.By != "dr_smith [prin_member]" {
 		t.Fatalf("item: %+v %+v", it, it.Changes)
 	}

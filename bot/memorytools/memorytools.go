@@ -40,7 +40,7 @@ func Register(b *bot.Bot, o memory.Options) error {
 			t.critical[c] = true
 		}
 	}
-	b.RegisterItemKind(bot.KindMemoryChange, itemSource{t})
+	b.Items().RegisterKind(bot.KindMemoryChange, itemSource{t})
 	b.OnSweep("memory", t.sweep)
 	b.OnSweep("retention_memory_proposals", t.pruneClosed)
 	ro := bot.Annotations{ReadOnly: true}

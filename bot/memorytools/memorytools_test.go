@@ -251,7 +251,7 @@ func TestItemSource(t *testing.T) {
 	f.seed()
 	r := f.ok(f.agent, "pending_changes", arg())
 	ch := r.Data.(map[string]any)["changes"].([]pendingData)
-	it, err := f.b.Item(context.Background(), ch[0].ItemID)
+	it, err := f.b.Items().Get(context.Background(), ch[0].ItemID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestItemSource(t *testing.T) {
 	if len(want) != 0 {
 		t.Errorf("missing fields %v", want)
 	}
-	rem, err := f.b.Item(context.Background(), ch[1].ItemID)
+	rem, err := f.b.Items().Get(context.Background(), ch[1].ItemID)
 	if err != nil || rem.Title != "REMOVE active_medication: 'warfarin 5mg daily'" {
 		t.Fatalf("remove item: %+v %v", rem, err)
 	}
@@ -285,7 +285,7 @@ func TestItemSource(t *testing.T) {
 	if err != nil || res.Text != "Discarded #3. The current value is unchanged." {
 		t.Fatalf("chat reject: %+v %v", res, err)
 	}
-	rem, _ = f.b.Item(context.Background(), rem.ID)
+	rem, _ = f.b.Items().Get(context.Background(), rem.ID)
 	if rem.Status != "rejected" || !reflect.DeepEqual(rem.DecidedBy, []string{"dr_smith [prin_member]"}) || rem.Reason != "not now" {
 		t.Fatalf("decided item: %+v", rem)
 	}

@@ -75,7 +75,7 @@ func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
 	if len(after) != 1 || after[0].MemoryID != 6 {
 		t.Fatalf("open proposals after: %+v", after)
 	}
-	if it, err := f.b.Item(ctx, after[0].ItemID); err != nil || !it.Pending() {
+	if it, err := f.b.Items().Get(ctx, after[0].ItemID); err != nil || !it.Pending() {
 		t.Fatalf("open item: %+v %v", it, err)
 	}
 	// The deleted proposals' items are gone.

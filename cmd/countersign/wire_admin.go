@@ -131,8 +131,13 @@ func logCall(ctx context.Context, log *slog.Logger, ev bot.CallEvent) {
 }
 
 // storeStats is what the metrics read from the store at scrape time: the
-// items awaiting a decision (bot.PendingByKind) and the outboxes.
+// items awaiting a decision and the outboxes.
 type storeStats struct{ *bot.Bot }
+
+// PendingByKind counts the items awaiting a decision (bot.Items).
+func (s storeStats) PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error) {
+	return s.Items().PendingByKind(ctx)
+}
 
 // OutboxStats reads every sink's outbox (bot.Outbox.Stats).
 func (s storeStats) OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error) {

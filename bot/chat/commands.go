@@ -213,9 +213,7 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 // audit appends an entry as the mapped caller (a refusal, or a view of
 // sensitive detail).
 func (s session) audit(ctx context.Context, sp bot.Space, action, detail string) error {
-	c := s.b.SystemCall(s.b.Now())
-	c.Caller, c.Tool, c.Space = s.caller, &bot.Tool{Name: s.surface}, sp
-	return c.Update(ctx, func(tx *bot.Tx) error { return tx.Audit(action, detail) })
+	return s.b.AuditChat(ctx, s.caller, sp, action, detail)
 }
 
 // canRead checks that the mapped caller's role may read items; a refusal is

@@ -328,12 +328,7 @@ func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
 		return Outcome{Status: Refused, Caller: caller, Reply: fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role)}
 	}
-	c := b.SystemCall(b.Now())
-	c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: d.Surface}, it.Space
-	err := c.Update(ctx, func(tx *bot.Tx) error {
-		return tx.Audit("view_sensitive", fmt.Sprintf("%s: details of #%d shown privately", d.Surface, it.ID))
-	})
-	if err != nil {
+	if err := b.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately", d.Surface, it.ID)); err != nil {
 		b.Logger().Error("chat: auditing a details view failed; details withheld", "item", it.ID, "err", err)
 		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}
 	}
@@ -436,9 +431,7 @@ func refuse(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, sp 
 	if caller == nil {
 		err = b.DenyChat(ctx, d.Surface, d.UserID, detail)
 	} else {
-		c := b.SystemCall(b.Now())
-		c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: d.Surface}, sp
-		err = c.Update(ctx, func(tx *bot.Tx) error { return tx.Audit("access_denied", d.Surface+": "+detail) })
+		err = b.AuditChat(ctx, caller, sp, "access_denied", d.Surface+": "+detail)
 	}
 	if err != nil {
 		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", OneLine(d.UserID, 64), "err", err)

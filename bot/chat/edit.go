@@ -292,12 +292,7 @@ func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: fmt.Sprintf("Access denied: you cannot approve #%d (%s), so you cannot edit it either.", it.ID, why)}
 	}
 	if it.Sensitive {
-		c := b.SystemCall(b.Now())
-		c.Caller, c.Tool, c.Space = caller, &bot.Tool{Name: d.Surface}, it.Space
-		err := c.Update(ctx, func(tx *bot.Tx) error {
-			return tx.Audit("view_sensitive", fmt.Sprintf("%s: edit form of #%d shown privately", d.Surface, it.ID))
-		})
-		if err != nil {
+		if err := b.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: edit form of #%d shown privately", d.Surface, it.ID)); err != nil {
 			b.Logger().Error("chat: auditing an edit form failed; form withheld", "item", it.ID, "err", err)
 			return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}
 		}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -609,5 +611,47 @@ func TestAttackGrantAcrossReplicas(t *testing.T) {
 	wg.Wait()
 	if n := strings.Count(strings.Join(statuses, " "), "approved"); n != 1 {
 		t.Fatalf("%d calls approved under a once grant across replicas: %v", n, statuses)
+	}
+}
+
+// TestAttackStepUpEditFromDiscord: Edit & approve on a step-up request in
+// Discord, by a person who may approve it: the edit never lands without a
+// fresh sign-in; the answer is the private one-time step-up link, and
+// nothing is recorded.
+func TestAttackStepUpEditFromDiscord(t *testing.T) {
+	fake := discordtest.New(t, discordToken)
+	pub, priv, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := withSetDose(strings.Replace(discordConfig(fake, "http"), "    discord: \"111\"\n", "    discord: \"111\"\n    web: dr.smith@hospital.example\n", 1)) + `step_up:
+  tools: [set_dose]
+web:
+  public_url: https://countersign.hospital.example
+  oidc:
+    issuer: https://login.hospital.example
+    client_id: countersign
+    client_secret_env: OIDC_SECRET
+`
+	e := newTestEnv(t, cfg)
+	e.env["DISCORD_BOT_TOKEN"], e.env["DISCORD_PUBLIC_KEY"], e.env["OIDC_SECRET"] = discordToken, hex.EncodeToString(pub), "s3cret"
+	d := &discordEnv{testEnv: e, fake: fake, key: priv}
+	d.agent = e.CreateKey("intake_agent", "agent")
+	e.Start()
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	reqID := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs}).Data["request_id"].(string)
+	msg, item := d.posted(discordOps, "set\\\\_dose")
+	answer := d.click("su1", smith, discordOps, msg, "cs:edit:"+item)
+	if discordRespType(answer) == 9 { // the form opened: its submission is what counts
+		data, _ := answer["data"].(map[string]any)
+		custom, _ := data["custom_id"].(string)
+		_, answer = discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(t,
+			discordtest.SubmitForm("su2", smith, discordOps, msg, custom, map[string]string{"e0": "2.5mg", "e1": "apixaban"})))
+	}
+	if text := fmt.Sprint(answer); discordFlags(answer)&64 == 0 || !strings.Contains(text, "https://countersign.hospital.example/ui/stepup?t=") {
+		t.Fatalf("Edit & approve on a step-up request answered %v, want the private step-up link", answer)
+	}
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
+		t.Fatalf("after the edit without step-up: %s", st)
 	}
 }

@@ -189,7 +189,11 @@ func stale(r *approvals.Request, seen string) error {
 	if cur == seen {
 		return nil
 	}
-	what := "the arguments up for approval are the proposal again"
+	if !slices.ContainsFunc(r.Votes, func(v approvals.Vote) bool { return v.Edit }) {
+		return &bot.Error{Kind: bot.KindConflict, Field: "args_sha256", Data: requestData(r),
+			Msg: fmt.Sprintf("args_sha256 %s is not the hash of %s's arguments (%s), and nobody has edited them: copy args_sha256 from action_status. Nothing was recorded.", seen, r.ID, cur)}
+	}
+	what := "another approver changed the arguments back to the proposal"
 	if r.Action.Edited {
 		what = fmt.Sprintf("%s approved it with changes (%s)", r.Action.EditedBy, changesText(r.Action))
 	}

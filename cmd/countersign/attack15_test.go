@@ -278,8 +278,14 @@ func TestAttackGrantScope(t *testing.T) {
 	agent := e.CreateKey("deploy_bot", "agent")
 	other := e.CreateKey("other_bot", "agent")
 	alice := e.CreateKey("alice", "member")
+	carol := e.CreateKey("carol", "member", "--scopes", "team_b")
 	e.Start()
 	base := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}, "user_id": "team_a", "run_id": "r1"}
+	// An agent key cannot approve, with or without a grant.
+	pre := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}, "user_id": "team_a", "run_id": "r0"}).Data["request_id"]
+	if r := e.Call(other, "approve_action", map[string]any{"request_id": pre, "grant": map[string]any{"kind": "session"}}); r.Status != http.StatusForbidden {
+		t.Errorf("an agent approving with a grant: %s", r)
+	}
 	rid := e.MustOK(agent, "confirm_action", base).Data["request_id"].(string)
 	g := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"service": "payments"}}})
 	gid := g.Data["grant"].(map[string]any)["grant_id"]
@@ -313,9 +319,14 @@ func TestAttackGrantScope(t *testing.T) {
 	if r := e.Call(agent, "revoke_grant", map[string]any{"grant_id": gid}); r.Status != http.StatusForbidden {
 		t.Errorf("agent revoke_grant: %s", r)
 	}
-	// The other agent sees none of it.
-	if r := e.MustOK(other, "list_grants", map[string]any{"all": true}); len(r.Data["grants"].([]any)) != 0 {
-		t.Errorf("list_grants of another agent: %s", r)
+	// Another agent and a person scoped to another space see none of it.
+	for name, key := range map[string]string{"another agent": other, "a person scoped to team_b": carol} {
+		if r := e.MustOK(key, "list_grants", map[string]any{"all": true}); len(r.Data["grants"].([]any)) != 0 {
+			t.Errorf("list_grants of %s: %s", name, r)
+		}
+		if r := e.Call(key, "revoke_grant", map[string]any{"grant_id": gid}); r.Status != http.StatusForbidden && r.Status != http.StatusNotFound {
+			t.Errorf("revoke_grant by %s: %s", name, r)
+		}
 	}
 	clock.Advance(time.Hour)
 	if s := e.MustOK(agent, "confirm_action", with("run_id", "r3")).Data["status"]; s != "pending" {

@@ -666,3 +666,35 @@ web:
 		t.Fatalf("after the edit without step-up: %s", st)
 	}
 }
+
+// TestAttackEditedValuesInSlackCard: an approver's edit is shown to the
+// channel, so it must not ping or reorder: "<!channel>", "@everyone" and a
+// right-to-left override in an edited dose reach the updated card inert.
+func TestAttackEditedValuesInSlackCard(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, strings.Replace(slackConfig(f, "http"), "tools:\n", `tools:
+  - name: set_dose
+    category: mutating
+    quorum: 2
+    schema: {type: object, required: [drug, dose], properties: {drug: {type: string}, dose: {type: string}}}
+    channels: [ops]
+`, 1))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}}).Data["request_id"].(string)
+	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "<!channel> @everyone 50mg \u202egm5"}})
+	waitFor(t, "the card's update", func() bool { return len(f.Calls("chat.update")) >= 1 })
+	up := f.Calls("chat.update")[len(f.Calls("chat.update"))-1]
+	blocks := up.Form.Get("blocks") + up.Form.Get("text")
+	if !strings.Contains(blocks, "50mg") {
+		t.Fatalf("the update does not show the edit:\n%s", blocks)
+	}
+	for _, bad := range []string{"<!channel>", "@everyone", "\u202e", `\u202e`} {
+		if strings.Contains(blocks, bad) {
+			t.Errorf("the updated card carries %q:\n%s", bad, blocks)
+		}
+	}
+}

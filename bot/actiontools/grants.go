@@ -113,7 +113,38 @@ func (s *Service) grantOnDecision(tx *bot.Tx, c *bot.Call, r *approvals.Request,
 		grantSpace(g), stamp(g.ExpiresAt), auditBinding(g))); err != nil {
 		return nil, err
 	}
+	if g.ItemID != 0 {
+		// The original card's thread says a grant was made, as it says
+		// when one is used or revoked.
+		if err := tx.Emit(g.ItemID, bot.EventNote, grantMadeNote(g, c.Now)); err != nil {
+			return nil, err
+		}
+	}
 	return g, nil
+}
+
+// grantMadeNote is the thread note of a grant being made: "alice granted
+// #4: session, same arguments, until 15:04 UTC". A constraint is named by
+// its arguments only (their values are on the card, or withheld there).
+func grantMadeNote(g *approvals.Grant, now time.Time) string {
+	who := g.CreatedBy.Name
+	if who == "" {
+		who = g.CreatedBy.Display
+	}
+	same := "same arguments"
+	if g.ArgsSHA256 == "" {
+		names := make([]string, 0, len(g.Match))
+		for k := range g.Match {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		same = "same " + strings.Join(names, ", ") + ", other arguments may vary"
+	}
+	layout := "15:04 UTC"
+	if exp := g.ExpiresAt.UTC(); exp.YearDay() != now.UTC().YearDay() || exp.Year() != now.UTC().Year() {
+		layout = "2006-01-02 15:04 UTC"
+	}
+	return fmt.Sprintf("%s granted #%d: %s, %s, until %s.", who, g.ID, g.Kind, same, g.ExpiresAt.UTC().Format(layout))
 }
 
 // newGrant builds the grant ga asks for on r, or says why it is refused.

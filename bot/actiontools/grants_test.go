@@ -62,6 +62,12 @@ func TestGrantSessionApprovesAndRevokes(t *testing.T) {
 	if d["status"] != "approved" || g == nil || g["name"] != "grant #1" || !strings.Contains(text, "grant #1") {
 		t.Fatalf("approval with grant: %s %v", text, d)
 	}
+	// The grant being made is posted in the original card's thread, as
+	// its uses are.
+	made := e.events("slack", bot.EventNote)
+	if len(made) != 1 || made[0].ItemID == 0 || made[0].Note != "alice granted #1: session, same arguments, until "+e.clock.Now().Add(8*time.Hour).UTC().Format("15:04")+" UTC." {
+		t.Fatalf("thread note of the grant made: %+v", made)
+	}
 	want := "grant #1 by alice [" + e.alice.ID + "]"
 	for i := range 3 {
 		e.clock.Advance(time.Minute)
@@ -77,8 +83,8 @@ func TestGrantSessionApprovesAndRevokes(t *testing.T) {
 	if n := len(e.audits("action_approved_by_grant")); n != 3 {
 		t.Fatalf("%d action_approved_by_grant entries, want 3", n)
 	}
-	if n := len(e.events("slack", bot.EventNote)); n != 3 {
-		t.Fatalf("%d thread notes on the original card, want 3", n)
+	if n := len(e.events("slack", bot.EventNote)); n != 4 {
+		t.Fatalf("%d thread notes on the original card, want 4 (made, 3 uses)", n)
 	}
 	for name, call := range map[string]map[string]any{
 		"another run":     restartCall("payments", "run-2"),

@@ -163,11 +163,16 @@ func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 		}
 		by = cb
 		if i == 0 {
-			waitFor(t, "a thread note", func() bool { return len(g.threadNotes(post)) > 0 })
+			waitFor(t, "a use's thread note", func() bool { return len(g.threadNotes(post)) > 1 })
 		}
 	}
-	waitFor(t, "three thread notes", func() bool { return len(g.threadNotes(post)) == 3 })
-	for _, n := range g.threadNotes(post) {
+	// The grant being made is the thread's first note, then its three uses.
+	waitFor(t, "four thread notes", func() bool { return len(g.threadNotes(post)) == 4 })
+	notes := g.threadNotes(post)
+	if !regexp.MustCompile(`^🔁 dr_smith granted #1: session, same arguments, until (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC\.$`).MatchString(notes[0]) {
+		t.Fatalf("the grant made, in the thread: %q", notes[0])
+	}
+	for _, n := range notes[1:] {
 		if !strings.Contains(n, "Auto-approved req_") || !strings.Contains(n, "under grant #1 by dr_smith") {
 			t.Fatalf("thread note: %q", n)
 		}

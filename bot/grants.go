@@ -13,6 +13,10 @@ type GrantOption struct {
 type GrantChoice struct {
 	Kind string `json:"kind"`
 	For  string `json:"for,omitempty"`
+	// Match, when set, is the constraint the approver confirmed instead
+	// of the exact arguments: argument names with the request's values
+	// (approve_action refuses a value that is not the request's).
+	Match map[string]any `json:"match,omitempty"`
 }
 
 // Arg is the choice as approve_action's grant argument.
@@ -20,6 +24,9 @@ func (g GrantChoice) Arg() map[string]any {
 	m := map[string]any{"kind": g.Kind}
 	if g.For != "" {
 		m["for"] = g.For
+	}
+	if len(g.Match) > 0 {
+		m["match"] = g.Match
 	}
 	return m
 }

@@ -1,9 +1,11 @@
 package web
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -104,4 +106,78 @@ func grantValue(g bot.GrantOption) string {
 		return g.Kind
 	}
 	return g.Kind + "|" + g.For
+}
+
+// matchArg is one argument of the request the approver may hold fixed in
+// a grant (its value as the page shows it).
+type matchArg struct {
+	Name  string
+	Value string
+}
+
+// maxMatchArgs bounds the constraint offered, as approve_action does.
+const maxMatchArgs = 20
+
+// requestArgs are the top-level arguments of the item's proposal (its
+// "Arguments" field), raw; nil when it has none or they are not an object.
+func requestArgs(it bot.Item) map[string]json.RawMessage {
+	for _, f := range it.Fields {
+		if f.Label != "Arguments" {
+			continue
+		}
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(f.Value), &m) != nil {
+			return nil
+		}
+		return m
+	}
+	return nil
+}
+
+// matchArgs are the arguments the grant choice offers to hold fixed, in
+// name order: none unless the item offers grants.
+func matchArgs(it bot.Item) []matchArg {
+	if len(it.Grants) == 0 {
+		return nil
+	}
+	args := requestArgs(it)
+	if len(args) < 2 || len(args) > maxMatchArgs {
+		return nil // one argument: holding it fixed is the exact-arguments grant
+	}
+	out := make([]matchArg, 0, len(args))
+	for name, raw := range args {
+		v := string(raw)
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			v = s
+		}
+		if r := []rune(v); len(r) > 80 {
+			v = string(r[:79]) + "…"
+		}
+		out = append(out, matchArg{Name: name, Value: v})
+	}
+	slices.SortFunc(out, func(a, b matchArg) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// grantMatch is the constraint of the arguments the approver ticked, with
+// the request's values as the page showed them; msg says why it cannot
+// be made. No names: nil (the exact arguments).
+func grantMatch(it bot.Item, names []string) (map[string]any, string) {
+	if len(names) == 0 {
+		return nil, ""
+	}
+	if len(names) > maxMatchArgs {
+		return nil, fmt.Sprintf("A grant can hold at most %d arguments fixed. Nothing was done.", maxMatchArgs)
+	}
+	args := requestArgs(it)
+	m := make(map[string]any, len(names))
+	for _, n := range names {
+		raw, ok := args[n]
+		if !ok {
+			return nil, fmt.Sprintf("This request has no argument %q to hold fixed. Nothing was done.", n)
+		}
+		m[n] = raw
+	}
+	return m, ""
 }

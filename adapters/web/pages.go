@@ -327,7 +327,10 @@ type itemData struct {
 	SteppedUp  string
 	IsAction   bool
 	IsQuestion bool
-	Nonce      string // names this rendering's forms, so a resubmission is applied once
+	// MatchArgs are the arguments the grant choice lets the approver hold
+	// fixed (the others may vary), with their values.
+	MatchArgs []matchArg
+	Nonce     string // names this rendering's forms, so a resubmission is applied once
 	// Edit is the "Edit & approve" form's inputs, prefilled with what is
 	// up for approval; nil when the item cannot be edited or the person
 	// may not decide it. EditBasis names what the form started from.
@@ -444,6 +447,9 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		}
 	}
 	d.Changes = chat.WithChanges(it)
+	if d.Pending {
+		d.MatchArgs = matchArgs(it) // grants.go
+	}
 	if !it.ExpiresAt.IsZero() && d.Pending {
 		if it.ExpiresAt.After(h.now()) {
 			d.Expires = it.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC") + " (in " + chat.RoundDuration(it.ExpiresAt.Sub(h.now())) + ")"
@@ -570,7 +576,26 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	case "approve":
 		d.Verb = chat.Approve
 		d.Grant = grantChoice(f.Get("grant")) // grants.go
-		d.ArgsSHA256 = f.Get("args_sha256")   // the version the page showed
+		if names := f["match"]; len(names) > 0 {
+			// The arguments ticked to hold fixed: a constraint grant,
+			// with the request's values (approve_action checks them).
+			if d.Grant == nil {
+				h.backToItem(w, r, id, "Holding arguments fixed is part of a standing grant: choose one of the grants too, or untick them. Nothing was done.")
+				return
+			}
+			it, err := h.o.Bot.Items().Get(r.Context(), id)
+			if err != nil {
+				h.backToItem(w, r, id, "That item cannot be loaded; nothing was done.")
+				return
+			}
+			m, msg := grantMatch(it, names)
+			if msg != "" {
+				h.backToItem(w, r, id, msg)
+				return
+			}
+			d.Grant.Match = m
+		}
+		d.ArgsSHA256 = f.Get("args_sha256") // the version the page showed
 	case "reject", "decline":
 		d.Verb = chat.Reject
 	case "edit":

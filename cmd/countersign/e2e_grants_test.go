@@ -404,3 +404,58 @@ func TestE2EGrantChatCommands(t *testing.T) {
 		t.Fatalf("/countersign grants after the revocation: %v", out)
 	}
 }
+
+// TestWebGrantMatchConstraint: the console's grant choice lets the
+// approver hold some arguments fixed (shown with their values); the grant
+// made through chat.Decide then approves the agent's calls with the same
+// service and another reason at once, and not a call with another
+// service. Ticking arguments without choosing a grant does nothing.
+func TestWebGrantMatchConstraint(t *testing.T) {
+	e := newTestEnv(t, `tools:
+  - name: restart_service
+    category: mutating
+    grants: {max: 8h, allow: [once, duration]}
+principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+`)
+	agent := e.CreateKey("deploy_bot", "agent")
+	e.Start()
+	call := func(service, reason string) toolResponse {
+		return e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "restart_service",
+			"arguments": map[string]any{"service": service, "reason": reason}})
+	}
+	r := call("payments", "oom")
+	c := signInHTTP(t, e, "dr_smith")
+	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+r.Data["request_id"].(string), nil)
+	itemPath := resp.Header.Get("Location")
+	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
+	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
+	if csrf == nil || nonce == nil || !strings.Contains(page, `id="grant-match"`) ||
+		!strings.Contains(page, `name="match" value="service"> <code>service</code> = <code>payments</code>`) ||
+		!strings.Contains(page, `name="match" value="reason"> <code>reason</code> = <code>oom</code>`) {
+		t.Fatalf("the grant choice does not offer the arguments to hold fixed:\n%s", page)
+	}
+	// Ticked without a grant: refused, nothing recorded.
+	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"approve"}, "match": {"service"}}
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "problem=") {
+		t.Fatalf("match without a grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": r.Data["request_id"]}); st.Data["status"] != "pending" {
+		t.Fatalf("match without a grant decided the request: %s", st)
+	}
+	form.Set("grant", "duration|1h")
+	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=approve-") {
+		t.Fatalf("approve with a match grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if next := call("payments", "deploy 42"); next.Data["status"] != "approved" || !strings.HasPrefix(next.Data["confirmed_by"].(string), "grant #1 by dr_smith [") {
+		t.Fatalf("the same service with another reason: %s", next)
+	}
+	if next := call("billing", "oom"); next.Data["status"] != "pending" {
+		t.Fatalf("another service under a grant held to payments: %s", next)
+	}
+	l := e.MustOK(agent, "list_grants", nil)
+	gs, _ := l.Data["grants"].([]any)
+	if cons, _ := gs[0].(map[string]any)["constraint"].(string); len(gs) != 1 || strings.Contains(cons, "args_sha256") || !strings.Contains(cons, "service") || strings.Contains(cons, "reason") {
+		t.Fatalf("list_grants: %s", l)
+	}
+}

@@ -439,7 +439,9 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	if d.Pending {
 		d.ReadOnly = caller.ReadOnlyReason(it)
 		d.Nonce, _ = randomToken(12)
-		if lay, why := editLayout(it); d.ReadOnly == "" && why == "" {
+		// The edit form approves too: on a step-up item it needs the
+		// fresh sign-in Approve needs, so it is offered only with one.
+		if lay, why := editLayout(it); d.ReadOnly == "" && d.StepUp == "" && why == "" {
 			d.EditBasis = lay.Basis
 			for i, in := range lay.Inputs {
 				d.Edit = append(d.Edit, editInput{Index: i, Label: in.Label, Value: in.Value, Multiline: in.Multiline})

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
 )
 
 // This file is the edit form every surface shows ("Edit & approve"): which
@@ -276,8 +277,9 @@ func sameJSON(a, b []byte) bool {
 // identity, the item pending and in the person's scope) and those only an
 // edit needs: the item can be edited, and the person may decide it (the
 // form shows the item's full arguments or value, a sensitive item's too:
-// that view is audited as view_sensitive, as Details does). Ready carries
-// the item.
+// that view is audited as view_sensitive, as Details does), and, on an
+// item that requires step-up, a fresh sign-in (without one the reply is
+// the private step-up link an Approve click gets). Ready carries the item.
 func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	out, _, caller := begin(ctx, b, d)
 	if out.Status != Ready {
@@ -290,6 +292,13 @@ func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	if why := caller.ReadOnlyReason(it); why != "" {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("edit #%d refused: %s", it.ID, why))
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: fmt.Sprintf("Access denied: you cannot approve #%d (%s), so you cannot edit it either.", it.ID, why)}
+	}
+	if it.StepUp > 0 && !caller.SteppedUp(it.StepUp, b.Now()) {
+		// Approving it edited needs the fresh sign-in approving it does:
+		// answer as an Approve click is answered (the one-time step-up
+		// link) rather than open a form its submission would be refused.
+		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("edit #%d refused: %s", it.ID, policy.StepUpRequired))
+		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 	}
 	if it.Sensitive {
 		if err := b.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: edit form of #%d shown privately", d.Surface, it.ID)); err != nil {

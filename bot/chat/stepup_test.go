@@ -85,3 +85,60 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 		t.Fatalf("no link possible: %+v", out)
 	}
 }
+
+// TestPrepareEditStepUpAnswersWithTheLink: Edit & approve on an item that
+// requires step-up opens no form from chat (its submission would be
+// refused): the person gets privately the reply an Approve click gets,
+// the one-time step-up link, the refusal is audited, and nothing changes.
+func TestPrepareEditStepUpAnswersWithTheLink(t *testing.T) {
+	ctx := context.Background()
+	clock := bottest.NewClock(t0)
+	b := testbot.New(t, bot.Options{Store: bottest.OpenStore(t), Now: clock.Now, Sinks: []string{"slack"}})
+	if _, err := actiontools.Register(b, actiontools.Options{
+		Tools:  []actiontools.ToolSpec{{Name: "restart_service", Category: "mutating"}, {Name: "scale_service", Category: "mutating"}},
+		StepUp: actiontools.StepUpSpec{Within: 5 * time.Minute, Tools: []string{"restart_service"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := bot.NewDirectory([]bot.ChatPrincipal{{Name: "dr_smith", Role: policy.RoleMember, Slack: uSmith, Discord: "111"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetDirectory(dir)
+	n := 0
+	b.SetWebStepUp(func(c *bot.Caller, item uint64) (string, error) {
+		n++
+		return fmt.Sprintf("https://cs.example/ui/stepup?t=tok-%d", n), nil
+	})
+	e := &env{t: t, b: b, clock: clock}
+	e.agent = &bot.Caller{Principal: bot.Principal{ID: "prin_agent", Name: "deploy-bot", Role: policy.RoleAgent, Kind: "agent"}, Surface: "http"}
+
+	id := e.request("restart_service", "ops")
+	approve := chat.Decide(ctx, b, click(uSmith, id, chat.Approve, "a1"))
+	for surface, user := range map[string]string{bot.SurfaceSlack: uSmith, bot.SurfaceDiscord: "111"} {
+		d := click(user, id, chat.Approve, "e-"+surface)
+		d.Surface = surface
+		out := chat.PrepareEdit(ctx, b, d)
+		want := strings.Replace(approve.Reply, "tok-1", fmt.Sprintf("tok-%d", n), 1)
+		if out.Status != chat.Refused || out.Reply != want || !strings.HasPrefix(out.Reply, "Step-up required: approving #") {
+			t.Fatalf("%s: Edit & approve on a step-up item: %+v\nwant the Approve click's reply %q", surface, out, want)
+		}
+	}
+	edits := 0
+	for _, a := range e.audits("access_denied") {
+		if strings.Contains(a.Detail, fmt.Sprintf("edit #%d refused: step-up required", id)) {
+			edits++
+		}
+	}
+	if edits != 2 {
+		t.Fatalf("%d refused edits audited, want 2: %+v", edits, e.audits("access_denied"))
+	}
+	if it, err := b.Items().Get(ctx, id); err != nil || !it.Pending() || it.Changes != nil {
+		t.Fatalf("after the refused edits: %+v %v", it, err)
+	}
+	// A tool without step-up still opens the form.
+	other := e.request("scale_service", "ops")
+	if out := chat.PrepareEdit(ctx, b, click(uSmith, other, chat.Approve, "e3")); out.Status != chat.Ready {
+		t.Fatalf("Edit & approve without step-up: %+v", out)
+	}
+}

@@ -124,6 +124,7 @@ func TestRenderGolden(t *testing.T) {
 	editable.Editable = &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"db_name":"orders_prod"}`)}
 	edited := approved
 	edited.Changes = &bot.Changes{By: "dr_smith [112233445566778899]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "@everyone *orders_staging*"}}}
+	edited.Fields = withEditedArgs(approved.Fields, `{"db_name": "@everyone *orders_staging*"}`)
 
 	tests := []struct {
 		name string
@@ -321,4 +322,18 @@ func TestParseCustomID(t *testing.T) {
 	if id := customID(actAnswer, 18446744073709551615, 24); len(id) > maxCustomID {
 		t.Errorf("longest custom id is %d characters", len(id))
 	}
+}
+
+// withEditedArgs is fields as an edited action's view has them: the
+// proposal labelled "Proposed arguments", the edited version after it.
+func withEditedArgs(fields []bot.Field, edited string) []bot.Field {
+	out := make([]bot.Field, 0, len(fields)+1)
+	for _, f := range fields {
+		if f.Label == "Arguments" {
+			out = append(out, bot.Field{Label: "Proposed arguments", Value: f.Value}, bot.Field{Label: "Edited arguments", Value: edited})
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }

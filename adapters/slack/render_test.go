@@ -123,6 +123,7 @@ func TestRenderGolden(t *testing.T) {
 			it := actionItem()
 			it.Status, it.DecidedBy, it.DecidedAt = "approved", []string{"nurse_jo [U0456DEF]"}, decided
 			it.Changes = &bot.Changes{By: "nurse_jo [U0456DEF]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "<!channel> *orders_staging*"}}}
+			it.Fields = withEditedArgs(it.Fields, `{"db_name": "<!channel> *orders_staging*", "cascade": true}`)
 			return it
 		}},
 		{"long", func() bot.Item {
@@ -314,4 +315,18 @@ func TestPendingItemHasExactlyOneActionsBlock(t *testing.T) {
 	if _, ok := blocks[len(blocks)-1].(*slackgo.ActionBlock); !ok {
 		t.Errorf("the buttons must be the last block, after the truncation note")
 	}
+}
+
+// withEditedArgs is fields as an edited action's view has them: the
+// proposal labelled "Proposed arguments", the edited version after it.
+func withEditedArgs(fields []bot.Field, edited string) []bot.Field {
+	out := make([]bot.Field, 0, len(fields)+1)
+	for _, f := range fields {
+		if f.Label == "Arguments" {
+			out = append(out, bot.Field{Label: "Proposed arguments", Value: f.Value}, bot.Field{Label: "Edited arguments", Value: edited})
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
 }

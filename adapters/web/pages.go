@@ -300,10 +300,13 @@ type itemData struct {
 	History    []histRow
 	Tool       string
 	Args       string // pretty JSON
-	DryRun     string
-	Category   string
-	Stated     string
-	SHA        string
+	// ArgsProposed says Args are the proposal of an edited request (the
+	// edited version is among Fields): the page heads them so.
+	ArgsProposed bool
+	DryRun       string
+	Category     string
+	Stated       string
+	SHA          string
 	// Version is the SHA-256 of the arguments up for approval (the edited
 	// ones, when edited): the Approve form sends it, so an approval from a
 	// page another approver's edit has made stale is refused.
@@ -478,6 +481,8 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Tool = f.Value
 		case "Arguments":
 			d.Args = prettyJSON(f.Value)
+		case "Proposed arguments":
+			d.Args, d.ArgsProposed = prettyJSON(f.Value), true
 		case "Dry-run plan":
 			d.DryRun = f.Value
 		case "Mechanics":

@@ -152,6 +152,14 @@ func TestEditQuorum(t *testing.T) {
 	if it.Editable == nil || it.Editable.Kind != bot.EditArguments || string(it.Editable.Current) != edited {
 		t.Fatalf("item editable: %+v", it.Editable)
 	}
+	// The card labels the proposal beside the edited version.
+	labels := map[string]string{}
+	for _, f := range it.Fields {
+		labels[f.Label] = f.Value
+	}
+	if _, plain := labels["Arguments"]; plain || labels["Proposed arguments"] != `{"dose":"5mg","drug":"apixaban"}` || labels["Edited arguments"] != edited {
+		t.Fatalf("an edited item's argument fields: %+v", it.Fields)
+	}
 	// bob approves without arguments: the edited version is approved.
 	d, text = e.ok(bob, "approve_action", map[string]any{"request_id": id})
 	if d["status"] != "approved" || d["confirmed_by"] != "alice ["+alice.ID+"], bob ["+bob.ID+"]" {

@@ -51,7 +51,12 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.Title = "Review the dry run and confirm " + a.Tool
 		}
 		field("Tool", callName(a.Tool, a.Command))
-		field("Arguments", string(a.Arguments))
+		if a.Edited {
+			// Beside the edited version below: which one the agent proposed.
+			field("Proposed arguments", string(a.Arguments))
+		} else {
+			field("Arguments", string(a.Arguments))
+		}
 		field("Summary", a.Summary)
 		field("Dry-run plan", a.DryRun)
 		field("Requested effects", strings.Join(a.RequestedEffects, "; "))

@@ -180,6 +180,10 @@ func TestWebEditFormApprovesEditedAction(t *testing.T) {
 	if _, page = webDo(t, c, "GET", e.URL+itemPath, nil); !strings.Contains(page, "approved with changes by dr_smith") || !strings.Contains(page, "dose 5mg → 2.5mg") {
 		t.Fatalf("the decided item's page does not show the changes:\n%s", page)
 	}
+	// The proposal is labelled as such beside the edited version.
+	if !strings.Contains(page, "<h2>Proposed arguments</h2>") || strings.Contains(page, "<h2>Arguments</h2>") || !strings.Contains(page, "<dt>Edited arguments</dt>") {
+		t.Fatalf("the edited item's page does not label the proposal:\n%s", page)
+	}
 }
 
 // TestWebEditInBrowser: a pharmacist opens a set_dose request in a real

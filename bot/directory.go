@@ -52,8 +52,17 @@ func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
 	return d, nil
 }
 
-// SetDirectory installs the chat directory.
-func (b *Bot) SetDirectory(d *Directory) { b.directory = d }
+// Chat is the bot's side of the chat surfaces: who a chat user is (the
+// directory lookup) and the audit records of what chat users do outside a
+// tool call. Reach it with Bot.Chat.
+type Chat struct{ b *Bot }
+
+// Chat returns the bot's chat directory and chat audit.
+func (b *Bot) Chat() Chat { return Chat{b: b} }
+
+// SetDirectory installs the chat directory. Call it while wiring, before
+// the bot serves.
+func (ch Chat) SetDirectory(d *Directory) { ch.b.directory = d }
 
 func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
 	return &Caller{
@@ -69,12 +78,13 @@ const (
 	SurfaceDiscord = "discord"
 )
 
-// ChatCaller returns the caller a chat user acts as on surface (SurfaceSlack
+// Caller returns the caller a chat user acts as on surface (SurfaceSlack
 // or SurfaceDiscord), or nil if the user is not mapped: a direct user
 // mapping first, else the first of the user's platform roles that is
 // mapped (Discord roles). The caller carries the principal's role and
 // scopes, and is always a person.
-func (b *Bot) ChatCaller(surface, userID string, roles []string) *Caller {
+func (ch Chat) Caller(surface, userID string, roles []string) *Caller {
+	b := ch.b
 	if b.directory == nil || userID == "" {
 		return nil
 	}
@@ -98,18 +108,21 @@ func (b *Bot) ChatCaller(surface, userID string, roles []string) *Caller {
 	return nil
 }
 
-// DenyChat records a refused chat attempt (an unmapped or unauthorised
+// Deny records a refused chat attempt (an unmapped or unauthorised
 // clicker) in the audit chain, with the chat identity as the principal.
-func (b *Bot) DenyChat(ctx context.Context, surface, chatID, what string) error {
+func (ch Chat) Deny(ctx context.Context, surface, chatID, what string) error {
+	b := ch.b
 	c := &Call{bot: b, Caller: &Caller{Principal: Principal{Name: "unmapped", ID: surface}, Surface: surface, ChatID: chatID}, Now: b.now(), Tool: &Tool{Name: surface}}
 	return b.Update(ctx, c, func(tx *Tx) error {
 		return tx.Audit("access_denied", surface+": "+what)
 	})
 }
 
-// AuditChat records something a mapped chat user did outside a tool call
-// (a refused command, a view of a sensitive item's detail), as that user.
-func (b *Bot) AuditChat(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
+// Audit records something a mapped chat user (or a person signed in to
+// the web console) did outside a tool call (a refused command, a view of a
+// sensitive item's detail, a sign-in), as that person.
+func (ch Chat) Audit(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
+	b := ch.b
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
 	return b.Update(ctx, c, func(tx *Tx) error { return tx.Audit(action, detail) })
 }

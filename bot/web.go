@@ -16,32 +16,41 @@ type webConsole struct {
 	stepUp func(*Caller, uint64) (string, error)
 }
 
-// ErrNoWebConsole is returned by WebSignInLink when the console is off.
+// ErrNoWebConsole is returned by WebLinks.SignIn and WebLinks.StepUp when
+// the console is off.
 var ErrNoWebConsole = errors.New("the web console is off here (web.enabled: false)")
 
-// SetWeb tells the core about the web console: base is its public URL
+// WebLinks is the bot's side of the web console: where it is and how to
+// mint its one-time links. Reach it with Bot.WebLinks.
+type WebLinks struct{ b *Bot }
+
+// WebLinks returns the bot's web console links.
+func (b *Bot) WebLinks() WebLinks { return WebLinks{b: b} }
+
+// Set tells the core about the web console: base is its public URL
 // (web.public_url; "" when unset: chat cards then carry no link), and link
 // mints a one-time sign-in URL for a caller (nil: the console is off).
-func (b *Bot) SetWeb(base string, link func(*Caller) (string, error)) {
+// Call it while wiring, before the bot serves.
+func (w WebLinks) Set(base string, link func(*Caller) (string, error)) {
 	base = strings.TrimRight(base, "/")
 	if strings.ContainsAny(base, "<>|\" \t\n") {
 		base = "" // never put a link that could break out of a chat's link syntax
 	}
-	b.web.base, b.web.link = base, link
+	w.b.web.base, w.b.web.link = base, link
 }
 
-// SetWebStepUp tells the core how to mint a one-time step-up link: a URL
+// SetStepUp tells the core how to mint a one-time step-up link: a URL
 // that leads the caller to item id in the console through a fresh sign-in
 // at the identity provider, for that caller only.
-func (b *Bot) SetWebStepUp(link func(c *Caller, id uint64) (string, error)) { b.web.stepUp = link }
+func (w WebLinks) SetStepUp(link func(c *Caller, id uint64) (string, error)) { w.b.web.stepUp = link }
 
-// WebStepUpLink mints a one-time step-up link to item id for caller (a
+// StepUp mints a one-time step-up link to item id for caller (a
 // chat click on an item that requires step-up answers with it).
-func (b *Bot) WebStepUpLink(c *Caller, id uint64) (string, error) {
-	if b.web.stepUp == nil {
+func (w WebLinks) StepUp(c *Caller, id uint64) (string, error) {
+	if w.b.web.stepUp == nil {
 		return "", ErrNoWebConsole
 	}
-	return b.web.stepUp(c, id)
+	return w.b.web.stepUp(c, id)
 }
 
 // webItemURL is item id's page in the console, or "" when not public.
@@ -52,11 +61,11 @@ func (b *Bot) webItemURL(id uint64) string {
 	return fmt.Sprintf("%s/ui/items/%d", b.web.base, id)
 }
 
-// WebSignInLink mints a one-time sign-in URL to the web console for
+// SignIn mints a one-time sign-in URL to the web console for
 // caller (the `/countersign web` chat command).
-func (b *Bot) WebSignInLink(c *Caller) (string, error) {
-	if b.web.link == nil {
+func (w WebLinks) SignIn(c *Caller) (string, error) {
+	if w.b.web.link == nil {
 		return "", ErrNoWebConsole
 	}
-	return b.web.link(c)
+	return w.b.web.link(c)
 }

@@ -824,7 +824,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 func TestSlashCommandRunsChatops(t *testing.T) {
 	e := newEnv(t)
 	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
-	want := chat.Run(context.Background(), e.bot, e.bot.ChatCaller("discord", uSmith, nil), Sink, uSmith, "help")
+	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("discord", uSmith, nil), Sink, uSmith, "help")
 	content := wantPrivate(t, resp)
 	if content != clip(want.Text, maxContent, block) {
 		t.Errorf("command reply %q, want chat's %q", content, want.Text)

@@ -146,7 +146,7 @@ func (a *Adapter) fromServer(ctx context.Context, i *discordgo.Interaction, user
 	if i.GuildID != "" {
 		where = "server " + i.GuildID
 	}
-	if err := a.bot.DenyChat(ctx, Sink, userID, fmt.Sprintf("%s refused: sent from %s, not the configured server", what, where)); err != nil {
+	if err := a.bot.Chat().Deny(ctx, Sink, userID, fmt.Sprintf("%s refused: sent from %s, not the configured server", what, where)); err != nil {
 		a.log.Error("discord: auditing a refused interaction failed", "user", userID, "err", err)
 	}
 	return private("Countersign did not act on this: it takes decisions and commands only in its configured Discord server, and this came from a direct message or another server. This is by design. Use the approval channel in the server instead.")
@@ -353,10 +353,10 @@ func (a *Adapter) onCommand(ctx context.Context, i *discordgo.Interaction) *disc
 	if !first {
 		return private("Countersign already received this command; it was not run twice.")
 	}
-	if resp := a.grantsCommand(ctx, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), userID, text); resp != nil {
+	if resp := a.grantsCommand(ctx, a.bot.Chat().Caller(bot.SurfaceDiscord, userID, roles), userID, text); resp != nil {
 		return resp
 	}
-	reply := chat.Run(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
+	reply := chat.Run(ctx, a.bot, a.bot.Chat().Caller(bot.SurfaceDiscord, userID, roles), Sink, userID, text)
 	out := clip(reply.Text, maxContent, block)
 	if strings.TrimSpace(out) == "" {
 		out = "(no output)"

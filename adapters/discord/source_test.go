@@ -306,7 +306,7 @@ func (e *env) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(dir)
+	b.Chat().SetDirectory(dir)
 	a, err := New(Options{
 		Bot: b, Token: botToken, PublicKey: e.pub, ApplicationID: testAppID, GuildID: guild,
 		APIURL: e.fake.APIURL, Channels: map[string]string{"default": chDefault, "ops": chOps},

@@ -833,7 +833,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 		t.Fatalf("command answered %d %s", code, body)
 	}
-	want := chat.Run(context.Background(), e.bot, e.bot.ChatCaller("slack", drSmith, nil), Sink, drSmith, "help")
+	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("slack", drSmith, nil), Sink, drSmith, "help")
 	wantType := "ephemeral"
 	if !want.Private {
 		wantType = "in_channel"

@@ -103,7 +103,7 @@ func (e *env) open() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(dir)
+	b.Chat().SetDirectory(dir)
 	o := Options{
 		Bot: b, Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, AppToken: "",
 		APIURL: e.fake.URL(), Channels: map[string]string{"default": chDefault, "ops": chOps},

@@ -98,7 +98,7 @@ func (a *Adapter) grantsCommand(ctx context.Context, cmd slackgo.SlashCommand) (
 	if v := chat.Scope(cmd.Text); v.Kind != chat.ScopeCommand || v.Command.Name != chat.CmdGrants {
 		return commandResponse{}, false
 	}
-	reply, ids := chat.ListGrants(ctx, a.bot, a.bot.ChatCaller(bot.SurfaceSlack, cmd.UserID, nil), Sink, cmd.UserID)
+	reply, ids := chat.ListGrants(ctx, a.bot, a.bot.Chat().Caller(bot.SurfaceSlack, cmd.UserID, nil), Sink, cmd.UserID)
 	msg := text(reply.Text, maxMessageText)
 	resp := commandResponse{ResponseType: slackgo.ResponseTypeEphemeral, Text: msg}
 	if len(ids) == 0 {

@@ -245,7 +245,7 @@ func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) comm
 	if resp, ok := a.grantsCommand(ctx, cmd); ok {
 		return resp
 	}
-	reply := a.commands(ctx, a.bot.ChatCaller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
+	reply := a.commands(ctx, a.bot.Chat().Caller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
 	typ := slackgo.ResponseTypeEphemeral
 	if !reply.Private {
 		typ = slackgo.ResponseTypeInChannel

@@ -408,7 +408,7 @@ func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Ite
 		return "Your role (" + string(caller.Role) + ") does not hold the read capability, so items are not shown to you."
 	}
 	if !caller.InScope(it.Space.UserID) {
-		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "access_denied", fmt.Sprintf("web: %s (#%d)", bot.ScopeRefusal("show"), it.ID)); err != nil {
+		if err := h.o.Bot.Chat().Audit(ctx, caller, it.Space, "access_denied", fmt.Sprintf("web: %s (#%d)", bot.ScopeRefusal("show"), it.ID)); err != nil {
 			h.o.Logger.Error("web: auditing a refused view failed; the refusal stands", "err", err)
 		}
 		return "This item is in a memory space outside your scope, so its details are not shown to you."
@@ -417,7 +417,7 @@ func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Ite
 		if !caller.MaySeeSensitive(it.Space) {
 			return "The details of this sensitive item are shown only to people who may decide it."
 		}
-		if err := h.o.Bot.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("web: details of #%d shown", it.ID)); err != nil {
+		if err := h.o.Bot.Chat().Audit(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("web: details of #%d shown", it.ID)); err != nil {
 			h.o.Logger.Error("web: auditing a sensitive view failed; details withheld", "err", err)
 			return "The details of this sensitive item could not be shown, because showing them could not be audited. Try again in a moment."
 		}

@@ -206,7 +206,7 @@ func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via s
 	}); err != nil {
 		return "", err
 	}
-	if err := h.o.Bot.AuditChat(ctx, caller, bot.Space{}, "web_sign_in", fmt.Sprintf("web: %s signed in via %s%s", caller.Name, via, st.auditNote())); err != nil {
+	if err := h.o.Bot.Chat().Audit(ctx, caller, bot.Space{}, "web_sign_in", fmt.Sprintf("web: %s signed in via %s%s", caller.Name, via, st.auditNote())); err != nil {
 		return "", err
 	}
 	return tok, nil

@@ -79,7 +79,7 @@ func (h *Handler) oidcAuthTime(ctx context.Context, claims map[string]any, pend 
 	}
 	if msg != "" {
 		if c, err := h.resolve(ctx, ref); err == nil {
-			if err := h.o.Bot.AuditChat(ctx, c, bot.Space{}, "access_denied", "web: step-up refused: "+msg); err != nil {
+			if err := h.o.Bot.Chat().Audit(ctx, c, bot.Space{}, "access_denied", "web: step-up refused: "+msg); err != nil {
 				h.o.Logger.Error("web: auditing a refused step-up failed; the refusal stands", "err", err)
 			}
 		}

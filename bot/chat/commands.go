@@ -204,7 +204,7 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 	if s.caller != nil {
 		return "", true
 	}
-	if err := s.b.DenyChat(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, OneLine(s.user, 64))); err != nil {
+	if err := s.b.Chat().Deny(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, OneLine(s.user, 64))); err != nil {
 		s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 	}
 	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, UnmappedNote(s.surface, s.user)), false
@@ -213,7 +213,7 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 // audit appends an entry as the mapped caller (a refusal, or a view of
 // sensitive detail).
 func (s session) audit(ctx context.Context, sp bot.Space, action, detail string) error {
-	return s.b.AuditChat(ctx, s.caller, sp, action, detail)
+	return s.b.Chat().Audit(ctx, s.caller, sp, action, detail)
 }
 
 // canRead checks that the mapped caller's role may read items; a refusal is
@@ -465,7 +465,7 @@ func (s session) web(ctx context.Context) string {
 	if msg, ok := s.mapped(ctx, CmdWeb); !ok {
 		return msg
 	}
-	link, err := s.b.WebSignInLink(s.caller)
+	link, err := s.b.WebLinks().SignIn(s.caller)
 	if errors.Is(err, bot.ErrNoWebConsole) {
 		return "The web console is off here (web.enabled: false in Countersign's config.yaml), so there is no link to give."
 	}

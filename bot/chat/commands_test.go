@@ -193,7 +193,7 @@ func newEnv(t *testing.T, noMemory bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(d)
+	b.Chat().SetDirectory(d)
 	return e
 }
 
@@ -244,7 +244,7 @@ func (e *env) item(id uint64) bot.Item {
 // run types text as slack user uid (mapped through the directory).
 func (e *env) run(uid, text string) Reply {
 	e.t.Helper()
-	r := Run(context.Background(), e.b, e.b.ChatCaller("slack", uid, nil), "slack", uid, text)
+	r := Run(context.Background(), e.b, e.b.Chat().Caller("slack", uid, nil), "slack", uid, text)
 	if !r.Private {
 		e.t.Errorf("reply to %q is not private", text)
 	}

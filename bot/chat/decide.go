@@ -87,7 +87,7 @@ func (d Decision) caller(b *bot.Bot) *bot.Caller {
 	if d.Caller != nil {
 		return d.Caller
 	}
-	return b.ChatCaller(d.Surface, d.UserID, d.Roles)
+	return b.Chat().Caller(d.Surface, d.UserID, d.Roles)
 }
 
 // Status is how a decision ended.
@@ -328,7 +328,7 @@ func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
 		return Outcome{Status: Refused, Caller: caller, Reply: fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role)}
 	}
-	if err := b.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately", d.Surface, it.ID)); err != nil {
+	if err := b.Chat().Audit(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately", d.Surface, it.ID)); err != nil {
 		b.Logger().Error("chat: auditing a details view failed; details withheld", "item", it.ID, "err", err)
 		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}
 	}
@@ -429,9 +429,9 @@ func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it 
 func refuse(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, sp bot.Space, detail string) {
 	var err error
 	if caller == nil {
-		err = b.DenyChat(ctx, d.Surface, d.UserID, detail)
+		err = b.Chat().Deny(ctx, d.Surface, d.UserID, detail)
 	} else {
-		err = b.AuditChat(ctx, caller, sp, "access_denied", d.Surface+": "+detail)
+		err = b.Chat().Audit(ctx, caller, sp, "access_denied", d.Surface+": "+detail)
 	}
 	if err != nil {
 		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", OneLine(d.UserID, 64), "err", err)
@@ -483,7 +483,7 @@ func UnmappedNote(surface, userID string) string {
 // approve it in the console after a fresh sign-in, for this person only.
 // The item stays pending.
 func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
-	link, err := b.WebStepUpLink(caller, it.ID)
+	link, err := b.WebLinks().StepUp(caller, it.ID)
 	if err != nil {
 		b.Logger().Warn("chat: no step-up link", "item", it.ID, "caller", caller.String(), "err", err)
 		return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider, in the web console, and I could not make you a link (%s). Nothing was recorded; #%d stays pending. Open it in the console and sign in again there, or ask another approver.", it.ID, err, it.ID)

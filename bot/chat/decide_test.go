@@ -112,7 +112,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(dir)
+	b.Chat().SetDirectory(dir)
 	e := &env{t: t, b: b, store: store, clock: clock}
 	e.agent = &bot.Caller{Principal: bot.Principal{ID: "prin_agent", Name: "deploy-bot", Role: policy.RoleAgent, Kind: "agent"}, Surface: "http"}
 	return e
@@ -279,7 +279,7 @@ func TestDecisionCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	caller := e.b.ChatCaller(bot.SurfaceSlack, uSmith, nil)
+	caller := e.b.Chat().Caller(bot.SurfaceSlack, uSmith, nil)
 	if _, err := e.b.Items().Get(ctx, old); err != nil {
 		t.Fatal(err)
 	}

@@ -301,7 +301,7 @@ func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 	}
 	if it.Sensitive {
-		if err := b.AuditChat(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: edit form of #%d shown privately", d.Surface, it.ID)); err != nil {
+		if err := b.Chat().Audit(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("%s: edit form of #%d shown privately", d.Surface, it.ID)); err != nil {
 			b.Logger().Error("chat: auditing an edit form failed; form withheld", "item", it.ID, "err", err)
 			return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}
 		}

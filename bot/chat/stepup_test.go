@@ -35,7 +35,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(dir)
+	b.Chat().SetDirectory(dir)
 	e := &env{t: t, b: b, clock: clock}
 	e.agent = &bot.Caller{Principal: bot.Principal{ID: "prin_agent", Name: "deploy-bot", Role: policy.RoleAgent, Kind: "agent"}, Surface: "http"}
 
@@ -47,7 +47,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	}
 
 	var minted []string
-	b.SetWebStepUp(func(c *bot.Caller, item uint64) (string, error) {
+	b.WebLinks().SetStepUp(func(c *bot.Caller, item uint64) (string, error) {
 		minted = append(minted, fmt.Sprintf("%s #%d", c.Name, item))
 		return fmt.Sprintf("https://cs.example/ui/stepup?t=tok-%d", len(minted)), nil
 	})
@@ -59,7 +59,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	if len(minted) != 1 || minted[0] != fmt.Sprintf("dr_smith #%d", id) {
 		t.Fatalf("links minted: %v, want one for dr_smith and #%d", minted, id)
 	}
-	reply := chat.Run(ctx, b, b.ChatCaller(bot.SurfaceSlack, uSmith, nil), bot.SurfaceSlack, uSmith, fmt.Sprintf("approve %d", id))
+	reply := chat.Run(ctx, b, b.Chat().Caller(bot.SurfaceSlack, uSmith, nil), bot.SurfaceSlack, uSmith, fmt.Sprintf("approve %d", id))
 	if !strings.Contains(reply.Text, "https://cs.example/ui/stepup?t=tok-2") || !reply.Private {
 		t.Fatalf("/countersign approve on a step-up item: %+v", reply)
 	}
@@ -78,7 +78,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	}
 	// A person who cannot get a link is told why.
 	id2 := e.request("delete_database", "ops")
-	b.SetWebStepUp(func(*bot.Caller, uint64) (string, error) {
+	b.WebLinks().SetStepUp(func(*bot.Caller, uint64) (string, error) {
 		return "", errors.New("dr_smith has no single sign-on identity")
 	})
 	if out := chat.Decide(ctx, b, click(uSmith, id2, chat.Approve, "d4")); out.Status != chat.Refused || !strings.Contains(out.Reply, "no single sign-on identity") {

@@ -47,7 +47,7 @@ func (a *app) wireChat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
 	}
-	a.bot.SetDirectory(d)
+	a.bot.Chat().SetDirectory(d)
 	if len(ps) > 0 {
 		a.log.Info("chat directory", "principals", len(ps))
 	}

@@ -126,7 +126,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// Chat cards link to the item's page when the console has a public URL,
 	// and `/countersign web` answers a mapped person with a one-time link.
 	key, base := o.LinkKey, webBase(a.cfg)
-	a.bot.SetWeb(w.PublicURL, func(c *bot.Caller) (string, error) {
+	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
 		if c == nil || c.Kind != "person" {
 			return "", errors.New("only people sign in to the web console")
 		}
@@ -142,7 +142,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// A chat click on an item that requires step-up answers with a one-time
 	// link to approve it in the console after a fresh OIDC sign-in.
 	if o.OIDC != nil {
-		a.bot.SetWebStepUp(func(c *bot.Caller, id uint64) (string, error) {
+		a.bot.WebLinks().SetStepUp(func(c *bot.Caller, id uint64) (string, error) {
 			if c == nil || c.Kind != "person" {
 				return "", errors.New("only people sign in to the web console")
 			}

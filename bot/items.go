@@ -290,6 +290,16 @@ func (x Items) AddMessageRef(ctx context.Context, id uint64, ref MessageRef) err
 // DecideItem takes a decision on item id for caller, through the same tool
 // call an API client would make.
 func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve bool, reason string, answers []string) (Result, error) {
+	rec, err := b.loadRecord(ctx, id)
+	if err != nil {
+		return Result{}, err
+	}
+	return b.DecideRecord(ctx, caller, rec, approve, reason, answers)
+}
+
+// loadRecord reads item id's record, or a not-found error naming it (what
+// DecideItem and EditItem answer for an id that is not an item).
+func (b *Bot) loadRecord(ctx context.Context, id uint64) (ItemRecord, error) {
 	var rec *ItemRecord
 	err := b.store.View(ctx, func(tx kv.Tx) error {
 		var err error
@@ -297,12 +307,12 @@ func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve
 		return err
 	})
 	if err != nil {
-		return Result{}, err
+		return ItemRecord{}, err
 	}
 	if rec == nil {
-		return Result{}, Errorf(KindNotFound, "No item #%d.", id)
+		return ItemRecord{}, Errorf(KindNotFound, "No item #%d.", id)
 	}
-	return b.DecideRecord(ctx, caller, *rec, approve, reason, answers)
+	return *rec, nil
 }
 
 // DecideRecord is DecideItem on an item record already loaded.
@@ -329,6 +339,12 @@ func (b *Bot) DecideRecordWith(ctx context.Context, caller *Caller, rec ItemReco
 			args[k] = v
 		}
 	}
+	return b.callArgs(ctx, caller, tool, args)
+}
+
+// callArgs makes the tool call an item's source mapped a decision or an
+// edit to, as caller, exactly as an API client would.
+func (b *Bot) callArgs(ctx context.Context, caller *Caller, tool string, args map[string]any) (Result, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return Result{}, err
@@ -341,19 +357,11 @@ func (b *Bot) DecideRecordWith(ctx context.Context, caller *Caller, rec ItemReco
 // (approve_action with arguments, confirm_change with a value): the edit
 // is validated like a new request and decided by the one decision rule.
 func (b *Bot) EditItem(ctx context.Context, caller *Caller, id uint64, edit json.RawMessage, reason string) (Result, error) {
-	var rec *ItemRecord
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		var err error
-		rec, err = LoadItemRecord(tx, id)
-		return err
-	})
+	rec, err := b.loadRecord(ctx, id)
 	if err != nil {
 		return Result{}, err
 	}
-	if rec == nil {
-		return Result{}, Errorf(KindNotFound, "No item #%d.", id)
-	}
-	return b.EditRecord(ctx, caller, *rec, edit, reason)
+	return b.EditRecord(ctx, caller, rec, edit, reason)
 }
 
 // EditRecord is EditItem on an item record already loaded.
@@ -366,11 +374,7 @@ func (b *Bot) EditRecord(ctx context.Context, caller *Caller, rec ItemRecord, ed
 	if err != nil {
 		return Result{}, err
 	}
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return Result{}, err
-	}
-	return b.Call(ctx, caller, tool, raw)
+	return b.callArgs(ctx, caller, tool, args)
 }
 
 // Event types queued in the outbox.

@@ -164,9 +164,6 @@ func NewAnchorer(store kv.Store, key ed25519.PrivateKey, path string, now func()
 	return &Anchorer{store: store, key: key, path: path, now: now, last: last}
 }
 
-// Path is the anchor file.
-func (a *Anchorer) Path() string { return a.path }
-
 // Anchor writes the current head to the file unless it is already the
 // newest anchor. It reports the anchor and whether it wrote one. It never
 // anchors a head its key did not sign (that would lend a forged head the

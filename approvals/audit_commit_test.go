@@ -65,7 +65,7 @@ func TestManyAppendsInOneCommit(t *testing.T) {
 				if err != nil {
 					t.Fatalf("row %d: %v", seq, err)
 				}
-				if e.PrevHash, err = rowHash(rawRow(t, db, seq-1)); err != nil || VerifyEntry(pub, e) != nil || e != got[i] {
+				if e.PrevHash, err = rowHash(rawRow(t, db, seq-1)); err != nil || verifyEntry(pub, e) != nil || e != got[i] {
 					t.Fatalf("row %d does not verify: %v\n%+v\n%+v", seq, err, e, got[i])
 				}
 			}

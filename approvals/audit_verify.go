@@ -253,41 +253,6 @@ func (v *verifier) fromCheckpoint(tx kv.Tx) bool {
 	return true
 }
 
-// VerifyArchive verifies archive segments on their own, without the store:
-// o.Archives, oldest first, from the chain's first entry (the genesis
-// record is not at hand, so the first entry's key is found among
-// o.Trusted), with o.Anchors at their seqs; the keys must end in a trusted
-// one as for VerifyWith.
-func VerifyArchive(o VerifyOptions) Report {
-	v := verifier{opts: o, prev: Genesis, want: 1, anchorsAt: map[uint64][]Anchor{}}
-	for _, a := range o.Anchors {
-		v.anchorsAt[a.Seq] = append(v.anchorsAt[a.Seq], a)
-	}
-	if len(o.Archives) == 0 {
-		return Report{Intact: true}
-	}
-	first := o.Archives[0].Header
-	v.genesis = first.Genesis
-	if first.From > 1 {
-		// A segment after the first: the key that signed it is taken as
-		// the one signing the chain where it starts.
-		k, err := hex.DecodeString(first.KeyID)
-		if err != nil || len(k) != ed25519.PublicKeySize {
-			v.fail(first.From, ReasonArchive)
-			return v.rep
-		}
-		v.prev, v.want, v.last = first.PrevHash, first.From, first.From-1
-		v.keys, v.starts = []ed25519.PublicKey{k}, []uint64{first.From}
-	}
-	if v.walkArchives() {
-		v.rep.Intact = true
-		v.rep.Head = o.Archives[len(o.Archives)-1].Head
-	}
-	v.trust()
-	v.rep.Keys = v.spans()
-	return v.rep
-}
-
 // verifier carries the state of one walk along the chain.
 type verifier struct {
 	// signers are the keys that signed archive segments and the
@@ -545,22 +510,4 @@ func HeadOf(tx kv.Tx) (h Checkpoint, ok bool, err error) {
 		return Checkpoint{}, false, fmt.Errorf("audit head: %w", err)
 	}
 	return h, true, nil
-}
-
-// VerifyEntry checks one exported entry on its own: its hash against its
-// content and, for an entry written when every row was signed, its
-// signature. An entry without a signature is authenticated only by the
-// signed head its chain leads to; Verify walks the links to it.
-func VerifyEntry(pub ed25519.PublicKey, e Entry) error {
-	if e.ComputeHash() != e.Hash {
-		return errors.New(ReasonTampered)
-	}
-	if e.Sig == "" {
-		return nil
-	}
-	sig, err := hex.DecodeString(e.Sig)
-	if err != nil || !ed25519.Verify(pub, entryMessage(e.Hash), sig) {
-		return errors.New(ReasonSignature)
-	}
-	return nil
 }

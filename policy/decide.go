@@ -46,9 +46,9 @@ func (a Approvers) String() string {
 	return strings.Join(parts, " or ")
 }
 
-// Allows reports whether a principal with role and name is among the
+// allows reports whether a principal with role and name is among the
 // approvers (roles and names compare case-insensitively).
-func (a Approvers) Allows(role Role, name string) bool {
+func (a Approvers) allows(role Role, name string) bool {
 	if len(a.Roles) == 0 && len(a.Principals) == 0 {
 		return true
 	}
@@ -175,7 +175,7 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckRequester, Message: fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", it.Ref, it.RequesterDisplay)}
 	case !InScope(d.Role, d.Scopes, it.SpaceUserID):
 		return Refusal{Check: CheckScope, Message: fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", it.Ref)}
-	case !it.Approvers.Allows(d.Role, d.Name):
+	case !it.Approvers.allows(d.Role, d.Name):
 		what := it.ApproversOf
 		if what == "" {
 			what = it.Ref

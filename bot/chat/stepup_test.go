@@ -104,9 +104,9 @@ func TestPrepareEditStepUpAnswersWithTheLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.SetDirectory(dir)
+	b.Chat().SetDirectory(dir)
 	n := 0
-	b.SetWebStepUp(func(c *bot.Caller, item uint64) (string, error) {
+	b.WebLinks().SetStepUp(func(c *bot.Caller, item uint64) (string, error) {
 		n++
 		return fmt.Sprintf("https://cs.example/ui/stepup?t=tok-%d", n), nil
 	})

@@ -204,7 +204,10 @@ func (q *ReadAudit) Mode() string { return q.mode }
 // Close ends the run: no entry is queued any more (later read answers are
 // audited durably before they are given), the queue is drained into the
 // store, and the running marker is cleared. Call it after intake has
-// stopped and before the store closes. A second Close returns the first's
+// stopped and before the store closes. It waits for the queue to drain
+// only as long as ctx allows (a store that does not answer holds the
+// appender): then it returns ctx's error and leaves the marker, so the
+// next start records unclean_restart. A second Close returns the first's
 // result.
 func (q *ReadAudit) Close(ctx context.Context) error {
 	q.closeOnce.Do(func() { q.closeErr = q.close(ctx) })

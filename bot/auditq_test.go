@@ -45,10 +45,29 @@ func (s *gateStore) Update(ctx context.Context, fn func(kv.Tx) error) error {
 	return s.Store.Update(ctx, fn)
 }
 
-func (s *gateStore) set(hold chan struct{}, fail error) {
+// failWith makes every Update fail with err (nil: Updates go through).
+func (s *gateStore) failWith(err error) {
 	s.mu.Lock()
-	s.hold, s.fail = hold, fail
+	s.fail = err
 	s.mu.Unlock()
+}
+
+// holdUpdates makes every Update wait until release.
+func (s *gateStore) holdUpdates() {
+	s.mu.Lock()
+	s.hold = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// release lets the held Updates through and holds no new ones. It may be
+// called more than once.
+func (s *gateStore) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
 }
 
 type peekArgs struct {
@@ -115,6 +134,28 @@ func newReadAuditBot(t *testing.T, db *bolt.DB, key ed25519.PrivateKey) *readAud
 	e.agent = &Caller{Principal: Principal{ID: "prin_a", Name: "agent", Role: policy.RoleAgent, Kind: "agent"}, Surface: "http"}
 	e.audit = &Caller{Principal: Principal{ID: "prin_x", Name: "auditor", Role: policy.RoleAuditor, Kind: "person"}, Surface: "http"}
 	return e
+}
+
+// start begins a read-audit run and registers its end with t.Cleanup (run
+// before the store closes): held Updates are released first, then the run
+// is closed within a bound. A test that fails while the appender is held
+// so reports its own failure instead of hanging in Close until the test
+// binary times out.
+func (e *readAuditEnv) start(t *testing.T, o ReadAuditOptions) *ReadAudit {
+	t.Helper()
+	q, err := e.b.StartReadAudit(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.store.release()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := q.Close(ctx); errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("read audit at the end of the test: %v", err)
+		}
+	})
+	return q
 }
 
 func (e *readAuditEnv) peek(t *testing.T, subject string) string {
@@ -219,13 +260,8 @@ func TestReadAuditQueueRecordsEveryAnswer(t *testing.T) {
 func TestAuditReaderWaitsForQueuedEntries(t *testing.T) {
 	e := newReadAuditEnv(t, filepath.Join(t.TempDir(), "r.db"))
 	ctx := context.Background()
-	q, err := e.b.StartReadAudit(ctx, ReadAuditOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close(ctx)
-	hold := make(chan struct{})
-	e.store.set(hold, nil)
+	e.start(t, ReadAuditOptions{})
+	e.store.holdUpdates()
 	e.peek(t, "held")
 	<-e.store.entered // the appender is committing it
 	res := make(chan string, 1)
@@ -249,8 +285,7 @@ func TestAuditReaderWaitsForQueuedEntries(t *testing.T) {
 		}
 		runtime.Gosched()
 	}
-	e.store.set(nil, nil)
-	close(hold)
+	e.store.release()
 	if got := <-res; got != "1" {
 		t.Fatalf("trail = %q, want 1", got)
 	}
@@ -262,12 +297,8 @@ func TestAuditReaderWaitsForQueuedEntries(t *testing.T) {
 func TestReadAuditBacklogFailsClosed(t *testing.T) {
 	e := newReadAuditEnv(t, filepath.Join(t.TempDir(), "r.db"))
 	ctx := context.Background()
-	q, err := e.b.StartReadAudit(ctx, ReadAuditOptions{Size: 1, Wait: time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hold := make(chan struct{})
-	e.store.set(hold, nil)
+	q := e.start(t, ReadAuditOptions{Size: 1, Wait: time.Millisecond})
+	e.store.holdUpdates()
 	if got := e.peek(t, "a"); !strings.HasPrefix(got, "✅ SAFE") {
 		t.Fatalf("first = %q", got)
 	}
@@ -279,8 +310,7 @@ func TestReadAuditBacklogFailsClosed(t *testing.T) {
 	if got := e.peek(t, "c"); got != want {
 		t.Fatalf("third = %q, want %q", got, want)
 	}
-	e.store.set(nil, nil)
-	close(hold)
+	e.store.release()
 	if err := q.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +331,7 @@ func TestReadAuditFailureFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken := errors.New("disk on fire")
-	e.store.set(nil, broken)
+	e.store.failWith(broken)
 	e.peek(t, "lost") // answered before the failure was known
 	if err := e.b.FlushAudit(ctx); err != nil {
 		t.Fatal(err)
@@ -313,7 +343,7 @@ func TestReadAuditFailureFailsClosed(t *testing.T) {
 	if err := q.Close(ctx); !errors.Is(err, broken) {
 		t.Fatalf("Close = %v, want the failure", err)
 	}
-	e.store.set(nil, nil)
+	e.store.failWith(nil)
 	// The next run finds the marker.
 	q2, err := e.b.StartReadAudit(ctx, ReadAuditOptions{})
 	if err != nil {
@@ -463,10 +493,10 @@ func TestReadAuditWaitsOutAnUnavailableStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close(ctx)
-	e.store.set(nil, fmt.Errorf("postgres: %w: connection refused", kv.ErrUnavailable))
+	e.store.failWith(fmt.Errorf("postgres: %w: connection refused", kv.ErrUnavailable))
 	e.peek(t, "given") // answered; its entry waits for the store
 	time.Sleep(300 * time.Millisecond)
-	e.store.set(nil, nil)
+	e.store.failWith(nil)
 	if err := e.b.FlushAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -483,5 +513,51 @@ func TestReadAuditWaitsOutAnUnavailableStore(t *testing.T) {
 	joined := strings.Join(details, "\n")
 	if !strings.Contains(joined, "given: SAFE") || !strings.Contains(joined, "after: SAFE") {
 		t.Fatalf("chain = %v; want both answers recorded", details)
+	}
+}
+
+// TestReadAuditCloseReturnsWhileTheAppenderIsStuck: Close waits for the
+// queue to drain only as long as its context allows. With the appender
+// stuck in a store that does not answer, Close returns the context's error
+// (a second Close the same), leaves the run marker, and once the store
+// answers the queued entry is still committed; the next run says the last
+// one did not stop cleanly.
+func TestReadAuditCloseReturnsWhileTheAppenderIsStuck(t *testing.T) {
+	e := newReadAuditEnv(t, filepath.Join(t.TempDir(), "s.db"))
+	q := e.start(t, ReadAuditOptions{})
+	e.store.holdUpdates()
+	if got := e.peek(t, "stuck"); !strings.HasPrefix(got, "✅ SAFE") {
+		t.Fatalf("peek = %q", got)
+	}
+	<-e.store.entered // the appender is committing it, and stays there
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := q.Close(ctx)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "did not drain") {
+		t.Fatalf("Close with the appender stuck = %v, want the queue did not drain: context canceled", err)
+	}
+	if again := q.Close(context.Background()); again != err {
+		t.Fatalf("second Close = %v, want the first's %v", again, err)
+	}
+	e.store.release()
+	<-q.stopped // the appender commits what it held, then stops
+	var marker []byte
+	if err := e.db.View(context.Background(), func(tx kv.Tx) error {
+		var err error
+		marker, err = tx.Get(bucketRun, []byte(keyRunning))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if marker == nil {
+		t.Fatal("the run marker was cleared by a Close that did not drain the queue")
+	}
+	if got := e.entries(t); fmt.Sprint(got) != "[check_before_act stuck: SAFE]" {
+		t.Fatalf("chain = %v, want the held entry committed", got)
+	}
+	e.start(t, ReadAuditOptions{})
+	got := e.entries(t)
+	if len(got) != 2 || !strings.HasPrefix(got[1], "unclean_restart the previous run") {
+		t.Fatalf("chain after the next start = %v, want unclean_restart", got)
 	}
 }

@@ -84,12 +84,23 @@ func (e *Entry) appendCanonical(dst []byte) []byte {
 // appendCanonicalString appends s as encoding/json's Marshal writes a
 // string: with HTML escaping, invalid UTF-8 as \ufffd.
 func appendCanonicalString(dst []byte, s string) []byte {
+	return AppendJSONString(dst, s, true)
+}
+
+// AppendJSONString appends s as a JSON string exactly as encoding/json
+// writes it: invalid UTF-8 becomes \ufffd, control characters are escaped
+// (\b \f \n \r \t, else \u00XX), and so are U+2028 and U+2029; with
+// escapeHTML, < > & too (Marshal's default, the audit chain's canonical
+// form), without it as an Encoder with SetEscapeHTML(false) writes (the
+// HTTP edge's answers, bot.AppendJSONString). The fuzz tests of both
+// callers hold it to encoding/json.
+func AppendJSONString(dst []byte, s string, escapeHTML bool) []byte {
 	const hexDigits = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+			if b >= 0x20 && b != '"' && b != '\\' && (!escapeHTML || (b != '<' && b != '>' && b != '&')) {
 				i++
 				continue
 			}

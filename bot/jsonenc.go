@@ -5,7 +5,8 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/countersign/countersign/approvals"
 )
 
 // JSONAppender is an answer's data that writes its own JSON, without
@@ -34,60 +35,13 @@ func AppendResultJSON(dst []byte, r Result) (out []byte, ok bool, err error) {
 	return append(dst, '}'), true, nil
 }
 
-const hexDigits = "0123456789abcdef"
-
 // AppendJSONString appends s as a JSON string, as encoding/json writes it
 // without HTML escaping: invalid UTF-8 becomes \ufffd, control characters
 // are escaped (\b \f \n \r \t, else \u00XX), and so are U+2028 and U+2029.
+// It is the audit chain's encoder (approvals.AppendJSONString) with HTML
+// escaping off, so the two cannot drift.
 func AppendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch b {
-			case '\\', '"':
-				dst = append(dst, '\\', b)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		c, size := utf8.DecodeRuneInString(s[i:])
-		if c == utf8.RuneError && size == 1 {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if c == '\u2028' || c == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return approvals.AppendJSONString(dst, s, false)
 }
 
 // AppendJSONStrings appends ss as a JSON array of strings (null when nil).

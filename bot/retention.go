@@ -161,6 +161,19 @@ func PruneExpired(ctx context.Context, store kv.Store, x ExpiryIndex, now time.T
 		}
 	}
 	cutoff := now.Add(-ttl)
+	return InBatches(ctx, store, func(tx kv.Tx) (int, bool, error) {
+		return x.Expire(tx, cutoff, RetentionBatch)
+	})
+}
+
+// InBatches runs step in one write transaction after another until step
+// reports no more work, and returns the sum of the counts it reported. It
+// is how a sweep step deletes many records without holding the store's
+// only writer for long: step does at most a batch (RetentionBatch) per
+// transaction. Like every write function it may run more than once per
+// transaction (kv.Store's contract), so it returns its counts rather than
+// accumulating them. It stops at the first error or when ctx ends.
+func InBatches(ctx context.Context, store kv.Store, step func(tx kv.Tx) (n int, more bool, err error)) (int, error) {
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -170,7 +183,7 @@ func PruneExpired(ctx context.Context, store kv.Store, x ExpiryIndex, now time.T
 		var more bool
 		err := store.Update(ctx, func(tx kv.Tx) error {
 			var err error
-			n, more, err = x.Expire(tx, cutoff, RetentionBatch)
+			n, more, err = step(tx)
 			return err
 		})
 		if err != nil {

@@ -588,26 +588,9 @@ func principalParty(c *bot.Caller) approvals.Party {
 // PruneGrants is the "grants" sweep step: it drops expired grants from the
 // match index (approvals.PruneGrantIndex), in bounded batches.
 func (s *Service) PruneGrants(ctx context.Context, now time.Time) (int, error) {
-	total := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		var n int
-		var more bool
-		err := s.b.Store().Update(ctx, func(tx kv.Tx) error {
-			var err error
-			n, more, err = approvals.PruneGrantIndex(tx, now, bot.RetentionBatch)
-			return err
-		})
-		if err != nil {
-			return total, err
-		}
-		total += n
-		if !more {
-			return total, nil
-		}
-	}
+	return bot.InBatches(ctx, s.b.Store(), func(tx kv.Tx) (int, bool, error) {
+		return approvals.PruneGrantIndex(tx, now, bot.RetentionBatch)
+	})
 }
 
 // auditBinding is a grant's binding for the audit chain: the hash, or the

@@ -102,26 +102,9 @@ func (s *Service) PruneActionIDs(ctx context.Context, now time.Time) (int, error
 		return 0, err
 	}
 	cutoff := now.Add(-keep)
-	total := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-		var n int
-		var more bool
-		err := s.b.Store().Update(ctx, func(tx kv.Tx) error {
-			var err error
-			n, more, err = approvals.ExpireActionIDs(tx, cutoff, bot.RetentionBatch)
-			return err
-		})
-		if err != nil {
-			return total, err
-		}
-		total += n
-		if !more {
-			return total, nil
-		}
-	}
+	return bot.InBatches(ctx, s.b.Store(), func(tx kv.Tx) (int, bool, error) {
+		return approvals.ExpireActionIDs(tx, cutoff, bot.RetentionBatch)
+	})
 }
 
 // backfill indexes the requests closed before the retention index existed.

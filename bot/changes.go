@@ -155,18 +155,25 @@ func showJSON(raw json.RawMessage) string {
 	return ShowValue(string(compact(raw)))
 }
 
-// ShowValue cleans an untrusted value for a one-line diff: control,
-// line-separator and invisible format characters and invalid UTF-8 are
-// dropped or become spaces, white space collapses, and it is cut to
-// MaxChangeValue runes with "…".
-func ShowValue(s string) string {
-	out := make([]rune, 0, min(len(s), MaxChangeValue+1))
+// ShowValue cleans an untrusted value for a one-line diff: OneLine cut to
+// MaxChangeValue runes.
+func ShowValue(s string) string { return OneLine(s, MaxChangeValue) }
+
+// OneLine makes untrusted text safe to put on one line: control characters
+// and line or paragraph separators become spaces, bidirectional controls,
+// zero-width and other invisible format characters and invalid UTF-8 are
+// dropped, runs of white space collapse, and text over max runes is cut
+// with "…" (max 0: no limit). It is the one sanitiser: chat's vocabulary
+// (chat.OneLine) and the core's change lines both use it. Escaping markup
+// is the renderer's job.
+func OneLine(s string, max int) string {
+	out := make([]rune, 0, min(len(s), 4*max+4))
 	space := false
 	for _, r := range s {
 		switch {
-		case r == utf8.RuneError || unicode.Is(unicode.Cf, r):
+		case r == utf8.RuneError || Invisible(r):
 			continue
-		case unicode.IsControl(r) || unicode.IsSpace(r):
+		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
 			space = len(out) > 0
 			continue
 		}
@@ -175,9 +182,20 @@ func ShowValue(s string) string {
 			space = false
 		}
 		out = append(out, r)
-		if len(out) > MaxChangeValue {
-			return string(out[:MaxChangeValue-1]) + "…"
+		if max > 0 && len(out) > max {
+			break
 		}
 	}
+	if max > 0 && len(out) > max {
+		return string(out[:max-1]) + "…"
+	}
 	return string(out)
+}
+
+// Invisible reports whether r is a character a reader cannot see that can
+// change what they read: a format character (Unicode Cf: zero-width
+// characters, the bidirectional embeddings, overrides and isolates, the
+// marks LRM, RLM and ALM).
+func Invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
 }

@@ -142,36 +142,13 @@ func WithChanges(it bot.Item) string {
 	return OneLine(lead+by+": "+c.Text(), 900)
 }
 
-// OneLine makes untrusted text safe to put on one line: control characters
-// and line or paragraph separators become spaces, bidirectional controls,
-// zero-width and other invisible format characters and invalid UTF-8 are
-// dropped, runs of white space collapse, and text over max runes is cut
-// with "…" (max 0: no limit). Escaping markup is the renderer's job.
-func OneLine(s string, max int) string {
-	out := make([]rune, 0, min(len(s), 4*max+4))
-	space := false
-	for _, r := range s {
-		switch {
-		case r == utf8.RuneError || Invisible(r):
-			continue
-		case unicode.IsControl(r) || unicode.IsSpace(r) || r == '\u2028' || r == '\u2029':
-			space = len(out) > 0
-			continue
-		}
-		if space {
-			out = append(out, ' ')
-			space = false
-		}
-		out = append(out, r)
-		if max > 0 && len(out) > max {
-			break
-		}
-	}
-	if max > 0 && len(out) > max {
-		return string(out[:max-1]) + "…"
-	}
-	return string(out)
-}
+// OneLine makes untrusted text safe to put on one line (bot.OneLine: the
+// one sanitiser, which the core's change lines use too): control
+// characters and line or paragraph separators become spaces, bidirectional
+// controls, zero-width and other invisible format characters and invalid
+// UTF-8 are dropped, runs of white space collapse, and text over max runes
+// is cut with "…" (max 0: no limit). Escaping markup is the renderer's job.
+func OneLine(s string, max int) string { return bot.OneLine(s, max) }
 
 // JoinLine joins several untrusted strings with ", " on one line, each
 // and the whole capped.
@@ -187,6 +164,4 @@ func JoinLine(ss []string, max int) string {
 // text: bidirectional controls (which reorder what is shown) and the other
 // invisible format characters (zero-width space, joiners, word joiner,
 // BOM, soft hyphen...), which can hide text or break a mention apart.
-func Invisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069') || r == '\u200e' || r == '\u200f' || r == '\u061c'
-}
+func Invisible(r rune) bool { return bot.Invisible(r) }

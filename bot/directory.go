@@ -3,7 +3,9 @@ package bot
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -21,6 +23,7 @@ type ChatPrincipal struct {
 
 // Directory resolves chat users to principals. It is built from config.
 type Directory struct {
+	byName       map[string]ChatPrincipal
 	slack        map[string]ChatPrincipal
 	discord      map[string]ChatPrincipal
 	discordRoles map[string]ChatPrincipal
@@ -28,8 +31,9 @@ type Directory struct {
 
 // NewDirectory indexes the chat principals. A chat id mapped twice is an error.
 func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
-	d := &Directory{slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}}
+	d := &Directory{byName: map[string]ChatPrincipal{}, slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}}
 	for _, p := range ps {
+		d.byName[p.Name] = p
 		if p.Slack != "" {
 			if o, dup := d.slack[p.Slack]; dup {
 				return nil, fmt.Errorf("slack user %s is mapped to both %s and %s", p.Slack, o.Name, p.Name)
@@ -106,6 +110,41 @@ func (ch Chat) Caller(surface, userID string, roles []string) *Caller {
 		}
 	}
 	return nil
+}
+
+// StillHolds reports whether the principal recorded as id still holds
+// capability c over the memory space userID, now: a configured person
+// (recorded as chat:NAME or web:NAME) must still be in the directory, a
+// stored principal (prin_…) must still exist unrevoked, and either one's
+// role must still grant c with userID in its scopes. A standing decision a
+// person made (a grant) lasts only while this holds: removing the person
+// from the config, revoking their principal, lowering their role or
+// narrowing their scopes ends it at once, on every replica.
+func (ch Chat) StillHolds(tx kv.Tx, id string, c policy.Capability, userID string) (bool, error) {
+	var p Principal
+	if name, ok := strings.CutPrefix(id, "chat:"); ok {
+		p.Name = name
+	} else if name, ok := strings.CutPrefix(id, "web:"); ok {
+		p.Name = name
+	}
+	if p.Name != "" {
+		d := ch.b.directory
+		if d == nil {
+			return false, nil
+		}
+		cp, ok := d.byName[p.Name]
+		if !ok {
+			return false, nil
+		}
+		p.Role, p.Scopes = cp.Role, cp.Scopes
+	} else {
+		sp, err := LoadPrincipal(tx, id)
+		if err != nil || sp == nil || sp.Revoked || sp.Kind != "person" {
+			return false, err
+		}
+		p = *sp
+	}
+	return policy.Grants(p.Role, c) && policy.InScope(p.Role, p.Scopes, userID), nil
 }
 
 // Deny records a refused chat attempt (an unmapped or unauthorised

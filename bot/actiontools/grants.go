@@ -254,6 +254,12 @@ func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *t
 	if !def.allowsGrant(g.Kind) || !c.Now.Before(g.CreatedAt.Add(def.spec.Grants.Max)) {
 		return false, nil
 	}
+	// A grant is its maker's standing decision: it lasts only while they
+	// could still approve this call (not removed, revoked, demoted or
+	// rescoped since).
+	if ok, err := s.b.Chat().StillHolds(tx, g.CreatedBy.ID, policy.CapApprove, r.Space.UserID); err != nil || !ok {
+		return false, err
+	}
 	g.Uses++
 	g.LastUseAt = c.Now
 	if err := approvals.PutGrant(tx, g); err != nil {

@@ -1,6 +1,7 @@
 package actiontools
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -318,4 +319,76 @@ func TestGrantSensitiveValuesWithheld(t *testing.T) {
 	if _, text := e.ok(e.alice, "list_grants", map[string]any{}); !strings.Contains(text, `region="eu-secret-1"`) {
 		t.Fatalf("an approver's list: %s", text)
 	}
+}
+
+// TestGrantEndsWithItsMaker: a grant is its maker's standing decision, so
+// it stops approving the moment the maker could no longer approve the call
+// themselves: a stored principal revoked or demoted, a configured person
+// removed from the directory or rescoped. Each later call waits for a
+// person instead.
+func TestGrantEndsWithItsMaker(t *testing.T) {
+	grantBy := func(e grantEnv, maker *bot.Caller, run string) {
+		t.Helper()
+		first, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run))
+		if d, text := e.ok(maker, "approve_action", map[string]any{"request_id": first["request_id"], "grant": map[string]any{"kind": "session"}}); d["grant"] == nil {
+			t.Fatalf("no grant made: %s", text)
+		}
+		if got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run)); got["status"] != "approved" {
+			t.Fatalf("the grant does not apply while its maker holds: %v", got["status"])
+		}
+	}
+	pending := func(e grantEnv, run, after string) {
+		t.Helper()
+		if got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run)); got["status"] != "pending" {
+			t.Fatalf("after %s the grant still approves: %v (confirmed_by %v)", after, got["status"], got["confirmed_by"])
+		}
+	}
+	change := func(e grantEnv, id string, edit func(*bot.Principal)) {
+		t.Helper()
+		err := e.b.Update(context.Background(), e.b.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+			p, err := bot.LoadPrincipal(tx, id)
+			if err != nil || p == nil {
+				t.Fatalf("principal %s: %v", id, err)
+			}
+			edit(p)
+			return bot.SavePrincipal(tx, *p)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("stored principal revoked", func(t *testing.T) {
+		e := newGrantEnv(t)
+		grantBy(e, e.alice, "run-1")
+		change(e, e.alice.ID, func(p *bot.Principal) { p.Revoked = true })
+		pending(e, "run-1", "revoking its maker")
+	})
+	t.Run("stored principal demoted", func(t *testing.T) {
+		e := newGrantEnv(t)
+		grantBy(e, e.alice, "run-1")
+		change(e, e.alice.ID, func(p *bot.Principal) { p.Role = policy.RoleViewer })
+		pending(e, "run-1", "demoting its maker to viewer")
+	})
+	t.Run("stored principal rescoped", func(t *testing.T) {
+		e := newGrantEnv(t)
+		grantBy(e, e.alice, "run-1")
+		change(e, e.alice.ID, func(p *bot.Principal) { p.Scopes = []string{"ward9"} })
+		pending(e, "run-1", "narrowing its maker's scopes away from ward7")
+	})
+	t.Run("configured person removed", func(t *testing.T) {
+		e := newGrantEnv(t)
+		dir := func(ps ...bot.ChatPrincipal) {
+			d, err := bot.NewDirectory(ps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.b.Chat().SetDirectory(d)
+		}
+		dir(bot.ChatPrincipal{Name: "carol", Role: policy.RoleMember, Slack: "U0CAROL"})
+		carol := e.b.Chat().Caller(bot.SurfaceSlack, "U0CAROL", nil)
+		grantBy(e, carol, "run-1")
+		dir(bot.ChatPrincipal{Name: "dave", Role: policy.RoleMember, Slack: "U0DAVE"})
+		pending(e, "run-1", "removing its maker from the config")
+	})
 }

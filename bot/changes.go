@@ -3,10 +3,12 @@ package bot
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -155,9 +157,37 @@ func showJSON(raw json.RawMessage) string {
 	return ShowValue(string(compact(raw)))
 }
 
-// ShowValue cleans an untrusted value for a one-line diff: OneLine cut to
-// MaxChangeValue runes.
-func ShowValue(s string) string { return OneLine(s, MaxChangeValue) }
+// ShowValue cleans an untrusted value for a one-line diff: its invisible
+// characters shown as escapes (EscapeInvisible, so that "5mg" and
+// "5mg\u200b" never read the same), then OneLine cut to MaxChangeValue
+// runes.
+func ShowValue(s string) string { return OneLine(EscapeInvisible(s), MaxChangeValue) }
+
+// EscapeInvisible writes each invisible character of s (Invisible: zero-width
+// characters, bidirectional controls) as its JSON escape, \u200b, so that a
+// person reviewing a value sees that it is there instead of reading text
+// the character hides or reorders. In JSON text (an action's arguments) the
+// escape means the same character, so the shown arguments are still the
+// arguments that run.
+func EscapeInvisible(s string) string {
+	if !strings.ContainsFunc(s, Invisible) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if !Invisible(r) {
+			b.WriteRune(r)
+			continue
+		}
+		if r > 0xffff {
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, `\u%04x\u%04x`, r1, r2)
+			continue
+		}
+		fmt.Fprintf(&b, `\u%04x`, r)
+	}
+	return b.String()
+}
 
 // OneLine makes untrusted text safe to put on one line: control characters
 // and line or paragraph separators become spaces, bidirectional controls,

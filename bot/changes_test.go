@@ -22,7 +22,7 @@ func TestDiffArgs(t *testing.T) {
 		{"an empty string is shown", `{"s":"a"}`, `{"s":""}`, `s a → ""`, 0},
 		{"nothing changed", `{"a": 1}`, `{"a":1}`, "", 0},
 		{"long values are cut", `{"v":"a"}`, `{"v":"` + long + `"}`, "v a → " + strings.Repeat("x", MaxChangeValue-1) + "…", 0},
-		{"control and invisible characters are cleaned", `{"v":"a"}`, `{"v":"b\u202eevil\nline\u200b2"}`, "v a → bevil line2", 0},
+		{"control and invisible characters are cleaned", `{"v":"a"}`, `{"v":"b\u202eevil\nline\u200b2"}`, `v a → b\u202eevil line\u200b2`, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,5 +54,29 @@ func TestDiffArgs(t *testing.T) {
 	var nilChanges *Changes
 	if nilChanges.Text() != "" {
 		t.Fatal("nil Changes has text")
+	}
+}
+
+// TestEscapeInvisible: invisible characters are shown as their JSON
+// escapes (so "5mg" and "5mg" followed by a zero-width space never read the
+// same on a card), everything else is left as it is, and in JSON text the
+// escaped form still decodes to the same value.
+func TestEscapeInvisible(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"apixaban 2.5mg", "apixaban 2.5mg"},
+		{"5mg\u200b", `5mg\u200b`},
+		{"a\u202eb\u2066c\u200fd\u061ce", `a\u202eb\u2066c\u200fd\u061ce`},
+		{"tag\U000E0041", `tag\udb40\udc41`},
+		{"é 中 🙂", "é 中 🙂"},
+	}
+	for _, tt := range tests {
+		if got := EscapeInvisible(tt.in); got != tt.want {
+			t.Errorf("EscapeInvisible(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		raw, _ := json.Marshal(tt.in)
+		var back string
+		if err := json.Unmarshal([]byte(EscapeInvisible(string(raw))), &back); err != nil || back != tt.in {
+			t.Errorf("escaped JSON of %q decodes to %q (%v)", tt.in, back, err)
+		}
 	}
 }

@@ -392,3 +392,28 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		pending(e, "run-1", "removing its maker from the config")
 	})
 }
+
+// TestCardShowsInvisibleCharactersInArguments: an agent's arguments with a
+// zero-width space are shown on the card with it escaped, so the reviewer
+// does not approve "pay​ments" reading "payments"; the arguments that run
+// are unchanged.
+func TestCardShowsInvisibleCharactersInArguments(t *testing.T) {
+	e := newGrantEnv(t)
+	got, _ := e.ok(e.agent, "confirm_action", restartCall("pay\u200bments", "run-1"))
+	it, err := e.b.Items().Get(context.Background(), uint64(got["item_id"].(float64)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args string
+	for _, f := range it.Fields {
+		if f.Label == "Arguments" {
+			args = f.Value
+		}
+	}
+	if !strings.Contains(args, `pay\u200bments`) {
+		t.Fatalf("the card's arguments hide the zero-width space: %q", args)
+	}
+	if r := e.request(got["request_id"].(string)); !strings.Contains(string(r.Action.Arguments), "pay\u200bments") {
+		t.Fatalf("the stored arguments changed: %s", r.Action.Arguments)
+	}
+}

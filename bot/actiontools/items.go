@@ -53,9 +53,9 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		field("Tool", callName(a.Tool, a.Command))
 		if a.Edited {
 			// Beside the edited version below: which one the agent proposed.
-			field("Proposed arguments", string(a.Arguments))
+			field("Proposed arguments", bot.EscapeInvisible(string(a.Arguments)))
 		} else {
-			field("Arguments", string(a.Arguments))
+			field("Arguments", bot.EscapeInvisible(string(a.Arguments)))
 		}
 		field("Summary", a.Summary)
 		field("Dry-run plan", a.DryRun)
@@ -64,7 +64,7 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		field("Mechanics", fmt.Sprintf("%s (configured category: %s)", a.Mechanics, a.Category))
 		field("Arguments SHA-256", a.ArgsSHA256)
 		if a.Edited {
-			field("Edited arguments", string(a.ApprovedArguments))
+			field("Edited arguments", bot.EscapeInvisible(string(a.ApprovedArguments)))
 			field("Edited arguments SHA-256", a.ApprovedArgsSHA256)
 		}
 		it.Changes = actionChanges(a)

@@ -35,6 +35,9 @@ type grantRow struct {
 	Uses        int    `json:"uses"`
 	Constraint  string `json:"constraint"`
 	ItemID      uint64 `json:"item_id"`
+	// Inactive says why a live grant approves nothing (its maker may no
+	// longer approve the call); "" when it is in force.
+	Inactive string `json:"inactive"`
 }
 
 type grantsData struct {

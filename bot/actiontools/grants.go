@@ -465,12 +465,26 @@ func VisibleGrant(caller *bot.Caller, g *approvals.Grant) bool {
 func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*ListGrantsArgs)
 	var gs []approvals.Grant
+	orphaned := map[uint64]bool{} // live, but the maker may no longer approve (grantFor ignores them)
 	err := c.View(ctx, func(tx kv.Tx) error {
 		var err error
 		gs, err = approvals.ListGrants(tx, maxGrantsListed, func(g *approvals.Grant) bool {
 			return (args.All || g.Live(c.Now)) && VisibleGrant(c.Caller, g)
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		for i := range gs {
+			if !gs[i].Live(c.Now) {
+				continue
+			}
+			ok, err := s.b.Chat().StillHolds(tx, gs[i].CreatedBy.ID, policy.CapApprove, gs[i].Space.UserID)
+			if err != nil {
+				return err
+			}
+			orphaned[gs[i].ID] = !ok
+		}
+		return nil
 	})
 	if err != nil {
 		return bot.Result{}, err
@@ -493,8 +507,13 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 		}
 		d := grantData(g)
 		d["live"] = g.Live(c.Now)
+		line := GrantLine(g, c.Now)
+		if orphaned[g.ID] {
+			d["inactive"] = "its maker may no longer approve this call (removed, revoked, demoted or rescoped): it approves nothing"
+			line += "; inactive: its maker may no longer approve"
+		}
 		list = append(list, d)
-		b.WriteString("\n" + GrantLine(g, c.Now))
+		b.WriteString("\n" + line)
 	}
 	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}}, nil
 }

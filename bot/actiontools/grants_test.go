@@ -369,6 +369,12 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		grantBy(e, e.alice, "run-1")
 		change(e, e.alice.ID, func(p *bot.Principal) { p.Role = policy.RoleViewer })
 		pending(e, "run-1", "demoting its maker to viewer")
+		// People see why it approves nothing.
+		l, text := e.ok(e.agent, "list_grants", map[string]any{})
+		gs := l["grants"].([]any)
+		if len(gs) != 1 || gs[0].(map[string]any)["inactive"] == nil || !strings.Contains(text, "inactive: its maker may no longer approve") {
+			t.Fatalf("list_grants does not say the grant is inactive: %s %v", text, gs)
+		}
 	})
 	t.Run("stored principal rescoped", func(t *testing.T) {
 		e := newGrantEnv(t)

@@ -314,6 +314,11 @@ principals:
 	if csrf == nil || !strings.Contains(page, `id="grant-1"`) || !strings.Contains(page, `action="/ui/grants/1/revoke"`) {
 		t.Fatalf("the Grants page:\n%s", page)
 	}
+	// Made in the console by a configured person who may still approve:
+	// in force, not marked inactive (grants end with their maker).
+	if strings.Contains(page, "inactive") {
+		t.Fatalf("a grant in force is shown inactive:\n%s", page)
+	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/grants/1/revoke", url.Values{}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a revoke without its CSRF token answered %d", resp.StatusCode)
 	}

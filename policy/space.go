@@ -30,6 +30,21 @@ func (s Space) Normalized() Space {
 	return s
 }
 
+// Label names the space for people, the one way every surface shows it:
+// "patient_42", "patient_42 · agent ward", "patient_42 · agent ward · run
+// r7" (never the key form "patient_42//"). The parts are untrusted text:
+// a renderer sanitises and escapes the label as it does any other.
+func (s Space) Label() string {
+	l := s.UserID
+	if s.AgentID != "" {
+		l += " · agent " + s.AgentID
+	}
+	if s.RunID != "" {
+		l += " · run " + s.RunID
+	}
+	return l
+}
+
 // String renders the space as user/agent/run.
 func (s Space) String() string { return s.UserID + "/" + s.AgentID + "/" + s.RunID }
 

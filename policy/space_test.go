@@ -52,3 +52,20 @@ func TestSpaceDecodesEveryOldForm(t *testing.T) {
 		t.Errorf("encodes as %s", b)
 	}
 }
+
+// TestSpaceLabel: the one label every surface shows for a space.
+func TestSpaceLabel(t *testing.T) {
+	for _, tt := range []struct {
+		sp   Space
+		want string
+	}{
+		{Space{UserID: "patient_42"}, "patient_42"},
+		{Space{UserID: "patient_42", AgentID: "ward"}, "patient_42 · agent ward"},
+		{Space{UserID: "patient_42", AgentID: "ward", RunID: "r7"}, "patient_42 · agent ward · run r7"},
+		{Space{UserID: "patient_42", RunID: "r7"}, "patient_42 · run r7"},
+	} {
+		if got := tt.sp.Label(); got != tt.want {
+			t.Errorf("%#v.Label() = %q, want %q", tt.sp, got, tt.want)
+		}
+	}
+}

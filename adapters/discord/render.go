@@ -199,7 +199,7 @@ func render(it bot.Item) message {
 			desc = append(desc, "**Requested by** "+clip(it.Requester, 300, inline))
 		}
 		if it.Space.UserID != "" && !hasField(it, "Space") {
-			desc = append(desc, "**Memory space** "+clip(spaceText(it.Space), 400, inline))
+			desc = append(desc, "**Memory space** "+clip(it.Space.Label(), 400, inline))
 		}
 		fields = itemFields(it)
 	}
@@ -237,18 +237,6 @@ func hasField(it bot.Item, label string) bool {
 		}
 	}
 	return false
-}
-
-// spaceText shows a memory space: its user, then its agent and run when set.
-func spaceText(sp bot.Space) string {
-	s := sp.UserID
-	if sp.AgentID != "" {
-		s += " · agent " + sp.AgentID
-	}
-	if sp.RunID != "" {
-		s += " · run " + sp.RunID
-	}
-	return s
 }
 
 // headline is a message's content: one line with no untrusted text except

@@ -1075,13 +1075,4 @@ func userError(err error) (string, bool) {
 
 // ---- text ----
 
-func spaceLine(sp bot.Space) string {
-	s := sp.UserID
-	if sp.AgentID != "" {
-		s += " · agent " + sp.AgentID
-	}
-	if sp.RunID != "" {
-		s += " · run " + sp.RunID
-	}
-	return chat.OneLine(s, 200)
-}
+func spaceLine(sp bot.Space) string { return chat.OneLine(sp.Label(), 200) }

@@ -208,7 +208,7 @@ func (s *Service) setMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		return bot.Result{}, err
 	}
 	return bot.Result{
-		Text: fmt.Sprintf("Approval mode for %s is now %s (was %s), from the next call on.", spaceLabel(c.Space), mode, prev),
+		Text: fmt.Sprintf("Approval mode for user %s is now %s (was %s), from the next call on.", c.Space.Label(), mode, prev),
 		Data: map[string]any{"mode": string(mode), "previous": string(prev), "prompt": policy.ApprovalPrompt(mode), "space": c.Space},
 	}, nil
 }
@@ -227,9 +227,9 @@ func (s *Service) getMode(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		return bot.Result{}, err
 	}
 	prompt := policy.ApprovalPrompt(mode)
-	text := fmt.Sprintf("Approval mode for %s: %s. It adds no prompt: the agent asks before nothing.", spaceLabel(c.Space), mode)
+	text := fmt.Sprintf("Approval mode for user %s: %s. It adds no prompt: the agent asks before nothing.", c.Space.Label(), mode)
 	if prompt != "" {
-		text = fmt.Sprintf("Approval mode for %s: %s. Put this in the agent's system prompt:\n\n%s", spaceLabel(c.Space), mode, prompt)
+		text = fmt.Sprintf("Approval mode for user %s: %s. Put this in the agent's system prompt:\n\n%s", c.Space.Label(), mode, prompt)
 	}
 	return bot.Result{Text: text, Data: map[string]any{"mode": string(mode), "source": source, "prompt": prompt, "space": c.Space}}, nil
 }
@@ -261,16 +261,4 @@ func (s *Service) modeOf(tx kv.Tx, sp bot.Space) (policy.ApprovalMode, string, e
 		return configured, source, nil
 	}
 	return m, "set", nil
-}
-
-// spaceLabel names a memory space for people: user u1, agent coder, run r7.
-func spaceLabel(sp bot.Space) string {
-	s := "user " + sp.UserID
-	if sp.AgentID != "" {
-		s += ", agent " + sp.AgentID
-	}
-	if sp.RunID != "" {
-		s += ", run " + sp.RunID
-	}
-	return s
 }

@@ -349,18 +349,7 @@ func grantSpace(g *approvals.Grant) string {
 	if g.Kind == approvals.GrantDuration {
 		sp.RunID = ""
 	}
-	return spaceText(sp)
-}
-
-func spaceText(sp bot.Space) string {
-	s := sp.UserID
-	if sp.AgentID != "" {
-		s += "/" + sp.AgentID
-	}
-	if sp.RunID != "" {
-		s += " run " + sp.RunID
-	}
-	return s
+	return sp.Label()
 }
 
 // grantData is a grant as structured fields.

@@ -524,18 +524,13 @@ func hasTool(b *bot.Bot, name string) bool {
 	return false
 }
 
+// spaceLine is the space's one label (Space.Label), sanitised; "" for no
+// space.
 func spaceLine(sp bot.Space) string {
-	if sp.UserID == "" && sp.AgentID == "" && sp.RunID == "" {
+	if sp == (bot.Space{}) {
 		return ""
 	}
-	s := OneLine(sp.UserID, 128)
-	if sp.AgentID != "" {
-		s += ", agent " + OneLine(sp.AgentID, 128)
-	}
-	if sp.RunID != "" {
-		s += ", run " + OneLine(sp.RunID, 128)
-	}
-	return s
+	return OneLine(sp.Label(), 400)
 }
 
 // RoundDuration renders a positive duration coarsely: "45s", "25m",

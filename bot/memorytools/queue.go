@@ -340,7 +340,7 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		Requester: f.Proposer(), CreatedAt: f.ProposedAt, Status: itemStatus(f),
 		Reason: f.Reason, Sensitive: s.t.o.Resolve(f.Subject).Slot.Sensitive,
 		Fields: []bot.Field{
-			{Label: "Space", Value: spaceLabel(sp)},
+			{Label: "Space", Value: sp.Label()},
 			{Label: "Subject", Value: f.Subject},
 			{Label: "Current value", Value: curShown},
 			{Label: "Proposed value", Value: proposed},
@@ -461,17 +461,4 @@ func (t *tools) sweep(ctx context.Context, now time.Time) (int, error) {
 		}
 		after = next
 	}
-}
-
-// spaceLabel names a memory space for people ("patient_42", or
-// "patient_42, agent ward, run r7"), never the key form "patient_42//".
-func spaceLabel(sp memory.Space) string {
-	s := sp.UserID
-	if sp.AgentID != "" {
-		s += ", agent " + sp.AgentID
-	}
-	if sp.RunID != "" {
-		s += ", run " + sp.RunID
-	}
-	return s
 }

@@ -112,39 +112,35 @@ func (ch Chat) Caller(surface, userID string, roles []string) *Caller {
 	return nil
 }
 
-// StillHolds reports whether the principal recorded as id still holds
-// capability c over the memory space userID, now: a configured person
-// (recorded as chat:NAME or web:NAME) must still be in the directory, a
-// stored principal (prin_…) must still exist unrevoked, and either one's
-// role must still grant c with userID in its scopes. A standing decision a
-// person made (a grant) lasts only while this holds: removing the person
-// from the config, revoking their principal, lowering their role or
-// narrowing their scopes ends it at once, on every replica.
-func (ch Chat) StillHolds(tx kv.Tx, id string, c policy.Capability, userID string) (bool, error) {
-	var p Principal
-	if name, ok := strings.CutPrefix(id, "chat:"); ok {
-		p.Name = name
-	} else if name, ok := strings.CutPrefix(id, "web:"); ok {
-		p.Name = name
+// Current returns the principal recorded as id as it stands now, or nil
+// when it no longer may act: a configured person (recorded as chat:NAME or
+// web:NAME) must still be in the directory, with the role and scopes the
+// config gives now; a stored principal (prin_…) must still exist, be
+// unrevoked and be a person. A standing decision a person made (a grant)
+// is checked against it with the one decision rule (Caller.MayDecide), so
+// removing, revoking, demoting or rescoping the person, or changing who
+// may approve, ends it at once, on every replica.
+func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
+	name, ok := strings.CutPrefix(id, "chat:")
+	if !ok {
+		name, ok = strings.CutPrefix(id, "web:")
 	}
-	if p.Name != "" {
+	if ok {
 		d := ch.b.directory
 		if d == nil {
-			return false, nil
+			return nil, nil
 		}
-		cp, ok := d.byName[p.Name]
-		if !ok {
-			return false, nil
+		cp, found := d.byName[name]
+		if !found {
+			return nil, nil
 		}
-		p.Role, p.Scopes = cp.Role, cp.Scopes
-	} else {
-		sp, err := LoadPrincipal(tx, id)
-		if err != nil || sp == nil || sp.Revoked || sp.Kind != "person" {
-			return false, err
-		}
-		p = *sp
+		return &Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}, nil
 	}
-	return policy.Grants(p.Role, c) && policy.InScope(p.Role, p.Scopes, userID), nil
+	p, err := LoadPrincipal(tx, id)
+	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
+		return nil, err
+	}
+	return &Caller{Principal: *p}, nil
 }
 
 // Deny records a refused chat attempt (an unmapped or unauthorised

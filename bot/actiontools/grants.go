@@ -254,10 +254,9 @@ func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *t
 	if !def.allowsGrant(g.Kind) || !c.Now.Before(g.CreatedAt.Add(def.spec.Grants.Max)) {
 		return false, nil
 	}
-	// A grant is its maker's standing decision: it lasts only while they
-	// could still approve this call (not removed, revoked, demoted or
-	// rescoped since).
-	if ok, err := s.b.Chat().StillHolds(tx, g.CreatedBy.ID, policy.CapApprove, r.Space.UserID); err != nil || !ok {
+	// A grant is its maker's standing decision: it lasts only while the
+	// one decision rule would let them approve this request themselves.
+	if ok, err := s.makerMayDecide(tx, g, r.Decidable()); err != nil || !ok {
 		return false, err
 	}
 	g.Uses++
@@ -467,7 +466,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 			if !gs[i].Live(c.Now) {
 				continue
 			}
-			ok, err := s.b.Chat().StillHolds(tx, gs[i].CreatedBy.ID, policy.CapApprove, gs[i].Space.UserID)
+			ok, err := s.makerMayDecide(tx, &gs[i], s.grantDecidable(&gs[i]))
 			if err != nil {
 				return err
 			}
@@ -597,6 +596,29 @@ func principalParty(c *bot.Caller) approvals.Party {
 		p.Display = fmt.Sprintf("%s [%s]", c.Name, c.ID)
 	}
 	return p
+}
+
+// makerMayDecide reports whether g's maker, as they stand now
+// (bot.Chat.Current), may decide it under the one decision rule: a
+// grant approves nothing once its maker has been removed, revoked,
+// demoted, rescoped or taken off the tool's approvers.
+func (s *Service) makerMayDecide(tx kv.Tx, g *approvals.Grant, it policy.Decidable) (bool, error) {
+	maker, err := s.b.Chat().Current(tx, g.CreatedBy.ID)
+	if err != nil || maker == nil {
+		return false, err
+	}
+	return maker.MayDecide(it) == "", nil
+}
+
+// grantDecidable is a request the grant would approve, as the decision
+// rule sees it: the grant's agent as requester, its space, and the tool's
+// approvers as configured now.
+func (s *Service) grantDecidable(g *approvals.Grant) policy.Decidable {
+	it := policy.Decidable{Ref: g.Name(), RequesterID: g.Agent, RequesterName: g.AgentName, SpaceUserID: g.Space.UserID}
+	if def := s.tools[g.Tool]; def != nil {
+		it.Approvers = def.spec.Approvers
+	}
+	return it
 }
 
 // PruneGrants is the "grants" sweep step: it drops expired grants from the

@@ -382,6 +382,17 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		change(e, e.alice.ID, func(p *bot.Principal) { p.Scopes = []string{"ward9"} })
 		pending(e, "run-1", "narrowing its maker's scopes away from ward7")
 	})
+	t.Run("maker taken off the tool's approvers", func(t *testing.T) {
+		e := newGrantEnv(t)
+		grantBy(e, e.alice, "run-1")
+		for i := range e.opts.Tools {
+			if e.opts.Tools[i].Name == "restart_service" {
+				e.opts.Tools[i].Approvers = approvals.Approvers{Principals: []string{"bob"}}
+			}
+		}
+		e.restart()
+		pending(e, "run-1", "a config that names only bob as approver")
+	})
 	t.Run("configured person removed", func(t *testing.T) {
 		e := newGrantEnv(t)
 		dir := func(ps ...bot.ChatPrincipal) {

@@ -51,7 +51,9 @@ type Schema struct {
 // holding an invisible character (Invisible) before it gets here; Fold
 // drops them so that no path can store a look-alike of a declared slot.
 func Fold(s string) string {
-	s = norm.NFKC.String(s)
+	// Invalid UTF-8 becomes U+FFFD first, as ranging over it would later,
+	// so that normalisation sees the text the loop below writes.
+	s = norm.NFKC.String(strings.ToValidUTF8(s, "\uFFFD"))
 	var b strings.Builder
 	sep := false
 	for _, r := range strings.TrimSpace(s) {
@@ -68,7 +70,10 @@ func Fold(s string) string {
 		}
 		b.WriteRune(unicode.ToLower(r))
 	}
-	return b.String()
+	// Lowering can leave a letter and a combining mark that compose only
+	// now ("Y" + ring has no precomposed capital; "y" + ring is ẙ): compose
+	// again, so that Fold(Fold(s)) == Fold(s).
+	return norm.NFKC.String(b.String())
 }
 
 // Invisible returns the first invisible formatting character of s (a

@@ -506,13 +506,9 @@ func TestReadAuditWaitsOutAnUnavailableStore(t *testing.T) {
 	if err := e.b.FlushAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var details []string
-	for _, en := range e.entries(t) {
-		details = append(details, en)
-	}
-	joined := strings.Join(details, "\n")
+	joined := strings.Join(e.entries(t), "\n")
 	if !strings.Contains(joined, "given: SAFE") || !strings.Contains(joined, "after: SAFE") {
-		t.Fatalf("chain = %v; want both answers recorded", details)
+		t.Fatalf("chain = %s; want both answers recorded (given: SAFE, after: SAFE)", joined)
 	}
 }
 

@@ -82,7 +82,7 @@ func (e *memEngine) attempt(run func(Tx) error) error {
 
 // group queues fns in order behind a held first write, so that they commit
 // as one group, and returns the holding write's error and each caller's.
-func group(e *memEngine, engineErr func(error) bool, fns ...func(Tx) error) (holding error, errs []error) {
+func group(e *memEngine, engineErr func(error) bool, fns ...func(Tx) error) (errs []error, holding error) {
 	release := make(chan struct{})
 	e.hold = release
 	c := NewCommitter(e.attempt, engineErr)
@@ -103,7 +103,7 @@ func group(e *memEngine, engineErr func(error) bool, fns ...func(Tx) error) (hol
 	}
 	close(release)
 	wg.Wait()
-	return <-first, errs
+	return errs, <-first
 }
 
 func heldAttempts(e *memEngine) int {
@@ -143,7 +143,7 @@ func TestCommitterIsolatesFailuresAndReruns(t *testing.T) {
 	var runs counter
 	errB, errD := errors.New("B failed"), errors.New("D failed")
 	var sawC string
-	first, errs := group(e, nil,
+	errs, first := group(e, nil,
 		func(tx Tx) error { runs.ran("A"); return tx.Put("b", []byte("a"), []byte("1")) },
 		func(tx Tx) error {
 			runs.ran("B")
@@ -190,7 +190,7 @@ func TestCommitterCommitFailureReachesEveryCaller(t *testing.T) {
 	diskFull := errors.New("disk full")
 	e := &memEngine{committed: map[string]string{}, commitErr: diskFull}
 	own := errors.New("own failure")
-	first, errs := group(e, nil,
+	errs, first := group(e, nil,
 		func(tx Tx) error { return tx.Put("b", []byte("a"), []byte("1")) },
 		func(Tx) error { return own },
 		func(tx Tx) error { return tx.Put("b", []byte("c"), []byte("1")) },
@@ -216,7 +216,7 @@ func TestCommitterEngineErrorRerunsTheWholeGroup(t *testing.T) {
 	e := &memEngine{committed: map[string]string{}}
 	var runs counter
 	tripped := false
-	first, errs := group(e, func(err error) bool { return errors.Is(err, errConflict) },
+	errs, first := group(e, func(err error) bool { return errors.Is(err, errConflict) },
 		func(tx Tx) error { runs.ran("A"); return tx.Put("b", []byte("a"), []byte("1")) },
 		func(tx Tx) error {
 			runs.ran("B")

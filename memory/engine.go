@@ -57,7 +57,7 @@ func (o *Options) Write(tx kv.Tx, sp Space, in Input, now time.Time) (Plan, erro
 	}
 	var st State
 	var err error
-	subject := in.Subject
+	var subject string
 	if in.Op == OpEdit {
 		if st.Target, err = Load(tx, sp, in.Target); err != nil {
 			return Plan{}, err

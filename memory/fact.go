@@ -235,20 +235,6 @@ func (f *Fact) openPending() Action {
 	return ""
 }
 
-// hasControl reports whether s holds a control character. With allowSpace,
-// tab, newline and carriage return are allowed.
-func hasControl(s string, allowSpace bool) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			if allowSpace && (r == '\t' || r == '\n' || r == '\r') {
-				continue
-			}
-			return true
-		}
-	}
-	return false
-}
-
 // NormalizeValue applies a slot's value rule: verbatim keeps the value byte
 // for byte; otherwise surrounding and repeated whitespace is collapsed to
 // single spaces.

@@ -33,6 +33,7 @@ func ParseReconcileMode(s string) (ReconcileMode, error) {
 	case ModeRecency, ModeAuthority, ModeReview:
 		return m, nil
 	}
+	//lint:ignore ST1005 the seed's wording (seed 001, set_reconcile_policy) is the contract
 	return "", fmt.Errorf("Unknown mode '%s'. Use RECENCY, AUTHORITY, or REVIEW.", m)
 }
 

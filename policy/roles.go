@@ -56,6 +56,7 @@ func ParseRole(s string) (Role, error) {
 	for i, rc := range roleCaps {
 		names[i] = string(rc.role)
 	}
+	//lint:ignore ST1005 the message is shown as it stands, a sentence like the seeds' refusals
 	return "", fmt.Errorf("Unknown role '%s'. Use: %s.", s, strings.Join(names, ", "))
 }
 

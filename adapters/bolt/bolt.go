@@ -333,14 +333,16 @@ func (x *tx) Descend(bucket string, from, to []byte, fn func(k, v []byte) error)
 	}
 	c := b.Cursor()
 	var k, v []byte
-	if to == nil {
+	switch {
+	case to == nil:
 		k, v = c.Last()
-	} else {
-		k, v = c.Seek(to)
-		if k == nil {
+	default:
+		// Seek lands on the first key >= to, which is excluded: step back
+		// from it, or start at the last key when every key is below to.
+		if sk, _ := c.Seek(to); sk == nil {
 			k, v = c.Last()
 		} else {
-			k, v = c.Prev() // Seek lands on the first key >= to, which is excluded
+			k, v = c.Prev()
 		}
 	}
 	for ; k != nil; k, v = c.Prev() {

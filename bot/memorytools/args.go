@@ -223,15 +223,6 @@ func (a *updateArgs) Validate() error {
 	return bot.CheckText("new_value", a.NewValue, maxValue, true)
 }
 
-// subjectArgs take one subject.
-type subjectArgs struct {
-	bot.Space
-	Subject string `json:"subject" jsonschema:"the subject"`
-}
-
-// Validate checks the subject.
-func (a *subjectArgs) Validate() error { return checkSubject(a.Subject) }
-
 // historyArgs are history's arguments: a subject, paged.
 type historyArgs struct {
 	bot.Space

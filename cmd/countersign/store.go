@@ -159,7 +159,7 @@ const storeUsage = `usage:
 copy copies every bucket of the store of config A into the empty store of
 config B (bbolt to postgres, or back), with the sequences, then verifies the
 audit chain on B. Stop every server of both stores first.
-compact rewrites a bbolt store without its free pages (store_cmd.go).`
+compact rewrites a bbolt store without its free pages (store_cmd.go)`
 
 // cmdStore runs the store subcommands.
 func cmdStore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

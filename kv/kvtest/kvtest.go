@@ -455,7 +455,7 @@ func testRollback(t *testing.T, s kv.Store) {
 func testReadOnly(t *testing.T, s kv.Store) {
 	err := s.View(ctx, func(tx kv.Tx) error {
 		if err := tx.Put("b", []byte("k"), []byte("v")); err == nil {
-			return errors.New("Put succeeded in a View")
+			return errors.New("put succeeded in a View")
 		}
 		if _, ok := kv.Finally(tx, "k", func() kv.PreCommit { return &recorder{} }); ok {
 			return errors.New("a View accepted a PreCommit")

@@ -78,10 +78,19 @@ func (f *fakeRenderer) Reply(_ context.Context, card MessageRef, it Item, n Note
 	return f.next("reply")
 }
 
-// brokenSource renders the items in status, and fails to render any other.
-type brokenSource struct{ status map[string]string }
+// brokenSource renders the items in status, and fails to render any other;
+// down[key] > 0 makes the next views of key fail as if the store could not
+// be reached.
+type brokenSource struct {
+	status map[string]string
+	down   map[string]int
+}
 
 func (s brokenSource) View(_ kv.Tx, rec ItemRecord) (Item, error) {
+	if s.down[rec.Key] > 0 {
+		s.down[rec.Key]--
+		return Item{}, fmt.Errorf("reading %q: %w", rec.Key, kv.ErrUnavailable)
+	}
 	st, ok := s.status[rec.Key]
 	if !ok {
 		return Item{}, fmt.Errorf("no request %q", rec.Key)
@@ -128,7 +137,7 @@ func newDeliveryEnv(t *testing.T) *deliveryEnv {
 	}
 	t.Cleanup(func() { db.Close() })
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	e := &deliveryEnv{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), src: brokenSource{status: map[string]string{}}, log: &syncBuffer{}}
+	e := &deliveryEnv{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), src: brokenSource{status: map[string]string{}, down: map[string]int{}}, log: &syncBuffer{}}
 	e.b, err = New(Options{Store: db, SigningKey: key, Sinks: []string{"chat"}, Now: func() time.Time { return e.now },
 		Logger: slog.New(slog.NewTextHandler(e.log, nil))})
 	if err != nil {
@@ -321,6 +330,27 @@ func TestDrainRetriesAnUnavailablePlatformWithBackoffNeverGivingUp(t *testing.T)
 	}
 	if st, _ := e.b.Outbox().Stats(context.Background()); st["chat"].GivenUp != 0 {
 		t.Fatalf("stats %+v: nothing is given up while the platform is down", st["chat"])
+	}
+}
+
+// TestDrainNeverGivesUpWhileTheStoreIsUnavailable: an item that cannot be
+// read because the store cannot be reached is not the event's fault.
+func TestDrainNeverGivesUpWhileTheStoreIsUnavailable(t *testing.T) {
+	e := newDeliveryEnv(t)
+	e.item("a", "ops")
+	e.src.down["a"] = 2 * GiveUpAfter
+	r := newFakeRenderer()
+	for n := 1; n <= 2*GiveUpAfter; n++ {
+		e.drain(r)
+		q := e.queued()
+		if len(q) != 1 || q[0].Attempts != n || q[0].Faults != 0 {
+			t.Fatalf("store down, attempt %d: queue %+v; want the event kept with no fault", n, q)
+		}
+		e.now = q[0].NextAttempt
+	}
+	e.drain(r)
+	if q := e.queued(); len(q) != 0 || !slices.Equal(r.calls, []string{"post C-ops key=post"}) {
+		t.Fatalf("store back: queue %+v, calls %q; want the item posted", q, r.calls)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/countersign/countersign/kv"
 )
 
 // Deliverer delivers one outbox event to a sink (post or update a chat
@@ -50,7 +52,8 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // cannot be read or rendered, the platform answered something the adapter
 // cannot make sense of). It bounds how long one event that cannot be
 // delivered holds back every later event of its sink (1+2+4+8 seconds of
-// backoff). Throttling and unavailability never count.
+// backoff). Throttling and unavailability never count, and neither does a
+// store that cannot be reached (kv.ErrUnavailable).
 const GiveUpAfter = 5
 
 // Backoff returns the delay before attempt n (1-based): 1s, 2s, 4s ... capped
@@ -129,7 +132,7 @@ func (o *Outbox) Drain(ctx context.Context, sink string, deliver Deliverer) erro
 				perm  *PermanentError
 				ra    *RetryAfterError
 				unav  *UnavailableError
-				fault = !errors.As(derr, &ra) && !errors.As(derr, &unav)
+				fault = !errors.As(derr, &ra) && !errors.As(derr, &unav) && !errors.Is(derr, kv.ErrUnavailable)
 			)
 			if fault {
 				ev.Faults++

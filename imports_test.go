@@ -22,7 +22,9 @@ var pendingImports = map[string]string{}
 // inward; policy and kv import nothing of Countersign; an adapter imports
 // only the core (bot, bot/chat) and kv, never policy, never a sibling
 // adapter, never a tool package; nothing but cmd, bench and the test
-// helpers imports an adapter.
+// helpers imports an adapter. TestAdaptersLeaveDeliveryToTheOutbox
+// (delivery_rules_test.go) adds the delivery contract's rules: no adapter
+// decides retry or give-up on its own.
 func TestImportRules(t *testing.T) {
 	pkgs := modulePackages(t)
 	if len(pkgs) < 10 {

@@ -397,8 +397,11 @@ type Event struct {
 	ItemID uint64    `json:"item_id"`
 	Note   string    `json:"note,omitempty"` // escalation target, reminder text
 	At     time.Time `json:"at"`
-	// Attempts and NextAttempt are the delivery state kept by the sink's worker.
+	// Attempts, Faults and NextAttempt are the delivery state kept by the
+	// sink's worker (Drain): the failed attempts, those of them that were
+	// the event's own fault (GiveUpAfter), and when to try again.
 	Attempts    int       `json:"attempts,omitempty"`
+	Faults      int       `json:"faults,omitempty"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
 }

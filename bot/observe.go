@@ -175,6 +175,9 @@ type OutboxStat struct {
 	Depth    int // events queued
 	Retrying int // queued events whose last delivery attempt failed
 	Failures int // failed attempts of the queued events, summed
+	// GivenUp counts the events of the sink the outbox ever gave up on
+	// (Outbox.GivenUp lists the newest).
+	GivenUp uint64
 }
 
 // Stats reads every sink's outbox in one read transaction.
@@ -186,7 +189,7 @@ func (o *Outbox) Stats(ctx context.Context) (map[string]OutboxStat, error) {
 	err := o.b.store.View(ctx, func(tx kv.Tx) error {
 		// One pass over the whole outbox: every sink that has events shows,
 		// including those fed only by EmitTo (callbacks).
-		return tx.Ascend(bucketOutbox, nil, nil, func(k, v []byte) error {
+		err := tx.Ascend(bucketOutbox, nil, nil, func(k, v []byte) error {
 			sink, _, ok := bytes.Cut(k, []byte{0})
 			if !ok {
 				return nil
@@ -199,6 +202,15 @@ func (o *Outbox) Stats(ctx context.Context) (map[string]OutboxStat, error) {
 				st.Failures += ev.Attempts
 			}
 			out[string(sink)] = st
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Ascend(bucketGivenUpCount, nil, nil, func(k, v []byte) error {
+			st := out[string(k)]
+			st.GivenUp = kv.ParseU64(v)
+			out[string(k)] = st
 			return nil
 		})
 	})

@@ -110,3 +110,108 @@ func (o *Outbox) Retry(ctx context.Context, ev Event, next time.Time, cause erro
 		return tx.Put(bucketOutbox, outboxKey(ev.Sink, ev.Seq), v)
 	})
 }
+
+// The records of the events the outbox gave up on.
+const (
+	bucketGivenUp      = "outbox_given_up"       // sink 0x00 seq -> GivenUp JSON: the newest keepGivenUp of each sink
+	bucketGivenUpCount = "outbox_given_up_count" // sink -> big-endian count of the events ever given up
+)
+
+// keepGivenUp bounds the records GivenUp keeps per sink (the count in
+// Stats is never cut).
+const keepGivenUp = 1000
+
+// GivenUp is the record of an event the outbox stopped trying to deliver.
+type GivenUp struct {
+	Event
+	At     time.Time `json:"given_up_at"`
+	Reason string    `json:"reason"` // the last failure
+}
+
+// giveUp takes ev off the queue, records it (GivenUp, and the count in
+// Stats) and logs it as an error, all or nothing: a notification is never
+// dropped without a trace. An event delivered or given up meanwhile (by
+// another replica) is left alone.
+func (o *Outbox) giveUp(ctx context.Context, ev Event, cause error) error {
+	ev.Attempts++
+	ev.LastError = cause.Error()
+	rec := GivenUp{Event: ev, At: o.b.now(), Reason: cause.Error()}
+	key := outboxKey(ev.Sink, ev.Seq)
+	gone := false
+	err := o.b.store.Update(ctx, func(tx kv.Tx) error {
+		gone = false
+		if cur, err := tx.Get(bucketOutbox, key); err != nil || cur == nil {
+			gone = cur == nil
+			return err
+		}
+		if err := tx.Delete(bucketOutbox, key); err != nil {
+			return err
+		}
+		v, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(bucketGivenUp, key, v); err != nil {
+			return err
+		}
+		n := uint64(0)
+		if b, err := tx.Get(bucketGivenUpCount, []byte(ev.Sink)); err != nil {
+			return err
+		} else if len(b) == 8 {
+			n = kv.ParseU64(b)
+		}
+		if err := tx.Put(bucketGivenUpCount, []byte(ev.Sink), kv.U64(n+1)); err != nil {
+			return err
+		}
+		return o.pruneGivenUp(tx, ev.Sink)
+	})
+	if err != nil || gone {
+		return err
+	}
+	msg := "outbox delivery given up"
+	if ev.Type == EventDecided {
+		msg = "outbox delivery given up: this surface does not show the item's outcome"
+	}
+	o.b.log.Error(msg, "sink", ev.Sink, "item", ev.ItemID, "type", ev.Type, "attempts", ev.Attempts, "err", cause)
+	return nil
+}
+
+// pruneGivenUp keeps the newest keepGivenUp records of sink.
+func (o *Outbox) pruneGivenUp(tx kv.Tx, sink string) error {
+	var keys [][]byte
+	prefix := append([]byte(sink), 0)
+	err := tx.Descend(bucketGivenUp, prefix, kv.PrefixEnd(prefix), func(k, _ []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		return nil
+	})
+	if err != nil || len(keys) <= keepGivenUp {
+		return err
+	}
+	for _, k := range keys[keepGivenUp:] {
+		if err := tx.Delete(bucketGivenUp, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GivenUp returns up to limit of the events of sink the outbox gave up on,
+// newest first (the newest 1000 are kept; Stats counts them all).
+func (o *Outbox) GivenUp(ctx context.Context, sink string, limit int) ([]GivenUp, error) {
+	var out []GivenUp
+	prefix := append([]byte(sink), 0)
+	err := o.b.store.View(ctx, func(tx kv.Tx) error {
+		return tx.Descend(bucketGivenUp, prefix, kv.PrefixEnd(prefix), func(_, v []byte) error {
+			var g GivenUp
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
+			}
+			out = append(out, g)
+			if len(out) >= limit {
+				return kv.ErrStop
+			}
+			return nil
+		})
+	})
+	return out, err
+}

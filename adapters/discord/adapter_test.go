@@ -603,7 +603,7 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
 
-	err := e.a.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
 	var ra *bot.RetryAfterError
 	if !errors.As(err, &ra) || ra.After != 2500*time.Millisecond {
 		t.Fatalf("Deliver = %v, want a RetryAfterError of 2.5s", err)
@@ -636,7 +636,7 @@ func TestPermanentAndTransientFailures(t *testing.T) {
 			e := newEnv(t)
 			id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 			e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: tc.status, Body: `{"message":"no","code":0}`})
-			err := e.a.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+			err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
 			var perm *bot.PermanentError
 			if err == nil || errors.As(err, &perm) != tc.perm {
 				t.Errorf("Deliver = %v (%T), want permanent=%v", err, err, tc.perm)

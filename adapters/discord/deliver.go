@@ -5,51 +5,25 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
 )
 
-// Deliver delivers one outbox event to Discord: it posts a new item,
-// re-renders every message of an item whose tally moved or that reached
-// its outcome, and replies in an item's thread with a reminder or an
-// escalation. It renders the item as it is now, so delivering an event
-// twice, or late, shows the same thing. A 429 comes back as a
-// *bot.RetryAfterError; a 4xx Discord will never accept as a
-// *bot.PermanentError.
-func (a *Adapter) Deliver(ctx context.Context, ev bot.Event) error {
-	it, err := a.bot.Items().Get(ctx, ev.ItemID)
-	if errors.Is(err, bot.ErrNoItem) {
-		return &bot.PermanentError{Err: fmt.Errorf("discord: item %d does not exist", ev.ItemID)}
-	}
-	if err != nil {
-		return err
-	}
-	switch ev.Type {
-	case bot.EventCreated:
-		return a.post(ctx, it)
-	case bot.EventUpdated, bot.EventDecided:
-		return a.refresh(ctx, it)
-	case bot.EventReminder, bot.EventEscalated:
-		return a.reply(ctx, it, ev)
-	case bot.EventNote:
-		return a.note(ctx, it, ev)
-	}
-	return &bot.PermanentError{Err: fmt.Errorf("discord: unknown event type %q", ev.Type)}
-}
+// Renderer returns the adapter's half of the outbox's delivery contract
+// (bot.Renderer): it posts an item as an embed with buttons, edits its
+// messages in place, and replies to them; the outbox decides which of
+// these an event needs, records the messages with the item, and decides
+// retry and give-up. A failed REST call is classified by classify.
+func (a *Adapter) Renderer() bot.Renderer { return renderer{a} }
 
-// channelFor is the channel id an item is posted in: its configured
-// channel, else the default one.
-func (a *Adapter) channelFor(name string) string {
-	if id := a.channels[name]; id != "" {
-		return id
-	}
-	return a.channels["default"]
-}
+// renderer is the Discord bot.Renderer.
+type renderer struct{ a *Adapter }
+
+// Channel is the Discord channel id of a configured channel name.
+func (r renderer) Channel(name string) string { return r.a.channels[name] }
 
 // refs are an item's Discord messages.
 func refs(it bot.Item) []bot.MessageRef {
@@ -62,118 +36,66 @@ func refs(it bot.Item) []bot.MessageRef {
 	return out
 }
 
-// post posts a new item and records its message with the item, so that it
-// is edited in place later, after a restart too. An item that already has
-// a Discord message is not posted again.
-func (a *Adapter) post(ctx context.Context, it bot.Item) error {
-	if len(refs(it)) > 0 {
-		return nil
-	}
-	ch := a.channelFor(it.Channel)
+// Post posts the item in channel, with an enforced nonce derived from key
+// so that a post retried after a crash does not make a second message.
+func (r renderer) Post(ctx context.Context, channel string, it bot.Item, key string) (bot.MessageRef, error) {
 	m := render(it)
-	msg, err := a.send(ctx, ch, &discordgo.MessageSend{
+	msg, err := r.a.send(ctx, channel, &discordgo.MessageSend{
 		Content: m.Content, Embeds: m.Embeds, Components: m.Components, AllowedMentions: noMentions(),
-	}, nonce("post", it))
+	}, nonce(key, it))
 	if err != nil {
-		return err
+		return bot.MessageRef{}, err
 	}
-	ref := bot.MessageRef{Platform: Sink, ChannelID: msg.ChannelID, MessageID: msg.ID}
-	if ref.ChannelID == "" {
-		ref.ChannelID = ch
-	}
-	if ref.MessageID == "" {
-		return fmt.Errorf("discord: posting item %d: Discord answered without a message id", it.ID)
-	}
-	return a.bot.Items().AddMessageRef(ctx, it.ID, ref)
+	return bot.MessageRef{ChannelID: msg.ChannelID, MessageID: msg.ID}, nil
 }
 
-// refresh edits every Discord message of an item to show it as it is now:
-// the live tally while pending; the outcome, who decided, when and why,
-// with the buttons removed, once decided. A message Discord will not edit
-// (deleted, or in a channel the bot lost) is logged and skipped.
-func (a *Adapter) refresh(ctx context.Context, it bot.Item) error {
+// Update edits the message card to show the item as it is now.
+func (r renderer) Update(ctx context.Context, card bot.MessageRef, it bot.Item) error {
 	m := render(it)
-	for _, ref := range refs(it) {
-		content, embeds, comps := m.Content, m.Embeds, m.Components
-		edit := &discordgo.MessageEdit{
-			Channel: ref.ChannelID, ID: ref.MessageID,
-			Content: &content, Embeds: &embeds, Components: &comps, AllowedMentions: noMentions(),
-		}
-		_, err := a.s.ChannelMessageEditComplex(edit, callOpts(ctx)...)
-		err = classify(err)
-		var perm *bot.PermanentError
-		switch {
-		case err == nil:
-		case errors.As(err, &perm):
-			a.log.Warn("discord: a message of an item cannot be edited; skipped", "item", it.ID, "channel", ref.ChannelID, "message", ref.MessageID, "err", err)
-		default:
-			return err
-		}
+	edit := &discordgo.MessageEdit{
+		Channel: card.ChannelID, ID: card.MessageID,
+		Content: &m.Content, Embeds: &m.Embeds, Components: &m.Components, AllowedMentions: noMentions(),
 	}
-	return nil
+	_, err := r.a.s.ChannelMessageEditComplex(edit, deliveryOpts(ctx)...)
+	return classify(err)
 }
 
-// reply posts a reminder or an escalation as a reply to the item's first
-// message (its thread); an item with no message gets it in its channel. An
-// escalation names the escalation role (mentions stay disabled: roles are
-// named, never pinged) and, when it names an escalation channel configured
-// for Discord, the item is posted there too, with its buttons, and kept up
-// to date like the first message.
-func (a *Adapter) reply(ctx context.Context, it bot.Item, ev bot.Event) error {
-	if !it.Pending() {
-		return nil // decided meanwhile: nothing to remind anyone of
+// Reply posts a reminder, an escalation or a note as a reply to card. An
+// escalation names its role (mentions stay disabled: roles are named,
+// never pinged).
+func (r renderer) Reply(ctx context.Context, card bot.MessageRef, it bot.Item, n bot.Note) error {
+	no := false
+	send := &discordgo.MessageSend{
+		Content: replyContent(it, n), AllowedMentions: noMentions(),
+		Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{},
+		Reference: &discordgo.MessageReference{MessageID: card.MessageID, ChannelID: card.ChannelID, FailIfNotExists: &no},
 	}
-	icon, what := "⏰", "reminder"
-	note := ev.Note
-	var channel string
-	if ev.Type == bot.EventEscalated {
+	_, err := r.a.send(ctx, card.ChannelID, send, nonce(n.Key, it))
+	return err
+}
+
+// replyContent is the text of a reply.
+func replyContent(it bot.Item, n bot.Note) string {
+	if n.Type == bot.EventNote {
+		lead := fmt.Sprintf("🔁 **Countersign #%d**: ", it.ID)
+		return lead + clip(strings.TrimSpace(n.Text), maxContent-units16(lead), block)
+	}
+	icon, what, note := "⏰", "reminder", n.Text
+	if n.Type == bot.EventEscalated {
 		icon, what = "📣", "escalation"
-		var role string
-		var rest []string
-		channel, role, rest = bot.ParseEscalation(ev.Note)
 		note = fmt.Sprintf("#%d still %s, past the escalation time.", it.ID, waitsFor(it.Kind))
-		if role != "" {
-			note += " Escalated to role " + role + "."
+		if n.Role != "" {
+			note += " Escalated to role " + n.Role + "."
 		}
-		if len(rest) > 0 {
-			note += " " + strings.Join(rest, " ")
+		if n.Text != "" {
+			note += " " + n.Text
 		}
 	}
 	if note == "" {
 		note = fmt.Sprintf("#%d still %s.", it.ID, waitsFor(it.Kind))
 	}
 	lead := fmt.Sprintf("%s **Countersign #%d** %s: ", icon, it.ID, what)
-	content := lead + clip(note, maxContent-units16(lead), block)
-	send := &discordgo.MessageSend{Content: content, AllowedMentions: noMentions(), Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
-	ch := a.channelFor(it.Channel)
-	if rs := refs(it); len(rs) > 0 {
-		no := false
-		ch = rs[0].ChannelID
-		send.Reference = &discordgo.MessageReference{MessageID: rs[0].MessageID, ChannelID: rs[0].ChannelID, FailIfNotExists: &no}
-	}
-	if _, err := a.send(ctx, ch, send, nonce(ev.Type+strconv.FormatUint(ev.Seq, 10), it)); err != nil {
-		return err
-	}
-	target := a.channels[channel]
-	if channel == "" || target == "" {
-		return nil
-	}
-	for _, r := range refs(it) {
-		if r.ChannelID == target {
-			return nil // already posted there
-		}
-	}
-	m := render(it)
-	msg, err := a.send(ctx, target, &discordgo.MessageSend{
-		Content: m.Content, Embeds: m.Embeds, Components: m.Components, AllowedMentions: noMentions(),
-	}, nonce("escalate"+strconv.FormatUint(ev.Seq, 10), it))
-	if err != nil {
-		return err
-	}
-	if msg.ID == "" {
-		return fmt.Errorf("discord: posting item %d to the escalation channel: Discord answered without a message id", it.ID)
-	}
-	return a.bot.Items().AddMessageRef(ctx, it.ID, bot.MessageRef{Platform: Sink, ChannelID: target, MessageID: msg.ID})
+	return lead + clip(note, maxContent-units16(lead), block)
 }
 
 // messageCreate is discordgo's MessageSend plus a nonce that Discord
@@ -194,7 +116,7 @@ func (a *Adapter) send(ctx context.Context, channelID string, m *discordgo.Messa
 		}
 	}
 	endpoint := discordgo.EndpointChannelMessages(channelID)
-	body, err := a.s.RequestWithBucketID("POST", endpoint, messageCreate{MessageSend: m, Nonce: nonce, EnforceNonce: true}, endpoint, callOpts(ctx)...)
+	body, err := a.s.RequestWithBucketID("POST", endpoint, messageCreate{MessageSend: m, Nonce: nonce, EnforceNonce: true}, endpoint, deliveryOpts(ctx)...)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -206,7 +128,8 @@ func (a *Adapter) send(ctx context.Context, channelID string, m *discordgo.Messa
 }
 
 // nonce is a message nonce (at most 25 characters) unique to one post of
-// one item: the item id alone would repeat across stores.
+// one item (what is the outbox's key of the post): the item id alone would
+// repeat across stores.
 func nonce(what string, it bot.Item) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%d|%d|%s", what, it.ID, it.CreatedAt.UnixNano(), it.Space)))
 	return "cs" + hex.EncodeToString(sum[:11])

@@ -196,9 +196,15 @@ func callOpts(ctx context.Context) []discordgo.RequestOption {
 	return []discordgo.RequestOption{discordgo.WithContext(ctx), discordgo.WithRetryOnRatelimit(false)}
 }
 
+// deliveryOpts are the options of a delivery's REST call: callOpts, and no
+// retry of a 502 inside the call either. The outbox alone decides retries.
+func deliveryOpts(ctx context.Context) []discordgo.RequestOption {
+	return append(callOpts(ctx), discordgo.WithRestRetries(0))
+}
+
 // RunOutbox posts and edits messages from the bot's outbox until ctx ends.
 func (a *Adapter) RunOutbox(ctx context.Context) error {
-	return a.bot.Outbox().Run(ctx, Sink, a.poll, a.Deliver)
+	return a.bot.Outbox().Serve(ctx, Sink, a.poll, a.Renderer())
 }
 
 // RunGateway connects to the Discord gateway and answers the interactions
@@ -296,10 +302,11 @@ func (a *Adapter) RegisterCommands(ctx context.Context) error {
 	}
 }
 
-// classify maps a REST error to the outbox's retry policy: a 429 retries
-// after its retry_after; 401 (a token being fixed), 408 and 5xx retry with
-// backoff; any other 4xx (a channel the bot cannot see, a deleted
-// message, a payload Discord refuses) is permanent.
+// classify maps a REST error to the delivery contract's kinds
+// (bot.Renderer): a 429 is a *bot.RetryAfterError of its retry_after; any
+// 4xx but 401 (a token being fixed), 408 and 429 (a channel the bot cannot
+// see, a deleted message, a payload Discord refuses) a *bot.PermanentError;
+// anything else (unreachable, 5xx, 401, 408) a *bot.UnavailableError.
 func classify(err error) error {
 	if err == nil {
 		return nil
@@ -315,5 +322,5 @@ func classify(err error) error {
 			return &bot.PermanentError{Err: err}
 		}
 	}
-	return err
+	return &bot.UnavailableError{Err: err}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
@@ -86,21 +85,4 @@ func (a *Adapter) grantsCommand(ctx context.Context, caller *bot.Caller, userID,
 		}
 	}
 	return resp
-}
-
-// note posts an EventNote as a reply to the item's first message,
-// whatever the item's state.
-func (a *Adapter) note(ctx context.Context, it bot.Item, ev bot.Event) error {
-	lead := fmt.Sprintf("🔁 **Countersign #%d**: ", it.ID)
-	note := strings.TrimSpace(ev.Note)
-	send := &discordgo.MessageSend{Content: lead + clip(note, maxContent-units16(lead), block), AllowedMentions: noMentions(),
-		Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}}
-	ch := a.channelFor(it.Channel)
-	if rs := refs(it); len(rs) > 0 {
-		no := false
-		ch = rs[0].ChannelID
-		send.Reference = &discordgo.MessageReference{MessageID: rs[0].MessageID, ChannelID: rs[0].ChannelID, FailIfNotExists: &no}
-	}
-	_, err := a.send(ctx, ch, send, nonce(ev.Type+strconv.FormatUint(ev.Seq, 10), it))
-	return err
 }

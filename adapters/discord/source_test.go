@@ -415,9 +415,15 @@ func (e *env) item(id uint64) bot.Item {
 // drain delivers every due outbox event to the fake.
 func (e *env) drain() {
 	e.t.Helper()
-	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.a.Deliver); err != nil {
+	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.bot.Outbox().DeliverTo(Sink, e.a.Renderer())); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// deliver delivers one event to the fake as the outbox worker does, and
+// returns its failure (classified, not yet acted on).
+func (e *env) deliver(ev bot.Event) error {
+	return e.bot.Outbox().DeliverTo(Sink, e.a.Renderer())(context.Background(), ev)
 }
 
 // ref is the Discord message posted for an item.

@@ -112,7 +112,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 	}
 
 	// Delivering again posts nothing twice.
-	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: mem}); err != nil {
+	if err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: mem}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.fake.Calls("chat.postMessage")); n != 3 {
@@ -544,7 +544,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	e := newEnv(t)
 	e.fake.RateLimit("chat.postMessage", 7)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
-	err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
 	var ra *bot.RetryAfterError
 	if !errors.As(err, &ra) || ra.After != 7*time.Second {
 		t.Fatalf("429 delivered as %v, want RetryAfterError of 7s", err)
@@ -603,7 +603,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 		e := newEnv(t)
 		e.fake.SlackError(c.method, c.code)
 		id := e.create(bot.KindAction, "ops", actionTestItem())
-		err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+		err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
 		var perm *bot.PermanentError
 		if err == nil || errors.As(err, &perm) != c.permanent {
 			t.Errorf("%s %s: %v, permanent want %v", c.method, c.code, err, c.permanent)
@@ -612,12 +612,12 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	e := newEnv(t)
 	e.fake.Fail("chat.postMessage", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
 	id := e.create(bot.KindAction, "ops", actionTestItem())
-	err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: id})
+	err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
 	var perm *bot.PermanentError
 	if err == nil || errors.As(err, &perm) {
 		t.Errorf("503: %v, want a retryable error", err)
 	}
-	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: 999}); !errors.As(err, &perm) {
+	if err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: 999}); !errors.As(err, &perm) {
 		t.Errorf("unknown item: %v, want permanent", err)
 	}
 	// An item whose source cannot render it is retried a few times, then
@@ -630,27 +630,28 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: broken}); err == nil || errors.As(err, &perm) {
+	if err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: broken}); err == nil || errors.As(err, &perm) {
 		t.Errorf("unrenderable item, first try: %v, want a retryable error", err)
 	}
-	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventCreated, ItemID: broken, Attempts: maxViewAttempts - 1}); !errors.As(err, &perm) {
-		t.Errorf("unrenderable item, last try: %v, want permanent", err)
+	// Through the outbox: id's post (503 above, then accepted) goes out, and
+	// the unrenderable item is given up after bot.GiveUpAfter tries.
+	for range bot.GiveUpAfter {
+		e.drain()
+		e.clock.Advance(time.Hour)
+	}
+	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 0 {
+		t.Fatalf("outbox depth %d after %d tries of an unrenderable item, want it given up", n, bot.GiveUpAfter)
+	}
+	if g, err := e.bot.Outbox().GivenUp(context.Background(), Sink, 10); err != nil || len(g) != 1 || g[0].ItemID != broken {
+		t.Fatalf("given up = %+v, %v; want the unrenderable item's event", g, err)
 	}
 
 	// A deleted message is skipped; the item's other messages still update.
-	if err := e.bot.Outbox().Drain(context.Background(), Sink, func(ctx context.Context, ev bot.Event) error {
-		if ev.ItemID == broken {
-			return &bot.PermanentError{Err: errors.New("drop")}
-		}
-		return e.ad.Deliver(ctx, ev)
-	}); err != nil {
-		t.Fatal(err)
-	}
 	if err := e.bot.Items().AddMessageRef(context.Background(), id, bot.MessageRef{Platform: Sink, ChannelID: chDefault, MessageID: "1.0"}); err != nil {
 		t.Fatal(err)
 	}
 	e.fake.SlackError("chat.update", "message_not_found")
-	if err := e.ad.Deliver(context.Background(), bot.Event{Type: bot.EventUpdated, ItemID: id}); err != nil {
+	if err := e.deliver(bot.Event{Type: bot.EventUpdated, ItemID: id}); err != nil {
 		t.Fatalf("update with one deleted message: %v", err)
 	}
 	if n := len(e.fake.Calls("chat.update")); n != 2 {

@@ -184,9 +184,15 @@ func (e *env) barrier() {
 // drain delivers every due outbox event to the fake Slack.
 func (e *env) drain() {
 	e.t.Helper()
-	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.ad.Deliver); err != nil {
+	if err := e.bot.Outbox().Drain(context.Background(), Sink, e.bot.Outbox().DeliverTo(Sink, e.ad.Renderer())); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// deliver delivers one event to the fake Slack as the outbox worker does,
+// and returns its failure (classified, not yet acted on).
+func (e *env) deliver(ev bot.Event) error {
+	return e.bot.Outbox().DeliverTo(Sink, e.ad.Renderer())(context.Background(), ev)
 }
 
 func (e *env) create(kind bot.ItemKind, channel string, t testItem) uint64 {

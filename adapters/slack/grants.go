@@ -119,28 +119,9 @@ func (a *Adapter) grantsCommand(ctx context.Context, cmd slackgo.SlashCommand) (
 }
 
 // noteText is an EventNote as a thread reply.
-func noteText(it bot.Item, ev bot.Event) string {
-	note := ev.Note
+func noteText(it bot.Item, note string) string {
 	if note == "" {
 		note = fmt.Sprintf("#%d: a note without text.", it.ID)
 	}
 	return "🔁 " + text(note, maxMessageText-2)
-}
-
-// note posts an EventNote in the thread of each of the item's messages,
-// whatever the item's state.
-func (a *Adapter) note(ctx context.Context, it bot.Item, ev bot.Event) error {
-	msg := noteText(it, ev)
-	for _, ref := range refs(it) {
-		if _, _, err := a.api.PostMessageContext(ctx, ref.ChannelID, slackgo.MsgOptionText(msg, false), slackgo.MsgOptionTS(ref.MessageID)); err != nil {
-			derr := deliveryError(fmt.Sprintf("note in the thread of %s/%s for item %d", ref.ChannelID, ref.MessageID, it.ID), err)
-			var perm *bot.PermanentError
-			if errors.As(derr, &perm) {
-				a.log.Error("thread note not posted", "item", it.ID, "err", err)
-				continue
-			}
-			return derr
-		}
-	}
-	return nil
 }

@@ -198,7 +198,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		wg.Go(func() { a.work(ctx) })
 	}
 	wg.Go(func() {
-		if err := a.bot.Outbox().Run(ctx, Sink, a.poll, a.Deliver); err != nil && !errors.Is(err, context.Canceled) {
+		if err := a.bot.Outbox().Serve(ctx, Sink, a.poll, a.Renderer()); err != nil && !errors.Is(err, context.Canceled) {
 			a.log.Error("outbox worker stopped", "err", err)
 		}
 	})

@@ -442,6 +442,7 @@ func TestMetricsHandlerToken(t *testing.T) {
 		`countersign_pending_items{kind="action"} 2`,
 		`countersign_outbox_depth{sink="slack"} 3`,
 		`countersign_outbox_retrying{sink="slack"} 1`,
+		`countersign_outbox_given_up_total{sink="slack"} 2`,
 		`countersign_store_readable 1`,
 		`go_goroutines`,
 	} {
@@ -463,5 +464,5 @@ func (fakeStats) PendingByKind(context.Context) (map[bot.ItemKind]int, error) {
 }
 
 func (fakeStats) OutboxStats(context.Context) (map[string]bot.OutboxStat, error) {
-	return map[string]bot.OutboxStat{"slack": {Depth: 3, Retrying: 1, Failures: 4}}, nil
+	return map[string]bot.OutboxStat{"slack": {Depth: 3, Retrying: 1, Failures: 4, GivenUp: 2}}, nil
 }

@@ -131,7 +131,7 @@ type storeCollector struct {
 	stats StoreStats
 	log   *slog.Logger
 
-	pending, depth, retrying, failures, up *prometheus.Desc
+	pending, depth, retrying, failures, givenUp, up *prometheus.Desc
 
 	mu  sync.Mutex
 	cur *reading // the reading under way, if any
@@ -150,12 +150,13 @@ func newStoreCollector(stats StoreStats, log *slog.Logger) *storeCollector {
 		depth:    prometheus.NewDesc("countersign_outbox_depth", "Notifications queued for delivery, by sink.", []string{"sink"}, nil),
 		retrying: prometheus.NewDesc("countersign_outbox_retrying", "Queued notifications whose last delivery attempt failed, by sink.", []string{"sink"}, nil),
 		failures: prometheus.NewDesc("countersign_outbox_failed_attempts", "Failed delivery attempts of the notifications still queued, by sink.", []string{"sink"}, nil),
+		givenUp:  prometheus.NewDesc("countersign_outbox_given_up_total", "Notifications the outbox gave up delivering (refused for good, or failing on their own), by sink.", []string{"sink"}, nil),
 		up:       prometheus.NewDesc("countersign_store_readable", "1 if the last scrape could read the store, else 0.", nil, nil),
 	}
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.depth, c.retrying, c.failures, c.up} {
+	for _, d := range []*prometheus.Desc{c.pending, c.depth, c.retrying, c.failures, c.givenUp, c.up} {
 		ch <- d
 	}
 }
@@ -202,6 +203,7 @@ func (c *storeCollector) read() []prometheus.Metric {
 			prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(st.Depth), sink),
 			prometheus.MustNewConstMetric(c.retrying, prometheus.GaugeValue, float64(st.Retrying), sink),
 			prometheus.MustNewConstMetric(c.failures, prometheus.GaugeValue, float64(st.Failures), sink),
+			prometheus.MustNewConstMetric(c.givenUp, prometheus.CounterValue, float64(st.GivenUp), sink),
 		)
 	}
 	return append(out, prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, readable))

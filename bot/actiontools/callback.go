@@ -187,14 +187,17 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 	req.Header.Set(HeaderSignature, Sign(secret, id, ts, body))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("callback for %s: %w", r.ID, err)
+		return &bot.UnavailableError{Err: fmt.Errorf("callback for %s: %w", r.ID, err)}
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return classify(r.ID, resp)
 }
 
-// classify maps a receiver's answer to the worker's retry policy.
+// classify maps a receiver's answer to the outbox's kinds of failure: a
+// 408 or 429 retries after its Retry-After, another 3xx or 4xx is
+// permanent, and anything else (5xx) says the receiver is down: retried
+// until it is back, never given up.
 func classify(id string, resp *http.Response) error {
 	code := resp.StatusCode
 	err := fmt.Errorf("callback for %s: receiver answered %s", id, resp.Status)
@@ -212,5 +215,5 @@ func classify(id string, resp *http.Response) error {
 		// allowed hosts. Other 4xx will not change on a retry.
 		return &bot.PermanentError{Err: err}
 	}
-	return err
+	return &bot.UnavailableError{Err: err}
 }

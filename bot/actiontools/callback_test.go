@@ -238,6 +238,41 @@ func TestCallbackDelivery(t *testing.T) {
 	}
 }
 
+// TestCallbackToAReceiverDownIsNotGivenUp: a receiver answering 500 is
+// down, not refusing the callback: it is retried past bot.GiveUpAfter
+// attempts, and delivered once the receiver is back.
+func TestCallbackToAReceiverDownIsNotGivenUp(t *testing.T) {
+	secret := []byte("test-callback-secret-0123456789")
+	rc := &receiver{t: t, secret: secret, status: 500}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	e := newEnv(t, Options{CallbackSecret: secret, CallbackHosts: []string{srv.Listener.Addr().String()}})
+	rc.now = e.clock.Now
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	d, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": srv.URL}))
+	e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]})
+	for i := range bot.GiveUpAfter + 2 {
+		if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Set(start.Add(time.Duration(i+1) * time.Hour))
+	}
+	if ids, ok, _ := rc.snapshot(); len(ids) != bot.GiveUpAfter+2 || len(ok) != 0 {
+		t.Fatalf("receiver down: %d attempts, %d delivered; want %d attempts, none delivered", len(ids), len(ok), bot.GiveUpAfter+2)
+	}
+	if n := len(e.events(CallbackSink, bot.EventDecided)); n != 1 {
+		t.Fatalf("%d callbacks queued after %d failures of a receiver that is down, want it kept", n, bot.GiveUpAfter+2)
+	}
+	rc.set(200)
+	if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := rc.snapshot(); len(ok) != 1 {
+		t.Fatalf("after the receiver is back: %d delivered, want 1", len(ok))
+	}
+}
+
 // TestUndeliveredCallbackSurvivesRestart: a callback that failed before a
 // restart is delivered after it, once.
 func TestUndeliveredCallbackSurvivesRestart(t *testing.T) {

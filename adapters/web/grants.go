@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,9 +63,7 @@ func (h *Handler) grants(w http.ResponseWriter, r *http.Request) {
 			p.Notice = "Revoked grant #" + n + ": the next matching call waits for a person again."
 		}
 	}
-	if msg := r.URL.Query().Get("problem"); msg != "" && h.mac("problem", msg) == r.URL.Query().Get("pm") {
-		p.Problem = msg
-	}
+	p.Problem = h.problemOf(r, "grants") // constant-time, bound to this session
 	h.render(w, r, http.StatusOK, "grants", p)
 }
 
@@ -87,7 +84,7 @@ func (h *Handler) revokeGrant(w http.ResponseWriter, r *http.Request) {
 			h.internal(w, r, err)
 			return
 		}
-		http.Redirect(w, r, fmt.Sprintf("/ui/grants?problem=%s&pm=%s", url.QueryEscape(msg), h.mac("problem", msg)), http.StatusSeeOther)
+		http.Redirect(w, r, h.problemURL(r, "/ui/grants", "grants", msg), http.StatusSeeOther)
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/ui/grants?revoked=%d", n), http.StatusSeeOther)
@@ -112,7 +109,9 @@ func grantValue(g bot.GrantOption) string {
 }
 
 // matchArg is one argument of the request the approver may hold fixed in
-// a grant (its value as the page shows it).
+// a grant, its name and value as the page shows them (shown: invisible
+// characters as escapes); the name so shown is the checkbox's value too
+// (grantMatch reads it back).
 type matchArg struct {
 	Name  string
 	Value string
@@ -154,10 +153,11 @@ func matchArgs(it bot.Item) []matchArg {
 		if json.Unmarshal(raw, &s) == nil {
 			v = s
 		}
+		v = bot.EscapeInvisible(v)
 		if r := []rune(v); len(r) > 80 {
 			v = string(r[:79]) + "…"
 		}
-		out = append(out, matchArg{Name: name, Value: v})
+		out = append(out, matchArg{Name: bot.EscapeInvisible(name), Value: v})
 	}
 	slices.SortFunc(out, func(a, b matchArg) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -174,13 +174,19 @@ func grantMatch(it bot.Item, names []string) (map[string]any, string) {
 		return nil, fmt.Sprintf("A grant can hold at most %d arguments fixed. Nothing was done.", maxMatchArgs)
 	}
 	args := requestArgs(it)
+	byShown := make(map[string][]string, len(args)) // the name as shown -> the names shown so
+	for k := range args {
+		byShown[bot.EscapeInvisible(k)] = append(byShown[bot.EscapeInvisible(k)], k)
+	}
 	m := make(map[string]any, len(names))
 	for _, n := range names {
-		raw, ok := args[n]
-		if !ok {
-			return nil, fmt.Sprintf("This request has no argument %q to hold fixed. Nothing was done.", n)
+		same := byShown[n]
+		if len(same) != 1 { // none, or two names that read the same: neither
+			// Not quoted: the name is the form's, and this sentence
+			// travels in a URL (problemURL).
+			return nil, "One of the arguments ticked to hold fixed is not an argument of this request; reload the page and tick again. Nothing was done."
 		}
-		m[n] = raw
+		m[same[0]] = args[same[0]]
 	}
 	return m, ""
 }

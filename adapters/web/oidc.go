@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"crypto/hmac"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -26,15 +25,15 @@ type OIDC struct {
 	Claim string
 }
 
-// oidcCookie binds a started sign-in to the browser that started it.
-const oidcCookie = "countersign_oidc"
-
 // oidcPendingTTL bounds how long a started sign-in may take at the provider.
 const oidcPendingTTL = 10 * time.Minute
 
-// pendingOIDC is a started authorization-code flow, kept server-side under
-// its state until the provider redirects back.
+// pendingOIDC is a started authorization-code flow. It is kept by the
+// browser that started it, sealed in a cookie (sealed.go), never in the
+// store: starting a sign-in needs no account, so it must cost the store
+// nothing.
 type pendingOIDC struct {
+	State    string    `json:"state"`    // must come back as the callback's state
 	Verifier string    `json:"verifier"` // PKCE
 	Nonce    string    `json:"nonce"`
 	Redirect string    `json:"redirect"`
@@ -47,6 +46,28 @@ type pendingOIDC struct {
 	Started time.Time `json:"started,omitzero"`
 	Expect  string    `json:"expect,omitempty"`
 	Next    string    `json:"next,omitempty"`
+}
+
+// oidcCookie is the name and path of the cookie that holds a started
+// sign-in. Over https it is a __Host- cookie (Secure, Path=/, no Domain),
+// which no sibling subdomain can set or overwrite, so nobody can plant a
+// sign-in of their own in a victim's browser (login CSRF). Over plain http
+// a browser refuses the prefix; the cookie is then bound to the callback's
+// path.
+func (h *Handler) oidcCookie(r *http.Request) (name, path string) {
+	if h.secure(r) {
+		return "__Host-countersign-oidc", "/"
+	}
+	return "countersign_oidc", "/ui/oidc/"
+}
+
+func (h *Handler) setOIDCCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	name, path := h.oidcCookie(r)
+	// Lax, because the provider's redirect back is a cross-site navigation.
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode,
+	})
 }
 
 // oidcClient discovers the provider on first use (so that an identity
@@ -107,22 +128,17 @@ func (h *Handler) startOIDC(w http.ResponseWriter, r *http.Request, pend pending
 		h.internal(w, r, fmt.Errorf("random: %v %v", err1, err2))
 		return
 	}
-	pend.Verifier, pend.Nonce, pend.Redirect, pend.Expires = oauth2.GenerateVerifier(), nonce, h.base(r)+"/ui/oidc/callback", h.o.Bot.Now().Add(oidcPendingTTL)
-	b, _ := json.Marshal(pend)
-	if err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
-		return tx.Put(bucketOIDC, []byte(state), b)
-	}); err != nil {
+	pend.State, pend.Verifier, pend.Nonce, pend.Redirect, pend.Expires = state, oauth2.GenerateVerifier(), nonce, h.base(r)+"/ui/oidc/callback", h.o.Bot.Now().Add(oidcPendingTTL)
+	sealed, err := h.pending.seal(pend)
+	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
 	// Bind the attempt to this browser: the callback must come back to the
-	// browser that started it, so that nobody can sign a victim in to the
-	// attacker's account by sending a callback URL. Lax, because the
-	// provider's redirect back is a cross-site navigation.
-	http.SetCookie(w, &http.Cookie{
-		Name: oidcCookie, Value: state, Path: "/ui/oidc/", MaxAge: int(oidcPendingTTL.Seconds()),
-		HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode,
-	})
+	// browser that started it, with the state sealed here, so that nobody
+	// can sign a victim in to the attacker's account by sending a callback
+	// URL. Nothing is stored: an abandoned attempt costs nothing.
+	h.setOIDCCookie(w, r, sealed, int(oidcPendingTTL.Seconds()))
 	opts := []oauth2.AuthCodeOption{oidc.Nonce(nonce), oauth2.S256ChallengeOption(pend.Verifier)}
 	if pend.StepUp {
 		// Authenticate again now, whatever session the provider holds.
@@ -148,7 +164,13 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if e := q.Get("error"); e != "" {
-		h.fail(w, r, http.StatusUnauthorized, "The identity provider did not sign you in ("+chat.OneLine(e, 80)+"). Try again, or ask for a sign-in link.")
+		// The provider's words are not shown: anyone can send a link to
+		// this page with an error of their own (error_description is
+		// never read). A known code is explained in our words.
+		h.setOIDCCookie(w, r, "", -1)
+		code, msg := providerError(e)
+		h.o.Logger.Warn("web: the identity provider refused a sign-in", "error", code)
+		h.fail(w, r, http.StatusUnauthorized, msg)
 		return
 	}
 	state, code := q.Get("state"), q.Get("code")
@@ -156,31 +178,16 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "This sign-in response is missing its state or code. Start again from the sign-in page.")
 		return
 	}
-	bound, err := r.Cookie(oidcCookie)
-	http.SetCookie(w, &http.Cookie{Name: oidcCookie, Value: "", Path: "/ui/oidc/", MaxAge: -1, HttpOnly: true, Secure: h.secure(r), SameSite: http.SameSiteLaxMode})
-	if err != nil || !hmac.Equal([]byte(bound.Value), []byte(state)) {
+	cookieName, _ := h.oidcCookie(r)
+	bound, err := r.Cookie(cookieName)
+	h.setOIDCCookie(w, r, "", -1)
+	var pend pendingOIDC
+	if err != nil || !h.pending.open(bound.Value, &pend) || !hmac.Equal([]byte(pend.State), []byte(state)) {
 		h.fail(w, r, http.StatusBadRequest, "This sign-in response does not belong to a sign-in started in this browser. Start again from the sign-in page.")
 		return
 	}
-	var pend *pendingOIDC
-	err = h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
-		pend = nil
-		b, err := tx.Get(bucketOIDC, []byte(state))
-		if err != nil || b == nil {
-			return err
-		}
-		pend = &pendingOIDC{}
-		if err := json.Unmarshal(b, pend); err != nil {
-			return err
-		}
-		return tx.Delete(bucketOIDC, []byte(state))
-	})
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	if pend == nil || !h.o.Bot.Now().Before(pend.Expires) {
-		h.fail(w, r, http.StatusBadRequest, "This sign-in attempt is unknown, was already used, or took longer than 10 minutes. Start again from the sign-in page.")
+	if !h.o.Bot.Now().Before(pend.Expires) {
+		h.fail(w, r, http.StatusBadRequest, "This sign-in attempt took longer than 10 minutes. Start again from the sign-in page.")
 		return
 	}
 	p, err := h.oidc.get(r.Context())
@@ -205,7 +212,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusUnauthorized, "The ID token did not verify. Start again from the sign-in page.")
 		return
 	}
-	if idt.Nonce != pend.Nonce {
+	if !hmac.Equal([]byte(idt.Nonce), []byte(pend.Nonce)) {
 		h.fail(w, r, http.StatusUnauthorized, "The ID token's nonce does not match this sign-in attempt. Start again from the sign-in page.")
 		return
 	}
@@ -220,8 +227,10 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.oidc.o.Claim == "email" {
-		if v, present := claims["email_verified"].(bool); present && !v {
-			h.fail(w, r, http.StatusForbidden, "Your email address is not verified at the identity provider, so it cannot sign you in.")
+		// An address the provider does not vouch for is anyone's: without
+		// email_verified: true it signs nobody in.
+		if !emailVerified(claims["email_verified"]) {
+			h.fail(w, r, http.StatusForbidden, "Your email address is not verified at the identity provider (the ID token does not say email_verified: true), so it cannot sign you in. Verify it there, or ask a Countersign admin.")
 			return
 		}
 	}
@@ -230,11 +239,58 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", chat.OneLine(value, 120), chat.OneLine(value, 120)))
 		return
 	}
-	st, msg := h.oidcAuthTime(r.Context(), claims, pend, "c:"+name)
+	ref := "c:" + name
+	if _, err := h.resolve(r.Context(), ref); err != nil {
+		h.signInFailed(w, r, err)
+		return
+	}
+	// One use of this response, recorded only now that the provider has
+	// vouched for a person of ours (an unmapped account writes nothing).
+	if err := h.o.Bot.Store().Update(r.Context(), func(tx kv.Tx) error {
+		return consumeLink(tx, linkClaims{Nonce: "oidc:" + pend.Nonce, Expires: pend.Expires})
+	}); err != nil {
+		if err == errLinkUsed {
+			err = errSignIn{"This sign-in response was already used. Start again from the sign-in page."}
+		}
+		h.signInFailed(w, r, err)
+		return
+	}
+	st, msg := h.oidcAuthTime(r.Context(), claims, &pend, ref)
 	if msg != "" {
 		h.o.Logger.Warn("web: OIDC step-up refused", "principal", name, "reason", msg)
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
-	h.signInWith(w, r, "c:"+name, "oidc", st)
+	h.signInWith(w, r, ref, "oidc", st)
+}
+
+// emailVerified reads the email_verified claim: true, or the string "true"
+// that some providers send; anything else, or no claim, is not verified.
+func emailVerified(v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case string:
+		return b == "true"
+	}
+	return false
+}
+
+// providerError maps the error code of a provider's redirect (RFC 6749
+// 4.1.2.1, OpenID Connect Core 3.1.2.6) to the code to log and the
+// sentence to show; an unknown code is not repeated.
+func providerError(code string) (string, string) {
+	const again = " Try again, or ask for a sign-in link."
+	switch code {
+	case "access_denied":
+		return code, "The sign-in was declined at the identity provider (access_denied)." + again
+	case "login_required", "interaction_required", "consent_required", "account_selection_required":
+		return code, "The identity provider needs you to sign in or confirm there first (" + code + ")." + again
+	case "temporarily_unavailable", "server_error":
+		return code, "The identity provider could not sign you in just now (" + code + "). Try again in a moment, or ask for a sign-in link."
+	case "invalid_request", "unauthorized_client", "unsupported_response_type", "invalid_scope",
+		"invalid_request_uri", "invalid_request_object", "request_not_supported", "request_uri_not_supported", "registration_not_supported":
+		return code, "The identity provider refused Countersign's sign-in request (" + code + "): an admin should check Countersign's client registration there (docs/web.md)." + again
+	}
+	return "unknown", "The identity provider did not sign you in." + again
 }

@@ -361,8 +361,24 @@ const (
 )
 
 // editLayout is the item's edit form as chat lays it out for the console.
+// A text box would hide an invisible character (shown, web.go), so
+// arguments whose names or values hold one are edited as one JSON object
+// (chat's layout for nested arguments), shown with those characters as
+// JSON escapes: that text means the same arguments, so the form approved
+// unchanged approves exactly what the agent sent. A memory value holding
+// one is not edited here (its text has no escapes that mean the
+// character); the reason says so.
 func editLayout(it bot.Item) (chat.EditLayout, string) {
-	return chat.EditForm(it, webEditInputs, webEditText)
+	lay, why := chat.EditForm(it, webEditInputs, webEditText)
+	if why != "" || !slices.ContainsFunc(lay.Inputs, func(in chat.EditInput) bool {
+		return strings.ContainsFunc(in.Label+in.Value, bot.Invisible)
+	}) {
+		return lay, why
+	}
+	if it.Editable.Kind == bot.EditValue {
+		return chat.EditLayout{}, "This value holds invisible characters (shown above as escapes such as \\u200b), which a text box would hide, so it cannot be edited here: approve or reject it as it is, or edit it over the API (confirm_change with value). Nothing was done."
+	}
+	return chat.EditForm(it, 0, webEditText)
 }
 
 func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bool) {
@@ -390,9 +406,7 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
-	if msg := r.URL.Query().Get("problem"); msg != "" && hmac.Equal([]byte(r.URL.Query().Get("pm")), []byte(h.mac("problem", msg))) {
-		p.Problem = chat.OneLine(msg, 600)
-	}
+	p.Problem = h.problemOf(r, fmt.Sprintf("item %d", it.ID))
 	d := h.itemView(r.Context(), caller, it)
 	if msg := h.itemAccess(r.Context(), caller, it); msg != "" {
 		d.Withheld = msg
@@ -447,7 +461,11 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		if lay, why := editLayout(it); d.ReadOnly == "" && d.StepUp == "" && why == "" {
 			d.EditBasis = lay.Basis
 			for i, in := range lay.Inputs {
-				d.Edit = append(d.Edit, editInput{Index: i, Label: in.Label, Value: in.Value, Multiline: in.Multiline})
+				v := in.Value
+				if in.Name == chat.ArgumentsInput {
+					v = bot.EscapeInvisible(v) // JSON text: the escapes mean the same characters
+				}
+				d.Edit = append(d.Edit, editInput{Index: i, Label: in.Label, Value: v, Multiline: in.Multiline})
 			}
 		}
 	}
@@ -662,16 +680,42 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 }
 
 // backToItem sends the browser back to the item with problem shown above
-// it. The message travels in the URL with a MAC, so that a crafted link
-// cannot put words of its own on a Countersign page.
+// it. The message travels in the URL with a MAC bound to the item and to
+// the session (problemURL), so that a crafted link cannot put words of its
+// own on a Countersign page, and a message made for one person's item
+// shows on no other item and for nobody else.
 func (h *Handler) backToItem(w http.ResponseWriter, r *http.Request, id uint64, problem string) {
-	http.Redirect(w, r, fmt.Sprintf("/ui/items/%d?problem=%s&pm=%s", id, url.QueryEscape(problem), h.mac("problem", problem)), http.StatusSeeOther)
+	http.Redirect(w, r, h.problemURL(r, fmt.Sprintf("/ui/items/%d", id), fmt.Sprintf("item %d", id), problem), http.StatusSeeOther)
 }
 
-// mac authenticates a short message of this server's (purpose-bound).
-func (h *Handler) mac(purpose, msg string) string {
+// problemURL is path with problem for the session of r to see on the page
+// named where ("item 12", "grants"). Problems are this server's sentences;
+// those that would quote a form's input do not (grantMatch).
+func (h *Handler) problemURL(r *http.Request, path, where, problem string) string {
+	return path + "?problem=" + url.QueryEscape(problem) + "&pm=" + h.problemMAC(r, where, problem)
+}
+
+// problemOf is the problem of r's URL when its MAC is this server's for
+// the page where and r's session; "" otherwise.
+func (h *Handler) problemOf(r *http.Request, where string) string {
+	q := r.URL.Query()
+	msg, got := q.Get("problem"), q.Get("pm")
+	if msg == "" || got == "" || tokenOf(r) == "" {
+		return ""
+	}
+	if !hmac.Equal([]byte(got), []byte(h.problemMAC(r, where, msg))) {
+		return ""
+	}
+	return chat.OneLine(msg, 600)
+}
+
+// problemMAC authenticates problem for the page where and the session of
+// r (the SHA-256 of its token: no session, no MAC that another matches).
+func (h *Handler) problemMAC(r *http.Request, where, problem string) string {
 	m := hmac.New(sha256.New, h.o.LinkKey)
-	m.Write([]byte(purpose + "\x00" + msg))
+	m.Write([]byte("problem v2\x00" + where + "\x00"))
+	m.Write(tokenKey(tokenOf(r)))
+	m.Write([]byte("\x00" + problem))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -23,7 +24,10 @@ import (
 const (
 	bucketSessions  = "web_sessions"   // sha256(session token) -> session JSON
 	bucketLinksUsed = "web_links_used" // link nonce -> expiry (unix seconds, big-endian)
-	bucketOIDC      = "web_oidc"       // state -> pending OIDC sign-in JSON
+	// bucketOIDC held started OIDC sign-ins (state -> JSON) before they
+	// moved into a sealed cookie (oidc.go); nothing writes it now, and
+	// Prune deletes what an older version left.
+	bucketOIDC = "web_oidc"
 )
 
 // LinkTTL is how long a one-time sign-in link is valid.
@@ -147,39 +151,40 @@ func consumeLink(tx kv.Tx, c linkClaims) error {
 }
 
 // resolve turns a session's principal reference into the caller it acts as,
-// checking on every request that the principal still exists, is not revoked
-// and is a person.
+// checking on every request that the principal still exists and may sign
+// in (bot.SignInRefusal: not revoked, a person, not the role agent), so a
+// principal that was revoked or became an agent is refused at once.
 func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) {
 	kind, id, _ := strings.Cut(ref, ":")
+	var p bot.Principal
 	switch kind {
 	case "c":
-		p, ok := h.o.People[id]
+		c, ok := h.o.People[id]
 		if !ok {
 			return nil, errSignIn{fmt.Sprintf("%s is no longer a principal in Countersign's configuration, so it cannot sign in.", id)}
 		}
-		return &bot.Caller{
-			Principal: bot.Principal{ID: "web:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes},
-			Surface:   "web",
-		}, nil
+		p = bot.Principal{ID: "web:" + c.Name, Name: c.Name, Role: c.Role, Kind: "person", Scopes: c.Scopes}
 	case "p":
-		var p *bot.Principal
+		var stored *bot.Principal
 		err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
 			var err error
-			p, err = bot.LoadPrincipal(tx, id)
+			stored, err = bot.LoadPrincipal(tx, id)
 			return err
 		})
 		if err != nil {
 			return nil, err
 		}
-		if p == nil || p.Revoked {
-			return nil, errSignIn{"This principal has been revoked, so it cannot sign in. Ask a Countersign admin."}
+		if stored == nil {
+			return nil, errSignIn{"This principal has been removed, so it cannot sign in. Ask a Countersign admin."}
 		}
-		if p.Kind != "person" {
-			return nil, errSignIn{fmt.Sprintf("%s is an %s principal: only people sign in to the console. Agents and services use their API key.", p.Name, p.Kind)}
-		}
-		return &bot.Caller{Principal: *p, Surface: "web"}, nil
+		p = *stored
+	default:
+		return nil, errBadLink
 	}
-	return nil, errBadLink
+	if msg := bot.SignInRefusal(p); msg != "" {
+		return nil, errSignIn{msg}
+	}
+	return &bot.Caller{Principal: p, Surface: "web"}, nil
 }
 
 // newSession stores a session for ref and returns its token.
@@ -245,40 +250,72 @@ func csrfOK(s *session, got string) bool {
 	return got != "" && subtle.ConstantTimeCompare([]byte(s.CSRF), []byte(got)) == 1
 }
 
-// Prune is a sweep step: it deletes expired sessions, used link nonces
-// past their expiry and abandoned OIDC sign-ins, in bounded batches.
+// Prune is a sweep step: it deletes every expired session, used link
+// nonce and leftover OIDC record, in transactions of at most
+// bot.RetentionBatch deletions each, going through each bucket once from
+// the start to the end (so one sweep leaves nothing expired, however many
+// there are).
 func (h *Handler) Prune(ctx context.Context, now time.Time) (int, error) {
 	total := 0
 	for _, bucket := range []string{bucketSessions, bucketLinksUsed, bucketOIDC} {
-		var dead [][]byte
-		err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
-			return tx.Ascend(bucket, nil, nil, func(k, v []byte) error {
-				if expiredValue(bucket, v, now) {
-					dead = append(dead, append([]byte(nil), k...))
-				}
-				if len(dead) >= 1024 {
-					return kv.ErrStop
-				}
-				return nil
-			})
-		})
-		if err != nil {
-			return total, err
-		}
-		if len(dead) == 0 {
-			continue
-		}
-		if err := h.o.Bot.Store().Update(ctx, func(tx kv.Tx) error {
-			for _, k := range dead {
-				if err := tx.Delete(bucket, k); err != nil {
-					return err
-				}
+		var after []byte // the last key looked at; nil: from the start
+		for {
+			if err := ctx.Err(); err != nil {
+				return total, err
 			}
-			return nil
-		}); err != nil {
-			return total, err
+			var dead [][]byte
+			var last []byte
+			more := false
+			err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
+				dead, last, more = nil, nil, false
+				var from []byte
+				if after != nil {
+					from = append(bytes.Clone(after), 0) // the smallest key after it
+				}
+				return tx.Ascend(bucket, from, nil, func(k, v []byte) error {
+					if len(dead) >= bot.RetentionBatch {
+						more = true
+						return kv.ErrStop
+					}
+					last = bytes.Clone(k)
+					if expiredValue(bucket, v, now) {
+						dead = append(dead, last)
+					}
+					return nil
+				})
+			})
+			if err != nil {
+				return total, err
+			}
+			if len(dead) > 0 {
+				var n int
+				if err := h.o.Bot.Store().Update(ctx, func(tx kv.Tx) error {
+					n = 0
+					for _, k := range dead {
+						// Read again: only what is still expired goes.
+						v, err := tx.Get(bucket, k)
+						if err != nil {
+							return err
+						}
+						if v == nil || !expiredValue(bucket, v, now) {
+							continue
+						}
+						if err := tx.Delete(bucket, k); err != nil {
+							return err
+						}
+						n++
+					}
+					return nil
+				}); err != nil {
+					return total, err
+				}
+				total += n
+			}
+			if !more {
+				break
+			}
+			after = last
 		}
-		total += len(dead)
 	}
 	return total, nil
 }

@@ -8,9 +8,15 @@
 // Sign-in maps to the same principals: a one-time link (minted by
 // `countersign web link` or asked for in chat) or OpenID Connect. Sessions
 // are server-side records behind an HttpOnly, SameSite=Strict cookie; every
-// request re-resolves the principal, so revoking it ends its sessions at
-// once. Every form carries a CSRF token; pages are sent with a strict
-// Content-Security-Policy (no inline script) and X-Frame-Options: DENY.
+// request re-resolves the principal, so revoking it (or making it an
+// agent) ends its sessions at once. Every form carries a CSRF token; pages
+// are sent with a strict Content-Security-Policy (no inline script) and
+// X-Frame-Options: DENY.
+//
+// A request without a session never makes the store grow: a started OIDC
+// sign-in is sealed in its browser's cookie (sealed.go), and only a valid
+// one-time link, or a sign-in the provider vouched for, writes anything.
+// Every request takes a token of its client's rate limit first.
 package web
 
 import (
@@ -21,8 +27,12 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,8 +60,22 @@ type Options struct {
 	// PollInterval is how often an open item page checks whether it was
 	// decided elsewhere (default 5s).
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// RatePerMinute and RateBurst limit the requests of each client: a
+	// signed-in session, else an address (an IPv6 address by its /64).
+	// Over the limit a request is answered 429 with Retry-After before
+	// anything else is done. Defaults: DefaultRatePerMinute,
+	// DefaultRateBurst.
+	RatePerMinute int
+	RateBurst     int
+	Logger        *slog.Logger
 }
+
+// Default request limits of a console client (Options.RatePerMinute,
+// Options.RateBurst).
+const (
+	DefaultRatePerMinute = 600
+	DefaultRateBurst     = 120
+)
 
 // Handler serves the console.
 type Handler struct {
@@ -60,6 +84,10 @@ type Handler struct {
 	pages map[string]*template.Template
 	oidc  *oidcClient
 	byWeb map[string]string // lower-cased claim value -> person name
+	// pending seals a started OIDC sign-in into its browser's cookie.
+	pending *sealer
+	// limit holds a token bucket per client (clientKey).
+	limit *bot.RateLimiter
 }
 
 // New builds the console's handler; mount it at "/ui/".
@@ -79,8 +107,18 @@ func New(o Options) (*Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.RatePerMinute <= 0 {
+		o.RatePerMinute = DefaultRatePerMinute
+	}
+	if o.RateBurst <= 0 {
+		o.RateBurst = DefaultRateBurst
+	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
-	h := &Handler{o: o, mux: http.NewServeMux(), byWeb: map[string]string{}}
+	h := &Handler{o: o, mux: http.NewServeMux(), byWeb: map[string]string{}, limit: bot.NewRateLimiter(o.RatePerMinute, o.RateBurst, o.Bot.Now)}
+	var err error
+	if h.pending, err = newSealer(o.LinkKey, "oidc pending sign-in"); err != nil {
+		return nil, fmt.Errorf("web: %w", err)
+	}
 	for name, p := range o.People {
 		if p.Web == "" {
 			continue
@@ -113,7 +151,13 @@ func (h *Handler) parseTemplates() error {
 			}
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		},
-		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		// shown is the one rule for showing an argument or a value (and
+		// text that holds them: titles, audit details): every invisible
+		// character (zero-width, bidirectional control) as its escape,
+		// \u200b, as cards show arguments (bot.EscapeInvisible), so that
+		// "pay\u200bments" never reads as "payments".
+		"shown":      bot.EscapeInvisible,
 		"grantValue": grantValue,
 		"tsShort": func(ts string) string {
 			t, err := time.Parse(time.RFC3339, ts)
@@ -185,11 +229,44 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Strict-Transport-Security", "max-age=31536000")
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if !strings.HasPrefix(r.URL.Path, "/ui/static/") {
+		if ok, wait := h.limit.Allow(h.clientKey(r)); !ok {
+			secs := max(1, int(math.Ceil(wait.Seconds())))
+			hd.Set("Retry-After", strconv.Itoa(secs))
+			h.fail(w, r, http.StatusTooManyRequests, fmt.Sprintf("Too many requests from your browser or network: wait %d second(s), then reload the page. Nothing was done.", secs))
+			return
+		}
+	}
 	if r.Method == http.MethodPost && !h.sameOrigin(r) {
 		h.fail(w, r, http.StatusForbidden, "Refused: this form was sent from another site. Open Countersign and try again from its own page.")
 		return
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// clientKey names whose token bucket a request takes from: its session's,
+// when it carries a live one (so a flood from strangers on the same address,
+// such as a proxy's, never slows a signed-in person), else its address's.
+// An IPv6 client is its /64, which one host usually holds whole.
+func (h *Handler) clientKey(r *http.Request) string {
+	if c, err := r.Cookie(h.cookieName(r)); err == nil {
+		if s, err := h.loadSession(r.Context(), c.Value); err == nil && s != nil {
+			return "session:" + string(tokenKey(c.Value))
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return "addr:" + host
+	}
+	if ip = ip.Unmap(); ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return "addr:" + p.String()
+	}
+	return "addr:" + ip.String()
 }
 
 // sameOrigin checks a POST's Origin header, when the browser sends one,

@@ -27,6 +27,10 @@ type WebConfig struct {
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// OIDC, when set, offers single sign-on.
 	OIDC *WebOIDCConfig `yaml:"oidc"`
+	// RatePerMinute and RateBurst limit each console client's requests (a
+	// signed-in session, else an address); 0: 600 a minute, bursts of 120.
+	RatePerMinute int `yaml:"rate_per_minute"`
+	RateBurst     int `yaml:"rate_burst"`
 }
 
 // WebOIDCConfig configures sign-in through an OpenID Connect provider.
@@ -54,6 +58,12 @@ func (w WebConfig) validate(ps []PrincipalDecl, p *problems) {
 	}
 	if w.SessionTTL < 0 {
 		bad("web.session_ttl", "must not be negative")
+	}
+	if w.RatePerMinute < 0 {
+		bad("web.rate_per_minute", "must not be negative (0 is the default, %d a minute per client)", web.DefaultRatePerMinute)
+	}
+	if w.RateBurst < 0 {
+		bad("web.rate_burst", "must not be negative (0 is the default, bursts of %d per client)", web.DefaultRateBurst)
 	}
 	if o := w.OIDC; o != nil {
 		if u, err := url.Parse(o.Issuer); o.Issuer == "" || err != nil || u.Scheme == "" || u.Host == "" {
@@ -110,6 +120,9 @@ func (a *app) wireWeb(ctx context.Context) error {
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,
 		Logger:     a.log,
+		// Per client: a session, else an address (web.go).
+		RatePerMinute: w.RatePerMinute,
+		RateBurst:     w.RateBurst,
 	}
 	if oc := w.OIDC; oc != nil {
 		secret := a.getenv(oc.ClientSecretEnv)
@@ -127,8 +140,11 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// and `/countersign web` answers a mapped person with a one-time link.
 	key, base := o.LinkKey, webBase(a.cfg)
 	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
-		if c == nil || c.Kind != "person" {
+		if c == nil {
 			return "", errors.New("only people sign in to the web console")
+		}
+		if msg := bot.SignInRefusal(c.Principal); msg != "" {
+			return "", errors.New(msg)
 		}
 		if _, ok := o.People[c.Name]; !ok {
 			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
@@ -143,8 +159,11 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// link to approve it in the console after a fresh OIDC sign-in.
 	if o.OIDC != nil {
 		a.bot.WebLinks().SetStepUp(func(c *bot.Caller, id uint64) (string, error) {
-			if c == nil || c.Kind != "person" {
+			if c == nil {
 				return "", errors.New("only people sign in to the web console")
+			}
+			if msg := bot.SignInRefusal(c.Principal); msg != "" {
+				return "", errors.New(msg)
 			}
 			if p, ok := o.People[c.Name]; !ok || p.Web == "" {
 				return "", fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
@@ -191,6 +210,9 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	ref := ""
 	for _, p := range cfg.Principals {
 		if p.Name == *name {
+			if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: policy.Role(p.Role), Kind: "person"}); msg != "" {
+				return fmt.Errorf("--name: %s", msg)
+			}
 			ref = "c:" + p.Name
 		}
 	}
@@ -240,8 +262,8 @@ func storedPersonRef(ctx context.Context, cfg *Config, getenv func(string) strin
 		return "", fmt.Errorf("--name: no principal %q: it is neither under principals: in the config nor a stored principal that is not revoked", name)
 	}
 	p := found[len(found)-1]
-	if p.Kind != "person" {
-		return "", fmt.Errorf("--name: %s is an %s principal; only people sign in to the console (agents and services use their API key)", name, p.Kind)
+	if msg := bot.SignInRefusal(p); msg != "" {
+		return "", fmt.Errorf("--name: %s", msg)
 	}
 	return "p:" + p.ID, nil
 }

@@ -130,7 +130,10 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		}()
 	}
 	logger.Info("mcp: serving on stdio", "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
-	err = mcp.ServeStdio(ctx, mcp.Options{App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait}, stdin, stdout)
+	err = mcp.ServeStdio(ctx, mcp.Options{
+		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
+		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
+	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {
 		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", cerr)

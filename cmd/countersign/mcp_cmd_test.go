@@ -38,10 +38,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // mcpSession connects the SDK's own client to the server's /mcp with key.
-func (e *testEnv) mcpSession(key string) *sdk.ClientSession {
+func (e *testEnv) mcpSession(key string) *sdk.ClientSession { return e.mcpSessionVersion(key, "") }
+
+// mcpSessionVersion is mcpSession on protocol revision version ("": the
+// SDK's latest).
+func (e *testEnv) mcpSessionVersion(key, version string) *sdk.ClientSession {
 	e.t.Helper()
 	tr := &sdk.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}, MaxRetries: -1}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(context.Background(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		e.t.Fatalf("mcp connect: %v", err)
 	}
@@ -418,15 +422,16 @@ func TestMCPOverStdio(t *testing.T) {
 // no admin capability, and is logged at every call. Played against run()
 // on a real store (PostgreSQL under the postgres test engine).
 func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
-	e := newTestEnv(t, actionsConfig)
+	e := newTestEnv(t, actionsConfig+"mcp:\n  max_call_wait: 1s\n")
 	deployBot := e.CreateKey("deploy-bot", "agent")
 	alice := e.CreateKey("alice", "member")
 	ops := e.CreateKey("ops", "admin")
 	cs, stop := e.runMCP(nil, map[string]string{"COUNTERSIGN_API_KEY": deployBot})
+	// Pending after max_call_wait: MRTR input_required naming the request.
 	_, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"})
-	id, _ := r.StructuredContent.(map[string]any)["request_id"].(string)
-	if r.IsError || !strings.HasPrefix(id, "req_") {
-		t.Fatalf("confirm_action: %v", r.StructuredContent)
+	id, _ := r.Meta["io.countersign/pending"].(map[string]any)["request_id"].(string)
+	if !r.NeedsInput() || !strings.HasPrefix(id, "req_") {
+		t.Fatalf("confirm_action: %v %v", r.Meta, r.StructuredContent)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -67,7 +67,10 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
 		MaxCallWait: a.cfg.MCP.MaxCallWait, // config_hooks.go
-		Charge:      a.bot.Charge,          // tools/call only: the handshake takes no tool token
+		StateKey:    mcp.StateKey(a.key.Seed()),
+		ItemURL:     a.bot.WebLinks().ItemURL,
+		Now:         a.bot.Now,
+		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.
 		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,

@@ -77,7 +77,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	})
 	for _, wrap := range []func(http.Handler) http.Handler{
 		webhook.LimitBody(h.MaxBodyBytes, a.log),
-		webhook.Authenticate(a.bot, a.log, "mcp"),
+		webhook.Authenticate(a.auth, a.log, "mcp"), // keys, and OAuth tokens (wire_oauth.go)
 		webhook.GuardHosts(h.AllowedHosts, h.AllowedOrigins, a.log),
 	} {
 		mcpHandler = wrap(mcpHandler) // the last wrap runs first

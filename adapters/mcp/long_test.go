@@ -393,6 +393,15 @@ func TestTasksExtensionFollowsTheRequestUntilDecided(t *testing.T) {
 	b := actionBot(t)
 	url := httpServer(t, b)
 	c := &rpc{t: t, url: url, key: "deploy"}
+	disc, e := c.call("server/discover", withMeta(map[string]any{}, modernMeta))
+	if e != nil || !strings.Contains(fmt.Sprint(disc["capabilities"]), "extensions:map["+tasksExtension+":map[]]") {
+		t.Fatalf("server/discover does not declare the extension: %v %v", disc, e)
+	}
+	// A step-up item's task names its console page.
+	su, e := c.call("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": wipe()}, modernMeta))
+	if e != nil || su["resultType"] != "task" || !strings.Contains(fmt.Sprint(su["statusMessage"]), "after a fresh sign-in, in the console: https://cs.example/ui/items/") {
+		t.Fatalf("a step-up item's task: %v %v", su, e)
+	}
 	res, e := c.call("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": restart}, modernMeta))
 	if e != nil || res["resultType"] != "task" || res["status"] != "working" || res["pollIntervalMs"] != float64(5000) {
 		t.Fatalf("task creation: %v %v", res, e)
@@ -431,9 +440,10 @@ func TestTasksExtensionFollowsTheRequestUntilDecided(t *testing.T) {
 		t.Fatalf("forged task id: %v %v", r, e)
 	}
 	ids := b.ids()
-	if len(ids) != 1 {
+	if len(ids) != 2 {
 		t.Fatalf("pending: %v", ids)
 	}
+	ids = ids[1:]
 	decide(t, b, ids[0]) // tasks/cancel withdrew nothing: it is still decidable
 	got, e = get("deploy", modernMeta)
 	if e != nil || got["status"] != "completed" {

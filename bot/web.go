@@ -61,6 +61,10 @@ func (b *Bot) webItemURL(id uint64) string {
 	return fmt.Sprintf("%s/ui/items/%d", b.web.base, id)
 }
 
+// ItemURL is item id's page in the console, or "" when the console has
+// no public URL (web.public_url).
+func (w WebLinks) ItemURL(id uint64) string { return w.b.webItemURL(id) }
+
 // SignIn mints a one-time sign-in URL to the web console for
 // caller (the `/countersign web` chat command).
 func (w WebLinks) SignIn(c *Caller) (string, error) {

@@ -47,8 +47,19 @@ type Options struct {
 	// MaxCallWait bounds how long one call may wait for a decision:
 	// action_status's wait_seconds is cut to it, so that the call answers
 	// (pending, with the text telling the agent to poll) before an MCP host
-	// gives up on it, at about 60 seconds. Zero: no bound.
+	// gives up on it, at about 60 seconds; a confirm_action that waits for
+	// a person (wait.go) answers within it too. Zero: no bound on
+	// action_status, and 45 seconds for confirm_action.
 	MaxCallWait time.Duration
+	// StateKey seals what the server hands a client to bring back (an MRTR
+	// requestState, a task id; seal.go). Every replica must use the same
+	// key. Empty: a random key of this process.
+	StateKey []byte
+	// ItemURL returns the console page of an item, for the client of a
+	// call that needs step-up; "" (or nil) when the console is not public.
+	ItemURL func(item uint64) string
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -59,19 +70,23 @@ Every call is attributed to the key you authenticated with and recorded on a sig
 
 // NewServer returns an MCP server declaring every tool of the registry, as
 // it is when NewServer runs.
-func NewServer(o Options) *sdk.Server {
+func NewServer(o Options) *sdk.Server { return newServer(o, newWaiter(o)) }
+
+func newServer(o Options, w *waiter) *sdk.Server {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "countersign", Title: "Countersign", Version: o.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       quiet(o.Logger),
-		// No logging capability: the server does not stream its logs to clients.
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
+		// No logging capability: the server does not stream its logs to
+		// clients. The Tasks extension is answered by tasks.go.
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Extensions: map[string]any{tasksExtension: map[string]any{}}},
 	})
 	for _, ti := range o.App.Tools() {
-		s.AddTool(toolOf(ti), handler(o, ti.Name))
+		s.AddTool(toolOf(ti), handler(o, w, ti.Name))
 	}
+	s.AddReceivingMiddleware(reshape)
 	return s
 }
 
@@ -94,7 +109,7 @@ func toolOf(ti bot.ToolInfo) *sdk.Tool {
 }
 
 // handler runs tool name through the application's one call path.
-func handler(o Options, name string) sdk.ToolHandler {
+func handler(o Options, w *waiter, name string) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
 		if ti := tokenInfo(req); ti != nil {
 			if id, ok := ti.Extra["request_id"].(string); ok {
@@ -119,6 +134,11 @@ func handler(o Options, name string) sdk.ToolHandler {
 		var args []byte
 		if req.Params != nil {
 			args = req.Params.Arguments
+		}
+		if name == confirmTool {
+			return w.confirm(ctx, req, caller, args, func(tool string, err error) *sdk.CallToolResult {
+				return errorResult(ctx, o.Logger, tool, err)
+			})
 		}
 		if name == waitingTool {
 			args = capWait(args, o.MaxCallWait)
@@ -234,6 +254,10 @@ type HTTPOptions struct {
 	MaxBody int64
 	// MaxCallWait is Options.MaxCallWait.
 	MaxCallWait time.Duration
+	// StateKey, ItemURL and Now are Options'.
+	StateKey []byte
+	ItemURL  func(item uint64) string
+	Now      func() time.Time
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -257,9 +281,9 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	server := sync.OnceValue(func() *sdk.Server {
-		return NewServer(Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait})
-	})
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now}
+	w := newWaiter(so)
+	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }
 	h := sdk.NewStreamableHTTPHandler(getServer, &sdk.StreamableHTTPOptions{
 		Stateless:           true,
@@ -285,7 +309,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 		return &auth.TokenInfo{UserID: c.ID, Extra: extra}, nil
 	}
 	authed := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-	return guardMessages(o, authed)
+	return guardMessages(o, w, authed)
 }
 
 // callerFromToken reads the caller the HTTP handler put in the token info.
@@ -306,8 +330,17 @@ func ServeStdio(ctx context.Context, o Options, r io.Reader, w io.Writer) error 
 	if !ok {
 		rc = io.NopCloser(r)
 	}
-	s := NewServer(o)
-	err := s.Run(ctx, &sdk.IOTransport{Reader: rc, Writer: nopWriteCloser{w}})
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	wt := newWaiter(o)
+	s := newServer(o, wt)
+	err := s.Run(ctx, &taskTransport{
+		Transport: &sdk.IOTransport{Reader: rc, Writer: nopWriteCloser{w}},
+		w:         wt,
+		caller:    o.Caller,
+		log:       func(tool string, err error) *sdk.CallToolResult { return errorResult(ctx, o.Logger, tool, err) },
+	})
 	if err == nil || errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, io.ErrClosedPipe) {
 		return nil
 	}

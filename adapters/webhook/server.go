@@ -45,6 +45,9 @@ type Options struct {
 	// OnRequest, if set, is told about every finished request: its route
 	// pattern ("" when no route matched), status and duration.
 	OnRequest func(pattern string, status int, d time.Duration)
+	// Auth authenticates the bearer credential of a tool call (API keys
+	// and, with OAuth configured, access tokens). Nil: App.
+	Auth Authenticator
 }
 
 // NewServer returns the HTTP handler of the whole API.
@@ -65,7 +68,11 @@ func addRoutes(mux *http.ServeMux, o Options) {
 	for i := len(o.Middleware) - 1; i >= 0; i-- {
 		call = o.Middleware[i](call)
 	}
-	mux.Handle("POST /v1/tools/{name}", Authenticate(o.App, o.Logger, "http")(call))
+	var auth Authenticator = o.App
+	if o.Auth != nil {
+		auth = o.Auth
+	}
+	mux.Handle("POST /v1/tools/{name}", Authenticate(auth, o.Logger, "http")(call))
 	mux.Handle("GET /v1/tools", handleList(o.App))
 	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -230,7 +237,14 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 		log.Error("request failed", "request_id", ref, "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+		// An OAuth refusal says where the metadata is and what was wrong
+		// with the token (RFC 6750 §3, RFC 9728 §5.1).
+		var ch interface{ Challenge() string }
+		if errors.As(err, &ch) {
+			w.Header().Set("WWW-Authenticate", ch.Challenge())
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
+		}
 	}
 	writeJSON(w, status, body)
 }

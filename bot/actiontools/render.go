@@ -81,6 +81,12 @@ func requestData(r *approvals.Request) map[string]any {
 		d["tally"] = r.Tally()
 		d["approvals"] = nonNil(r.Approvals())
 		d["headless"] = a.Headless
+		if r.StepUp > 0 {
+			// Approved only after a fresh sign-in, in the console: a
+			// surface that can send the person there (MCP's URL-mode
+			// elicitation) reads it.
+			d["step_up"] = true
+		}
 		if a.Command != "" {
 			d["command"] = a.Command
 		}

@@ -36,6 +36,9 @@ type app struct {
 	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).
 	onRequest func(pattern string, status int, d time.Duration)
+	// auth authenticates the bearer credential of the HTTP API and MCP
+	// over HTTP: the bot (keys), or keys and OAuth tokens (wire_oauth.go).
+	auth webhook.Authenticator
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.
@@ -167,7 +170,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord, a.wireWeb, a.wireAudit} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireAdmin, a.wireChat, a.wireSlack, a.wireDiscord, a.wireWeb, a.wireAudit} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err
@@ -198,6 +201,7 @@ func (a *app) handler() http.Handler {
 		Mounts:     a.mounts,
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,
+		Auth:       a.auth,
 	})
 }
 

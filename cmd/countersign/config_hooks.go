@@ -1,6 +1,11 @@
 package main
 
-import "time"
+import (
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
 
 // ---- mcp and hooks (adapters for the hosts agents run in) ----
 
@@ -11,7 +16,27 @@ type MCPConfig struct {
 	// call after about 60 seconds, so it must stay below that; the agent
 	// gets the pending answer and polls again.
 	MaxCallWait time.Duration `yaml:"max_call_wait"`
+	// OAuth makes the HTTP API and MCP over HTTP an OAuth 2.1 resource
+	// server beside the API keys (wire_oauth.go, docs/mcp.md). Nil: keys
+	// only.
+	OAuth *MCPOAuthConfig `yaml:"oauth"`
 }
+
+// MCPOAuthConfig names the authorization server whose access tokens are
+// accepted, and how their subject maps to a principal.
+type MCPOAuthConfig struct {
+	// Issuer is the authorization server's issuer identifier; its OpenID
+	// Connect discovery (or RFC 8414 metadata) names its keys.
+	Issuer string `yaml:"issuer"`
+	// Audience is this resource's identifier, the public URL of /mcp: a
+	// token is accepted only when its aud holds it.
+	Audience string `yaml:"audience"`
+	// Claim names the claim that holds the subject (default email).
+	Claim string `yaml:"claim"`
+}
+
+// defaultOAuthClaim is the claim mcp.oauth maps to a principal by default.
+const defaultOAuthClaim = "email"
 
 // HooksConfig configures `countersign hook` (docs/integrations.md).
 type HooksConfig struct {
@@ -44,12 +69,52 @@ func (m *MCPConfig) defaults() {
 	if m.MaxCallWait == 0 {
 		m.MaxCallWait = defaultMCPMaxCallWait
 	}
+	if m.OAuth != nil && m.OAuth.Claim == "" {
+		m.OAuth.Claim = defaultOAuthClaim
+	}
 }
 
 func (m MCPConfig) validate(p *problems) {
 	if m.MaxCallWait < time.Second || m.MaxCallWait >= mcpHostCallLimit {
 		p.add("mcp.max_call_wait", "must be at least 1s and below 60s (MCP hosts give up on a call after about 60 seconds), not %s", m.MaxCallWait)
 	}
+	if o := m.OAuth; o != nil {
+		if why := oauthURLProblem(o.Issuer); why != "" {
+			p.add("mcp.oauth.issuer", "%s: the authorization server's issuer identifier, for example https://login.hospital.example", why)
+		}
+		if why := oauthURLProblem(o.Audience); why != "" {
+			p.add("mcp.oauth.audience", "%s: this resource's public URL, as clients name it, for example https://countersign.hospital.example/mcp", why)
+		}
+		if strings.TrimSpace(o.Claim) == "" || strings.ContainsAny(o.Claim, " \t\n") {
+			p.add("mcp.oauth.claim", "%q: name the token claim that holds the subject (email, sub, preferred_username)", o.Claim)
+		}
+	}
+}
+
+// oauthURLProblem says what is wrong with an issuer or audience URL: it
+// must be absolute, https (http only on a loopback address, for tests),
+// without a query or fragment; "" when it is fine.
+func oauthURLProblem(s string) string {
+	u, err := url.Parse(s)
+	switch {
+	case s == "":
+		return "required"
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return "not an absolute URL"
+	case u.RawQuery != "" || u.Fragment != "" || strings.Contains(s, "#"):
+		return "must have no query or fragment"
+	case u.Scheme == "http" && !loopbackHost(u.Hostname()):
+		return "must be https (http only on a loopback address)"
+	}
+	return ""
+}
+
+func loopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 func (h *HooksConfig) defaults() {

@@ -202,7 +202,9 @@ func TestE2EEditOverMCP(t *testing.T) {
 	agent := e.CreateKey("ward-bot", "agent")
 	alice := e.CreateKey("alice", "member")
 	e.Start()
-	ag, al := e.mcpSession(agent), e.mcpSession(alice)
+	// The agent on 2025-11-25: its pending confirm_action answers at once
+	// (a 2026-07-28 client waits, MRTR: TestMCPLongWaitsCompleteAfterASlackClick).
+	ag, al := e.mcpSessionVersion(agent, "2025-11-25"), e.mcpSession(alice)
 
 	tools, err := al.ListTools(context.Background(), nil)
 	if err != nil {

@@ -168,7 +168,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 // error saying when to retry.
 func TestRateLimitOverStdioMCP(t *testing.T) {
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 2\n")
-	cs, stop := e.runMCP(nil, nil)
+	cs, stop := e.runMCP([]string{"--local-agent"}, nil)
 	defer stop()
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,8 @@ type testEnv struct {
 	serveFlags []string
 	// clock, when set, is the server's clock (withClock).
 	clock func() time.Time
+	// mcpLogs is the stderr of the last `countersign mcp` run by runMCP.
+	mcpLogs *syncBuffer
 }
 
 type syncBuffer struct {

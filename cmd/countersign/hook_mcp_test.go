@@ -12,28 +12,37 @@ import (
 )
 
 // An MCP host gives up on a call after about 60 seconds. With
-// mcp.max_call_wait set (1s here, so the test does not sleep 45), a long
-// poll over /mcp answers pending with the text telling the agent to poll,
-// inside the host's limit, and the request stays pending and decidable.
+// mcp.max_call_wait set (1s here, so the test does not sleep 45), no call
+// over /mcp is held past it: a 2026-07-28 client's pending confirm_action
+// answers MRTR input_required with a requestState; an older client's
+// answers pending at once, and its long poll of action_status is cut to
+// max_call_wait. The request stays pending and decidable either way.
 func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
 	e := newTestEnv(t, actionsConfig+"mcp:\n  max_call_wait: 1s\n")
 	agent := e.CreateKey("deploy-bot", "agent")
 	alice := e.CreateKey("alice", "member")
 	e.Start()
-	cs := e.mcpSession(agent)
+	host, cancel := context.WithTimeout(context.Background(), 55*time.Second)
+	defer cancel()
 
-	// confirm_action answers at once: pending, with the poll instruction.
-	text, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"})
+	// 2026-07-28: MRTR.
+	modern := e.mcpSession(agent)
+	args := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"}
+	mr, err := modern.CallTool(host, &sdk.CallToolParams{Name: "confirm_action", Arguments: args})
+	if err != nil || !mr.NeedsInput() || mr.RequestState == "" {
+		t.Fatalf("confirm_action over MRTR did not answer input_required inside the host's limit: %v %+v", err, mr)
+	}
+
+	// 2025-11-25: pending at once, with the poll instruction.
+	cs := e.mcpSessionVersion(agent, "2025-11-25")
+	text, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "api"}, "summary": "restart api"})
 	data, _ := r.StructuredContent.(map[string]any)
 	id, _ := data["request_id"].(string)
 	if r.IsError || data["status"] != "pending" || !strings.HasPrefix(id, "req_") || !strings.Contains(text, "Poll action_status") {
-		t.Fatalf("confirm_action over MCP: %q %v", text, r.StructuredContent)
+		t.Fatalf("confirm_action over MCP 2025-11-25: %q %v", text, r.StructuredContent)
 	}
-
 	// The host: a call it abandons after 55 seconds. wait_seconds 60 would
 	// outlast it; the server cuts the wait to max_call_wait and answers.
-	host, cancel := context.WithTimeout(context.Background(), 55*time.Second)
-	defer cancel()
 	st, err := cs.CallTool(host, &sdk.CallToolParams{Name: "action_status", Arguments: map[string]any{"request_id": id, "wait_seconds": 60}})
 	if err != nil {
 		t.Fatalf("action_status with wait_seconds 60 did not answer inside the host's limit: %v", err)

@@ -9,7 +9,7 @@
 //	countersign ready [--config FILE] [--url URL] [--timeout 30s]
 //	countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
-//	countersign mcp [--config FILE] [--key KEY]
+//	countersign mcp [--config FILE] [--key KEY | --local-agent]
 //	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
 //	countersign store compact [--config FILE]
 //	countersign version

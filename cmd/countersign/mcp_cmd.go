@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -18,10 +20,57 @@ import (
 // apiKeyEnv names the environment variable `countersign mcp` reads a key from.
 const apiKeyEnv = "COUNTERSIGN_API_KEY"
 
-// localCaller is the trusted local admin of a stdio session when the
-// configuration does not require authentication.
+// localAgentFlag names the flag that lets `countersign mcp` run without a
+// key, as the local agent.
+const localAgentFlag = "local-agent"
+
+// localCaller is the caller of a stdio session started with --local-agent
+// and no key: the principal "local", of kind agent with the agent role, so
+// that the one decision rule refuses every decision it attempts (an agent
+// never decides) and its role holds no approve or admin capability. A
+// stdio server never decides or administers without an explicit
+// credential.
 func localCaller() *bot.Caller {
-	return &bot.Caller{Principal: bot.Principal{ID: "local", Name: "local", Role: policy.RoleAdmin, Kind: "person"}, Surface: "mcp"}
+	return &bot.Caller{Principal: bot.Principal{ID: "local", Name: "local", Role: policy.RoleAgent, Kind: "agent"}, Surface: "mcp"}
+}
+
+// errNoStdioKey is the refusal to start `countersign mcp` without a key.
+var errNoStdioKey = errors.New("mcp: no API key: pass --key or set " + apiKeyEnv + " (an empty variable in an MCP host's config is no key). " +
+	"A stdio server never decides or administers without a credential: create a key with `countersign keys create --name NAME --role agent`, " +
+	"or pass --" + localAgentFlag + " to act as the keyless local agent \"local\" (role agent: it may propose and ask, never approve or administer)")
+
+// stdioCaller returns how `countersign mcp` finds the caller of each call:
+// the key's principal, looked up on every call (so that revoking the key
+// takes effect at once), or, with --local-agent and no key, the local
+// agent, logged whenever it is used. Without either it refuses to start.
+func stdioCaller(ctx context.Context, a *app, key bot.Secret, localAgent, authRequired bool, logger *slog.Logger) (mcp.CallerFunc, error) {
+	switch {
+	case key != "":
+		if _, err := a.bot.Authenticate(ctx, key.Reveal()); err != nil {
+			logger.Warn("mcp: the API key given does not authenticate; every call will be refused", "err", err)
+		}
+		return func(ctx context.Context, _ *sdk.CallToolRequest) (*bot.Caller, error) {
+			c, err := a.bot.Authenticate(ctx, key.Reveal())
+			if err != nil {
+				return nil, err
+			}
+			c.Surface = "mcp"
+			return c, nil
+		}, nil
+	case !localAgent:
+		return nil, errNoStdioKey
+	case authRequired:
+		return nil, fmt.Errorf("mcp: --%s is refused because the config sets auth_required: true; pass --key or set %s", localAgentFlag, apiKeyEnv)
+	}
+	logger.Warn("mcp: serving without a key as the local agent local [local] (--" + localAgentFlag + "): it may propose and ask, never approve, decide or administer; every call it makes is logged")
+	return func(_ context.Context, req *sdk.CallToolRequest) (*bot.Caller, error) {
+		tool := ""
+		if req != nil && req.Params != nil {
+			tool = req.Params.Name
+		}
+		logger.Warn("mcp: a call as the keyless local agent", "principal", "local [local]", "tool", tool)
+		return localCaller(), nil
+	}, nil
 }
 
 // cmdMCP serves MCP over stdin and stdout for a local agent, on the same
@@ -30,12 +79,20 @@ func localCaller() *bot.Caller {
 func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlagSet("mcp", stderr)
 	load := configFlag(fs)
-	keyFlag := fs.String("key", "", "an API key to act as (default: $"+apiKeyEnv+"); required when the config sets auth_required: true")
+	keyFlag := fs.String("key", "", "an API key to act as (default: $"+apiKeyEnv+"); required unless --"+localAgentFlag+" is given")
+	localAgent := fs.Bool(localAgentFlag, false, "with no key, act as the local agent \"local\" (role agent: never approves, decides or administers; every call is logged); refused when the config sets auth_required: true")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mcp: unexpected argument %q", fs.Arg(0))
+	}
+	key := bot.Secret(strings.TrimSpace(*keyFlag))
+	if key == "" {
+		key = bot.Secret(strings.TrimSpace(getenv(apiKeyEnv)))
+	}
+	if key == "" && !*localAgent {
+		return errNoStdioKey // before the store is opened: nothing to undo
 	}
 	cfg, err := load()
 	if err != nil {
@@ -49,31 +106,9 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	defer a.close()
-
-	key := bot.Secret(*keyFlag)
-	if key == "" {
-		key = bot.Secret(getenv(apiKeyEnv))
-	}
-	var callerOf mcp.CallerFunc
-	switch {
-	case key != "":
-		// Looked up on every call, so that revoking the key takes effect at once.
-		callerOf = func(ctx context.Context, _ *sdk.CallToolRequest) (*bot.Caller, error) {
-			c, err := a.bot.Authenticate(ctx, key.Reveal())
-			if err != nil {
-				return nil, err
-			}
-			c.Surface = "mcp"
-			return c, nil
-		}
-		if _, err := a.bot.Authenticate(ctx, key.Reveal()); err != nil {
-			logger.Warn("mcp: the API key given does not authenticate; every call will be refused", "err", err)
-		}
-	case cfg.AuthRequired:
-		logger.Warn("mcp: auth_required is true and no key was given (--key or " + apiKeyEnv + "); every call will be refused")
-		callerOf = func(context.Context, *sdk.CallToolRequest) (*bot.Caller, error) { return nil, nil }
-	default:
-		callerOf = func(context.Context, *sdk.CallToolRequest) (*bot.Caller, error) { return localCaller(), nil }
+	callerOf, err := stdioCaller(ctx, a, key, *localAgent, cfg.AuthRequired, logger)
+	if err != nil {
+		return err
 	}
 
 	// As under serve: record unclean_restart if the last run did not stop
@@ -95,7 +130,10 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		}()
 	}
 	logger.Info("mcp: serving on stdio", "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
-	err = mcp.ServeStdio(ctx, mcp.Options{App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait}, stdin, stdout)
+	err = mcp.ServeStdio(ctx, mcp.Options{
+		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
+		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
+	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {
 		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", cerr)

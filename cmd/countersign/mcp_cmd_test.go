@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/policy"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,10 +38,14 @@ func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // mcpSession connects the SDK's own client to the server's /mcp with key.
-func (e *testEnv) mcpSession(key string) *sdk.ClientSession {
+func (e *testEnv) mcpSession(key string) *sdk.ClientSession { return e.mcpSessionVersion(key, "") }
+
+// mcpSessionVersion is mcpSession on protocol revision version ("": the
+// SDK's latest).
+func (e *testEnv) mcpSessionVersion(key, version string) *sdk.ClientSession {
 	e.t.Helper()
 	tr := &sdk.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}, MaxRetries: -1}
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test-agent", Version: "1"}, nil).Connect(context.Background(), tr, &sdk.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		e.t.Fatalf("mcp connect: %v", err)
 	}
@@ -331,6 +336,7 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	stderr := &syncBuffer{}
+	e.mcpLogs = stderr
 	done := make(chan error, 1)
 	getenv := func(k string) string {
 		if k == "COUNTERSIGN_DATABASE_URL" {
@@ -365,39 +371,28 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 
 func TestMCPOverStdio(t *testing.T) {
 	e := newTestEnv(t, "")
-	cs, stop := e.runMCP(nil, nil)
-	// The local caller is a trusted admin named local.
-	text := mcpOK(t, cs, "create_principal", map[string]any{"name": "bot", "role": "agent"})
-	m := regexp.MustCompile(`\n  (cs_sk_\S+)\n`).FindStringSubmatch(text)
-	if m == nil {
-		t.Fatalf("create: %q", text)
-	}
-	agentKey := m[1]
-	if log := mcpOK(t, cs, "audit_log", nil); !strings.Contains(log, "create_principal   user=-  by local [local]") {
+	admin := e.CreateKey("ops", "admin")
+	agentKey := e.CreateKey("bot", "agent")
+	// With an admin key, the caller is that key's principal.
+	cs, stop := e.runMCP([]string{"--key", admin}, nil)
+	mcpOK(t, cs, "create_principal", map[string]any{"name": "helper", "role": "agent"})
+	if log := mcpOK(t, cs, "audit_log", nil); !strings.Contains(log, "create_principal   user=-  by ops [prin_") {
 		t.Fatalf("audit: %s", log)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("mcp exited with %v", err)
 	}
 
-	// auth_required: without a key every call is refused; with one, the
-	// caller is that key's principal.
+	// auth_required: with a key the caller is that key's principal, looked
+	// up on every call.
 	if err := appendConfig(e.cfg, "auth_required: true\n"); err != nil {
-		t.Fatal(err)
-	}
-	cs, stop = e.runMCP(nil, nil)
-	text, r := mcpCall(t, cs, "verify_audit", nil)
-	if !r.IsError || !strings.HasPrefix(text, "Access denied: authentication required. Provide a valid API key") {
-		t.Fatalf("no key: %q", text)
-	}
-	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	cs, stop = e.runMCP(nil, map[string]string{"COUNTERSIGN_API_KEY": agentKey})
 	if text := mcpOK(t, cs, "verify_audit", nil); !strings.HasPrefix(text, "✓ Audit chain INTACT") {
 		t.Fatalf("with env key: %q", text)
 	}
-	text, r = mcpCall(t, cs, "list_principals", nil)
+	text, r := mcpCall(t, cs, "list_principals", nil)
 	if !r.IsError || text != "Access denied: 'list_principals' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
 		t.Fatalf("agent over stdio: %q", text)
 	}
@@ -411,4 +406,119 @@ func TestMCPOverStdio(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+	// auth_required forbids the keyless local agent.
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"mcp", "--config", e.cfg, "--local-agent"}, e.getenv, strings.NewReader(""), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--local-agent is refused because the config sets auth_required: true") {
+		t.Fatalf("--local-agent with auth_required: %v", err)
+	}
+}
+
+// Security 19.4: `countersign mcp` with no key acted as "local", an admin
+// person. On a shared store it approved another agent's request and minted
+// an admin key, and an empty key variable in an MCP host's config granted
+// that silently. Now it refuses to start without a key; the keyless local
+// agent needs --local-agent, is an agent the decision rule refuses, holds
+// no admin capability, and is logged at every call. Played against run()
+// on a real store (PostgreSQL under the postgres test engine).
+func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
+	e := newTestEnv(t, actionsConfig+"mcp:\n  max_call_wait: 1s\n")
+	deployBot := e.CreateKey("deploy-bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	ops := e.CreateKey("ops", "admin")
+	cs, stop := e.runMCP(nil, map[string]string{"COUNTERSIGN_API_KEY": deployBot})
+	// Pending after max_call_wait: MRTR input_required naming the request.
+	_, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"})
+	id, _ := r.Meta["io.countersign/pending"].(map[string]any)["request_id"].(string)
+	if !r.NeedsInput() || !strings.HasPrefix(id, "req_") {
+		t.Fatalf("confirm_action: %v %v", r.Meta, r.StructuredContent)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// No key, or an empty variable: the server does not start, and says
+	// why. (Before the fix it started as an admin person: the attack is
+	// played on whatever answers, and reported.)
+	for _, env := range []map[string]string{nil, {"COUNTERSIGN_API_KEY": ""}, {"COUNTERSIGN_API_KEY": "  "}} {
+		err := e.attackKeyless(env, id)
+		if err == nil || !strings.Contains(err.Error(), "mcp: no API key: pass --key or set COUNTERSIGN_API_KEY") || !strings.Contains(err.Error(), "--local-agent") {
+			t.Fatalf("env %v: run returned %v, want the refusal to start without a key", env, err)
+		}
+	}
+
+	// --local-agent: the attack of 19.4 is refused at every step.
+	cs, stop = e.runMCP([]string{"--local-agent"}, nil)
+	text, r := mcpCall(t, cs, "approve_action", map[string]any{"request_id": id})
+	if !r.IsError || text != "Access denied: 'approve_action' requires the 'approve' capability; your role(s) ['agent'] do not grant it." {
+		t.Fatalf("approve as the local agent: %v %q", r.IsError, text)
+	}
+	// Were its role ever to hold approve, the one decision rule would still
+	// refuse it: it is an agent, not a person.
+	if got := localCaller().MayDecide(policy.Decidable{Ref: id}); !strings.HasPrefix(got, "Access denied: local [local] is an agent principal.") {
+		t.Fatalf("the decision rule on the local agent: %q", got)
+	}
+	text, r = mcpCall(t, cs, "create_principal", map[string]any{"name": "backdoor", "role": "admin"})
+	if !r.IsError || text != "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
+		t.Fatalf("create_principal as the local agent: %v %q", r.IsError, text)
+	}
+	// It still does an agent's work: propose, and read what it proposed.
+	_, st := mcpCall(t, cs, "action_status", map[string]any{"request_id": id})
+	if st.IsError || st.StructuredContent.(map[string]any)["status"] != "pending" {
+		t.Fatalf("action_status as the local agent: %v", st.StructuredContent)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	logs := e.mcpLogs.String()
+	if n := strings.Count(logs, `msg="mcp: a call as the keyless local agent" principal="local [local]"`); n != 3 {
+		t.Fatalf("the local agent's calls are logged %d times, want 3:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "serving without a key as the local agent local [local] (--local-agent)") {
+		t.Fatalf("no warning at start:\n%s", logs)
+	}
+
+	// Nothing was decided, and no key was minted: a person still decides.
+	e.Start()
+	if got := e.MustOK(alice, "action_status", map[string]any{"request_id": id}); got.Data["status"] != "pending" {
+		t.Fatalf("after the attack: %s", got)
+	}
+	list := e.MustOK(ops, "list_principals", map[string]any{})
+	if strings.Contains(list.Text, "backdoor") {
+		t.Fatalf("a principal was minted: %s", list.Text)
+	}
+}
+
+// attackKeyless runs `countersign mcp` with env and no --key, and returns
+// how run ended. If it serves instead, it plays the attack of security
+// 19.4 (approve another agent's request id, mint an admin key) and fails
+// the test with what the server did.
+func (e *testEnv) attackKeyless(env map[string]string, id string) error {
+	e.t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	stderr := &syncBuffer{}
+	done := make(chan error, 1)
+	getenv := func(k string) string {
+		if k == "COUNTERSIGN_DATABASE_URL" {
+			return e.env[k]
+		}
+		return env[k]
+	}
+	go func() {
+		err := run(context.Background(), []string{"mcp", "--config", e.cfg}, getenv, inR, outW, stderr)
+		outW.CloseWithError(io.EOF)
+		done <- err
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "host", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		inW.Close()
+		return <-done
+	}
+	approve, _ := mcpCall(e.t, cs, "approve_action", map[string]any{"request_id": id})
+	mint, _ := mcpCall(e.t, cs, "create_principal", map[string]any{"name": "backdoor", "role": "admin"})
+	cs.Close()
+	<-done
+	e.t.Fatalf("with env %v and no key, countersign mcp served: approve_action answered %q; create_principal answered %q", env, approve, mint)
+	return nil
 }

@@ -242,15 +242,16 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	stderr := &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		// No key in the environment; the database's URL when the tests run
-		// on PostgreSQL.
+		// A key that authenticates nobody; the database's URL when the
+		// tests run on PostgreSQL. (Without any key the server does not
+		// start: TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers.)
 		getenv := func(k string) string {
 			if k == "COUNTERSIGN_DATABASE_URL" {
 				return e.env[k]
 			}
 			return ""
 		}
-		err := run(context.Background(), []string{"mcp", "--config", e.cfg}, getenv, inR, outW, stderr)
+		err := run(context.Background(), []string{"mcp", "--config", e.cfg, "--key", "cs_sk_nobody"}, getenv, inR, outW, stderr)
 		outW.CloseWithError(io.EOF)
 		done <- err
 	}()
@@ -258,16 +259,16 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
-	if text, r := mcpCall(t, cs, "verify_audit", nil); !r.IsError || !strings.Contains(text, "authentication required") {
-		t.Fatalf("no key: %q", text)
+	if text, r := mcpCall(t, cs, "verify_audit", nil); !r.IsError || !strings.Contains(text, "unknown or revoked API key") {
+		t.Fatalf("bad key: %q", text)
 	}
 	cs.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	logs := stderr.String()
-	if !strings.Contains(logs, "principal=- surface=mcp tool=verify_audit outcome=unauthenticated") || strings.Contains(logs, "surface=none") {
-		t.Fatalf("the refused call is not logged under surface=mcp:\n%s", logs)
+	if !strings.Contains(logs, "mcp: the API key given does not authenticate; every call will be refused") || strings.Contains(logs, "surface=none") || strings.Contains(logs, "cs_sk_nobody") {
+		t.Fatalf("the refused key is not logged as such (or the key is):\n%s", logs)
 	}
 }
 

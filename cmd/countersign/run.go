@@ -32,7 +32,7 @@ Usage:
   countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
   countersign keys rotate-callback-secret [--config FILE] --name NAME
-  countersign mcp [--config FILE] [--key KEY]
+  countersign mcp [--config FILE] [--key KEY | --local-agent]
   countersign hook claude-code [--config FILE] [--key KEY] [--url URL]
   countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
   countersign audit anchor [--config FILE] [--anchors FILE]
@@ -51,8 +51,10 @@ serve listens on --listen, else $COUNTERSIGN_LISTEN, else the config's listen.
 ready waits until a running server answers /readyz; call calls one tool on
 it with --key or $COUNTERSIGN_API_KEY and prints the answer's text (the HTTP
 status first when it is not 200).
-mcp serves MCP over stdin/stdout for a local agent (logs on stderr); with
-auth_required: true it needs --key or $COUNTERSIGN_API_KEY.
+mcp serves MCP over stdin/stdout for a local agent (logs on stderr) as the
+principal of --key or $COUNTERSIGN_API_KEY; without a key it refuses to
+start unless --local-agent names the keyless local agent (never approves or
+administers; refused with auth_required: true).
 hook claude-code is a Claude Code PreToolUse/PermissionRequest command hook:
 it reads the event on stdin, asks the running server with --key or
 $COUNTERSIGN_KEY and prints the decision JSON (docs/integrations.md).

@@ -67,14 +67,17 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
 		MaxCallWait: a.cfg.MCP.MaxCallWait, // config_hooks.go
-		Charge:      a.bot.Charge,          // tools/call only: the handshake takes no tool token
+		StateKey:    mcp.StateKey(a.key.Seed()),
+		ItemURL:     a.bot.WebLinks().ItemURL,
+		Now:         a.bot.Now,
+		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.
 		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,
 	})
 	for _, wrap := range []func(http.Handler) http.Handler{
 		webhook.LimitBody(h.MaxBodyBytes, a.log),
-		webhook.Authenticate(a.bot, a.log, "mcp"),
+		webhook.Authenticate(a.auth, a.log, "mcp"), // keys, and OAuth tokens (wire_oauth.go)
 		webhook.GuardHosts(h.AllowedHosts, h.AllowedOrigins, a.log),
 	} {
 		mcpHandler = wrap(mcpHandler) // the last wrap runs first

@@ -291,6 +291,11 @@ func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
 	if !errors.Is(err, errExit1) || !strings.HasPrefix(out, "403 Forbidden\nAccess denied: 'list_principals' requires the 'admin' capability") {
 		t.Fatalf("a 403: %q %v", out, err)
 	}
+	// A 400 names the argument at fault: the error, then the field.
+	out, err = call("confirm_action", `{"tool": "restart_service", "arguments": {"service": "web"}, "summary": "a\u0007b"}`)
+	if want := "400 Bad Request\nsummary: must not contain control characters other than tab and line breaks\nfield: summary\n"; !errors.Is(err, errExit1) || out != want {
+		t.Fatalf("a 400:\n got %q %v\nwant %q", out, err, want)
+	}
 	out, err = call("--json", "get_approval_mode", `{}`)
 	if err != nil || !strings.HasPrefix(out, `{"text":"Approval mode for user default: normal.`) {
 		t.Fatalf("--json: %q %v", out, err)

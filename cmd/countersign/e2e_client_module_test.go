@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +75,23 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := scratchModule(t, map[string]string{"agent_test.go": string(src)})
+	files := map[string]string{"agent_test.go": string(src)}
+	// The documentation's Go programs, as a reader would paste them.
+	doc, err := os.ReadFile("../../docs/integrations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	progs := goPrograms(string(doc))
+	if len(progs) == 0 {
+		t.Fatal("docs/integrations.md shows no Go program (a ```go block with package main)")
+	}
+	for i, p := range progs {
+		files[fmt.Sprintf("docs%d/main.go", i+1)] = p
+	}
+	dir := scratchModule(t, files)
+	if out, err := goIn(t, dir, nil, "vet", "./..."); err != nil {
+		t.Fatalf("the documentation's Go programs do not build against the client:\n%s", out)
+	}
 	out, err := goIn(t, dir, []string{"CS_URL=" + e.URL, "CS_AGENT=" + agent, "CS_ALICE=" + alice, "CS_PUBKEY=" + pub}, "test", "-count=1", "-v", ".")
 	if err != nil {
 		t.Fatalf("go test in the scratch module: %v\n%s", err, out)
@@ -84,4 +101,16 @@ tools:
 			t.Errorf("the scratch module's %s did not pass:\n%s", name, out)
 		}
 	}
+}
+
+// goPrograms are the ```go blocks of a page that are whole programs.
+func goPrograms(page string) []string {
+	var out []string
+	for _, block := range strings.Split(page, "```go\n")[1:] {
+		code, _, ok := strings.Cut(block, "\n```")
+		if ok && strings.Contains(code, "package main\n") {
+			out = append(out, code+"\n")
+		}
+	}
+	return out
 }

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	countersign "github.com/countersign/countersign"
 	"github.com/countersign/countersign/receipt"
 )
 
@@ -133,31 +132,6 @@ func (h *hookCall) result(t *testing.T) hookOut {
 	return parseHookOut(t, <-h.out)
 }
 
-// defaultConfigEnv is a server on the shipped config.yaml as it is, but on
-// a free port and a store of its own.
-func defaultConfigEnv(t *testing.T) *testEnv {
-	t.Helper()
-	skipOnPostgres(t, "runs the shipped config, whose store is bbolt")
-	dir := t.TempDir()
-	cfg := string(countersign.DefaultConfig)
-	for old, repl := range map[string]string{
-		"\nlisten: 127.0.0.1:8080\n": "\nlisten: 127.0.0.1:0\n",
-		"\n  path: countersign.db\n": "\n  path: " + filepath.Join(dir, "countersign.db") + "\n",
-	} {
-		if !strings.Contains(cfg, old) {
-			t.Fatalf("config.yaml no longer has %q", old)
-		}
-		cfg = strings.Replace(cfg, old, repl, 1)
-	}
-	path := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	e := &testEnv{t: t, dir: dir, cfg: path, env: map[string]string{}}
-	t.Cleanup(e.Stop)
-	return e
-}
-
 // hookEnv is the environment Claude Code starts the hook in: its key, the
 // server's URL and a home for its state.
 func hookEnv(t *testing.T, e *testEnv, key string) map[string]string {
@@ -170,7 +144,7 @@ func hookEnv(t *testing.T, e *testEnv, key string) map[string]string {
 // approval runs the edit, a session grant covers the session's identical
 // calls, and PostToolUse records an approved call as executed.
 func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
-	e := defaultConfigEnv(t)
+	e := newTestEnv(t, defaultWithoutListenAndStore(t)) // the shipped config.yaml
 	agent := e.CreateKey("claude-code", "agent")
 	alice := e.CreateKey("alice", "member")
 	admin := e.CreateKey("root", "admin")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -32,11 +33,14 @@ func cmdHook(ctx context.Context, args []string, getenv func(string) string, std
 	if len(args) == 0 || args[0] != "claude-code" {
 		return errors.New("usage: countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX] (the hook event JSON on stdin)")
 	}
+	h := setupHook(args[1:], getenv, stderr)
+	if errors.Is(h.Broken, flag.ErrHelp) {
+		return flag.ErrHelp // --help: the usage is printed; no event to answer
+	}
 	raw, err := io.ReadAll(io.LimitReader(stdin, claudecode.MaxInputBytes+1))
 	if err != nil {
 		fmt.Fprintf(stderr, "countersign: hook: reading stdin: %v\n", err)
 	}
-	h := setupHook(args[1:], getenv, stderr)
 	_, err = stdout.Write(h.Handle(ctx, raw))
 	return err
 }
@@ -53,7 +57,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 	urlFlag := fs.String("url", "", "the server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
 	pubFlag := fs.String("pubkey", "", "the deployment's public key, hex (default $"+hookPubKeyEnv+", else hooks.claude_code.public_key, else the public half of the config's audit.signing_key)")
 	if err := parseFlags(fs, args); err != nil {
-		h.Broken = fmt.Errorf("the hook's command line: %v", err)
+		h.Broken = fmt.Errorf("the hook's command line: %w", err)
 		return h
 	}
 	path := *cfgPath

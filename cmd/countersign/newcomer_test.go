@@ -25,7 +25,7 @@ func runWith(t *testing.T, env map[string]string, args ...string) (string, strin
 }
 
 func TestHelpExitsZeroAndExtraArgumentsAreRefused(t *testing.T) {
-	for _, cmd := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"keys", "create", "--help"}, {"call", "--help"}, {"ready", "-h"}, {"init", "--help"}} {
+	for _, cmd := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"keys", "create", "--help"}, {"call", "--help"}, {"ready", "-h"}, {"init", "--help"}, {"hook", "claude-code", "--help"}} {
 		_, errOut, err := runWith(t, nil, cmd...)
 		if err != nil {
 			t.Errorf("%v: err = %v, want nil (help is no failure)", cmd, err)

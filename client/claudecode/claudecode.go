@@ -16,6 +16,7 @@
 package claudecode
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/receipt"
@@ -219,6 +221,9 @@ func (h *Hook) plan(ev Event) (c call, d decision, ok bool) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(in, &obj); err != nil || obj == nil {
 		return c, h.ask("the " + ev.ToolName + " call's tool_input is not a JSON object"), false
+	}
+	if lossy(in) {
+		return c, h.ask("the " + ev.ToolName + " call's tool_input holds text that is not valid Unicode (invalid UTF-8 or a lone surrogate), so what a person would approve is not exactly what would run"), false
 	}
 	c.input = in
 	a := client.Action{Tool: ev.ToolName, Arguments: in, UserID: h.Config.UserID, AgentID: h.Config.AgentID, RunID: ev.SessionID}
@@ -525,4 +530,29 @@ func clean(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// lossy reports whether decoding raw loses text: invalid UTF-8, or a lone
+// surrogate escape, which JSON decoders turn into U+FFFD. The approval
+// would then bind (and show) the replacement while Claude Code runs the
+// original.
+func lossy(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return true
+	}
+	canon, err := receipt.Canonical(raw)
+	if err != nil {
+		return true
+	}
+	literal := bytes.Count(raw, []byte("\uFFFD"))
+	for i := 0; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] == 'u' && i+6 <= len(raw) && strings.EqualFold(string(raw[i+2:i+6]), "fffd") {
+			literal++ // an escaped U+FFFD, written as such
+		}
+		i++ // skip the escaped character (an escaped backslash included)
+	}
+	return bytes.Count(canon, []byte("\uFFFD")) > literal
 }

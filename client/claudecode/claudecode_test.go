@@ -392,6 +392,13 @@ func TestHookFailsClosed(t *testing.T) {
 	check("oversize input", h, big, PermissionRequest)
 	check("no command", h, event(PreToolUse, "Bash", `{"description": "nothing"}`, "t"), PreToolUse)
 	check("tool_input not an object", h, event(PreToolUse, "Write", `"x"`, "t"), PreToolUse)
+	check("a lone surrogate", h, event(PreToolUse, "Bash", `{"command": "rm -rf /tmp/x\udc80"}`, "t"), PreToolUse)
+	check("an escaped backslash hiding a lone surrogate", h, event(PreToolUse, "Write", `{"file_path": "/a", "content": "\\ufffd \ud800"}`, "t"), PreToolUse)
+	for _, in := range []string{`{"content": "\ud83d\ude00"}`, `{"content": "\ufffd"}`, "{\"content\": \"\uFFFD\"}"} {
+		if lossy([]byte(in)) {
+			t.Errorf("lossy(%s) = true: that text decodes as written", in)
+		}
+	}
 
 	broken := &Hook{Broken: errors.New("config.yaml: no such file")}
 	check("no config", broken, event(PreToolUse, "Read", `{"file_path": "/a"}`, "t"), PreToolUse)

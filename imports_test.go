@@ -68,6 +68,10 @@ func breach(pkg, imp string) string {
 		if imp != "receipt" {
 			return "client (imported by agent runtimes) imports only the standard library and receipt"
 		}
+	case pkg == "client/claudecode":
+		if imp != "client" && imp != "receipt" {
+			return "client/claudecode (the Claude Code hook) imports only the standard library, client and receipt"
+		}
 	case pkg == "memory" || pkg == "approvals":
 		if imp != "kv" && imp != "policy" {
 			return pkg + " imports only kv and policy"

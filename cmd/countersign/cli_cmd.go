@@ -15,6 +15,7 @@ import (
 	"time"
 
 	countersign "github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
 )
 
 // urlEnv names the environment variable `ready` and `call` read the
@@ -91,25 +92,21 @@ func cmdReady(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	api, err := client.NewAPI(base, "")
+	if err != nil {
+		return fmt.Errorf("ready: %w", err)
+	}
+	api.HTTP.Timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	client := &http.Client{Timeout: 2 * time.Second}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var last error
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				fmt.Fprintf(stdout, "ready: %s\n", base)
-				return nil
-			}
-			err = fmt.Errorf("/readyz answered %s", resp.Status)
+		last := api.Ready(ctx)
+		if last == nil {
+			fmt.Fprintf(stdout, "ready: %s\n", base)
+			return nil
 		}
-		last = err
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("ready: %s did not become ready within %s (%v); is `countersign serve` running? its log says why it stopped", base, *timeout, last)
@@ -118,10 +115,12 @@ func cmdReady(ctx context.Context, args []string, getenv func(string) string, st
 	}
 }
 
-// cmdCall calls one tool on a running server and prints the answer's text,
-// preceded by the HTTP status when it is not 200 (--json: the whole answer;
-// --field NAME: one field of its data, for scripts). It exits 1 on any
-// answer other than 2xx, and when no server answers.
+// cmdCall calls one tool on a running server and prints the answer's text;
+// on an answer other than 200 it prints the HTTP status, then the error
+// (prefixed by the argument at fault) and, when there is one, the field
+// (--json: the whole answer; --field NAME: one field of its data, for
+// scripts). It exits 1 on any answer other than 2xx, and when no server
+// answers.
 func cmdCall(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("call", stderr)
 	load := configFlag(fs)
@@ -155,66 +154,70 @@ func cmdCall(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/tools/"+tool, strings.NewReader(body))
+	api, err := client.NewAPI(base, key)
 	if err != nil {
 		return fmt.Errorf("call: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
+	ans, err := api.Call(ctx, tool, json.RawMessage(body))
+	var te *client.TransportError
+	if errors.As(err, &te) {
+		return fmt.Errorf("call: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it)", base, te.Err)
+	}
 	if err != nil {
-		return fmt.Errorf("call: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it)", base, err)
+		return fmt.Errorf("call: %w", err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("call: reading the answer: %w", err)
+	if ans.Status != http.StatusOK {
+		fmt.Fprintf(stdout, "%d %s\n", ans.Status, http.StatusText(ans.Status))
 	}
-	if resp.StatusCode != http.StatusOK {
-		fmt.Fprintln(stdout, resp.Status)
+	switch {
+	case *raw:
+		stdout.Write(bytes.TrimRight(ans.Raw, "\n"))
+		fmt.Fprintln(stdout)
+	case !ans.OK():
+		msg := ans.Error
+		if msg == "" {
+			msg = ans.Text
+		}
+		if msg == "" {
+			msg = strings.TrimRight(string(ans.Raw), "\n")
+		}
+		fmt.Fprintln(stdout, msg)
+		if ans.Field != "" {
+			fmt.Fprintf(stdout, "field: %s\n", ans.Field)
+		}
+	case *field != "":
+		return printField(stdout, ans, *field)
+	case ans.Text != "":
+		fmt.Fprintln(stdout, ans.Text)
+	default:
+		fmt.Fprintln(stdout, strings.TrimRight(string(ans.Raw), "\n"))
 	}
-	if *field != "" && resp.StatusCode == http.StatusOK {
-		var ans struct {
-			Data map[string]json.RawMessage `json:"data"`
+	if !ans.OK() {
+		return errExit1
+	}
+	return nil
+}
+
+// printField prints one field of an answer's data: a string as it is,
+// anything else as JSON.
+func printField(stdout io.Writer, ans *client.Answer, name string) error {
+	v, ok := ans.Data[name]
+	if !ok {
+		names := make([]string, 0, len(ans.Data))
+		for k := range ans.Data {
+			names = append(names, k)
 		}
-		v, ok := json.RawMessage(nil), false
-		if json.Unmarshal(b, &ans) == nil {
-			v, ok = ans.Data[*field]
-		}
-		if !ok {
-			names := make([]string, 0, len(ans.Data))
-			for k := range ans.Data {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			return fmt.Errorf("call: the answer's data has no field %q (it has: %s)", *field, strings.Join(names, ", "))
-		}
-		var str string
-		if json.Unmarshal(v, &str) == nil {
-			fmt.Fprintln(stdout, str)
-		} else {
-			fmt.Fprintln(stdout, string(v))
-		}
+		sort.Strings(names)
+		return fmt.Errorf("call: the answer's data has no field %q (it has: %s)", name, strings.Join(names, ", "))
+	}
+	if s, ok := v.(string); ok {
+		fmt.Fprintln(stdout, s)
 		return nil
 	}
-	if *raw {
-		stdout.Write(bytes.TrimRight(b, "\n"))
-		fmt.Fprintln(stdout)
-	} else {
-		var ans struct {
-			Text  string `json:"text"`
-			Error string `json:"error"`
-		}
-		if err := json.Unmarshal(b, &ans); err != nil || (ans.Text == "" && ans.Error == "") {
-			fmt.Fprintln(stdout, strings.TrimRight(string(b), "\n"))
-		} else if ans.Text != "" {
-			fmt.Fprintln(stdout, ans.Text)
-		} else {
-			fmt.Fprintln(stdout, ans.Error)
-		}
-	}
-	if resp.StatusCode/100 != 2 {
-		return errExit1
+	enc := json.NewEncoder(stdout)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("call: %w", err)
 	}
 	return nil
 }

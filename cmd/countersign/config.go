@@ -156,7 +156,7 @@ func (c *Config) applyDefaults() {
 	c.Log.defaults()
 	c.Limits.defaults()
 	c.MCP.defaults()
-	c.Hooks.defaults()
+	c.Hooks.defaults(c.resolve)
 	if c.Slack != nil {
 		c.Slack.defaults()
 	}

@@ -51,7 +51,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := client.New(e.URL, agent, ed25519.PublicKey(pub))
+	cl := mustClient(t, e.URL, agent, ed25519.PublicKey(pub))
 	cl.PollWait = 2 * time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -33,7 +33,7 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	if err != nil || len(pub) != ed25519.PublicKeySize {
 		t.Fatalf("export_public_key: %s", pk)
 	}
-	c := client.New(e.URL, agent, ed25519.PublicKey(pub))
+	c := mustClient(t, e.URL, agent, ed25519.PublicKey(pub))
 	c.PollWait = 2 * time.Second // several short polls while nobody has approved
 
 	type result struct {
@@ -104,7 +104,7 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	if r := e.Call(other, "redeem_receipt", map[string]any{"receipt": a.Receipt}); r.Status != http.StatusForbidden {
 		t.Fatalf("another agent redeems: %s", r)
 	}
-	if _, err := client.New(e.URL, agent, otherKey.Public().(ed25519.PublicKey)).ConfirmAction(ctx, client.Action{Tool: "read_logs"}); !errors.Is(err, client.ErrReceipt) {
+	if _, err := mustClient(t, e.URL, agent, otherKey.Public().(ed25519.PublicKey)).ConfirmAction(ctx, client.Action{Tool: "read_logs"}); !errors.Is(err, client.ErrReceipt) {
 		t.Fatalf("a client pinned to another key accepted a receipt: %v", err)
 	}
 
@@ -143,4 +143,14 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	if err := c.Redeem(ctx, auto.Receipt); err != nil {
 		t.Fatalf("Redeem auto: %v", err)
 	}
+}
+
+// mustClient is client.New, failing the test on an error.
+func mustClient(t *testing.T, url, key string, pub ed25519.PublicKey) *client.Client {
+	t.Helper()
+	c, err := client.New(url, key, pub)
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	return c
 }

@@ -10,6 +10,7 @@
 //	countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
 //	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
 //	countersign mcp [--config FILE] [--key KEY | --local-agent]
+//	countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX]
 //	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
 //	countersign store compact [--config FILE]
 //	countersign version

@@ -25,7 +25,7 @@ func runWith(t *testing.T, env map[string]string, args ...string) (string, strin
 }
 
 func TestHelpExitsZeroAndExtraArgumentsAreRefused(t *testing.T) {
-	for _, cmd := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"keys", "create", "--help"}, {"call", "--help"}, {"ready", "-h"}, {"init", "--help"}} {
+	for _, cmd := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"keys", "create", "--help"}, {"call", "--help"}, {"ready", "-h"}, {"init", "--help"}, {"hook", "claude-code", "--help"}} {
 		_, errOut, err := runWith(t, nil, cmd...)
 		if err != nil {
 			t.Errorf("%v: err = %v, want nil (help is no failure)", cmd, err)
@@ -91,11 +91,11 @@ func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
 	e.Stop()
 
 	// The default's slots, as `countersign init` writes them: two gated,
-	// four tools, and no warning.
+	// six tools, and no warning.
 	d := newTestEnv(t, defaultWithoutListenAndStore(t))
 	d.Start()
 	logs = d.logs.String()
-	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=4"} {
+	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=6"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("missing %q in:\n%s", want, logs)
 		}
@@ -291,6 +291,11 @@ func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
 	out, err = call("list_principals")
 	if !errors.Is(err, errExit1) || !strings.HasPrefix(out, "403 Forbidden\nAccess denied: 'list_principals' requires the 'admin' capability") {
 		t.Fatalf("a 403: %q %v", out, err)
+	}
+	// A 400 names the argument at fault: the error, then the field.
+	out, err = call("confirm_action", `{"tool": "restart_service", "arguments": {"service": "web"}, "summary": "a\u0007b"}`)
+	if want := "400 Bad Request\nsummary: must not contain control characters other than tab and line breaks\nfield: summary\n"; !errors.Is(err, errExit1) || out != want {
+		t.Fatalf("a 400:\n got %q %v\nwant %q", out, err, want)
 	}
 	out, err = call("--json", "get_approval_mode", `{}`)
 	if err != nil || !strings.HasPrefix(out, `{"text":"Approval mode for user default: normal.`) {

@@ -75,15 +75,24 @@ func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
 // into one bash in an empty directory, as a newcomer would on a fresh
 // clone, and compares each block's output with its comments.
 func TestReadmeWalkthrough(t *testing.T) {
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatalf("bash is needed to run the README: %v", err)
-	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := walkthroughBlocks(t, string(readme))
+	pasteBlocks(t, "README.md", walkthroughBlocks(t, string(readme)))
+}
+
+// pasteBlocks pastes blocks of the page named, in order, into one bash in
+// an empty directory (./countersign is this test binary; the server gets a
+// free port instead of 8080, in the scripts and the promised output
+// alike), and compares each block's output with what its comments
+// promise. Nothing may go to stderr.
+func pasteBlocks(t *testing.T, page string, blocks []readmeBlock) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("bash is needed to run %s: %v", page, err)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +112,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	const marker = "@@readme-block-end@@"
 	var script strings.Builder
 	for _, b := range blocks {
-		script.WriteString(b.script)
+		script.WriteString(strings.ReplaceAll(b.script, "127.0.0.1:8080", addr))
 		fmt.Fprintf(&script, "echo %s\n", marker)
 	}
 	cmd := exec.Command(bash, "--noprofile", "--norc")
@@ -119,16 +128,16 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	// Whatever happens, nothing the README started outlives the test.
+	// Whatever happens, nothing the page started outlives the test.
 	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	runErr := cmd.Wait()
 	logs, _ := os.ReadFile(filepath.Join(dir, "countersign.log"))
 	if runErr != nil || stderr.Len() > 0 {
-		t.Errorf("the walk-through wrote to stderr or failed (%v):\n%s\nserver log:\n%s", runErr, stderr.String(), logs)
+		t.Errorf("%s wrote to stderr or failed (%v):\n%s\nserver log:\n%s", page, runErr, stderr.String(), logs)
 	}
 	outs := strings.Split(stdout.String(), marker+"\n")
 	if len(outs) != len(blocks)+1 {
-		t.Fatalf("ran %d of %d blocks; stdout:\n%s\nstderr:\n%s", len(outs)-1, len(blocks), stdout.String(), stderr.String())
+		t.Fatalf("ran %d of %d blocks of %s; stdout:\n%s\nstderr:\n%s", len(outs)-1, len(blocks), page, stdout.String(), stderr.String())
 	}
 	for i, b := range blocks {
 		got := strings.Split(strings.TrimSuffix(outs[i], "\n"), "\n")
@@ -140,7 +149,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 			want[j] = strings.ReplaceAll(w, "127.0.0.1:8080", addr)
 		}
 		if !linesMatch(want, got) {
-			t.Errorf("README.md:%d: the block printed\n%s\nbut its comments promise\n%s", b.line, strings.Join(got, "\n"), strings.Join(want, "\n"))
+			t.Errorf("%s:%d: the block printed\n%s\nbut its comments promise\n%s", page, b.line, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 	if t.Failed() {

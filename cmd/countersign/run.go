@@ -33,7 +33,7 @@ Usage:
   countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b] [--kind agent|person|service]
   countersign keys rotate-callback-secret [--config FILE] --name NAME
   countersign mcp [--config FILE] [--key KEY | --local-agent]
-  countersign hook claude-code [--config FILE] [--key KEY] [--url URL]
+  countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX]
   countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
   countersign audit anchor [--config FILE] [--anchors FILE]
   countersign audit archive [--config FILE] --before DATE --out FILE
@@ -55,9 +55,13 @@ mcp serves MCP over stdin/stdout for a local agent (logs on stderr) as the
 principal of --key or $COUNTERSIGN_API_KEY; without a key it refuses to
 start unless --local-agent names the keyless local agent (never approves or
 administers; refused with auth_required: true).
-hook claude-code is a Claude Code PreToolUse/PermissionRequest command hook:
-it reads the event on stdin, asks the running server with --key or
-$COUNTERSIGN_KEY and prints the decision JSON (docs/integrations.md).
+hook claude-code is a Claude Code command hook (PreToolUse, PermissionRequest,
+PostToolUse): it reads the event on stdin, asks the running server with --key
+or $COUNTERSIGN_KEY, allows only on a receipt that verifies against the pinned
+key (--pubkey, $COUNTERSIGN_PUBLIC_KEY, hooks.claude_code.public_key) and
+prints the decision JSON; on any problem it asks the person at the terminal.
+It reads --config or $COUNTERSIGN_CONFIG, never ./config.yaml
+(docs/integrations.md).
 audit verify exits non-zero when the chain is broken; audit export writes
 the chain as JSON Lines. store compact rewrites the store without its free
 pages and prints the size before and after. mcp, keys, audit and store

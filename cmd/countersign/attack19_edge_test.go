@@ -107,3 +107,105 @@ func TestAttackDeepDuplicateKeys(t *testing.T) {
 		t.Fatalf("a refused call left an item: the next request is %v, want item 1: %s", r.Data["item_id"], clip(r))
 	}
 }
+
+// hostGet sends method path to the server with the given Host and Origin
+// ("" for the server's own and none) and returns the status and body.
+func hostDo(t *testing.T, e *testEnv, method, path, host, origin, key string) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if method == "POST" {
+		body = strings.NewReader(`{}`)
+	}
+	req, _ := http.NewRequest(method, e.URL+path, body)
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if method == "POST" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAttackForeignHostOnEveryRoute: SECURITY.md said the API routes check
+// Host and Origin against DNS rebinding, but only /mcp did: GET /v1/tools,
+// the tool calls, the console and /metrics answered a page that rebinds
+// evil.example to the server. Now every route a browser can be made to
+// call refuses a foreign Host or Origin with a 403 saying what to
+// configure; the names the server answers to follow from its config
+// (listen, web.public_url, http.allowed_hosts). The signed Slack and
+// Discord webhooks, called by the platforms under their own Host, and the
+// health probes are not Host-checked.
+func TestAttackForeignHostOnEveryRoute(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, slackConfig(f, "http")+`web:
+  public_url: https://countersign.example.org
+http:
+  allowed_hosts: [proxy.internal:8443]
+  allowed_origins: [https://console.example]
+`)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+
+	guarded := []struct{ method, path, key string }{
+		{"GET", "/v1/tools", ""},
+		{"POST", "/v1/tools/export_public_key", agent},
+		{"POST", "/mcp", agent},
+		{"GET", "/ui/", ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/no/such/route", ""},
+	}
+	for _, g := range guarded {
+		for _, host := range []string{"evil.example", "evil.example:80", "countersign.example.org.evil.example", "proxy.internal:9999"} {
+			code, body := hostDo(t, e, g.method, g.path, host, "", g.key)
+			if code != http.StatusForbidden || !strings.Contains(body, "http.allowed_hosts") || !strings.Contains(body, "web.public_url") {
+				t.Errorf("%s %s with Host %s: %d %s, want a 403 saying what to configure", g.method, g.path, host, code, clip(body))
+			}
+			if strings.Contains(body, "evil") {
+				t.Errorf("%s %s: the refusal echoes the Host header: %s", g.method, g.path, clip(body))
+			}
+		}
+	}
+	// The server's own names: loopback, any IP address, public_url's host
+	// on any port, the listed host:port.
+	for _, host := range []string{"", "localhost:1", "127.0.0.1", "[::1]:8080", "10.1.2.3:8080", "countersign.example.org", "COUNTERSIGN.example.org.:443", "proxy.internal:8443"} {
+		if code, body := hostDo(t, e, "GET", "/v1/tools", host, "", ""); code != http.StatusOK {
+			t.Errorf("GET /v1/tools with Host %q: %d %s, want 200", host, code, clip(body))
+		}
+	}
+	// A foreign Origin is refused on the API even with a good Host; the
+	// server's own origins and the listed ones pass.
+	for _, origin := range []string{"https://evil.example", "null", "http://countersign.example.org.evil.example", "http://127.0.0.1:3000"} {
+		code, body := hostDo(t, e, "POST", "/v1/tools/export_public_key", "", origin, agent)
+		if code != http.StatusForbidden || !strings.Contains(body, "http.allowed_origins") {
+			t.Errorf("POST with Origin %s: %d %s, want a 403 naming http.allowed_origins", origin, code, clip(body))
+		}
+	}
+	for _, origin := range []string{"https://countersign.example.org", "https://console.example", strings.Replace(e.URL, "127.0.0.1", "localhost", 1)} {
+		if code, body := hostDo(t, e, "POST", "/v1/tools/export_public_key", "", origin, agent); code != http.StatusOK {
+			t.Errorf("POST with Origin %s: %d %s, want 200", origin, code, clip(body))
+		}
+	}
+	// Not Host-checked: the probes, and the signed webhooks (which refuse
+	// an unsigned call themselves).
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, body := hostDo(t, e, "GET", p, "evil.example", "", ""); code != http.StatusOK {
+			t.Errorf("GET %s with a foreign Host: %d %s, want 200", p, code, clip(body))
+		}
+	}
+	if code, body := hostDo(t, e, "POST", "/slack/interactions", "hooks.slack-tunnel.example", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("an unsigned Slack call under another Host: %d %s, want the signature's 401", code, clip(body))
+	}
+}

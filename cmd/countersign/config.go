@@ -433,6 +433,7 @@ func (h HTTPConfig) validate(p *problems) {
 	if h.RateBurst < 0 {
 		p.add("http.rate_burst", "must not be negative")
 	}
+	h.validateHosts(p)
 }
 
 // ---- memory ----

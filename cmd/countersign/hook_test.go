@@ -18,7 +18,7 @@ tools:
     category: mutating
     approvers: {roles: [member, admin]}
     commands:
-      - {command: kubectl get, category: read-only}
+      - {command: kubectl get, category: read-only, flags: [-n, --namespace]}
       - {command: kubectl rollout restart, category: mutating}
 hooks:
   claude_code:

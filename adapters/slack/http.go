@@ -75,7 +75,7 @@ func (a *Adapter) CommandsHandler() http.Handler {
 			return
 		}
 		cmd := slackgo.SlashCommand{
-			TeamID: form.Get("team_id"), ChannelID: form.Get("channel_id"), UserID: form.Get("user_id"),
+			TeamID: form.Get("team_id"), EnterpriseID: form.Get("enterprise_id"), ChannelID: form.Get("channel_id"), UserID: form.Get("user_id"),
 			Command: form.Get("command"), Text: form.Get("text"), TriggerID: form.Get("trigger_id"),
 		}
 		if cmd.TriggerID != "" && !a.first(r.Context(), []string{"slack:trigger:" + cmd.TriggerID}) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -281,4 +283,144 @@ func TestAttackReadOnlyFlagsLoadCode(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "tools[0].commands[0]") || !strings.Contains(err.Error(), "--kubeconfig loads a kubeconfig") {
 		t.Fatalf("a read-only entry naming --kubeconfig: %v, want start-up refused naming the entry and why", err)
 	}
+}
+
+// slackButton posts a signed click on item's Approve button, from user as
+// Slack reports them (the user's team_id, the team and the enterprise the
+// interaction came from; "" leaves one out).
+func slackButton(t *testing.T, e *testEnv, post slackCall, item, user, userTeam, team, enterprise, trigger string) {
+	t.Helper()
+	u := map[string]any{"id": user}
+	if userTeam != "" {
+		u["team_id"] = userTeam
+	}
+	p := map[string]any{
+		"type": "block_actions", "trigger_id": trigger, "user": u,
+		"container": map[string]any{"type": "message", "channel_id": post.Form.Get("channel"), "message_ts": post.TS},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": item, "action_ts": "1.1"}},
+	}
+	if team != "" {
+		p["team"] = map[string]any{"id": team, "enterprise_id": enterprise}
+	}
+	if enterprise != "" {
+		p["enterprise"] = map[string]any{"id": enterprise}
+	}
+	b, _ := json.Marshal(p)
+	if code, body := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(b)}}, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("click answered %d %s", code, body)
+	}
+}
+
+// TestAttackSlackClickFromAnotherWorkspace: a Slack click was matched on
+// the user id alone, so a click by U0123ABC of another workspace (an app
+// installed in several, a Slack Connect channel) approved as dr_smith. Now
+// a Slack principal is a workspace and a user (slack.team_id, or T…/U… on
+// the principal; E…/W… for an Enterprise Grid org), and a click or command
+// from anyone else is refused privately and audited under the workspace
+// and user id it came from.
+func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, slackConfig(f, "http")+`  - name: dr_grid
+    role: member
+    slack: E0GRID/W0GRID
+`)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("intake", "agent")
+	admin := e.CreateKey("ops", "admin")
+	e.Start()
+
+	propose := func(value string) (slackCall, string) {
+		t.Helper()
+		n := len(f.Calls("chat.postMessage"))
+		e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": value})
+		waitFor(t, "the proposal to be posted", func() bool { return len(f.Calls("chat.postMessage")) == n+1 })
+		post := f.Calls("chat.postMessage")[n]
+		m := regexp.MustCompile(`"value":"(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
+		if m == nil {
+			t.Fatalf("no Approve button:\n%s", post.Form.Get("blocks"))
+		}
+		return post, m[1]
+	}
+	refusals := func() int { return len(f.Calls("chat.postEphemeral")) }
+	// One proposal is open at a time: the item is pending while one is.
+	status := func(string) string {
+		if r := e.MustOK(admin, "pending_changes", map[string]any{}); strings.Contains(r.Text, "No changes awaiting approval") {
+			return "decided"
+		}
+		return "pending"
+	}
+
+	e.MustOK(agent, "remember", map[string]any{"subject": "code_status", "value": "full code"})
+	post, item := propose("DNR")
+	// dr_smith's user id, from another workspace: refused, audited.
+	for i, c := range []struct{ userTeam, team, enterprise string }{
+		{"T2", "T2", ""}, // another workspace
+		{"", "T2", ""},   // no user team: the team the click came from
+		{"T2", "T1", ""}, // a Slack Connect user of T2 clicking in T1's channel
+		{"E0GRID", "T5", "E0GRID"},
+	} {
+		before := refusals()
+		slackButton(t, e, post, item, "U0123ABC", c.userTeam, c.team, c.enterprise, fmt.Sprintf("t-other-%d", i))
+		waitFor(t, "the private refusal", func() bool { return refusals() == before+1 })
+		eph := f.Calls("chat.postEphemeral")[before]
+		if eph.Form.Get("user") != "U0123ABC" || !strings.Contains(eph.Form.Get("text"), "not mapped") {
+			t.Errorf("click from %+v: refusal %v, want a private 'not mapped' to U0123ABC", c, eph.Form)
+		}
+		if s := status(item); s != "pending" {
+			t.Fatalf("a click by U0123ABC of %+v decided the proposal", c)
+		}
+	}
+	log := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
+	if !strings.Contains(log, "unmapped [T2/U0123ABC]") || !strings.Contains(log, "slack user T2/U0123ABC is not mapped") {
+		t.Errorf("the refusals are not audited under the workspace they came from:\n%s", log)
+	}
+	// The same user in the configured workspace (slack.team_id T1) decides.
+	slackButton(t, e, post, item, "U0123ABC", "T1", "T1", "", "t-home")
+	waitFor(t, "the approval", func() bool { return status(item) == "decided" })
+
+	// An Enterprise Grid principal (E0GRID/W0GRID): from any workspace of
+	// the org; never from another org.
+	post, item = propose("full code")
+	before := refusals()
+	slackButton(t, e, post, item, "W0GRID", "E0OTHER", "T9", "E0OTHER", "t-grid-other")
+	waitFor(t, "the other org's refusal", func() bool { return refusals() == before+1 })
+	if status(item) != "pending" {
+		t.Fatal("a click by W0GRID of another Enterprise Grid org decided the proposal")
+	}
+	slackButton(t, e, post, item, "W0GRID", "T5", "T5", "E0GRID", "t-grid")
+	waitFor(t, "dr_grid's approval", func() bool { return status(item) == "decided" })
+	if log := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text; !strings.Contains(log, "dr_grid [W0GRID]") {
+		t.Errorf("dr_grid's approval is not audited as dr_grid [W0GRID]:\n%s", log)
+	}
+
+	// A slash command from the other workspace is refused as well.
+	_, item = propose("DNR")
+	code, body := postSlack(t, e.URL, "/slack/commands", url.Values{"team_id": {"T2"}, "user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"approve " + item}, "trigger_id": {"t-cmd"}}, e2eSlackSecret)
+	if code != http.StatusOK || !strings.Contains(body, "not mapped") || status(item) != "pending" {
+		t.Fatalf("approve from another workspace's command: %d %s (item %s)", code, clip(body), status(item))
+	}
+}
+
+// TestSlackPrincipalsNameTheirWorkspace: a bare Slack user id needs
+// slack.team_id; a malformed workspace is refused at start, saying what to
+// write.
+func TestSlackPrincipalsNameTheirWorkspace(t *testing.T) {
+	f := newSlackFake(t)
+	for _, c := range []struct{ from, to, want string }{
+		{"  team_id: T1\n", "", `principals[0].slack: "U0123ABC" does not say which Slack workspace it belongs to`},
+		{"  team_id: T1\n", "  team_id: t1\n", `slack.team_id: "t1" is not a Slack workspace id`},
+		{"    slack: U0123ABC\n", "    slack: X1/U0123ABC\n", `"X1" is not a Slack workspace id`},
+		{"    slack: U0123ABC\n", "    slack: T1/<!channel>\n", `is not a Slack user id`},
+	} {
+		e := newTestEnv(t, strings.Replace(slackConfig(f, "http"), c.from, c.to, 1))
+		e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+		err := run(context.Background(), []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q → %q: serve said %v, want %q", c.from, c.to, err, c.want)
+		}
+	}
+	// T…/U… on the principal works without slack.team_id.
+	e := newTestEnv(t, strings.NewReplacer("  team_id: T1\n", "", "    slack: U0123ABC\n", "    slack: T1/U0123ABC\n").Replace(slackConfig(f, "http")))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	e.Start()
 }

@@ -682,7 +682,12 @@ func (s SoftApprovalConfig) modes() (policy.ApprovalMode, map[string]policy.Appr
 
 // SlackConfig is the slack section; absent means Slack is off.
 type SlackConfig struct {
-	Mode             string            `yaml:"mode"`
+	Mode string `yaml:"mode"`
+	// TeamID is the workspace (T…) or Enterprise Grid org (E…) of the
+	// principals whose slack is a bare user id: clicks and commands count
+	// only from users Slack reports in it (principals may also name theirs,
+	// T…/U…). Required when a principal's slack is a bare user id.
+	TeamID           string            `yaml:"team_id"`
 	BotTokenEnv      string            `yaml:"bot_token_env"`
 	SigningSecretEnv string            `yaml:"signing_secret_env"`
 	AppTokenEnv      string            `yaml:"app_token_env"`

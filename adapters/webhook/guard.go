@@ -67,13 +67,6 @@ func (g *HostGuard) Check(next http.Handler, origin bool) http.Handler {
 	})
 }
 
-// GuardHosts returns the middleware of a HostGuard over hosts and origins
-// that checks both headers (HostGuard.Check).
-func GuardHosts(hosts, origins []string, log *slog.Logger) func(http.Handler) http.Handler {
-	g := NewHostGuard(hosts, origins, log)
-	return func(next http.Handler) http.Handler { return g.Check(next, true) }
-}
-
 func (g *HostGuard) refuse(w http.ResponseWriter, r *http.Request, header, value, msg string) {
 	if len(value) > 100 {
 		value = value[:100]

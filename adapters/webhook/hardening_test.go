@@ -342,7 +342,7 @@ func TestGuardHosts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := GuardHosts(tt.hosts, tt.origins, nil)(ok)
+			h := NewHostGuard(tt.hosts, tt.origins, nil).Check(ok, true)
 			r := httptest.NewRequest("POST", "/mcp", nil)
 			r.Host = tt.host
 			if tt.origin != "" {

@@ -139,8 +139,8 @@ func (s *argSpec) decode(raw []byte) (any, error) {
 	if !utf8.Valid(raw) {
 		return nil, Invalid("", "the arguments are not valid UTF-8")
 	}
-	if path, dup := firstDuplicate(raw); dup {
-		return nil, Invalid(path, "is given more than once; send each key once (duplicate JSON keys are refused, never resolved by order)")
+	if err := CheckJSON("", raw); err != nil {
+		return nil, err
 	}
 	var tooLarge error
 	ptr, ok := s.decodeFast(raw, &tooLarge)
@@ -496,34 +496,92 @@ func CheckText(field, v string, max int, multiline bool) error {
 	return nil
 }
 
-// maxDupDepth is how deep firstDuplicate looks; deeper input is left to
-// encoding/json, which refuses nesting beyond its own limit.
-const maxDupDepth = 1000
+// MaxJSONDepth is how deeply JSON received at an edge (tool arguments,
+// chat payloads) may nest objects and arrays. Deeper input is refused
+// before anything decodes it: the duplicate-key check looks at every
+// level below it, and nothing Countersign is asked about needs more.
+const MaxJSONDepth = 64
+
+// maxReportedPath bounds the path a refusal names: keys may be long.
+const maxReportedPath = 200
+
+// CheckJSON refuses JSON that two readers could see differently or that
+// nests too deep: a key given twice in one object, at any depth (400
+// naming its path, for example "arguments.mode"), or objects and arrays
+// nested more than MaxJSONDepth levels (400 naming where). field prefixes
+// the paths ("" for none). Malformed JSON is left to the decoder, which
+// reports it. Every edge that parses JSON it is sent calls it (bot.Call
+// does, for tool arguments on every surface).
+func CheckJSON(field string, raw []byte) error {
+	path, dup, deep := scanJSON(raw)
+	if !dup && !deep {
+		return nil
+	}
+	if field != "" {
+		switch {
+		case path == "":
+			path = field
+		case path[0] == '[':
+			path = field + path
+		default:
+			path = field + "." + path
+		}
+	}
+	if len(path) > maxReportedPath {
+		cut := maxReportedPath
+		for cut > 0 && !utf8.RuneStart(path[cut]) {
+			cut--
+		}
+		path = path[:cut] + "…"
+	}
+	if dup {
+		return Invalid(path, "is given more than once; send each key once (duplicate JSON keys are refused, never resolved by order)")
+	}
+	return Invalid(path, "nests objects and arrays more than %d levels deep, which is refused; send a flatter value", MaxJSONDepth)
+}
 
 // firstDuplicate reports the path (for example "arguments.mode") of the
 // first key that an object of raw gives twice, comparing names as decoded
 // (so "a" and "\u0061" are the same). encoding/json keeps the last of
 // duplicate keys and other parsers the first: an approval bound to a body
 // two readers see differently binds nothing, so such a body is refused.
-// Malformed input is left to the decoder (dup is false).
+// Malformed input, and input nested deeper than MaxJSONDepth before a
+// duplicate is found, report no duplicate (dup is false).
 func firstDuplicate(raw []byte) (path string, dup bool) {
+	path, dup, _ = scanJSON(raw)
+	return path, dup
+}
+
+// scanJSON looks for the first duplicate key of raw, and for the first
+// object or array nested deeper than MaxJSONDepth; it reports whichever
+// comes first, with its path. Malformed input stops the scan (neither).
+func scanJSON(raw []byte) (path string, dup, deep bool) {
 	p := dupScanner{raw: raw}
 	p.value(skipSpace(raw, 0), "", 0)
-	return p.path, p.found
+	return p.path, p.found, p.deep
 }
 
 type dupScanner struct {
 	raw   []byte
 	path  string
-	found bool
+	found bool // a duplicate key at path
+	deep  bool // an object or array at path is nested too deep
 	bad   bool // malformed: stop looking
 }
 
-// value scans the JSON value at i and returns where it ends.
+// stopped reports whether the scan has its answer, or gave up.
+func (p *dupScanner) stopped() bool { return p.found || p.deep || p.bad }
+
+// value scans the JSON value at i, whose enclosing objects and arrays
+// number depth, and returns where it ends.
 func (p *dupScanner) value(i int, path string, depth int) int {
 	raw := p.raw
-	if p.found || p.bad || i >= len(raw) || depth > maxDupDepth {
-		p.bad = p.bad || !p.found
+	if p.stopped() || i >= len(raw) {
+		p.bad = p.bad || !p.found && !p.deep
+		return len(raw)
+	}
+	if (raw[i] == '{' || raw[i] == '[') && depth >= MaxJSONDepth {
+		p.path, p.deep = path, true
 		return len(raw)
 	}
 	switch raw[i] {
@@ -536,8 +594,8 @@ func (p *dupScanner) value(i int, path string, depth int) int {
 		}
 		for n := 0; ; n++ {
 			i = skipSpace(raw, p.value(i, path+"["+strconv.Itoa(n)+"]", depth+1))
-			if p.found || p.bad || i >= len(raw) {
-				p.bad = p.bad || !p.found
+			if p.stopped() || i >= len(raw) {
+				p.bad = p.bad || !p.found && !p.deep
 				return len(raw)
 			}
 			if raw[i] == ']' {
@@ -628,8 +686,8 @@ func (p *dupScanner) object(i int, path string, depth int) int {
 			return len(raw)
 		}
 		i = skipSpace(raw, i)
-		if p.found || p.bad || i >= len(raw) {
-			p.bad = p.bad || !p.found
+		if p.stopped() || i >= len(raw) {
+			p.bad = p.bad || !p.found && !p.deep
 			return len(raw)
 		}
 		switch raw[i] {

@@ -11,9 +11,13 @@ import (
 
 // ChatPrincipal maps chat identities to a principal who decides from chat.
 type ChatPrincipal struct {
-	Name         string
-	Role         policy.Role
-	Slack        string   // Slack user id (U…/W…)
+	Name string
+	Role policy.Role
+	// Slack is the Slack user qualified by their workspace,
+	// "T0123ABCD/U0123ABC" (an Enterprise Grid org's users "E…/W…"): the
+	// Slack adapter looks users up by workspace and user id, so a user id
+	// alone, or the same id in another workspace, matches nobody.
+	Slack        string
 	Discord      string   // Discord user id (snowflake)
 	DiscordRoles []string // Discord role ids whose members act as this principal
 	// Scopes are the memory spaces (user_ids) the person may see and decide
@@ -69,6 +73,11 @@ func (b *Bot) Chat() Chat { return Chat{b: b} }
 func (ch Chat) SetDirectory(d *Directory) { ch.b.directory = d }
 
 func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
+	if surface == SurfaceSlack {
+		// Shown as "name [U0123ABC]": the principal's workspace is the
+		// config's, the user id is what people recognise.
+		chatID = chatID[strings.LastIndexByte(chatID, '/')+1:]
+	}
 	return &Caller{
 		Principal: Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes},
 		Surface:   surface,

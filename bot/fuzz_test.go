@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -66,27 +67,59 @@ func FuzzDecodeArgs(f *testing.F) {
 	})
 }
 
-// FuzzFirstDuplicate checks the duplicate-key scan against encoding/json's
-// tokenizer: on valid JSON both find a key given twice in the same object,
-// or neither does.
+// FuzzFirstDuplicate checks the duplicate-key and depth scan against
+// encoding/json's tokenizer: on valid JSON both find the same first
+// problem in document order (a key given twice in one object, or an object
+// or array nested deeper than MaxJSONDepth), or neither finds one; the
+// path is reported for either.
 func FuzzFirstDuplicate(f *testing.F) {
-	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"\u0061":1,"a":2}`, `{"a":"}\"{","b":[1,{"c":2}]}`, `{}`, `"x"`} {
+	deep := func(n int, inner string) string {
+		return strings.Repeat(`{"x":`, n) + inner + strings.Repeat(`}`, n)
+	}
+	for _, s := range []string{
+		`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"\u0061":1,"a":2}`, `{"a":"}\"{","b":[1,{"c":2}]}`, `{}`, `"x"`,
+		// At and past the depth limit, and far past it (where the check
+		// used to stop, and duplicates were resolved last-wins).
+		deep(MaxJSONDepth-1, `{"k":1,"k":2}`), deep(MaxJSONDepth, `{"k":1,"k":2}`), deep(MaxJSONDepth, `1`), deep(MaxJSONDepth+1, `1`),
+		deep(1001, `{"dose":"5mg","dose":"50mg"}`), strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
+		// A duplicate after a deep sibling, and a deep value after a duplicate.
+		`{"a":` + deep(70, `1`) + `,"a":2}`, `{"a":1,"a":` + deep(70, `1`) + `}`,
+		// Names equal once decoded: escapes, surrogate pairs, escaped quotes.
+		`{"\ud83d\ude00":1,"😀":2}`, `{"a\"b":1,"a\u0022b":2}`, `{"\/":1,"/":2}`, `{"é":1,"e\u0301":2}`,
+		// Many keys (the scanner switches from a list to a set past 8).
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"a":11}`,
+		// Arrays of objects, and duplicates inside arrays inside objects.
+		`{"l":[{"y":1},{"y":1,"z":[{"q":1,"q":2}]}]}`, `[[[{"a":1}],{"a":1}],{"a":1,"b":{"a":1}}]`,
+		// The envelope of an MCP call, with its arguments twice.
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":{},"arguments":{"a":1}}}`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		if !json.Valid(raw) {
-			firstDuplicate(raw) // never panics on anything
+			scanJSON(raw) // never panics on anything
 			return
 		}
-		_, got := firstDuplicate(raw)
-		if want := dupByTokens(raw); got != want {
-			t.Fatalf("firstDuplicate(%q) = %v, the tokenizer says %v", raw, got, want)
+		path, dup, tooDeep := scanJSON(raw)
+		got := "none"
+		switch {
+		case dup:
+			got = "duplicate"
+		case tooDeep:
+			got = "too deep"
+		}
+		if want := problemByTokens(raw); got != want {
+			t.Fatalf("scanJSON(%q) = %s at %q, the tokenizer says %s", raw, got, path, want)
+		}
+		if err := CheckJSON("arguments", raw); (err != nil) != (got != "none") {
+			t.Fatalf("CheckJSON(%q) = %v, but the scan found %s", raw, err, got)
 		}
 	})
 }
 
-// dupByTokens finds a duplicate key with encoding/json's tokenizer.
-func dupByTokens(raw []byte) bool {
+// problemByTokens finds, with encoding/json's tokenizer, the first of a
+// duplicate key and an object or array nested deeper than MaxJSONDepth.
+func problemByTokens(raw []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	type frame struct {
 		obj    bool
@@ -97,7 +130,7 @@ func dupByTokens(raw []byte) bool {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return false
+			return "none"
 		}
 		var top *frame
 		if len(stack) > 0 {
@@ -113,7 +146,7 @@ func dupByTokens(raw []byte) bool {
 			}
 			k := tok.(string)
 			if top.keys[k] {
-				return true
+				return "duplicate"
 			}
 			top.keys[k] = true
 			top.expKey = false
@@ -122,11 +155,11 @@ func dupByTokens(raw []byte) bool {
 		switch d := tok.(type) {
 		case json.Delim:
 			switch d {
-			case '{':
-				stack = append(stack, &frame{obj: true, keys: map[string]bool{}, expKey: true})
-				continue
-			case '[':
-				stack = append(stack, &frame{})
+			case '{', '[':
+				if len(stack) >= MaxJSONDepth {
+					return "too deep"
+				}
+				stack = append(stack, &frame{obj: d == '{', keys: map[string]bool{}, expKey: d == '{'})
 				continue
 			default: // ']' ('}' is handled above)
 				stack = stack[:len(stack)-1]

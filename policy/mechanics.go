@@ -118,17 +118,27 @@ func HeadlessDenial(c Category) string {
 }
 
 // CommandRule is one entry of an exec-style tool's allowlist: a binary, or a
-// binary plus subcommand words, matched on whole tokens.
+// binary plus subcommand words, matched on whole tokens. A read-only entry
+// also names the flags it accepts (Flags): a read-only call is approved
+// with nobody looking, so it may carry no flag its entry does not name.
 type CommandRule struct {
 	Tokens   []string
 	Category Category
+	// Flags are the flags a read-only entry accepts after its words: "-n"
+	// or "--namespace" accepts the flag alone and with "=value"
+	// ("--namespace=prod", its value as the next token is a plain word);
+	// "--output=json" accepts that exact token. Empty: no flags at all.
+	Flags []string
 }
 
 // String renders the rule as it is written in config.yaml.
 func (r CommandRule) String() string { return strings.Join(r.Tokens, " ") }
 
-// ParseCommandRule reads an allowlist entry such as "kubectl get".
-func ParseCommandRule(command, category string) (CommandRule, error) {
+// ParseCommandRule reads an allowlist entry such as "kubectl get", with the
+// flags it accepts (a read-only entry only). A flag that loads code or
+// configuration (LoaderFlag) is refused: a read-only entry never accepts
+// one.
+func ParseCommandRule(command, category string, flags []string) (CommandRule, error) {
 	toks := strings.Fields(command)
 	if len(toks) == 0 {
 		return CommandRule{}, errors.New("command is empty")
@@ -145,7 +155,117 @@ func ParseCommandRule(command, category string) (CommandRule, error) {
 	if c == CategoryUnclassified {
 		return CommandRule{}, fmt.Errorf("command %q needs a category: read-only, mutating or destructive", command)
 	}
-	return CommandRule{Tokens: toks, Category: c}, nil
+	r := CommandRule{Tokens: toks, Category: c}
+	if len(flags) > 0 && c != CategoryReadOnly {
+		return CommandRule{}, fmt.Errorf("command %q is %s: flags applies to read-only entries only (a %s call is shown whole to the person who approves it); remove flags", command, c, c)
+	}
+	for _, f := range flags {
+		f = strings.TrimSpace(f)
+		if len(f) < 2 || f[0] != '-' || f == "--" || strings.ContainsAny(f, shellOperators+" \t") {
+			return CommandRule{}, fmt.Errorf("flags: %q is not a flag; write it as the command takes it, for example -n, --namespace or --output=json", f)
+		}
+		if why := LoaderFlag(toks[0], f); why != "" {
+			return CommandRule{}, fmt.Errorf("flags: %s %s, so a read-only entry never accepts it (a read-only call runs with nobody looking). Remove it; to allow such calls, list the command under a mutating entry so a person approves each one", f, why)
+		}
+		r.Flags = append(r.Flags, f)
+	}
+	return r, nil
+}
+
+// acceptsFlag reports whether a read-only rule accepts the flag token tok.
+func (r CommandRule) acceptsFlag(tok string) bool {
+	for _, f := range r.Flags {
+		if tok == f || !strings.Contains(f, "=") && strings.HasPrefix(tok, f+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// isFlag reports whether a command token is a flag: it starts with '-'
+// and is more than "-" (which commands read as standard input).
+func isFlag(tok string) bool { return len(tok) > 1 && tok[0] == '-' }
+
+// loaderFlags are the flags of well-known binaries that load code or
+// configuration, or switch to other credentials or another server: given
+// by an agent, they make a "read-only" call run what the agent chose. The
+// generic ones apply to every binary.
+var loaderFlags = map[string]map[string]string{
+	"": {
+		"--kubeconfig":  "loads a kubeconfig, which can name an exec credential plugin that runs",
+		"--config":      "loads another configuration file",
+		"--config-file": "loads another configuration file",
+	},
+	"kubectl": kubectlLoaders,
+	"oc":      kubectlLoaders,
+	"helm": {
+		"--kube-context": "switches to another context's cluster and credentials", "--kube-token": "uses another bearer token",
+		"--kube-apiserver": "talks to another API server", "--kube-as-user": "impersonates another user", "--kube-as-group": "impersonates another group",
+		"--kube-ca-file": "trusts another certificate authority", "--kube-insecure-skip-tls-verify": "turns certificate checks off",
+		"--registry-config": "loads other registry credentials", "--repository-config": "loads other repositories", "--repository-cache": "reads charts from another cache",
+		"--post-renderer": "runs a program on the rendered manifests", "--post-renderer-args": "passes arguments to a post-renderer",
+	},
+	"git": {
+		"-c": "sets configuration (core.pager, core.fsmonitor, core.sshCommand… run programs)", "--config-env": "sets configuration from the environment",
+		"--exec-path": "runs git's programs from another directory", "-C": "runs in another repository, with its configuration and hooks",
+		"--git-dir": "uses another repository, with its configuration and hooks", "--work-tree": "uses another work tree",
+		"--upload-pack": "runs another program for the transfer", "--receive-pack": "runs another program for the transfer", "--exec": "runs another program for the transfer",
+		"-O": "opens the matches with a program", "--open-files-in-pager": "opens the matches with a program",
+		"--ext-diff": "runs the configured external diff program", "--textconv": "runs the configured text conversion programs",
+	},
+	"docker": dockerLoaders,
+	"podman": dockerLoaders,
+	"aws": {
+		"--profile": "switches to another profile's credentials", "--endpoint-url": "talks to another endpoint", "--ca-bundle": "trusts another certificate authority",
+		"--no-verify-ssl": "turns certificate checks off", "--cli-input-json": "reads the call from a file", "--cli-input-yaml": "reads the call from a file",
+	},
+	"gcloud": {
+		"--configuration": "switches to another configuration", "--account": "switches to another account", "--impersonate-service-account": "impersonates a service account",
+		"--access-token-file": "uses another access token", "--flags-file": "reads more flags from a file",
+	},
+	"terraform": terraformLoaders,
+	"tofu":      terraformLoaders,
+	"ssh":       {"-F": "loads another ssh configuration", "-o": "sets options (ProxyCommand, LocalCommand run programs)", "-i": "uses another identity", "-J": "jumps through another host", "-S": "uses another control socket"},
+	"find": {
+		"-exec": "runs a program", "-execdir": "runs a program", "-ok": "runs a program", "-okdir": "runs a program",
+		"-delete": "deletes files", "-fprint": "writes a file", "-fprint0": "writes a file", "-fprintf": "writes a file", "-fls": "writes a file",
+	},
+}
+
+var kubectlLoaders = map[string]string{
+	"--context": "switches to another context's cluster and credentials", "--cluster": "switches to another cluster", "--user": "switches to another user's credentials",
+	"--token": "uses another bearer token", "--server": "talks to another API server", "-s": "talks to another API server",
+	"--as": "impersonates another user", "--as-group": "impersonates another group", "--as-uid": "impersonates another user",
+	"--username": "uses other credentials", "--password": "uses other credentials",
+	"--certificate-authority": "trusts another certificate authority", "--client-certificate": "uses another client certificate", "--client-key": "uses another client key",
+	"--insecure-skip-tls-verify": "turns certificate checks off", "--tls-server-name": "accepts another server name",
+	"--cache-dir": "reads discovery from another directory", "--profile": "writes a profile", "--profile-output": "writes a file",
+	"-k": "runs kustomize on a directory", "--kustomize": "runs kustomize on a directory",
+}
+
+var dockerLoaders = map[string]string{
+	"-c": "switches to another context", "--context": "switches to another context", "-H": "talks to another daemon", "--host": "talks to another daemon",
+	"--tlscacert": "trusts another certificate authority", "--tlscert": "uses another client certificate", "--tlskey": "uses another client key",
+}
+
+var terraformLoaders = map[string]string{
+	"-chdir": "runs in another directory, with its configuration and providers", "-var-file": "loads variables from a file",
+	"-plugin-dir": "loads providers from another directory", "-backend-config": "loads backend configuration",
+}
+
+// LoaderFlag says why flag (with or without "=value") makes binary load
+// code or configuration, or switch credentials or server ("" when it is
+// not known to). The binary is matched by its base name ("/usr/bin/kubectl"
+// is kubectl).
+func LoaderFlag(binary, flag string) string {
+	name, _, _ := strings.Cut(flag, "=")
+	if i := strings.LastIndexByte(binary, '/'); i >= 0 {
+		binary = binary[i+1:]
+	}
+	if why := loaderFlags[binary][name]; why != "" {
+		return why
+	}
+	return loaderFlags[""][name]
 }
 
 // shellOperators are the characters a command string may not hold: with
@@ -218,6 +338,10 @@ type CommandMatch struct {
 	// command: a flag placed before a subcommand ("kubectl -n x delete")
 	// cannot downgrade it.
 	Category Category
+	// Unaccepted is, for a read-only verdict, the first flag the command
+	// carries after Rule's words that Rule does not accept ("" when none):
+	// the call must be refused (FlagRefusal).
+	Unaccepted string
 }
 
 // MatchCommand matches tokens against rules on whole tokens; the longest
@@ -248,7 +372,34 @@ func MatchCommand(rules []CommandRule, tokens []string) (m CommandMatch, ok bool
 			m.Category = stricter(m.Category, r.Category)
 		}
 	}
+	if m.Category == CategoryReadOnly {
+		for _, t := range rest {
+			if isFlag(t) && !m.Rule.acceptsFlag(t) {
+				m.Unaccepted = t
+				break
+			}
+		}
+	}
 	return m, true
+}
+
+// FlagRefusal is the refusal of a read-only call that carries a flag its
+// allowlist entry does not accept (CommandMatch.Unaccepted), for tool.
+func FlagRefusal(tool string, m CommandMatch) string {
+	shown := m.Unaccepted
+	if len(shown) > 64 {
+		shown = shown[:64] + "…"
+	}
+	why := ""
+	if w := LoaderFlag(m.Rule.Tokens[0], m.Unaccepted); w != "" {
+		why = fmt.Sprintf(" %s %s, so no read-only entry ever accepts it.", shown, w)
+	}
+	accepted := "no flags"
+	if len(m.Rule.Flags) > 0 {
+		accepted = "only " + strings.Join(m.Rule.Flags, ", ")
+	}
+	return fmt.Sprintf("Access denied: %q is read-only, and a read-only call runs with nobody looking, so it takes only the flags its allowlist entry names (%s); %q is not one of them, so the call is refused, not asked about.%s To run it, ask an operator to add the flag to the entry's flags in config.yaml if it only changes what is shown, or to list the command under a mutating entry of %s so a person approves each call.",
+		m.Rule.String(), accepted, shown, why, tool)
 }
 
 // isSubsequence reports whether want appears in have in order (not

@@ -96,17 +96,20 @@ func TestHeadlessDenial(t *testing.T) {
 func kubectlRules(t testing.TB) []CommandRule {
 	t.Helper()
 	var rules []CommandRule
-	for _, d := range []struct{ cmd, cat string }{
-		{"kubectl get", "read-only"},
-		{"kubectl describe", "read-only"},
-		{"kubectl rollout restart", "mutating"},
-		{"kubectl delete", "destructive"},
-		{"systemctl status", "read-only"},
-		{"git", "read-only"},
-		{"git push", "mutating"},
-		{"git push --force", "destructive"},
+	for _, d := range []struct {
+		cmd, cat string
+		flags    []string
+	}{
+		{"kubectl get", "read-only", []string{"-n", "--namespace", "-o", "--output", "-l"}},
+		{"kubectl describe", "read-only", []string{"--output=json"}},
+		{"kubectl rollout restart", "mutating", nil},
+		{"kubectl delete", "destructive", nil},
+		{"systemctl status", "read-only", nil},
+		{"git", "read-only", []string{"--oneline"}},
+		{"git push", "mutating", nil},
+		{"git push --force", "destructive", nil},
 	} {
-		r, err := ParseCommandRule(d.cmd, d.cat)
+		r, err := ParseCommandRule(d.cmd, d.cat, d.flags)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,37 +121,60 @@ func kubectlRules(t testing.TB) []CommandRule {
 func TestMatchCommand(t *testing.T) {
 	rules := kubectlRules(t)
 	tests := []struct {
-		cmd      any
-		ok       bool
-		rule     string
-		category Category
+		cmd        any
+		ok         bool
+		rule       string
+		category   Category
+		unaccepted string // a flag the read-only entry does not accept
 	}{
-		{"kubectl get pods", true, "kubectl get", CategoryReadOnly},
-		{[]any{"kubectl", "get", "pods", "-o", "json"}, true, "kubectl get", CategoryReadOnly},
-		{"kubectl describe pod web-1", true, "kubectl describe", CategoryReadOnly},
-		{"kubectl rollout restart deploy/web", true, "kubectl rollout restart", CategoryMutating},
-		{"kubectl delete pod web-1", true, "kubectl delete", CategoryDestructive},
-		{"  kubectl\tdelete   ns prod ", true, "kubectl delete", CategoryDestructive},
-		{"systemctl status nginx", true, "systemctl status", CategoryReadOnly},
+		{"kubectl get pods", true, "kubectl get", CategoryReadOnly, ""},
+		{[]any{"kubectl", "get", "pods", "-o", "json"}, true, "kubectl get", CategoryReadOnly, ""},
+		{"kubectl describe pod web-1", true, "kubectl describe", CategoryReadOnly, ""},
+		{"kubectl rollout restart deploy/web", true, "kubectl rollout restart", CategoryMutating, ""},
+		{"kubectl delete pod web-1", true, "kubectl delete", CategoryDestructive, ""},
+		{"  kubectl\tdelete   ns prod ", true, "kubectl delete", CategoryDestructive, ""},
+		{"systemctl status nginx", true, "systemctl status", CategoryReadOnly, ""},
 		// Longest match wins.
-		{"git log", true, "git", CategoryReadOnly},
-		{"git push origin main", true, "git push", CategoryMutating},
-		{"git push --force origin main", true, "git push --force", CategoryDestructive},
+		{"git log", true, "git", CategoryReadOnly, ""},
+		{"git push origin main", true, "git push", CategoryMutating, ""},
+		{"git push --force origin main", true, "git push --force", CategoryDestructive, ""},
 		// A flag before the subcommand cannot downgrade it.
-		{"git -C /repo push origin", true, "git", CategoryMutating},
-		{"git push origin main --force", true, "git push", CategoryDestructive},
+		{"git -C /repo push origin", true, "git", CategoryMutating, ""},
+		{"git push origin main --force", true, "git push", CategoryDestructive, ""},
 		// Not on the allowlist: refused.
-		{"rm -rf /", false, "", ""},
-		{"kubectl", false, "", ""},
-		{"kubectl apply -f x.yaml", false, "", ""},
-		{"kubectl -n prod delete pod x", false, "", ""},
-		{"/usr/bin/kubectl get pods", false, "", ""},
-		{"kubectlget pods", false, "", ""},
-		{"KUBECTL get pods", false, "", ""},
-		{"systemctl restart nginx", false, "", ""},
-		{"sh -c kubectl", false, "", ""},
-		{[]any{"kubectl get", "pods"}, false, "", ""},
-		{"FOO=1 kubectl delete pod x", false, "", ""},
+		{"rm -rf /", false, "", "", ""},
+		{"kubectl", false, "", "", ""},
+		{"kubectl apply -f x.yaml", false, "", "", ""},
+		{"kubectl -n prod delete pod x", false, "", "", ""},
+		{"/usr/bin/kubectl get pods", false, "", "", ""},
+		{"kubectlget pods", false, "", "", ""},
+		{"KUBECTL get pods", false, "", "", ""},
+		{"systemctl restart nginx", false, "", "", ""},
+		{"sh -c kubectl", false, "", "", ""},
+		{[]any{"kubectl get", "pods"}, false, "", "", ""},
+		{"FOO=1 kubectl delete pod x", false, "", "", ""},
+		// A read-only entry takes only the flags it names; a loader flag
+		// (an exec plugin in a kubeconfig, another context, server or
+		// token) never.
+		{"kubectl get pods -n prod -o yaml --namespace=prod --output=json", true, "kubectl get", CategoryReadOnly, ""},
+		{"kubectl get pods -l app=web -", true, "kubectl get", CategoryReadOnly, ""},
+		{"kubectl get pods --kubeconfig=/tmp/evil", true, "kubectl get", CategoryReadOnly, "--kubeconfig=/tmp/evil"},
+		{[]any{"kubectl", "get", "pods", "--kubeconfig", "/tmp/evil"}, true, "kubectl get", CategoryReadOnly, "--kubeconfig"},
+		{"kubectl get pods --context prod-admin", true, "kubectl get", CategoryReadOnly, "--context"},
+		{"kubectl get pods -s https://evil.example", true, "kubectl get", CategoryReadOnly, "-s"},
+		{"kubectl get pods --token=x --as=admin", true, "kubectl get", CategoryReadOnly, "--token=x"},
+		{"kubectl get pods -oyaml", true, "kubectl get", CategoryReadOnly, "-oyaml"},
+		{"kubectl get pods -no", true, "kubectl get", CategoryReadOnly, "-no"},
+		{"kubectl get -- pods", true, "kubectl get", CategoryReadOnly, "--"},
+		{"kubectl describe pod x --output=json", true, "kubectl describe", CategoryReadOnly, ""},
+		{"kubectl describe pod x --output=yaml", true, "kubectl describe", CategoryReadOnly, "--output=yaml"},
+		{"kubectl describe pod x --output", true, "kubectl describe", CategoryReadOnly, "--output"},
+		{"systemctl status nginx --host=evil", true, "systemctl status", CategoryReadOnly, "--host=evil"},
+		{"git log --oneline -c core.pager=evil", true, "git", CategoryReadOnly, "-c"},
+		{"git -C /tmp/evil log", true, "git", CategoryReadOnly, "-C"},
+		// Not read-only: a person sees every flag, none is refused here.
+		{"kubectl delete pod x --kubeconfig=/tmp/evil", true, "kubectl delete", CategoryDestructive, ""},
+		{"git -C /tmp/evil push", true, "git", CategoryMutating, ""},
 	}
 	for _, tt := range tests {
 		toks, err := CommandTokens(tt.cmd)
@@ -163,8 +189,8 @@ func TestMatchCommand(t *testing.T) {
 		if !ok {
 			continue
 		}
-		if m.Rule.String() != tt.rule || m.Category != tt.category {
-			t.Errorf("MatchCommand(%q) = %q %q, want %q %q", tt.cmd, m.Rule, m.Category, tt.rule, tt.category)
+		if m.Rule.String() != tt.rule || m.Category != tt.category || m.Unaccepted != tt.unaccepted {
+			t.Errorf("MatchCommand(%q) = %q %q unaccepted %q, want %q %q unaccepted %q", tt.cmd, m.Rule, m.Category, m.Unaccepted, tt.rule, tt.category, tt.unaccepted)
 		}
 	}
 }
@@ -213,11 +239,40 @@ func TestParseCommandRule(t *testing.T) {
 		{"kubectl get", "safe"},
 		{"kubectl get; rm", "read-only"},
 	} {
-		if _, err := ParseCommandRule(bad.cmd, bad.cat); err == nil {
+		if _, err := ParseCommandRule(bad.cmd, bad.cat, nil); err == nil {
 			t.Errorf("ParseCommandRule(%q, %q) = nil error, want one", bad.cmd, bad.cat)
 		}
 	}
-	r, err := ParseCommandRule("  kubectl   rollout restart ", "Mutating")
+	for _, bad := range []struct {
+		cmd, cat, flag, want string
+	}{
+		{"kubectl get", "read-only", "--kubeconfig", "exec credential plugin"},
+		{"/usr/local/bin/kubectl get", "read-only", "--context", "another context"},
+		{"kubectl get", "read-only", "-s", "another API server"},
+		{"kubectl get", "read-only", "--as=admin", "impersonates"},
+		{"oc get", "read-only", "--token", "bearer token"},
+		{"helm list", "read-only", "--kube-context", "another context"},
+		{"git log", "read-only", "-c", "configuration"},
+		{"git log", "read-only", "--exec-path", "another directory"},
+		{"docker ps", "read-only", "-H", "another daemon"},
+		{"aws s3 ls", "read-only", "--profile", "credentials"},
+		{"find .", "read-only", "-exec", "runs a program"},
+		{"anything", "read-only", "--config", "configuration file"},
+		{"kubectl delete", "destructive", "-n", "read-only entries only"},
+		{"kubectl get", "read-only", "n", "not a flag"},
+		{"kubectl get", "read-only", "--", "not a flag"},
+		{"kubectl get", "read-only", "-o json", "not a flag"},
+		{"kubectl get", "read-only", "--output=$(id)", "not a flag"},
+	} {
+		_, err := ParseCommandRule(bad.cmd, bad.cat, []string{bad.flag})
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ParseCommandRule(%q, %q, flags %q) = %v, want an error saying %q", bad.cmd, bad.cat, bad.flag, err, bad.want)
+		}
+	}
+	if r, err := ParseCommandRule("kubectl get", "read-only", []string{" -n ", "--output=json"}); err != nil || !slices.Equal(r.Flags, []string{"-n", "--output=json"}) {
+		t.Fatalf("ParseCommandRule with flags = %+v, %v", r, err)
+	}
+	r, err := ParseCommandRule("  kubectl   rollout restart ", "Mutating", nil)
 	if err != nil || !slices.Equal(r.Tokens, []string{"kubectl", "rollout", "restart"}) || r.Category != CategoryMutating {
 		t.Fatalf("ParseCommandRule = %+v, %v", r, err)
 	}
@@ -240,7 +295,8 @@ func TestRequiredMissing(t *testing.T) {
 // whole-token prefix of the command; the verdict is never less strict than
 // the matched rule nor than a longer rule whose words the command carries.
 func FuzzMatchCommand(f *testing.F) {
-	for _, s := range []string{"kubectl get pods", "kubectl delete pod x", "git -C x push --force", "rm -rf /", "kubectl get;rm", "", "git push\t--force", "kubectl  rollout  restart"} {
+	for _, s := range []string{"kubectl get pods", "kubectl delete pod x", "git -C x push --force", "rm -rf /", "kubectl get;rm", "", "git push\t--force", "kubectl  rollout  restart",
+		"kubectl get pods --kubeconfig=/tmp/x", "kubectl get --kubeconfig /tmp/x pods", "kubectl get pods -oyaml", "kubectl get pods -n=prod", "git -C /tmp log", "kubectl describe pod --output=json"} {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -272,6 +328,19 @@ func FuzzMatchCommand(f *testing.F) {
 		}
 		if severity(m.Category) < severity(m.Rule.Category) {
 			t.Fatalf("%q: category %q is weaker than its rule's %q", s, m.Category, m.Rule.Category)
+		}
+		if m.Category == CategoryReadOnly && m.Unaccepted == "" {
+			for _, tok := range toks[n:] {
+				if isFlag(tok) && !m.Rule.acceptsFlag(tok) {
+					t.Fatalf("%q: read-only with the flag %q its rule %q does not accept", s, tok, m.Rule)
+				}
+				if isFlag(tok) && LoaderFlag(toks[0], tok) != "" {
+					t.Fatalf("%q: read-only with the loader flag %q", s, tok)
+				}
+			}
+		}
+		if m.Unaccepted != "" && (m.Category != CategoryReadOnly || !slices.Contains(toks[n:], m.Unaccepted)) {
+			t.Fatalf("%q: unaccepted %q on a %s verdict", s, m.Unaccepted, m.Category)
 		}
 		for _, r := range rules {
 			if len(r.Tokens) > n && slices.Equal(r.Tokens[:n], m.Rule.Tokens) && isSubsequence(r.Tokens[n:], toks[n:]) && severity(m.Category) < severity(r.Category) {

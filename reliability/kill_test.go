@@ -39,6 +39,7 @@ tools:
   - {name: restart_service, category: mutating, timeout: 24h}
 slack:
   mode: http
+  team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: %s/api/

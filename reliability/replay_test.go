@@ -53,6 +53,7 @@ tools:
   - {name: restart_service, category: mutating, timeout: 24h}
 slack:
   mode: http
+  team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: %[1]s/api/
@@ -94,7 +95,7 @@ func slackRequest(t *testing.T, url string, body []byte, ts int64, mutate func(s
 func slackClick(item uint64, trigger string) []byte {
 	payload, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "trigger_id": trigger,
-		"user":      map[string]any{"id": "U0123ABC"},
+		"user":      map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"channel_id": "C0123ABCD"},
 		"actions":   []any{map[string]any{"block_id": "countersign", "action_id": "countersign.approve", "value": strconv.FormatUint(item, 10), "action_ts": "1700000000.1"}},
 	})
@@ -263,7 +264,7 @@ func TestReplayedDeliveries(t *testing.T) {
 	// Inside the window (a second of margin: both adapters compare against
 	// the wall clock, which moves while the request travels).
 	ping := []byte(`{"type":1,"id":"1","application_id":"998877665544332211","token":"t","version":1}`)
-	noop := []byte(url.Values{"payload": {`{"type":"block_actions","user":{"id":"U0123ABC"},"actions":[]}`}}.Encode())
+	noop := []byte(url.Values{"payload": {`{"type":"block_actions","user":{"id":"U0123ABC","team_id":"T1"},"actions":[]}`}}.Encode())
 	for _, off := range []int64{-299, 299} {
 		if got, body := send(t, c, slackRequest(t, c.URL+"/slack/interactions", noop, time.Now().Unix()+off, nil)); got != 200 {
 			t.Errorf("slack at %+d s: %d %s, want 200", off, got, body)

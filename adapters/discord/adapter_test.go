@@ -993,3 +993,26 @@ func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
 		t.Fatalf("item refs = %+v, %v; want both messages recorded so both are updated", it.Messages, err)
 	}
 }
+
+// TestDuplicateKeysInAnInteractionAreRefused: a signed interaction whose
+// JSON gives a key twice (custom_id: a harmless value, then Approve) is
+// refused with a 400 naming the key, and nothing is decided: two readers
+// of the body could see different buttons.
+func TestDuplicateKeysInAnInteractionAreRefused(t *testing.T) {
+	e := newEnv(t)
+	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
+	e.drain()
+	ref := e.ref(id)
+	body := string(discordtest.Marshal(t, discordtest.Click("i-dup", smith, ref.ChannelID, ref.MessageID, customID(actApprove, id))))
+	if !strings.Contains(body, `"custom_id":"`) {
+		t.Fatalf("no custom_id in %s", body)
+	}
+	body = strings.Replace(body, `"custom_id":"`, `"custom_id":"nothing","custom_id":"`, 1)
+	status, resp := discordtest.Post(t, e.url, e.key, e.clock.Now(), []byte(body))
+	if status != http.StatusBadRequest || !strings.Contains(fmt.Sprint(resp["error"]), "data.custom_id: is given more than once") {
+		t.Fatalf("interaction with custom_id twice: %d %v, want a 400 naming data.custom_id", status, resp)
+	}
+	if st := e.item(id).Status; st != "pending" {
+		t.Fatalf("the refused interaction decided the item: %s", st)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,8 +41,19 @@ func (a *Adapter) Handler() http.Handler {
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid request signature"})
 			return
 		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "could not read the request body"})
+			return
+		}
+		// Signed by Discord, and still refused when two readers could see
+		// it differently (bot.CheckJSON).
+		if err := bot.CheckJSON("", body); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the interaction is refused: " + err.Error()})
+			return
+		}
 		var i discordgo.Interaction
-		if err := json.NewDecoder(r.Body).Decode(&i); err != nil {
+		if err := json.Unmarshal(body, &i); err != nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "the body is not a Discord interaction: " + err.Error()})
 			return
 		}

@@ -27,6 +27,10 @@ const (
 //     batching, and a batch would otherwise run many tool calls for one
 //     request's worth of checks. (The SDK refuses batches only when the
 //     client declares 2025-06-18 or later.)
+//   - A message with a key given twice in one object, or nested deeper
+//     than bot.MaxJSONDepth, is refused with HTTP 400 and -32600 naming
+//     where (bot.CheckJSON): the SDK would keep the last of duplicate keys
+//     ("params.arguments" twice), another reader the first.
 //   - A tools/call message takes its rate token here (o.Charge), so that a
 //     limited call is answered HTTP 429 with Retry-After and a JSON-RPC
 //     error; the token travels on to bot.Call, which takes no second one.
@@ -55,6 +59,10 @@ func guardMessages(o HTTPOptions, wt *waiter, next http.Handler) http.Handler {
 		if len(trimmed) > 0 && trimmed[0] == '[' {
 			writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest,
 				"JSON-RPC batches are not supported: MCP 2025-06-18 removed batching; send one JSON-RPC message per POST", nil)
+			return
+		}
+		if err := bot.CheckJSON("", body); err != nil {
+			writeRPCError(w, http.StatusBadRequest, nil, codeInvalidRequest, err.Error(), nil)
 			return
 		}
 		var msg struct {

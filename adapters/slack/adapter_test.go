@@ -165,7 +165,7 @@ func TestRefusedClicksArePrivateAndAudited(t *testing.T) {
 		name, user, want, auditPrincipal string
 		item                             testItem
 	}{
-		{"unmapped", stranger, "is not mapped to a Countersign principal", "unmapped [U0999XYZ]", actionTestItem()},
+		{"unmapped", stranger, "is not mapped to a Countersign principal", "unmapped [T1/U0999XYZ]", actionTestItem()},
 		{"requester's own principal", drSmith, "a requester cannot decide their own request", "dr_smith [U0123ABC]",
 			func() testItem { it := actionTestItem(); it.Requester = "dr_smith"; return it }()},
 		{"no approve capability", viewerVic, "requires the 'approve' capability", "viewer_vic [U0789VIC]", actionTestItem()},
@@ -216,7 +216,7 @@ func TestSignatureAndTimestampAreChecked(t *testing.T) {
 	for _, path := range []string{"/slack/interactions", "/slack/commands"} {
 		f := form
 		if path == "/slack/commands" {
-			f = url.Values{"user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
+			f = url.Values{"team_id": {team}, "user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
 		}
 		if code, _ := e.post(path, f, "wrong-secret", time.Now()); code != http.StatusUnauthorized {
 			t.Errorf("%s: bad signature answered %d, want 401", path, code)
@@ -792,14 +792,14 @@ func TestQuestionOptionsAreAnswered(t *testing.T) {
 
 func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	e := newEnv(t)
-	form := url.Values{"user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}
+	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 		t.Fatalf("command answered %d %s", code, body)
 	}
 	got := <-e.cmds
-	if got.Text != "pending --all" || got.UserID != drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
+	if got.Text != "pending --all" || got.UserID != team+"/"+drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
 		t.Fatalf("chat got %+v", got)
 	}
 	if resp.ResponseType != "ephemeral" || resp.Text != "ran &lt;pending --all&gt; @\u2060here" {
@@ -821,20 +821,20 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	if code, _ := e.post("/slack/commands", form, testSecret, time.Now()); code != http.StatusOK {
 		t.Fatal(code)
 	}
-	if got := <-e.cmds; got.Caller != nil || got.UserID != stranger {
+	if got := <-e.cmds; got.Caller != nil || got.UserID != team+"/"+stranger {
 		t.Fatalf("unmapped command: %+v", got)
 	}
 }
 
 func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Commands = nil })
-	form := url.Values{"user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {newTrigger()}}
+	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
 		t.Fatalf("command answered %d %s", code, body)
 	}
-	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("slack", drSmith, nil), Sink, drSmith, "help")
+	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("slack", team+"/"+drSmith, nil), Sink, team+"/"+drSmith, "help")
 	wantType := "ephemeral"
 	if !want.Private {
 		wantType = "in_channel"

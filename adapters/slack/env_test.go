@@ -30,6 +30,7 @@ import (
 
 const (
 	testSecret = "8f742231b10e8888abcd99yyyzzz85a5"
+	team       = "T1"       // the workspace of the mapped users
 	drSmith    = "U0123ABC" // member
 	nurseJo    = "U0456DEF" // member
 	viewerVic  = "U0789VIC" // viewer: no approve capability
@@ -96,9 +97,9 @@ func (e *env) open() {
 		t.Fatal(err)
 	}
 	dir, err := bot.NewDirectory([]bot.ChatPrincipal{
-		{Name: "dr_smith", Role: policy.RoleMember, Slack: drSmith},
-		{Name: "nurse_jo", Role: policy.RoleMember, Slack: nurseJo},
-		{Name: "viewer_vic", Role: policy.RoleViewer, Slack: viewerVic},
+		{Name: "dr_smith", Role: policy.RoleMember, Slack: team + "/" + drSmith},
+		{Name: "nurse_jo", Role: policy.RoleMember, Slack: team + "/" + nurseJo},
+		{Name: "viewer_vic", Role: policy.RoleViewer, Slack: team + "/" + viewerVic},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -74,7 +74,7 @@ func (a *Adapter) handleGrantClick(ctx context.Context, c click) {
 			a.tell(ctx, c.channel, c.user, "This button does not name a grant; nothing was revoked.")
 			return
 		}
-		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.user, Deliveries: c.deliveries}
+		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.who, Deliveries: c.deliveries}
 		a.tell(ctx, c.channel, c.user, chat.RevokeGrant(ctx, a.bot, d, n))
 		return
 	}
@@ -83,7 +83,7 @@ func (a *Adapter) handleGrantClick(ctx context.Context, c click) {
 		a.tell(ctx, c.channel, c.user, "This button does not name a Countersign item; nothing was recorded.")
 		return
 	}
-	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.user, Deliveries: c.deliveries, ItemID: id, Verb: chat.Approve, Grant: g}
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.who, Deliveries: c.deliveries, ItemID: id, Verb: chat.Approve, Grant: g}
 	out := chat.Decide(ctx, a.bot, d)
 	if out.Status == chat.Decided && out.Reply != "" {
 		a.tell(ctx, c.channel, c.user, out.Reply) // the grant made, privately
@@ -98,7 +98,8 @@ func (a *Adapter) grantsCommand(ctx context.Context, cmd slackgo.SlashCommand) (
 	if v := chat.Scope(cmd.Text); v.Kind != chat.ScopeCommand || v.Command.Name != chat.CmdGrants {
 		return commandResponse{}, false
 	}
-	reply, ids := chat.ListGrants(ctx, a.bot, a.bot.Chat().Caller(bot.SurfaceSlack, cmd.UserID, nil), Sink, cmd.UserID)
+	who := a.who(cmd.UserID, cmd.TeamID, cmd.EnterpriseID)
+	reply, ids := chat.ListGrants(ctx, a.bot, a.bot.Chat().Caller(bot.SurfaceSlack, who, nil), Sink, who)
 	msg := text(reply.Text, maxMessageText)
 	resp := commandResponse{ResponseType: slackgo.ResponseTypeEphemeral, Text: msg}
 	if len(ids) == 0 {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/countersign/countersign/bot"
 	slackgo "github.com/slack-go/slack"
 )
 
@@ -29,8 +30,15 @@ func (a *Adapter) InteractionsHandler() http.Handler {
 			http.Error(w, "expected a form with a payload field (application/x-www-form-urlencoded)", http.StatusBadRequest)
 			return
 		}
+		payload := []byte(form.Get("payload"))
+		// Signed by Slack, and still refused when two readers could see it
+		// differently (bot.CheckJSON).
+		if err := bot.CheckJSON("payload", payload); err != nil {
+			http.Error(w, "the interaction is refused: "+err.Error(), http.StatusBadRequest)
+			return
+		}
 		var cb slackgo.InteractionCallback
-		if err := json.Unmarshal([]byte(form.Get("payload")), &cb); err != nil {
+		if err := json.Unmarshal(payload, &cb); err != nil {
 			http.Error(w, "payload is not a Slack interaction: "+err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -67,7 +75,7 @@ func (a *Adapter) CommandsHandler() http.Handler {
 			return
 		}
 		cmd := slackgo.SlashCommand{
-			TeamID: form.Get("team_id"), ChannelID: form.Get("channel_id"), UserID: form.Get("user_id"),
+			TeamID: form.Get("team_id"), EnterpriseID: form.Get("enterprise_id"), ChannelID: form.Get("channel_id"), UserID: form.Get("user_id"),
 			Command: form.Get("command"), Text: form.Get("text"), TriggerID: form.Get("trigger_id"),
 		}
 		if cmd.TriggerID != "" && !a.first(r.Context(), []string{"slack:trigger:" + cmd.TriggerID}) {

@@ -20,7 +20,8 @@ import (
 // the payload: the item is always loaded from the store.
 type click struct {
 	deliveries []string // dedupe keys, in order
-	user       string
+	user       string   // the Slack user id, for Slack's API
+	who        string   // the directory's id: WORKSPACE/USER (who)
 	channel    string
 	action     string // actionApprove, actionReject, actionAnswer+i, actionSubmit
 	value      string // the button's value: "12", or "12:3" for an option
@@ -31,7 +32,8 @@ type click struct {
 // submission is a submitted reason modal.
 type submission struct {
 	deliveries []string
-	user       string
+	user       string // the Slack user id
+	who        string // the directory's id (who)
 	metadata   string // "12|C0123"
 	reason     string
 }
@@ -46,6 +48,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 	if cb.TriggerID != "" {
 		deliveries = append(deliveries, "slack:trigger:"+cb.TriggerID)
 	}
+	who := a.who(cb.User.ID, clickWorkspace(cb), clickEnterprise(cb))
 	switch cb.Type {
 	case slackgo.InteractionTypeBlockActions:
 		if len(cb.ActionCallback.BlockActions) == 0 {
@@ -63,7 +66,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 			deliveries = []string{"slack:action:" + cb.User.ID + ":" + act.ActionTs}
 		}
 		c := click{
-			deliveries: deliveries, user: cb.User.ID, channel: cb.Container.ChannelID,
+			deliveries: deliveries, user: cb.User.ID, who: who, channel: cb.Container.ChannelID,
 			action: act.ActionID, value: act.Value, trigger: cb.TriggerID,
 		}
 		if c.channel == "" {
@@ -77,7 +80,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 		return nil, a.enqueue(func(ctx context.Context) { a.handleClick(ctx, c) })
 	case slackgo.InteractionTypeViewSubmission:
 		if cb.View.CallbackID == callbackEdit {
-			return a.editSubmission(cb, deliveries), true
+			return a.editSubmission(cb, who, deliveries), true
 		}
 		if cb.View.CallbackID != callbackReject {
 			return nil, true
@@ -95,13 +98,32 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 		if len(deliveries) == 0 {
 			deliveries = []string{"slack:view:" + cb.View.ID}
 		}
-		s := submission{deliveries: deliveries, user: cb.User.ID, metadata: cb.View.PrivateMetadata, reason: reason}
+		s := submission{deliveries: deliveries, user: cb.User.ID, who: who, metadata: cb.View.PrivateMetadata, reason: reason}
 		if !a.enqueue(func(ctx context.Context) { a.handleSubmission(ctx, s) }) {
 			return slackgo.NewErrorsViewSubmissionResponse(map[string]string{reasonBlock: "Countersign is busy; submit again in a moment."}), true
 		}
 		return nil, true
 	}
 	return nil, true
+}
+
+// clickWorkspace is the workspace Slack says the user of an interaction
+// belongs to: the user's team_id (an Enterprise Grid org's E… id in an
+// org), else the team the interaction came from.
+func clickWorkspace(cb slackgo.InteractionCallback) string {
+	if cb.User.TeamID != "" {
+		return cb.User.TeamID
+	}
+	return cb.Team.ID
+}
+
+// clickEnterprise is the Enterprise Grid org of an interaction, "" when
+// none.
+func clickEnterprise(cb slackgo.InteractionCallback) string {
+	if cb.Enterprise.ID != "" {
+		return cb.Enterprise.ID
+	}
+	return cb.Team.EnterpriseID
 }
 
 // first reports whether a command delivery is new, recording its ids. A
@@ -130,7 +152,7 @@ func (a *Adapter) handleClick(ctx context.Context, c click) {
 		a.tell(ctx, c.channel, c.user, "This button does not name a Countersign item; nothing was recorded.")
 		return
 	}
-	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.user, Deliveries: c.deliveries, ItemID: id}
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.who, Deliveries: c.deliveries, ItemID: id}
 	switch {
 	case c.action == actionApprove:
 		d.Verb = chat.Approve
@@ -197,7 +219,7 @@ func (a *Adapter) handleSubmission(ctx context.Context, s submission) {
 		a.log.Warn("reason form without an item id", "metadata", s.metadata)
 		return
 	}
-	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: s.user, Deliveries: s.deliveries, ItemID: id, Verb: chat.Reject, Reason: s.reason}
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: s.who, Deliveries: s.deliveries, ItemID: id, Verb: chat.Reject, Reason: s.reason}
 	a.answer(ctx, channel, s.user, chat.Decide(ctx, a.bot, d))
 }
 
@@ -245,7 +267,8 @@ func (a *Adapter) runCommand(ctx context.Context, cmd slackgo.SlashCommand) comm
 	if resp, ok := a.grantsCommand(ctx, cmd); ok {
 		return resp
 	}
-	reply := a.commands(ctx, a.bot.Chat().Caller(bot.SurfaceSlack, cmd.UserID, nil), cmd.UserID, cmd.Text)
+	who := a.who(cmd.UserID, cmd.TeamID, cmd.EnterpriseID)
+	reply := a.commands(ctx, a.bot.Chat().Caller(bot.SurfaceSlack, who, nil), who, cmd.Text)
 	typ := slackgo.ResponseTypeEphemeral
 	if !reply.Private {
 		typ = slackgo.ResponseTypeInChannel
@@ -273,7 +296,7 @@ const editAckTimeout = 2500 * time.Millisecond
 // with the edit; an edit the tool refuses (its JSON Schema, the exec
 // allowlist, the same tool and space) comes back as an error on the input
 // at fault, with nothing recorded, so the person can fix it.
-func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, deliveries []string) deferredAck {
+func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, who string, deliveries []string) deferredAck {
 	parts := strings.SplitN(cb.View.PrivateMetadata, "|", 3)
 	values := map[string]string{}
 	var note string
@@ -313,7 +336,7 @@ func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, deliveries []st
 		if utf8.RuneCountInString(note) > maxReason {
 			return formError(noteBlock, fmt.Sprintf("Keep the note to %d characters.", maxReason))
 		}
-		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: user, Deliveries: deliveries, ItemID: id, Verb: chat.Approve, Reason: note, Basis: parts[2]}
+		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: who, Deliveries: deliveries, ItemID: id, Verb: chat.Approve, Reason: note, Basis: parts[2]}
 		it, err := a.bot.Items().Get(ctx, id)
 		var lay chat.EditLayout
 		why := "no such item"

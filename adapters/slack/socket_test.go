@@ -63,7 +63,7 @@ func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
 	before := len(e.denials())
 	e.fake.Send("interactive", "env-2", clickPayload(stranger, actionApprove, strconv.FormatUint(other, 10), e.ref(other), newTrigger()))
 	eventually(t, "the refusal", func() bool { return len(e.ephemerals(stranger)) == 1 })
-	if d := e.denials(); len(d) != before+1 || d[len(d)-1].Principal != "unmapped [U0999XYZ]" {
+	if d := e.denials(); len(d) != before+1 || d[len(d)-1].Principal != "unmapped [T1/U0999XYZ]" {
 		t.Errorf("audit denials %+v", d)
 	}
 }
@@ -90,7 +90,7 @@ func TestSocketModeReasonFormErrorsGoInTheAck(t *testing.T) {
 func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
 	e := socketEnv(t)
 	e.fake.Send("slash_commands", "env-cmd", map[string]any{
-		"user_id": drSmith, "channel_id": chOps, "command": "/countersign", "text": "pending", "trigger_id": newTrigger(),
+		"team_id": team, "user_id": drSmith, "channel_id": chOps, "command": "/countersign", "text": "pending", "trigger_id": newTrigger(),
 	})
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-cmd")) == 1 })
 	got := <-e.cmds

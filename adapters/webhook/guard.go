@@ -7,41 +7,72 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/countersign/countersign/bot"
 )
 
-// GuardHosts returns middleware against DNS rebinding: a page on another
-// site that resolves its own name to 127.0.0.1 reaches a local server with
-// its own Host and Origin. allowedHosts lists the Host values accepted
-// ("name" for any port, "name:port" for one); allowedOrigins the Origin
-// values accepted ("http://localhost:8080"). When a list is empty and the
-// request arrived on a loopback address, the default is localhost,
-// 127.0.0.1 and [::1] on the port it arrived on; on other addresses an empty
-// list accepts anything. A request without Origin (not from a browser)
-// passes the origin check.
-func GuardHosts(allowedHosts, allowedOrigins []string, log *slog.Logger) func(http.Handler) http.Handler {
-	log = orDiscard(log)
-	hosts := lower(allowedHosts)
-	origins := lower(allowedOrigins)
-	for i, o := range origins {
-		origins[i] = strings.TrimSuffix(o, "/")
+// HostGuard checks the Host and Origin headers of browser-reachable
+// routes, against DNS rebinding and cross-site requests. A page on another
+// site that resolves its own name to this server's address reaches it with
+// that name as its Host: only the server's own names are answered. A page
+// of another origin that makes the browser send a request carries that
+// origin: only the server's own origins are accepted.
+//
+// A Host is accepted when its name is localhost, an IP address (a browser
+// sends one only for a page loaded from that address, which no rebinding
+// can produce), or one of the configured names: any port for a bare name
+// ("countersign.example"), that port only for "name:port". An Origin, when
+// the request has one, is accepted when it is the request's own origin
+// (its host and port are the Host), a loopback origin on the port the
+// request arrived on, or one of the configured origins. A request without
+// Host or Origin is not from a browser and passes that check.
+type HostGuard struct {
+	hosts   []string        // lower-case names and name:port pairs, no trailing dot
+	origins map[string]bool // lower-case scheme://host[:port]
+	log     *slog.Logger
+}
+
+// NewHostGuard returns the guard for the names (hosts) and origins the
+// server answers to besides localhost and IP addresses: in Countersign,
+// the listen address's host when it is a name, web.public_url and
+// http.allowed_hosts / http.allowed_origins.
+func NewHostGuard(hosts, origins []string, log *slog.Logger) *HostGuard {
+	g := &HostGuard{origins: map[string]bool{}, log: orDiscard(log)}
+	for _, h := range lower(hosts) {
+		g.hosts = append(g.hosts, trimDot(h))
 	}
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			loopback, port := localAddr(r)
-			if !hostAllowed(strings.ToLower(r.Host), hosts, loopback, port) {
-				writeForbidden(w, r, log, "the Host header is not allowed here; add it to http.allowed_hosts")
-				return
-			}
-			if o := r.Header.Get("Origin"); o != "" && !originAllowed(strings.ToLower(strings.TrimSuffix(o, "/")), origins, loopback, port) {
-				writeForbidden(w, r, log, "the Origin header is not allowed here; add it to http.allowed_origins")
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
+	for _, o := range lower(origins) {
+		g.origins[strings.TrimSuffix(o, "/")] = true
 	}
+	return g
+}
+
+// Check returns middleware that refuses, with a 403 saying what to
+// configure, a request whose Host is not one of the server's names, or
+// (origin true) whose Origin is not one of its origins. origin is false
+// for a surface that checks Origin itself (the web console's forms).
+func (g *HostGuard) Check(next http.Handler, origin bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.hostAllowed(r.Host) {
+			g.refuse(w, r, "host", r.Host, "this server does not answer to the name in the Host header (a guard against DNS rebinding). If it is a name of this server, set web.public_url to the address people use, or add the name to http.allowed_hosts")
+			return
+		}
+		if o := r.Header.Get("Origin"); origin && o != "" && !g.originAllowed(o, r) {
+			g.refuse(w, r, "origin", o, "requests sent by a page of another origin (the Origin header) are refused here (a guard against cross-site requests). If that page is yours, add its origin to http.allowed_origins, for example https://console.example")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *HostGuard) refuse(w http.ResponseWriter, r *http.Request, header, value, msg string) {
+	if len(value) > 100 {
+		value = value[:100]
+	}
+	g.log.Warn("request refused", "request_id", RequestID(r.Context()), "path", r.URL.Path, header, value, "reason", "not an allowed "+header)
+	writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden: " + msg, "text": "forbidden: " + msg})
 }
 
 func lower(in []string) []string {
@@ -52,6 +83,69 @@ func lower(in []string) []string {
 		}
 	}
 	return out
+}
+
+// trimDot drops the trailing dot of a fully qualified name, in "name" or
+// "name:port".
+func trimDot(h string) string {
+	if name, port, err := net.SplitHostPort(h); err == nil {
+		return net.JoinHostPort(strings.TrimSuffix(name, "."), port)
+	}
+	return strings.TrimSuffix(h, ".")
+}
+
+// splitHost splits a Host value into its name (lower case, no brackets,
+// no trailing dot) and port ("" when none).
+func splitHost(host string) (name, port string) {
+	host = strings.ToLower(host)
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, ""
+	}
+	return strings.TrimSuffix(strings.Trim(name, "[]"), "."), port
+}
+
+func (g *HostGuard) hostAllowed(host string) bool {
+	if host == "" {
+		return true // HTTP/1.0 without Host: not a browser
+	}
+	name, port := splitHost(host)
+	if name == "localhost" || net.ParseIP(name) != nil {
+		return true
+	}
+	for _, a := range g.hosts {
+		an, ap := splitHost(a)
+		if an == name && (ap == "" || ap == port) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *HostGuard) originAllowed(origin string, r *http.Request) bool {
+	o := strings.ToLower(strings.TrimSuffix(origin, "/"))
+	if g.origins[o] {
+		return true
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+		return false // "null", file:, or not an origin at all
+	}
+	if u.Host == strings.ToLower(r.Host) {
+		return true // the request's own origin
+	}
+	name, port := splitHost(u.Host)
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if loopback, arrived := localAddr(r); loopback && port == arrived {
+		for _, n := range loopbackNames {
+			if name == n {
+				return true // a page of this server under another loopback name
+			}
+		}
+	}
+	return false
 }
 
 // localAddr reports whether the request arrived on a loopback address, and
@@ -70,60 +164,6 @@ func localAddr(r *http.Request) (loopback bool, port string) {
 }
 
 var loopbackNames = []string{"localhost", "127.0.0.1", "::1"}
-
-func hostAllowed(host string, allowed []string, loopback bool, port string) bool {
-	name, p, err := net.SplitHostPort(host)
-	if err != nil {
-		name, p = strings.Trim(host, "[]"), ""
-	}
-	if len(allowed) > 0 {
-		for _, a := range allowed {
-			if a == host {
-				return true
-			}
-			if _, _, err := net.SplitHostPort(a); err != nil && strings.Trim(a, "[]") == name {
-				return true // a bare name allows any port
-			}
-		}
-		return false
-	}
-	if !loopback {
-		return true
-	}
-	for _, n := range loopbackNames {
-		if name == n && (p == "" || p == port) {
-			return true
-		}
-	}
-	return false
-}
-
-func originAllowed(origin string, allowed []string, loopback bool, port string) bool {
-	if len(allowed) > 0 {
-		for _, a := range allowed {
-			if a == origin {
-				return true
-			}
-		}
-		return false
-	}
-	if !loopback {
-		return true
-	}
-	for _, scheme := range []string{"http://", "https://"} {
-		for _, n := range []string{"localhost", "127.0.0.1", "[::1]"} {
-			if origin == scheme+n+":"+port {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func writeForbidden(w http.ResponseWriter, r *http.Request, log *slog.Logger, msg string) {
-	log.Warn("request refused", "request_id", RequestID(r.Context()), "path", r.URL.Path, "reason", msg)
-	writeJSON(w, http.StatusForbidden, map[string]string{"error": "forbidden: " + msg, "text": "forbidden: " + msg})
-}
 
 // LimitBody returns middleware that reads the whole body, at most max
 // bytes, before the next handler runs: a larger body is answered 413 and

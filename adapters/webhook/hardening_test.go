@@ -314,22 +314,35 @@ func TestGuardHosts(t *testing.T) {
 		{"127.0.0.1 on the port", nil, nil, loop, "127.0.0.1:8080", "", 204},
 		{"[::1] on the port", nil, nil, loop, "[::1]:8080", "", 204},
 		{"localhost without port", nil, nil, loop, "localhost", "", 204},
+		{"localhost on another port (a port mapping)", nil, nil, loop, "localhost:9999", "", 204},
 		{"rebound name", nil, nil, loop, "evil.example:8080", "", 403},
-		{"another port", nil, nil, loop, "localhost:9999", "", 403},
+		{"rebound name, fully qualified", nil, nil, loop, "evil.example.", "", 403},
+		{"a name that ends like localhost", nil, nil, loop, "evil-localhost:8080", "", 403},
 		{"local origin", nil, nil, loop, "localhost:8080", "http://localhost:8080", 204},
+		{"loopback origin under another loopback name", nil, nil, loop, "localhost:8080", "http://127.0.0.1:8080", 204},
 		{"foreign origin", nil, nil, loop, "localhost:8080", "http://evil.example", 403},
+		{"null origin", nil, nil, loop, "localhost:8080", "null", 403},
 		{"origin on another port", nil, nil, loop, "localhost:8080", "http://127.0.0.1:3000", 403},
 		{"configured name, any port", []string{"countersign.internal"}, nil, loop, "countersign.internal:8443", "", 204},
-		{"configured list replaces the default", []string{"countersign.internal"}, nil, loop, "localhost:8080", "", 403},
+		{"configured name, trailing dot", []string{"countersign.internal"}, nil, loop, "Countersign.Internal.", "", 204},
+		{"configured list adds to localhost", []string{"countersign.internal"}, nil, loop, "localhost:8080", "", 204},
 		{"configured host:port", []string{"Proxy.Local:443"}, nil, loop, "proxy.local:443", "", 204},
+		{"configured host:port, other port", []string{"proxy.local:443"}, nil, loop, "proxy.local:8443", "", 403},
 		{"configured origin", nil, []string{"https://console.example/"}, loop, "localhost:8080", "https://console.example", 204},
-		{"origin not configured", nil, []string{"https://console.example"}, loop, "localhost:8080", "http://localhost:8080", 403},
-		{"public address, defaults accept", nil, nil, public, "countersign.example.com", "https://x.example", 204},
-		{"public address, configured", []string{"countersign.example.com"}, nil, public, "other.example.com", "", 403},
+		{"own origin with origins configured", nil, []string{"https://console.example"}, loop, "localhost:8080", "http://localhost:8080", 204},
+		// Listening on 0.0.0.0: a request on a public address is checked
+		// as well (it used to pass whatever its Host).
+		{"public address, rebound name", nil, nil, public, "countersign.example.com", "", 403},
+		{"public address, IP host", nil, nil, public, "10.0.0.5:8080", "", 204},
+		{"public address, configured name", []string{"countersign.example.com"}, nil, public, "countersign.example.com", "https://countersign.example.com", 204},
+		{"public address, other name", []string{"countersign.example.com"}, nil, public, "other.example.com", "", 403},
+		{"public address, foreign origin", []string{"countersign.example.com"}, nil, public, "countersign.example.com", "https://x.example", 403},
+		{"public address, a loopback origin is the client's", nil, nil, public, "10.0.0.5:8080", "http://localhost:8080", 403},
+		{"no Host (HTTP/1.0)", nil, nil, public, "", "", 204},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := GuardHosts(tt.hosts, tt.origins, nil)(ok)
+			h := NewHostGuard(tt.hosts, tt.origins, nil).Check(ok, true)
 			r := httptest.NewRequest("POST", "/mcp", nil)
 			r.Host = tt.host
 			if tt.origin != "" {

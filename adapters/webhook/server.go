@@ -48,7 +48,29 @@ type Options struct {
 	// Auth authenticates the bearer credential of a tool call (API keys
 	// and, with OAuth configured, access tokens). Nil: App.
 	Auth Authenticator
+	// Guard, if set, checks Host and Origin on every route (the tool API,
+	// every mount, the 404 answer) except the health probes, which answer
+	// only a constant status to orchestrators that call them by names no
+	// config knows, and the routes Trust names.
+	Guard *HostGuard
+	// Trust, by route pattern (a key of Mounts), is what the Guard checks
+	// less on that route: TrustSigned or TrustOwnOrigin.
+	Trust map[string]Trust
 }
+
+// Trust is why a route is exempt from some of the Guard's checks.
+type Trust int
+
+const (
+	// TrustSigned is a platform's webhook (Slack, Discord): called by the
+	// platform, with the Host of whatever address it was given, and signed
+	// over its raw body with a secret no browser page holds. No Host or
+	// Origin check.
+	TrustSigned Trust = iota + 1
+	// TrustOwnOrigin is a surface that checks Origin itself (the web
+	// console, on every form post): the Guard checks Host only.
+	TrustOwnOrigin
+)
 
 // NewServer returns the HTTP handler of the whole API.
 func NewServer(o Options) http.Handler {
@@ -64,6 +86,18 @@ func NewServer(o Options) http.Handler {
 }
 
 func addRoutes(mux *http.ServeMux, o Options) {
+	guard := func(pattern string, h http.Handler) http.Handler {
+		if o.Guard == nil {
+			return h
+		}
+		switch o.Trust[pattern] {
+		case TrustSigned:
+			return h
+		case TrustOwnOrigin:
+			return o.Guard.Check(h, false)
+		}
+		return o.Guard.Check(h, true)
+	}
 	var call http.Handler = handleCall(o)
 	for i := len(o.Middleware) - 1; i >= 0; i-- {
 		call = o.Middleware[i](call)
@@ -72,18 +106,19 @@ func addRoutes(mux *http.ServeMux, o Options) {
 	if o.Auth != nil {
 		auth = o.Auth
 	}
-	mux.Handle("POST /v1/tools/{name}", Authenticate(auth, o.Logger, "http")(call))
-	mux.Handle("GET /v1/tools", handleList(o.App))
+	mux.Handle("POST /v1/tools/{name}", guard("", Authenticate(auth, o.Logger, "http")(call)))
+	mux.Handle("GET /v1/tools", guard("", handleList(o.App)))
+	// The probes: no Host check (see Options.Guard).
 	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
 	mux.Handle("GET /readyz", handleReady(o.Ready))
 	for pattern, h := range o.Mounts {
-		mux.Handle(pattern, h)
+		mux.Handle(pattern, guard(pattern, h))
 	}
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/", guard("", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no route " + r.Method + " " + r.URL.Path + "; tools are called with POST /v1/tools/{name}, listed by GET /v1/tools"})
-	}))
+	})))
 }
 
 type ctxKey int

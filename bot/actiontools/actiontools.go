@@ -32,6 +32,9 @@ const CallbackSink = "callback"
 type CommandSpec struct {
 	Command  string // "kubectl get"
 	Category string // read-only, mutating or destructive
+	// Flags are the flags a read-only command accepts (policy.CommandRule);
+	// any other flag refuses the call.
+	Flags []string
 }
 
 // ToolSpec declares one agent tool that goes through the confirm gate.
@@ -241,7 +244,7 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration) (*toolDef, error) {
 		def.required, def.schema = req, res
 	}
 	for j, c := range t.Commands {
-		r, err := policy.ParseCommandRule(c.Command, c.Category)
+		r, err := policy.ParseCommandRule(c.Command, c.Category, c.Flags)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("commands[%d]: %w", j, err))
 			continue

@@ -28,8 +28,9 @@ type callCheck struct {
 	command   string   // the allowlist entry an exec call matched
 	mechanics string   // the mechanics to report with a clarification
 	missing   []string // required arguments not given: a clarification
-	// refused is the tokens of an exec command not on the allowlist.
-	refused []string
+	// refusal is why an exec command is refused outright: not on the
+	// allowlist, or a read-only call with a flag its entry does not accept.
+	refusal string
 	def     *toolDef
 }
 
@@ -91,7 +92,11 @@ func (s *Service) checkCall(tool string, obj map[string]any) (callCheck, error) 
 		}
 		m, ok := policy.MatchCommand(def.commands, toks)
 		if !ok {
-			ck.refused = toks
+			ck.refusal = notAllowlisted(def, toks)
+			return ck, nil
+		}
+		if m.Unaccepted != "" {
+			ck.refusal = policy.FlagRefusal(def.spec.Name, m)
 			return ck, nil
 		}
 		ck.cat, ck.command = m.Category, m.Rule.String()
@@ -122,8 +127,8 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		return bot.Result{}, err
 	case len(ck.missing) > 0:
 		return clarification(args.Tool, ck.mechanics, ck.missing), nil
-	case ck.refused != nil:
-		return bot.Result{}, c.Deny(ctx, notAllowlisted(ck.def, ck.refused))
+	case ck.refusal != "":
+		return bot.Result{}, c.Deny(ctx, ck.refusal)
 	}
 	def, canon, cat, mech, command := ck.def, ck.canon, ck.cat, ck.mech, ck.command
 

@@ -224,8 +224,8 @@ func (s *Service) checkEdit(r *approvals.Request, edit Object) (json.RawMessage,
 	switch {
 	case len(ck.missing) > 0:
 		return nil, "", bot.Invalid("arguments."+ck.missing[0], "required by %s: an edit is the whole arguments object, so keep every required argument (%s)", a.Tool, strings.Join(ck.missing, ", "))
-	case ck.refused != nil:
-		return nil, "", bot.Invalid("arguments.command", "%s", notAllowlisted(ck.def, ck.refused))
+	case ck.refusal != "":
+		return nil, "", bot.Invalid("arguments.command", "%s", ck.refusal)
 	case string(ck.cat) != a.Category || string(ck.mech) != a.Mechanics:
 		return nil, "", bot.Invalid("arguments", "the edit makes this a %s call (mechanics %s), but %s was asked as %s (mechanics %s): an edit cannot change a call's category. Approve it as proposed, or deny it and let the agent ask again", ck.cat, ck.mech, r.ID, a.Category, a.Mechanics)
 	case ck.command != a.Command:

@@ -240,7 +240,7 @@ func TestGrantConfig(t *testing.T) {
 		says string
 	}{
 		{ToolSpec{Name: "drop", Category: "destructive", Grants: GrantPolicy{Max: time.Hour, Allow: []string{"once"}}}, "destructive tool never takes standing grants"},
-		{ToolSpec{Name: "sh", Category: "mutating", Commands: []CommandSpec{{"rm", "destructive"}}, Grants: GrantPolicy{Max: time.Hour, Allow: []string{"once"}}}, "command \"rm\" of sh is destructive"},
+		{ToolSpec{Name: "sh", Category: "mutating", Commands: []CommandSpec{{Command: "rm", Category: "destructive"}}, Grants: GrantPolicy{Max: time.Hour, Allow: []string{"once"}}}, "command \"rm\" of sh is destructive"},
 		{ToolSpec{Name: "roll", Category: "mutating", Quorum: 2, Grants: GrantPolicy{Max: time.Hour, Allow: []string{"once"}}}, "quorum of 2"},
 		{ToolSpec{Name: "r", Category: "mutating", Grants: GrantPolicy{Allow: []string{"once"}}}, "grants.max: required"},
 		{ToolSpec{Name: "r", Category: "mutating", Grants: GrantPolicy{Max: time.Hour, Allow: []string{"forever"}}}, "grants.allow[0]"},

@@ -29,8 +29,8 @@ func testTools() []ToolSpec {
 		{Name: "restart_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}}, Timeout: 15 * time.Minute},
 		{Name: "read_logs", Category: "read-only"},
 		{Name: "exec", Category: "mutating", Commands: []CommandSpec{
-			{"kubectl get", "read-only"}, {"kubectl describe", "read-only"},
-			{"kubectl rollout restart", "mutating"}, {"kubectl delete", "destructive"},
+			{"kubectl get", "read-only", []string{"-n", "-o"}}, {"kubectl describe", "read-only", nil},
+			{"kubectl rollout restart", "mutating", nil}, {"kubectl delete", "destructive", nil},
 		}},
 		{Name: "rollback_production", Category: "destructive", Quorum: 2, Approvers: approvals.Approvers{Roles: []string{"member"}}},
 		{Name: "create_server", Category: "mutating", Sensitive: true, Schema: map[string]any{

@@ -22,13 +22,16 @@ import (
 
 // app is everything serve wires together.
 type app struct {
-	cfg     *Config
-	db      storeHandle
-	key     ed25519.PrivateKey // the audit signing key
-	bot     *bot.Bot
-	log     *slog.Logger
-	getenv  func(string) string
-	mounts  map[string]http.Handler
+	cfg    *Config
+	db     storeHandle
+	key    ed25519.PrivateKey // the audit signing key
+	bot    *bot.Bot
+	log    *slog.Logger
+	getenv func(string) string
+	mounts map[string]http.Handler
+	// trust is what the Host and Origin guard checks less on a mount
+	// (webhook.Options.Trust): signed platform webhooks, the console.
+	trust   map[string]webhook.Trust
 	mw      []func(http.Handler) http.Handler
 	runners []runner
 	closers []func() error
@@ -158,7 +161,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
+	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}, trust: map[string]webhook.Trust{}}
 	a.closers = append(a.closers, db.Close)
 	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
 		Now: clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
@@ -202,6 +205,8 @@ func (a *app) handler() http.Handler {
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,
 		Auth:       a.auth,
+		Guard:      webhook.NewHostGuard(a.cfg.allowedHosts(), a.cfg.allowedOrigins(), a.log),
+		Trust:      a.trust,
 	})
 }
 

@@ -477,7 +477,7 @@ func TestAttackStaleSlackApproveAfterEdit(t *testing.T) {
 
 	click := func(value, secret string) int {
 		p, _ := json.Marshal(map[string]any{
-			"type": "block_actions", "trigger_id": "trig-" + value + secret, "user": map[string]any{"id": "U0123ABC"},
+			"type": "block_actions", "trigger_id": "trig-" + value + secret, "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 			"container": map[string]any{"type": "message", "channel_id": post.Form.Get("channel"), "message_ts": post.TS},
 			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": value, "action_ts": "1.1"}},
 		})

@@ -433,6 +433,7 @@ func (h HTTPConfig) validate(p *problems) {
 	if h.RateBurst < 0 {
 		p.add("http.rate_burst", "must not be negative")
 	}
+	h.validateHosts(p)
 }
 
 // ---- memory ----
@@ -542,6 +543,10 @@ type ApproversDecl struct {
 type CommandDecl struct {
 	Command  string `yaml:"command"` // "kubectl get"
 	Category string `yaml:"category"`
+	// Flags are the only flags a read-only command accepts ("-n",
+	// "--namespace", "--output=json"); a flag that loads code or
+	// configuration is refused here.
+	Flags []string `yaml:"flags"`
 }
 
 func (t *ToolConfig) defaults(defaultTimeout time.Duration) {
@@ -586,7 +591,7 @@ func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *prob
 		}
 		if _, err := policy.ParseCategory(cmd.Category); err != nil {
 			p.add(ck+".category", "%v", err)
-		} else if _, err := policy.ParseCommandRule(cmd.Command, cmd.Category); err != nil {
+		} else if _, err := policy.ParseCommandRule(cmd.Command, cmd.Category, cmd.Flags); err != nil {
 			p.add(ck, "%v", err)
 		}
 	}
@@ -677,7 +682,12 @@ func (s SoftApprovalConfig) modes() (policy.ApprovalMode, map[string]policy.Appr
 
 // SlackConfig is the slack section; absent means Slack is off.
 type SlackConfig struct {
-	Mode             string            `yaml:"mode"`
+	Mode string `yaml:"mode"`
+	// TeamID is the workspace (T…) or Enterprise Grid org (E…) of the
+	// principals whose slack is a bare user id: clicks and commands count
+	// only from users Slack reports in it (principals may also name theirs,
+	// T…/U…). Required when a principal's slack is a bare user id.
+	TeamID           string            `yaml:"team_id"`
 	BotTokenEnv      string            `yaml:"bot_token_env"`
 	SigningSecretEnv string            `yaml:"signing_secret_env"`
 	AppTokenEnv      string            `yaml:"app_token_env"`

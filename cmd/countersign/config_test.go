@@ -331,3 +331,40 @@ func isSection(key string) bool {
 	}
 	return false
 }
+
+// TestConfigAllowedHostsAndOrigins: the names and origins the HTTP
+// surfaces answer to follow from listen, web.public_url and the http
+// lists; an entry of the wrong shape is refused with what to write.
+func TestConfigAllowedHostsAndOrigins(t *testing.T) {
+	cfg, err := parseConfig([]byte("listen: countersign.internal:8080\nweb:\n  public_url: https://cs.example.org:8443\nhttp:\n  allowed_hosts: [proxy.local]\n  allowed_origins: [https://console.example]\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(cfg.allowedHosts(), " "), "countersign.internal cs.example.org proxy.local"; got != want {
+		t.Errorf("allowedHosts = %q, want %q", got, want)
+	}
+	if got, want := strings.Join(cfg.allowedOrigins(), " "), "https://cs.example.org:8443 https://console.example"; got != want {
+		t.Errorf("allowedOrigins = %q, want %q", got, want)
+	}
+	cfg, err = parseConfig([]byte("listen: 0.0.0.0:8080\n"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.allowedHosts(); len(got) != 0 {
+		t.Errorf("listen on 0.0.0.0 adds names %q, want none (IP addresses and localhost are always accepted)", got)
+	}
+	_, err = parseConfig([]byte("http:\n  allowed_hosts: [\"https://cs.example\", \"cs.example/ui\", \"cs.example:https\", ok.example]\n  allowed_origins: [cs.example, \"https://cs.example/ui\", \"http://localhost:3000\"]\n"), t.TempDir())
+	if err == nil {
+		t.Fatal("bad allowed_hosts and allowed_origins loaded")
+	}
+	for _, want := range []string{"http.allowed_hosts[0]", "http.allowed_hosts[1]", "http.allowed_hosts[2]", "http.allowed_origins[0]", "http.allowed_origins[1]", "an origin with its scheme goes in http.allowed_origins"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+	for _, not := range []string{"allowed_hosts[3]", "allowed_origins[2]"} {
+		if strings.Contains(err.Error(), not) {
+			t.Errorf("a good entry is refused (%s):\n%v", not, err)
+		}
+	}
+}

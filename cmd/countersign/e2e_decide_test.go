@@ -88,7 +88,7 @@ func TestSlackClickOutOfScopeE2E(t *testing.T) {
 		t.Helper()
 		p, _ := json.Marshal(map[string]any{
 			"type": "block_actions", "trigger_id": trigger,
-			"user": map[string]any{"id": "U0123ABC"}, "team": map[string]any{"id": "T1"},
+			"user": map[string]any{"id": "U0123ABC", "team_id": "T1"}, "team": map[string]any{"id": "T1"},
 			"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
 			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": item, "action_ts": "1.1"}},
 		})

@@ -66,7 +66,7 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 		return postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret)
 	}
 	if code, _ := interact(map[string]any{
-		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
 	}); code != http.StatusOK {
@@ -86,7 +86,7 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 			return map[string]any{"input": map[string]any{"type": "plain_text_input", "value": v}}
 		}
 		return interact(map[string]any{
-			"type": "view_submission", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
+			"type": "view_submission", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 			"view": map[string]any{"id": "V1", "callback_id": "countersign.edit", "private_metadata": meta,
 				"state": map[string]any{"values": map[string]any{"edit_0": input(dose), "edit_1": input(drug)}}},
 		})
@@ -252,7 +252,7 @@ func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
 		return postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret)
 	}
 	interact(map[string]any{
-		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
 	})
@@ -262,7 +262,7 @@ func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
 		t.Fatalf("the value modal is not prefilled with the proposal: %v", view)
 	}
 	code, body := interact(map[string]any{
-		"type": "view_submission", "trigger_id": "t-s", "user": map[string]any{"id": "U0123ABC"},
+		"type": "view_submission", "trigger_id": "t-s", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"view": map[string]any{"id": "V1", "callback_id": "countersign.edit", "private_metadata": view["private_metadata"],
 			"state": map[string]any{"values": map[string]any{"edit_0": map[string]any{"input": map[string]any{"type": "plain_text_input", "value": "DNR/DNI"}}}}},
 	})

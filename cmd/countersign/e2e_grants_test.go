@@ -21,6 +21,7 @@ import (
 func grantsConfig(f *slackFake, dc *discordtest.Server) string {
 	return fmt.Sprintf(`slack:
   mode: http
+  team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: %s
@@ -106,7 +107,7 @@ func (g *grantsEnv) slackCard(n int) slackCall {
 func (g *grantsEnv) clickSlack(post slackCall, action, value, trigger string) {
 	g.t.Helper()
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": action, "block_id": "countersign-grants:1", "value": value, "action_ts": "1.1"}},
 	})
@@ -369,7 +370,7 @@ func TestE2EGrantChatCommands(t *testing.T) {
 
 	slash := func(text, trigger string) map[string]any {
 		t.Helper()
-		form := url.Values{"user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {trigger}}
+		form := url.Values{"team_id": {"T1"}, "user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {trigger}}
 		code, body := postSlack(t, g.URL, "/slack/commands", form, e2eSlackSecret)
 		var out map[string]any
 		if err := json.Unmarshal([]byte(body), &out); err != nil || code != http.StatusOK {
@@ -384,7 +385,7 @@ func TestE2EGrantChatCommands(t *testing.T) {
 	}
 	// The Revoke button of the answer.
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "t-revbtn", "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": "t-revbtn", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "ephemeral", "channel_id": "C0DEFAULT"},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.revoke_grant", "block_id": "countersign-revoke:0", "value": "1", "action_ts": "2.2"}},
 	})

@@ -184,6 +184,7 @@ func slackConfig(f *slackFake, mode string) string {
       confirm: true
 slack:
   mode: ` + mode + `
+  team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   app_token_env: SLACK_APP_TOKEN
@@ -340,7 +341,7 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 		}
 	}
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "t-act", "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": "t-act", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": itemID, "action_ts": "1.1"}},
 	})
@@ -364,7 +365,7 @@ func TestSlackSlashCommandEndToEnd(t *testing.T) {
 	e := newTestEnv(t, slackConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
 	e.Start()
-	form := url.Values{"user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {"t-help"}}
+	form := url.Values{"team_id": {"T1"}, "user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {"t-help"}}
 	code, body := postSlack(t, e.URL, "/slack/commands", form, e2eSlackSecret)
 	var resp struct {
 		ResponseType string `json:"response_type"`

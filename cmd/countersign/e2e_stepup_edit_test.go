@@ -37,7 +37,7 @@ web:
 		t.Fatalf("the card has no Edit & approve button:\n%s", post.Form.Get("blocks"))
 	}
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": "t-edit", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
 	})

@@ -81,6 +81,7 @@ func stepUpProvider(t *testing.T) (*mockoidc.MockOIDC, func() []url.Values) {
 func stepUpConfig(f *slackFake, m *mockoidc.MockOIDC) string {
 	return `slack:
   mode: http
+  team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: ` + f.srv.GetAPIURL() + `
@@ -358,7 +359,7 @@ func slackItemID(t *testing.T, post slackCall) string {
 func slackClick(t *testing.T, e *testEnv, post slackCall, user, itemID, trigger string) {
 	t.Helper()
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user},
+		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": post.Form.Get("channel"), "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": itemID, "action_ts": "1.1"}},
 	})

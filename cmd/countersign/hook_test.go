@@ -453,7 +453,7 @@ tools:
   - name: exec
     category: mutating
     commands:
-      - {command: kubectl get, category: read-only}
+      - {command: kubectl get, category: read-only, flags: [-n, --namespace]}
       - {command: kubectl rollout restart, category: mutating}
 hooks:
   claude_code:

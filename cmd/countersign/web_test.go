@@ -313,7 +313,7 @@ func TestWebLinksFromSlack(t *testing.T) {
 	}
 
 	ask := func(user string) string {
-		form := url.Values{"user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"web"}, "trigger_id": {"t-" + user}}
+		form := url.Values{"team_id": {"T1"}, "user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"web"}, "trigger_id": {"t-" + user}}
 		code, body := postSlack(t, e.URL, "/slack/commands", form, e2eSlackSecret)
 		var resp struct {
 			ResponseType string `json:"response_type"`

@@ -42,7 +42,7 @@ func (a *app) wireActions(ctx context.Context) error {
 			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
 		}
 		for _, c := range t.Commands {
-			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category})
+			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
 		}
 		o.Tools = append(o.Tools, spec)
 	}

@@ -75,10 +75,10 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		// the tool calls', so a client always connects and a flood is cut.
 		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,
 	})
+	// Host and Origin are checked in front of every route (app.handler).
 	for _, wrap := range []func(http.Handler) http.Handler{
 		webhook.LimitBody(h.MaxBodyBytes, a.log),
 		webhook.Authenticate(a.auth, a.log, "mcp"), // keys, and OAuth tokens (wire_oauth.go)
-		webhook.GuardHosts(h.AllowedHosts, h.AllowedOrigins, a.log),
 	} {
 		mcpHandler = wrap(mcpHandler) // the last wrap runs first
 	}

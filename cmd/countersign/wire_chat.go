@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
 )
@@ -37,7 +38,7 @@ func (a *app) wireChat(ctx context.Context) error {
 		ps = append(ps, bot.ChatPrincipal{
 			Name:         p.Name,
 			Role:         role,
-			Slack:        strings.TrimSpace(p.Slack),
+			Slack:        a.cfg.slackID(p),
 			Discord:      strings.TrimSpace(p.Discord),
 			DiscordRoles: roles,
 			Scopes:       scopes,
@@ -52,6 +53,20 @@ func (a *app) wireChat(ctx context.Context) error {
 		a.log.Info("chat directory", "principals", len(ps))
 	}
 	return nil
+}
+
+// slackID is the directory's id of a principal's Slack user, WORKSPACE/USER
+// (slackadapter.QualifiedUser), or "" when Slack is off or the mapping is
+// invalid (wireSlack reports that and stops start-up).
+func (c *Config) slackID(p PrincipalDecl) string {
+	if c.Slack == nil || strings.TrimSpace(p.Slack) == "" {
+		return ""
+	}
+	id, err := slackadapter.QualifiedUser(p.Slack, strings.TrimSpace(c.Slack.TeamID))
+	if err != nil {
+		return ""
+	}
+	return id
 }
 
 // chatScopes checks a chat principal's scopes: absent means every space; a

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/adapters/discord"
+	"github.com/countersign/countersign/adapters/webhook"
 )
 
 // wireDiscord wires the Discord adapter when the config has a discord
@@ -54,6 +55,7 @@ func (a *app) wireDiscord(ctx context.Context) error {
 	switch d.Mode {
 	case "http":
 		a.mounts["POST /discord/interactions"] = ad.Handler()
+		a.trust["POST /discord/interactions"] = webhook.TrustSigned // signed by Discord (Ed25519)
 	case "gateway":
 		a.runners = append(a.runners, runner{"discord gateway", ad.RunGateway})
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
+	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -19,9 +21,15 @@ func (a *app) wireSlack(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
+	if t := strings.TrimSpace(s.TeamID); t != "" && !slackadapter.ValidTeamID(t) {
+		errs = append(errs, fmt.Errorf("slack.team_id: %q is not a Slack workspace id; use your workspace's id (T…, shown in the workspace's settings and in every interaction Slack sends), or an Enterprise Grid org's E… id", s.TeamID))
+	}
 	for i, p := range a.cfg.Principals {
-		if p.Slack != "" && !slackadapter.ValidUserID(p.Slack) {
-			errs = append(errs, fmt.Errorf("principals[%d].slack: %q is not a Slack user id; use the member id from the person's Slack profile (U… or W…, for example U0123ABC)", i, p.Slack))
+		if strings.TrimSpace(p.Slack) == "" {
+			continue
+		}
+		if _, err := slackadapter.QualifiedUser(p.Slack, strings.TrimSpace(s.TeamID)); err != nil {
+			errs = append(errs, fmt.Errorf("principals[%d].slack: %v", i, err))
 		}
 	}
 	secret := func(key, name, what string) string {
@@ -37,8 +45,8 @@ func (a *app) wireSlack(ctx context.Context) error {
 		BotToken:    secret("bot_token_env", s.BotTokenEnv, "the Slack bot token (xoxb-…)"),
 		APIURL:      s.APIURL,
 		Channels:    s.Channels,
-		Approvers:   slackApprovers(a.cfg.Principals),
-		RoleMembers: slackRoleMembers(a.cfg.Principals),
+		Approvers:   slackApprovers(a.cfg),
+		RoleMembers: slackRoleMembers(a.cfg),
 		Logger:      a.log,
 	}
 	switch s.Mode {
@@ -57,6 +65,10 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s.Mode == slackadapter.ModeHTTP {
 		a.mounts["POST /slack/interactions"] = ad.InteractionsHandler()
 		a.mounts["POST /slack/commands"] = ad.CommandsHandler()
+		// Slack calls these with the Host of the Request URL it was
+		// given, and signs them: no Host or Origin check.
+		a.trust["POST /slack/interactions"] = webhook.TrustSigned
+		a.trust["POST /slack/commands"] = webhook.TrustSigned
 	}
 	a.runners = append(a.runners, runner{name: "slack", run: ad.Run})
 	return nil
@@ -64,11 +76,11 @@ func (a *app) wireSlack(ctx context.Context) error {
 
 // slackRoleMembers maps each role to the Slack user ids of the principals
 // holding it: an escalation to a role mentions them.
-func slackRoleMembers(ps []PrincipalDecl) map[string][]string {
+func slackRoleMembers(cfg *Config) map[string][]string {
 	out := map[string][]string{}
-	for _, p := range ps {
-		if r, err := policy.ParseRole(p.Role); err == nil && slackadapter.ValidUserID(p.Slack) {
-			out[string(r)] = append(out[string(r)], p.Slack)
+	for _, p := range cfg.Principals {
+		if r, err := policy.ParseRole(p.Role); err == nil && cfg.slackID(p) != "" {
+			out[string(r)] = append(out[string(r)], slackadapter.UserOf(cfg.slackID(p)))
 		}
 	}
 	return out
@@ -77,12 +89,12 @@ func slackRoleMembers(ps []PrincipalDecl) map[string][]string {
 // slackApprovers returns the Slack user ids of the mapped principals whose
 // role holds the approve capability: they receive the detail of sensitive
 // items privately.
-func slackApprovers(ps []PrincipalDecl) []string {
+func slackApprovers(cfg *Config) []string {
 	var out []string
-	for _, p := range ps {
+	for _, p := range cfg.Principals {
 		r, err := policy.ParseRole(p.Role)
-		if err == nil && slackadapter.ValidUserID(p.Slack) && policy.Grants(r, policy.CapApprove) {
-			out = append(out, p.Slack)
+		if err == nil && cfg.slackID(p) != "" && policy.Grants(r, policy.CapApprove) {
+			out = append(out, slackadapter.UserOf(cfg.slackID(p)))
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/web"
+	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
@@ -136,6 +137,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 		return fmt.Errorf("web: %w", err)
 	}
 	a.mounts["/ui/"] = h
+	a.trust["/ui/"] = webhook.TrustOwnOrigin // every form post checks Origin (adapters/web)
 	// Chat cards link to the item's page when the console has a public URL,
 	// and `/countersign web` answers a mapped person with a one-time link.
 	key, base := o.LinkKey, webBase(a.cfg)

@@ -26,6 +26,7 @@ func longWaitConfig(f *slackFake, mode string) string {
   signing_secret_env: SLACK_SIGNING_SECRET
   app_token_env: SLACK_APP_TOKEN
   api_url: ` + f.srv.GetAPIURL() + `
+  team_id: T1
   channels: {default: C0DEFAULT}
 tools:
   - name: restart_service
@@ -63,7 +64,7 @@ func cardApproveClick(t *testing.T, f *slackFake, n int) string {
 		t.Fatalf("card %d carries no item: %s", n+1, post.Form.Get("blocks"))
 	}
 	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": fmt.Sprintf("t-%d", n), "user": map[string]any{"id": "U0123ABC"},
+		"type": "block_actions", "trigger_id": fmt.Sprintf("t-%d", n), "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": item, "action_ts": "1.1"}},
 	})

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -211,7 +213,7 @@ func (e *env) addItems(states ...fakeState) []uint64 {
 			if st.Reason == "space:patient_2" {
 				sp.UserID, st.Reason = "patient_2", ""
 			}
-			id, err := tx.NewItem(fakeKind, key, sp, "")
+			id, err := tx.NewItem(fakeKind, key, sp, "", st.Expires)
 			if err != nil {
 				return err
 			}
@@ -492,7 +494,7 @@ func TestPending(t *testing.T) {
 		fakeState{Title: "Confirm wipe_patient_chart", Sensitive: true},
 	)
 	r := e.run(uSmith, "pending")
-	want := "3 items await a decision:\n" +
+	want := "3 items await a decision, soonest to expire first:\n" +
 		fmt.Sprintf("• #%d action request — Confirm delete_database (space patient_1; expires in 25m)\n", ids[0]) +
 		fmt.Sprintf("• #%d action request — REPLACE active_medication #9 approved <!channel> (space patient_1)\n", ids[2]) +
 		fmt.Sprintf("• #%d action request — Confirm wipe_patient_chart (space patient_1)\n", ids[3]) +
@@ -540,23 +542,43 @@ func TestPendingScopedCaller(t *testing.T) {
 	e.verifyChain()
 }
 
-func TestPendingIsBounded(t *testing.T) {
+// TestPendingPages: however many items await a decision, `pending`
+// lists listLimit of them and `pending after <id>` reaches every other,
+// each once, in order.
+func TestPendingPages(t *testing.T) {
 	e := newEnv(t, false)
-	states := make([]fakeState, scanLimit+5)
+	states := make([]fakeState, 1005)
 	for i := range states {
 		states[i] = fakeState{Title: fmt.Sprintf("item %d", i+1)}
 	}
-	e.addItems(states...)
+	ids := e.addItems(states...)
 	r := e.run(uSmith, "pending").Text
 	lines := strings.Split(r, "\n")
-	if lines[0] != "1000 items await a decision:" {
+	if lines[0] != "More than 1000 items await a decision, soonest to expire first:" {
 		t.Fatalf("first line = %q", lines[0])
 	}
-	// The oldest of the 1000 most recent is #6; 20 are listed.
-	if !strings.HasPrefix(lines[1], "• #6 fake — item 6") || !strings.HasPrefix(lines[listLimit], "• #25 fake") {
-		t.Errorf("listing starts %q … %q", lines[1], lines[listLimit])
+	var seen []uint64
+	for page := 0; ; page++ {
+		for _, l := range strings.Split(r, "\n") {
+			var id uint64
+			if _, err := fmt.Sscanf(l, "• #%d ", &id); err == nil {
+				seen = append(seen, id)
+			}
+		}
+		m := regexp.MustCompile("type `pending after (\\d+)`").FindStringSubmatch(r)
+		if m == nil {
+			break
+		}
+		if page > 60 {
+			t.Fatalf("more pages than items allow; last reply:\n%s", r)
+		}
+		r = e.run(uSmith, "pending after "+m[1]).Text
 	}
-	mustContain(t, r, "… and 980 more", "(I looked at the 1000 most recent pending items.)")
+	if !slices.Equal(seen, ids) {
+		t.Fatalf("the pages listed %d items (first %v), want all %d in order", len(seen), seen[:min(len(seen), 5)], len(ids))
+	}
+	mustContain(t, e.run(uSmith, "pending after 99999").Text, "no item #99999", "Type `pending` for the first page.")
+	mustContain(t, e.run(uSmith, fmt.Sprintf("pending after %d", ids[len(ids)-1])).Text, fmt.Sprintf("Nothing after #%d awaits a decision.", ids[len(ids)-1]))
 }
 
 func TestShow(t *testing.T) {
@@ -584,7 +606,7 @@ func TestShow(t *testing.T) {
 
 	// A sensitive item: withheld from a viewer; shown to an approver, audited.
 	v := e.run(uVic, fmt.Sprintf("show %d", ids[1])).Text
-	mustContain(t, v, "shown only to people whose role holds approve")
+	mustContain(t, v, "shown only to its requester and to people who may decide in its space")
 	if strings.Contains(v, "Jane Doe") || strings.Contains(v, "wipe_patient_chart") {
 		t.Errorf("viewer sees sensitive detail:\n%s", v)
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -56,7 +57,7 @@ func newQueueEnv(t *testing.T) (*testEnv, *slackFake) {
 // private reply.
 func slackText(t *testing.T, e *testEnv, user, text string) string {
 	t.Helper()
-	form := url.Values{"user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {"t-" + user}}
+	form := url.Values{"user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {fmt.Sprintf("t-%s-%d", user, slackTriggers.Add(1))}}
 	code, body := postSlack(t, e.URL, "/slack/commands", form, e2eSlackSecret)
 	var resp struct {
 		Text string `json:"text"`
@@ -66,6 +67,10 @@ func slackText(t *testing.T, e *testEnv, user, text string) string {
 	}
 	return resp.Text
 }
+
+// slackTriggers numbers the commands' trigger ids: a repeated one is a
+// retried delivery, answered once.
+var slackTriggers atomic.Int64
 
 var inboxRowRE = regexp.MustCompile(`<li class="item[^"]*" id="item-(\d+)"`)
 var nextPageRE = regexp.MustCompile(`<a href="([^"]+)" rel="next" id="next">`)
@@ -207,5 +212,97 @@ func TestAttackOpenItemQuota(t *testing.T) {
 	}
 	if r := ask("once more"); r.Status != http.StatusTooManyRequests {
 		t.Fatalf("the next one: %s, want 429 again", r)
+	}
+}
+
+// TestAttackInboxRevealsOutOfScopeSpaces (issue 19.5): dr_a may see
+// ward_a only. Before the fix the inbox listed ward_b's items as withheld
+// rows that still showed the space (for clinicians, a patient), the kind
+// and the times; the Space filter listed ward_b; filtering on it listed its
+// items. Now the inbox shows nothing of them, as chat does: not in the
+// rows, not in the filter, not when asked for by name, not on the item page.
+func TestAttackInboxRevealsOutOfScopeSpaces(t *testing.T) {
+	e, _ := newQueueEnv(t)
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	mine := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_a", "tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	other := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "patient_jane_doe", "tool": "set_dose", "arguments": map[string]any{"drug": "warfarin", "dose": "2mg"}})
+	drA := signInHTTP(t, e, "dr_a")
+	for _, path := range []string{"/ui/", "/ui/?space=patient_jane_doe", "/ui/?kind=action", "/ui/?space=patient_jane_doe&kind=action"} {
+		_, page := webDo(t, drA, "GET", e.URL+path, nil)
+		if strings.Contains(page, "patient_jane_doe") || strings.Contains(page, fmt.Sprintf(`id="item-%v"`, other.Data["item_id"])) {
+			t.Fatalf("%s shows the out-of-scope space or its item:\n%s", path, page)
+		}
+		want := path == "/ui/" || path == "/ui/?kind=action"
+		if ids := inboxIDs(page); want != (len(ids) == 1 && ids[0] == fmt.Sprint(mine.Data["item_id"])) {
+			t.Errorf("%s lists %v", path, ids)
+		}
+	}
+	resp, page := webDo(t, drA, "GET", e.URL+fmt.Sprintf("/ui/items/%v", other.Data["item_id"]), nil)
+	for _, leak := range []string{"patient_jane_doe", "warfarin", "action request", "pending", "set_dose"} {
+		if strings.Contains(page, leak) {
+			t.Errorf("the out-of-scope item's page (%d) shows %q:\n%s", resp.StatusCode, leak, page)
+		}
+	}
+	if !strings.Contains(page, "outside your scope") {
+		t.Errorf("the out-of-scope item's page does not say why nothing is shown:\n%s", page)
+	}
+	_, poll := webDo(t, drA, "GET", e.URL+fmt.Sprintf("/ui/items/%v/status", other.Data["item_id"]), nil)
+	if !strings.Contains(poll, `"status":"hidden"`) {
+		t.Errorf("the status poll of an out-of-scope item: %s", poll)
+	}
+}
+
+// TestAttackSensitiveArgumentsOverActionStatus (issue 19.6): prescribe is
+// sensitive. Before the fix its arguments went to a viewer key and to
+// another agent over action_status, while the console, chat and
+// list_grants withheld them. Now every read shows a sensitive request's
+// arguments, summary and dry run only to its requester and to people who
+// may decide in its space (policy.SeesDetails), and audit_log never
+// carried them.
+func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
+	e, _ := newQueueEnv(t)
+	agent := e.CreateKey("ward_bot", "agent")
+	other := e.CreateKey("other_bot", "agent")
+	viewer := e.CreateKey("viewer_key", "viewer")
+	auditor := e.CreateKey("auditor_key", "auditor")
+	bob := e.CreateKey("bob", "member")
+	e.Start()
+	const secret = "methadone-80mg"
+	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_a", "tool": "prescribe", "arguments": map[string]any{"drug": secret}, "summary": "Start " + secret})
+	rid := r.Data["request_id"].(string)
+	if !strings.Contains(r.Raw, secret) {
+		t.Fatalf("the requester does not see its own request: %s", r.Raw)
+	}
+	for name, key := range map[string]string{"a viewer key": viewer, "another agent": other} {
+		st := e.MustOK(key, "action_status", map[string]any{"request_id": rid})
+		if strings.Contains(st.Raw, secret) || st.Data["details_withheld"] == nil || st.Data["status"] != "pending" {
+			t.Errorf("action_status for %s: %s, want the status and no arguments", name, st.Raw)
+		}
+	}
+	if st := e.MustOK(bob, "action_status", map[string]any{"request_id": rid}); !strings.Contains(st.Raw, secret) {
+		t.Errorf("an approver of the space does not see the arguments: %s", st.Raw)
+	}
+	// bob edits it; the edit's changes are details too.
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "methadone-40mg"}})
+	for name, key := range map[string]string{"a viewer key": viewer, "another agent": other} {
+		st := e.MustOK(key, "action_status", map[string]any{"request_id": rid})
+		if strings.Contains(st.Raw, "methadone") {
+			t.Errorf("action_status for %s after the edit: %s", name, st.Raw)
+		}
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); !strings.Contains(st.Raw, "methadone-40mg") {
+		t.Errorf("the requester does not see the approved arguments: %s", st.Raw)
+	}
+	if a := e.MustOK(auditor, "audit_log", map[string]any{"limit": 200}); strings.Contains(a.Raw, "methadone") {
+		t.Errorf("audit_log carries the arguments: %s", a.Raw)
+	}
+	// The console and chat withhold them from vic, the viewer.
+	vic := signInHTTP(t, e, "vic")
+	if _, page := webDo(t, vic, "GET", e.URL+fmt.Sprintf("/ui/items/%v", r.Data["item_id"]), nil); strings.Contains(page, "methadone") {
+		t.Errorf("the console shows vic the arguments:\n%s", page)
+	}
+	if reply := slackText(t, e, "U0VIC", fmt.Sprintf("show %v", r.Data["item_id"])); strings.Contains(reply, "methadone") {
+		t.Errorf("chat shows vic the arguments:\n%s", reply)
 	}
 }

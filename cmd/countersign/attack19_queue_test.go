@@ -306,3 +306,26 @@ func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
 		t.Errorf("chat shows vic the arguments:\n%s", reply)
 	}
 }
+
+// TestAttackSensitiveDetailToAnotherWardsApprover (issue 19.6, found
+// while checking every surface): Slack sends a sensitive item's details
+// privately to the approvers in the channel. Before the fix it sent them
+// to every principal whose role holds approve, so dr_a, who may see ward_a
+// only, got a ward_b patient's prescription. Now only those the one rule
+// lets see the details get them.
+func TestAttackSensitiveDetailToAnotherWardsApprover(t *testing.T) {
+	e, f := newQueueEnv(t)
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_b", "tool": "prescribe", "arguments": map[string]any{"drug": "methadone-80mg"}})
+	waitFor(t, "the private details", func() bool { return len(f.Calls("chat.postEphemeral")) >= 1 })
+	e.Stop() // every delivery is done
+	for _, c := range f.Calls("chat.postEphemeral") {
+		if c.Form.Get("user") != "U0BOSS" {
+			t.Errorf("the details of a ward_b item went to %s privately: %s", c.Form.Get("user"), c.Form.Get("text"))
+		}
+	}
+	if post := f.Calls("chat.postMessage"); len(post) != 1 || strings.Contains(post[0].Form.Get("blocks"), "methadone") {
+		t.Errorf("the channel card: %v", post)
+	}
+}

@@ -42,6 +42,12 @@ type fakeState struct {
 	Sensitive bool        `json:"sensitive,omitempty"`
 	Expires   time.Time   `json:"expires,omitzero"`
 	ItemID    uint64      `json:"item_id"`
+	// Version, when set, is the item's version (an action request's
+	// arguments hash); RaceTo, an edit to that version another approver
+	// commits just as a decision is made (between the decision layer's
+	// look at the item and the deciding transaction).
+	Version string `json:"version,omitempty"`
+	RaceTo  string `json:"race_to,omitempty"`
 }
 
 const fakeBucket = "fake_items"
@@ -77,6 +83,7 @@ func (fakeSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	return bot.Item{
 		Title: st.Title, Fields: st.Fields, Status: st.Status, DecidedBy: st.DecidedBy,
 		Reason: st.Reason, Sensitive: st.Sensitive, Requester: "agent-1 [prin_agent]", ExpiresAt: st.Expires,
+		Version: st.Version,
 	}, nil
 }
 
@@ -88,9 +95,10 @@ func (fakeSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, 
 }
 
 type decideArgs struct {
-	Key     string `json:"key"`
-	Approve bool   `json:"approve"`
-	Reason  string `json:"reason,omitempty"`
+	Key        string `json:"key"`
+	Approve    bool   `json:"approve"`
+	Reason     string `json:"reason,omitempty"`
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
 	bot.Space
 }
 
@@ -139,6 +147,17 @@ func newEnv(t *testing.T, noMemory bool) *env {
 			if args.Key == "broken-handler" {
 				return bot.Result{}, errors.New("handler exploded")
 			}
+			// The race: another approver's edit commits first.
+			if err := c.Bot().Store().Update(ctx, func(tx kv.Tx) error {
+				st, err := loadFake(tx, args.Key)
+				if err != nil || st == nil || st.RaceTo == "" {
+					return err
+				}
+				st.Version, st.RaceTo = st.RaceTo, ""
+				return putFake(tx, args.Key, *st)
+			}); err != nil {
+				return bot.Result{}, err
+			}
 			var text string
 			err := c.Update(ctx, func(tx *bot.Tx) error {
 				st, err := loadFake(tx, args.Key)
@@ -147,6 +166,9 @@ func newEnv(t *testing.T, noMemory bool) *env {
 				}
 				if st == nil || st.Status != "pending" {
 					return bot.Errorf(bot.KindConflict, "%s is not awaiting approval.", args.Key)
+				}
+				if args.Approve && args.ArgsSHA256 != "" && args.ArgsSHA256 != st.Version {
+					return bot.Errorf(bot.KindConflict, "%s changed since you reviewed it; nothing was recorded.", args.Key)
 				}
 				st.Status, st.Reason = "rejected", args.Reason
 				if args.Approve {
@@ -704,5 +726,31 @@ func TestChatCommandsPayTheRateLimit(t *testing.T) {
 	}
 	if r := e.run(uSmith, "history active_medication"); r.Text != "history of 'active_medication' in default" {
 		t.Fatalf("another person: %q", r.Text)
+	}
+}
+
+// TestApproveVersionIsCheckedInTheDecidingTransaction: a card's Approve
+// names the version it showed, and Decide hands it to the decision tool,
+// which checks it in its own transaction. An edit committed between
+// Decide's look at the item (which still shows the card's version) and the
+// decision is refused there, and nothing is recorded (issue 19.14: the
+// check used to be outside the transaction, on a 32-bit basis).
+func TestApproveVersionIsCheckedInTheDecidingTransaction(t *testing.T) {
+	e := newEnv(t, false)
+	v1, v2 := strings.Repeat("a1", 32), strings.Repeat("b2", 32)
+	ids := e.addItems(fakeState{Title: "Confirm set_dose", Version: v1, RaceTo: v2}, fakeState{Title: "Confirm set_dose", Version: v1})
+	out := Decide(context.Background(), e.b, Decision{Surface: "slack", UserID: uSmith, ItemID: ids[0], Verb: Approve, ArgsSHA256: v1})
+	if out.Status != Failed && out.Status != Closed && out.Status != Invalid && out.Status != Refused {
+		t.Fatalf("an approval of v1 while v2 was committed: status %v, reply %q; want it refused", out.Status, out.Reply)
+	}
+	if !strings.Contains(out.Reply, "changed") {
+		t.Errorf("the refusal does not say the item changed: %q", out.Reply)
+	}
+	if st := e.item(ids[0]).Status; st != "pending" {
+		t.Fatalf("the raced item is %s, want pending: nothing recorded", st)
+	}
+	// Without the race, the same approval is recorded.
+	if out := Decide(context.Background(), e.b, Decision{Surface: "slack", UserID: uSmith, ItemID: ids[1], Verb: Approve, ArgsSHA256: v1}); out.Status != Decided {
+		t.Fatalf("an approval of the current version: %v %q", out.Status, out.Reply)
 	}
 }

@@ -67,6 +67,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if r == nil {
 				return bot.Errorf(bot.KindNotFound, "No request %s. Request ids come from confirm_action (req_…) or request_approval (con_…).", args.RequestID)
 			}
+			if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
+				// Nothing of another space's request, not even its
+				// recorded outcome.
+				refusal = canDecide(c, r, approve)
+				return errRefused
+			}
 			if r.Kind == approvals.KindQuestionRequest {
 				return bot.Invalid("request_id", "%s is a question: answer it with answer_question. An answer is never an approval", r.ID)
 			}
@@ -325,6 +331,10 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		if r == nil {
 			return bot.Errorf(bot.KindNotFound, "No question %s. Question ids come from ask_user (ask_…).", args.RequestID)
+		}
+		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
+			refusal = canDecide(c, r, false)
+			return errRefused
 		}
 		if r.Question == nil {
 			return bot.Invalid("request_id", "%s is not a question; decide it with approve_action or deny_action", r.ID)

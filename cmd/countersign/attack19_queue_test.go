@@ -11,6 +11,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/bot/bottest"
 )
 
 // Attacks of issue 19 on the approval queue and what it shows, played
@@ -327,5 +330,37 @@ func TestAttackSensitiveDetailToAnotherWardsApprover(t *testing.T) {
 	}
 	if post := f.Calls("chat.postMessage"); len(post) != 1 || strings.Contains(post[0].Form.Get("blocks"), "methadone") {
 		t.Errorf("the channel card: %v", post)
+	}
+}
+
+// TestAttackDecidingAnotherSpacesExpiredRequest (issue 19.5, found while
+// checking every surface): approve_action on a request that had expired
+// answered its recorded outcome, with its arguments, before checking the
+// caller's scope, so nurse_a (ward_a only) read a ward_b patient's request
+// by approving it. Now a request of another space is refused first (403),
+// nothing of it shown, as for a pending one.
+func TestAttackDecidingAnotherSpacesExpiredRequest(t *testing.T) {
+	clock := bottest.NewClock(time.Now().UTC())
+	e, _ := newQueueEnv(t)
+	e.clock = clock.Now
+	agent := e.CreateKey("ward_bot", "agent")
+	nurse := e.CreateKey("nurse_a", "member", "--scopes", "ward_a")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_b", "tool": "set_dose", "arguments": map[string]any{"drug": "warfarin-jane-doe", "dose": "2mg"}})
+	for _, tool := range []string{"approve_action", "deny_action"} {
+		if a := e.Call(nurse, tool, map[string]any{"request_id": r.Data["request_id"], "reason": "x"}); a.Status != http.StatusForbidden || strings.Contains(a.Raw, "warfarin") {
+			t.Fatalf("%s of a pending request of another space: %s", tool, a)
+		}
+	}
+	clock.Advance(2 * time.Hour) // past the default timeout
+	for _, tool := range []string{"approve_action", "deny_action"} {
+		if a := e.Call(nurse, tool, map[string]any{"request_id": r.Data["request_id"], "reason": "x"}); a.Status != http.StatusForbidden || strings.Contains(a.Raw, "warfarin") {
+			t.Errorf("%s of an expired request of another space: %s, want 403 showing nothing of it", tool, a)
+		}
+	}
+	q := e.MustOK(agent, "ask_user", map[string]any{"user_id": "ward_b", "question": "Is Jane Doe allergic to penicillin?"})
+	clock.Advance(2 * time.Hour)
+	if a := e.Call(nurse, "answer_question", map[string]any{"request_id": q.Data["request_id"], "text": "no"}); a.Status != http.StatusForbidden || strings.Contains(a.Raw, "Jane") {
+		t.Errorf("answer_question of an expired question of another space: %s", a)
 	}
 }

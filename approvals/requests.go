@@ -242,7 +242,47 @@ const (
 	OutcomeRepeat
 	// OutcomeConflict: the request was already decided; nothing changed.
 	OutcomeConflict
+	// OutcomeFull: the request holds as many votes as it keeps (MaxVotes,
+	// or MaxVotesPerPerson of this person's); an approval or an edit is
+	// refused, nothing changed. A denial is never refused.
+	OutcomeFull
 )
+
+// Bounds of a request's vote list: every approval and every edit is kept
+// for the record, so that repeated edits cannot grow a request without
+// bound.
+const (
+	// MaxVotes is the most votes a request keeps.
+	MaxVotes = 100
+	// MaxVotesPerPerson is the most votes one person casts on a request
+	// (each edit is one).
+	MaxVotesPerPerson = 10
+)
+
+// Full says why d's approval or edit of pending r would not be recorded
+// (the vote list holds MaxVotes, or MaxVotesPerPerson of d's), or "".
+func (r *Request) Full(d Party) string {
+	if len(r.Votes) >= MaxVotes {
+		return fmt.Sprintf("%s already holds %d votes, the most a request keeps", r.ID, MaxVotes)
+	}
+	n := 0
+	for _, v := range r.Votes {
+		if v.By.Same(d) {
+			n++
+		}
+	}
+	if n >= MaxVotesPerPerson {
+		return fmt.Sprintf("%s already holds %d votes of %s's (each edit is one), the most one person casts on a request", r.ID, n, d.Display)
+	}
+	return ""
+}
+
+// Revised reports whether r's arguments were edited since it was created
+// (even when an edit later put the proposal back): an approval of r must
+// then name the version it approves.
+func (r *Request) Revised() bool {
+	return r.Action != nil && slices.ContainsFunc(r.Votes, func(v Vote) bool { return v.Edit })
+}
 
 // Decide applies d's decision to a pending request: one deny denies; an
 // approval counts once per person, and the quorum-th distinct approver
@@ -276,6 +316,9 @@ func (r *Request) Edit(d Party, args json.RawMessage, argsSHA256, reason string,
 		}
 		return r.Decide(d, true, reason, now)
 	}
+	if r.Full(d) != "" {
+		return OutcomeFull // nothing is changed
+	}
 	a := r.Action
 	if argsSHA256 == a.ArgsSHA256 {
 		a.ApprovedArguments, a.ApprovedArgsSHA256, a.Edited = nil, "", false
@@ -303,6 +346,9 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur {
 			return OutcomeRepeat
 		}
+	}
+	if approve && r.Full(d) != "" {
+		return OutcomeFull
 	}
 	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit})
 	if !approve {

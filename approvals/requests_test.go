@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -411,5 +412,52 @@ func TestEditLegacyVotes(t *testing.T) {
 	}
 	if got := r.Edit(rqAlice, json.RawMessage(`{"n":2}`), "sha:2", "", rqT0); got != OutcomeCounted || r.Tally() != "1 of 2 approvals: alice" {
 		t.Fatalf("edit = %v, tally %q", got, r.Tally())
+	}
+}
+
+// TestVoteCap: repeated edits cannot grow a request's vote list without
+// bound. One person's edits stop at MaxVotesPerPerson (OutcomeFull, the
+// request unchanged); a denial is still recorded; and the list as a whole
+// stops at MaxVotes.
+func TestVoteCap(t *testing.T) {
+	r := rqPending(2)
+	r.Action.Mechanics = "confirm"
+	r.Action.Arguments, r.Action.ArgsSHA256 = []byte(`{"dose":"5mg"}`), "sha:p"
+	for i := range MaxVotesPerPerson {
+		v := fmt.Sprintf(`{"dose":"%dmg"}`, i+10)
+		if out := r.Edit(rqAlice, []byte(v), "sha:"+v, "", rqT0); out != OutcomeCounted {
+			t.Fatalf("edit %d: %v, want counted", i+1, out)
+		}
+	}
+	before := fmt.Sprintf("%+v %s", *r.Action, r.Tally())
+	if out := r.Edit(rqAlice, []byte(`{"dose":"1mg"}`), "sha:1", "", rqT0); out != OutcomeFull {
+		t.Fatalf("edit %d: %v, want OutcomeFull", MaxVotesPerPerson+1, out)
+	}
+	if out := r.Decide(rqAlice, true, "", rqT0); out != OutcomeRepeat {
+		t.Fatalf("alice's approval of her own last edit: %v, want a repeat", out)
+	}
+	if after := fmt.Sprintf("%+v %s", *r.Action, r.Tally()); after != before || len(r.Votes) != MaxVotesPerPerson {
+		t.Fatalf("a refused edit changed the request:\n%s\n%s (%d votes)", before, after, len(r.Votes))
+	}
+	if msg := r.Full(rqAlice); !strings.Contains(msg, "the most one person casts") {
+		t.Fatalf("Full(alice) = %q", msg)
+	}
+	if r.Full(rqBob) != "" {
+		t.Fatal("bob is refused for alice's votes")
+	}
+	// Many approvers fill the list: then nobody's approval is recorded,
+	// but a denial still is.
+	for i := 0; len(r.Votes) < MaxVotes; i++ {
+		p := rqPerson(fmt.Sprintf("p%d", i), fmt.Sprintf("prin_p%d", i), "member")
+		v := fmt.Sprintf(`{"dose":"%dmg"}`, 100+i)
+		if out := r.Edit(p, []byte(v), "sha:"+v, "", rqT0); out != OutcomeCounted {
+			t.Fatalf("edit by %s: %v", p.Name, out)
+		}
+	}
+	if out := r.Decide(rqBob, true, "", rqT0); out != OutcomeFull {
+		t.Fatalf("an approval on a full list: %v, want OutcomeFull", out)
+	}
+	if out := r.Decide(rqBob, false, "too many edits", rqT0); out != OutcomeDecided || r.Status != StatusDenied {
+		t.Fatalf("a denial on a full list: %v %s, want it recorded", out, r.Status)
 	}
 }

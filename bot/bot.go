@@ -40,6 +40,11 @@ type Options struct {
 	// retried deliveries (retention.deliveries); 0 means
 	// DefaultDeliveryTTL.
 	DeliveryTTL time.Duration
+	// MaxOpenItems is how many items one principal may keep awaiting a
+	// decision (limits.open_items_per_requester): a call that would open
+	// one more is refused (429). 0 means DefaultMaxOpenItems; negative,
+	// no limit.
+	MaxOpenItems int
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -65,6 +70,8 @@ type Bot struct {
 	web         webConsole                // the web console's links (web.go); zero: no console
 	authCache   *authCache                // Options.CachePrincipals; nil: off
 	authGen     atomic.Uint64             // bumped after every committed principal change
+	queueBuilt  atomic.Bool               // every open item is filed in the queue (queue.go)
+	maxOpen     int                       // Options.MaxOpenItems, resolved; 0: no limit
 }
 
 // New returns a Bot with no tools registered.
@@ -93,6 +100,12 @@ func New(o Options) (*Bot, error) {
 	b.deliveryTTL = o.DeliveryTTL
 	if b.deliveryTTL <= 0 {
 		b.deliveryTTL = DefaultDeliveryTTL
+	}
+	switch {
+	case o.MaxOpenItems == 0:
+		b.maxOpen = DefaultMaxOpenItems
+	case o.MaxOpenItems > 0:
+		b.maxOpen = o.MaxOpenItems
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
 	return b, nil

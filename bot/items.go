@@ -17,7 +17,7 @@ import (
 const (
 	bucketItems  = "items"      // item id (big-endian seq) -> ItemRecord JSON
 	bucketOutbox = "outbox"     // sink 0x00 seq -> Event JSON
-	bucketOpen   = "items_open" // item id -> nothing: items not yet decided
+	bucketOpen   = "items_open" // item id -> openEntry JSON: items not yet decided (queue.go)
 )
 
 // ItemKind is the kind of a pending item shown in chat.
@@ -48,6 +48,11 @@ type ItemRecord struct {
 	Channel   string       `json:"channel"` // the configured channel name, "default" unless a slot or tool names another
 	CreatedAt time.Time    `json:"created_at"`
 	Messages  []MessageRef `json:"messages,omitempty"`
+	// Due is the expiry the item is queued under (queue.go); zero: none.
+	Due time.Time `json:"due,omitzero"`
+	// Requester is the id of the principal whose call opened the item
+	// (its open items count against limits.open_items_per_requester).
+	Requester string `json:"requester,omitempty"`
 }
 
 // Field is one labelled line of an item view.
@@ -95,6 +100,14 @@ type Item struct {
 	// Grants are the standing grants an approver may add to an approval
 	// of this pending item (the tool's grants: config); none: approve only.
 	Grants []GrantOption `json:"grants,omitempty"`
+	// Version, on an action request, is the SHA-256 of the arguments up
+	// for approval (the edited ones, when edited): a surface's Approve
+	// carries it, and the deciding transaction refuses an approval of a
+	// version another approver's edit has replaced.
+	Version string `json:"version,omitempty"`
+	// Revised reports an action request edited since it was created: an
+	// approval of it must name its Version.
+	Revised bool `json:"revised,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -136,9 +149,32 @@ func (b *Bot) Items() Items { return Items{b: b} }
 // wiring, before the bot serves.
 func (x Items) RegisterKind(k ItemKind, s ItemSource) { x.b.kinds[k] = s }
 
-// NewItem records a new pending item in tx and queues its "created" event for
-// every sink. It returns the item's id.
-func (tx *Tx) NewItem(kind ItemKind, key string, sp Space, channel string) (uint64, error) {
+// NewItem records a new pending item in tx, files it in the queue of open
+// items under its expiry (zero: it does not expire) and queues its
+// "created" event for every sink. It returns the item's id. The call's
+// caller is its requester: one that already keeps Options.MaxOpenItems
+// items open is refused (KindRateLimited), and nothing is written.
+func (tx *Tx) NewItem(kind ItemKind, key string, sp Space, channel string, expires time.Time) (uint64, error) {
+	return tx.newItem(kind, key, sp, channel, expires, true)
+}
+
+// NewClosedItem records an item that has its outcome already (a consent
+// the agent reports as given): it is shown in chat like any item, but
+// never awaits a decision, so it is not filed among the open items.
+func (tx *Tx) NewClosedItem(kind ItemKind, key string, sp Space, channel string) (uint64, error) {
+	return tx.newItem(kind, key, sp, channel, time.Time{}, false)
+}
+
+func (tx *Tx) newItem(kind ItemKind, key string, sp Space, channel string, expires time.Time, open bool) (uint64, error) {
+	var requester *Caller
+	if tx.call != nil && tx.call.Caller != nil && tx.call.Caller.Surface != "system" {
+		requester = tx.call.Caller
+		if open {
+			if err := checkQuota(tx.Tx, requester, tx.call.bot.maxOpen); err != nil {
+				return 0, err
+			}
+		}
+	}
 	id, err := tx.NextSequence(bucketItems)
 	if err != nil {
 		return 0, err
@@ -146,12 +182,18 @@ func (tx *Tx) NewItem(kind ItemKind, key string, sp Space, channel string) (uint
 	if channel == "" {
 		channel = "default"
 	}
-	rec := ItemRecord{ID: id, Kind: kind, Key: key, Space: sp, Channel: channel, CreatedAt: tx.now()}
+	sp = sp.Normalized()
+	rec := ItemRecord{ID: id, Kind: kind, Key: key, Space: sp, Channel: channel, CreatedAt: tx.now(), Due: expires}
+	if requester != nil {
+		rec.Requester = requester.ID
+	}
 	if err := putItem(tx.Tx, rec); err != nil {
 		return 0, err
 	}
-	if err := tx.Put(bucketOpen, kv.U64(id), []byte{1}); err != nil {
-		return 0, err
+	if open {
+		if err := fileOpen(tx.Tx, id, openEntry{Space: sp.UserID, Kind: kind, Due: dueNanos(expires), Requester: rec.Requester}); err != nil {
+			return 0, err
+		}
 	}
 	return id, tx.Emit(id, EventCreated, "")
 }
@@ -366,6 +408,13 @@ func (b *Bot) EditItem(ctx context.Context, caller *Caller, id uint64, edit json
 
 // EditRecord is EditItem on an item record already loaded.
 func (b *Bot) EditRecord(ctx context.Context, caller *Caller, rec ItemRecord, edit json.RawMessage, reason string) (Result, error) {
+	return b.EditRecordWith(ctx, caller, rec, edit, reason, nil)
+}
+
+// EditRecordWith is EditRecord with extra arguments of the decision tool
+// (the version the edit form started from: "args_sha256"), added as
+// DecideRecordWith adds them.
+func (b *Bot) EditRecordWith(ctx context.Context, caller *Caller, rec ItemRecord, edit json.RawMessage, reason string, extra map[string]any) (Result, error) {
 	ed, ok := b.kinds[rec.Kind].(ItemEditor)
 	if !ok {
 		return Result{}, Invalid("edit", "item #%d (%s) cannot be edited: approve or reject it as it is", rec.ID, rec.Kind)
@@ -373,6 +422,11 @@ func (b *Bot) EditRecord(ctx context.Context, caller *Caller, rec ItemRecord, ed
 	tool, args, err := ed.EditCall(rec, edit, reason)
 	if err != nil {
 		return Result{}, err
+	}
+	for k, v := range extra {
+		if _, taken := args[k]; !taken {
+			args[k] = v
+		}
 	}
 	return b.callArgs(ctx, caller, tool, args)
 }
@@ -407,11 +461,11 @@ type Event struct {
 }
 
 // Emit queues an event about item id for every configured sink, in tx.
-// EventDecided also takes the item off the list of open items.
+// EventDecided also takes the item off the open items and their queue.
 func (tx *Tx) Emit(id uint64, typ, note string) error {
 	if typ == EventDecided {
 		tx.decided = true
-		if err := tx.Delete(bucketOpen, kv.U64(id)); err != nil {
+		if err := unfileOpen(tx.Tx, id); err != nil {
 			return err
 		}
 	}
@@ -440,29 +494,6 @@ func (tx *Tx) EmitTo(sink string, id uint64, typ, note string) error {
 
 func outboxKey(sink string, seq uint64) []byte {
 	return kv.Join([]byte(sink), kv.U64(seq))
-}
-
-// Pending returns up to limit items still awaiting a decision, newest
-// first, in one read transaction.
-func (x Items) Pending(ctx context.Context, limit int) ([]Item, error) {
-	b := x.b
-	var out []Item
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		return tx.Descend(bucketOpen, nil, nil, func(k, _ []byte) error {
-			it, err := b.itemView(tx, kv.ParseU64(k))
-			if err != nil {
-				return err
-			}
-			if it.Pending() {
-				out = append(out, it)
-				if len(out) >= limit {
-					return kv.ErrStop
-				}
-			}
-			return nil
-		})
-	})
-	return out, err
 }
 
 // EscalationNote is the Note of an EventEscalated: where the escalation goes,

@@ -49,10 +49,10 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	var ida, idb uint64
 	err := b.Update(ctx, sys, func(tx *Tx) error {
 		var err error
-		if ida, err = tx.NewItem(KindAction, "a", Space{UserID: "u"}, ""); err != nil {
+		if ida, err = tx.NewItem(KindAction, "a", Space{UserID: "u"}, "", time.Time{}); err != nil {
 			return err
 		}
-		idb, err = tx.NewItem(KindAction, "b", Space{UserID: "u"}, "ops")
+		idb, err = tx.NewItem(KindAction, "b", Space{UserID: "u"}, "ops", time.Time{})
 		return err
 	})
 	if err != nil {
@@ -74,8 +74,8 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 		t.Fatalf("missing item err = %v", err)
 	}
 	open, _ := b.Items().Pending(ctx, 10)
-	if len(open) != 2 || open[0].ID != 2 {
-		t.Fatalf("pending = %+v, want items 2 and 1, newest first", open)
+	if len(open) != 2 || open[0].ID != 1 {
+		t.Fatalf("pending = %+v, want items 1 and 2: neither expires, so the older first", open)
 	}
 	src.status["a"] = "approved"
 	if err := b.Update(ctx, sys, func(tx *Tx) error { return tx.Emit(ida, EventDecided, "") }); err != nil {
@@ -157,7 +157,7 @@ func TestOutboxStatsCountsEverySink(t *testing.T) {
 	b.Items().RegisterKind(KindAction, testSource{status: map[string]string{"a": "pending"}})
 	ctx := context.Background()
 	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *Tx) error {
-		id, err := tx.NewItem(KindAction, "a", Space{}, "")
+		id, err := tx.NewItem(KindAction, "a", Space{}, "", time.Time{})
 		if err != nil {
 			return err
 		}

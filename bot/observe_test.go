@@ -80,7 +80,7 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 			k   ItemKind
 			key string
 		}{{KindAction, "a"}, {KindAction, "b"}, {KindConsent, "c"}} {
-			if _, err := tx.NewItem(it.k, it.key, Space{}, ""); err != nil {
+			if _, err := tx.NewItem(it.k, it.key, Space{}, "", time.Time{}); err != nil {
 				return err
 			}
 		}

@@ -147,10 +147,21 @@ func (c *Caller) SeesWholeAudit() bool {
 func ScopeRefusal(tool string) string { return policy.DenyScope(tool) }
 
 // MaySeeSensitive reports whether the caller may see the full detail of a
-// sensitive item in memory space sp: only someone who may decide there
-// under the one decision rule (a person holding approve, sp in scope).
+// sensitive thing in memory space sp that it did not ask for itself (a
+// standing grant of a sensitive tool): the one rule (policy.SeesDetails)
+// with no requester, so only someone who may decide there (a person
+// holding approve, sp in scope).
 func (c *Caller) MaySeeSensitive(sp Space) bool {
-	return c.MayDecide(policy.Decidable{Ref: "this item", SpaceUserID: sp.UserID}) == ""
+	return policy.SeesDetails(c.Decider(), policy.Decidable{Ref: "this item", SpaceUserID: sp.UserID}, true)
+}
+
+// MaySeeDetails reports whether the caller may see the details of item it
+// (the one rule, policy.SeesDetails): always for an item that is not
+// sensitive; for a sensitive one, only its requester and those who may
+// decide in its space.
+func (c *Caller) MaySeeDetails(it Item) bool {
+	name, id := splitDisplay(it.Requester)
+	return policy.SeesDetails(c.Decider(), policy.Decidable{Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, SpaceUserID: it.Space.UserID}, it.Sensitive)
 }
 
 // newKey returns a random API key and its stored hash.

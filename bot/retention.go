@@ -197,14 +197,14 @@ func InBatches(ctx context.Context, store kv.Store, step func(tx kv.Tx) (n int, 
 }
 
 // DropItem deletes item id's record (its envelope and message references)
-// and its open-items entry, in tx. The sweeper calls it when it deletes the
+// and its open-items and queue entries, in tx. The sweeper calls it when it deletes the
 // request or proposal the item shows; a chat click on it afterwards is
 // answered "no such item".
 func DropItem(tx kv.Tx, id uint64) error {
 	if id == 0 {
 		return nil
 	}
-	if err := tx.Delete(bucketOpen, kv.U64(id)); err != nil {
+	if err := unfileOpen(tx, id); err != nil {
 		return err
 	}
 	return tx.Delete(bucketItems, kv.U64(id))

@@ -231,3 +231,28 @@ func (r Refusal) Short(role Role) string {
 	}
 	return r.Message
 }
+
+// SeesDetails is the one rule for who may see the details of a sensitive
+// item (an action request of a tool marked sensitive, a change to a
+// sensitive slot): its arguments, summary and dry run, or its values.
+// Anyone who may read the item sees the details of one that is not
+// sensitive. Of a sensitive one: its requester (the principal that asked,
+// with the item's space in scope), and whoever may decide in the item's
+// space under DecisionRefusal (a person holding approve, the space in
+// scope; the tool's own approvers are not consulted, as the space is what
+// the details belong to). Everyone else sees that the item exists, its
+// status and who decided it, never what it is about. Every surface
+// (action_status and the other request tools, callbacks, chat, the
+// console, list_grants) asks this rule.
+func SeesDetails(d Decider, it Decidable, sensitive bool) bool {
+	if !sensitive {
+		return true
+	}
+	if !InScope(d.Role, d.Scopes, it.SpaceUserID) {
+		return false
+	}
+	if (it.RequesterID != "" || it.RequesterName != "") && SamePrincipal(d.ID, d.Name, it.RequesterID, it.RequesterName) {
+		return true
+	}
+	return DecisionRefusal(d, Decidable{Ref: it.Ref, SpaceUserID: it.SpaceUserID}) == ""
+}

@@ -74,13 +74,14 @@ func Grants(role Role, c Capability) bool {
 // memory space of userID. Empty scopes, or "*" alone, mean unrestricted; the
 // admin role ignores scopes.
 func InScope(role Role, scopes []string, userID string) bool {
-	if role == RoleAdmin || len(scopes) == 0 {
-		return true
-	}
-	if len(scopes) == 1 && scopes[0] == "*" {
-		return true
-	}
-	return slices.Contains(scopes, userID)
+	return Unscoped(role, scopes) || slices.Contains(scopes, userID)
+}
+
+// Unscoped reports whether a principal with the given scopes may touch
+// every memory space (InScope of any user): empty scopes, "*" alone, or
+// the admin role.
+func Unscoped(role Role, scopes []string) bool {
+	return role == RoleAdmin || len(scopes) == 0 || (len(scopes) == 1 && scopes[0] == "*")
 }
 
 // DenyCapability is the seeds' refusal for a missing capability.

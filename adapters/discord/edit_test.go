@@ -52,7 +52,7 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 	}
 	md := respData(t, modal)
 	custom := md["custom_id"].(string)
-	act, mid, _, ok := parseCustomID(custom)
+	act, mid, _, _, ok := parseCustomID(custom)
 	labels, values := modalInputs(t, md)
 	if !ok || act != actEdited || mid != id || labels["e0"] != "db_name" || values["e0"] != "orders_prod" ||
 		labels["e1"] != "keep_days" || values["e1"] != "30" || labels[noteInput] == "" || len(labels) != 3 {

@@ -38,7 +38,7 @@ func grantRow(it bot.Item) []discordgo.MessageComponent {
 // onGrantComponent handles an approve-with-grant or a Revoke click; ok is
 // false for any other component.
 func (a *Adapter) onGrantComponent(ctx context.Context, i *discordgo.Interaction, customID string) (*discordgo.InteractionResponse, bool) {
-	act, id, n, ok := parseCustomID(customID)
+	act, id, n, _, ok := parseCustomID(customID)
 	if !ok || (act != actGrant && act != actRevoke) {
 		return nil, false
 	}

@@ -187,7 +187,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 	if resp, ok := a.onGrantComponent(ctx, i, data.CustomID); ok {
 		return resp
 	}
-	act, id, n, ok := parseCustomID(data.CustomID)
+	act, id, n, version, ok := parseCustomID(data.CustomID)
 	verb := map[string]chat.Verb{actApprove: chat.Approve, actEdit: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
 	if !ok || verb == "" {
 		return private("This button is not one of Countersign's, so it did nothing.")
@@ -220,9 +220,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 		}
 		return privateMessage(renderDetails(out.Item))
 	case actApprove:
-		if n >= 0 {
-			d.Basis = fmt.Sprintf("%08x", n) // the version the message showed
-		}
+		d.Basis = version // the version the message showed; checked again as it is decided
 	case actAnswer:
 		d.Choices = []int{n}
 	case actSelect:
@@ -259,9 +257,9 @@ func (a *Adapter) onModal(ctx context.Context, i *discordgo.Interaction) *discor
 	if !ok {
 		return private("Countersign could not read this form.")
 	}
-	act, id, n, ok := parseCustomID(data.CustomID)
+	act, id, _, version, ok := parseCustomID(data.CustomID)
 	if ok && act == actEdited {
-		return a.onEdit(ctx, i, data, id, fmt.Sprintf("%08x", n))
+		return a.onEdit(ctx, i, data, id, version)
 	}
 	if !ok || act != actReason {
 		return private("This form is not one of Countersign's, so it did nothing.")

@@ -12,8 +12,9 @@ import (
 )
 
 // Custom ids of the components Countersign puts on its messages. Every id
-// is "cs:<action>:<item id>" (":<n>" for an answer), at most maxCustomID
-// characters: an item id has at most 20 digits.
+// is "cs:<action>:<item id>" (":<n>" for an answer, ":<version>" for an
+// Approve and an edit), at most maxCustomID characters: an item id has at
+// most 20 digits, a version 64.
 const (
 	actApprove = "approve" // Approve button
 	actReject  = "reject"  // Reject button: opens the reason modal
@@ -50,41 +51,78 @@ func customID(action string, id uint64, extra ...int) string {
 	return s
 }
 
-// parseCustomID splits a custom id made by customID. n is -1 when absent.
-func parseCustomID(s string) (action string, id uint64, n int, ok bool) {
+// versionedID is the custom id of an Approve button or an edit modal that
+// names the version it shows (chat.EditBasis, 64 hex digits): at most
+// 3+8+20+64 characters, within maxCustomID.
+func versionedID(action string, id uint64, version string) string {
+	s := "cs:" + action + ":" + strconv.FormatUint(id, 10)
+	if version != "" {
+		s += ":" + version
+	}
+	return s
+}
+
+// parseCustomID splits a custom id made by customID or versionedID. n is
+// -1 when absent; version is an Approve's or an edit's version as it was
+// carried (64 hex digits; an older card's 32-bit number as 8 hex digits,
+// which the decision layer refuses with what to do instead).
+func parseCustomID(s string) (action string, id uint64, n int, version string, ok bool) {
 	if len(s) > maxCustomID {
-		return "", 0, 0, false
+		return "", 0, 0, "", false
 	}
 	parts := strings.Split(s, ":")
 	if len(parts) < 3 || len(parts) > 4 || parts[0] != "cs" {
-		return "", 0, 0, false
+		return "", 0, 0, "", false
 	}
 	id, err := strconv.ParseUint(parts[2], 10, 64)
 	if err != nil || id == 0 {
-		return "", 0, 0, false
+		return "", 0, 0, "", false
 	}
 	n = -1
-	if len(parts) == 4 {
+	switch {
+	case len(parts) == 4 && (parts[1] == actApprove || parts[1] == actEdited) && isHex64(parts[3]):
+		version = parts[3]
+	case len(parts) == 4:
 		n, err = strconv.Atoi(parts[3])
 		if err != nil || n < 0 {
-			return "", 0, 0, false
+			return "", 0, 0, "", false
+		}
+		if parts[1] == actApprove || parts[1] == actEdited {
+			version, n = fmt.Sprintf("%08x", n), -1 // an older card's 32-bit basis
 		}
 	}
 	switch parts[1] {
 	case actApprove:
 		// optional: the version the message showed (chat.EditBasis)
+	case actEdited:
+		if version == "" {
+			return "", 0, 0, "", false
+		}
 	case actReject, actReason, actDetails, actSelect, actEdit, actRevoke:
 		if n != -1 {
-			return "", 0, 0, false
+			return "", 0, 0, "", false
 		}
-	case actAnswer, actEdited, actGrant:
+	case actAnswer, actGrant:
 		if n == -1 {
-			return "", 0, 0, false
+			return "", 0, 0, "", false
 		}
 	default:
-		return "", 0, 0, false
+		return "", 0, 0, "", false
 	}
-	return parts[1], id, n, true
+	return parts[1], id, n, version, true
+}
+
+// isHex64 reports whether s is 64 lower-case hex digits (a SHA-256).
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Embed colours: amber while pending, green when approved, red when
@@ -415,10 +453,7 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		// An editable item's Approve carries the version it shows
 		// (chat.EditBasis), so a click on a message not yet updated after
 		// another approver's edit is refused, not counted for the edit.
-		approveID := customID(actApprove, it.ID)
-		if b, err := strconv.ParseUint(chat.EditBasis(it), 16, 32); err == nil {
-			approveID = customID(actApprove, it.ID, int(b))
-		}
+		approveID := versionedID(actApprove, it.ID, chat.EditBasis(it))
 		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: approveID}}
 		if it.Editable != nil {
 			// Only what can be edited gets the button (an action's
@@ -486,7 +521,6 @@ func reasonModal(it bot.Item) *discordgo.InteractionResponse {
 // approver's edit is refused, not applied. It must be the first response
 // to the click.
 func editModal(it bot.Item, lay chat.EditLayout) *discordgo.InteractionResponse {
-	basis, _ := strconv.ParseUint(lay.Basis, 16, 32)
 	var rows []discordgo.MessageComponent
 	for i, in := range lay.Inputs {
 		style := discordgo.TextInputShort
@@ -510,7 +544,7 @@ func editModal(it bot.Item, lay chat.EditLayout) *discordgo.InteractionResponse 
 	return &discordgo.InteractionResponse{
 		Type: discordgo.InteractionResponseModal,
 		Data: &discordgo.InteractionResponseData{
-			CustomID:   customID(actEdited, it.ID, int(basis)),
+			CustomID:   versionedID(actEdited, it.ID, lay.Basis),
 			Title:      clip(fmt.Sprintf("Edit & approve #%d", it.ID), maxModalTitle, label),
 			Components: rows,
 		},

@@ -292,39 +292,49 @@ func FuzzClip(f *testing.F) {
 }
 
 func TestParseCustomID(t *testing.T) {
+	hash := strings.Repeat("3f", 32)
 	tests := []struct {
-		in     string
-		act    string
-		id     uint64
-		n      int
-		wantOK bool
+		in      string
+		act     string
+		id      uint64
+		n       int
+		version string
+		wantOK  bool
 	}{
-		{"cs:approve:12", actApprove, 12, -1, true},
-		{"cs:reject:18446744073709551615", actReject, 18446744073709551615, -1, true},
-		{"cs:answer:4:2", actAnswer, 4, 2, true},
-		{"cs:select:4", actSelect, 4, -1, true},
-		{"cs:details:4", actDetails, 4, -1, true},
-		{"cs:reason:4", actReason, 4, -1, true},
-		{"cs:answer:4", "", 0, 0, false},
-		{"cs:approve:4:1", actApprove, 4, 1, true}, // the version the message showed (chat.EditBasis)
-		{"cs:approve:4:-1", "", 0, 0, false},
-		{"cs:approve:0", "", 0, 0, false},
-		{"cs:approve:-1", "", 0, 0, false},
-		{"cs:approve:18446744073709551616", "", 0, 0, false},
-		{"cs:answer:4:-1", "", 0, 0, false},
-		{"cs:nuke:4", "", 0, 0, false},
-		{"xx:approve:4", "", 0, 0, false},
-		{"", "", 0, 0, false},
-		{"cs:approve:" + strings.Repeat("1", 100), "", 0, 0, false},
+		{"cs:approve:12", actApprove, 12, -1, "", true},
+		{"cs:reject:18446744073709551615", actReject, 18446744073709551615, -1, "", true},
+		{"cs:answer:4:2", actAnswer, 4, 2, "", true},
+		{"cs:select:4", actSelect, 4, -1, "", true},
+		{"cs:details:4", actDetails, 4, -1, "", true},
+		{"cs:reason:4", actReason, 4, -1, "", true},
+		{"cs:answer:4", "", 0, 0, "", false},
+		{"cs:approve:4:" + hash, actApprove, 4, -1, hash, true}, // the version the message showed (chat.EditBasis)
+		{"cs:edited:4:" + hash, actEdited, 4, -1, hash, true},
+		{"cs:edited:4", "", 0, 0, "", false},
+		{"cs:approve:4:1", actApprove, 4, -1, "00000001", true}, // an older card's 32-bit basis: the decision layer refuses it
+		{"cs:approve:4:" + strings.ToUpper(hash), "", 0, 0, "", false},
+		{"cs:answer:4:" + hash, "", 0, 0, "", false},
+		{"cs:approve:4:-1", "", 0, 0, "", false},
+		{"cs:approve:0", "", 0, 0, "", false},
+		{"cs:approve:-1", "", 0, 0, "", false},
+		{"cs:approve:18446744073709551616", "", 0, 0, "", false},
+		{"cs:answer:4:-1", "", 0, 0, "", false},
+		{"cs:nuke:4", "", 0, 0, "", false},
+		{"xx:approve:4", "", 0, 0, "", false},
+		{"", "", 0, 0, "", false},
+		{"cs:approve:" + strings.Repeat("1", 100), "", 0, 0, "", false},
 	}
 	for _, tc := range tests {
-		act, id, n, ok := parseCustomID(tc.in)
-		if ok != tc.wantOK || act != tc.act || id != tc.id || (ok && n != tc.n) {
-			t.Errorf("parseCustomID(%q) = %q %d %d %v, want %q %d %d %v", tc.in, act, id, n, ok, tc.act, tc.id, tc.n, tc.wantOK)
+		act, id, n, version, ok := parseCustomID(tc.in)
+		if ok != tc.wantOK || act != tc.act || id != tc.id || (ok && (n != tc.n || version != tc.version)) {
+			t.Errorf("parseCustomID(%q) = %q %d %d %q %v, want %q %d %d %q %v", tc.in, act, id, n, version, ok, tc.act, tc.id, tc.n, tc.version, tc.wantOK)
 		}
 	}
 	if id := customID(actAnswer, 18446744073709551615, 24); len(id) > maxCustomID {
 		t.Errorf("longest custom id is %d characters", len(id))
+	}
+	if id := versionedID(actApprove, 18446744073709551615, hash); len(id) > maxCustomID {
+		t.Errorf("longest versioned custom id is %d characters, more than Discord's %d", len(id), maxCustomID)
 	}
 }
 

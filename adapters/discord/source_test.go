@@ -351,7 +351,7 @@ func (e *env) newItem(kind bot.ItemKind, channel string, st testState) uint64 {
 			return err
 		}
 		var err error
-		id, err = tx.NewItem(kind, key, bot.Space{UserID: "patient_7"}, channel)
+		id, err = tx.NewItem(kind, key, bot.Space{UserID: "patient_7"}, channel, time.Time{})
 		return err
 	})
 	if err != nil {

@@ -625,7 +625,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	var broken uint64
 	if err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
 		var err error
-		broken, err = tx.NewItem(bot.KindAction, "gone", bot.Space{UserID: "default"}, "ops")
+		broken, err = tx.NewItem(bot.KindAction, "gone", bot.Space{UserID: "default"}, "ops", time.Time{})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -56,12 +56,18 @@ func (r renderer) Post(ctx context.Context, channel string, it bot.Item, _ strin
 }
 
 // sendDetail sends the full detail of a sensitive item privately (an
-// ephemeral message) to each approver in the channel. Slack shows an
+// ephemeral message) to each approver in the channel who may see it
+// (Caller.MaySeeDetails). Slack shows an
 // ephemeral message only to a member of the channel, only in the client
 // session that is open, and never stores it: a failure for one approver is
 // logged and does not hold the others back.
 func (a *Adapter) sendDetail(ctx context.Context, it bot.Item, channel string) {
 	for _, user := range a.approvers {
+		// Only those the one rule lets see the details (the item's space
+		// in their scopes): an approver of another ward gets nothing.
+		if c := a.bot.Chat().Caller(bot.SurfaceSlack, user, nil); c == nil || !c.MaySeeDetails(it) {
+			continue
+		}
 		_, err := a.api.PostEphemeralContext(ctx, channel, user,
 			slackgo.MsgOptionText(detailText(it), false),
 			slackgo.MsgOptionBlocks(itemBlocks(it, true)...))

@@ -238,7 +238,7 @@ func createTestItem(ctx context.Context, b *bot.Bot, kind bot.ItemKind, channel 
 	var id uint64
 	err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *bot.Tx) error {
 		var err error
-		id, err = tx.NewItem(kind, "test", bot.Space{UserID: "default"}, channel)
+		id, err = tx.NewItem(kind, "test", bot.Space{UserID: "default"}, channel, time.Time{})
 		if err != nil {
 			return err
 		}

@@ -27,8 +27,9 @@ import (
 // chat.Decision.Surface).
 const Surface = "web"
 
-// inboxScan is how many of the most recent pending items the inbox reads.
-const inboxScan = 1000
+// inboxPage is how many items one page of the inbox shows; a cursor
+// ("after") reaches the rest.
+const inboxPage = 100
 
 // auditPage is how many audit entries one page shows; auditScan how many of
 // the newest entries the audit page reads through audit_log.
@@ -163,7 +164,7 @@ type inboxRow struct {
 
 type kindCount struct {
 	Kind, Noun string
-	N          int
+	N          string // "12", or "1000+" past bot.FacetCap
 	Selected   bool
 }
 
@@ -177,11 +178,21 @@ type inboxData struct {
 	Kind      string
 	Space     string
 	Channel   string
-	Cut       bool
 	Filtered  bool
 	NoRead    bool
+	// Next is the link to the next page (the filters kept, after the
+	// last item of this one); "" on the last page. Paged says this is not
+	// the first page.
+	Next  string
+	Paged bool
+	First string // the first page, the filters kept
 }
 
+// inbox lists the open items the signed-in person may see, soonest to
+// expire first, a page at a time: the store is asked for exactly the
+// items in the person's scopes (and the filters' space and kind), so that
+// no number of other items can push one out of reach, and nothing of an
+// item outside the person's scopes is shown, not even that it exists.
 func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r)
 	q := r.URL.Query()
@@ -194,21 +205,37 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusOK, "inbox", p)
 		return
 	}
-	items, err := h.o.Bot.Items().Pending(r.Context(), inboxScan)
+	var after uint64
+	if a := q.Get("after"); a != "" {
+		n, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || n == 0 {
+			h.fail(w, r, http.StatusBadRequest, "That is not a page of the inbox: after must be an item number. Start again from the inbox.")
+			return
+		}
+		after, d.Paged = n, true
+	}
+	items := h.o.Bot.Items()
+	res, err := items.Queue(r.Context(), caller, bot.QueueQuery{Space: d.Space, Kind: bot.ItemKind(d.Kind), Channel: d.Channel, After: after, Limit: inboxPage})
+	var be *bot.Error
+	if errors.As(err, &be) && be.Kind == bot.KindInvalid {
+		h.fail(w, r, http.StatusBadRequest, be.Msg+".")
+		return
+	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	d.Cut = len(items) == inboxScan
-	counts := map[string]int{}
-	spaces, channels := map[string]bool{}, map[string]bool{}
-	for _, it := range items {
-		counts[string(it.Kind)]++
-		spaces[it.Space.UserID] = true
+	facets, err := items.Facets(r.Context(), caller, d.Space)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	channels := map[string]bool{}
+	if d.Channel != "" {
+		channels[d.Channel] = true
+	}
+	for _, it := range res.Items {
 		channels[it.Channel] = true
-		if (d.Kind != "" && string(it.Kind) != d.Kind) || (d.Space != "" && it.Space.UserID != d.Space) || (d.Channel != "" && it.Channel != d.Channel) {
-			continue
-		}
 		row := inboxRow{
 			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.OneLine(it.Requester, 80),
@@ -221,7 +248,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 				row.Expires = "expiry due"
 			}
 		}
-		if !caller.InScope(it.Space.UserID) || (it.Sensitive && !caller.MaySeeSensitive(it.Space)) {
+		if !caller.MaySeeDetails(it) {
 			row.Withheld, row.Title, row.Requester, row.Tally = true, "", "", ""
 		}
 		if row.ReadOnly == "" {
@@ -231,10 +258,25 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Total = len(d.Rows)
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
-		d.Kinds = append(d.Kinds, kindCount{Kind: string(k), Noun: chat.KindNoun(k), N: counts[string(k)], Selected: d.Kind == string(k)})
+		n := strconv.Itoa(facets.Kinds[k])
+		if facets.Capped[k] {
+			n += "+"
+		}
+		d.Kinds = append(d.Kinds, kindCount{Kind: string(k), Noun: chat.KindNoun(k), N: n, Selected: d.Kind == string(k)})
 	}
-	d.Spaces = sortedKeys(spaces)
+	d.Spaces = facets.Spaces
 	d.Channels = sortedKeys(channels)
+	v := url.Values{}
+	for k, x := range map[string]string{"kind": d.Kind, "space": d.Space, "channel": d.Channel} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	d.First = "/ui/?" + v.Encode()
+	if res.Next != 0 {
+		v.Set("after", strconv.FormatUint(res.Next, 10))
+		d.Next = "/ui/?" + v.Encode()
+	}
 	p.Data = d
 	h.render(w, r, http.StatusOK, "inbox", p)
 }
@@ -407,10 +449,16 @@ func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
 	}
 	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
 	p.Problem = h.problemOf(r, fmt.Sprintf("item %d", it.ID))
-	d := h.itemView(r.Context(), caller, it)
-	if msg := h.itemAccess(r.Context(), caller, it); msg != "" {
-		d.Withheld = msg
+	msg := h.itemAccess(r.Context(), caller, it)
+	var d itemData
+	if !caller.MayRead() || !caller.InScope(it.Space.UserID) {
+		// Nothing of an item outside the person's scopes: not its kind,
+		// status or times (chat's show says as little).
+		d = itemData{Item: bot.Item{ID: it.ID}, Status: "hidden"}
+	} else {
+		d = h.itemView(r.Context(), caller, it)
 	}
+	d.Withheld = msg
 	p.Data = d
 	h.render(w, r, http.StatusOK, "item", p)
 }
@@ -428,8 +476,8 @@ func (h *Handler) itemAccess(ctx context.Context, caller *bot.Caller, it bot.Ite
 		return "This item is in a memory space outside your scope, so its details are not shown to you."
 	}
 	if it.Sensitive {
-		if !caller.MaySeeSensitive(it.Space) {
-			return "The details of this sensitive item are shown only to people who may decide it."
+		if !caller.MaySeeDetails(it) {
+			return "The details of this sensitive item are shown only to its requester and to people who may decide in its space."
 		}
 		if err := h.o.Bot.Chat().Audit(ctx, caller, it.Space, "view_sensitive", fmt.Sprintf("web: details of #%d shown", it.ID)); err != nil {
 			h.o.Logger.Error("web: auditing a sensitive view failed; details withheld", "err", err)
@@ -523,7 +571,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Fields = append(d.Fields, f)
 		}
 	}
-	if d.IsMemory && d.Subject != "" && caller.InScope(it.Space.UserID) && caller.MayRead() && (!it.Sensitive || caller.MaySeeSensitive(it.Space)) {
+	if d.IsMemory && d.Subject != "" && caller.InScope(it.Space.UserID) && caller.MayRead() && caller.MaySeeDetails(it) {
 		d.History = h.history(ctx, caller, it.Space, d.Subject)
 	}
 	return d
@@ -567,11 +615,11 @@ func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	status := it.Status
-	if !callerOf(r).InScope(it.Space.UserID) {
-		status = "hidden"
+	status, tally := it.Status, len(it.DecidedBy)
+	if c := callerOf(r); !c.MayRead() || !c.InScope(it.Space.UserID) {
+		status, tally = "hidden", 0
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "tally": len(it.DecidedBy)})
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "tally": tally})
 }
 
 // decide takes the form's decision through chat.Decide, the one decision

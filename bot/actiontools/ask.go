@@ -43,7 +43,7 @@ func (s *Service) ask(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 				Context:  args.Context,
 			},
 		}
-		item, err := tx.NewItem(bot.KindQuestion, r.ID, c.Space, r.Channel)
+		item, err := tx.NewItem(bot.KindQuestion, r.ID, c.Space, r.Channel, r.ExpiresAt)
 		if err != nil {
 			return err
 		}
@@ -57,7 +57,7 @@ func (s *Service) ask(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 	if err != nil {
 		return bot.Result{}, err
 	}
-	return render(req), nil
+	return s.render(c.Caller.Decider(), req), nil
 }
 
 func trimAll(ss []string) []string {

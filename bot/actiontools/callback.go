@@ -115,7 +115,7 @@ func (s *Service) callbackSecret(ctx context.Context, id string) ([]byte, error)
 	if id != "" {
 		err := s.b.View(ctx, func(tx kv.Tx) error {
 			var err error
-			own, err = bot.CallbackSecretOf(tx, id)
+			own, err = s.b.CallbackSecretOf(tx, id)
 			return err
 		})
 		if err != nil {
@@ -158,6 +158,9 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 		return nil
 	}
 	secret, err := s.callbackSecret(ctx, r.Requester.ID)
+	if errors.Is(err, bot.ErrSecretSealedElsewhere) {
+		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: requester %s: %w", r.ID, r.Requester.ID, err)}
+	}
 	if err != nil {
 		return err
 	}
@@ -168,7 +171,7 @@ func (s *Service) DeliverCallback(ctx context.Context, ev bot.Event) error {
 	if err != nil || !s.hostAllowed(u) {
 		return &bot.PermanentError{Err: fmt.Errorf("callback for %s: %q is no longer allowed by callbacks.allowed_hosts", r.ID, r.CallbackURL)}
 	}
-	body, err := json.Marshal(Payload{Type: string(r.Kind) + ".decided", Timestamp: stamp(r.DecidedAt), Data: s.requestData(r)})
+	body, err := json.Marshal(Payload{Type: string(r.Kind) + ".decided", Timestamp: stamp(r.DecidedAt), Data: s.requestData(requesterView(r), r)})
 	if err != nil {
 		return &bot.PermanentError{Err: err}
 	}

@@ -169,7 +169,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 				if r.Action.Fingerprint != fp {
 					return &bot.Error{Kind: bot.KindConflict, Field: "action_id",
 						Msg:  fmt.Sprintf("action_id %q already names request %s with a different body. An action_id stands for one exact request: send the same body to get %s again, or use a new action_id for a new request.", args.ActionID, prev, prev),
-						Data: requestData(r)}
+						Data: s.requestData(c.Caller.Decider(), r)}
 				}
 				req, existing = r, true
 				return nil
@@ -236,7 +236,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 				return err
 			}
 		default:
-			item, err := tx.NewItem(bot.KindAction, r.ID, c.Space, r.Channel)
+			item, err := tx.NewItem(bot.KindAction, r.ID, c.Space, r.Channel, r.ExpiresAt)
 			if err != nil {
 				return err
 			}
@@ -260,7 +260,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	if err != nil {
 		return bot.Result{}, err
 	}
-	res := s.render(req)
+	res := s.render(c.Caller.Decider(), req)
 	if existing {
 		res.Text = "Same action_id and body as before: this is request " + req.ID + ". " + res.Text
 	}
@@ -319,6 +319,9 @@ func notAllowlisted(def *toolDef, toks []string) string {
 // secret, or (for a principal created before those) the deployment's.
 func (s *Service) checkCallbackURL(ctx context.Context, c *bot.Call, raw string) error {
 	secret, err := s.callbackSecret(ctx, c.Caller.ID)
+	if errors.Is(err, bot.ErrSecretSealedElsewhere) {
+		return bot.Invalid("callback_url", "your callback secret cannot be read: %v (for %s); until then poll action_status instead", err, c.Caller.Name)
+	}
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func (s *Service) requestApproval(ctx context.Context, c *bot.Call, a any) (bot.
 				MessageID: string(args.MessageID),
 			},
 		}
-		item, err := tx.NewItem(bot.KindConsent, r.ID, c.Space, r.Channel)
+		item, err := tx.NewItem(bot.KindConsent, r.ID, c.Space, r.Channel, time.Time{})
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func (s *Service) requestApproval(ctx context.Context, c *bot.Call, a any) (bot.
 	if err != nil {
 		return bot.Result{}, err
 	}
-	return render(req), nil
+	return s.render(c.Caller.Decider(), req), nil
 }
 
 // recordApproval is record_approval: a consent the agent reports the user
@@ -94,7 +94,7 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 				return errRefused
 			}
 			if r.Status != approvals.StatusPending {
-				return conflict(r)
+				return s.conflict(c.Caller.Decider(), r)
 			}
 			r.Close(approvals.StatusRecorded, "the agent reports the user approved in its conversation", c.Now)
 			r.Consent.Detail = args.Detail
@@ -130,7 +130,7 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 			},
 		}
 		r.Close(approvals.StatusRecorded, "the agent reports the user approved in its conversation", c.Now)
-		item, err := tx.NewItem(bot.KindConsent, r.ID, c.Space, r.Channel)
+		item, err := tx.NewClosedItem(bot.KindConsent, r.ID, c.Space, r.Channel)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (s *Service) recordApproval(ctx context.Context, c *bot.Call, a any) (bot.R
 		return bot.Result{}, err
 	}
 	s.waits.notify(req.ID)
-	return render(req), nil
+	return s.render(c.Caller.Decider(), req), nil
 }
 
 // The bounds of record_approval's text in its audit entry, whose detail

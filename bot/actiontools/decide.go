@@ -67,6 +67,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if r == nil {
 				return bot.Errorf(bot.KindNotFound, "No request %s. Request ids come from confirm_action (req_…) or request_approval (con_…).", args.RequestID)
 			}
+			if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
+				// Nothing of another space's request, not even its
+				// recorded outcome.
+				refusal = canDecide(c, r, approve)
+				return errRefused
+			}
 			if r.Kind == approvals.KindQuestionRequest {
 				return bot.Invalid("request_id", "%s is a question: answer it with answer_question. An answer is never an approval", r.ID)
 			}
@@ -86,8 +92,10 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if refusal = canDecide(c, r, approve); refusal != "" {
 				return errRefused
 			}
-			if err := stale(r, args.ArgsSHA256); err != nil && approve {
-				return err
+			if approve {
+				if err := s.stale(c.Caller.Decider(), r, args.ArgsSHA256, editing); err != nil {
+					return err
+				}
 			}
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
@@ -106,6 +114,10 @@ func (s *Service) decide(approve bool) bot.Handler {
 				out = r.Decide(d, approve, args.Reason, c.Now)
 			}
 			req = r
+			if out == approvals.OutcomeFull {
+				return &bot.Error{Kind: bot.KindConflict, Data: s.requestData(c.Caller.Decider(), r),
+					Msg: r.Full(d) + ", so nothing was recorded. Approve it as it stands, or deny it with a reason (a denial is always recorded) and let the agent ask again."}
+			}
 			if grant, err = s.grantOnDecision(tx, c, r, out, approve, args.Grant); err != nil {
 				return err
 			}
@@ -155,9 +167,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 			s.waits.notify(req.ID)
 		case approvals.OutcomeConflict:
 			s.waits.notify(req.ID) // it may have just expired
-			return bot.Result{}, conflict(req)
+			return bot.Result{}, s.conflict(c.Caller.Decider(), req)
 		case approvals.OutcomeRepeat:
-			res := s.render(req)
+			res := s.render(c.Caller.Decider(), req)
 			if req.Status == approvals.StatusPending {
 				res.Text = fmt.Sprintf("Your approval of %s is already counted: %s. Each approver counts once.", req.ID, req.Tally())
 			} else {
@@ -165,7 +177,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			return res, nil
 		case approvals.OutcomeCounted:
-			res := render(req)
+			res := s.render(c.Caller.Decider(), req)
 			res.Text = fmt.Sprintf("Counted: %s on %s. It stays pending until the quorum is reached.", req.Tally(), req.ID)
 			if edited {
 				res.Text = fmt.Sprintf("Counted your approval with changes (%s): %s on %s. Approvals of the earlier arguments no longer count: each approver approves the same bytes, so it stays pending until the quorum approves the edited arguments (approved_args_sha256 %s).",
@@ -173,35 +185,49 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			return res, nil
 		}
-		return grantNote(s.render(req), grant), nil
+		return grantNote(s.render(c.Caller.Decider(), req), grant), nil
 	}
 }
 
 // stale refuses an approval of pending action request r cast on a version
 // of its arguments (seen, their hash) that another approver's edit has
 // replaced since: each approver approves the bytes they saw. "" checks
-// nothing.
-func stale(r *approvals.Request, seen string) error {
-	if seen == "" || r.Action == nil || r.Status != approvals.StatusPending {
+// nothing, except on a request edited since it was created: a plain
+// approval of it must name the version it approves (an edit names its
+// own bytes), so that no approval counts for arguments its approver never
+// saw. viewer is who the refusal is for.
+func (s *Service) stale(viewer policy.Decider, r *approvals.Request, seen string, editing bool) error {
+	if r.Action == nil || r.Status != approvals.StatusPending {
 		return nil
 	}
 	_, cur := r.Action.Version()
+	if seen == "" {
+		if editing || !r.Revised() {
+			return nil
+		}
+		return &bot.Error{Kind: bot.KindConflict, Field: "args_sha256", Data: s.requestData(viewer, r),
+			Msg: fmt.Sprintf("%s was edited after it was created, so an approval must name the version it approves: pass args_sha256, the hash of the arguments you reviewed (action_status gives it: edited_args_sha256 while edited, else args_sha256; it is %s now). In chat, use the Approve button on the card, or type `approve <id> <version>` with the version `show <id>` gives. Nothing was recorded.", r.ID, cur)}
+	}
 	if cur == seen {
 		return nil
 	}
 	if !slices.ContainsFunc(r.Votes, func(v approvals.Vote) bool { return v.Edit }) {
-		return &bot.Error{Kind: bot.KindConflict, Field: "args_sha256", Data: requestData(r),
+		return &bot.Error{Kind: bot.KindConflict, Field: "args_sha256", Data: s.requestData(viewer, r),
 			Msg: fmt.Sprintf("args_sha256 %s is not the hash of %s's arguments (%s), and nobody has edited them: copy args_sha256 from action_status. Nothing was recorded.", seen, r.ID, cur)}
 	}
 	what := "another approver changed the arguments back to the proposal"
 	if r.Action.Edited {
-		what = fmt.Sprintf("%s approved it with changes (%s)", r.Action.EditedBy, changesText(r.Action))
+		changes := changesText(r.Action)
+		if !seesDetails(viewer, r) {
+			changes = "changes withheld: sensitive"
+		}
+		what = fmt.Sprintf("%s approved it with changes (%s)", r.Action.EditedBy, changes)
 	}
 	return &bot.Error{
 		Kind: bot.KindConflict,
 		Msg: fmt.Sprintf("%s changed since you reviewed it: %s, so the arguments up for approval now hash to %s, not %s. Nothing was recorded: review what is proposed now, and approve that if you agree.",
 			r.ID, what, cur, seen),
-		Data: requestData(r),
+		Data: s.requestData(viewer, r),
 	}
 }
 
@@ -251,8 +277,9 @@ func actionChanges(a *approvals.Action) *bot.Changes {
 }
 
 // conflict is the answer to a decision on a request that already has its
-// outcome: the first decision stands, and the recorded one is returned.
-func conflict(r *approvals.Request) error {
+// outcome: the first decision stands, and the recorded one is returned, as
+// viewer may see it.
+func (s *Service) conflict(viewer policy.Decider, r *approvals.Request) error {
 	who := strings.Join(r.DecidedBy, ", ")
 	var what string
 	switch r.Status {
@@ -283,7 +310,7 @@ func conflict(r *approvals.Request) error {
 	return &bot.Error{
 		Kind: bot.KindConflict,
 		Msg:  fmt.Sprintf("%s was already %s. One decision, once: the first decision stands and is not changed.", r.ID, what),
-		Data: requestData(r),
+		Data: s.requestData(viewer, r),
 	}
 }
 
@@ -304,6 +331,10 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		if r == nil {
 			return bot.Errorf(bot.KindNotFound, "No question %s. Question ids come from ask_user (ask_…).", args.RequestID)
+		}
+		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
+			refusal = canDecide(c, r, false)
+			return errRefused
 		}
 		if r.Question == nil {
 			return bot.Invalid("request_id", "%s is not a question; decide it with approve_action or deny_action", r.ID)
@@ -347,9 +378,9 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		s.waits.notify(req.ID)
 	case approvals.OutcomeConflict:
 		s.waits.notify(req.ID) // it may have just expired
-		return bot.Result{}, conflict(req)
+		return bot.Result{}, s.conflict(c.Caller.Decider(), req)
 	}
-	return render(req), nil
+	return s.render(c.Caller.Decider(), req), nil
 }
 
 // chosen validates the answers against the question's options and returns

@@ -160,8 +160,14 @@ func TestEditQuorum(t *testing.T) {
 	if _, plain := labels["Arguments"]; plain || labels["Proposed arguments"] != `{"dose":"5mg","drug":"apixaban"}` || labels["Edited arguments"] != edited {
 		t.Fatalf("an edited item's argument fields: %+v", it.Fields)
 	}
-	// bob approves without arguments: the edited version is approved.
-	d, text = e.ok(bob, "approve_action", map[string]any{"request_id": id})
+	// bob approves without arguments: since the request was edited, only
+	// naming the version he reviewed (issue 19: a plain approval would
+	// count for whatever version is current), and the edited version is
+	// approved.
+	if err := e.fail(bob, "approve_action", map[string]any{"request_id": id}); err.Kind != bot.KindConflict || err.Field != "args_sha256" || !strings.Contains(err.Msg, "must name the version") {
+		t.Fatalf("bob's approval without the version: %+v, want a 409 naming args_sha256", err)
+	}
+	d, text = e.ok(bob, "approve_action", map[string]any{"request_id": id, "args_sha256": wantHash})
 	if d["status"] != "approved" || d["confirmed_by"] != "alice ["+alice.ID+"], bob ["+bob.ID+"]" {
 		t.Fatalf("bob: %v", d)
 	}
@@ -248,8 +254,8 @@ func TestEditCallback(t *testing.T) {
 	args["callback_url"] = srv.URL
 	d, _ := e.ok(agent, "confirm_action", args)
 	id := d["request_id"].(string)
-	e.ok(alice, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}})
-	e.ok(bob, "approve_action", map[string]any{"request_id": id})
+	ed, _ := e.ok(alice, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}})
+	e.ok(bob, "approve_action", map[string]any{"request_id": id, "args_sha256": ed["edited_args_sha256"]})
 	if err := e.b.Outbox().Drain(context.Background(), CallbackSink, e.s.DeliverCallback); err != nil {
 		t.Fatal(err)
 	}

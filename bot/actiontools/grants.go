@@ -490,7 +490,11 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 	}
 	for i := range gs {
 		g := &gs[i]
-		if def := s.tools[g.Tool]; def != nil && def.spec.Sensitive && !c.Caller.MaySeeSensitive(g.Space) {
+		// The one rule (policy.SeesDetails): the agent the grant is for,
+		// and people who may decide in its space, see the values it holds
+		// fixed; for anyone else they are withheld.
+		sensitive := s.tools[g.Tool] != nil && s.tools[g.Tool].spec.Sensitive
+		if !policy.SeesDetails(c.Caller.Decider(), policy.Decidable{Ref: g.Name(), RequesterID: g.Agent, RequesterName: g.AgentName, SpaceUserID: g.Space.UserID}, sensitive) {
 			withhold(g)
 		}
 		d := grantData(g)

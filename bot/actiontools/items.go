@@ -68,6 +68,8 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			field("Edited arguments SHA-256", a.ApprovedArgsSHA256)
 		}
 		it.Changes = actionChanges(a)
+		_, it.Version = a.Version()
+		it.Revised = r.Revised()
 		if r.Status == approvals.StatusPending && a.Mechanics != string(policy.MechanicsDryRunConfirm) {
 			cur, _ := a.Version()
 			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(cur)}

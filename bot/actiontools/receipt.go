@@ -59,18 +59,23 @@ func (s *Service) receiptFor(r *approvals.Request) string {
 	return rec
 }
 
-// requestData is requestData(r) with the receipt of an approved action.
-func (s *Service) requestData(r *approvals.Request) map[string]any {
-	d := requestData(r)
-	if rec := s.receiptFor(r); rec != "" {
+// requestData is r's fields as viewer may see them (seesDetails), with
+// the receipt of an approved action (a sensitive one's only for those who
+// see its details).
+func (s *Service) requestData(viewer policy.Decider, r *approvals.Request) map[string]any {
+	details := seesDetails(viewer, r)
+	d := requestData(r, details)
+	if rec := s.receiptFor(r); rec != "" && details {
 		d["receipt"] = rec
 	}
 	return d
 }
 
-// render is render(r) with the receipt of an approved action.
-func (s *Service) render(r *approvals.Request) bot.Result {
-	return bot.Result{Text: describe(r), Data: s.requestData(r)}
+// render is r as a tool result for viewer: every request tool answers
+// with it, so each shows a sensitive request's details only to those the
+// one rule lets see them.
+func (s *Service) render(viewer policy.Decider, r *approvals.Request) bot.Result {
+	return bot.Result{Text: describe(r, seesDetails(viewer, r)), Data: s.requestData(viewer, r)}
 }
 
 // executedDetail is the audit detail of action_executed: the hash of the
@@ -116,7 +121,7 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			return bot.Invalid("receipt", "does not match request %s as stored (status %s, tool %s)", r.ID, r.Status, r.Action.Tool)
 		}
 		if !r.ExecutedAt.IsZero() {
-			return &bot.Error{Kind: bot.KindConflict, Data: s.requestData(r),
+			return &bot.Error{Kind: bot.KindConflict, Data: s.requestData(c.Caller.Decider(), r),
 				Msg: fmt.Sprintf("The receipt of %s was already redeemed at %s by %s. A receipt runs its action once: ask again with confirm_action to run it again.", r.ID, stamp(r.ExecutedAt), r.ExecutedBy)}
 		}
 		r.ExecutedAt, r.ExecutedBy = c.Now, c.Caller.String()
@@ -133,7 +138,7 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	if err != nil {
 		return bot.Result{}, err
 	}
-	res := s.render(req)
+	res := s.render(c.Caller.Decider(), req)
 	res.Text = fmt.Sprintf("Redeemed: %s (%s) is recorded as executed at %s. Run it now with exactly the approved arguments.", req.ID, req.Action.Tool, stamp(req.ExecutedAt))
 	return res, nil
 }

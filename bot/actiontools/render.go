@@ -7,14 +7,25 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approvals"
-	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
 )
 
-// render is a request as a tool result.
-func render(r *approvals.Request) bot.Result {
-	return bot.Result{Text: describe(r), Data: requestData(r)}
+// seesDetails is the one rule (policy.SeesDetails) applied to request r
+// and viewer: whether viewer sees r's arguments (and an edit's changes),
+// summary and dry run. Every answer about a request asks it.
+func seesDetails(viewer policy.Decider, r *approvals.Request) bool {
+	return policy.SeesDetails(viewer, r.Decidable(), r.Action != nil && r.Action.Sensitive)
 }
+
+// requesterView is the requester of r as a viewer: who a callback of r
+// reaches.
+func requesterView(r *approvals.Request) policy.Decider {
+	return policy.Decider{ID: r.Requester.ID, Name: r.Requester.Name, Display: r.Requester.Display, Kind: r.Requester.Kind, Role: policy.Role(r.Requester.Role)}
+}
+
+// withheldNote is what a viewer who may not see a sensitive request's
+// details is told instead.
+const withheldNote = "sensitive: the arguments, summary and dry run are shown only to the requester and to people who may decide in this space"
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
@@ -27,8 +38,10 @@ func nonNil(ss []string) []string {
 
 // requestData is a request as structured fields. Every kind carries
 // request_id, kind, status, confirmed_by and reason; an action adds
-// mechanics, args_sha256, the tally and the approvals.
-func requestData(r *approvals.Request) map[string]any {
+// mechanics, args_sha256, the tally and the approvals, and, when details
+// is set, its arguments (and an edit's); without details, a sensitive
+// action says details_withheld instead.
+func requestData(r *approvals.Request, details bool) map[string]any {
 	d := map[string]any{
 		"request_id":   r.ID,
 		"kind":         string(r.Kind),
@@ -70,6 +83,12 @@ func requestData(r *approvals.Request) map[string]any {
 			d["edited_args_sha256"] = sum
 			d["edited_by"] = a.EditedBy
 			d["changes"] = changesText(a)
+		}
+		if !details {
+			for _, k := range []string{"arguments", "approved_arguments", "edited_arguments", "changes"} {
+				delete(d, k)
+			}
+			d["details_withheld"] = withheldNote
 		}
 		if r.GrantID != 0 {
 			d["grant_id"] = r.GrantID
@@ -113,11 +132,12 @@ func requestData(r *approvals.Request) map[string]any {
 	return d
 }
 
-// describe is a request in one or two sentences for the agent.
-func describe(r *approvals.Request) string {
+// describe is a request in one or two sentences for the agent; an edit's
+// changes are named only with details.
+func describe(r *approvals.Request, details bool) string {
 	switch {
 	case r.Action != nil:
-		return describeAction(r)
+		return describeAction(r, details)
 	case r.Consent != nil:
 		return describeConsent(r)
 	case r.Question != nil:
@@ -126,9 +146,13 @@ func describe(r *approvals.Request) string {
 	return fmt.Sprintf("%s is %s.", r.ID, r.Status)
 }
 
-func describeAction(r *approvals.Request) string {
+func describeAction(r *approvals.Request, details bool) string {
 	a := r.Action
 	name := callName(a.Tool, a.Command)
+	changes := changesText(a)
+	if !details {
+		changes = "the changes are withheld: " + withheldNote
+	}
 	switch r.Status {
 	case approvals.StatusPending:
 		what := "a person must confirm it"
@@ -137,7 +161,7 @@ func describeAction(r *approvals.Request) string {
 		}
 		edit := ""
 		if a.Edited {
-			edit = fmt.Sprintf(" %s edited the arguments (%s): if approved, run edited_arguments.", a.EditedBy, changesText(a))
+			edit = fmt.Sprintf(" %s edited the arguments (%s): if approved, run edited_arguments.", a.EditedBy, changes)
 		}
 		return fmt.Sprintf("⏳ %s is pending: %s is %s, so %s (%s).%s Poll action_status with request_id %s and wait_seconds (up to 60), or wait for the callback. Unanswered by %s, it is denied by automatic policy.",
 			r.ID, name, a.Category, what, r.Tally(), edit, r.ID, stamp(r.ExpiresAt))
@@ -147,7 +171,7 @@ func describeAction(r *approvals.Request) string {
 		}
 		if a.Edited {
 			return fmt.Sprintf("✅ %s approved with changes by %s: %s. %s is confirmed by %s. Call it with exactly approved_arguments (approved_args_sha256 %s), not the arguments you proposed, and confirmed_by %q.",
-				r.ID, a.EditedBy, changesText(a), name, r.ConfirmedBy, a.ApprovedArgsSHA256, r.ConfirmedBy)
+				r.ID, a.EditedBy, changes, name, r.ConfirmedBy, a.ApprovedArgsSHA256, r.ConfirmedBy)
 		}
 		return fmt.Sprintf("✅ %s approved: %s is confirmed by %s. Call it with exactly the approved arguments (args_sha256 %s) and confirmed_by %q.",
 			r.ID, name, r.ConfirmedBy, a.ArgsSHA256, r.ConfirmedBy)

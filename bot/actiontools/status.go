@@ -106,7 +106,7 @@ func (s *Service) status(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		if r.Status != approvals.StatusPending || timer == nil {
 			release()
-			return s.render(r), nil
+			return s.render(c.Caller.Decider(), r), nil
 		}
 		var expiry <-chan time.Time
 		if !r.ExpiresAt.IsZero() {

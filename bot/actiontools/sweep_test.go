@@ -112,7 +112,7 @@ func TestSweepWakesLongPollAndDrainsInBatches(t *testing.T) {
 				return err
 			}
 			r.ID, r.DueAt = id, time.Time{}
-			if r.ItemID, err = tx.NewItem(bot.KindAction, id, bot.Space{UserID: "default"}, "default"); err != nil {
+			if r.ItemID, err = tx.NewItem(bot.KindAction, id, bot.Space{UserID: "default"}, "default", time.Time{}); err != nil {
 				return err
 			}
 			if err := approvals.PutRequest(tx, &r, r.ExpiresAt); err != nil {

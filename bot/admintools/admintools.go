@@ -363,7 +363,7 @@ func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 		}
 		// Its own callback signing secret: no other principal can sign
 		// the callbacks of its requests.
-		if cbSecret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
+		if cbSecret, err = tx.NewCallbackSecret(p.ID); err != nil {
 			return err
 		}
 		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
@@ -490,7 +490,7 @@ func rotateCallbackSecret(ctx context.Context, c *bot.Call, args any) (bot.Resul
 		if p, err = bot.PrincipalByName(tx, name); err != nil {
 			return err
 		}
-		if secret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
+		if secret, err = tx.NewCallbackSecret(p.ID); err != nil {
 			return err
 		}
 		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q", p.ID, p.Name))

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,10 +36,8 @@ type Reply struct {
 
 // Limits of what one reply lists.
 const (
-	// scanLimit is how many of the most recent items `pending` looks at.
-	scanLimit = 1000
 	// listLimit is how many pending items one reply lists (Discord caps a
-	// message at 2000 characters).
+	// message at 2000 characters); `pending after <id>` lists the next.
 	listLimit = 20
 	// titleRunes and valueRunes cap one line of untrusted text.
 	titleRunes = 90
@@ -113,13 +110,13 @@ func (s session) answer(ctx context.Context, v ScopeVerdict) string {
 func (s session) command(ctx context.Context, c ChatCommand) string {
 	switch c.Name {
 	case CmdPending:
-		return s.pending(ctx)
+		return s.pending(ctx, c.ID)
 	case CmdShow:
 		return s.show(ctx, c.ID)
 	case CmdApprove:
-		return s.decide(ctx, c.ID, true, "")
+		return s.decide(ctx, c.ID, true, "", c.Version)
 	case CmdReject:
-		return s.decide(ctx, c.ID, false, c.Reason)
+		return s.decide(ctx, c.ID, false, c.Reason, "")
 	case CmdHistory:
 		return s.tool(ctx, CmdHistory, toolHistory, c.Subject, c.Space)
 	case CmdCheck:
@@ -140,9 +137,9 @@ func (s session) help() string {
 	var b strings.Builder
 	b.WriteString("Countersign: " + LaneStatement + "\n\n")
 	b.WriteString("Commands (type them after /countersign):\n")
-	b.WriteString("  pending — what awaits a decision\n")
-	b.WriteString("  show <id> — one item: what is asked, its fields, its status and who decided\n")
-	b.WriteString("  approve <id> — approve an item (people whose role holds approve)\n")
+	b.WriteString("  pending — what awaits a decision, soonest to expire first (`pending after <id>`: the next page)\n")
+	b.WriteString("  show <id> — one item: what is asked, its fields, its version, its status and who decided\n")
+	b.WriteString("  approve <id> [version] — approve an item (people whose role holds approve); an edited request needs the version `show` gives\n")
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
@@ -163,7 +160,7 @@ func (s session) help() string {
 func usage(c ChatCommand) string {
 	switch c.Name {
 	case CmdPending:
-		return "`pending` takes nothing after it: type `pending` on its own to list what awaits a decision."
+		return "Type `pending` on its own to list what awaits a decision, or `pending after <id>` for the items after #<id>, for example `pending after 12`."
 	case CmdWeb:
 		return "`web` takes nothing after it: type `web` on its own to get a private sign-in link to the web console."
 	case CmdGrants:
@@ -173,7 +170,7 @@ func usage(c ChatCommand) string {
 	case CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
 	case CmdApprove:
-		return fmt.Sprintf("`approve` takes one item id and nothing else, so I did nothing. To approve #%d, type `approve %d`.", c.ID, c.ID)
+		return fmt.Sprintf("`approve` takes one item id, and for an edited request the version `show %d` gives, so I did nothing. To approve #%d, type `approve %d` (or `approve %d <version>`).", c.ID, c.ID, c.ID, c.ID)
 	case CmdReject:
 		return fmt.Sprintf("A rejection needs a reason, so the agent knows why; I did nothing. Type `reject %d <reason>`, for example `reject %d dose too high`.", c.ID, c.ID)
 	case CmdHistory:
@@ -229,57 +226,76 @@ func (s session) canRead(ctx context.Context, what string) (string, bool) {
 	return msg, false
 }
 
-// pending lists the items that await a decision, oldest first.
-func (s session) pending(ctx context.Context) string {
+// pending lists the items that await a decision and that the person may
+// see (their scopes), soonest to expire first, listLimit at a time: after
+// is the last item of the previous page (0: the first page). The store is
+// asked for exactly those items, so that nobody else's requests can push
+// them out of the list.
+func (s session) pending(ctx context.Context, after uint64) string {
 	if msg, ok := s.mapped(ctx, CmdPending); !ok {
 		return msg
 	}
 	if msg, ok := s.canRead(ctx, CmdPending); !ok {
 		return msg
 	}
-	items, cut, err := pendingItems(ctx, s.b)
+	page, err := s.b.Items().Queue(ctx, s.caller, bot.QueueQuery{After: after, Limit: listLimit})
+	var be *bot.Error
+	if errors.As(err, &be) && be.Kind == bot.KindInvalid {
+		return be.Msg + ". Type `pending` for the first page."
+	}
 	if err != nil {
 		s.b.Logger().Error("chat: listing pending items failed", "err", err)
 		return couldNotComplete
 	}
-	var visible []bot.Item
-	for _, it := range items {
-		if policy.InScope(s.caller.Role, s.caller.Scopes, it.Space.UserID) {
-			visible = append(visible, it)
-		}
-	}
 	var b strings.Builder
-	switch len(visible) {
-	case 0:
-		b.WriteString("Nothing awaits a decision.")
-	case 1:
-		b.WriteString("1 item awaits a decision:")
+	switch {
+	case after != 0 && len(page.Items) == 0:
+		fmt.Fprintf(&b, "Nothing after #%d awaits a decision. Type `pending` for the first page.", after)
+	case after != 0:
+		fmt.Fprintf(&b, "Awaiting a decision after #%d, soonest to expire first:", after)
 	default:
-		fmt.Fprintf(&b, "%d items await a decision:", len(visible))
-	}
-	canApprove := policy.Grants(s.caller.Role, policy.CapApprove)
-	now := s.b.Now()
-	for i, it := range visible {
-		if i == listLimit {
-			fmt.Fprintf(&b, "\n… and %d more, newer ones. `show <id>` gives any one.", len(visible)-listLimit)
-			break
+		facets, err := s.b.Items().Facets(ctx, s.caller, "")
+		if err != nil {
+			s.b.Logger().Error("chat: counting pending items failed", "err", err)
+			return couldNotComplete
 		}
-		b.WriteString("\n• " + listLine(it, canApprove, now))
+		n, capped := 0, false
+		for k, c := range facets.Kinds {
+			n += c
+			capped = capped || facets.Capped[k]
+		}
+		if page.Next == 0 {
+			n, capped = len(page.Items), false // all of them: exact
+		}
+		switch {
+		case len(page.Items) == 0:
+			b.WriteString("Nothing awaits a decision.")
+		case capped:
+			fmt.Fprintf(&b, "More than %d items await a decision, soonest to expire first:", n)
+		case n == 1:
+			b.WriteString("1 item awaits a decision:")
+		default:
+			fmt.Fprintf(&b, "%d items await a decision, soonest to expire first:", n)
+		}
 	}
-	if len(visible) > 0 {
+	now := s.b.Now()
+	for _, it := range page.Items {
+		b.WriteString("\n• " + listLine(it, s.caller.MaySeeDetails(it), now))
+	}
+	if page.Next != 0 {
+		fmt.Fprintf(&b, "\n… more: type `pending after %d` for the next ones.", page.Next)
+	}
+	if len(page.Items) > 0 {
 		b.WriteString("\nDecide with the buttons on each item, or type `approve <id>` or `reject <id> <reason>`; `show <id>` gives the details.")
-	}
-	if cut {
-		fmt.Fprintf(&b, "\n(I looked at the %d most recent pending items.)", scanLimit)
 	}
 	return b.String()
 }
 
 // listLine is one pending item on one line. A sensitive item's title is
-// shown only to approvers.
-func listLine(it bot.Item, canApprove bool, now time.Time) string {
+// shown only with details (Caller.MaySeeDetails).
+func listLine(it bot.Item, details bool, now time.Time) string {
 	title := OneLine(it.Title, titleRunes)
-	if it.Sensitive && !canApprove {
+	if it.Sensitive && !details {
 		title = "(details withheld: sensitive)"
 	}
 	if title == "" {
@@ -306,17 +322,6 @@ func listLine(it bot.Item, canApprove bool, now time.Time) string {
 	return line
 }
 
-// pendingItems returns the scanLimit most recent items that await a
-// decision, oldest first, and whether the limit cut the list.
-func pendingItems(ctx context.Context, b *bot.Bot) ([]bot.Item, bool, error) {
-	items, err := b.Items().Pending(ctx, scanLimit)
-	if err != nil {
-		return nil, false, err
-	}
-	slices.Reverse(items)
-	return items, len(items) == scanLimit, nil
-}
-
 // show renders one item. A sensitive item's detail is shown only to
 // approvers, and showing it is audited.
 func (s session) show(ctx context.Context, id uint64) string {
@@ -341,9 +346,8 @@ func (s session) show(ctx context.Context, id uint64) string {
 		}
 		return msg
 	}
-	canApprove := policy.Grants(s.caller.Role, policy.CapApprove)
-	detail := !it.Sensitive || canApprove
-	if it.Sensitive && canApprove {
+	detail := s.caller.MaySeeDetails(it)
+	if it.Sensitive && detail {
 		if err := s.audit(ctx, it.Space, "view_sensitive", fmt.Sprintf("%s: details of #%d shown privately (show)", s.surface, id)); err != nil {
 			s.b.Logger().Error("chat: auditing a sensitive view failed; details withheld", "item", id, "err", err)
 			return couldNotComplete
@@ -358,7 +362,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s — %s\n", it.ID, KindNoun(it.Kind), it.Status)
 	if !detail {
-		b.WriteString("The details of this sensitive item are shown only to people whose role holds approve.")
+		b.WriteString("The details of this sensitive item are shown only to its requester and to people who may decide in its space.")
 		if len(it.DecidedBy) > 0 {
 			b.WriteString("\nDecided by: " + JoinLine(it.DecidedBy, 400))
 		}
@@ -414,8 +418,16 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if it.Reason != "" {
 		b.WriteString("Reason: " + OneLine(it.Reason, 500) + "\n")
 	}
+	if it.Pending() && it.Kind == bot.KindAction && it.Version != "" {
+		b.WriteString("Version: " + it.Version + "\n")
+	}
 	if it.Pending() {
-		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d` or `reject %d <reason>`.", it.ID, it.ID)
+		approve := fmt.Sprintf("`approve %d`", it.ID)
+		if it.Revised {
+			// Edited since it was created: an approval names the version.
+			approve = fmt.Sprintf("`approve %d %s`", it.ID, it.Version)
+		}
+		fmt.Fprintf(&b, "Decide with the buttons on the item, or type %s or `reject %d <reason>`.", approve, it.ID)
 	}
 	return strings.TrimRight(b.String(), "\n")
 }
@@ -424,7 +436,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 // every surface uses. The reply names the item by its chat number only,
 // and a decision on an item already decided answers with what was
 // recorded.
-func (s session) decide(ctx context.Context, id uint64, approve bool, reason string) string {
+func (s session) decide(ctx context.Context, id uint64, approve bool, reason, version string) string {
 	verb := Approve
 	if !approve {
 		verb = Reject
@@ -432,7 +444,7 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason str
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
 		return msg
 	}
-	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason})
+	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, ArgsSHA256: version})
 	switch out.Status {
 	case Decided:
 		icon, word := StatusWord(out.Item.Status)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -40,6 +42,12 @@ type fakeState struct {
 	Sensitive bool        `json:"sensitive,omitempty"`
 	Expires   time.Time   `json:"expires,omitzero"`
 	ItemID    uint64      `json:"item_id"`
+	// Version, when set, is the item's version (an action request's
+	// arguments hash); RaceTo, an edit to that version another approver
+	// commits just as a decision is made (between the decision layer's
+	// look at the item and the deciding transaction).
+	Version string `json:"version,omitempty"`
+	RaceTo  string `json:"race_to,omitempty"`
 }
 
 const fakeBucket = "fake_items"
@@ -75,6 +83,7 @@ func (fakeSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	return bot.Item{
 		Title: st.Title, Fields: st.Fields, Status: st.Status, DecidedBy: st.DecidedBy,
 		Reason: st.Reason, Sensitive: st.Sensitive, Requester: "agent-1 [prin_agent]", ExpiresAt: st.Expires,
+		Version: st.Version,
 	}, nil
 }
 
@@ -86,9 +95,10 @@ func (fakeSource) DecisionCall(rec bot.ItemRecord, approve bool, reason string, 
 }
 
 type decideArgs struct {
-	Key     string `json:"key"`
-	Approve bool   `json:"approve"`
-	Reason  string `json:"reason,omitempty"`
+	Key        string `json:"key"`
+	Approve    bool   `json:"approve"`
+	Reason     string `json:"reason,omitempty"`
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
 	bot.Space
 }
 
@@ -137,6 +147,17 @@ func newEnv(t *testing.T, noMemory bool) *env {
 			if args.Key == "broken-handler" {
 				return bot.Result{}, errors.New("handler exploded")
 			}
+			// The race: another approver's edit commits first.
+			if err := c.Bot().Store().Update(ctx, func(tx kv.Tx) error {
+				st, err := loadFake(tx, args.Key)
+				if err != nil || st == nil || st.RaceTo == "" {
+					return err
+				}
+				st.Version, st.RaceTo = st.RaceTo, ""
+				return putFake(tx, args.Key, *st)
+			}); err != nil {
+				return bot.Result{}, err
+			}
 			var text string
 			err := c.Update(ctx, func(tx *bot.Tx) error {
 				st, err := loadFake(tx, args.Key)
@@ -145,6 +166,9 @@ func newEnv(t *testing.T, noMemory bool) *env {
 				}
 				if st == nil || st.Status != "pending" {
 					return bot.Errorf(bot.KindConflict, "%s is not awaiting approval.", args.Key)
+				}
+				if args.Approve && args.ArgsSHA256 != "" && args.ArgsSHA256 != st.Version {
+					return bot.Errorf(bot.KindConflict, "%s changed since you reviewed it; nothing was recorded.", args.Key)
 				}
 				st.Status, st.Reason = "rejected", args.Reason
 				if args.Approve {
@@ -211,7 +235,7 @@ func (e *env) addItems(states ...fakeState) []uint64 {
 			if st.Reason == "space:patient_2" {
 				sp.UserID, st.Reason = "patient_2", ""
 			}
-			id, err := tx.NewItem(fakeKind, key, sp, "")
+			id, err := tx.NewItem(fakeKind, key, sp, "", st.Expires)
 			if err != nil {
 				return err
 			}
@@ -492,7 +516,7 @@ func TestPending(t *testing.T) {
 		fakeState{Title: "Confirm wipe_patient_chart", Sensitive: true},
 	)
 	r := e.run(uSmith, "pending")
-	want := "3 items await a decision:\n" +
+	want := "3 items await a decision, soonest to expire first:\n" +
 		fmt.Sprintf("• #%d action request — Confirm delete_database (space patient_1; expires in 25m)\n", ids[0]) +
 		fmt.Sprintf("• #%d action request — REPLACE active_medication #9 approved <!channel> (space patient_1)\n", ids[2]) +
 		fmt.Sprintf("• #%d action request — Confirm wipe_patient_chart (space patient_1)\n", ids[3]) +
@@ -540,23 +564,43 @@ func TestPendingScopedCaller(t *testing.T) {
 	e.verifyChain()
 }
 
-func TestPendingIsBounded(t *testing.T) {
+// TestPendingPages: however many items await a decision, `pending`
+// lists listLimit of them and `pending after <id>` reaches every other,
+// each once, in order.
+func TestPendingPages(t *testing.T) {
 	e := newEnv(t, false)
-	states := make([]fakeState, scanLimit+5)
+	states := make([]fakeState, 1005)
 	for i := range states {
 		states[i] = fakeState{Title: fmt.Sprintf("item %d", i+1)}
 	}
-	e.addItems(states...)
+	ids := e.addItems(states...)
 	r := e.run(uSmith, "pending").Text
 	lines := strings.Split(r, "\n")
-	if lines[0] != "1000 items await a decision:" {
+	if lines[0] != "More than 1000 items await a decision, soonest to expire first:" {
 		t.Fatalf("first line = %q", lines[0])
 	}
-	// The oldest of the 1000 most recent is #6; 20 are listed.
-	if !strings.HasPrefix(lines[1], "• #6 fake — item 6") || !strings.HasPrefix(lines[listLimit], "• #25 fake") {
-		t.Errorf("listing starts %q … %q", lines[1], lines[listLimit])
+	var seen []uint64
+	for page := 0; ; page++ {
+		for _, l := range strings.Split(r, "\n") {
+			var id uint64
+			if _, err := fmt.Sscanf(l, "• #%d ", &id); err == nil {
+				seen = append(seen, id)
+			}
+		}
+		m := regexp.MustCompile("type `pending after (\\d+)`").FindStringSubmatch(r)
+		if m == nil {
+			break
+		}
+		if page > 60 {
+			t.Fatalf("more pages than items allow; last reply:\n%s", r)
+		}
+		r = e.run(uSmith, "pending after "+m[1]).Text
 	}
-	mustContain(t, r, "… and 980 more", "(I looked at the 1000 most recent pending items.)")
+	if !slices.Equal(seen, ids) {
+		t.Fatalf("the pages listed %d items (first %v), want all %d in order", len(seen), seen[:min(len(seen), 5)], len(ids))
+	}
+	mustContain(t, e.run(uSmith, "pending after 99999").Text, "no item #99999", "Type `pending` for the first page.")
+	mustContain(t, e.run(uSmith, fmt.Sprintf("pending after %d", ids[len(ids)-1])).Text, fmt.Sprintf("Nothing after #%d awaits a decision.", ids[len(ids)-1]))
 }
 
 func TestShow(t *testing.T) {
@@ -584,7 +628,7 @@ func TestShow(t *testing.T) {
 
 	// A sensitive item: withheld from a viewer; shown to an approver, audited.
 	v := e.run(uVic, fmt.Sprintf("show %d", ids[1])).Text
-	mustContain(t, v, "shown only to people whose role holds approve")
+	mustContain(t, v, "shown only to its requester and to people who may decide in its space")
 	if strings.Contains(v, "Jane Doe") || strings.Contains(v, "wipe_patient_chart") {
 		t.Errorf("viewer sees sensitive detail:\n%s", v)
 	}
@@ -682,5 +726,31 @@ func TestChatCommandsPayTheRateLimit(t *testing.T) {
 	}
 	if r := e.run(uSmith, "history active_medication"); r.Text != "history of 'active_medication' in default" {
 		t.Fatalf("another person: %q", r.Text)
+	}
+}
+
+// TestApproveVersionIsCheckedInTheDecidingTransaction: a card's Approve
+// names the version it showed, and Decide hands it to the decision tool,
+// which checks it in its own transaction. An edit committed between
+// Decide's look at the item (which still shows the card's version) and the
+// decision is refused there, and nothing is recorded (issue 19.14: the
+// check used to be outside the transaction, on a 32-bit basis).
+func TestApproveVersionIsCheckedInTheDecidingTransaction(t *testing.T) {
+	e := newEnv(t, false)
+	v1, v2 := strings.Repeat("a1", 32), strings.Repeat("b2", 32)
+	ids := e.addItems(fakeState{Title: "Confirm set_dose", Version: v1, RaceTo: v2}, fakeState{Title: "Confirm set_dose", Version: v1})
+	out := Decide(context.Background(), e.b, Decision{Surface: "slack", UserID: uSmith, ItemID: ids[0], Verb: Approve, ArgsSHA256: v1})
+	if out.Status != Failed && out.Status != Closed && out.Status != Invalid && out.Status != Refused {
+		t.Fatalf("an approval of v1 while v2 was committed: status %v, reply %q; want it refused", out.Status, out.Reply)
+	}
+	if !strings.Contains(out.Reply, "changed") {
+		t.Errorf("the refusal does not say the item changed: %q", out.Reply)
+	}
+	if st := e.item(ids[0]).Status; st != "pending" {
+		t.Fatalf("the raced item is %s, want pending: nothing recorded", st)
+	}
+	// Without the race, the same approval is recorded.
+	if out := Decide(context.Background(), e.b, Decision{Surface: "slack", UserID: uSmith, ItemID: ids[1], Verb: Approve, ArgsSHA256: v1}); out.Status != Decided {
+		t.Fatalf("an approval of the current version: %v %q", out.Status, out.Reply)
 	}
 }

@@ -184,11 +184,8 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 			}
 			return decideEdit(ctx, b, d, caller, it, rec)
 		}
-		if d.Basis != "" && d.Basis != EditBasis(it) {
-			// The card or page the person clicked showed another version
-			// (another approver has edited it since): an approval counts
-			// only for the bytes the approver saw.
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)}
+		if msg := checkVersion(&d, it); msg != "" {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}
 		}
 	default:
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
@@ -203,7 +200,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		}
 		extra = map[string]any{"grant": d.Grant.Arg()}
 	}
-	if d.ArgsSHA256 != "" && approve && it.Kind == bot.KindAction {
+	if d.ArgsSHA256 != "" && approve && it.Version != "" {
 		if extra == nil {
 			extra = map[string]any{}
 		}
@@ -219,6 +216,37 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		out.Reply = GrantMade(res)
 	}
 	return out
+}
+
+// checkVersion checks the version an approval of item it names (the
+// card's or page's Basis, or a typed ArgsSHA256) against the version up
+// for approval now, and puts an action request's into d.ArgsSHA256, so
+// that approve_action checks it again in the deciding transaction: a
+// version replaced between this look and the decision is refused there.
+// An action request edited since it was created is approved only with a
+// version named. It returns the refusal, or "".
+func checkVersion(d *Decision, it bot.Item) string {
+	switch {
+	case d.Basis != "" && len(d.Basis) < 64:
+		// A card posted before versions were carried in full.
+		return fmt.Sprintf("This button is on a card of #%d from before an update of Countersign, and cannot name the version you saw; nothing was recorded. Type `show %d` to see what is up for approval now, then `approve %d <version>`, or approve it in the web console.", it.ID, it.ID, it.ID)
+	case d.Basis != "" && d.Basis != EditBasis(it):
+		// The card or page the person clicked showed another version
+		// (another approver has edited it since): an approval counts
+		// only for the bytes the approver saw.
+		return fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)
+	case it.Version == "":
+		return "" // not an action request: no version in the decision
+	case d.ArgsSHA256 != "" && d.ArgsSHA256 != it.Version && d.Basis == "":
+		return fmt.Sprintf("#%d changed after the version you approved was shown to you (another approver edited it), or that is not its version; nothing was recorded. Look at #%d again (`show %d` gives its version) and approve what is proposed now if you agree.", it.ID, it.ID, it.ID)
+	}
+	if d.ArgsSHA256 == "" && d.Basis != "" {
+		d.ArgsSHA256 = d.Basis
+	}
+	if d.ArgsSHA256 == "" && it.Revised {
+		return fmt.Sprintf("#%d was edited after it was created, so an approval must name the version it approves; nothing was recorded. Use the Approve button on its card or in the web console, or type `show %d` and then `approve %d <version>` with the version it gives.", it.ID, it.ID, it.ID)
+	}
+	return ""
 }
 
 // decideEdit approves item it with the decision's edit, through the item
@@ -260,11 +288,18 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 	default:
 		return invalid("", fmt.Sprintf("#%d is a %s; it cannot be edited here. Nothing was recorded.", it.ID, KindNoun(it.Kind)))
 	}
+	// The version the form started from, checked again in the deciding
+	// transaction (an action request's; a memory proposal does not change
+	// while it waits).
+	var extra map[string]any
+	if it.Version != "" && d.Basis != "" {
+		extra = map[string]any{"args_sha256": d.Basis}
+	}
 	var err error
 	if edit != nil {
-		_, err = b.EditRecord(ctx, caller, rec, edit, strings.TrimSpace(d.Reason))
+		_, err = b.EditRecordWith(ctx, caller, rec, edit, strings.TrimSpace(d.Reason), extra)
 	} else {
-		_, err = b.DecideRecord(ctx, caller, rec, true, strings.TrimSpace(d.Reason), nil)
+		_, err = b.DecideRecordWith(ctx, caller, rec, true, strings.TrimSpace(d.Reason), nil, extra)
 	}
 	if err != nil {
 		out := failed(ctx, b, d, caller, it, err)
@@ -324,7 +359,7 @@ func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		return out
 	}
 	it := out.Item
-	if !caller.MaySeeSensitive(it.Space) {
+	if !caller.MaySeeDetails(it) {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("details #%d refused: %s (role %s) may not decide it (approve capability and scope)", it.ID, caller, caller.Role))
 		return Outcome{Status: Refused, Caller: caller, Reply: fmt.Sprintf("Countersign did not show the details of #%d: they are shown only to approvers who may decide it (a role holding approve, with its space in scope), and your principal (role %s) is not one. This is by design; an approver can review it.", it.ID, caller.Role)}
 	}

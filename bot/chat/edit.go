@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -45,7 +45,7 @@ type EditInput struct {
 }
 
 // EditLayout is an item's edit form: its inputs, in order, and the basis
-// (a short hash of what the form starts from), which a surface carries
+// (the version the form starts from, EditBasis), which a surface carries
 // through the form and hands back with the submission, so that an edit
 // made on a form opened before someone else's edit is refused rather than
 // applied to arguments the person never saw.
@@ -144,17 +144,23 @@ func editableValue(it bot.Item) string {
 	return v
 }
 
-// EditBasis is a short hash of what item it's edit form starts from: its
-// current arguments or proposed value.
+// EditBasis names the version of item it that a card's Approve and an
+// edit form start from, in full: an action request's Version (the SHA-256
+// of the arguments up for approval, which the deciding transaction checks
+// again), or the SHA-256 of a memory proposal's value. "" when the item
+// cannot be edited.
 func EditBasis(it bot.Item) string {
 	if it.Editable == nil {
 		return ""
+	}
+	if it.Kind == bot.KindAction && it.Version != "" {
+		return it.Version
 	}
 	h := sha256.New()
 	h.Write([]byte(it.Editable.Kind))
 	h.Write([]byte{0})
 	h.Write(it.Editable.Current)
-	return fmt.Sprintf("%08x", binary.BigEndian.Uint32(h.Sum(nil)))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Apply turns a submitted form into the decision's edit (Arguments or

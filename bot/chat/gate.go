@@ -94,8 +94,12 @@ const (
 // never scanned by the denylist (a rejection reason may well say "it would
 // delete the prod database").
 type ChatCommand struct {
-	Name    string // one of the Cmd constants
-	ID      uint64 // show, approve, reject
+	Name string // one of the Cmd constants
+	ID   uint64 // show, approve, reject; pending: the item to continue after ("pending after 12")
+	// Version is the SHA-256 (64 hex digits, lower case) typed after an
+	// approve's id: the version of an edited action request the person
+	// approves ("approve 12 <version>"); "" when none was typed.
+	Version string
 	Reason  string // reject: the rest of the line after the id, as typed
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
@@ -319,7 +323,18 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 	}
 	name := strings.ToLower(strings.TrimRight(fs[0].text, trim))
 	switch name {
-	case CmdPending, CmdHelp, CmdWeb, CmdGrants:
+	case CmdPending:
+		if len(args) == 0 {
+			return ChatCommand{Name: name}, true, ChatCommand{}
+		}
+		// "pending after 12": the next page, after item #12.
+		if len(args) == 2 && strings.EqualFold(args[0].text, "after") {
+			if id, ok := parseChatID(args[1].text); ok {
+				return ChatCommand{Name: name, ID: id}, true, ChatCommand{}
+			}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name}
+	case CmdHelp, CmdWeb, CmdGrants:
 		if len(args) == 0 {
 			return ChatCommand{Name: name}, true, ChatCommand{}
 		}
@@ -331,6 +346,10 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 		}
 		if len(args) == 1 && id != 0 {
 			return ChatCommand{Name: name, ID: id}, true, ChatCommand{}
+		}
+		// "approve 12 <version>": the version of an edited request.
+		if name == CmdApprove && len(args) == 2 && id != 0 && isVersion(args[1].text) {
+			return ChatCommand{Name: name, ID: id, Version: strings.ToLower(args[1].text)}, true, ChatCommand{}
 		}
 		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
 	case CmdReject:
@@ -357,6 +376,21 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 		return ChatCommand{}, false, ChatCommand{Name: name}
 	}
 	return ChatCommand{}, false, ChatCommand{}
+}
+
+// isVersion reports whether s is a version as `show` prints it: the 64
+// hex digits of a SHA-256.
+func isVersion(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // lower case
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // parseChatID parses an item id as typed in chat: "12" or "#12", optionally

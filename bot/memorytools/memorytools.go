@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/memory"
@@ -123,7 +124,11 @@ func mayApprove(c *bot.Call, ref string) bool {
 // the proposal.
 func (t *tools) newItem(tx *bot.Tx, c *bot.Call, f *memory.Fact) error {
 	ch := t.o.Resolve(f.Subject).Slot.Channel
-	id, err := tx.NewItem(bot.KindMemoryChange, strconv.FormatUint(f.ID, 10), f.Space, ch)
+	var expires time.Time // as the item shows it (itemSource.View)
+	if t.o.ProposalMaxAge > 0 {
+		expires = f.ProposedAt.Add(t.o.ProposalMaxAge)
+	}
+	id, err := tx.NewItem(bot.KindMemoryChange, strconv.FormatUint(f.ID, 10), f.Space, ch, expires)
 	if err != nil {
 		return err
 	}

@@ -164,7 +164,8 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}, trust: map[string]webhook.Trust{}}
 	a.closers = append(a.closers, db.Close)
 	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
-		Now: clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
+		MaxOpenItems: cfg.Limits.OpenItemsPerRequester,
+		Now:          clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
 		// One process holds a bbolt file, so its revocations are the only
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.

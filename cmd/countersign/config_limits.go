@@ -21,6 +21,10 @@ type LimitsConfig struct {
 	MaxArgumentsBytes int `yaml:"max_arguments_bytes"`
 	// MaxDryRunBytes bounds confirm_action's dry_run (bytes of JSON).
 	MaxDryRunBytes int `yaml:"max_dry_run_bytes"`
+	// OpenItemsPerRequester is how many items (action and consent
+	// requests, questions, memory proposals) one principal may keep
+	// awaiting a decision; one more is refused with 429.
+	OpenItemsPerRequester int `yaml:"open_items_per_requester"`
 }
 
 // Defaults of the limits section.
@@ -28,6 +32,8 @@ const (
 	defaultMemoryLimit   = "512MiB"
 	defaultMaxArgsBytes  = 64 << 10
 	defaultMaxDryRunSize = 64 << 10
+	defaultOpenItems     = 100 // bot.DefaultMaxOpenItems
+	maxOpenItems         = 100000
 )
 
 func (l *LimitsConfig) defaults() {
@@ -39,6 +45,9 @@ func (l *LimitsConfig) defaults() {
 	}
 	if l.MaxDryRunBytes == 0 {
 		l.MaxDryRunBytes = defaultMaxDryRunSize
+	}
+	if l.OpenItemsPerRequester == 0 {
+		l.OpenItemsPerRequester = defaultOpenItems
 	}
 }
 
@@ -53,6 +62,9 @@ func (l LimitsConfig) validate(p *problems) {
 		if f.v < 256 {
 			p.add(f.key, "must be at least 256 (bytes of JSON)")
 		}
+	}
+	if n := l.OpenItemsPerRequester; n < 1 || n > maxOpenItems {
+		p.add("limits.open_items_per_requester", "must be 1 to %d (items one principal may keep awaiting a decision; the default is %d)", maxOpenItems, defaultOpenItems)
 	}
 }
 

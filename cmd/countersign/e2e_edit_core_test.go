@@ -100,8 +100,13 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": id}); st.Data["status"] != "pending" || st.Data["edited"] != true || st.Data["tally"] != "1 of 2 approvals: alice" {
 		t.Fatalf("pending status: %s", st)
 	}
-	// bob approves without arguments: the edited version is approved.
-	r = e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
+	// bob approves without arguments, naming the version he reviewed (an
+	// edited request takes no approval that names none): the edited
+	// version is approved.
+	if r := e.Call(bob, "approve_action", map[string]any{"request_id": id}); r.Status != http.StatusConflict || r.Field != "args_sha256" {
+		t.Fatalf("bob's approval naming no version: %s, want 409 on args_sha256", r)
+	}
+	r = e.MustOK(bob, "approve_action", map[string]any{"request_id": id, "args_sha256": editedHash})
 	if r.Data["status"] != "approved" || r.Data["approved_args_sha256"] != editedHash || !strings.Contains(r.Data["confirmed_by"].(string), "alice [") || strings.Contains(r.Data["confirmed_by"].(string), "carol") {
 		t.Fatalf("bob: %s", r)
 	}

@@ -43,7 +43,7 @@ func cmdKeysRotateCallbackSecret(ctx context.Context, args []string, getenv func
 		if err != nil {
 			return err
 		}
-		if secret, err = bot.NewCallbackSecret(tx, p.ID); err != nil {
+		if secret, err = tx.NewCallbackSecret(p.ID); err != nil {
 			return err
 		}
 		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q via cli", p.ID, p.Name))

@@ -376,7 +376,7 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 		// Its own callback signing secret, so that no other principal can
 		// sign its callbacks. Only the key is printed (stdout is for
 		// $(…)); keys rotate-callback-secret prints a fresh secret.
-		if _, err := bot.NewCallbackSecret(tx, p.ID); err != nil {
+		if _, err := tx.NewCallbackSecret(p.ID); err != nil {
 			return err
 		}
 		// The same detail as the create_principal tool records, plus where

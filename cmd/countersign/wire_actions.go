@@ -64,6 +64,13 @@ func (a *app) wireActions(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
+	// Callback secrets stored before they were sealed are sealed now
+	// (bot.SealCallbackSecrets): a copy of the store signs no callback.
+	if n, err := a.bot.SealCallbackSecrets(ctx); err != nil {
+		return fmt.Errorf("sealing the callback secrets: %w", err)
+	} else if n > 0 {
+		a.log.Info("sealed the callback signing secrets stored in plaintext", "count", n)
+	}
 	a.wakeStatus = svc.Wake
 	a.bot.Outbox().TrackSink(actiontools.CallbackSink)
 	a.runners = append(a.runners,

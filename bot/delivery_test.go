@@ -154,7 +154,7 @@ func (e *deliveryEnv) item(key, channel string) uint64 {
 	var id uint64
 	err := e.b.Update(context.Background(), e.b.SystemCall(e.now), func(tx *Tx) error {
 		var err error
-		id, err = tx.NewItem(KindAction, key, Space{UserID: "u"}, channel)
+		id, err = tx.NewItem(KindAction, key, Space{UserID: "u"}, channel, e.now.Add(time.Hour))
 		return err
 	})
 	if err != nil {

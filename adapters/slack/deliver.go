@@ -68,7 +68,7 @@ func (a *Adapter) sendDetail(ctx context.Context, it bot.Item, channel string) {
 		if c := a.bot.Chat().Caller(bot.SurfaceSlack, user, nil); c == nil || !c.MaySeeDetails(it) {
 			continue
 		}
-		_, err := a.api.PostEphemeralContext(ctx, channel, user,
+		_, err := a.api.PostEphemeralContext(ctx, channel, UserOf(user),
 			slackgo.MsgOptionText(detailText(it), false),
 			slackgo.MsgOptionBlocks(itemBlocks(it, true)...))
 		if err != nil {

@@ -108,7 +108,7 @@ func (e *env) open() {
 	o := Options{
 		Bot: b, Mode: ModeHTTP, BotToken: "xoxb-test", SigningSecret: testSecret, AppToken: "",
 		APIURL: e.fake.URL(), Channels: map[string]string{"default": chDefault, "ops": chOps},
-		Approvers:   []string{drSmith, nurseJo},
+		Approvers:   []string{team + "/" + drSmith, team + "/" + nurseJo},
 		RoleMembers: map[string][]string{"member": {drSmith, nurseJo}, "admin": nil},
 		HTTPClient:  guardedClient(), Dialer: guardedDialer(), Workers: 1,
 		Commands: func(ctx context.Context, caller *bot.Caller, userID, text string) chat.Reply {

@@ -57,8 +57,10 @@ type Options struct {
 	// Channels maps channel names to Slack channel ids; "default" is
 	// required and used for any name it does not hold.
 	Channels map[string]string
-	// Approvers are the Slack user ids of the mapped principals who hold the
-	// approve capability: each gets the detail of a sensitive item privately.
+	// Approvers are the directory ids (T…/U…, as QualifiedUser gives them)
+	// of the mapped principals who hold the approve capability: each gets
+	// the detail of a sensitive item privately, when the one rule lets them
+	// see it.
 	Approvers []string
 	// RoleMembers maps a role name to the Slack user ids of the principals
 	// holding it: an escalation to that role mentions them.
@@ -140,7 +142,7 @@ func New(o Options) (*Adapter, error) {
 		problems = append(problems, "no default channel")
 	}
 	for _, id := range append(slices.Concat(slices.Collect(maps.Values(o.RoleMembers))...), o.Approvers...) {
-		if !ValidUserID(id) {
+		if !ValidUserID(UserOf(id)) {
 			problems = append(problems, fmt.Sprintf("%q is not a Slack user id (U… or W…, capital letters and digits)", id))
 		}
 	}

@@ -40,6 +40,7 @@ slack:
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: ` + f.srv.GetAPIURL() + `
+  team_id: T1
   channels: {default: C0DEFAULT}
 principals:
   - {name: dr_a, role: member, web: a@x.example, slack: U0DRA, scopes: [ward_a]}
@@ -60,7 +61,7 @@ func newQueueEnv(t *testing.T) (*testEnv, *slackFake) {
 // private reply.
 func slackText(t *testing.T, e *testEnv, user, text string) string {
 	t.Helper()
-	form := url.Values{"user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {fmt.Sprintf("t-%s-%d", user, slackTriggers.Add(1))}}
+	form := url.Values{"team_id": {"T1"}, "user_id": {user}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {text}, "trigger_id": {fmt.Sprintf("t-%s-%d", user, slackTriggers.Add(1))}}
 	code, body := postSlack(t, e.URL, "/slack/commands", form, e2eSlackSecret)
 	var resp struct {
 		Text string `json:"text"`

@@ -32,6 +32,7 @@ slack:
   bot_token_env: SLACK_BOT_TOKEN
   signing_secret_env: SLACK_SIGNING_SECRET
   api_url: ` + f.srv.GetAPIURL() + `
+  team_id: T1
   channels: {default: C0DEFAULT}
 principals:
   - {name: dr_smith, role: member, slack: U0123ABC}

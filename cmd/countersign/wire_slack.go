@@ -94,7 +94,7 @@ func slackApprovers(cfg *Config) []string {
 	for _, p := range cfg.Principals {
 		r, err := policy.ParseRole(p.Role)
 		if err == nil && cfg.slackID(p) != "" && policy.Grants(r, policy.CapApprove) {
-			out = append(out, slackadapter.UserOf(cfg.slackID(p)))
+			out = append(out, cfg.slackID(p)) // qualified (T…/U…): the directory's key
 		}
 	}
 	return out

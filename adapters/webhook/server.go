@@ -45,6 +45,9 @@ type Options struct {
 	// OnRequest, if set, is told about every finished request: its route
 	// pattern ("" when no route matched), status and duration.
 	OnRequest func(pattern string, status int, d time.Duration)
+	// Trace, if set, wraps the handling of every request inside its
+	// request id (cmd gives the span of each request: adapters/tracing).
+	Trace func(http.Handler) http.Handler
 }
 
 // NewServer returns the HTTP handler of the whole API.
@@ -57,7 +60,11 @@ func NewServer(o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	addRoutes(mux, o)
-	return withRequestID(withObserve(o.OnRequest, withRecover(o.Logger, mux)))
+	h := withObserve(o.OnRequest, withRecover(o.Logger, mux))
+	if o.Trace != nil {
+		h = o.Trace(h)
+	}
+	return withRequestID(h)
 }
 
 func addRoutes(mux *http.ServeMux, o Options) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/memory"
@@ -36,6 +37,8 @@ type app struct {
 	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).
 	onRequest func(pattern string, status int, d time.Duration)
+	// tracing makes the spans of the edges (tracing.go); nil: off.
+	tracing *tracing.Tracing
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.
@@ -157,12 +160,17 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	}
 	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}}
 	a.closers = append(a.closers, db.Close)
-	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
+	if err := a.startTracing(ctx); err != nil { // tracing.go
+		a.close()
+		return nil, err
+	}
+	a.bot, err = bot.New(bot.Options{Store: a.tracedStore(db), SigningKey: key, Logger: a.log, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
 		Now: clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
 		// One process holds a bbolt file, so its revocations are the only
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.
-		CachePrincipals: cfg.Store.Engine == engineBolt})
+		CachePrincipals: cfg.Store.Engine == engineBolt,
+		Tracing:         a.tracing.Provider()}) // nil: off (tracing.go)
 	if err != nil {
 		a.close()
 		return nil, err
@@ -198,6 +206,7 @@ func (a *app) handler() http.Handler {
 		Mounts:     a.mounts,
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,
+		Trace:      a.traceRequests(),
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/policy"
@@ -40,6 +41,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 		Approvers:   slackApprovers(a.cfg.Principals),
 		RoleMembers: slackRoleMembers(a.cfg.Principals),
 		Logger:      a.log,
+		HTTPClient:  a.chatClient("slack", 10*time.Second), // nil: the adapter's own (tracing.go)
 	}
 	switch s.Mode {
 	case slackadapter.ModeHTTP:

@@ -147,7 +147,9 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 	}
 	decide := tree.one("the click's decision", func(s otlptest.Span) bool { return s.Name == "chat.decide" && s.ParentID == req.SpanID })
 	wantSpanAttrs(t, decide, map[string]string{"countersign.surface": "slack", "countersign.item_id": itemID, "countersign.verb": "approve", "countersign.outcome": "decided", "countersign.request_id": rid})
-	call := tree.one("the decision's tool call", func(s otlptest.Span) bool { return s.ParentID == decide.SpanID && strings.HasPrefix(s.Name, "execute_tool ") })
+	call := tree.one("the decision's tool call", func(s otlptest.Span) bool {
+		return s.ParentID == decide.SpanID && strings.HasPrefix(s.Name, "execute_tool ")
+	})
 	wantSpanAttrs(t, call, map[string]string{"gen_ai.tool.name": "confirm_change", "countersign.surface": "slack", "countersign.request_id": rid, "countersign.item_id": itemID, "countersign.outcome": "ok"})
 	if call.Name != "execute_tool confirm_change" || call.TraceID != req.TraceID {
 		t.Errorf("the tool call's span %q in trace %s, want execute_tool confirm_change in the click's %s", call.Name, call.TraceID, req.TraceID)
@@ -186,7 +188,9 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 	created := tree.one("the created event's delivery", func(s otlptest.Span) bool {
 		return s.Name == "outbox.deliver slack" && s.Attrs["countersign.event"] == "created"
 	})
-	tree.one("the chat.postMessage call", func(s otlptest.Span) bool { return s.ParentID == created.SpanID && s.Name == "POST "+api.Path+"chat.postMessage" })
+	tree.one("the chat.postMessage call", func(s otlptest.Span) bool {
+		return s.ParentID == created.SpanID && s.Name == "POST "+api.Path+"chat.postMessage"
+	})
 	if len(created.Links) != 1 || created.Links[0].SpanID != rem.SpanID {
 		t.Errorf("the created event's delivery links %v, want the remember call %s", created.Links, rem.SpanID)
 	}

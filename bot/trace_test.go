@@ -76,7 +76,7 @@ func spanNamed(t *testing.T, rec *tracetest.SpanRecorder, name string) sdktrace.
 func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]string {
 	out := map[attribute.Key]string{}
 	for _, kv := range s.Attributes() {
-		out[kv.Key] = kv.Value.Emit()
+		out[kv.Key] = kv.Value.String()
 	}
 	return out
 }
@@ -100,12 +100,12 @@ func noText(t *testing.T, rec *tracetest.SpanRecorder, secret string) {
 	for _, s := range rec.Ended() {
 		texts := []string{s.Name(), s.Status().Description}
 		for _, kv := range s.Attributes() {
-			texts = append(texts, string(kv.Key), kv.Value.Emit())
+			texts = append(texts, string(kv.Key), kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			texts = append(texts, ev.Name)
 			for _, kv := range ev.Attributes {
-				texts = append(texts, kv.Value.Emit())
+				texts = append(texts, kv.Value.String())
 			}
 		}
 		for _, x := range texts {

@@ -156,7 +156,7 @@ func flushed(t *testing.T, tr *Tracing, exp *tracetest.InMemoryExporter) tracete
 func attrOf(s tracetest.SpanStub, key string) string {
 	for _, kv := range s.Attributes {
 		if string(kv.Key) == key {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -206,7 +206,7 @@ func TestServerSpan(t *testing.T) {
 		t.Errorf("parent %s/%s, want the traceparent's %s/%s", ok.Parent.TraceID(), ok.Parent.SpanID(), parentTrace, parentSpan)
 	}
 	for _, kv := range ok.Attributes {
-		if v := kv.Value.Emit(); strings.Contains(v, "remember") || strings.Contains(v, "query-secret") {
+		if v := kv.Value.String(); strings.Contains(v, "remember") || strings.Contains(v, "query-secret") {
 			t.Errorf("attribute %s = %q holds the path's value or the query", kv.Key, v)
 		}
 	}
@@ -277,7 +277,7 @@ func TestClientSpan(t *testing.T) {
 	}
 	for _, s := range spans {
 		for _, kv := range s.Attributes {
-			if v := kv.Value.Emit(); strings.Contains(v, "SECRET") || strings.Contains(v, "query-secret") {
+			if v := kv.Value.String(); strings.Contains(v, "SECRET") || strings.Contains(v, "query-secret") {
 				t.Errorf("span %q attribute %s = %q holds the token or the query", s.Name, kv.Key, v)
 			}
 		}
@@ -312,8 +312,8 @@ func TestStoreSpans(t *testing.T) {
 			t.Errorf("span %q is not a child of the operation", sp.Name)
 		}
 		for _, kv := range sp.Attributes {
-			if strings.Contains(kv.Value.Emit(), "secret") {
-				t.Errorf("span %q holds the value: %s=%s", sp.Name, kv.Key, kv.Value.Emit())
+			if strings.Contains(kv.Value.String(), "secret") {
+				t.Errorf("span %q holds the value: %s=%s", sp.Name, kv.Key, kv.Value.String())
 			}
 		}
 	}

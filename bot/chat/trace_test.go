@@ -55,8 +55,8 @@ func TestDecideSpan(t *testing.T) {
 		}
 		for _, kv := range s.Attributes() {
 			for _, secret := range []string{"orders-secret-db", "reason-secret", "dr_smith", uSmith, "vic", uViewer, "patient_42", "s1"} {
-				if strings.Contains(kv.Value.Emit(), secret) {
-					t.Errorf("span %q: %s = %q holds %q", s.Name(), kv.Key, kv.Value.Emit(), secret)
+				if strings.Contains(kv.Value.String(), secret) {
+					t.Errorf("span %q: %s = %q holds %q", s.Name(), kv.Key, kv.Value.String(), secret)
 				}
 			}
 		}
@@ -71,7 +71,7 @@ func TestDecideSpan(t *testing.T) {
 	for i, s := range decides {
 		got := map[string]string{}
 		for _, kv := range s.Attributes() {
-			got[string(kv.Key)] = kv.Value.Emit()
+			got[string(kv.Key)] = kv.Value.String()
 		}
 		for k, v := range map[string]string{"countersign.surface": "slack", "countersign.item_id": "1", "countersign.request_id": "rid-click"} {
 			want[i][k] = v

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -155,7 +156,11 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 		t.Errorf("the tool call's span %q in trace %s, want execute_tool confirm_change in the click's %s", call.Name, call.TraceID, req.TraceID)
 	}
 	commit := tree.one("the tool call's transaction", func(s otlptest.Span) bool { return s.ParentID == call.SpanID && s.Name == "store.update" })
-	wantSpanAttrs(t, commit, map[string]string{"db.system.name": "bbolt"})
+	engine := "bbolt"
+	if os.Getenv(testStoreEnv) == enginePostgres {
+		engine = "postgresql"
+	}
+	wantSpanAttrs(t, commit, map[string]string{"db.system.name": engine})
 	tree.one("the click's delivery dedupe", func(s otlptest.Span) bool { return s.ParentID == decide.SpanID && s.Name == "store.update" })
 
 	// The card's update: a delivery of its own, linked to the tool call

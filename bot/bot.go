@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options are the dependencies of a Bot. Store and SigningKey are required.
@@ -45,6 +46,9 @@ type Options struct {
 	// one more is refused (429). 0 means DefaultMaxOpenItems; negative,
 	// no limit.
 	MaxOpenItems int
+	// Tracing, when set, makes the core's spans (trace.go): a tool call, a
+	// chat decision, an outbox delivery. nil makes none.
+	Tracing trace.TracerProvider
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -72,6 +76,7 @@ type Bot struct {
 	authGen     atomic.Uint64             // bumped after every committed principal change
 	queueBuilt  atomic.Bool               // every open item is filed in the queue (queue.go)
 	maxOpen     int                       // Options.MaxOpenItems, resolved; 0: no limit
+	tracer      trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
 }
 
 // New returns a Bot with no tools registered.
@@ -96,6 +101,9 @@ func New(o Options) (*Bot, error) {
 	b.outbox = &Outbox{b: b, wake: make(chan struct{})}
 	if o.CachePrincipals {
 		b.authCache = newAuthCache(&b.authGen)
+	}
+	if o.Tracing != nil {
+		b.tracer = o.Tracing.Tracer(tracerName)
 	}
 	b.deliveryTTL = o.DeliveryTTL
 	if b.deliveryTTL <= 0 {
@@ -154,6 +162,9 @@ type Call struct {
 	// emitted an item's decided event: the call took a new decision (a
 	// retry answered with the recorded outcome takes none).
 	decided bool
+	// item is the item a committed transaction of the call queued an
+	// event about (created, decided): its span names it.
+	item uint64
 }
 
 // Bot returns the bot the call runs on.
@@ -165,8 +176,10 @@ type Tx struct {
 	kv.Tx
 	call       *Call
 	queued     bool
-	decided    bool // an item's decided event was emitted in this run
-	principals bool // a principal changed (SavePrincipal)
+	decided    bool   // an item's decided event was emitted in this run
+	principals bool   // a principal changed (SavePrincipal)
+	item       uint64 // the item of the last event emitted in this run
+	trace      string // the traceparent of the call's span, kept with the events it queues
 }
 
 // Call runs tool name for caller with the raw JSON arguments. It is the one
@@ -174,10 +187,17 @@ type Tx struct {
 func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte) (res Result, err error) {
 	start := time.Now()
 	var c *Call
-	defer func() { b.observe(ctx, caller, name, start, c, err) }()
+	var span Span // the zero Span while tracing is off
+	defer func() {
+		b.observe(ctx, caller, name, start, c, err)
+		endCall(span, c, err)
+	}()
 	t, ok := b.tools[name]
 	if !ok {
 		return Result{}, Errorf(KindNotFound, "unknown tool '%s'. GET /v1/tools lists the tools.", name)
+	}
+	if b.tracer != nil {
+		ctx, span = b.startCall(ctx, caller, name)
 	}
 	if caller == nil {
 		return Result{}, Errorf(KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", KeyPrefix)
@@ -273,12 +293,17 @@ func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(c
 // Update runs fn in one durable transaction on behalf of call c.
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 	var queued, decided, principals bool
+	var item uint64
+	var tp string
+	if b.tracer != nil {
+		tp = traceparent(ctx)
+	}
 	err := b.store.Update(ctx, func(t kv.Tx) error {
-		tx := &Tx{Tx: t, call: c}
+		tx := &Tx{Tx: t, call: c, trace: tp}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		queued, decided, principals = tx.queued, tx.decided, tx.principals // the run that commits
+		queued, decided, principals, item = tx.queued, tx.decided, tx.principals, tx.item // the run that commits
 		return nil
 	})
 	if principals {
@@ -291,6 +316,9 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 	}
 	if err == nil && decided && c != nil {
 		c.decided = true
+	}
+	if err == nil && item != 0 && c != nil {
+		c.item = item
 	}
 	return err
 }

@@ -136,7 +136,7 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 		}
 		return d.post(ctx, it, ch, "post")
 	case EventUpdated, EventDecided:
-		return d.each(it, "update", func(card MessageRef) error { return d.r.Update(ctx, card, it) })
+		return d.each(ctx, it, "update", func(card MessageRef) error { return d.r.Update(ctx, card, it) })
 	case EventNote:
 		return d.reply(ctx, it, ev)
 	}
@@ -193,7 +193,7 @@ func (d delivery) post(ctx context.Context, it Item, channel, key string) error 
 	if err := d.o.b.Items().AddMessageRef(ctx, it.ID, ref); err != nil {
 		return err
 	}
-	d.o.b.log.Info("posted item", "sink", d.sink, "item", it.ID, "channel", ref.ChannelID, "message", ref.MessageID)
+	d.o.b.log.InfoContext(ctx, "posted item", "sink", d.sink, "item", it.ID, "channel", ref.ChannelID, "message", ref.MessageID)
 	return nil
 }
 
@@ -205,9 +205,9 @@ func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 		n.Role, n.Text = role, strings.Join(rest, " ")
 	}
 	if len(d.cards(it)) == 0 {
-		d.o.b.log.Warn("outbox: the item has no card on this surface to reply to", "sink", d.sink, "item", it.ID, "type", ev.Type)
+		d.o.b.log.WarnContext(ctx, "outbox: the item has no card on this surface to reply to", "sink", d.sink, "item", it.ID, "type", ev.Type)
 	}
-	return d.each(it, ev.Type, func(card MessageRef) error {
+	return d.each(ctx, it, ev.Type, func(card MessageRef) error {
 		n.Key = ev.Type + strconv.FormatUint(ev.Seq, 10) + "/" + card.MessageID
 		return d.r.Reply(ctx, card, it, n)
 	})
@@ -216,7 +216,7 @@ func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 // each runs op on every card of the item: a card refused for good is
 // skipped and logged; any other failure stops at once. It fails
 // permanently when every card refused.
-func (d delivery) each(it Item, what string, op func(MessageRef) error) error {
+func (d delivery) each(ctx context.Context, it Item, what string, op func(MessageRef) error) error {
 	var refused error
 	done := 0
 	for _, c := range d.cards(it) {
@@ -227,7 +227,7 @@ func (d delivery) each(it Item, what string, op func(MessageRef) error) error {
 			done++
 		case errors.As(err, &perm):
 			refused = err
-			d.o.b.log.Error("outbox: a card of the item refused the "+what+" for good; skipped", "sink", d.sink, "item", it.ID, "channel", c.ChannelID, "message", c.MessageID, "err", err)
+			d.o.b.log.ErrorContext(ctx, "outbox: a card of the item refused the "+what+" for good; skipped", "sink", d.sink, "item", it.ID, "channel", c.ChannelID, "message", c.MessageID, "err", err)
 		default:
 			return err
 		}

@@ -458,6 +458,9 @@ type Event struct {
 	Faults      int       `json:"faults,omitempty"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Trace is the W3C traceparent of the call that queued the event, when
+	// tracing is on: the delivery's span links to it (trace.go).
+	Trace string `json:"trace,omitempty"`
 }
 
 // Emit queues an event about item id for every configured sink, in tx.
@@ -483,12 +486,12 @@ func (tx *Tx) EmitTo(sink string, id uint64, typ, note string) error {
 	if err != nil {
 		return err
 	}
-	ev := Event{Seq: seq, Sink: sink, Type: typ, ItemID: id, Note: note, At: tx.now()}
+	ev := Event{Seq: seq, Sink: sink, Type: typ, ItemID: id, Note: note, At: tx.now(), Trace: tx.trace}
 	b, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	tx.queued = true
+	tx.queued, tx.item = true, id
 	return tx.Put(bucketOutbox, outboxKey(sink, seq), b)
 }
 

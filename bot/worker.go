@@ -114,7 +114,7 @@ func (o *Outbox) Drain(ctx context.Context, sink string, deliver Deliverer) erro
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			derr := deliver(ctx, ev)
+			derr := o.deliver(ctx, ev, deliver) // in the delivery's span (trace.go)
 			// Once delivered, record it even if shutdown began meanwhile, so
 			// that a clean stop does not send it again.
 			book := context.WithoutCancel(ctx)

@@ -42,7 +42,7 @@ func (a *Adapter) InteractionsHandler() http.Handler {
 			http.Error(w, "payload is not a Slack interaction: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		ack, accepted := a.interaction(cb, nil)
+		ack, accepted := a.interaction(r.Context(), cb, nil)
 		if run, ok := ack.(deferredAck); ok {
 			ctx, cancel := context.WithTimeout(r.Context(), editAckTimeout)
 			ack = run(ctx)

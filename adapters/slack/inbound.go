@@ -43,8 +43,10 @@ type submission struct {
 // *slackgo.ViewSubmissionResponse for a form error) and whether the
 // interaction was accepted: false means the worker queue is full and the
 // delivery must not be acknowledged. deliveries are the transport's dedupe
-// keys (the Socket Mode envelope id); the trigger id is added here.
-func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []string) (ack any, accepted bool) {
+// keys (the Socket Mode envelope id); the trigger id is added here. from is
+// the delivery's context: the work queued for it continues its request id
+// and trace span (bot.Continued).
+func (a *Adapter) interaction(from context.Context, cb slackgo.InteractionCallback, deliveries []string) (ack any, accepted bool) {
 	if cb.TriggerID != "" {
 		deliveries = append(deliveries, "slack:trigger:"+cb.TriggerID)
 	}
@@ -77,7 +79,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 				c.chosen = append(c.chosen, o.Value)
 			}
 		}
-		return nil, a.enqueue(func(ctx context.Context) { a.handleClick(ctx, c) })
+		return nil, a.enqueueFrom(from, func(ctx context.Context) { a.handleClick(ctx, c) })
 	case slackgo.InteractionTypeViewSubmission:
 		if cb.View.CallbackID == callbackEdit {
 			return a.editSubmission(cb, who, deliveries), true
@@ -99,7 +101,7 @@ func (a *Adapter) interaction(cb slackgo.InteractionCallback, deliveries []strin
 			deliveries = []string{"slack:view:" + cb.View.ID}
 		}
 		s := submission{deliveries: deliveries, user: cb.User.ID, who: who, metadata: cb.View.PrivateMetadata, reason: reason}
-		if !a.enqueue(func(ctx context.Context) { a.handleSubmission(ctx, s) }) {
+		if !a.enqueueFrom(from, func(ctx context.Context) { a.handleSubmission(ctx, s) }) {
 			return slackgo.NewErrorsViewSubmissionResponse(map[string]string{reasonBlock: "Countersign is busy; submit again in a moment."}), true
 		}
 		return nil, true

@@ -237,6 +237,12 @@ func (a *Adapter) enqueue(j job) bool {
 	}
 }
 
+// enqueueFrom is enqueue for work that continues the request of from: the
+// job's context carries from's request id and trace span (bot.Continued).
+func (a *Adapter) enqueueFrom(from context.Context, j job) bool {
+	return a.enqueue(func(ctx context.Context) { j(bot.Continued(ctx, from)) })
+}
+
 // jobTimeout bounds one job (a decision and a private answer).
 const jobTimeout = 30 * time.Second
 

@@ -74,7 +74,7 @@ func (a *Adapter) socketEvents(ctx context.Context, smc *socketmode.Client, done
 					continue
 				}
 				env := evt.Request.EnvelopeID
-				ack, accepted := a.interaction(cb, []string{"slack:envelope:" + env})
+				ack, accepted := a.interaction(ctx, cb, []string{"slack:envelope:" + env})
 				if run, ok := ack.(deferredAck); ok {
 					// Decided on a worker, then acknowledged with the result
 					// (an edit's field errors go only in the acknowledgement).

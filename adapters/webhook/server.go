@@ -56,6 +56,9 @@ type Options struct {
 	// Trust, by route pattern (a key of Mounts), is what the Guard checks
 	// less on that route: TrustSigned or TrustOwnOrigin.
 	Trust map[string]Trust
+	// Trace, if set, wraps the handling of every request inside its
+	// request id (cmd gives the span of each request: adapters/tracing).
+	Trace func(http.Handler) http.Handler
 }
 
 // Trust is why a route is exempt from some of the Guard's checks.
@@ -82,7 +85,11 @@ func NewServer(o Options) http.Handler {
 	}
 	mux := http.NewServeMux()
 	addRoutes(mux, o)
-	return withRequestID(withObserve(o.OnRequest, withRecover(o.Logger, mux)))
+	h := withObserve(o.OnRequest, withRecover(o.Logger, mux))
+	if o.Trace != nil {
+		h = o.Trace(h)
+	}
+	return withRequestID(h)
 }
 
 func addRoutes(mux *http.ServeMux, o Options) {

@@ -153,7 +153,9 @@ func (d Decision) edited() bool { return d.Arguments != nil || d.Value != nil }
 // (policy.DecisionRefusal) and audits a refusal; and finally the item's new
 // state. A refusal, a conflict or a failure never panics and never leaks
 // another space's item.
-func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
+	ctx, span := startDecision(ctx, b, d) // trace.go
+	defer func() { endDecision(span, out) }()
 	out, rec, caller := begin(ctx, b, d)
 	if out.Status != Ready {
 		return out
@@ -210,7 +212,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	if err != nil {
 		return failed(ctx, b, d, caller, it, err)
 	}
-	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
+	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
 	out = after(ctx, b, caller, it)
 	if d.Grant != nil {
 		out.Reply = GrantMade(res)
@@ -315,7 +317,7 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 		}
 		return out
 	}
-	b.Logger().Info("decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", edit != nil)
+	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", edit != nil)
 	return after(ctx, b, caller, it)
 }
 

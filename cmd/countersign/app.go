@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/memory"
@@ -42,6 +43,8 @@ type app struct {
 	// auth authenticates the bearer credential of the HTTP API and MCP
 	// over HTTP: the bot (keys), or keys and OAuth tokens (wire_oauth.go).
 	auth webhook.Authenticator
+	// tracing makes the spans of the edges (tracing.go); nil: off.
+	tracing *tracing.Tracing
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.
@@ -163,13 +166,18 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	}
 	a := &app{cfg: cfg, db: db, key: key, log: logger, getenv: getenv, mounts: map[string]http.Handler{}, trust: map[string]webhook.Trust{}}
 	a.closers = append(a.closers, db.Close)
-	a.bot, err = bot.New(bot.Options{Store: db, SigningKey: key, Logger: logger, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
+	if err := a.startTracing(ctx); err != nil { // tracing.go
+		a.close()
+		return nil, err
+	}
+	a.bot, err = bot.New(bot.Options{Store: a.tracedStore(db), SigningKey: key, Logger: a.log, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
 		MaxOpenItems: cfg.Limits.OpenItemsPerRequester,
 		Now:          clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
 		// One process holds a bbolt file, so its revocations are the only
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.
-		CachePrincipals: cfg.Store.Engine == engineBolt})
+		CachePrincipals: cfg.Store.Engine == engineBolt,
+		Tracing:         a.tracing.Provider()}) // nil: off (tracing.go)
 	if err != nil {
 		a.close()
 		return nil, err
@@ -208,6 +216,7 @@ func (a *app) handler() http.Handler {
 		Auth:       a.auth,
 		Guard:      webhook.NewHostGuard(a.cfg.allowedHosts(), a.cfg.allowedOrigins(), a.log),
 		Trust:      a.trust,
+		Trace:      a.traceRequests(),
 	})
 }
 

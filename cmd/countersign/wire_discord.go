@@ -47,6 +47,7 @@ func (a *app) wireDiscord(ctx context.Context) error {
 		Bot: a.bot, Token: token, PublicKey: pub,
 		ApplicationID: d.ApplicationID, GuildID: d.GuildID,
 		APIURL: d.APIURL, Channels: d.Channels, Logger: a.log.With("adapter", "discord"),
+		Transport: a.chatTransport("discord"), // nil: the adapter's own (tracing.go)
 	})
 	if err != nil {
 		return err

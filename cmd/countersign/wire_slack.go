@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -48,6 +49,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 		Approvers:   slackApprovers(a.cfg),
 		RoleMembers: slackRoleMembers(a.cfg),
 		Logger:      a.log,
+		HTTPClient:  a.chatClient("slack", 10*time.Second), // nil: the adapter's own (tracing.go)
 	}
 	switch s.Mode {
 	case slackadapter.ModeHTTP:

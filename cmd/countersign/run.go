@@ -20,9 +20,6 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// version is the release; set with -ldflags "-X main.version=..." at build.
-var version = "0.1.0-dev"
-
 const usage = `countersign — a chat-ops approval bot for AI agents
 
 Usage:
@@ -42,7 +39,7 @@ Usage:
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
   countersign web link [--config FILE] --name NAME
-  countersign version
+  countersign version [--short]
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
 the embedded default (the file is read on its own, not merged with the
@@ -112,8 +109,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return cmdWebLink(ctx, args[2:], getenv, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "countersign", version)
-		return nil
+		return cmdVersion(args[1:], stdout, stderr) // version_cmd.go
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

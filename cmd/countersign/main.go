@@ -12,7 +12,9 @@
 //	countersign mcp [--config FILE] [--key KEY]
 //	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
 //	countersign store compact [--config FILE]
-//	countersign version
+//	countersign store backup --to FILE [--url URL] [--key KEY]
+//	countersign store restore --from FILE [--config FILE]
+//	countersign version [--short]
 package main
 
 import (

@@ -38,6 +38,8 @@ Usage:
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
+  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX]
+  countersign store restore --from FILE [--config FILE]
   countersign web link [--config FILE] --name NAME
   countersign version [--short]
 
@@ -55,8 +57,11 @@ it reads the event on stdin, asks the running server with --key or
 $COUNTERSIGN_KEY and prints the decision JSON (docs/integrations.md).
 audit verify exits non-zero when the chain is broken; audit export writes
 the chain as JSON Lines. store compact rewrites the store without its free
-pages and prints the size before and after. mcp, keys, audit and store
-need the server stopped.
+pages and prints the size before and after. store backup takes a
+consistent copy from the running server with an admin key (--key or
+$COUNTERSIGN_API_KEY), checks it and writes it to FILE; store restore makes
+a checked backup the store of a config. mcp, keys, audit and the other
+store commands need the server stopped.
 web link prints a one-time sign-in URL (5 minutes, single use) to the web
 console for a principal under principals: (or a stored person principal).
 `

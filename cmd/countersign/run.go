@@ -38,7 +38,7 @@ Usage:
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
-  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX]
+  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
   countersign store restore --from FILE [--config FILE]
   countersign web link [--config FILE] --name NAME
   countersign version [--short]

@@ -155,7 +155,7 @@ func readiness(db kv.Store) func() error {
 const storeUsage = `usage:
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
-  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX]
+  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
   countersign store restore --from FILE [--config FILE]
 
 copy copies every bucket of the store of config A into the empty store of

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
@@ -28,6 +29,7 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	to := fs.String("to", "", "the backup file to write; it must not exist (required)")
 	urlFlag := fs.String("url", "", "the running server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
 	keyFlag := fs.String("key", "", "an admin API key not limited to some user_ids (default $"+apiKeyEnv+")")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up (and keep nothing) after this long")
 	pubHex := fs.String("pubkey", "", "verify the copy's audit chain under this public key (hex, as `audit pubkey` prints it) instead of the one the server names")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -57,6 +59,8 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 
 	tmp, err := os.CreateTemp(filepath.Dir(*to), filepath.Base(*to)+".partial-*")
 	if err != nil {

@@ -225,6 +225,12 @@ func TestBackupRefusals(t *testing.T) {
 		}
 	}
 
+	req, _ := http.NewRequest("HEAD", e.URL+backupPath, nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("HEAD %s: %v %v, want 400 (a backup is taken with GET)", backupPath, err, resp)
+	}
+
 	dir := t.TempDir()
 	to := filepath.Join(dir, "b.db")
 	_, err := e.runCmd("store", "backup", "--to", to, "--url", e.URL, "--key", agent)

@@ -48,6 +48,13 @@ type backupHandler struct {
 
 func (h backupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.app
+	if r.Method != http.MethodGet {
+		// GET routes also match HEAD: a HEAD would be audited and copied
+		// for nothing.
+		w.Header().Set("Allow", http.MethodGet)
+		webhook.WriteError(w, r, a.log, bot.Invalid("", "a backup is taken with GET %s", backupPath))
+		return
+	}
 	caller := webhook.CallerFrom(r.Context())
 	if !policy.Grants(caller.Role, policy.CapAdmin) || len(caller.Scopes) > 0 {
 		// A backup holds every space, every principal and the whole chain.

@@ -161,10 +161,10 @@ const storeUsage = `usage:
 copy copies every bucket of the store of config A into the empty store of
 config B (bbolt to postgres, or back), with the sequences, then verifies the
 audit chain on B. Stop every server of both stores first.
-compact rewrites a bbolt store without its free pages (store_cmd.go).
 backup downloads a consistent copy of the bbolt store from the running
 server (an admin key), checks it and writes it to FILE; restore checks a
-backup and makes it the store of the config (store_backup.go).`
+backup and makes it the store of the config (docs/operations.md, "Backups
+and restore"). compact rewrites a bbolt store without its free pages (store_cmd.go)`
 
 // cmdStore runs the store subcommands.
 func cmdStore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -73,7 +73,11 @@ func (h backupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	started := false
-	n, err := h.snap.Backup(r.Context(), w, func(size int64) error {
+	// The copy holds a read transaction until it is sent, and a write
+	// that must grow the file waits for it: a client that stops reading is
+	// cut off rather than left to stall the store.
+	out := stallWriter{rc: http.NewResponseController(w), w: w}
+	n, err := h.snap.Backup(r.Context(), out, func(size int64) error {
 		hd := w.Header()
 		hd.Set("Content-Type", "application/octet-stream")
 		hd.Set("Content-Length", strconv.FormatInt(size, 10))
@@ -94,4 +98,18 @@ func (h backupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		a.log.Info("store backup", "principal", caller.String(), "bytes", n, "took", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// backupStall is how long a backup's client may leave a write unread.
+const backupStall = 30 * time.Second
+
+// stallWriter gives every write to the client backupStall to complete.
+type stallWriter struct {
+	rc *http.ResponseController
+	w  io.Writer
+}
+
+func (s stallWriter) Write(p []byte) (int, error) {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(backupStall)) // unsupported: no deadline, as before
+	return s.w.Write(p)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -95,9 +96,7 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("store backup: the copy from %s is not good, and nothing was written to %s: %w", base, *to, err)
 	}
-	// A link, not a rename: it fails rather than replace a file that
-	// appeared at --to meanwhile.
-	if err := os.Link(tmp.Name(), *to); err != nil {
+	if err := placeNew(tmp.Name(), *to); err != nil {
 		return fmt.Errorf("store backup: --to: %w", err)
 	}
 	if err := syncFile(filepath.Dir(*to)); err != nil {
@@ -235,7 +234,7 @@ func copyNew(from, to string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once it is linked and removed
+	defer os.Remove(tmp.Name()) // a no-op once it is in place
 	if _, err := io.Copy(tmp, src); err != nil {
 		tmp.Close()
 		return err
@@ -247,10 +246,27 @@ func copyNew(from, to string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Link(tmp.Name(), to); err != nil {
+	if err := placeNew(tmp.Name(), to); err != nil {
 		return err
 	}
 	return syncFile(filepath.Dir(to))
+}
+
+// placeNew puts the finished file tmp at to without replacing a file
+// there: a hard link, which fails if to exists, then tmp is removed; on a
+// file system without hard links, a rename once to is seen to be absent.
+func placeNew(tmp, to string) error {
+	err := os.Link(tmp, to)
+	if err == nil {
+		return os.Remove(tmp)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, serr := os.Lstat(to); serr == nil {
+		return fmt.Errorf("%s appeared meanwhile; it is left as it is", to)
+	}
+	return os.Rename(tmp, to)
 }
 
 // syncFile fsyncs the file or directory at path.

@@ -13,7 +13,9 @@
 //	countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX]
 //	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
 //	countersign store compact [--config FILE]
-//	countersign version
+//	countersign store backup --to FILE [--url URL] [--key KEY]
+//	countersign store restore --from FILE [--config FILE]
+//	countersign version [--short]
 package main
 
 import (

@@ -20,9 +20,6 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// version is the release; set with -ldflags "-X main.version=..." at build.
-var version = "0.1.0-dev"
-
 const usage = `countersign — a chat-ops approval bot for AI agents
 
 Usage:
@@ -41,8 +38,10 @@ Usage:
   countersign audit pubkey [--config FILE]
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
+  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
+  countersign store restore --from FILE [--config FILE]
   countersign web link [--config FILE] --name NAME
-  countersign version
+  countersign version [--short]
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
 the embedded default (the file is read on its own, not merged with the
@@ -64,8 +63,11 @@ It reads --config or $COUNTERSIGN_CONFIG, never ./config.yaml
 (docs/integrations.md).
 audit verify exits non-zero when the chain is broken; audit export writes
 the chain as JSON Lines. store compact rewrites the store without its free
-pages and prints the size before and after. mcp, keys, audit and store
-need the server stopped.
+pages and prints the size before and after. store backup takes a
+consistent copy from the running server with an admin key (--key or
+$COUNTERSIGN_API_KEY), checks it and writes it to FILE; store restore makes
+a checked backup the store of a config. mcp, keys, audit and the other
+store commands need the server stopped.
 web link prints a one-time sign-in URL (5 minutes, single use) to the web
 console for a principal under principals: (or a stored person principal).
 `
@@ -118,8 +120,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		return cmdWebLink(ctx, args[2:], getenv, stdout, stderr)
 	case "version", "--version":
-		fmt.Fprintln(stdout, "countersign", version)
-		return nil
+		return cmdVersion(args[1:], stdout, stderr) // version_cmd.go
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -155,16 +155,27 @@ func readiness(db kv.Store) func() error {
 const storeUsage = `usage:
   countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE]
+  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
+  countersign store restore --from FILE [--config FILE]
 
 copy copies every bucket of the store of config A into the empty store of
 config B (bbolt to postgres, or back), with the sequences, then verifies the
 audit chain on B. Stop every server of both stores first.
-compact rewrites a bbolt store without its free pages (store_cmd.go)`
+backup downloads a consistent copy of the bbolt store from the running
+server (an admin key), checks it and writes it to FILE; restore checks a
+backup and makes it the store of the config (docs/operations.md, "Backups
+and restore"). compact rewrites a bbolt store without its free pages (store_cmd.go)`
 
 // cmdStore runs the store subcommands.
 func cmdStore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "compact" {
 		return cmdStoreCompact(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "backup" {
+		return cmdStoreBackup(ctx, args[1:], getenv, stdout, stderr) // store_backup.go
+	}
+	if len(args) > 0 && args[0] == "restore" {
+		return cmdStoreRestore(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "copy" {
 		return errors.New(storeUsage)

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/approvals"
+)
+
+// cmdStoreBackup runs `store backup`: it downloads a consistent copy of the
+// store from the running server (GET /v1/admin/backup, an admin key),
+// checks it (bbolt's consistency check, then the audit chain in it), and
+// only then puts it at --to, which must not exist. Nothing is left at --to
+// when any step fails, so a cron job that exits 0 has a good backup.
+func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store backup", stderr)
+	load := configFlag(fs)
+	to := fs.String("to", "", "the backup file to write; it must not exist (required)")
+	urlFlag := fs.String("url", "", "the running server's base URL (default $"+urlEnv+", else http:// and the config's listen)")
+	keyFlag := fs.String("key", "", "an admin API key not limited to some user_ids (default $"+apiKeyEnv+")")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up (and keep nothing) after this long")
+	pubHex := fs.String("pubkey", "", "verify the copy's audit chain under this public key (hex, as `audit pubkey` prints it) instead of the one the server names")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *to == "" {
+		return errors.New("store backup: --to FILE is required (for example --to /var/backups/countersign/countersign-$(date +%F).db)")
+	}
+	if _, err := os.Lstat(*to); err == nil {
+		return fmt.Errorf("store backup: --to: %s already exists; a backup never overwrites a file (name each one by its date)", *to)
+	}
+	var pinned ed25519.PublicKey
+	if *pubHex != "" {
+		b, err := hex.DecodeString(strings.TrimSpace(*pubHex))
+		if err != nil || len(b) != ed25519.PublicKeySize {
+			return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters), as `countersign audit pubkey` prints it", ed25519.PublicKeySize)
+		}
+		pinned = b
+	}
+	key := *keyFlag
+	if key == "" {
+		key = getenv(apiKeyEnv)
+	}
+	if key == "" {
+		return fmt.Errorf("store backup: no API key: give --key KEY or set $%s to an admin key (countersign keys create --role admin)", apiKeyEnv)
+	}
+	base, err := serverURL(*urlFlag, load, getenv)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	tmp, err := os.CreateTemp(filepath.Dir(*to), filepath.Base(*to)+".partial-*")
+	if err != nil {
+		return fmt.Errorf("store backup: --to: %w", err)
+	}
+	keep := false
+	defer func() {
+		tmp.Close()
+		if !keep {
+			os.Remove(tmp.Name())
+		}
+	}()
+	announced, n, err := download(ctx, base, key, tmp)
+	if err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("store backup: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("store backup: %w", err)
+	}
+	pub, against := pinned, "the key pinned with --pubkey"
+	if pub == nil {
+		b, err := hex.DecodeString(announced)
+		if err != nil || len(b) != ed25519.PublicKeySize {
+			return fmt.Errorf("store backup: the server named no audit key (%s: %q); pass --pubkey HEX", backupKeyHeader, announced)
+		}
+		pub, against = b, "the key the server names (pin one with --pubkey)"
+	}
+	file, chain, err := checkBackup(ctx, tmp.Name(), pub)
+	if err != nil {
+		return fmt.Errorf("store backup: the copy from %s is not good, and nothing was written to %s: %w", base, *to, err)
+	}
+	if err := placeNew(tmp.Name(), *to); err != nil {
+		return fmt.Errorf("store backup: --to: %w", err)
+	}
+	if err := syncFile(filepath.Dir(*to)); err != nil {
+		return fmt.Errorf("store backup: %w", err)
+	}
+	fmt.Fprintf(stdout, "✓ Backed up %s (%d keys in %d buckets) from %s to %s. Audit chain INTACT in the copy — %d entries verified under %s.\n",
+		mib(n), file.Keys, file.Buckets, base, *to, chain.Entries, against)
+	if chain.Head.Seq > 0 {
+		fmt.Fprintf(stdout, "  head: seq %d hash %s\n", chain.Head.Seq, chain.Head.Hash)
+	}
+	return nil
+}
+
+// download writes the server's backup to w and returns the audit key it
+// named and the bytes written; a copy shorter than announced is an error.
+func download(ctx context.Context, base, key string, w io.Writer) (string, int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+backupPath, nil)
+	if err != nil {
+		return "", 0, fmt.Errorf("store backup: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", 0, fmt.Errorf("store backup: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it; with the server stopped, copy store.path and the signing key as they are)", base, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var e struct {
+			Text string `json:"text"`
+		}
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &e) == nil && e.Text != "" {
+			msg = e.Text
+		}
+		return "", 0, fmt.Errorf("store backup: %s answered %s: %s", base, resp.Status, msg)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return "", n, fmt.Errorf("store backup: the copy was cut off after %d of %d bytes: %w", n, resp.ContentLength, err)
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return "", n, fmt.Errorf("store backup: got %d bytes, the server announced %d", n, resp.ContentLength)
+	}
+	return resp.Header.Get(backupKeyHeader), n, nil
+}
+
+// checkBackup checks a backup file: bbolt's consistency check, then the
+// audit chain in it under pub.
+func checkBackup(ctx context.Context, path string, pub ed25519.PublicKey) (bolt.FileReport, approvals.Report, error) {
+	file, err := bolt.CheckFile(path)
+	if err != nil {
+		return file, approvals.Report{}, err
+	}
+	db, err := bolt.Open(path, bolt.Options{ReadOnly: true})
+	if err != nil {
+		return file, approvals.Report{}, err
+	}
+	defer db.Close()
+	rep, err := approvals.VerifyWith(ctx, db, approvals.VerifyOptions{Trusted: []ed25519.PublicKey{pub}, StateBuckets: auditStateBuckets()})
+	if err != nil {
+		return file, rep, err
+	}
+	if !rep.Intact {
+		return file, rep, fmt.Errorf("its audit chain is BROKEN at seq %d: %s", rep.BrokenAt, rep.Reason)
+	}
+	return file, rep, nil
+}
+
+// cmdStoreRestore runs `store restore`: it checks a backup file (bbolt's
+// consistency check, then its audit chain under the configured signing
+// key) and copies it to store.path, which must not exist: a restore makes
+// a new store, never writes over one. The server must be stopped.
+func cmdStoreRestore(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("store restore", stderr)
+	load := configFlag(fs)
+	from := fs.String("from", "", "the backup file written by `store backup` (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *from == "" {
+		return errors.New("store restore: --from FILE is required (a file `countersign store backup` wrote)")
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if cfg.Store.Engine != engineBolt {
+		return fmt.Errorf("store restore: store.engine is %s; restore a PostgreSQL database with pg_restore (docs/operations.md, \"Backups\")", cfg.Store.Engine)
+	}
+	dst := cfg.Store.Path
+	if _, err := os.Lstat(dst); err == nil {
+		return fmt.Errorf("store restore: store.path %s already exists; a restore makes a new store: stop the server and move the old file aside first (keep it until the restored store verifies)", dst)
+	}
+	if dir := filepath.Dir(dst); !fileExists(dir) {
+		return fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s)", dir, dir)
+	}
+	pub, err := configuredPublicKey(cfg)
+	if err != nil {
+		return fmt.Errorf("store restore: %w (restore the signing key file from its backup first: the chain verifies only under it)", err)
+	}
+	file, chain, err := checkBackup(ctx, *from, pub)
+	if err != nil {
+		return fmt.Errorf("store restore: %s is not a good backup for this config, and nothing was written: %w", *from, err)
+	}
+	if err := copyNew(*from, dst); err != nil {
+		return fmt.Errorf("store restore: %w", err)
+	}
+	fmt.Fprintf(stdout, "✓ Restored %s to %s (%d keys in %d buckets). Audit chain INTACT — %d entries verified.\n", *from, dst, file.Keys, file.Buckets, chain.Entries)
+	if chain.Head.Seq > 0 {
+		fmt.Fprintf(stdout, "  head: seq %d hash %s\n", chain.Head.Seq, chain.Head.Hash)
+	}
+	// serve checks the chain against the newest anchor: an older backup
+	// is a rollback, and serve refuses it until the operator says so.
+	db, err := bolt.Open(dst, bolt.Options{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if _, err := checkAnchors(cfg, db); err != nil {
+		fmt.Fprintf(stdout, "⚠ serve will refuse this store until you act: %v\n", err)
+	}
+	return nil
+}
+
+// copyNew copies the file from to the new file to (mode 0600), synced,
+// failing if to exists.
+func copyNew(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".restore-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once it is in place
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := placeNew(tmp.Name(), to); err != nil {
+		return err
+	}
+	return syncFile(filepath.Dir(to))
+}
+
+// placeNew puts the finished file tmp at to without replacing a file
+// there: a hard link, which fails if to exists, then tmp is removed; on a
+// file system without hard links, a rename once to is seen to be absent.
+func placeNew(tmp, to string) error {
+	err := os.Link(tmp, to)
+	if err == nil {
+		return os.Remove(tmp)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if _, serr := os.Lstat(to); serr == nil {
+		return fmt.Errorf("%s appeared meanwhile; it is left as it is", to)
+	}
+	return os.Rename(tmp, to)
+}
+
+// syncFile fsyncs the file or directory at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

@@ -95,6 +95,27 @@ type Item struct {
 	// Grants are the standing grants an approver may add to an approval
 	// of this pending item (the tool's grants: config); none: approve only.
 	Grants []GrantOption `json:"grants,omitempty"`
+
+	// The card's lines for the person clicking (card.go), computed by the
+	// item's source from the item, never taken from the agent's words:
+	// Effect is what approving does while the item is pending ("ward_bot
+	// runs order_medication once with these arguments…"), what happens
+	// now once it is approved; Asked is why a person is asked (the rule
+	// that matched); Args are an action's arguments one a line; Details
+	// are what surfaces fold away (raw JSON, hashes, quorum arithmetic,
+	// principal ids, the configured category, the channel); Danger marks
+	// a destructive or dry-run-first item; Facts are the facts the
+	// approval rests on (tools[].context) and Reopened why the request
+	// went back for a new decision; Votes are the votes with what each
+	// voter was shown.
+	Effect   string     `json:"effect,omitempty"`
+	Asked    string     `json:"asked,omitempty"`
+	Args     []Field    `json:"args,omitempty"`
+	Details  []Field    `json:"details,omitempty"`
+	Danger   *Danger    `json:"danger,omitempty"`
+	Facts    []FactView `json:"facts,omitempty"`
+	Reopened string     `json:"reopened,omitempty"`
+	Votes    []VoteView `json:"votes,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -421,6 +442,24 @@ func (tx *Tx) Emit(id uint64, typ, note string) error {
 		}
 	}
 	return nil
+}
+
+// ReopenItem puts item id back on the list of open items, in tx: its
+// request went back for a new decision (approvals.Request.Reopen). It
+// queues the item's "updated" event for every sink, so every card shows
+// it pending again, and, when note is not "", the note in the cards'
+// threads, so the people who decided it hear why.
+func (tx *Tx) ReopenItem(id uint64, note string) error {
+	if err := tx.Put(bucketOpen, kv.U64(id), []byte{1}); err != nil {
+		return err
+	}
+	if err := tx.Emit(id, EventUpdated, ""); err != nil {
+		return err
+	}
+	if note == "" {
+		return nil
+	}
+	return tx.Emit(id, EventNote, note)
 }
 
 // EmitTo queues an event for one sink, in tx.

@@ -117,9 +117,9 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 	case CmdShow:
 		return s.show(ctx, c.ID)
 	case CmdApprove:
-		return s.decide(ctx, c.ID, true, "")
+		return s.decide(ctx, c.ID, true, "", c.Confirm)
 	case CmdReject:
-		return s.decide(ctx, c.ID, false, c.Reason)
+		return s.decide(ctx, c.ID, false, c.Reason, "")
 	case CmdHistory:
 		return s.tool(ctx, CmdHistory, toolHistory, c.Subject, c.Space)
 	case CmdCheck:
@@ -143,6 +143,7 @@ func (s session) help() string {
 	b.WriteString("  pending — what awaits a decision\n")
 	b.WriteString("  show <id> — one item: what is asked, its fields, its status and who decided\n")
 	b.WriteString("  approve <id> — approve an item (people whose role holds approve)\n")
+	b.WriteString("  approve <id> confirm <name> — approve an item that cannot be undone, typing the name of what it acts on\n")
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
@@ -424,7 +425,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 // every surface uses. The reply names the item by its chat number only,
 // and a decision on an item already decided answers with what was
 // recorded.
-func (s session) decide(ctx context.Context, id uint64, approve bool, reason string) string {
+func (s session) decide(ctx context.Context, id uint64, approve bool, reason, confirm string) string {
 	verb := Approve
 	if !approve {
 		verb = Reject
@@ -432,13 +433,25 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason str
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
 		return msg
 	}
-	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason})
+	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, Confirm: confirm})
 	switch out.Status {
 	case Decided:
 		icon, word := StatusWord(out.Item.Status)
-		return fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+		line := fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+		if out.Item.Effect != "" && !out.Item.Sensitive {
+			line += "\n" + EffectLabel(out.Item) + " " + OneLine(out.Item.Effect, 400)
+		}
+		return line
 	case Counted:
 		return out.Reply
+	case Invalid:
+		if dg := out.Item.Danger; out.Field == ConfirmField && dg != nil {
+			lead := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded.", id, OneLine(dg.Confirm, 200))
+			if confirm != "" {
+				lead = fmt.Sprintf("%q is not the %s of #%d; nothing was recorded.", OneLine(confirm, 100), OneLine(dg.TargetLabel, 60), id)
+			}
+			return lead + fmt.Sprintf(" To approve it, type `approve %d confirm %s` (its %s).", id, OneLine(dg.Target, 100), OneLine(dg.TargetLabel, 60))
+		}
 	}
 	if out.Reply == "" {
 		return couldNotDecide

@@ -79,6 +79,21 @@ type Decision struct {
 	// web console's signed-in principal, surface "web"): the chat directory
 	// is not consulted, and UserID only names the person in logs.
 	Caller *bot.Caller
+	// Confirm, with Verb Approve on a dangerous item (bot.Item.Danger), is
+	// what the person typed to confirm it (the console, a typed command):
+	// it must be the item's Danger.Target.
+	Confirm string
+	// Confirmed, with Verb Approve on a dangerous item, says the surface's
+	// own confirmation step was passed: Slack's confirm dialog (the
+	// platform sends the click only after it), Discord's second button.
+	// Without it or Confirm, an approval of a dangerous item decides
+	// nothing.
+	Confirmed bool
+	// Seen is what the person was shown when they decided (the card or
+	// page the button was on), recorded on the vote; a dangerous item
+	// approved from a card cut to fit is refused. nil: nothing was shown
+	// (a typed command).
+	Seen *bot.Seen
 }
 
 // caller is the principal the decision is taken as: the surface's own
@@ -178,6 +193,9 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		if it.Kind == bot.KindQuestion {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
 		}
+		if out, ok := dangerChecks(d, caller, it); !ok {
+			return out
+		}
 		if d.edited() {
 			if d.Grant != nil {
 				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}
@@ -186,9 +204,9 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		}
 		if d.Basis != "" && d.Basis != EditBasis(it) {
 			// The card or page the person clicked showed another version
-			// (another approver has edited it since): an approval counts
-			// only for the bytes the approver saw.
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)}
+			// (another approver has edited it since, or a fact it rests on
+			// changed): an approval counts only for what the approver saw.
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: changedSinceShown(it, d.Basis)}
 		}
 	default:
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
@@ -209,6 +227,12 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		}
 		extra["args_sha256"] = d.ArgsSHA256
 	}
+	if seen := seenArg(d, it); seen != nil {
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["seen"] = seen
+	}
 	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)
 	if err != nil {
 		return failed(ctx, b, d, caller, it, err)
@@ -219,6 +243,69 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		out.Reply = GrantMade(res)
 	}
 	return out
+}
+
+// dangerChecks are what an approval of a dangerous item (bot.Item.Danger)
+// needs besides the rest: a card shown whole, and the confirmation step
+// passed (the surface's own, or the target typed). ok is false with the
+// outcome to answer when one is missing; nothing is recorded then.
+func dangerChecks(d Decision, caller *bot.Caller, it bot.Item) (Outcome, bool) {
+	if it.Danger == nil || caller.ReadOnlyReason(it) != "" {
+		// Not dangerous; or the person may not decide it at all, which
+		// the decision tool refuses (and audits) by the one rule.
+		return Outcome{}, true
+	}
+	if d.Seen != nil && d.Seen.Truncated {
+		where := "in the web console"
+		if it.WebURL != "" {
+			where = "in the web console: " + it.WebURL
+		}
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("The %s card of #%d was cut to fit, and #%d cannot be undone, so your approval was not counted; nothing was recorded. Read it whole and approve it %s.", d.Seen.Surface, it.ID, it.ID, where)}, false
+	}
+	if !d.Confirmed && strings.TrimSpace(d.Confirm) != it.Danger.Target {
+		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
+		if strings.TrimSpace(d.Confirm) != "" {
+			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
+		}
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg, Field: ConfirmField}, false
+	}
+	return Outcome{}, true
+}
+
+// ConfirmField is the Field of an approval refused for want of a
+// dangerous item's confirmation: a surface shows its confirmation step.
+const ConfirmField = "confirm"
+
+// changedSinceShown says why an approval from a card or page showing
+// basis is refused: the arguments were edited, or the facts changed.
+func changedSinceShown(it bot.Item, basis string) string {
+	noFacts := it
+	noFacts.Facts = nil
+	if len(it.Facts) > 0 && (EditBasis(noFacts) == "" || EditBasis(noFacts) != basis) {
+		// Either the facts changed, or the card showed none: say what
+		// they are now.
+		lines := make([]string, len(it.Facts))
+		for i, f := range it.Facts {
+			lines[i] = FactLine(f)
+		}
+		return fmt.Sprintf("#%d changed after it was shown to you: the facts it rests on are now %s (or its arguments were edited); nothing was recorded. Look at #%d again and approve it if you still agree.", it.ID, strings.Join(lines, "; "), it.ID)
+	}
+	return fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)
+}
+
+// seenArg is what the person was shown, as the decision tool's seen
+// argument with the digest of the facts the card showed; nil when the
+// surface showed nothing or the item's tool takes no seen argument (a
+// memory proposal, a question).
+func seenArg(d Decision, it bot.Item) map[string]any {
+	if d.Seen == nil || (it.Kind != bot.KindAction && it.Kind != bot.KindConsent) {
+		return nil
+	}
+	m := d.Seen.Arg()
+	if len(it.Facts) > 0 && d.Verb == Approve {
+		m["facts"] = bot.FactsDigestOf(it.Facts)
+	}
+	return m
 }
 
 // decideEdit approves item it with the decision's edit, through the item

@@ -144,16 +144,26 @@ func editableValue(it bot.Item) string {
 	return v
 }
 
-// EditBasis is a short hash of what item it's edit form starts from: its
-// current arguments or proposed value.
+// EditBasis is a short hash of what a card of item it showed that an
+// approval rests on: what its edit form starts from (its current
+// arguments or proposed value) and the versions of the facts it shows
+// (bot.Item.Facts). A click or a form carries it, and Decide refuses one
+// whose item has changed since: another approver's edit, or a context
+// fact superseded, retracted or flagged. "" when the item has neither.
 func EditBasis(it bot.Item) string {
-	if it.Editable == nil {
+	if it.Editable == nil && len(it.Facts) == 0 {
 		return ""
 	}
 	h := sha256.New()
-	h.Write([]byte(it.Editable.Kind))
-	h.Write([]byte{0})
-	h.Write(it.Editable.Current)
+	if it.Editable != nil {
+		h.Write([]byte(it.Editable.Kind))
+		h.Write([]byte{0})
+		h.Write(it.Editable.Current)
+	}
+	if len(it.Facts) > 0 {
+		h.Write([]byte{0, 'f'})
+		h.Write([]byte(bot.FactsDigestOf(it.Facts)))
+	}
 	return fmt.Sprintf("%08x", binary.BigEndian.Uint32(h.Sum(nil)))
 }
 

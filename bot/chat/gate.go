@@ -94,8 +94,12 @@ const (
 // never scanned by the denylist (a rejection reason may well say "it would
 // delete the prod database").
 type ChatCommand struct {
-	Name    string // one of the Cmd constants
-	ID      uint64 // show, approve, reject
+	Name string // one of the Cmd constants
+	ID   uint64 // show, approve, reject
+	// Confirm is approve's confirmation of an item that cannot be undone:
+	// the target typed after the word confirm ("approve 12 confirm
+	// orders_prod").
+	Confirm string
 	Reason  string // reject: the rest of the line after the id, as typed
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
@@ -332,6 +336,11 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 		if len(args) == 1 && id != 0 {
 			return ChatCommand{Name: name, ID: id}, true, ChatCommand{}
 		}
+		if name == CmdApprove && id != 0 && len(args) == 3 && strings.EqualFold(args[1].text, confirmWord) && validChatArg(args[2].text) {
+			// The confirmation of an item that cannot be undone: the
+			// word confirm and the target, nothing else.
+			return ChatCommand{Name: name, ID: id, Confirm: args[2].text}, true, ChatCommand{}
+		}
 		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
 	case CmdReject:
 		var id uint64
@@ -358,6 +367,10 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 	}
 	return ChatCommand{}, false, ChatCommand{}
 }
+
+// confirmWord introduces approve's confirmation: "approve 12 confirm
+// orders_prod".
+const confirmWord = "confirm"
 
 // parseChatID parses an item id as typed in chat: "12" or "#12", optionally
 // followed by '.' or '!'. Ids are positive.

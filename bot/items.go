@@ -144,6 +144,13 @@ type ItemEditor interface {
 	EditCall(rec ItemRecord, edit json.RawMessage, reason string) (tool string, args map[string]any, err error)
 }
 
+// SeenTaker is implemented by the item sources whose decision tools
+// record what the decider was shown (a "seen" argument: approve_action and
+// deny_action take one), for the kinds it reports.
+type SeenTaker interface {
+	TakesSeen(k ItemKind) bool
+}
+
 // Items are the things a person may decide (memory proposals, action and
 // consent requests, questions), each with a small global id, as every
 // surface reads them: the neutral view (Item), its stored record, the
@@ -152,6 +159,13 @@ type Items struct{ b *Bot }
 
 // Items returns the bot's items.
 func (b *Bot) Items() Items { return Items{b: b} }
+
+// TakesSeen reports whether a decision on an item of kind k records what
+// the decider was shown (its source is a SeenTaker for k).
+func (x Items) TakesSeen(k ItemKind) bool {
+	st, ok := x.b.kinds[k].(SeenTaker)
+	return ok && st.TakesSeen(k)
+}
 
 // RegisterKind installs the source of one kind of item. Call it while
 // wiring, before the bot serves.

@@ -18,7 +18,12 @@ type itemSource struct{ s *Service }
 var (
 	_ bot.ItemSource = itemSource{}
 	_ bot.ItemEditor = itemSource{}
+	_ bot.SeenTaker  = itemSource{}
 )
+
+// TakesSeen reports that approve_action and deny_action record what the
+// decider was shown: action and consent requests, not questions.
+func (itemSource) TakesSeen(k bot.ItemKind) bool { return k == bot.KindAction || k == bot.KindConsent }
 
 // View renders the request behind rec.
 func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {

@@ -286,6 +286,9 @@ func listLine(it bot.Item, canApprove bool, now time.Time) string {
 	if title == "" {
 		title = "(untitled)"
 	}
+	if it.Danger != nil {
+		title = "⚠ cannot be undone: " + title
+	}
 	line := fmt.Sprintf("#%d %s — %s", it.ID, KindNoun(it.Kind), title)
 	var notes []string
 	if it.Space.UserID != "" {
@@ -365,14 +368,46 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		}
 		return b.String()
 	}
+	if it.Danger != nil && it.Pending() {
+		b.WriteString(OneLine(it.Danger.Warning, 300) + "\n")
+	}
 	if t := OneLine(it.Title, 200); t != "" {
 		b.WriteString(t + "\n")
+	}
+	if line := ReopenedLine(it); line != "" && it.Pending() {
+		b.WriteString(line + "\n")
+	}
+	if label := EffectLabel(it); label != "" {
+		b.WriteString(label + " " + OneLine(it.Effect, 600) + "\n")
+	}
+	if len(it.Facts) > 0 {
+		b.WriteString(FactsHeading(it) + "\n")
+		for _, f := range it.Facts {
+			b.WriteString("  • " + FactLine(f) + "\n")
+		}
+	}
+	if len(it.Args) > 0 {
+		b.WriteString(ArgsLabel + "\n")
+		for _, a := range it.Args {
+			b.WriteString("  " + ArgLine(a) + "\n")
+		}
+	}
+	space := spaceLine(it.Space)
+	for _, f := range it.Fields {
+		v := OneLine(f.Value, valueRunes)
+		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
+			continue // no "Source:" with nothing after it; the Space line is above
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
+	}
+	if it.Asked != "" {
+		b.WriteString(AskedLabel + " " + OneLine(it.Asked, 600) + "\n")
 	}
 	if sp := spaceLine(it.Space); sp != "" {
 		b.WriteString("Space: " + sp + "\n")
 	}
 	if it.Requester != "" {
-		b.WriteString("Requested by: " + OneLine(it.Requester, 100))
+		b.WriteString("Requested by: " + NameOf(it.Requester))
 		if !it.CreatedAt.IsZero() {
 			b.WriteString(" on " + Stamp(it.CreatedAt))
 		}
@@ -390,14 +425,6 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if it.Tally != "" {
 		b.WriteString("Tally: " + OneLine(it.Tally, 200) + "\n")
 	}
-	space := spaceLine(it.Space)
-	for _, f := range it.Fields {
-		v := OneLine(f.Value, valueRunes)
-		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
-			continue // no "Source:" with nothing after it; the Space line is above
-		}
-		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
-	}
 	if len(it.Options) > 0 {
 		b.WriteString("Options: " + JoinLine(it.Options, 400))
 		if it.Multi {
@@ -406,7 +433,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString("\n")
 	}
 	if len(it.DecidedBy) > 0 {
-		b.WriteString("Decided by: " + JoinLine(it.DecidedBy, 400))
+		b.WriteString("Decided by: " + Names(it.DecidedBy, 400))
 		if !it.DecidedAt.IsZero() {
 			b.WriteString(" on " + Stamp(it.DecidedAt))
 		}
@@ -414,6 +441,13 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	}
 	if it.Reason != "" {
 		b.WriteString("Reason: " + OneLine(it.Reason, 500) + "\n")
+	}
+	if len(it.Details) > 0 || len(it.Votes) > 0 {
+		b.WriteString(strings.ReplaceAll(DetailsText(it), "\n•", "\n  •") + "\n")
+	}
+	if it.Pending() && it.Danger != nil {
+		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d confirm %s` or `reject %d <reason>`.", it.ID, OneLine(it.Danger.Target, 100), it.ID)
+		return strings.TrimRight(b.String(), "\n")
 	}
 	if it.Pending() {
 		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d` or `reject %d <reason>`.", it.ID, it.ID)

@@ -227,7 +227,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		}
 		extra["args_sha256"] = d.ArgsSHA256
 	}
-	if seen := seenArg(d, it); seen != nil {
+	if seen := seenArg(d, it); seen != nil && b.Items().TakesSeen(it.Kind) {
 		if extra == nil {
 			extra = map[string]any{}
 		}
@@ -295,10 +295,10 @@ func changedSinceShown(it bot.Item, basis string) string {
 
 // seenArg is what the person was shown, as the decision tool's seen
 // argument with the digest of the facts the card showed; nil when the
-// surface showed nothing or the item's tool takes no seen argument (a
-// memory proposal, a question).
+// surface showed nothing. Only a source whose tool takes it gets it
+// (bot.Items.TakesSeen: not a memory proposal, not a question).
 func seenArg(d Decision, it bot.Item) map[string]any {
-	if d.Seen == nil || (it.Kind != bot.KindAction && it.Kind != bot.KindConsent) {
+	if d.Seen == nil {
 		return nil
 	}
 	m := d.Seen.Arg()
@@ -576,4 +576,66 @@ func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
 		return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider, in the web console, and I could not make you a link (%s). Nothing was recorded; #%d stays pending. Open it in the console and sign in again there, or ask another approver.", it.ID, err, it.ID)
 	}
 	return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider. Approve it in the console after signing in again: %s (one use, for you only, valid 5 minutes). Nothing was recorded; #%d stays pending.", it.ID, link, it.ID)
+}
+
+// ShowDetails shows an item's folded detail (bot.Item.Details and its
+// votes: what a Details button opens) to someone who may read the item: a
+// mapped principal whose role holds read, with the item's space in scope,
+// pending or decided. A sensitive item's detail is shown only as Details
+// shows it (to those who may decide it, audited). Ready carries the item.
+func ShowDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out, _, caller := begin(ctx, b, d)
+	if out.Status == Closed {
+		out.Status, out.Reply = Ready, ""
+	}
+	if out.Status != Ready {
+		return out
+	}
+	it := out.Item
+	if it.Sensitive {
+		return Details(ctx, b, Decision{Surface: d.Surface, UserID: d.UserID, Roles: d.Roles, ItemID: d.ItemID, Verb: ViewDetails, Caller: d.Caller})
+	}
+	if !caller.MayRead() {
+		msg := policy.DenyCapability(fmt.Sprintf("details #%d", it.ID), policy.CapRead, caller.Role)
+		refuse(ctx, b, d, caller, it.Space, msg)
+		return Outcome{Status: Refused, Caller: caller, Reply: msg}
+	}
+	return Outcome{Status: Ready, Item: it, Caller: caller}
+}
+
+// DetailsText is an item's folded detail as private text: its Details
+// fields and its votes, each with what the voter was shown.
+func DetailsText(it bot.Item) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s of #%d (%s):", DetailsLabel, it.ID, KindNoun(it.Kind))
+	for _, f := range it.Details {
+		b.WriteString("\n• " + OneLine(f.Label, 60) + ": " + OneLine(f.Value, 600))
+	}
+	if len(it.Votes) > 0 {
+		b.WriteString("\nVotes:")
+		for _, v := range it.Votes {
+			b.WriteString("\n• " + VoteLine(v))
+		}
+	}
+	return b.String()
+}
+
+// VoteLine is one vote on one line: who, which way, when, and what they
+// were shown ("alice [prin_a] approved at 2026-03-02 08:05 UTC, on the
+// slack card sha256 3f2a…(whole)"); a vote that no longer counts says so.
+func VoteLine(v bot.VoteView) string {
+	way := "approved"
+	if !v.Approve {
+		way = "refused"
+	}
+	s := OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
+	if v.Seen != nil {
+		s += ", on the " + v.Seen.String()
+	} else {
+		s += ", on no card (an API call or a typed command)"
+	}
+	if v.Approve && !v.Counts {
+		s += "; no longer counts (cast on earlier arguments or facts)"
+	}
+	return s
 }

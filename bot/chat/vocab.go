@@ -185,14 +185,14 @@ const (
 // "" otherwise.
 func EffectLabel(it bot.Item) string {
 	switch {
+	case it.Effect == "":
+		return ""
 	case it.Pending() && it.Kind == bot.KindQuestion:
 		return "If you answer:"
 	case it.Pending():
 		return "If you approve:"
-	case it.Effect != "":
-		return "Now:"
 	}
-	return ""
+	return "Now:"
 }
 
 // FactsHeading heads an item's facts: while it is pending, the facts now,

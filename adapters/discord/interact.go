@@ -255,8 +255,9 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 // dangerStep answers an Approve click on a dangerous item (bot.Item.Danger)
 // with its second step (confirmStep) instead of deciding: nil for any
 // other item, which is decided at once. The click is deduped here; one
-// by a person who may not decide the item goes on to the decision, which
-// refuses it by the one rule and audits the refusal.
+// by a person who may not decide the item (or not without a fresh sign-in
+// first) goes on to the decision, which refuses it by the one rule and
+// audits the refusal (answering a step-up with its link).
 func (a *Adapter) dangerStep(ctx context.Context, d chat.Decision) *discordgo.InteractionResponse {
 	it, err := a.bot.Items().Get(ctx, d.ItemID)
 	if err != nil || !it.Pending() || it.Danger == nil {
@@ -269,7 +270,7 @@ func (a *Adapter) dangerStep(ctx context.Context, d chat.Decision) *discordgo.In
 			return private(internalFailure)
 		}
 		return private(clip(out.Reply, 1500, block))
-	case out.Caller != nil && out.Caller.ReadOnlyReason(out.Item) != "":
+	case out.Caller != nil && (out.Caller.ReadOnlyReason(out.Item) != "" || (out.Item.StepUp > 0 && !out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now()))):
 		d.Deliveries = nil // deduped by Prepare
 		out = chat.Decide(ctx, a.bot, d)
 		return private(clip(out.Reply, 1500, block))

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
@@ -193,7 +194,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 		if it.Kind == bot.KindQuestion {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
 		}
-		if out, ok := dangerChecks(d, caller, it); !ok {
+		if out, ok := dangerChecks(d, caller, it, b.Now()); !ok {
 			return out
 		}
 		if d.edited() {
@@ -249,10 +250,11 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 // needs besides the rest: a card shown whole, and the confirmation step
 // passed (the surface's own, or the target typed). ok is false with the
 // outcome to answer when one is missing; nothing is recorded then.
-func dangerChecks(d Decision, caller *bot.Caller, it bot.Item) (Outcome, bool) {
-	if it.Danger == nil || caller.ReadOnlyReason(it) != "" {
-		// Not dangerous; or the person may not decide it at all, which
-		// the decision tool refuses (and audits) by the one rule.
+func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
+	if it.Danger == nil || caller.ReadOnlyReason(it) != "" || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
+		// Not dangerous; or the person may not decide it at all (or not
+		// without a fresh sign-in first), which the decision tool refuses
+		// (and audits) by the one rule, with the step-up link.
 		return Outcome{}, true
 	}
 	if d.Seen != nil && d.Seen.Truncated {

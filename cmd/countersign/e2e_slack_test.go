@@ -293,7 +293,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	}
 	up := f.Calls("chat.update")[0]
 	ub := slackJSON(up.Form.Get("blocks"))
-	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith [U0123ABC]") || strings.Contains(ub, `"actions"`) {
+	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, `"actions"`) {
 		t.Fatalf("updated message: ts %s\n%s", up.Form.Get("ts"), ub)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "No changes awaiting approval") {
@@ -339,16 +339,54 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 			itemID = id
 		}
 	}
-	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "t-act", "user": map[string]any{"id": "U0123ABC"},
-		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
-		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": itemID, "action_ts": "1.1"}},
-	})
-	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d", code)
+	// The card's Approve is the dangerous action: red, behind a dialog
+	// naming what runs on what; Reject is not red.
+	var approveValue string
+	for _, b := range parsed {
+		els, _ := b["elements"].([]any)
+		for _, el := range els {
+			el, _ := el.(map[string]any)
+			switch el["action_id"] {
+			case "countersign.approve":
+				approveValue, _ = el["value"].(string)
+				confirm, _ := el["confirm"].(map[string]any)
+				if el["style"] != "danger" || !strings.Contains(fmt.Sprint(confirm["text"]), "delete_database runs once on db_name orders_prod and cannot be undone") || confirm["style"] != "danger" {
+					t.Errorf("the destructive Approve: %v", el)
+				}
+			case "countersign.reject":
+				if el["style"] != nil {
+					t.Errorf("the Reject of a destructive request is styled %v", el["style"])
+				}
+			}
+		}
 	}
+	clickWith := func(trigger, value string) {
+		t.Helper()
+		var msgBlocks any
+		_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
+		p, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC"},
+			"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
+			"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
+			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": "1.1"}},
+		})
+		if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+			t.Fatalf("click answered %d", code)
+		}
+	}
+	// A click that did not come through the dialog (a button without its
+	// mark: an old card, a forged value) decides nothing.
+	clickWith("t-bare", itemID)
+	waitFor(t, "the bare click to be answered", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
+	if msg := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(msg, "takes a confirmation") {
+		t.Fatalf("a click without the confirmation: %q", msg)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("a click without the confirmation decided: %s", st)
+	}
+	clickWith("t-act", approveValue)
 	waitFor(t, "the message to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
-	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith [U0123ABC]") || strings.Contains(ub, "countersign.approve") {
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, "countersign.approve") {
 		t.Fatalf("updated request:\n%s", ub)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})

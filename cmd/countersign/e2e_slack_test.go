@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,6 +394,67 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
 		t.Fatalf("action_status after the click: %s", st)
 	}
+	// The vote records what dr_smith was shown: the SHA-256 of the card's
+	// text as Slack sent it back (every text of its blocks, in order, one
+	// a line), whole.
+	votes, _ := st.Data["votes"].([]any)
+	if len(votes) != 1 {
+		t.Fatalf("votes: %v", st.Data["votes"])
+	}
+	seen, _ := votes[0].(map[string]any)["seen"].(map[string]any)
+	if seen["surface"] != "slack" || seen["truncated"] != false || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(fmt.Sprint(seen["sha256"])) {
+		t.Fatalf("the vote's seen: %v", seen)
+	}
+	if want := sha256Hex(strings.Join(slackTexts(t, post.Form.Get("blocks")), "\n")); seen["sha256"] != want {
+		t.Fatalf("the vote's seen sha256 %v, want the hash of the card posted (%s)", seen["sha256"], want)
+	}
+}
+
+// slackTexts are the string values of every "text" key of a Slack blocks
+// document, in document order: the card's text.
+func slackTexts(t *testing.T, blocks string) []string {
+	t.Helper()
+	var out []string
+	var walk func(dec *json.Decoder, key string) error
+	walk = func(dec *json.Decoder, key string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			for dec.More() {
+				k := ""
+				if v == '{' {
+					kt, err := dec.Token()
+					if err != nil {
+						return err
+					}
+					k = kt.(string)
+				}
+				if err := walk(dec, k); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case string:
+			if key == "text" {
+				out = append(out, v)
+			}
+		}
+		return nil
+	}
+	if err := walk(json.NewDecoder(strings.NewReader(blocks)), ""); err != nil {
+		t.Fatalf("the posted blocks: %v", err)
+	}
+	return out
+}
+
+// sha256Hex is the hex SHA-256 of s.
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // TestSlackSlashCommandEndToEnd: /countersign reaches package chat and its answer

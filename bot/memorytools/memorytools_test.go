@@ -675,3 +675,23 @@ func TestScopesDenied(t *testing.T) {
 		t.Fatalf("scope: %q", e.Msg)
 	}
 }
+
+// TestDecisionRecordsWhatWasSeen: a memory decision taken from a card
+// records what the decider was shown (seen) in its audit entry; a
+// malformed seen is a 400 naming it.
+func TestDecisionRecordsWhatWasSeen(t *testing.T) {
+	f := newFixture(t, memory.Options{})
+	f.seed()
+	hash := strings.Repeat("ab", 32)
+	if be := f.fail(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": "nope", "surface": "slack"}), bot.KindInvalid); be.Field != "seen.sha256" {
+		t.Fatalf("a malformed seen: %v", be)
+	}
+	f.ok(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": hash, "surface": "slack"}))
+	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: slack card sha256 abababababababab… (whole) "+hash) {
+		t.Fatalf("the confirm_change audit entry: %q", d)
+	}
+	f.ok(f.member, "reject_change", arg("memory_id", 3, "seen", map[string]any{"sha256": hash, "surface": "web", "truncated": true}))
+	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: web page sha256 abababababababab… (cut to fit) "+hash) {
+		t.Fatalf("the reject_change audit entry: %q", d)
+	}
+}

@@ -199,7 +199,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		if dec.Closed != "" {
 			return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s: %s; not applied (confirm attempted by %s)", f.ID, upper(dec.Closed), f.Subject, dec.Why, c.Caller))
 		}
-		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason))
+		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
 		return bot.Result{}, c.Deny(ctx, refusal)
@@ -259,7 +259,7 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		if err := decided(tx, f); err != nil {
 			return err
 		}
-		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
+		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
 		return bot.Result{}, c.Deny(ctx, refusal)
@@ -296,7 +296,12 @@ type itemSource struct{ t *tools }
 var (
 	_ bot.ItemSource = itemSource{}
 	_ bot.ItemEditor = itemSource{}
+	_ bot.SeenTaker  = itemSource{}
 )
+
+// TakesSeen reports that confirm_change and reject_change record what the
+// decider was shown (in the decision's audit entry).
+func (itemSource) TakesSeen(k bot.ItemKind) bool { return k == bot.KindMemoryChange }
 
 // View renders a proposal's current state.
 func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {

@@ -338,9 +338,9 @@ func (a *safeRecallArgs) Validate() error {
 // decideArgs are confirm_change's and reject_change's arguments.
 type decideArgs struct {
 	bot.Space
-	MemoryID  uint64 `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
-	DecidedBy string `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
-	Reason    string `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	MemoryID  uint64    `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
+	DecidedBy string    `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
+	Reason    string    `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
 	Seen      *seenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided (the SHA-256 of the card's or page's text, the surface, whether it was cut to fit), recorded with the decision in the audit log"`
 }
 
@@ -392,10 +392,10 @@ func (a *decideArgs) Validate() error {
 // edit of the value.
 type confirmArgs struct {
 	bot.Space
-	MemoryID  uint64  `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
-	DecidedBy string  `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
-	Reason    string  `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
-	Value     *string `json:"value,omitempty" jsonschema:"to approve with changes: the value to confirm instead of the one proposed (apixaban 2.5 mg, not 5 mg). It is checked like any value of the slot; the proposed and approved values are both kept, with their SHA-256"`
+	MemoryID  uint64    `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
+	DecidedBy string    `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
+	Reason    string    `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	Value     *string   `json:"value,omitempty" jsonschema:"to approve with changes: the value to confirm instead of the one proposed (apixaban 2.5 mg, not 5 mg). It is checked like any value of the slot; the proposed and approved values are both kept, with their SHA-256"`
 	Seen      *seenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided (the SHA-256 of the card's or page's text, the surface, whether it was cut to fit), recorded with the decision in the audit log"`
 }
 

@@ -193,12 +193,14 @@ func TestCardsInBrowser(t *testing.T) {
 		t.Errorf("a click without the name: %q", p)
 	}
 	pending("a click without the name")
-	browse(t, doc, "approve with another name", chromedp.SendKeys(chromedp.CSS("#confirm"), "orders_staging"),
+	browse(t, doc, "approve with another name", chromedp.Navigate(e.URL+"/ui/items/"+dropItem), chromedp.WaitVisible(chromedp.CSS("#confirm")),
+		chromedp.SendKeys(chromedp.CSS("#confirm"), "orders_staging"),
 		chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".problem")))
 	if p := read(t, doc, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(p, "What you typed is not the db_name") {
 		t.Errorf("a click with the wrong name: %q", p)
 	}
 	pending("a click with the wrong name")
+	browse(t, doc, "reload the item", chromedp.Navigate(e.URL+"/ui/items/"+dropItem), chromedp.WaitVisible(chromedp.CSS("#confirm")))
 	page = read(t, doc, "the page", chromedp.OuterHTML(chromedp.CSS("html")))
 	seen = seenFieldRE.FindStringSubmatch(page)
 	browse(t, doc, "approve with the name", chromedp.SendKeys(chromedp.CSS("#confirm"), "orders_prod"),

@@ -91,11 +91,11 @@ func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
 	e.Stop()
 
 	// The default's slots, as `countersign init` writes them: two gated,
-	// four tools, and no warning.
+	// five tools, and no warning.
 	d := newTestEnv(t, defaultWithoutListenAndStore(t))
 	d.Start()
 	logs = d.logs.String()
-	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=4"} {
+	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=5"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("missing %q in:\n%s", want, logs)
 		}

@@ -24,7 +24,9 @@ const (
 )
 
 // RequestStatus is where a request is in its lifecycle. Every status but
-// pending is terminal: once left, pending is never entered again.
+// pending is terminal, with one exception: an approved action whose
+// receipt was not yet redeemed goes back to pending when the facts its
+// approval rests on changed (Reopen). Nothing else ever re-enters pending.
 type RequestStatus string
 
 // The statuses.
@@ -76,6 +78,93 @@ type Vote struct {
 	// Edit marks the approval that made an edit: ArgsSHA256 is the edited
 	// version it introduced.
 	Edit bool `json:"edit,omitempty"`
+	// Round is the request's round the vote was cast in (Request.Round):
+	// a vote counts only in its own round, so a request sent back for a
+	// new decision (Reopen) starts its count again.
+	Round int `json:"round,omitempty"`
+	// Facts are the facts the vote was cast on: the request's context
+	// subjects as they stood in the vote's transaction. nil when the tool
+	// declares no context.
+	Facts []Fact `json:"facts,omitempty"`
+	// Seen is what the voter was shown (the rendered card or page); nil
+	// when the surface showed nothing (an API call, a typed command).
+	Seen *Seen `json:"seen,omitempty"`
+}
+
+// Fact is one fact an approval rests on: a context subject of the tool
+// (tools[].context) in the request's space, as it stood when the approval
+// was given. Version identifies the subject's live facts, so any change
+// (a new value superseding it, a retraction, a proposal flagging it)
+// gives another Version; Value is what was shown.
+type Fact struct {
+	Subject string `json:"subject"`
+	// Value is the subject's value as shown: its active values, a
+	// pending proposal noted, or "none" when nothing is recorded.
+	Value string `json:"value"`
+	// Version is the ids and statuses of the subject's live facts
+	// ("" when there are none).
+	Version string `json:"version"`
+}
+
+// FactChange is one context subject whose facts changed since an
+// approval: "allergy: none → penicillin".
+type FactChange struct {
+	Subject  string
+	Was, Now string
+}
+
+// String renders the change as "subject: was → now".
+func (c FactChange) String() string {
+	now := c.Now
+	if now == c.Was {
+		now += " (changed)"
+	}
+	return c.Subject + ": " + c.Was + " → " + now
+}
+
+// FactChanges lists the subjects of was whose Version differs in now (a
+// subject missing from now counts as changed to "none"), in was's order.
+func FactChanges(was, now []Fact) []FactChange {
+	var out []FactChange
+	for _, w := range was {
+		cur := Fact{Subject: w.Subject, Value: "none"}
+		for _, n := range now {
+			if n.Subject == w.Subject {
+				cur = n
+				break
+			}
+		}
+		if cur.Version != w.Version {
+			out = append(out, FactChange{Subject: w.Subject, Was: w.Value, Now: cur.Value})
+		}
+	}
+	return out
+}
+
+// JoinChanges renders changes as one line: "allergy: none → penicillin;
+// active_medication: …".
+func JoinChanges(cs []FactChange) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = c.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Seen is what an approver was shown when they voted: the SHA-256 of the
+// text of the card or page as rendered (hex), the surface that showed it,
+// and whether anything of the item was cut to fit.
+type Seen struct {
+	SHA256    string `json:"sha256"`
+	Surface   string `json:"surface"`
+	Truncated bool   `json:"truncated,omitempty"`
+}
+
+// Basis is what a vote is cast on besides the arguments: the facts as
+// they stand, and what the voter was shown.
+type Basis struct {
+	Facts []Fact
+	Seen  *Seen
 }
 
 // Action is what an action request asks to confirm: one tool call, bound to
@@ -160,6 +249,21 @@ type Request struct {
 	// the identity provider must be (set at creation from step_up: in the
 	// config; see policy.Decidable.StepUp).
 	StepUp time.Duration `json:"step_up,omitempty"`
+
+	// Context are the subjects the approval rests on (the tool's
+	// tools[].context when the request was made), in the request's space.
+	Context []string `json:"context,omitempty"`
+	// Facts are the context facts of the deciding approval (a vote's, or
+	// a standing grant's at the time it approved); nil until approved.
+	Facts []Fact `json:"facts,omitempty"`
+	// Round counts the times the request went back to pending (Reopen);
+	// only votes of the current round count, and a receipt names its
+	// round, so one of an earlier round never redeems.
+	Round int `json:"round,omitempty"`
+	// Reopened is why the request last went back to pending (the facts
+	// that changed), and ReopenedAt when; empty when it never did.
+	Reopened   string    `json:"reopened,omitempty"`
+	ReopenedAt time.Time `json:"reopened_at,omitzero"`
 
 	ConfirmedBy string    `json:"confirmed_by,omitempty"` // approvers as "name [id]", comma-separated
 	DecidedBy   []string  `json:"decided_by,omitempty"`
@@ -293,7 +397,14 @@ func (r *Request) Revised() bool {
 // decision gets OutcomeRepeat, anyone else OutcomeConflict. Decide does
 // not check eligibility (see Refusal).
 func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Outcome {
-	return r.decide(d, approve, reason, now, false)
+	return r.decide(d, approve, reason, now, false, Basis{})
+}
+
+// DecideOn is Decide with what the vote is cast on recorded on it: the
+// facts as they stand and what the voter was shown. An approval that
+// decides the request also makes basis.Facts the request's Facts.
+func (r *Request) DecideOn(d Party, approve bool, reason string, now time.Time, basis Basis) Outcome {
+	return r.decide(d, approve, reason, now, false, basis)
 }
 
 // Edit is d's approval of an action request with changed arguments: args
@@ -307,6 +418,11 @@ func (r *Request) Decide(d Party, approve bool, reason string, now time.Time) Ou
 // is decided (the same person repeating an approval of the approved bytes
 // gets OutcomeRepeat) and does not check eligibility.
 func (r *Request) Edit(d Party, args json.RawMessage, argsSHA256, reason string, now time.Time) Outcome {
+	return r.EditOn(d, args, argsSHA256, reason, now, Basis{})
+}
+
+// EditOn is Edit with what the vote is cast on recorded on it (DecideOn).
+func (r *Request) EditOn(d Party, args json.RawMessage, argsSHA256, reason string, now time.Time, basis Basis) Outcome {
 	if r.Action == nil {
 		return OutcomeConflict
 	}
@@ -314,7 +430,7 @@ func (r *Request) Edit(d Party, args json.RawMessage, argsSHA256, reason string,
 		if r.Status != StatusPending && cur != argsSHA256 {
 			return OutcomeConflict
 		}
-		return r.Decide(d, true, reason, now)
+		return r.decide(d, true, reason, now, false, basis)
 	}
 	if r.Full(d) != "" {
 		return OutcomeFull // nothing is changed
@@ -326,10 +442,10 @@ func (r *Request) Edit(d Party, args json.RawMessage, argsSHA256, reason string,
 		a.ApprovedArguments, a.ApprovedArgsSHA256, a.Edited = slices.Clone(args), argsSHA256, true
 	}
 	a.EditedBy = d.Display
-	return r.decide(d, true, reason, now, true)
+	return r.decide(d, true, reason, now, true, basis)
 }
 
-func (r *Request) decide(d Party, approve bool, reason string, now time.Time, edit bool) Outcome {
+func (r *Request) decide(d Party, approve bool, reason string, now time.Time, edit bool, basis Basis) Outcome {
 	cur := r.version()
 	if r.Status != StatusPending {
 		for _, v := range r.Votes {
@@ -343,14 +459,15 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		// An edit is never a repeat: it changed the version, so it is
 		// recorded (the editor's earlier vote on these bytes, if any,
 		// still counts once).
-		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur {
+		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur && v.Round == r.Round {
 			return OutcomeRepeat
 		}
 	}
 	if approve && r.Full(d) != "" {
 		return OutcomeFull
 	}
-	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit})
+	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit,
+		Round: r.Round, Facts: slices.Clone(basis.Facts), Seen: basis.Seen})
 	if !approve {
 		r.Status = StatusDenied
 		r.DecidedBy = []string{d.Display}
@@ -367,10 +484,71 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 	r.DecidedBy = approvers
 	r.DecidedAt = now
 	r.ConfirmedBy = strings.Join(approvers, ", ")
+	r.Facts = slices.Clone(basis.Facts)
 	if reason != "" {
 		r.Reason = reason
 	}
 	return OutcomeDecided
+}
+
+// Reopen sends r back for a new decision because the facts its approval
+// rests on changed (why says how: "allergy: none → penicillin"). It
+// applies to an action request that is pending (the count starts again:
+// approvals already given no longer count) or approved with its receipt
+// not yet redeemed (it is pending again, until expires; its receipt no
+// longer redeems). Either way Round moves on, so votes and receipts of the
+// earlier round never count again; the votes stay in Votes for the
+// record. It reports whether r changed: a request in any other state
+// (denied, expired, executed, not an action) never does.
+func (r *Request) Reopen(why string, now, expires time.Time) bool {
+	if r.Action == nil {
+		return false
+	}
+	switch {
+	case r.Status == StatusPending:
+	case r.Status == StatusApproved && r.ExecutedAt.IsZero():
+		r.Status = StatusPending
+		r.DecidedBy, r.DecidedAt, r.ConfirmedBy = nil, time.Time{}, ""
+		r.Facts, r.GrantID, r.Reason = nil, 0, ""
+		r.ExpiresAt = expires
+	default:
+		return false
+	}
+	r.Round++
+	r.Reopened, r.ReopenedAt = why, now
+	return true
+}
+
+// Bases are the facts each counting approval of r was cast on, and the
+// deciding approval's (Facts), for comparing with the facts as they
+// stand: the approval rests on every one of them.
+func (r *Request) Bases() [][]Fact {
+	var out [][]Fact
+	for _, v := range r.Votes {
+		if r.counts(v) && v.Facts != nil {
+			out = append(out, v.Facts)
+		}
+	}
+	if r.Facts != nil {
+		out = append(out, r.Facts)
+	}
+	return out
+}
+
+// Changes lists what changed in now since the facts any counting approval
+// of r rests on (Bases), once per subject, the earliest basis first.
+func (r *Request) Changes(now []Fact) []FactChange {
+	var out []FactChange
+	seen := map[string]bool{}
+	for _, b := range r.Bases() {
+		for _, c := range FactChanges(b, now) {
+			if !seen[c.Subject] {
+				seen[c.Subject] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // version is the hash of the action arguments up for approval ("" for a
@@ -395,8 +573,12 @@ func (r *Request) voteVersion(v Vote) string {
 // counts reports whether v is an approval that counts: one cast on the
 // version now up for approval.
 func (r *Request) counts(v Vote) bool {
-	return v.Approve && r.voteVersion(v) == r.version()
+	return v.Approve && r.voteVersion(v) == r.version() && v.Round == r.Round
 }
+
+// Counts reports whether v is an approval that counts now: cast on the
+// version of the arguments up for approval, in the current round.
+func (r *Request) Counts(v Vote) bool { return r.counts(v) }
 
 // decisive reports whether v is part of r's recorded decision: an approval
 // (of the approved version) of an approved request, or the denial of a

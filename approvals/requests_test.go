@@ -461,3 +461,115 @@ func TestVoteCap(t *testing.T) {
 		t.Fatalf("a denial on a full list: %v %s, want it recorded", out, r.Status)
 	}
 }
+
+// TestReopen is the one way back to pending: an approved action whose
+// receipt is not redeemed, or a pending one whose count starts again,
+// when the facts its approval rests on changed. Every other state stays.
+func TestReopen(t *testing.T) {
+	later := rqT0.Add(time.Hour)
+	expires := later.Add(30 * time.Minute)
+	tests := []struct {
+		name    string
+		make    func() *Request
+		want    bool
+		status  RequestStatus
+		round   int
+		tally   string
+		expires time.Time
+	}{
+		{"approved, not redeemed: pending again, the count from zero", func() *Request {
+			r := rqPending(1)
+			r.Decide(rqAlice, true, "", rqT0)
+			return r
+		}, true, StatusPending, 1, "0 of 1 approvals", expires},
+		{"pending with a vote counted: the count starts again", func() *Request {
+			r := rqPending(2)
+			r.Decide(rqAlice, true, "", rqT0)
+			return r
+		}, true, StatusPending, 1, "0 of 2 approvals", rqT0.Add(30 * time.Minute)},
+		{"approved and redeemed: executed, it stays", func() *Request {
+			r := rqPending(1)
+			r.Decide(rqAlice, true, "", rqT0)
+			r.ExecutedAt = rqT0.Add(time.Minute)
+			return r
+		}, false, StatusApproved, 0, "1 of 1 approvals: alice", time.Time{}},
+		{"denied: it stays", func() *Request {
+			r := rqPending(1)
+			r.Decide(rqAlice, false, "no", rqT0)
+			return r
+		}, false, StatusDenied, 0, "0 of 1 approvals", rqT0.Add(30 * time.Minute)},
+		{"expired: it stays", func() *Request {
+			r := rqPending(1)
+			r.Close(StatusExpired, "timeout", rqT0)
+			return r
+		}, false, StatusExpired, 0, "0 of 1 approvals", rqT0.Add(30 * time.Minute)},
+		{"a consent request is not an action: it stays", func() *Request {
+			r := rqPending(1)
+			r.Kind, r.Action, r.Consent = KindConsentRequest, nil, &Consent{Action: "x"}
+			r.Decide(rqAlice, true, "", rqT0)
+			return r
+		}, false, StatusApproved, 0, "1 of 1 approvals: alice", rqT0.Add(30 * time.Minute)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.make()
+			before := r.Status
+			got := r.Reopen("allergy: none → penicillin", later, expires)
+			if got != tt.want || r.Status != tt.status || r.Round != tt.round || r.Tally() != tt.tally {
+				t.Fatalf("Reopen from %s = %v: status %s round %d tally %q; want %v %s %d %q", before, got, r.Status, r.Round, r.Tally(), tt.want, tt.status, tt.round, tt.tally)
+			}
+			if tt.want {
+				if r.Reopened != "allergy: none → penicillin" || !r.ReopenedAt.Equal(later) || r.ConfirmedBy != "" || len(r.DecidedBy) != 0 || r.Facts != nil {
+					t.Fatalf("reopened request: %+v", r)
+				}
+				if !r.ExpiresAt.Equal(tt.expires) {
+					t.Fatalf("expires_at %s, want %s", r.ExpiresAt, tt.expires)
+				}
+				if len(r.Votes) == 0 {
+					t.Fatal("the earlier votes were dropped; they stay for the record")
+				}
+			} else if r.Reopened != "" {
+				t.Fatalf("a request that stayed records a reopening: %q", r.Reopened)
+			}
+		})
+	}
+
+	// After a reopening, the earlier approver's vote is a new vote, not
+	// a repeat, and a new round decides.
+	r := rqPending(1)
+	r.DecideOn(rqAlice, true, "", rqT0, Basis{Facts: []Fact{{Subject: "allergy", Value: "none", Version: "1:A"}}})
+	if len(r.Facts) != 1 || r.Facts[0].Version != "1:A" {
+		t.Fatalf("the deciding approval's facts are not the request's: %+v", r.Facts)
+	}
+	r.Reopen("allergy: none → penicillin", later, expires)
+	now := []Fact{{Subject: "allergy", Value: "penicillin", Version: "2:A"}}
+	if got := r.DecideOn(rqAlice, true, "", later, Basis{Facts: now}); got != OutcomeDecided || r.Status != StatusApproved || r.Facts[0].Version != "2:A" {
+		t.Fatalf("a new approval after the reopening = %v (%s, facts %+v), want decided on the new facts", got, r.Status, r.Facts)
+	}
+	if v := r.Votes[len(r.Votes)-1]; v.Round != 1 || v.Facts[0].Value != "penicillin" {
+		t.Fatalf("the new vote: %+v", v)
+	}
+	if got := r.Changes(now); len(got) != 0 {
+		t.Fatalf("changes against the facts it was approved on: %v", got)
+	}
+}
+
+func TestFactChanges(t *testing.T) {
+	was := []Fact{{Subject: "allergy", Value: "none", Version: ""}, {Subject: "active_medication", Value: "warfarin", Version: "3:A"}}
+	tests := []struct {
+		name string
+		now  []Fact
+		want string
+	}{
+		{"nothing changed", []Fact{{Subject: "allergy", Value: "none"}, {Subject: "active_medication", Value: "warfarin", Version: "3:A"}}, ""},
+		{"an allergy recorded", []Fact{{Subject: "allergy", Value: "penicillin", Version: "9:A"}, {Subject: "active_medication", Value: "warfarin", Version: "3:A"}}, "allergy: none → penicillin"},
+		{"a proposal flags the medication", []Fact{{Subject: "allergy", Value: "none"}, {Subject: "active_medication", Value: "warfarin; apixaban (proposed)", Version: "3:A 7:F"}}, "active_medication: warfarin → warfarin; apixaban (proposed)"},
+		{"retracted", []Fact{{Subject: "allergy", Value: "none"}}, "active_medication: warfarin → none"},
+		{"the same value, another version", []Fact{{Subject: "allergy", Value: "none"}, {Subject: "active_medication", Value: "warfarin", Version: "8:A"}}, "active_medication: warfarin → warfarin (changed)"},
+	}
+	for _, tt := range tests {
+		if got := JoinChanges(FactChanges(was, tt.now)); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -108,6 +108,27 @@ type Item struct {
 	// Revised reports an action request edited since it was created: an
 	// approval of it must name its Version.
 	Revised bool `json:"revised,omitempty"`
+
+	// The card's lines for the person clicking (card.go), computed by the
+	// item's source from the item, never taken from the agent's words:
+	// Effect is what approving does while the item is pending ("ward_bot
+	// runs order_medication once with these arguments…"), what happens
+	// now once it is approved; Asked is why a person is asked (the rule
+	// that matched); Args are an action's arguments one a line; Details
+	// are what surfaces fold away (raw JSON, hashes, quorum arithmetic,
+	// principal ids, the configured category, the channel); Danger marks
+	// a destructive or dry-run-first item; Facts are the facts the
+	// approval rests on (tools[].context) and Reopened why the request
+	// went back for a new decision; Votes are the votes with what each
+	// voter was shown.
+	Effect   string     `json:"effect,omitempty"`
+	Asked    string     `json:"asked,omitempty"`
+	Args     []Field    `json:"args,omitempty"`
+	Details  []Field    `json:"details,omitempty"`
+	Danger   *Danger    `json:"danger,omitempty"`
+	Facts    []FactView `json:"facts,omitempty"`
+	Reopened string     `json:"reopened,omitempty"`
+	Votes    []VoteView `json:"votes,omitempty"`
 }
 
 // Pending reports whether the item still awaits a decision.
@@ -136,6 +157,13 @@ type ItemEditor interface {
 	EditCall(rec ItemRecord, edit json.RawMessage, reason string) (tool string, args map[string]any, err error)
 }
 
+// SeenTaker is implemented by the item sources whose decision tools
+// record what the decider was shown (a "seen" argument: approve_action and
+// deny_action take one), for the kinds it reports.
+type SeenTaker interface {
+	TakesSeen(k ItemKind) bool
+}
+
 // Items are the things a person may decide (memory proposals, action and
 // consent requests, questions), each with a small global id, as every
 // surface reads them: the neutral view (Item), its stored record, the
@@ -144,6 +172,13 @@ type Items struct{ b *Bot }
 
 // Items returns the bot's items.
 func (b *Bot) Items() Items { return Items{b: b} }
+
+// TakesSeen reports whether a decision on an item of kind k records what
+// the decider was shown (its source is a SeenTaker for k).
+func (x Items) TakesSeen(k ItemKind) bool {
+	st, ok := x.b.kinds[k].(SeenTaker)
+	return ok && st.TakesSeen(k)
+}
 
 // RegisterKind installs the source of one kind of item. Call it while
 // wiring, before the bot serves.
@@ -478,6 +513,40 @@ func (tx *Tx) Emit(id uint64, typ, note string) error {
 		}
 	}
 	return nil
+}
+
+// ReopenItem puts item id back on the open items, in tx, filed in the
+// queue under its new expiry (queue.go): its request went back for a new
+// decision (approvals.Request.Reopen). It queues the item's "updated"
+// event for every sink, so every card shows it pending again, and, when
+// note is not "", the note in the cards' threads, so the people who
+// decided it hear why. It does not count against the requester's quota
+// (the item was theirs already).
+func (tx *Tx) ReopenItem(id uint64, expires time.Time, note string) error {
+	rec, err := LoadItemRecord(tx.Tx, id)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return fmt.Errorf("item %d: no such item to reopen", id)
+	}
+	if err := unfileOpen(tx.Tx, id); err != nil { // an older entry, if any
+		return err
+	}
+	rec.Due = expires
+	if err := putItem(tx.Tx, *rec); err != nil {
+		return err
+	}
+	if err := fileOpen(tx.Tx, id, openEntry{Space: rec.Space.UserID, Kind: rec.Kind, Due: dueNanos(expires), Requester: rec.Requester}); err != nil {
+		return err
+	}
+	if err := tx.Emit(id, EventUpdated, ""); err != nil {
+		return err
+	}
+	if note == "" {
+		return nil
+	}
+	return tx.Emit(id, EventNote, note)
 }
 
 // EmitTo queues an event for one sink, in tx.

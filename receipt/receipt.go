@@ -57,6 +57,11 @@ type Payload struct {
 	// IssuedAt and ExpiresAt are Unix seconds.
 	IssuedAt  int64 `json:"issued_at"`
 	ExpiresAt int64 `json:"expires_at"`
+	// Round is the request's approval round: 0 (and absent) for its first
+	// approval, n after it went back for a new decision n times because
+	// the facts its approval rested on changed. A receipt of an earlier
+	// round never redeems.
+	Round int `json:"round,omitempty"`
 }
 
 // Errors a verification returns (wrapped with details).

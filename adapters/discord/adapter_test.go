@@ -233,7 +233,7 @@ func TestMappedMemberApproves(t *testing.T) {
 			if v, _ := fieldValue(em, "Outcome"); v != "✅ Approved" {
 				t.Errorf("Outcome %q", v)
 			}
-			if v, _ := fieldValue(em, "Decided by"); v != clip(tc.decidedBy, 100, inline) {
+			if v, _ := fieldValue(em, "Decided by"); v != clip(chat.NameOf(tc.decidedBy), 100, inline) { // the name; the id is under Details
 				t.Errorf("Decided by %q, want %q", v, tc.decidedBy)
 			}
 			if v, _ := fieldValue(em, "Decided at"); v != "2026-03-01 09:01 UTC" { // chat.Stamp: one time format on every surface
@@ -256,7 +256,7 @@ func TestMappedMemberApproves(t *testing.T) {
 			}
 			m := edits[0].JSON()
 			wantNoMentions(t, m)
-			if v, _ := fieldValue(embed(t, m), "Decided by"); v != clip(tc.decidedBy, 100, inline) {
+			if v, _ := fieldValue(embed(t, m), "Decided by"); v != clip(chat.NameOf(tc.decidedBy), 100, inline) {
 				t.Errorf("edited Decided by %q", v)
 			}
 			if ids := customIDs(m); len(ids) != 0 {

@@ -188,7 +188,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 		return resp
 	}
 	act, id, n, version, ok := parseCustomID(data.CustomID)
-	verb := map[string]chat.Verb{actApprove: chat.Approve, actEdit: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
+	verb := map[string]chat.Verb{actApprove: chat.Approve, actConfirm: chat.Approve, actEdit: chat.Approve, actReject: chat.Reject, actAnswer: chat.Answer, actSelect: chat.Answer, actDetails: chat.ViewDetails}[act]
 	if !ok || verb == "" {
 		return private("This button is not one of Countersign's, so it did nothing.")
 	}
@@ -196,6 +196,7 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 	if resp != nil {
 		return resp
 	}
+	d.Seen = seenOf(i.Message) // what the clicked message showed
 	switch act {
 	case actReject:
 		out := chat.Prepare(ctx, a.bot, d)
@@ -214,13 +215,37 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 		}
 		return editModal(out.Item, lay)
 	case actDetails:
-		out := chat.Details(ctx, a.bot, d)
+		out := chat.ShowDetails(ctx, a.bot, d)
 		if out.Status != chat.Ready {
 			return a.outcome(i, out)
 		}
-		return privateMessage(renderDetails(out.Item))
+		if out.Item.Sensitive {
+			m := renderDetails(out.Item)
+			m.Content = clip(m.Content+"\n"+chat.DetailsText(out.Item), maxContent, block)
+			return privateMessage(m)
+		}
+		return private(clip(chat.DetailsText(out.Item), maxContent, block))
 	case actApprove:
 		d.Basis = version // the version the message showed; checked again as it is decided
+		if resp := a.dangerStep(ctx, d); resp != nil {
+			return resp
+		}
+	case actConfirm:
+		// The second step of a dangerous approval: this button is on the
+		// private confirmation the first click opened.
+		d.Basis = version
+		d.Confirmed = true
+		out := chat.Decide(ctx, a.bot, d)
+		if out.Status == chat.Decided || out.Status == chat.Counted {
+			text := chat.Receipt(out.Item)
+			if out.Status == chat.Counted {
+				text = out.Reply
+			}
+			return &discordgo.InteractionResponse{Type: discordgo.InteractionResponseUpdateMessage, Data: &discordgo.InteractionResponseData{
+				Content: clip(text, maxContent, block), Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{}, AllowedMentions: noMentions(),
+			}}
+		}
+		return a.outcome(i, out)
 	case actAnswer:
 		d.Choices = []int{n}
 	case actSelect:
@@ -233,6 +258,32 @@ func (a *Adapter) onComponent(ctx context.Context, i *discordgo.Interaction) *di
 		}
 	}
 	return a.outcome(i, chat.Decide(ctx, a.bot, d))
+}
+
+// dangerStep answers an Approve click on a dangerous item (bot.Item.Danger)
+// with its second step (confirmStep) instead of deciding: nil for any
+// other item, which is decided at once. The click is deduped here; one
+// by a person who may not decide the item (or not without a fresh sign-in
+// first) goes on to the decision, which refuses it by the one rule and
+// audits the refusal (answering a step-up with its link).
+func (a *Adapter) dangerStep(ctx context.Context, d chat.Decision) *discordgo.InteractionResponse {
+	it, err := a.bot.Items().Get(ctx, d.ItemID)
+	if err != nil || !it.Pending() || it.Danger == nil {
+		return nil
+	}
+	out := chat.Prepare(ctx, a.bot, d)
+	switch {
+	case out.Status != chat.Ready:
+		if strings.TrimSpace(out.Reply) == "" {
+			return private(internalFailure)
+		}
+		return private(clip(out.Reply, 1500, block))
+	case out.Caller != nil && (out.Caller.ReadOnlyReason(out.Item) != "" || (out.Item.StepUp > 0 && !out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now()))):
+		d.Deliveries = nil // deduped by Prepare
+		out = chat.Decide(ctx, a.bot, d)
+		return private(clip(out.Reply, 1500, block))
+	}
+	return confirmStep(out.Item)
 }
 
 // outcome renders a decision's outcome: the clicked message updated in

@@ -24,6 +24,9 @@ const (
 	actSelect  = "select"  // the answer select menu of a question
 	actEdit    = "edit"    // Edit & approve button: opens the edit modal
 	actEdited  = "edited"  // the edit modal's submit; n is the form's basis
+	// actConfirm is the second step of a dangerous approval: the button of
+	// the private confirmation an Approve click opens; n is the basis.
+	actConfirm = "confirm"
 
 	// reasonInput is the custom id of the reason modal's text input.
 	reasonInput = "reason"
@@ -80,7 +83,7 @@ func parseCustomID(s string) (action string, id uint64, n int, version string, o
 	}
 	n = -1
 	switch {
-	case len(parts) == 4 && (parts[1] == actApprove || parts[1] == actEdited) && isHex64(parts[3]):
+	case len(parts) == 4 && (parts[1] == actApprove || parts[1] == actConfirm || parts[1] == actEdited) && isHex64(parts[3]):
 		version = parts[3]
 	case len(parts) == 4:
 		n, err = strconv.Atoi(parts[3])
@@ -92,7 +95,7 @@ func parseCustomID(s string) (action string, id uint64, n int, version string, o
 		}
 	}
 	switch parts[1] {
-	case actApprove:
+	case actApprove, actConfirm:
 		// optional: the version the message showed (chat.EditBasis)
 	case actEdited:
 		if version == "" {
@@ -233,13 +236,28 @@ func render(it bot.Item) message {
 		if e.Title == "" {
 			e.Title = capitalize(kindNoun(it.Kind))
 		}
+		// The card's lines for the person clicking, in chat's order and
+		// words: the danger, a reopening, what approving does.
+		if it.Danger != nil && it.Pending() {
+			desc = append(desc, "**"+clip(it.Danger.Warning, 600, inline)+"**")
+		}
+		if line := chat.ReopenedLine(it); line != "" && it.Pending() {
+			desc = append(desc, "🔁 **"+clip(line, 600, inline)+"**")
+		}
+		if label := chat.EffectLabel(it); label != "" {
+			desc = append(desc, "**"+label+"** "+clip(it.Effect, 1200, inline))
+		}
 		if it.Requester != "" {
-			desc = append(desc, "**Requested by** "+clip(it.Requester, 300, inline))
+			// The name: the principal's id is detail (Details).
+			desc = append(desc, "**Requested by** "+clip(chat.NameOf(it.Requester), 300, inline))
 		}
 		if it.Space.UserID != "" && !hasField(it, "Space") {
 			desc = append(desc, "**Memory space** "+clip(it.Space.Label(), 400, inline))
 		}
 		fields = itemFields(it)
+	}
+	if it.Sensitive && it.Danger != nil && it.Pending() {
+		desc = append(desc, "**⚠ Approving this cannot be undone.**")
 	}
 	if it.Pending() && !it.ExpiresAt.IsZero() {
 		desc = append(desc, "**Expires** "+fmtTime(it.ExpiresAt))
@@ -300,13 +318,55 @@ func deciders(it bot.Item, limit int) string {
 	return clip(strings.Join(it.DecidedBy, ", "), limit, inline)
 }
 
+// joinLines joins lines already escaped, one a line, within limit: the
+// lines that do not fit are dropped, and the last line says so with
+// truncMarker.
+func joinLines(lines []string, limit int) string {
+	all := strings.Join(lines, "\n")
+	if units16(all) <= limit {
+		return all
+	}
+	var out []string
+	used := units16(truncMarker)
+	for _, l := range lines {
+		n := units16(l) + 1
+		if used+n > limit {
+			break
+		}
+		out = append(out, l)
+		used += n
+	}
+	return strings.Join(append(out, truncMarker), "\n")
+}
+
+// notShown names the field that sums up the fields that did not fit.
+const notShown = "Not shown"
+
 // field is one embed field before layout.
 type field struct{ name, value string }
 
-// itemFields are the item's own labelled lines (untrusted), and a
-// question's options.
+// itemFields are the card's facts and arguments, the item's own labelled
+// lines (untrusted), a question's options, and why a person is asked.
 func itemFields(it bot.Item) []field {
 	var fs []field
+	if len(it.Facts) > 0 {
+		lines := make([]string, len(it.Facts))
+		for i, f := range it.Facts {
+			icon := "✅"
+			if f.Verdict != "SAFE" {
+				icon = "⛔"
+			}
+			lines[i] = icon + " " + clip(chat.FactLine(f), 400, inline)
+		}
+		fs = append(fs, field{strings.TrimSuffix(chat.FactsHeading(it), ":"), joinLines(lines, maxFieldValue)})
+	}
+	if len(it.Args) > 0 {
+		lines := make([]string, len(it.Args))
+		for i, a := range it.Args {
+			lines[i] = "**" + clip(a.Label, 60, inline) + "**: " + clip(a.Value, 300, inline)
+		}
+		fs = append(fs, field{strings.TrimSuffix(chat.ArgsLabel, ":"), joinLines(lines, maxFieldValue)})
+	}
 	for _, f := range it.Fields {
 		fs = append(fs, field{clip(f.Label, maxFieldName, inline), clip(f.Value, maxFieldValue, block)})
 	}
@@ -316,6 +376,9 @@ func itemFields(it bot.Item) []field {
 			name = "Options (choose one or more)"
 		}
 		fs = append(fs, field{name, optionList(it.Options)})
+	}
+	if it.Asked != "" {
+		fs = append(fs, field{strings.TrimSuffix(chat.AskedLabel, ":"), clip(it.Asked, maxFieldValue, inline)})
 	}
 	return fs
 }
@@ -356,7 +419,7 @@ func statusFields(it bot.Item) []field {
 	o := outcomeOf(it.Status)
 	fs = append(fs, field{"Outcome", o.icon + " " + o.word})
 	if len(it.DecidedBy) > 0 {
-		fs = append(fs, field{"Decided by", deciders(it, maxFieldValue)})
+		fs = append(fs, field{"Decided by", clip(chat.Names(it.DecidedBy, 1500), maxFieldValue, inline)})
 	}
 	if !it.DecidedAt.IsZero() {
 		fs = append(fs, field{"Decided at", fmtTime(it.DecidedAt)})
@@ -379,7 +442,7 @@ func layoutFields(items, status []field, budget int) []*discordgo.MessageEmbedFi
 	for _, f := range status {
 		budget -= size(f)
 	}
-	const more = "Not shown"
+	const more = notShown
 	moreSize := units16(more) + 80
 	room := maxFields - len(status)
 	var out []*discordgo.MessageEmbedField
@@ -453,14 +516,23 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		// An editable item's Approve carries the version it shows
 		// (chat.EditBasis), so a click on a message not yet updated after
 		// another approver's edit is refused, not counted for the edit.
-		approveID := versionedID(actApprove, it.ID, chat.EditBasis(it))
-		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: discordgo.SuccessButton, CustomID: approveID}}
+		approveID := approveCustomID(actApprove, it)
+		// The dangerous action looks dangerous: Approve red (it opens a
+		// confirmation, the second step), Reject not.
+		approveStyle, rejectStyle := discordgo.SuccessButton, discordgo.DangerButton
+		if it.Danger != nil {
+			approveStyle, rejectStyle = discordgo.DangerButton, discordgo.SecondaryButton
+		}
+		bs := []discordgo.MessageComponent{discordgo.Button{Label: "Approve", Style: approveStyle, CustomID: approveID}}
 		if it.Editable != nil {
 			// Only what can be edited gets the button (an action's
 			// arguments, a memory proposal's value).
 			bs = append(bs, discordgo.Button{Label: "Edit & approve", Style: discordgo.PrimaryButton, CustomID: customID(actEdit, it.ID)})
 		}
-		bs = append(bs, discordgo.Button{Label: "Reject", Style: discordgo.DangerButton, CustomID: customID(actReject, it.ID)})
+		bs = append(bs, discordgo.Button{Label: "Reject", Style: rejectStyle, CustomID: customID(actReject, it.ID)})
+		if len(it.Details) > 0 && !it.Sensitive {
+			bs = append(bs, discordgo.Button{Label: "Details", Style: discordgo.SecondaryButton, CustomID: customID(actDetails, it.ID)})
+		}
 		rows = append(rows, discordgo.ActionsRow{Components: bs})
 		rows = append(rows, grantRow(it)...)
 	}
@@ -470,6 +542,97 @@ func components(it bot.Item) []discordgo.MessageComponent {
 		}})
 	}
 	return rows
+}
+
+// approveCustomID is the custom id of an Approve (or a confirmation)
+// button: the item and the version it shows (chat.EditBasis), so a click
+// on a message not yet updated after another approver's edit or a change
+// of the facts is refused, not counted.
+func approveCustomID(act string, it bot.Item) string {
+	return versionedID(act, it.ID, chat.EditBasis(it))
+}
+
+// confirmStep is the second step of a dangerous approval: a private
+// message only the clicker sees, with the whole card as it is now, what
+// runs and that it cannot be undone, and the button that approves. A card
+// too long to show whole gets no button: it is approved in the console.
+func confirmStep(it bot.Item) *discordgo.InteractionResponse {
+	m := render(it)
+	m.Content = "⚠ **" + clip(chat.ConfirmTitle(it), 200, inline) + ".** " + clip(chat.ConfirmText(it), 1500, inline)
+	if _, cut := cardText(m.Content, m.Embeds, nil); cut {
+		where := "the web console"
+		if it.WebURL != "" {
+			where = "the web console: " + it.WebURL
+		}
+		return private(clip(fmt.Sprintf("#%d does not fit whole in a Discord message, and it cannot be undone, so it is not approved here. Read it whole and approve it in %s.", it.ID, where), maxContent, inline))
+	}
+	r := privateMessage(m)
+	r.Data.Components = []discordgo.MessageComponent{discordgo.ActionsRow{Components: []discordgo.MessageComponent{
+		discordgo.Button{Label: clip(chat.ConfirmButton(it), maxButtonLabel, label), Style: discordgo.DangerButton, CustomID: approveCustomID(actConfirm, it)},
+	}}}
+	return r
+}
+
+// cardText is the text a message shows, in order, one a line: its
+// content, each embed's title, description, fields and footer, and its
+// button labels. Its SHA-256 is what an approver saw (bot.Seen): Discord
+// sends the message back with each click, so a click records it as
+// Discord showed it. truncated reports that something was cut to fit
+// (every cut ends with truncMarker; fields that did not fit are summed
+// up under "Not shown").
+func cardText(content string, embeds []*discordgo.MessageEmbed, components []discordgo.MessageComponent) (text string, truncated bool) {
+	lines := []string{content}
+	for _, e := range embeds {
+		if e == nil {
+			continue
+		}
+		lines = append(lines, e.Title, e.Description)
+		for _, f := range e.Fields {
+			if f == nil {
+				continue
+			}
+			lines = append(lines, f.Name, f.Value)
+			if f.Name == notShown {
+				truncated = true
+			}
+		}
+		if e.Footer != nil {
+			lines = append(lines, e.Footer.Text)
+		}
+	}
+	for _, c := range components {
+		row, ok := c.(discordgo.ActionsRow)
+		if p, isPtr := c.(*discordgo.ActionsRow); isPtr && p != nil {
+			row, ok = *p, true
+		}
+		if !ok {
+			continue
+		}
+		for _, b := range row.Components {
+			switch b := b.(type) {
+			case discordgo.Button:
+				lines = append(lines, b.Label)
+			case *discordgo.Button:
+				lines = append(lines, b.Label)
+			}
+		}
+	}
+	for _, l := range lines {
+		if strings.Contains(l, truncMarker) {
+			truncated = true
+		}
+	}
+	return strings.Join(lines, "\n"), truncated
+}
+
+// seenOf is what a click's message showed (cardText); nil when the click
+// came without one.
+func seenOf(m *discordgo.Message) *bot.Seen {
+	if m == nil {
+		return nil
+	}
+	text, cut := cardText(m.Content, m.Embeds, m.Components)
+	return bot.SeenText(bot.SurfaceDiscord, text, cut)
 }
 
 func buttonLabel(s string) string {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bwmarrin/discordgo"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/chat"
 )
@@ -57,31 +58,65 @@ var (
 	decided = time.Date(2026, 3, 1, 9, 7, 30, 0, time.UTC)
 )
 
+// The fixtures are items as the core's sources make them (bot/memorytools,
+// bot/actiontools): the card's lines computed there, the developer detail
+// under Details.
 func pendingMemory() bot.Item {
 	return bot.Item{
 		ID: 12, Kind: bot.KindMemoryChange, Status: "pending", CreatedAt: created, ExpiresAt: created.Add(168 * time.Hour),
-		Title:     "REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'",
+		Title:     "patient_7's active_medication: warfarin 5mg daily → apixaban 5mg twice daily",
 		Space:     bot.Space{UserID: "patient_7"},
 		Requester: "intake_agent [prin_4f2a]",
+		Effect:    "apixaban 5mg twice daily becomes patient_7's active_medication for every agent, replacing warfarin 5mg daily; nothing is ordered or run.",
+		Asked:     "Every change to active_medication waits for a person: it is a confirm slot of the slot schema.",
 		Fields: []bot.Field{
-			{Label: "Current", Value: "warfarin 5mg daily"},
-			{Label: "Proposed", Value: "apixaban 5mg twice daily"},
+			{Label: "Current value", Value: "warfarin 5mg daily"},
+			{Label: "Proposed value", Value: "apixaban 5mg twice daily"},
 			{Label: "Said", Value: "Switch her to apixaban 5mg twice daily."},
 		},
+		Details: []bot.Field{{Label: "Memory", Value: "#4"}, {Label: "Space", Value: "patient_7"}, {Label: "Proposed by", Value: "intake_agent [prin_4f2a]"}},
 		Channel: "default",
 	}
 }
 
+// pendingAction is a destructive call: its danger first.
 func pendingAction() bot.Item {
 	return bot.Item{
 		ID: 31, Kind: bot.KindAction, Status: "pending", CreatedAt: created, ExpiresAt: created.Add(30 * time.Minute),
-		Title:     "delete_database (destructive)",
+		Title:     "Drop orders_prod: the migration to orders_v2 is done",
 		Requester: "ops_agent [prin_9c1d]",
+		Effect:    "ops_agent runs delete_database once with these arguments, as the dry run describes, within 1 hour of the approval.",
+		Asked:     "delete_database is configured as destructive, so a person reviews its dry run and approves every call.",
+		Args:      []bot.Field{{Label: "db_name", Value: "orders_prod"}},
+		Danger: &bot.Danger{Warning: "⚠ delete_database is destructive: approving it cannot be undone. Read the dry run before you approve.",
+			Target: "orders_prod", TargetLabel: "db_name", Confirm: "delete_database runs once on db_name orders_prod and cannot be undone."},
 		Fields: []bot.Field{
-			{Label: "Arguments", Value: "{\"db_name\": \"orders_prod\"}"},
-			{Label: "Dry run", Value: "DROP DATABASE orders_prod\n41 tables, 1.2M rows"},
+			{Label: "Dry-run plan", Value: "DROP DATABASE orders_prod\n41 tables, 1.2M rows"},
+		},
+		Details: []bot.Field{
+			{Label: "Request", Value: "req_0123456789abcdef"}, {Label: "Arguments (JSON)", Value: `{"db_name":"orders_prod"}`},
+			{Label: "Configured", Value: "category destructive, mechanics dry_run_confirm"}, {Label: "Requested by", Value: "ops_agent [prin_9c1d]"},
 		},
 		Channel: "ops",
+	}
+}
+
+// orderAction is a mutating call whose approval rests on facts.
+func orderAction() bot.Item {
+	return bot.Item{
+		ID: 33, Kind: bot.KindAction, Status: "pending", CreatedAt: created, ExpiresAt: created.Add(30 * time.Minute),
+		Title:     "Start apixaban 5 mg twice daily for patient_42",
+		Requester: "ward_bot [prin_7c1e]",
+		Effect:    "ward_bot runs order_medication once with these arguments, within 1 hour of the approval. If allergy or active_medication changes first, it does not run and comes back for a new decision.",
+		Asked:     "order_medication is configured as mutating, so a person approves every call; the approval rests on allergy and active_medication as they are when you approve.",
+		Args:      []bot.Field{{Label: "dose", Value: "5 mg twice daily"}, {Label: "drug", Value: "apixaban"}},
+		Facts: []bot.FactView{
+			{Subject: "allergy", Value: "none", Verdict: "SAFE", Version: "3:A"},
+			{Subject: "active_medication", Value: "none", Verdict: "BLOCKED", Reasons: []string{"no active fact for this subject — nothing safe to act on"}},
+		},
+		Editable: &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"dose":"5 mg twice daily","drug":"apixaban"}`)},
+		Details:  []bot.Field{{Label: "Request", Value: "req_fedcba9876543210"}, {Label: "Requested by", Value: "ward_bot [prin_7c1e]"}},
+		Channel:  "pharmacy",
 	}
 }
 
@@ -121,10 +156,19 @@ func TestRenderGolden(t *testing.T) {
 	}
 
 	editable := pendingAction()
+	editable.Danger = nil
 	editable.Editable = &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"db_name":"orders_prod"}`)}
 	edited := approved
 	edited.Changes = &bot.Changes{By: "dr_smith [112233445566778899]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "@everyone *orders_staging*"}}}
-	edited.Fields = withEditedArgs(approved.Fields, `{"db_name": "@everyone *orders_staging*"}`)
+	edited.Args = []bot.Field{{Label: "db_name", Value: "@everyone *orders_staging*"}}
+
+	reopened := orderAction()
+	reopened.Reopened = "allergy: none → penicillin"
+	reopened.Facts[0] = bot.FactView{Subject: "allergy", Value: "penicillin", Verdict: "SAFE", Version: "9:A"}
+	approvedOnFacts := orderAction()
+	approvedOnFacts.Status, approvedOnFacts.DecidedBy, approvedOnFacts.DecidedAt, approvedOnFacts.Editable = "approved", []string{"ph_lee [445566]"}, decided, nil
+	approvedOnFacts.Effect = "ward_bot may run order_medication once with these arguments, before 10:07 UTC. The facts changed since the approval (allergy: none → penicillin): it will not run, and comes back for a new decision."
+	approvedOnFacts.Facts[0] = bot.FactView{Subject: "allergy", Value: "penicillin", Verdict: "SAFE", Was: "none", Version: "9:A"}
 
 	tests := []struct {
 		name string
@@ -134,6 +178,10 @@ func TestRenderGolden(t *testing.T) {
 		{"action_approved_with_changes", render(edited)},
 		{"memory_change_pending", render(pendingMemory())},
 		{"action_pending", render(pendingAction())},
+		{"action_confirm_step", messageOf(confirmStep(pendingAction()))},
+		{"action_facts", render(orderAction())},
+		{"action_reopened", render(reopened)},
+		{"action_approved_on_facts", render(approvedOnFacts)},
 		{"action_approved", render(approved)},
 		{"memory_change_rejected", render(rejected)},
 		{"action_expired", render(expired)},
@@ -192,6 +240,7 @@ func checkLimits(t *testing.T, m message) {
 func TestLongTextIsTruncatedWithAMarker(t *testing.T) {
 	long := pendingAction()
 	long.Title = strings.Repeat("T", 300)
+	long.Args = nil
 	long.Fields = []bot.Field{{Label: "Arguments", Value: strings.Repeat("a", 3000)}}
 	for range 30 {
 		long.Fields = append(long.Fields, bot.Field{Label: "F", Value: strings.Repeat("v", 900)})
@@ -338,16 +387,7 @@ func TestParseCustomID(t *testing.T) {
 	}
 }
 
-// withEditedArgs is fields as an edited action's view has them: the
-// proposal labelled "Proposed arguments", the edited version after it.
-func withEditedArgs(fields []bot.Field, edited string) []bot.Field {
-	out := make([]bot.Field, 0, len(fields)+1)
-	for _, f := range fields {
-		if f.Label == "Arguments" {
-			out = append(out, bot.Field{Label: "Proposed arguments", Value: f.Value}, bot.Field{Label: "Edited arguments", Value: edited})
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
+// messageOf is an interaction response's message, for the goldens.
+func messageOf(r *discordgo.InteractionResponse) message {
+	return message{Content: r.Data.Content, Embeds: r.Data.Embeds, Components: r.Data.Components}
 }

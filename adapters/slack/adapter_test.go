@@ -96,13 +96,13 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 	}
 	memBlocks := blockJSON(posts[0])
 	for _, want := range []string{"Replace active_medication for patient default", "`warfarin 5mg daily`", "`apixaban 5mg twice daily`",
-		"Switch her to apixaban 5mg twice daily.", "`0.92`", "intake_agent [prin_intake_agent]", "Item #" + strconv.FormatUint(mem, 10)} {
+		"Switch her to apixaban 5mg twice daily.", "`0.92`", "Requested by *intake_agent*", "Item #" + strconv.FormatUint(mem, 10)} {
 		if !strings.Contains(memBlocks, want) {
 			t.Errorf("memory proposal message lacks %q:\n%s", want, memBlocks)
 		}
 	}
 	actBlocks := blockJSON(posts[1])
-	for _, want := range []string{"delete_database (destructive)", "`destructive`", "DROP DATABASE orders_prod;", "Expires <!date^1767259800^", "deploy_bot [prin_deploy_bot]", `"confirm"`} {
+	for _, want := range []string{"delete_database (destructive)", "`destructive`", "DROP DATABASE orders_prod;", "Expires <!date^1767259800^", "Requested by *deploy_bot*", `"confirm"`} {
 		if !strings.Contains(actBlocks, want) {
 			t.Errorf("action request message lacks %q:\n%s", want, actBlocks)
 		}
@@ -147,7 +147,7 @@ func TestMemberClickApprovesAndUpdatesMessage(t *testing.T) {
 	if b := buttons(t, u); len(b) != 0 {
 		t.Errorf("updated message still has buttons: %v", b)
 	}
-	for _, want := range []string{"✅ *Approved* by dr_smith [U0123ABC] on <!date^", "DROP DATABASE orders_prod;"} {
+	for _, want := range []string{"✅ *Approved* by dr_smith on <!date^", "DROP DATABASE orders_prod;"} {
 		if !strings.Contains(blockJSON(u), want) {
 			t.Errorf("updated message lacks %q:\n%s", want, blockJSON(u))
 		}
@@ -399,7 +399,7 @@ func TestRejectOpensModalAndRequiresReason(t *testing.T) {
 	}
 	e.drain()
 	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo [U0456DEF]") ||
+	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo on") ||
 		!strings.Contains(blockJSON(u[0]), "Not during the freeze &lt;!channel&gt;") {
 		t.Fatalf("rejected message: %+v", u)
 	}

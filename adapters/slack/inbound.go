@@ -27,6 +27,9 @@ type click struct {
 	value      string // the button's value: "12", or "12:3" for an option
 	trigger    string
 	chosen     []string // a multi-choice question's checked option values
+	// seen is the card the button was on, as Slack sends it back with the
+	// click (cardText); nil when the click came without one.
+	seen *bot.Seen
 }
 
 // submission is a submitted reason modal.
@@ -59,7 +62,7 @@ func (a *Adapter) interaction(from context.Context, cb slackgo.InteractionCallba
 		act := cb.ActionCallback.BlockActions[0]
 		switch {
 		case act.ActionID == actionApprove, act.ActionID == actionReject, act.ActionID == actionSubmit, act.ActionID == actionEdit,
-			act.ActionID == actionApproveGrant, act.ActionID == actionRevokeGrant,
+			act.ActionID == actionApproveGrant, act.ActionID == actionRevokeGrant, act.ActionID == actionDetails,
 			strings.HasPrefix(act.ActionID, actionAnswer):
 		default:
 			return nil, true // a checkbox toggled, or not ours: nothing to do
@@ -73,6 +76,10 @@ func (a *Adapter) interaction(from context.Context, cb slackgo.InteractionCallba
 		}
 		if c.channel == "" {
 			c.channel = cb.Channel.ID
+		}
+		if bs := cb.Message.Blocks.BlockSet; len(bs) > 0 {
+			text, cut := cardText(bs)
+			c.seen = bot.SeenText(bot.SurfaceSlack, text, cut)
 		}
 		if act.ActionID == actionSubmit && cb.BlockActionState != nil {
 			for _, o := range cb.BlockActionState.Values[act.BlockID][actionChoices].SelectedOptions {
@@ -154,13 +161,25 @@ func (a *Adapter) handleClick(ctx context.Context, c click) {
 		a.tell(ctx, c.channel, c.user, "This button does not name a Countersign item; nothing was recorded.")
 		return
 	}
-	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.who, Deliveries: c.deliveries, ItemID: id}
+	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: c.who, Deliveries: c.deliveries, ItemID: id, Seen: c.seen}
 	switch {
 	case c.action == actionApprove:
 		d.Verb = chat.Approve
 		if hasOpt {
-			d.Basis = optPart // the version the card showed
+			// The version the card showed, and whether the button came
+			// with a dangerous item's confirmation dialog (confirmedMark).
+			basis, confirmed := strings.CutSuffix(optPart, confirmedMark)
+			d.Basis, d.Confirmed = basis, confirmed
 		}
+	case c.action == actionDetails:
+		d.Verb = chat.ViewDetails
+		out := chat.ShowDetails(ctx, a.bot, d)
+		if out.Status != chat.Ready {
+			a.answer(ctx, c.channel, c.user, out)
+			return
+		}
+		a.tell(ctx, c.channel, c.user, chat.DetailsText(out.Item))
+		return
 	case c.action == actionReject:
 		d.Verb = chat.Reject
 		out := chat.Prepare(ctx, a.bot, d)
@@ -235,6 +254,8 @@ func (a *Adapter) answer(ctx context.Context, channel, user string, out chat.Out
 		a.log.Info("duplicate delivery ignored", "item", out.Item.ID, "user", user)
 		return
 	case chat.Decided:
+		// The card is updated from the outbox, and says what the
+		// decision does now (chat.EffectLabel's "Now:").
 		return
 	}
 	if out.Reply != "" {

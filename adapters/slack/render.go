@@ -1,6 +1,8 @@
 package slack
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -32,8 +34,9 @@ const (
 	maxButtonValue = 2000
 	// Confirmation dialog: title 100, text 300, button labels 30 characters.
 	// https://docs.slack.dev/reference/block-kit/composition-objects/confirmation-dialog-object
-	maxConfirmTitle = 100
-	maxConfirmText  = 300
+	maxConfirmTitle  = 100
+	maxConfirmText   = 300
+	maxConfirmButton = 30
 	// Option object text: at most 75 characters; a checkbox group holds at
 	// most 10 options.
 	// https://docs.slack.dev/reference/block-kit/composition-objects/option-object
@@ -81,6 +84,7 @@ const (
 	callbackReject = "countersign.reject"  // the reason modal
 	actionEdit     = "countersign.edit"    // Edit & approve: opens the edit modal
 	callbackEdit   = "countersign.edit"    // the edit modal
+	actionDetails  = "countersign.details" // Details: the item's folded detail, privately
 	editBlock      = "edit_"               // + input index: an edit modal input block
 	editAction     = "input"               // the plain-text input of an edit block
 	noteBlock      = "note_block"          // the edit modal's optional note
@@ -300,19 +304,29 @@ func itemTitle(it bot.Item) string {
 	return it.Title
 }
 
-// itemBlocks renders an item as Block Kit. A sensitive item shows only its
-// title in a channel; detail renders its fields anyway (the private copy
-// sent to approvers) and never carries buttons.
+// itemBlocks renders an item as Block Kit, as chat's vocabulary lays a
+// card out for the person clicking: a dangerous item's warning first, the
+// first line (the agent's summary), what approving does, the facts it
+// rests on, the arguments, the item's other fields, why a person is
+// asked; then who asked and when, the buttons or the outcome. The
+// developer detail (bot.Item.Details) is not on the card: the Details
+// button shows it privately. A sensitive item shows none of it in a
+// channel; detail renders it anyway (the private copy sent to approvers)
+// and never carries buttons.
 func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
-	blocks := []slackgo.Block{slackgo.NewHeaderBlock(plain(plainText(itemTitle(it), maxHeaderText)))}
-	showFields := !it.Sensitive || detail
+	withheld := it.Sensitive && !detail
+	title := itemTitle(it)
+	if withheld {
+		title = withheldTitle(it)
+	}
+	blocks := []slackgo.Block{slackgo.NewHeaderBlock(plain(plainText(title, maxHeaderText)))}
 	var tail []slackgo.Block
 	tail = append(tail, contextBlock(it))
 	if it.Tally != "" {
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("🗳 "+text(it.Tally, 2000))))
 	}
 	if ch := chat.WithChanges(it); ch != "" {
-		if it.Sensitive && !detail {
+		if withheld {
 			ch = "Edited by an approver; the changes are withheld from this channel."
 		}
 		tail = append(tail, slackgo.NewContextBlock("", mrkdwn("✏️ "+text(capitalize(ch), 2000))))
@@ -325,23 +339,85 @@ func itemBlocks(it bot.Item, detail bool) []slackgo.Block {
 	default:
 		tail = append(tail, outcomeBlock(it))
 	}
-	if showFields {
-		fb := fieldBlocks(it.Fields)
-		if room := maxBlocks - len(blocks) - len(tail) - 1; len(fb) > room {
-			hidden := len(fb) - room
-			fb = append(fb[:room], slackgo.NewContextBlock("", mrkdwn(fmt.Sprintf("…(truncated: %d more blocks of detail are not shown)", hidden))))
+	if withheld {
+		if it.Danger != nil {
+			blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("*⚠ Approving this cannot be undone.*"), nil, nil))
 		}
-		blocks = append(blocks, fb...)
-	} else {
 		blocks = append(blocks, slackgo.NewSectionBlock(mrkdwn("_The detail of this sensitive item was sent privately to the approvers._"), nil, nil))
+		return append(blocks, tail...)
 	}
+	body := cardBlocks(it)
+	if room := maxBlocks - len(blocks) - len(tail) - 1; len(body) > room {
+		hidden := len(body) - room
+		body = append(body[:room], slackgo.NewContextBlock("", mrkdwn(fmt.Sprintf("…(truncated: %d more blocks of detail are not shown)", hidden))))
+	}
+	blocks = append(blocks, body...)
 	return append(blocks, tail...)
+}
+
+// withheldTitle is the header of a sensitive item in a channel: what kind
+// of item it is and whether it awaits a decision, nothing of what it is
+// about.
+func withheldTitle(it bot.Item) string {
+	noun := chat.SensitiveNoun(it.Kind)
+	if it.Pending() {
+		return capitalize(article(noun)) + " awaits a decision"
+	}
+	_, word := outcome(it.Status)
+	return capitalize(noun) + ": " + strings.ToLower(word)
+}
+
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
+
+// cardBlocks are the card's lines for the person clicking, in chat's
+// order and words.
+func cardBlocks(it bot.Item) []slackgo.Block {
+	var out []slackgo.Block
+	section := func(s string) {
+		out = append(out, slackgo.NewSectionBlock(mrkdwn(truncate(s, maxSectionText)), nil, nil))
+	}
+	if it.Danger != nil && it.Pending() {
+		section("*" + escape(chat.OneLine(it.Danger.Warning, 400)) + "*")
+	}
+	if line := chat.ReopenedLine(it); line != "" && it.Pending() {
+		section("🔁 *" + escape(line) + "*")
+	}
+	if label := chat.EffectLabel(it); label != "" {
+		section("*" + escape(label) + "* " + escape(chat.OneLine(it.Effect, 1000)))
+	}
+	if len(it.Facts) > 0 {
+		var b strings.Builder
+		b.WriteString("*" + escape(chat.FactsHeading(it)) + "*")
+		for _, f := range it.Facts {
+			icon := "✅"
+			if f.Verdict != "SAFE" {
+				icon = "⛔"
+			}
+			b.WriteString("\n" + icon + " " + escape(chat.FactLine(f)))
+		}
+		section(b.String())
+	}
+	if len(it.Args) > 0 {
+		section("*" + escape(chat.ArgsLabel) + "*")
+		out = append(out, fieldBlocks(it.Args)...)
+	}
+	out = append(out, fieldBlocks(it.Fields)...)
+	if it.Asked != "" {
+		out = append(out, slackgo.NewContextBlock("", mrkdwn("*"+escape(chat.AskedLabel)+"* "+text(chat.OneLine(it.Asked, 600), 2000))))
+	}
+	return out
 }
 
 func contextBlock(it bot.Item) *slackgo.ContextBlock {
 	var els []slackgo.MixedElement
 	if it.Requester != "" {
-		els = append(els, mrkdwn("Requested by *"+text(it.Requester, 200)+"*"))
+		// The name: the principal's id is detail (the Details button).
+		els = append(els, mrkdwn("Requested by *"+text(chat.NameOf(it.Requester), 200)+"*"))
 	}
 	if !it.CreatedAt.IsZero() {
 		els = append(els, mrkdwn("Asked "+slackDate(it.CreatedAt)))
@@ -363,7 +439,7 @@ func outcomeBlock(it bot.Item) slackgo.Block {
 	var b strings.Builder
 	b.WriteString(icon + " *" + escape(word) + "*")
 	if len(it.DecidedBy) > 0 {
-		b.WriteString(" by " + escape(strings.Join(it.DecidedBy, ", ")))
+		b.WriteString(" by " + escape(chat.Names(it.DecidedBy, 600)))
 	}
 	if !it.DecidedAt.IsZero() {
 		b.WriteString(" on " + slackDate(it.DecidedAt))
@@ -387,27 +463,52 @@ func actionBlocks(it bot.Item) []slackgo.Block {
 	if it.Kind == bot.KindQuestion && len(it.Options) > 0 {
 		return questionBlocks(it, id, blockID)
 	}
-	// An editable item's Approve carries the version it shows
-	// (chat.EditBasis): a click on a card not yet updated after another
-	// approver's edit is refused, not counted for the edit.
+	// An Approve carries the version the card shows (chat.EditBasis: the
+	// arguments and the facts), so a click on a card not yet updated
+	// after another approver's edit or a change of the facts is refused,
+	// not counted; and, on a dangerous item, that its confirmation
+	// dialog (which names what runs, on what) came first.
 	approveValue := id
-	if b := chat.EditBasis(it); b != "" {
+	if b := chat.EditBasis(it); b != "" || it.Danger != nil {
 		approveValue = id + ":" + b
 	}
-	approve := slackgo.NewButtonBlockElement(actionApprove, approveValue, plain("Approve")).WithStyle(slackgo.StylePrimary)
-	approve.WithConfirm(slackgo.NewConfirmationBlockObject(
-		plain(plainText("Approve #"+id+"?", maxConfirmTitle)),
-		plain(plainText("You will be recorded as the approver of: "+itemTitle(it), maxConfirmText)),
-		plain("Approve"), plain("Cancel")))
-	reject := slackgo.NewButtonBlockElement(actionReject, id, plain("Reject")).WithStyle(slackgo.StyleDanger)
+	approve := slackgo.NewButtonBlockElement(actionApprove, approveValue, plain("Approve"))
+	reject := slackgo.NewButtonBlockElement(actionReject, id, plain("Reject"))
+	if it.Danger != nil {
+		// The dangerous action looks dangerous: Approve is red, Reject is
+		// not, and the dialog names what cannot be undone.
+		approveValue += confirmedMark
+		approve = slackgo.NewButtonBlockElement(actionApprove, approveValue, plain("Approve")).WithStyle(slackgo.StyleDanger)
+		approve.WithConfirm(slackgo.NewConfirmationBlockObject(
+			plain(plainText(chat.ConfirmTitle(it), maxConfirmTitle)),
+			plain(plainText(chat.ConfirmText(it), maxConfirmText)),
+			plain(plainText(chat.ConfirmButton(it), maxConfirmButton)), plain("Cancel")).WithStyle(slackgo.StyleDanger))
+	} else {
+		approve.WithStyle(slackgo.StylePrimary)
+		approve.WithConfirm(slackgo.NewConfirmationBlockObject(
+			plain(plainText("Approve #"+id+"?", maxConfirmTitle)),
+			plain(plainText(chat.ConfirmText(it), maxConfirmText)),
+			plain("Approve"), plain("Cancel")))
+		reject.WithStyle(slackgo.StyleDanger)
+	}
 	els := []slackgo.BlockElement{approve}
 	if it.Editable != nil {
 		// Only what can be edited gets the button (an action's arguments,
 		// a memory proposal's value); never a consent or a question.
 		els = append(els, slackgo.NewButtonBlockElement(actionEdit, id, plain("Edit & approve")))
 	}
-	return append([]slackgo.Block{slackgo.NewActionBlock(blockID, append(els, reject)...)}, grantBlocks(it)...)
+	els = append(els, reject)
+	if len(it.Details) > 0 {
+		els = append(els, slackgo.NewButtonBlockElement(actionDetails, id, plain("Details")))
+	}
+	return append([]slackgo.Block{slackgo.NewActionBlock(blockID, els...)}, grantBlocks(it)...)
 }
+
+// confirmedMark ends an Approve button's value when the button carries a
+// dangerous item's confirmation dialog: Slack sends the click only after
+// the dialog was confirmed, so the click is the confirmation step
+// (chat.Decision.Confirmed).
+const confirmedMark = ":!"
 
 func questionBlocks(it bot.Item, id, blockID string) []slackgo.Block {
 	decline := slackgo.NewButtonBlockElement(actionReject, id, plain("Decline")).WithStyle(slackgo.StyleDanger)
@@ -512,4 +613,63 @@ func editModal(it bot.Item, lay chat.EditLayout, channelID string) slackgo.Modal
 		Close:           plain("Cancel"),
 		Blocks:          slackgo.Blocks{BlockSet: blocks},
 	}
+}
+
+// cardText is the text a card shows, in order, one a line: every text of
+// its blocks (the header, sections and their fields, context elements,
+// button labels and their confirmation dialogs). Its SHA-256 is what an
+// approver saw (bot.Seen): Slack sends the card back with each click, so
+// a click records the card as Slack showed it. truncated reports that
+// something was cut to fit (every cut ends with truncMarker, or says how
+// much more is not shown).
+func cardText(blocks []slackgo.Block) (text string, truncated bool) {
+	raw, err := json.Marshal(blocks)
+	if err != nil {
+		return "", false
+	}
+	lines := textsOf(raw)
+	for _, l := range lines {
+		if strings.Contains(l, truncMarker) || strings.Contains(l, "…(truncated") {
+			truncated = true
+		}
+	}
+	return strings.Join(lines, "\n"), truncated
+}
+
+// textsOf are the string values of every "text" key of a JSON document,
+// in document order.
+func textsOf(raw []byte) []string {
+	var out []string
+	_ = walkTexts(json.NewDecoder(bytes.NewReader(raw)), "", &out)
+	return out
+}
+
+func walkTexts(dec *json.Decoder, key string, out *[]string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		for dec.More() {
+			k := ""
+			if t == '{' {
+				kt, err := dec.Token()
+				if err != nil {
+					return err
+				}
+				k, _ = kt.(string)
+			}
+			if err := walkTexts(dec, k, out); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token() // the closing delimiter
+		return err
+	case string:
+		if key == "text" {
+			*out = append(*out, t)
+		}
+	}
+	return nil
 }

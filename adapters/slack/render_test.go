@@ -23,34 +23,68 @@ var (
 	decided = asked.Add(12 * time.Minute)
 )
 
+// The fixtures are items as the core's sources make them (bot/memorytools,
+// bot/actiontools): the card's lines computed there, the developer detail
+// under Details.
 func memoryItem() bot.Item {
 	return bot.Item{
-		ID: 7, Kind: bot.KindMemoryChange, Title: "Replace active_medication for patient default",
+		ID: 7, Kind: bot.KindMemoryChange, Title: "patient_42's active_medication: warfarin 5mg daily → apixaban 5mg twice daily",
 		Requester: "intake_agent [prin_4f2a9c]", CreatedAt: asked, Status: "pending", Channel: "default",
+		Effect: "apixaban 5mg twice daily becomes patient_42's active_medication for every agent, replacing warfarin 5mg daily; nothing is ordered or run.",
+		Asked:  "Every change to active_medication waits for a person: it is a confirm slot of the slot schema.",
 		Fields: []bot.Field{
-			{Label: "Space", Value: "default//"},
-			{Label: "Subject", Value: "active_medication"},
-			{Label: "Current", Value: "warfarin 5mg daily"},
-			{Label: "Proposed", Value: "apixaban 5mg twice daily"},
+			{Label: "Current value", Value: "warfarin 5mg daily"},
+			{Label: "Proposed value", Value: "apixaban 5mg twice daily"},
 			{Label: "Said", Value: "Switch her to apixaban 5mg twice daily, stop the warfarin tonight and recheck renal function on Monday."},
 			{Label: "Source", Value: "intake_agent"},
 			{Label: "Confidence", Value: "0.92"},
 		},
+		Details: []bot.Field{
+			{Label: "Memory", Value: "#3"}, {Label: "Space", Value: "patient_42"}, {Label: "Subject", Value: "active_medication"},
+			{Label: "Proposed by", Value: "intake_agent [prin_4f2a9c]"},
+		},
 	}
 }
 
+// actionItem is a destructive call: its danger first.
 func actionItem() bot.Item {
 	return bot.Item{
-		ID: 12, Kind: bot.KindAction, Title: "delete_database (destructive) requested by deploy_bot",
+		ID: 12, Kind: bot.KindAction, Title: "Drop the orders_prod database after the migration to orders_v2.",
 		Requester: "deploy_bot [prin_9a0b1c]", CreatedAt: asked, ExpiresAt: expires, Status: "pending", Channel: "ops",
+		Effect: "deploy_bot runs delete_database once with these arguments, as the dry run describes, within 1 hour of the approval.",
+		Asked:  "delete_database is configured as destructive, so a person reviews its dry run and approves every call.",
+		Args:   []bot.Field{{Label: "cascade", Value: "true"}, {Label: "db_name", Value: "orders_prod"}},
+		Danger: &bot.Danger{Warning: "⚠ delete_database is destructive: approving it cannot be undone. Read the dry run before you approve.",
+			Target: "orders_prod", TargetLabel: "db_name", Confirm: "delete_database runs once on db_name orders_prod and cannot be undone."},
 		Fields: []bot.Field{
-			{Label: "Tool", Value: "delete_database"},
-			{Label: "Category", Value: "destructive"},
-			{Label: "Arguments", Value: `{"db_name": "orders_prod", "cascade": true}`},
-			{Label: "Summary", Value: "Drop the orders_prod database after the migration to orders_v2."},
 			{Label: "Dry-run plan", Value: "DROP DATABASE orders_prod;\n-- 42 tables, 1.2M rows\n-- backups: s3://backups/orders_prod/2026-01-01"},
-			{Label: "Requested effects", Value: "irreversible data loss unless restored from backup"},
+			{Label: "Effects the agent expects", Value: "irreversible data loss unless restored from backup"},
 		},
+		Details: []bot.Field{
+			{Label: "Request", Value: "req_0123456789abcdef"}, {Label: "Tool", Value: "delete_database"},
+			{Label: "Arguments (JSON)", Value: `{"cascade":true,"db_name":"orders_prod"}`},
+			{Label: "Arguments SHA-256", Value: "8cfd3f1b0a6c4e2d9b7a5c3e1f0d2b4a6c8e0f1a3b5c7d9e1f2a4b6c8d0e2f4a"},
+			{Label: "Configured", Value: "category destructive, mechanics dry_run_confirm"},
+			{Label: "Approvals", Value: "0 of 1 approvals (quorum 1)"}, {Label: "Requested by", Value: "deploy_bot [prin_9a0b1c]"},
+		},
+	}
+}
+
+// orderItem is a mutating call whose approval rests on facts: one SAFE,
+// one BLOCKED before anyone clicks.
+func orderItem() bot.Item {
+	return bot.Item{
+		ID: 14, Kind: bot.KindAction, Title: "Start apixaban 5 mg twice daily for patient_42",
+		Requester: "ward_bot [prin_7c1e]", CreatedAt: asked, ExpiresAt: expires, Status: "pending", Channel: "pharmacy",
+		Effect: "ward_bot runs order_medication once with these arguments, within 1 hour of the approval. If allergy or active_medication changes first, it does not run and comes back for a new decision.",
+		Asked:  "order_medication is configured as mutating, so a person approves every call; the approval rests on allergy and active_medication as they are when you approve.",
+		Args:   []bot.Field{{Label: "dose", Value: "5 mg twice daily"}, {Label: "drug", Value: "apixaban"}},
+		Facts: []bot.FactView{
+			{Subject: "allergy", Value: "none", Verdict: "SAFE", Version: "3:A"},
+			{Subject: "active_medication", Value: "none", Verdict: "BLOCKED", Reasons: []string{"no active fact for this subject — nothing safe to act on"}},
+		},
+		Editable: &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"dose":"5 mg twice daily","drug":"apixaban"}`)},
+		Details:  []bot.Field{{Label: "Request", Value: "req_fedcba9876543210"}, {Label: "Requested by", Value: "ward_bot [prin_7c1e]"}},
 	}
 }
 
@@ -62,6 +96,20 @@ func TestRenderGolden(t *testing.T) {
 	}{
 		{"memory_pending", memoryItem},
 		{"action_pending", actionItem},
+		{"action_facts", orderItem},
+		{"action_reopened", func() bot.Item {
+			it := orderItem()
+			it.Reopened = "allergy: none → penicillin"
+			it.Facts[0] = bot.FactView{Subject: "allergy", Value: "penicillin", Verdict: "SAFE", Version: "9:A"}
+			return it
+		}},
+		{"action_approved_on_facts", func() bot.Item {
+			it := orderItem()
+			it.Status, it.DecidedBy, it.DecidedAt, it.Editable = "approved", []string{"ph_lee [U0PHLEE]"}, decided, nil
+			it.Effect = "ward_bot may run order_medication once with these arguments, before 10:12 UTC. The facts changed since the approval (allergy: none → penicillin): it will not run, and comes back for a new decision."
+			it.Facts[0] = bot.FactView{Subject: "allergy", Value: "penicillin", Verdict: "SAFE", Was: "none", Version: "9:A"}
+			return it
+		}},
 		{"action_quorum", func() bot.Item {
 			it := actionItem()
 			it.Tally = "1 of 2 approvals: dr_smith [U0123ABC]"
@@ -116,6 +164,7 @@ func TestRenderGolden(t *testing.T) {
 		}},
 		{"action_editable", func() bot.Item {
 			it := actionItem()
+			it.Danger = nil
 			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: []byte(`{"cascade":true,"db_name":"orders_prod"}`)}
 			return it
 		}},
@@ -123,7 +172,7 @@ func TestRenderGolden(t *testing.T) {
 			it := actionItem()
 			it.Status, it.DecidedBy, it.DecidedAt = "approved", []string{"nurse_jo [U0456DEF]"}, decided
 			it.Changes = &bot.Changes{By: "nurse_jo [U0456DEF]", Diff: []bot.Change{{Field: "db_name", From: "orders_prod", To: "<!channel> *orders_staging*"}}}
-			it.Fields = withEditedArgs(it.Fields, `{"db_name": "<!channel> *orders_staging*", "cascade": true}`)
+			it.Args = []bot.Field{{Label: "cascade", Value: "true"}, {Label: "db_name", Value: "<!channel> *orders_staging*"}}
 			return it
 		}},
 		{"long", func() bot.Item {
@@ -309,24 +358,10 @@ func TestPendingItemHasExactlyOneActionsBlock(t *testing.T) {
 			actions = append(actions, a)
 		}
 	}
-	if len(actions) != 1 || len(actions[0].Elements.ElementSet) != 2 {
-		t.Fatalf("want one actions block with Approve and Reject, got %d blocks", len(actions))
+	if len(actions) != 1 || len(actions[0].Elements.ElementSet) != 3 {
+		t.Fatalf("want one actions block with Approve, Reject and Details, got %d blocks", len(actions))
 	}
 	if _, ok := blocks[len(blocks)-1].(*slackgo.ActionBlock); !ok {
 		t.Errorf("the buttons must be the last block, after the truncation note")
 	}
-}
-
-// withEditedArgs is fields as an edited action's view has them: the
-// proposal labelled "Proposed arguments", the edited version after it.
-func withEditedArgs(fields []bot.Field, edited string) []bot.Field {
-	out := make([]bot.Field, 0, len(fields)+1)
-	for _, f := range fields {
-		if f.Label == "Arguments" {
-			out = append(out, bot.Field{Label: "Proposed arguments", Value: f.Value}, bot.Field{Label: "Edited arguments", Value: edited})
-			continue
-		}
-		out = append(out, f)
-	}
-	return out
 }

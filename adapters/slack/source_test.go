@@ -42,6 +42,9 @@ type testItem struct {
 	ProposedArgs  json.RawMessage `json:"proposed_args,omitempty"`
 	ProposedValue string          `json:"proposed_value,omitempty"`
 	EditedBy      string          `json:"edited_by,omitempty"`
+	// Danger marks an item that cannot be undone (its view's Danger).
+	Danger  *bot.Danger `json:"danger,omitempty"`
+	Details []bot.Field `json:"details,omitempty"`
 }
 
 // testSource is the ItemSource of every test kind.
@@ -72,7 +75,7 @@ func (testSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	it := bot.Item{
 		Title: t.Title, Fields: t.Fields, ExpiresAt: t.ExpiresAt, Status: t.Status,
 		DecidedBy: t.DecidedBy, DecidedAt: t.DecidedAt, Reason: t.Reason,
-		Sensitive: t.Sensitive, Options: t.Options, Multi: t.Multi,
+		Sensitive: t.Sensitive, Options: t.Options, Multi: t.Multi, Danger: t.Danger, Details: t.Details,
 	}
 	if t.Requester != "" {
 		it.Requester = t.Requester + " [prin_" + t.Requester + "]"

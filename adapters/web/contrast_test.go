@@ -20,7 +20,7 @@ func TestContrastWCAGAA(t *testing.T) {
 	pairs := [][2]string{
 		{"text", "bg"}, {"text", "card"}, {"muted", "bg"}, {"muted", "card"}, {"accent", "card"}, {"accent", "bg"},
 		{"accent-text", "accent"}, {"ok", "ok-bg"}, {"warn", "warn-bg"}, {"bad", "bad-bg"}, {"text", "code-bg"},
-		{"muted", "code-bg"}, {"text", "old-bg"}, {"text", "new-bg"}, {"muted", "old-bg"}, {"muted", "new-bg"}, {"muted", "warn-bg"},
+		{"muted", "code-bg"}, {"text", "old-bg"}, {"text", "new-bg"}, {"muted", "old-bg"}, {"muted", "new-bg"}, {"muted", "warn-bg"}, {"danger", "card"}, {"danger", "bg"},
 	}
 	for name, vars := range map[string]map[string]string{"light": light, "dark": dark} {
 		for _, p := range pairs {

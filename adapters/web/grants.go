@@ -121,10 +121,11 @@ type matchArg struct {
 const maxMatchArgs = 20
 
 // requestArgs are the top-level arguments of the item's proposal (its
-// "Arguments" field), raw; nil when it has none or they are not an object.
+// "Arguments (JSON)" detail, present while it is unedited), raw; nil when
+// it has none or they are not an object.
 func requestArgs(it bot.Item) map[string]json.RawMessage {
-	for _, f := range it.Fields {
-		if f.Label != "Arguments" {
+	for _, f := range it.Details {
+		if f.Label != "Arguments (JSON)" {
 			continue
 		}
 		var m map[string]json.RawMessage

@@ -160,6 +160,7 @@ type inboxRow struct {
 	Tally     string
 	ReadOnly  string // why the caller cannot decide; "" if they can
 	Withheld  bool   // title withheld (out of scope, or sensitive for a non-approver)
+	Danger    bool   // approving it cannot be undone
 }
 
 type kindCount struct {
@@ -198,7 +199,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := inboxData{Kind: q.Get("kind"), Space: q.Get("space"), Channel: q.Get("channel")}
 	d.Filtered = d.Kind != "" || d.Space != "" || d.Channel != ""
-	p := page{Title: "Inbox", Nav: "inbox", Notice: doneNotice(q.Get("done"))}
+	p := page{Title: "Inbox", Nav: "inbox", Notice: h.doneNotice(r.Context(), caller, q.Get("done"))}
 	if !caller.MayRead() {
 		d.NoRead = true
 		p.Data = d
@@ -238,7 +239,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		channels[it.Channel] = true
 		row := inboxRow{
 			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
-			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.OneLine(it.Requester, 80),
+			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.NameOf(it.Requester), Danger: it.Danger != nil,
 			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: caller.ReadOnlyReason(it),
 		}
 		if !it.ExpiresAt.IsZero() {
@@ -279,6 +280,24 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Data = d
 	h.render(w, r, http.StatusOK, "inbox", p)
+}
+
+// doneNotice is the notice after a decision: what was done and, for an
+// approval, what happens now (chat.Receipt: "Approved #12. ward_bot may run
+// order_medication once with these arguments, before 21:29 UTC."), when
+// the item is one the person may see.
+func (h *Handler) doneNotice(ctx context.Context, caller *bot.Caller, s string) string {
+	msg := doneNotice(s)
+	verb, id, _ := strings.Cut(s, "-")
+	if msg == "" || (verb != "approve" && verb != "edit") {
+		return msg
+	}
+	n, _ := strconv.ParseUint(id, 10, 64)
+	it, err := h.o.Bot.Items().Get(ctx, n)
+	if err != nil || !caller.MayRead() || !caller.InScope(it.Space.UserID) || it.Sensitive || it.Status != "approved" || it.Effect == "" {
+		return msg
+	}
+	return msg + " " + chat.EffectLabel(it) + " " + chat.OneLine(it.Effect, 400)
 }
 
 func doneNotice(s string) string {
@@ -384,6 +403,40 @@ type itemData struct {
 	// Changes is chat's sentence for an item an approver edited
 	// ("approved with changes by alice: dose 5mg → 2.5mg").
 	Changes string
+
+	// The card's lines for the person clicking, in chat's words (issue
+	// 23): EffectLabel and Item.Effect ("If you approve:"), the facts the
+	// approval rests on under FactsHeading, the arguments, why a person
+	// is asked, the reopened line, the names without principal ids; the
+	// rest is under Details (Item.Details and Votes).
+	EffectLabel  string
+	FactsHeading string
+	Facts        []factRow
+	Reopened     string
+	Requester    string
+	Votes        []voteRow
+	// Basis is the card's basis (chat.EditBasis: the arguments and the
+	// facts shown): the Approve form sends it, so an approval from a page
+	// made stale by an edit or a change of the facts is refused.
+	Basis string
+	// Confirm, on a dangerous item, asks for its target to be typed.
+	Confirm string
+	// Seen is the SHA-256 of the page's card text as rendered (cardText):
+	// the forms send it, and the vote records it.
+	Seen string
+}
+
+// factRow is one fact of the facts panel.
+type factRow struct {
+	Subject, Value, Verdict, Reasons, Was string
+	Safe                                  bool
+}
+
+// voteRow is one vote under Details, with what the voter was shown.
+type voteRow struct {
+	Line    string
+	Seen    string // the full SHA-256, when the vote was cast on a card or page
+	Counted bool
 }
 
 // editInput is one input of the edit form: its form name is edit_<Index>.
@@ -520,6 +573,26 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	d.Changes = chat.WithChanges(it)
 	if d.Pending {
 		d.MatchArgs = matchArgs(it) // grants.go
+		d.Basis = chat.EditBasis(it)
+		if it.Danger != nil {
+			d.Confirm = chat.TypeToConfirm(it)
+		}
+		d.Reopened = chat.ReopenedLine(it)
+	}
+	d.EffectLabel = chat.EffectLabel(it)
+	d.Requester = chat.NameOf(it.Requester)
+	if len(it.Facts) > 0 {
+		d.FactsHeading = chat.FactsHeading(it)
+		for _, f := range it.Facts {
+			d.Facts = append(d.Facts, factRow{Subject: f.Subject, Value: f.Value, Verdict: f.Verdict, Reasons: chat.JoinReasons(f.Reasons, 600), Was: f.Was, Safe: f.Verdict == "SAFE"})
+		}
+	}
+	for _, v := range it.Votes {
+		row := voteRow{Line: chat.VoteLine(v), Counted: v.Counts}
+		if v.Seen != nil {
+			row.Seen = v.Seen.SHA256
+		}
+		d.Votes = append(d.Votes, row)
 	}
 	if !it.ExpiresAt.IsZero() && d.Pending {
 		if it.ExpiresAt.After(h.now()) {
@@ -528,7 +601,15 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Expires = "due now"
 		}
 	}
-	d.DecidedBy = strings.Join(it.DecidedBy, ", ")
+	d.DecidedBy = chat.Names(it.DecidedBy, 600)
+	for _, f := range it.Details {
+		switch f.Label {
+		case "Subject":
+			d.Subject = f.Value // the memory subject whose history is shown
+		case "Arguments SHA-256", "Edited arguments SHA-256":
+			d.Version = f.Value // the version up for approval
+		}
+	}
 	for _, f := range it.Fields {
 		switch f.Label {
 		case "Current value":
@@ -574,7 +655,43 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 	if d.IsMemory && d.Subject != "" && caller.InScope(it.Space.UserID) && caller.MayRead() && caller.MaySeeDetails(it) {
 		d.History = h.history(ctx, caller, it.Space, d.Subject)
 	}
+	d.Seen = bot.SeenText(Surface, cardText(it), false).SHA256
 	return d
+}
+
+// cardText is the text of an item's card as the page shows it, in the
+// page's order: the danger warning, the first line, the reopened line,
+// what approving does, the facts, the arguments, the fields, why a person
+// is asked. Its SHA-256 is what an approver saw on the console (bot.Seen):
+// the page never cuts anything, so it is whole.
+func cardText(it bot.Item) string {
+	var lines []string
+	if it.Danger != nil && it.Pending() {
+		lines = append(lines, it.Danger.Warning)
+	}
+	lines = append(lines, it.Title)
+	if l := chat.ReopenedLine(it); l != "" && it.Pending() {
+		lines = append(lines, l)
+	}
+	if l := chat.EffectLabel(it); l != "" {
+		lines = append(lines, l+" "+it.Effect)
+	}
+	if len(it.Facts) > 0 {
+		lines = append(lines, chat.FactsHeading(it))
+		for _, f := range it.Facts {
+			lines = append(lines, chat.FactLine(f))
+		}
+	}
+	for _, a := range it.Args {
+		lines = append(lines, a.Label+": "+a.Value)
+	}
+	for _, f := range it.Fields {
+		lines = append(lines, f.Label+": "+f.Value)
+	}
+	if it.Asked != "" {
+		lines = append(lines, chat.AskedLabel+" "+it.Asked)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // history reads the subject's history through the history tool.
@@ -669,8 +786,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			d.Grant.Match = m
 		}
 		d.ArgsSHA256 = f.Get("args_sha256") // the version the page showed
+		d.Basis = f.Get("basis")            // and the facts it showed
+		d.Confirm = f.Get("confirm")        // a dangerous item's target, typed
+		d.Seen = seenField(f.Get("seen"))
 	case "reject", "decline":
 		d.Verb = chat.Reject
+		d.Seen = seenField(f.Get("seen"))
 	case "edit":
 		// Approve with changes: the form's inputs read back through chat's
 		// edit layout, then the same chat.Decide as every surface.
@@ -725,6 +846,15 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		}
 		h.backToItem(w, r, id, msg)
 	}
+}
+
+// seenField is the page's card hash a form sent back (itemData.Seen), as
+// what the person was shown; nil unless it is a SHA-256 in hex.
+func seenField(v string) *bot.Seen {
+	if len(v) != 64 || strings.Trim(v, "0123456789abcdef") != "" {
+		return nil
+	}
+	return &bot.Seen{SHA256: v, Surface: Surface}
 }
 
 // backToItem sends the browser back to the item with problem shown above

@@ -159,6 +159,7 @@ func (h *Handler) parseTemplates() error {
 		// "pay\u200bments" never reads as "payments".
 		"shown":      bot.EscapeInvisible,
 		"grantValue": grantValue,
+		"pretty":     prettyJSON, // raw JSON arguments under Details, indented
 		"tsShort": func(ts string) string {
 			t, err := time.Parse(time.RFC3339, ts)
 			if err != nil {

@@ -15,11 +15,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -57,7 +59,15 @@ type ToolSpec struct {
 	// Grants are the standing grants an approver may make with an
 	// approval (grants.go); the zero value allows none.
 	Grants GrantPolicy
+	// Context are memory subjects (in the request's space) its approvals
+	// rest on (tools[].context): each card shows their values and
+	// verdicts, each approval records their versions, and a receipt is
+	// not redeemed once one of them changed (facts.go).
+	Context []string
 }
+
+// MaxContext is the most context subjects a tool declares.
+const MaxContext = 8
 
 // Options configure the service. Zero durations take the documented
 // defaults (timeout 30m; no reminder; no escalation).
@@ -102,6 +112,10 @@ type Options struct {
 	// StepUp names the requests whose approval needs a fresh sign-in
 	// (stepup.go); zero: none.
 	StepUp StepUpSpec
+	// Subject resolves a context subject the way the memory does (a
+	// declared slot's name for an alias, else the folded subject); nil
+	// folds it (memory.Fold).
+	Subject func(string) string
 }
 
 // Retention is how long each kind of closed request is kept after it
@@ -139,6 +153,7 @@ type toolDef struct {
 	commands []policy.CommandRule
 	timeout  time.Duration
 	channel  string
+	context  []string // resolved context subjects
 }
 
 // Register compiles the declarations in o, adds the tools, item sources and
@@ -184,8 +199,12 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 		}
 		s.allow = append(s.allow, r)
 	}
+	if o.Subject == nil {
+		o.Subject = memory.Fold
+	}
+	s.o.Subject = o.Subject
 	for i, t := range o.Tools {
-		def, err := compileTool(t, o.DefaultTimeout)
+		def, err := compileTool(t, o.DefaultTimeout, o.Subject)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("tools[%d] (%s): %w", i, t.Name, err))
 			continue
@@ -217,7 +236,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	return s, nil
 }
 
-func compileTool(t ToolSpec, defaultTimeout time.Duration) (*toolDef, error) {
+func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) string) (*toolDef, error) {
 	var errs []error
 	if strings.TrimSpace(t.Name) == "" {
 		errs = append(errs, errors.New("name: required"))
@@ -253,6 +272,20 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration) (*toolDef, error) {
 	}
 	if err := grantsOf(t, cat); err != nil {
 		errs = append(errs, err)
+	}
+	if len(t.Context) > MaxContext {
+		errs = append(errs, fmt.Errorf("context: %d subjects; at most %d (each is read on every card and approval)", len(t.Context), MaxContext))
+	}
+	for j, c := range t.Context {
+		sub := subject(strings.TrimSpace(c))
+		switch {
+		case sub == "":
+			errs = append(errs, fmt.Errorf("context[%d]: empty; name a memory subject, such as allergy", j))
+		case slices.Contains(def.context, sub):
+			errs = append(errs, fmt.Errorf("context[%d]: %q is listed twice", j, c))
+		default:
+			def.context = append(def.context, sub)
+		}
 	}
 	for j, r := range t.Approvers.Roles {
 		role, err := policy.ParseRole(r)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -152,6 +153,43 @@ type DecideArgs struct {
 	// reviewed: when another approver's edit has replaced it since, the
 	// approval is refused (409) and nothing is recorded.
 	ArgsSHA256 string `json:"args_sha256,omitempty" jsonschema:"approve_action only, optional: the SHA-256 of the arguments you reviewed (action_status's edited_args_sha256 when edited, else args_sha256). If another approver's edit has changed them since, the approval is refused with 409 and nothing is recorded, so you never approve arguments you did not see"`
+	// Seen is what the decider was shown (a surface's card or page),
+	// recorded on the vote.
+	Seen *SeenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided, recorded on your vote: the SHA-256 of the card's or page's text, the surface, whether it was cut to fit, and the digest of the facts it showed (an approval on facts that changed since is refused with 409)"`
+}
+
+// SeenArgs is what a decider was shown: approve_action's and
+// deny_action's seen argument (bot.Seen, plus the facts the card showed).
+type SeenArgs struct {
+	SHA256    string `json:"sha256" jsonschema:"the hex SHA-256 of the text of the card or page as rendered"`
+	Surface   string `json:"surface" jsonschema:"where it was shown: slack, discord, web..."`
+	Truncated bool   `json:"truncated,omitempty" jsonschema:"true when the card was cut to fit the surface; refused on a destructive or dry-run-first request"`
+	Facts     string `json:"facts,omitempty" jsonschema:"the digest of the context facts the card showed (bot.FactsDigest); empty: not checked"`
+}
+
+// validate checks a seen argument's shape.
+func (s *SeenArgs) validate() error {
+	if s == nil {
+		return nil
+	}
+	if !isSHA256Hex(s.SHA256) {
+		return bot.Invalid("seen.sha256", "must be the 64 lower-case hex digits of a SHA-256")
+	}
+	if s.Surface == "" || len(s.Surface) > 32 || strings.Trim(s.Surface, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+		return bot.Invalid("seen.surface", "must name the surface in lower-case letters, digits, _ or - (at most 32), such as slack")
+	}
+	if s.Facts != "" && !isSHA256Hex(s.Facts) {
+		return bot.Invalid("seen.facts", "must be the 64 hex digits of the facts digest the card showed, or absent")
+	}
+	return nil
+}
+
+// seen is the argument as recorded on a vote; nil when absent.
+func (s *SeenArgs) seen() *approvals.Seen {
+	if s == nil {
+		return nil
+	}
+	return &approvals.Seen{SHA256: s.SHA256, Surface: s.Surface, Truncated: s.Truncated}
 }
 
 // Validate checks the id and the reason.
@@ -164,6 +202,9 @@ func (a *DecideArgs) Validate() error {
 	}
 	if a.ArgsSHA256 != "" && !isSHA256Hex(a.ArgsSHA256) {
 		return bot.Invalid("args_sha256", "must be the 64 hex digits of a SHA-256, as action_status gives it (args_sha256, or edited_args_sha256 when edited)")
+	}
+	if err := a.Seen.validate(); err != nil {
+		return err
 	}
 	return bot.CheckText("reason", a.Reason, 2000, true)
 }

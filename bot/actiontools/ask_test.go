@@ -170,21 +170,57 @@ func TestItemViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fields := map[string]string{}
+	// The card talks to the person clicking: the agent's summary first,
+	// what approving does (computed, not the agent's words), why they
+	// are asked, the arguments as a list, the danger; the developer
+	// detail is folded under Details.
+	fields, details := map[string]string{}, map[string]string{}
 	for _, f := range it.Fields {
 		fields[f.Label] = f.Value
 	}
-	want := map[string]string{
-		"Tool": "rollback_production", "Arguments": `{"to":"v41"}`, "Summary": "Roll back to v41", "Dry-run plan": "12 hosts to v41",
-		"Requested effects": "redeploy 12 hosts; restart workers", "Category as stated by the agent": "mutating",
-		"Mechanics": "dry_run_confirm (configured category: destructive)",
+	for _, f := range it.Details {
+		details[f.Label] = f.Value
 	}
+	want := map[string]string{"Dry-run plan": "12 hosts to v41", "Effects the agent expects": "redeploy 12 hosts; restart workers"}
 	for k, v := range want {
 		if fields[k] != v {
 			t.Errorf("field %q = %q, want %q", k, fields[k], v)
 		}
 	}
-	if it.Kind != bot.KindAction || it.Status != "pending" || it.Tally != "0 of 2 approvals" || it.Requester != "deploy-bot ["+agent.ID+"]" || it.ExpiresAt.IsZero() || it.Channel != "default" || !strings.Contains(it.Title, "rollback_production") {
+	wantDetails := map[string]string{
+		"Tool": "rollback_production", "Arguments (JSON)": `{"to":"v41"}`, "Category stated by the agent": "mutating",
+		"Configured": "category destructive, mechanics dry_run_confirm", "Approvals": "0 of 2 approvals (quorum 2)",
+		"Requested by": "deploy-bot [" + agent.ID + "]", "Request": d["request_id"].(string), "Channel": "default",
+	}
+	for k, v := range wantDetails {
+		if details[k] != v {
+			t.Errorf("detail %q = %q, want %q", k, details[k], v)
+		}
+	}
+	if details["Arguments SHA-256"] != d["args_sha256"] {
+		t.Errorf("detail Arguments SHA-256 = %q, want %v", details["Arguments SHA-256"], d["args_sha256"])
+	}
+	for _, f := range append(slices.Clone(it.Fields), it.Args...) {
+		if strings.Contains(f.Value, agent.ID) || strings.Contains(f.Value, "sha") || strings.HasPrefix(f.Value, "{") {
+			t.Errorf("a developer string on the card, outside Details: %s = %q", f.Label, f.Value)
+		}
+	}
+	if it.Title != "Roll back to v41" {
+		t.Errorf("title %q, want the agent's summary", it.Title)
+	}
+	if want := "Once 2 different people have approved (0 so far), deploy-bot runs rollback_production once with these arguments, as the dry run describes, within 1 hour of the approval."; it.Effect != want {
+		t.Errorf("effect %q\nwant   %q", it.Effect, want)
+	}
+	if want := "rollback_production is configured as destructive, so a person reviews its dry run and approves every call, 2 different people; only role member may approve."; it.Asked != want {
+		t.Errorf("asked %q\nwant  %q", it.Asked, want)
+	}
+	if len(it.Args) != 1 || it.Args[0] != (bot.Field{Label: "to", Value: "v41"}) {
+		t.Errorf("args %+v, want to: v41", it.Args)
+	}
+	if it.Danger == nil || it.Danger.Target != "v41" || it.Danger.TargetLabel != "to" || !strings.Contains(it.Danger.Warning, "cannot be undone") || it.Danger.Confirm != "rollback_production runs once on to v41 and cannot be undone." {
+		t.Errorf("danger %+v", it.Danger)
+	}
+	if it.Kind != bot.KindAction || it.Status != "pending" || it.Tally != "0 of 2 approvals" || it.Requester != "deploy-bot ["+agent.ID+"]" || it.ExpiresAt.IsZero() || it.Channel != "default" {
 		t.Fatalf("item: %+v", it)
 	}
 	e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]})

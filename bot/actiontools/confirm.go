@@ -207,6 +207,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			r.Quorum = max(def.spec.Quorum, 1)
 			r.Channel = def.channel
 			r.Action.Sensitive = def.spec.Sensitive
+			r.Context = slices.Clone(def.context)
 			timeout = def.timeout
 		}
 		r.StepUp = s.stepUp.requires(args.Tool, cat)
@@ -221,6 +222,11 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 		}
 		switch {
 		case granted: // approved under a standing grant (grants.go)
+			// The grant's approval rests on the context facts as they
+			// stand now, like a person's (facts.go).
+			if r.Facts, _, err = contextFacts(tx, r.Space, r.Context, c.Now); err != nil {
+				return err
+			}
 		case mech == policy.MechanicsAuto:
 			r.Status = approvals.StatusApproved
 			r.Reason = "read-only: approved automatically, no confirmation needed"

@@ -57,9 +57,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 			refusal string
 			edited  bool // this call changed the version up for approval
 			grant   *approvals.Grant
+			// restarted is what changed in the facts since an earlier
+			// approval of this pending request: the count started again.
+			restarted string
 		)
 		err := c.Update(ctx, func(tx *bot.Tx) error {
-			req, out, refusal, edited, grant = nil, 0, "", false, nil
+			req, out, refusal, edited, grant, restarted = nil, 0, "", false, nil, ""
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
 				return err
@@ -97,6 +100,23 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 			}
+			basis, why, err := s.basisOf(tx, c, r, approve, args.Seen)
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				// An approval of this round rests on facts that changed
+				// since: it no longer counts, and this one is the first
+				// of the new count.
+				r.Reopen(why, c.Now, r.ExpiresAt)
+				restarted = why
+				if err := tx.Audit("action_reopened", fmt.Sprintf("%s: the facts an earlier approval rested on changed (%s); the count starts again", r.ID, why)); err != nil {
+					return err
+				}
+				if err := tx.Emit(r.ItemID, bot.EventNote, fmt.Sprintf("The facts changed since an earlier approval of %s (%s): approvals count again from the next one.", r.ID, why)); err != nil {
+					return err
+				}
+			}
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
 				if err != nil {
@@ -107,11 +127,11 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return nil
 				}
 				_, before := r.Action.Version()
-				out = r.Edit(d, canon, sum, args.Reason, c.Now)
+				out = r.EditOn(d, canon, sum, args.Reason, c.Now, basis)
 				_, after := r.Action.Version()
 				edited = before != after
 			} else {
-				out = r.Decide(d, approve, args.Reason, c.Now)
+				out = r.DecideOn(d, approve, args.Reason, c.Now, basis)
 			}
 			req = r
 			if out == approvals.OutcomeFull {
@@ -179,6 +199,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 		case approvals.OutcomeCounted:
 			res := s.render(c.Caller.Decider(), req)
 			res.Text = fmt.Sprintf("Counted: %s on %s. It stays pending until the quorum is reached.", req.Tally(), req.ID)
+			if restarted != "" {
+				res.Text = fmt.Sprintf("Counted: %s on %s. The facts changed since the earlier approvals (%s), so they no longer count: it stays pending until the quorum approves on the facts as they are now.", req.Tally(), req.ID, restarted)
+			}
 			if edited {
 				res.Text = fmt.Sprintf("Counted your approval with changes (%s): %s on %s. Approvals of the earlier arguments no longer count: each approver approves the same bytes, so it stays pending until the quorum approves the edited arguments (approved_args_sha256 %s).",
 					changesText(req.Action), req.Tally(), req.ID, req.Action.ApprovedArgsSHA256)
@@ -187,6 +210,60 @@ func (s *Service) decide(approve bool) bot.Handler {
 		}
 		return grantNote(s.render(c.Caller.Decider(), req), grant), nil
 	}
+}
+
+// basisOf is what a vote on request r is cast on, read in its
+// transaction: what the decider was shown, and, for an approval of an
+// action with context, the facts as they stand. It refuses an approval
+// cast on a card cut to fit when the call cannot be undone, and one cast
+// on other facts than stand now (seen.facts). why, when not "", is what
+// changed since the facts an earlier approval of this pending request
+// rests on: the caller starts the count again.
+func (s *Service) basisOf(tx *bot.Tx, c *bot.Call, r *approvals.Request, approve bool, seen *SeenArgs) (approvals.Basis, string, error) {
+	basis := approvals.Basis{Seen: seen.seen()}
+	if r.Action == nil || r.Status != approvals.StatusPending || !approve {
+		return basis, "", nil
+	}
+	if seen != nil && seen.Truncated && dangerous(r.Action) {
+		return basis, "", bot.Invalid("seen", "the %s card you approved from was cut to fit, and %s cannot be undone: nothing was recorded. Approve it where it is shown whole (the web console), after reading all of it", seen.Surface, callName(r.Action.Tool, r.Action.Command))
+	}
+	if len(r.Context) == 0 {
+		return basis, "", nil
+	}
+	facts, _, err := contextFacts(tx, r.Space, r.Context, c.Now)
+	if err != nil {
+		return basis, "", err
+	}
+	if seen != nil && seen.Facts != "" && seen.Facts != digestOf(facts) {
+		return basis, "", &bot.Error{Kind: bot.KindConflict, Field: "seen.facts", Data: requestData(r, seesDetails(c.Caller.Decider(), r)),
+			Msg: fmt.Sprintf("The facts %s rests on changed after they were shown to you (now: %s). Nothing was recorded: look at them again, and approve if you still agree.", r.ID, factsLine(facts))}
+	}
+	basis.Facts = facts
+	return basis, approvals.JoinChanges(r.Changes(facts)), nil
+}
+
+// dangerous reports whether an action cannot be undone: destructive, or
+// dry-run-first.
+func dangerous(a *approvals.Action) bool {
+	return a.Category == string(policy.CategoryDestructive) || a.Mechanics == string(policy.MechanicsDryRunConfirm)
+}
+
+// digestOf is bot.FactsDigest of recorded facts.
+func digestOf(fs []approvals.Fact) string {
+	subjects, versions := make([]string, len(fs)), make([]string, len(fs))
+	for i, f := range fs {
+		subjects[i], versions[i] = f.Subject, f.Version
+	}
+	return bot.FactsDigest(subjects, versions)
+}
+
+// factsLine is facts on one line: "allergy: penicillin; active_medication: none".
+func factsLine(fs []approvals.Fact) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.Subject + ": " + f.Value
+	}
+	return strings.Join(parts, "; ")
 }
 
 // stale refuses an approval of pending action request r cast on a version

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,13 +153,17 @@ func TestEditQuorum(t *testing.T) {
 	if it.Editable == nil || it.Editable.Kind != bot.EditArguments || string(it.Editable.Current) != edited {
 		t.Fatalf("item editable: %+v", it.Editable)
 	}
-	// The card labels the proposal beside the edited version.
+	// The card lists the edited version; its Details label the proposal
+	// beside it.
 	labels := map[string]string{}
-	for _, f := range it.Fields {
+	for _, f := range it.Details {
 		labels[f.Label] = f.Value
 	}
-	if _, plain := labels["Arguments"]; plain || labels["Proposed arguments"] != `{"dose":"5mg","drug":"apixaban"}` || labels["Edited arguments"] != edited {
-		t.Fatalf("an edited item's argument fields: %+v", it.Fields)
+	if _, plain := labels["Arguments (JSON)"]; plain || labels["Proposed arguments (JSON)"] != `{"dose":"5mg","drug":"apixaban"}` || labels["Edited arguments (JSON)"] != edited {
+		t.Fatalf("an edited item's argument details: %+v", it.Details)
+	}
+	if !slices.Contains(it.Args, bot.Field{Label: "dose", Value: "2.5mg"}) {
+		t.Fatalf("the card's arguments are not the edited version: %+v", it.Args)
 	}
 	// bob approves without arguments: since the request was edited, only
 	// naming the version he reviewed (issue 19: a plain approval would

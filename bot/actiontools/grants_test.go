@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 	"github.com/countersign/countersign/receipt"
 )
@@ -247,12 +248,12 @@ func TestGrantConfig(t *testing.T) {
 		{ToolSpec{Name: "r", Category: "mutating", Grants: GrantPolicy{Max: time.Hour}}, "grants.allow: list the kinds"},
 	}
 	for _, tt := range tests {
-		_, err := compileTool(tt.spec, time.Minute)
+		_, err := compileTool(tt.spec, time.Minute, memory.Fold)
 		if err == nil || !strings.Contains(err.Error(), tt.says) {
 			t.Errorf("%s: %v, want an error containing %q", tt.spec.Name, err, tt.says)
 		}
 	}
-	if _, err := compileTool(ToolSpec{Name: "ok", Category: "mutating", Grants: GrantPolicy{Max: time.Hour, Allow: []string{"session"}}}, time.Minute); err != nil {
+	if _, err := compileTool(ToolSpec{Name: "ok", Category: "mutating", Grants: GrantPolicy{Max: time.Hour, Allow: []string{"session"}}}, time.Minute, memory.Fold); err != nil {
 		t.Fatalf("a valid grant policy: %v", err)
 	}
 }
@@ -421,13 +422,16 @@ func TestCardShowsInvisibleCharactersInArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var args string
-	for _, f := range it.Fields {
-		if f.Label == "Arguments" {
+	var args, list string
+	for _, f := range it.Details {
+		if f.Label == "Arguments (JSON)" {
 			args = f.Value
 		}
 	}
-	if !strings.Contains(args, `pay\u200bments`) {
+	for _, f := range it.Args {
+		list += f.Label + "=" + f.Value + ";"
+	}
+	if !strings.Contains(args, `pay\u200bments`) || !strings.Contains(list, `pay\u200bments`) {
 		t.Fatalf("the card's arguments hide the zero-width space: %q", args)
 	}
 	if r := e.request(got["request_id"].(string)); !strings.Contains(string(r.Action.Arguments), "pay\u200bments") {

@@ -18,7 +18,12 @@ type itemSource struct{ s *Service }
 var (
 	_ bot.ItemSource = itemSource{}
 	_ bot.ItemEditor = itemSource{}
+	_ bot.SeenTaker  = itemSource{}
 )
+
+// TakesSeen reports that approve_action and deny_action record what the
+// decider was shown: action and consent requests, not questions.
+func (itemSource) TakesSeen(k bot.ItemKind) bool { return k == bot.KindAction || k == bot.KindConsent }
 
 // View renders the request behind rec.
 func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
@@ -46,27 +51,13 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	switch {
 	case r.Action != nil:
 		a := r.Action
-		it.Title = "Confirm " + a.Tool
-		if a.Mechanics == "dry_run_confirm" {
-			it.Title = "Review the dry run and confirm " + a.Tool
+		facts, views, err := contextFacts(tx, r.Space, r.Context, src.s.b.Now())
+		if err != nil {
+			return bot.Item{}, err
 		}
-		field("Tool", callName(a.Tool, a.Command))
-		if a.Edited {
-			// Beside the edited version below: which one the agent proposed.
-			field("Proposed arguments", bot.EscapeInvisible(string(a.Arguments)))
-		} else {
-			field("Arguments", bot.EscapeInvisible(string(a.Arguments)))
-		}
-		field("Summary", a.Summary)
+		src.s.actionCard(&it, r, facts, views)
 		field("Dry-run plan", a.DryRun)
-		field("Requested effects", strings.Join(a.RequestedEffects, "; "))
-		field("Category as stated by the agent", a.StatedCategory)
-		field("Mechanics", fmt.Sprintf("%s (configured category: %s)", a.Mechanics, a.Category))
-		field("Arguments SHA-256", a.ArgsSHA256)
-		if a.Edited {
-			field("Edited arguments", bot.EscapeInvisible(string(a.ApprovedArguments)))
-			field("Edited arguments SHA-256", a.ApprovedArgsSHA256)
-		}
+		field("Effects the agent expects", strings.Join(a.RequestedEffects, "; "))
 		it.Changes = actionChanges(a)
 		_, it.Version = a.Version()
 		it.Revised = r.Revised()
@@ -74,36 +65,60 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			cur, _ := a.Version()
 			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(cur)}
 		}
-		if !r.EscalatedAt.IsZero() {
-			field("Escalated", "at "+stamp(r.EscalatedAt))
-		}
-		it.Tally = r.Tally()
 		it.Sensitive = a.Sensitive
 		if r.StepUp > 0 {
 			it.StepUp = r.StepUp
-			field("Step-up", stepUpField(r.StepUp))
 		}
 		it.Grants = src.s.grantOptions(r)
 	case r.Consent != nil:
 		c := r.Consent
-		it.Title = "Approval requested: " + c.Action
+		name := bot.NameOf(r.Requester.Display)
+		it.Title = bot.OneLine(c.Question, maxTitle)
+		if it.Title == "" {
+			it.Title = fmt.Sprintf("%s asks for your approval: %s", name, bot.OneLine(c.Action, maxTitle))
+		}
+		switch r.Status {
+		case approvals.StatusPending:
+			it.Effect = fmt.Sprintf("%s is told you approved %q, for this one action; Countersign itself runs nothing.", name, bot.OneLine(c.Action, 200))
+			it.Asked = fmt.Sprintf("%s asks before it acts (soft approval): it goes on only with a person's yes.", name)
+		case approvals.StatusApproved:
+			it.Effect = fmt.Sprintf("%s was told you approved %q, for this one action.", name, bot.OneLine(c.Action, 200))
+		case approvals.StatusDenied, approvals.StatusExpired:
+			it.Effect = fmt.Sprintf("%s was told not to do it.", name)
+		}
 		if r.Status == approvals.StatusRecorded {
 			it.Title = "Approval recorded: " + c.Action
 			field("Recorded by", r.Requester.Display+" (as the agent reports it; not an authenticated decision)")
 		}
-		field("Question", c.Question)
+		field("Action", c.Action)
 		field("Detail", c.Detail)
-		field("Turn", c.Turn)
-		field("Message", c.MessageID)
+		it.Details = append(it.Details, bot.Field{Label: "Request", Value: r.ID}, bot.Field{Label: "Requested by", Value: r.Requester.Display})
+		if c.Turn != "" {
+			it.Details = append(it.Details, bot.Field{Label: "Turn", Value: c.Turn})
+		}
+		if c.MessageID != "" {
+			it.Details = append(it.Details, bot.Field{Label: "Message", Value: c.MessageID})
+		}
+		if len(r.DecidedBy) > 0 {
+			it.Details = append(it.Details, bot.Field{Label: "Decided by", Value: strings.Join(r.DecidedBy, ", ")})
+		}
+		it.Votes = voteViews(r)
 	case r.Question != nil:
 		q := r.Question
 		it.Title = q.Question
+		if r.Status == approvals.StatusPending {
+			it.Effect = fmt.Sprintf("Your answer goes to %s as a preference; it approves nothing.", bot.NameOf(r.Requester.Display))
+		}
 		field("Context", q.Context)
 		if len(q.Answers) > 0 {
 			field("Answer", strings.Join(q.Answers, ", "))
 		}
 		if r.Status == approvals.StatusAnswered {
 			field("Note", q.Text)
+		}
+		it.Details = append(it.Details, bot.Field{Label: "Request", Value: r.ID}, bot.Field{Label: "Requested by", Value: r.Requester.Display})
+		if len(r.DecidedBy) > 0 {
+			it.Details = append(it.Details, bot.Field{Label: "Decided by", Value: strings.Join(r.DecidedBy, ", ")})
 		}
 		it.Options = q.Options
 		it.Multi = q.Multi

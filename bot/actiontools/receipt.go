@@ -51,6 +51,7 @@ func (s *Service) receiptFor(r *approvals.Request) string {
 	rec, err := s.b.SignReceipt(receipt.Payload{
 		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: approved,
 		ConfirmedBy: by, Grant: grantRef(r), IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
+		Round: r.Round,
 	})
 	if err != nil {
 		s.b.Logger().Error("signing a receipt", "request", r.ID, "err", err)
@@ -103,9 +104,12 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	case err != nil:
 		return bot.Result{}, bot.Invalid("receipt", "%v", err)
 	}
-	var req *approvals.Request
+	var (
+		req      *approvals.Request
+		reopened string // what changed in the facts: the request went back to pending
+	)
 	err = c.Update(ctx, func(tx *bot.Tx) error {
-		req = nil
+		req, reopened = nil, ""
 		r, err := approvals.LoadRequest(tx, p.RequestID)
 		if err != nil {
 			return err
@@ -116,6 +120,14 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) || !r.Requester.Same(party(c.Caller)) {
 			return &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Only the requester of %s redeems its receipt.", r.ID)}
 		}
+		if p.Round != r.Round {
+			why := "it went back for a new decision"
+			if r.Reopened != "" {
+				why = "the facts it rested on changed (" + r.Reopened + ")"
+			}
+			return &bot.Error{Kind: bot.KindConflict, Field: "receipt", Data: s.requestData(c.Caller.Decider(), r),
+				Msg: fmt.Sprintf("This receipt is of an earlier approval of %s, withdrawn when %s: it never redeems. %s is %s now; wait for its new decision (action_status) and redeem the receipt that comes with it.", r.ID, why, r.ID, r.Status)}
+		}
 		_, approved := r.Action.Version()
 		if r.Status != approvals.StatusApproved || r.Action.Tool != p.Tool || approved != p.ApprovedArgsSHA256 {
 			return bot.Invalid("receipt", "does not match request %s as stored (status %s, tool %s)", r.ID, r.Status, r.Action.Tool)
@@ -123,6 +135,10 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		if !r.ExecutedAt.IsZero() {
 			return &bot.Error{Kind: bot.KindConflict, Data: s.requestData(c.Caller.Decider(), r),
 				Msg: fmt.Sprintf("The receipt of %s was already redeemed at %s by %s. A receipt runs its action once: ask again with confirm_action to run it again.", r.ID, stamp(r.ExecutedAt), r.ExecutedBy)}
+		}
+		if why, err := s.reopenOnChangedFacts(tx, c, r); err != nil || why != "" {
+			req, reopened = r, why
+			return err
 		}
 		r.ExecutedAt, r.ExecutedBy = c.Now, c.Caller.String()
 		if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
@@ -138,7 +154,60 @@ func (s *Service) redeem(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	if err != nil {
 		return bot.Result{}, err
 	}
+	if reopened != "" {
+		s.waits.notify(req.ID)
+		d := s.requestData(c.Caller.Decider(), req)
+		d["facts_changed"] = reopened
+		return bot.Result{}, &bot.Error{Kind: bot.KindConflict, Field: "receipt", Data: d,
+			Msg: fmt.Sprintf("Not redeemed: the facts the approval of %s rested on changed since (%s). Do not run %s: the request is pending again, for a new decision on the facts as they are now; wait for it (action_status) and redeem the receipt of the new approval.", req.ID, reopened, req.Action.Tool)}
+	}
 	res := s.render(c.Caller.Decider(), req)
 	res.Text = fmt.Sprintf("Redeemed: %s (%s) is recorded as executed at %s. Run it now with exactly the approved arguments.", req.ID, req.Action.Tool, stamp(req.ExecutedAt))
 	return res, nil
+}
+
+// reopenOnChangedFacts compares the facts the approval of r rests on with
+// the facts as they stand in tx. When any changed (superseded, retracted,
+// flagged, or a new value), it sends r back for a new decision, in tx:
+// pending again until now plus the tool's timeout, its item open again
+// (a new one when a standing grant approved it without one) with the
+// cards updated and a note in their threads, audited as action_reopened.
+// It returns what changed ("allergy: none → penicillin"), "" when nothing
+// did.
+func (s *Service) reopenOnChangedFacts(tx *bot.Tx, c *bot.Call, r *approvals.Request) (string, error) {
+	if len(r.Context) == 0 {
+		return "", nil
+	}
+	facts, _, err := contextFacts(tx, r.Space, r.Context, c.Now)
+	if err != nil {
+		return "", err
+	}
+	why := approvals.JoinChanges(r.Changes(facts))
+	if why == "" {
+		return "", nil
+	}
+	timeout := s.o.DefaultTimeout
+	if def := s.tools[r.Action.Tool]; def != nil {
+		timeout = def.timeout
+	}
+	if !r.Reopen(why, c.Now, c.Now.Add(timeout)) {
+		return "", nil
+	}
+	if r.ItemID == 0 {
+		id, err := tx.NewItem(bot.KindAction, r.ID, r.Space, r.Channel, r.ExpiresAt)
+		if err != nil {
+			return "", err
+		}
+		r.ItemID = id
+	} else if err := tx.ReopenItem(r.ItemID, r.ExpiresAt, factsChanged(r, why)); err != nil {
+		return "", err
+	}
+	if err := approvals.PutRequest(tx, r, r.NextDue(s.o.RemindAfter, s.o.EscalateAfter)); err != nil {
+		return "", err
+	}
+	if _, err := tx.AuditAs(c.Caller.String(), r.Space, "action_reopened",
+		fmt.Sprintf("%s %s: receipt not redeemed, the facts its approval rested on changed (%s); pending again for a new decision", r.ID, r.Action.Tool, why)); err != nil {
+		return "", err
+	}
+	return why, nil
 }

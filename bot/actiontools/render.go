@@ -99,6 +99,19 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 		d["quorum"] = max(r.Quorum, 1)
 		d["tally"] = r.Tally()
 		d["approvals"] = nonNil(r.Approvals())
+		d["votes"] = votesData(r)
+		if len(r.Context) > 0 {
+			// The facts the approval rests on (tools[].context), and, once
+			// approved, their versions as approved.
+			d["context"] = r.Context
+			if r.Facts != nil {
+				d["approved_on_facts"] = r.Facts
+			}
+		}
+		if r.Round > 0 {
+			d["round"] = r.Round
+			d["reopened"] = r.Reopened
+		}
 		d["headless"] = a.Headless
 		if r.StepUp > 0 {
 			// Approved only after a fresh sign-in, in the console: a
@@ -130,6 +143,20 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 		d["text"] = q.Text
 	}
 	return d
+}
+
+// votesData are a request's votes as structured fields: who, which way,
+// when, whether it counts now, and what the voter was shown.
+func votesData(r *approvals.Request) []map[string]any {
+	out := []map[string]any{}
+	for _, v := range r.Votes {
+		m := map[string]any{"by": v.By.Display, "approve": v.Approve, "at": stamp(v.At), "counts": r.Counts(v)}
+		if v.Seen != nil {
+			m["seen"] = map[string]any{"sha256": v.Seen.SHA256, "surface": v.Seen.Surface, "truncated": v.Seen.Truncated}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // describe is a request in one or two sentences for the agent; an edit's

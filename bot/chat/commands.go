@@ -114,9 +114,9 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 	case CmdShow:
 		return s.show(ctx, c.ID)
 	case CmdApprove:
-		return s.decide(ctx, c.ID, true, "", c.Version)
+		return s.decide(ctx, c.ID, true, "", c.Version, c.Confirm)
 	case CmdReject:
-		return s.decide(ctx, c.ID, false, c.Reason, "")
+		return s.decide(ctx, c.ID, false, c.Reason, "", "")
 	case CmdHistory:
 		return s.tool(ctx, CmdHistory, toolHistory, c.Subject, c.Space)
 	case CmdCheck:
@@ -140,6 +140,7 @@ func (s session) help() string {
 	b.WriteString("  pending — what awaits a decision, soonest to expire first (`pending after <id>`: the next page)\n")
 	b.WriteString("  show <id> — one item: what is asked, its fields, its version, its status and who decided\n")
 	b.WriteString("  approve <id> [version] — approve an item (people whose role holds approve); an edited request needs the version `show` gives\n")
+	b.WriteString("  approve <id> confirm <name> — approve an item that cannot be undone, typing the name of what it acts on\n")
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
@@ -301,6 +302,9 @@ func listLine(it bot.Item, details bool, now time.Time) string {
 	if title == "" {
 		title = "(untitled)"
 	}
+	if it.Danger != nil {
+		title = "⚠ cannot be undone: " + title
+	}
 	line := fmt.Sprintf("#%d %s — %s", it.ID, KindNoun(it.Kind), title)
 	var notes []string
 	if it.Space.UserID != "" {
@@ -368,14 +372,46 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		}
 		return b.String()
 	}
+	if it.Danger != nil && it.Pending() {
+		b.WriteString(OneLine(it.Danger.Warning, 300) + "\n")
+	}
 	if t := OneLine(it.Title, 200); t != "" {
 		b.WriteString(t + "\n")
+	}
+	if line := ReopenedLine(it); line != "" && it.Pending() {
+		b.WriteString(line + "\n")
+	}
+	if label := EffectLabel(it); label != "" {
+		b.WriteString(label + " " + OneLine(it.Effect, 600) + "\n")
+	}
+	if len(it.Facts) > 0 {
+		b.WriteString(FactsHeading(it) + "\n")
+		for _, f := range it.Facts {
+			b.WriteString("  • " + FactLine(f) + "\n")
+		}
+	}
+	if len(it.Args) > 0 {
+		b.WriteString(ArgsLabel + "\n")
+		for _, a := range it.Args {
+			b.WriteString("  " + ArgLine(a) + "\n")
+		}
+	}
+	space := spaceLine(it.Space)
+	for _, f := range it.Fields {
+		v := OneLine(f.Value, valueRunes)
+		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
+			continue // no "Source:" with nothing after it; the Space line is above
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
+	}
+	if it.Asked != "" {
+		b.WriteString(AskedLabel + " " + OneLine(it.Asked, 600) + "\n")
 	}
 	if sp := spaceLine(it.Space); sp != "" {
 		b.WriteString("Space: " + sp + "\n")
 	}
 	if it.Requester != "" {
-		b.WriteString("Requested by: " + OneLine(it.Requester, 100))
+		b.WriteString("Requested by: " + NameOf(it.Requester))
 		if !it.CreatedAt.IsZero() {
 			b.WriteString(" on " + Stamp(it.CreatedAt))
 		}
@@ -393,14 +429,6 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if it.Tally != "" {
 		b.WriteString("Tally: " + OneLine(it.Tally, 200) + "\n")
 	}
-	space := spaceLine(it.Space)
-	for _, f := range it.Fields {
-		v := OneLine(f.Value, valueRunes)
-		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
-			continue // no "Source:" with nothing after it; the Space line is above
-		}
-		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
-	}
 	if len(it.Options) > 0 {
 		b.WriteString("Options: " + JoinLine(it.Options, 400))
 		if it.Multi {
@@ -409,7 +437,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString("\n")
 	}
 	if len(it.DecidedBy) > 0 {
-		b.WriteString("Decided by: " + JoinLine(it.DecidedBy, 400))
+		b.WriteString("Decided by: " + Names(it.DecidedBy, 400))
 		if !it.DecidedAt.IsZero() {
 			b.WriteString(" on " + Stamp(it.DecidedAt))
 		}
@@ -420,6 +448,13 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	}
 	if it.Pending() && it.Kind == bot.KindAction && it.Version != "" {
 		b.WriteString("Version: " + it.Version + "\n")
+	}
+	if len(it.Details) > 0 || len(it.Votes) > 0 {
+		b.WriteString(strings.ReplaceAll(DetailsText(it), "\n•", "\n  •") + "\n")
+	}
+	if it.Pending() && it.Danger != nil {
+		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d confirm %s` or `reject %d <reason>`.", it.ID, OneLine(it.Danger.Target, 100), it.ID)
+		return strings.TrimRight(b.String(), "\n")
 	}
 	if it.Pending() {
 		approve := fmt.Sprintf("`approve %d`", it.ID)
@@ -436,7 +471,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 // every surface uses. The reply names the item by its chat number only,
 // and a decision on an item already decided answers with what was
 // recorded.
-func (s session) decide(ctx context.Context, id uint64, approve bool, reason, version string) string {
+func (s session) decide(ctx context.Context, id uint64, approve bool, reason, version, confirm string) string {
 	verb := Approve
 	if !approve {
 		verb = Reject
@@ -444,13 +479,25 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason, ve
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
 		return msg
 	}
-	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, ArgsSHA256: version})
+	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, ArgsSHA256: version, Confirm: confirm})
 	switch out.Status {
 	case Decided:
 		icon, word := StatusWord(out.Item.Status)
-		return fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+		line := fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+		if out.Item.Effect != "" && !out.Item.Sensitive {
+			line += "\n" + EffectLabel(out.Item) + " " + OneLine(out.Item.Effect, 400)
+		}
+		return line
 	case Counted:
 		return out.Reply
+	case Invalid:
+		if dg := out.Item.Danger; out.Field == ConfirmField && dg != nil {
+			lead := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded.", id, OneLine(dg.Confirm, 200))
+			if confirm != "" {
+				lead = fmt.Sprintf("%q is not the %s of #%d; nothing was recorded.", OneLine(confirm, 100), OneLine(dg.TargetLabel, 60), id)
+			}
+			return lead + fmt.Sprintf(" To approve it, type `approve %d confirm %s` (its %s).", id, OneLine(dg.Target, 100), OneLine(dg.TargetLabel, 60))
+		}
 	}
 	if out.Reply == "" {
 		return couldNotDecide

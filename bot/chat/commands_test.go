@@ -616,10 +616,10 @@ func TestShow(t *testing.T) {
 	r := e.run(uSmith, fmt.Sprintf("show %d", ids[0])).Text
 	want := fmt.Sprintf("#%d fake — rejected\n", ids[0]) +
 		"Confirm delete_database\n" +
-		"Space: patient_1\n" +
-		"Requested by: agent-1 [prin_agent] on 2026-03-02 09:00 UTC\n" +
 		"  Arguments: {\"db_name\": \"prod\"}\n" +
-		"Decided by: dr_smith [U0SMITH]\n" +
+		"Space: patient_1\n" +
+		"Requested by: agent-1 on 2026-03-02 09:00 UTC\n" + // the name; ids are detail
+		"Decided by: dr_smith\n" +
 		"Reason: not today"
 	if r != want {
 		t.Fatalf("show =\n%s\nwant\n%s", r, want)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
@@ -79,6 +80,21 @@ type Decision struct {
 	// web console's signed-in principal, surface "web"): the chat directory
 	// is not consulted, and UserID only names the person in logs.
 	Caller *bot.Caller
+	// Confirm, with Verb Approve on a dangerous item (bot.Item.Danger), is
+	// what the person typed to confirm it (the console, a typed command):
+	// it must be the item's Danger.Target.
+	Confirm string
+	// Confirmed, with Verb Approve on a dangerous item, says the surface's
+	// own confirmation step was passed: Slack's confirm dialog (the
+	// platform sends the click only after it), Discord's second button.
+	// Without it or Confirm, an approval of a dangerous item decides
+	// nothing.
+	Confirmed bool
+	// Seen is what the person was shown when they decided (the card or
+	// page the button was on), recorded on the vote; a dangerous item
+	// approved from a card cut to fit is refused. nil: nothing was shown
+	// (a typed command).
+	Seen *bot.Seen
 }
 
 // caller is the principal the decision is taken as: the surface's own
@@ -180,6 +196,9 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
 		if it.Kind == bot.KindQuestion {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
 		}
+		if out, ok := dangerChecks(d, caller, it, b.Now()); !ok {
+			return out
+		}
 		if d.edited() {
 			if d.Grant != nil {
 				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}
@@ -208,6 +227,12 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
 		}
 		extra["args_sha256"] = d.ArgsSHA256
 	}
+	if seen := seenArg(d, it); seen != nil && b.Items().TakesSeen(it.Kind) {
+		if extra == nil {
+			extra = map[string]any{}
+		}
+		extra["seen"] = seen
+	}
 	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)
 	if err != nil {
 		return failed(ctx, b, d, caller, it, err)
@@ -234,21 +259,87 @@ func checkVersion(d *Decision, it bot.Item) string {
 		return fmt.Sprintf("This button is on a card of #%d from before an update of Countersign, and cannot name the version you saw; nothing was recorded. Type `show %d` to see what is up for approval now, then `approve %d <version>`, or approve it in the web console.", it.ID, it.ID, it.ID)
 	case d.Basis != "" && d.Basis != EditBasis(it):
 		// The card or page the person clicked showed another version
-		// (another approver has edited it since): an approval counts
-		// only for the bytes the approver saw.
-		return fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)
+		// (another approver has edited it since, or a fact it rests on
+		// changed): an approval counts only for what the approver saw.
+		return changedSinceShown(it, d.Basis)
 	case it.Version == "":
 		return "" // not an action request: no version in the decision
 	case d.ArgsSHA256 != "" && d.ArgsSHA256 != it.Version && d.Basis == "":
 		return fmt.Sprintf("#%d changed after the version you approved was shown to you (another approver edited it), or that is not its version; nothing was recorded. Look at #%d again (`show %d` gives its version) and approve what is proposed now if you agree.", it.ID, it.ID, it.ID)
 	}
 	if d.ArgsSHA256 == "" && d.Basis != "" {
-		d.ArgsSHA256 = d.Basis
+		// The card showed the version up now (its basis matched): the
+		// deciding transaction checks that it still is.
+		d.ArgsSHA256 = it.Version
 	}
 	if d.ArgsSHA256 == "" && it.Revised {
 		return fmt.Sprintf("#%d was edited after it was created, so an approval must name the version it approves; nothing was recorded. Use the Approve button on its card or in the web console, or type `show %d` and then `approve %d <version>` with the version it gives.", it.ID, it.ID, it.ID)
 	}
 	return ""
+}
+
+// dangerChecks are what an approval of a dangerous item (bot.Item.Danger)
+// needs besides the rest: a card shown whole, and the confirmation step
+// passed (the surface's own, or the target typed). ok is false with the
+// outcome to answer when one is missing; nothing is recorded then.
+func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
+	if it.Danger == nil || caller.ReadOnlyReason(it) != "" || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
+		// Not dangerous; or the person may not decide it at all (or not
+		// without a fresh sign-in first), which the decision tool refuses
+		// (and audits) by the one rule, with the step-up link.
+		return Outcome{}, true
+	}
+	if d.Seen != nil && d.Seen.Truncated {
+		where := "in the web console"
+		if it.WebURL != "" {
+			where = "in the web console: " + it.WebURL
+		}
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("The %s card of #%d was cut to fit, and #%d cannot be undone, so your approval was not counted; nothing was recorded. Read it whole and approve it %s.", d.Seen.Surface, it.ID, it.ID, where)}, false
+	}
+	if !d.Confirmed && strings.TrimSpace(d.Confirm) != it.Danger.Target {
+		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
+		if strings.TrimSpace(d.Confirm) != "" {
+			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
+		}
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg, Field: ConfirmField}, false
+	}
+	return Outcome{}, true
+}
+
+// ConfirmField is the Field of an approval refused for want of a
+// dangerous item's confirmation: a surface shows its confirmation step.
+const ConfirmField = "confirm"
+
+// changedSinceShown says why an approval from a card or page showing
+// basis is refused: the arguments were edited, or the facts changed.
+func changedSinceShown(it bot.Item, basis string) string {
+	noFacts := it
+	noFacts.Facts = nil
+	if len(it.Facts) > 0 && (EditBasis(noFacts) == "" || EditBasis(noFacts) != basis) {
+		// Either the facts changed, or the card showed none: say what
+		// they are now.
+		lines := make([]string, len(it.Facts))
+		for i, f := range it.Facts {
+			lines[i] = FactLine(f)
+		}
+		return fmt.Sprintf("#%d changed after it was shown to you: the facts it rests on are now %s (or its arguments were edited); nothing was recorded. Look at #%d again and approve it if you still agree.", it.ID, strings.Join(lines, "; "), it.ID)
+	}
+	return fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)
+}
+
+// seenArg is what the person was shown, as the decision tool's seen
+// argument with the digest of the facts the card showed; nil when the
+// surface showed nothing. Only a source whose tool takes it gets it
+// (bot.Items.TakesSeen: not a memory proposal, not a question).
+func seenArg(d Decision, it bot.Item) map[string]any {
+	if d.Seen == nil {
+		return nil
+	}
+	m := d.Seen.Arg()
+	if len(it.Facts) > 0 && d.Verb == Approve {
+		m["facts"] = bot.FactsDigestOf(it.Facts)
+	}
+	return m
 }
 
 // decideEdit approves item it with the decision's edit, through the item
@@ -526,4 +617,66 @@ func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
 		return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider, in the web console, and I could not make you a link (%s). Nothing was recorded; #%d stays pending. Open it in the console and sign in again there, or ask another approver.", it.ID, err, it.ID)
 	}
 	return fmt.Sprintf("Step-up required: approving #%d needs a fresh sign-in at your identity provider. Approve it in the console after signing in again: %s (one use, for you only, valid 5 minutes). Nothing was recorded; #%d stays pending.", it.ID, link, it.ID)
+}
+
+// ShowDetails shows an item's folded detail (bot.Item.Details and its
+// votes: what a Details button opens) to someone who may read the item: a
+// mapped principal whose role holds read, with the item's space in scope,
+// pending or decided. A sensitive item's detail is shown only as Details
+// shows it (to those who may decide it, audited). Ready carries the item.
+func ShowDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+	out, _, caller := begin(ctx, b, d)
+	if out.Status == Closed {
+		out.Status, out.Reply = Ready, ""
+	}
+	if out.Status != Ready {
+		return out
+	}
+	it := out.Item
+	if it.Sensitive {
+		return Details(ctx, b, Decision{Surface: d.Surface, UserID: d.UserID, Roles: d.Roles, ItemID: d.ItemID, Verb: ViewDetails, Caller: d.Caller})
+	}
+	if !caller.MayRead() {
+		msg := policy.DenyCapability(fmt.Sprintf("details #%d", it.ID), policy.CapRead, caller.Role)
+		refuse(ctx, b, d, caller, it.Space, msg)
+		return Outcome{Status: Refused, Caller: caller, Reply: msg}
+	}
+	return Outcome{Status: Ready, Item: it, Caller: caller}
+}
+
+// DetailsText is an item's folded detail as private text: its Details
+// fields and its votes, each with what the voter was shown.
+func DetailsText(it bot.Item) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s of #%d (%s):", DetailsLabel, it.ID, KindNoun(it.Kind))
+	for _, f := range it.Details {
+		b.WriteString("\n• " + OneLine(f.Label, 60) + ": " + OneLine(f.Value, 600))
+	}
+	if len(it.Votes) > 0 {
+		b.WriteString("\nVotes:")
+		for _, v := range it.Votes {
+			b.WriteString("\n• " + VoteLine(v))
+		}
+	}
+	return b.String()
+}
+
+// VoteLine is one vote on one line: who, which way, when, and what they
+// were shown ("alice [prin_a] approved at 2026-03-02 08:05 UTC, on the
+// slack card sha256 3f2a…(whole)"); a vote that no longer counts says so.
+func VoteLine(v bot.VoteView) string {
+	way := "approved"
+	if !v.Approve {
+		way = "refused"
+	}
+	s := OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
+	if v.Seen != nil {
+		s += ", on the " + v.Seen.String()
+	} else {
+		s += ", on no card (an API call or a typed command)"
+	}
+	if v.Approve && !v.Counts {
+		s += "; no longer counts (cast on earlier arguments or facts)"
+	}
+	return s
 }

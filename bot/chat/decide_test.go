@@ -155,8 +155,10 @@ func (e *env) audits(action string) []approvals.Entry {
 	return out
 }
 
+// click is a Slack button press: an Approve comes after the platform's
+// confirm dialog (Confirmed), which a dangerous item's button carries.
 func click(user string, id uint64, verb chat.Verb, delivery string) chat.Decision {
-	return chat.Decision{Surface: bot.SurfaceSlack, UserID: user, ItemID: id, Verb: verb, Deliveries: []string{"slack:trigger:" + delivery}}
+	return chat.Decision{Surface: bot.SurfaceSlack, UserID: user, ItemID: id, Verb: verb, Deliveries: []string{"slack:trigger:" + delivery}, Confirmed: verb == chat.Approve}
 }
 
 func TestDecide(t *testing.T) {
@@ -293,7 +295,7 @@ func TestDecisionCost(t *testing.T) {
 
 	id := e.request("delete_database", "default")
 	e.store.reset()
-	out := chat.Decide(ctx, e.b, chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: deliveries, ItemID: id, Verb: chat.Approve})
+	out := chat.Decide(ctx, e.b, chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: deliveries, ItemID: id, Verb: chat.Approve, Confirmed: true})
 	if out.Status != chat.Decided {
 		t.Fatalf("decide: %+v", out)
 	}
@@ -316,7 +318,7 @@ func TestEditDecisionCost(t *testing.T) {
 	measure := func(edit bool, n int) counts {
 		id := e.request("set_dose", "default")
 		e.store.reset()
-		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: []string{fmt.Sprintf("slack:trigger:cost-%d", n)}, ItemID: id, Verb: chat.Approve}
+		d := chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, Deliveries: []string{fmt.Sprintf("slack:trigger:cost-%d", n)}, ItemID: id, Verb: chat.Approve, Confirmed: true}
 		if edit {
 			d.Arguments = json.RawMessage(`{"db":"staging"}`)
 		}

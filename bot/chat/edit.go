@@ -144,22 +144,33 @@ func editableValue(it bot.Item) string {
 	return v
 }
 
-// EditBasis names the version of item it that a card's Approve and an
-// edit form start from, in full: an action request's Version (the SHA-256
-// of the arguments up for approval, which the deciding transaction checks
-// again), or the SHA-256 of a memory proposal's value. "" when the item
-// cannot be edited.
+// EditBasis names what a card of item it showed that an approval rests
+// on, in full: what its edit form starts from (an action request's Version,
+// the SHA-256 of the arguments up for approval, or the SHA-256 of a memory
+// proposal's value) and, when the card shows facts (bot.Item.Facts), their
+// versions too. A click or a form carries it, and Decide refuses one whose
+// item has changed since: another approver's edit, or a context fact
+// superseded, retracted or flagged; the deciding transaction checks the
+// arguments' version and the facts again. "" when the item has neither.
 func EditBasis(it bot.Item) string {
-	if it.Editable == nil {
+	if it.Editable == nil && len(it.Facts) == 0 {
 		return ""
 	}
-	if it.Kind == bot.KindAction && it.Version != "" {
+	if it.Kind == bot.KindAction && it.Version != "" && len(it.Facts) == 0 {
 		return it.Version
 	}
 	h := sha256.New()
-	h.Write([]byte(it.Editable.Kind))
-	h.Write([]byte{0})
-	h.Write(it.Editable.Current)
+	if it.Editable != nil {
+		h.Write([]byte(it.Editable.Kind))
+		h.Write([]byte{0})
+		h.Write(it.Editable.Current)
+	}
+	if len(it.Facts) > 0 {
+		h.Write([]byte{0, 'f'})
+		h.Write([]byte(it.Version))
+		h.Write([]byte{0})
+		h.Write([]byte(bot.FactsDigestOf(it.Facts)))
+	}
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -100,6 +100,10 @@ type ChatCommand struct {
 	// approve's id: the version of an edited action request the person
 	// approves ("approve 12 <version>"); "" when none was typed.
 	Version string
+	// Confirm is approve's confirmation of an item that cannot be undone:
+	// the target typed after the word confirm ("approve 12 confirm
+	// orders_prod").
+	Confirm string
 	Reason  string // reject: the rest of the line after the id, as typed
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
@@ -351,6 +355,11 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 		if name == CmdApprove && len(args) == 2 && id != 0 && isVersion(args[1].text) {
 			return ChatCommand{Name: name, ID: id, Version: strings.ToLower(args[1].text)}, true, ChatCommand{}
 		}
+		if name == CmdApprove && id != 0 && len(args) == 3 && strings.EqualFold(args[1].text, confirmWord) && validChatArg(args[2].text) {
+			// The confirmation of an item that cannot be undone: the
+			// word confirm and the target, nothing else.
+			return ChatCommand{Name: name, ID: id, Confirm: args[2].text}, true, ChatCommand{}
+		}
 		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
 	case CmdReject:
 		var id uint64
@@ -392,6 +401,10 @@ func isVersion(s string) bool {
 	}
 	return true
 }
+
+// confirmWord introduces approve's confirmation: "approve 12 confirm
+// orders_prod".
+const confirmWord = "confirm"
 
 // parseChatID parses an item id as typed in chat: "12" or "#12", optionally
 // followed by '.' or '!'. Ids are positive.

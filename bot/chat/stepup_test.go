@@ -59,7 +59,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	if len(minted) != 1 || minted[0] != fmt.Sprintf("dr_smith #%d", id) {
 		t.Fatalf("links minted: %v, want one for dr_smith and #%d", minted, id)
 	}
-	reply := chat.Run(ctx, b, b.Chat().Caller(bot.SurfaceSlack, uSmith, nil), bot.SurfaceSlack, uSmith, fmt.Sprintf("approve %d", id))
+	reply := chat.Run(ctx, b, b.Chat().Caller(bot.SurfaceSlack, uSmith, nil), bot.SurfaceSlack, uSmith, fmt.Sprintf("approve %d confirm prod", id))
 	if !strings.Contains(reply.Text, "https://cs.example/ui/stepup?t=tok-2") || !reply.Private {
 		t.Fatalf("/countersign approve on a step-up item: %+v", reply)
 	}

@@ -165,3 +165,134 @@ func JoinLine(ss []string, max int) string {
 // invisible format characters (zero-width space, joiners, word joiner,
 // BOM, soft hyphen...), which can hide text or break a mention apart.
 func Invisible(r rune) bool { return bot.Invisible(r) }
+
+// The words of a card for the person clicking (issue 23): every surface
+// draws an item's card lines under these labels, in this order: the
+// danger warning, the first line (the agent's summary), what happens if
+// you approve, the facts it rests on, the arguments, why you are asked,
+// and the folded Details.
+const (
+	// AskedLabel heads why a person is asked (bot.Item.Asked).
+	AskedLabel = "Why you are asked:"
+	// DetailsLabel names the folded developer detail (bot.Item.Details).
+	DetailsLabel = "Details"
+	// ArgsLabel heads an action's arguments (bot.Item.Args).
+	ArgsLabel = "With these arguments:"
+)
+
+// EffectLabel heads an item's Effect: "If you approve:" while it awaits
+// an approval ("If you answer:" for a question), "Now:" once approved,
+// "" otherwise.
+func EffectLabel(it bot.Item) string {
+	switch {
+	case it.Effect == "":
+		return ""
+	case it.Pending() && it.Kind == bot.KindQuestion:
+		return "If you answer:"
+	case it.Pending():
+		return "If you approve:"
+	}
+	return "Now:"
+}
+
+// FactsHeading heads an item's facts: while it is pending, the facts now,
+// on which an approval would rest; once approved, the facts it was
+// approved on.
+func FactsHeading(it bot.Item) string {
+	if it.Status == "approved" {
+		return "Approved on these facts:"
+	}
+	return "The approval rests on these facts (now):"
+}
+
+// FactLine is one fact of a card on one line: "allergy: none — SAFE",
+// "allergy: penicillin (approved on: none) — SAFE", "active_medication:
+// none — BLOCKED: no active fact for this subject — nothing safe to act
+// on". The verdict and its reasons are check_before_act's, as the seeds
+// word them.
+func FactLine(f bot.FactView) string {
+	v := OneLine(f.Value, 160)
+	if f.Was != "" {
+		v += " (approved on: " + OneLine(f.Was, 120) + ")"
+	}
+	line := OneLine(f.Subject, 60) + ": " + v + " — " + OneLine(f.Verdict, 20)
+	if len(f.Reasons) > 0 {
+		line += ": " + JoinReasons(f.Reasons, 300)
+	}
+	return line
+}
+
+// JoinReasons joins a verdict's reasons on one line.
+func JoinReasons(rs []string, max int) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = OneLine(r, 200)
+	}
+	return OneLine(strings.Join(out, "; "), max)
+}
+
+// ReopenedLine is the sentence of an item back for a new decision: "Back
+// for a new decision: the facts changed after it was approved (allergy:
+// none → penicillin)." "" for an item that never went back.
+func ReopenedLine(it bot.Item) string {
+	if it.Reopened == "" {
+		return ""
+	}
+	return "Back for a new decision: the facts changed after it was approved (" + OneLine(it.Reopened, 400) + "). Nothing ran."
+}
+
+// ArgLine is one argument on one line: "dose: 5 mg twice daily".
+func ArgLine(f bot.Field) string { return OneLine(f.Label, 60) + ": " + OneLine(f.Value, 300) }
+
+// NameOf is a principal shown as "name [id]" without its id: the card
+// shows names, and its Details the ids.
+func NameOf(display string) string { return bot.NameOf(OneLine(display, 200)) }
+
+// Names are several principals' names (NameOf), joined.
+func Names(displays []string, max int) string {
+	out := make([]string, len(displays))
+	for i, d := range displays {
+		out[i] = NameOf(d)
+	}
+	return JoinLine(out, max)
+}
+
+// Danger words: a dangerous item's confirmation step on every surface.
+
+// ConfirmTitle is the title of a dangerous item's confirmation step.
+func ConfirmTitle(it bot.Item) string { return fmt.Sprintf("Approve #%d? It cannot be undone", it.ID) }
+
+// ConfirmText is what a dangerous item's confirmation step says: what
+// runs, on what, and who is recorded.
+func ConfirmText(it bot.Item) string {
+	if it.Danger == nil {
+		return "You will be recorded as the approver of: " + OneLine(it.Title, 200)
+	}
+	return OneLine(it.Danger.Confirm, 240) + " You will be recorded as its approver."
+}
+
+// ConfirmButton is the label of the button that confirms a dangerous
+// approval.
+func ConfirmButton(it bot.Item) string { return fmt.Sprintf("Yes, approve #%d", it.ID) }
+
+// TypeToConfirm asks for a dangerous item's target to be typed (the
+// console, a typed command): "To approve, type the db_name: orders_prod".
+func TypeToConfirm(it bot.Item) string {
+	if it.Danger == nil {
+		return ""
+	}
+	return fmt.Sprintf("To approve, type the %s: %s", OneLine(it.Danger.TargetLabel, 60), OneLine(it.Danger.Target, 100))
+}
+
+// Receipt is what a person is told after their decision took effect: the
+// outcome and, for an approval, what happens now (bot.Item.Effect).
+// "Approved #12. ward_bot may run order_medication once with these
+// arguments, before 21:29 UTC."
+func Receipt(it bot.Item) string {
+	_, word := StatusWord(it.Status)
+	s := fmt.Sprintf("%s #%d.", word, it.ID)
+	if it.Effect != "" && !it.Sensitive {
+		s += " " + OneLine(it.Effect, 400)
+	}
+	return s
+}

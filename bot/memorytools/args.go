@@ -338,14 +338,48 @@ func (a *safeRecallArgs) Validate() error {
 // decideArgs are confirm_change's and reject_change's arguments.
 type decideArgs struct {
 	bot.Space
-	MemoryID  uint64 `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
-	DecidedBy string `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
-	Reason    string `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	MemoryID  uint64    `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
+	DecidedBy string    `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
+	Reason    string    `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	Seen      *seenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided (the SHA-256 of the card's or page's text, the surface, whether it was cut to fit), recorded with the decision in the audit log"`
+}
+
+// seenArgs is what a decider was shown (bot.Seen), as confirm_change's
+// and reject_change's seen argument; approve_action's has the same shape.
+type seenArgs struct {
+	SHA256    string `json:"sha256" jsonschema:"the hex SHA-256 of the text of the card or page as rendered"`
+	Surface   string `json:"surface" jsonschema:"where it was shown: slack, discord, web..."`
+	Truncated bool   `json:"truncated,omitempty" jsonschema:"true when the card was cut to fit the surface"`
+}
+
+// validate checks a seen argument's shape.
+func (s *seenArgs) validate() error {
+	if s == nil {
+		return nil
+	}
+	if len(s.SHA256) != 64 || strings.Trim(s.SHA256, "0123456789abcdef") != "" {
+		return bot.Invalid("seen.sha256", "must be the 64 lower-case hex digits of a SHA-256")
+	}
+	if s.Surface == "" || len(s.Surface) > 32 || strings.Trim(s.Surface, "abcdefghijklmnopqrstuvwxyz0123456789_-") != "" {
+		return bot.Invalid("seen.surface", "must name the surface in lower-case letters, digits, _ or - (at most 32), such as slack")
+	}
+	return nil
+}
+
+// note is the audit suffix of what the decider was shown, "" for nothing.
+func (s *seenArgs) note() string {
+	if s == nil {
+		return ""
+	}
+	return " seen: " + (&bot.Seen{SHA256: s.SHA256, Surface: s.Surface, Truncated: s.Truncated}).String() + " " + s.SHA256
 }
 
 // Validate checks the id and notes.
 func (a *decideArgs) Validate() error {
 	if err := checkID(a.MemoryID); err != nil {
+		return err
+	}
+	if err := a.Seen.validate(); err != nil {
 		return err
 	}
 	if err := bot.CheckText("decided_by", a.DecidedBy, maxNote, false); err != nil {
@@ -358,15 +392,16 @@ func (a *decideArgs) Validate() error {
 // edit of the value.
 type confirmArgs struct {
 	bot.Space
-	MemoryID  uint64  `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
-	DecidedBy string  `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
-	Reason    string  `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
-	Value     *string `json:"value,omitempty" jsonschema:"to approve with changes: the value to confirm instead of the one proposed (apixaban 2.5 mg, not 5 mg). It is checked like any value of the slot; the proposed and approved values are both kept, with their SHA-256"`
+	MemoryID  uint64    `json:"memory_id" jsonschema:"the proposal's id, as pending_changes lists it"`
+	DecidedBy string    `json:"decided_by,omitempty" jsonschema:"an optional note; the approver recorded is always the authenticated caller"`
+	Reason    string    `json:"reason,omitempty" jsonschema:"an optional reason, kept with the decision"`
+	Value     *string   `json:"value,omitempty" jsonschema:"to approve with changes: the value to confirm instead of the one proposed (apixaban 2.5 mg, not 5 mg). It is checked like any value of the slot; the proposed and approved values are both kept, with their SHA-256"`
+	Seen      *seenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided (the SHA-256 of the card's or page's text, the surface, whether it was cut to fit), recorded with the decision in the audit log"`
 }
 
 // Validate checks the id, the notes and the edited value.
 func (a *confirmArgs) Validate() error {
-	d := decideArgs{MemoryID: a.MemoryID, DecidedBy: a.DecidedBy, Reason: a.Reason}
+	d := decideArgs{MemoryID: a.MemoryID, DecidedBy: a.DecidedBy, Reason: a.Reason, Seen: a.Seen}
 	if err := d.Validate(); err != nil {
 		return err
 	}

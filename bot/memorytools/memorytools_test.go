@@ -257,14 +257,34 @@ func TestItemSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.Title != "REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'" || it.Status != "pending" ||
+	if it.Title != "patient_42's active_medication: warfarin 5mg daily → apixaban 5mg twice daily" || it.Status != "pending" ||
 		it.Requester != "ward_bot [prin_agent]" || !it.Sensitive || it.Channel != "pharmacy" || it.Kind != bot.KindMemoryChange ||
 		!it.ExpiresAt.Equal(t0.Add(24*time.Hour)) {
 		t.Fatalf("item: %+v", it)
 	}
-	want := map[string]string{"Space": "patient_42", // a label for people, not the key form "patient_42//"
-		"Subject": "active_medication", "Current value": "warfarin 5mg daily",
-		"Proposed value": "apixaban 5mg twice daily", "Said": "Switch her to apixaban 5mg twice daily.", "Confidence": "0.95", "Proposed by": "ward_bot [prin_agent]"}
+	// What approving does, computed from the proposal, not its words.
+	if want := "apixaban 5mg twice daily becomes patient_42's active_medication for every agent, replacing warfarin 5mg daily; nothing is ordered or run."; it.Effect != want {
+		t.Errorf("effect %q\nwant   %q", it.Effect, want)
+	}
+	if want := "Every change to active_medication waits for a person: it is a confirm slot of the slot schema."; it.Asked != want {
+		t.Errorf("asked %q, want %q", it.Asked, want)
+	}
+	want := map[string]string{"Current value": "warfarin 5mg daily",
+		"Proposed value": "apixaban 5mg twice daily", "Said": "Switch her to apixaban 5mg twice daily.", "Confidence": "0.95"}
+	// The developer's detail is folded: the space's key, the principal
+	// ids, the seed's change line.
+	wantDetails := map[string]string{"Space": "patient_42", // a label for people, not the key form "patient_42//"
+		"Subject": "active_medication", "Proposed by": "ward_bot [prin_agent]",
+		"Change": "REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'"}
+	for _, fl := range it.Details {
+		if w, ok := wantDetails[fl.Label]; ok && w != fl.Value {
+			t.Errorf("detail %s = %q, want %q", fl.Label, fl.Value, w)
+		}
+		delete(wantDetails, fl.Label)
+	}
+	if len(wantDetails) != 0 {
+		t.Errorf("missing details %v", wantDetails)
+	}
 	for _, fl := range it.Fields {
 		if w, ok := want[fl.Label]; ok && w != fl.Value {
 			t.Errorf("field %s = %q, want %q", fl.Label, fl.Value, w)
@@ -275,7 +295,8 @@ func TestItemSource(t *testing.T) {
 		t.Errorf("missing fields %v", want)
 	}
 	rem, err := f.b.Items().Get(context.Background(), ch[1].ItemID)
-	if err != nil || rem.Title != "REMOVE active_medication: 'warfarin 5mg daily'" {
+	if err != nil || rem.Title != "Remove warfarin 5mg daily from patient_42's active_medication" ||
+		rem.Effect != "warfarin 5mg daily is removed from patient_42's active_medication for every agent; nothing is ordered or run." {
 		t.Fatalf("remove item: %+v %v", rem, err)
 	}
 
@@ -654,5 +675,25 @@ func TestScopesDenied(t *testing.T) {
 	e := f.fail(scoped, "recall", map[string]any{"user_id": "patient_7", "question": "x"}, bot.KindDenied)
 	if e.Msg != "Access denied: 'recall' targets a memory space outside your assigned scope." {
 		t.Fatalf("scope: %q", e.Msg)
+	}
+}
+
+// TestDecisionRecordsWhatWasSeen: a memory decision taken from a card
+// records what the decider was shown (seen) in its audit entry; a
+// malformed seen is a 400 naming it.
+func TestDecisionRecordsWhatWasSeen(t *testing.T) {
+	f := newFixture(t, memory.Options{})
+	f.seed()
+	hash := strings.Repeat("ab", 32)
+	if be := f.fail(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": "nope", "surface": "slack"}), bot.KindInvalid); be.Field != "seen.sha256" {
+		t.Fatalf("a malformed seen: %v", be)
+	}
+	f.ok(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": hash, "surface": "slack"}))
+	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: slack card sha256 abababababababab… (whole) "+hash) {
+		t.Fatalf("the confirm_change audit entry: %q", d)
+	}
+	f.ok(f.member, "reject_change", arg("memory_id", 3, "seen", map[string]any{"sha256": hash, "surface": "web", "truncated": true}))
+	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: web page sha256 abababababababab… (cut to fit) "+hash) {
+		t.Fatalf("the reject_change audit entry: %q", d)
 	}
 }

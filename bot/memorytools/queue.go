@@ -199,7 +199,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		if dec.Closed != "" {
 			return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s: %s; not applied (confirm attempted by %s)", f.ID, upper(dec.Closed), f.Subject, dec.Why, c.Caller))
 		}
-		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason))
+		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
 		return bot.Result{}, c.Deny(ctx, refusal)
@@ -259,7 +259,7 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		if err := decided(tx, f); err != nil {
 			return err
 		}
-		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason))
+		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
 		return bot.Result{}, c.Deny(ctx, refusal)
@@ -296,7 +296,12 @@ type itemSource struct{ t *tools }
 var (
 	_ bot.ItemSource = itemSource{}
 	_ bot.ItemEditor = itemSource{}
+	_ bot.SeenTaker  = itemSource{}
 )
+
+// TakesSeen reports that confirm_change and reject_change record what the
+// decider was shown (in the decision's audit entry).
+func (itemSource) TakesSeen(k bot.ItemKind) bool { return k == bot.KindMemoryChange }
 
 // View renders a proposal's current state.
 func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
@@ -324,7 +329,6 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			current = t.Value
 		}
 	}
-	title := memory.ChangeTitle(f, current, true)
 	proposed, curShown := f.Value, current
 	if f.Edited {
 		proposed = f.ProposedValue
@@ -335,26 +339,39 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	case f.Supersedes == 0:
 		curShown = "(none)"
 	}
+	resolved := s.t.o.Resolve(f.Subject)
 	it := bot.Item{
-		Kind: bot.KindMemoryChange, Title: title,
+		Kind: bot.KindMemoryChange, Title: changeTitle(f, current, sp),
 		Requester: f.Proposer(), CreatedAt: f.ProposedAt, Status: itemStatus(f),
-		Reason: f.Reason, Sensitive: s.t.o.Resolve(f.Subject).Slot.Sensitive,
+		Reason: f.Reason, Sensitive: resolved.Slot.Sensitive,
+		Effect: changeEffect(f, current, sp, resolved.Multi()),
 		Fields: []bot.Field{
-			{Label: "Space", Value: sp.Label()},
-			{Label: "Subject", Value: f.Subject},
 			{Label: "Current value", Value: curShown},
 			{Label: "Proposed value", Value: proposed},
 			{Label: "Said", Value: f.Said},
 			{Label: "Source", Value: f.Source},
 			{Label: "Confidence", Value: policy.Conf(f.Confidence)},
+		},
+		Details: []bot.Field{
+			{Label: "Memory", Value: fmt.Sprintf("#%d", f.ID)},
+			{Label: "Space", Value: sp.Label()},
+			{Label: "Subject", Value: f.Subject},
+			{Label: "Change", Value: memory.ChangeTitle(f, current, true)},
 			{Label: "Proposed by", Value: f.Proposer()},
 		},
 	}
-	if !f.Gated() && f.Held != "" {
+	switch {
+	case f.Gated():
+		it.Asked = fmt.Sprintf("Every change to %s waits for a person: it is a confirm slot of the slot schema.", f.Subject)
+	case f.Held != "":
+		it.Asked = "Held for a person: " + f.Held + "."
 		it.Fields = append(it.Fields, bot.Field{Label: "Held because", Value: f.Held})
 	}
 	if f.Edited {
 		it.Fields = append(it.Fields, bot.Field{Label: "Approved value", Value: f.Value})
+	}
+	if f.DecidedBy != "" {
+		it.Details = append(it.Details, bot.Field{Label: "Decided by", Value: f.DecidedBy})
 	}
 	it.Changes = valueChanges(f)
 	if f.Open() && f.Pending != memory.ActionRetract {
@@ -371,6 +388,74 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		it.DecidedAt = f.DecidedAt
 	}
 	return it, nil
+}
+
+// whose names a space's owner in running text: "patient_42's", with the
+// agent or run of a narrower space after it.
+func whose(sp memory.Space) string {
+	w := sp.UserID + "'s"
+	if sp.AgentID != "" {
+		w += " (agent " + sp.AgentID + ")"
+	}
+	if sp.RunID != "" {
+		w += " (run " + sp.RunID + ")"
+	}
+	return w
+}
+
+// forWhom says who reads the value: every agent of a user's space, or the
+// one agent (and run) of a narrower one.
+func forWhom(sp memory.Space) string {
+	switch {
+	case sp.AgentID == "" && sp.RunID == "":
+		return "for every agent"
+	case sp.RunID == "":
+		return "for agent " + sp.AgentID
+	}
+	return "for run " + sp.RunID
+}
+
+// changeTitle is a proposal's first line in plain words: "patient_42's
+// active_medication: warfarin 5mg daily → apixaban 5mg twice daily".
+func changeTitle(f *memory.Fact, current string, sp memory.Space) string {
+	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	switch {
+	case f.Pending == memory.ActionRetract:
+		return fmt.Sprintf("Remove %s from %s %s", cur, whose(sp), f.Subject)
+	case f.Supersedes == 0:
+		return fmt.Sprintf("Record %s as %s %s", val, whose(sp), f.Subject)
+	}
+	return fmt.Sprintf("%s %s: %s → %s", whose(sp), f.Subject, cur, val)
+}
+
+// changeEffect is what approving the proposal does, computed from the
+// proposal (never from what the agent said): "apixaban 5mg twice daily
+// becomes patient_42's active_medication for every agent, replacing
+// warfarin 5mg daily; nothing is ordered or run." Once approved: what it
+// did.
+func changeEffect(f *memory.Fact, current string, sp memory.Space, multi bool) string {
+	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	const nothingRuns = "; nothing is ordered or run."
+	switch {
+	case f.Open():
+	case f.Resolved == memory.ResolvedConfirmed && f.Pending == memory.ActionRetract:
+		return fmt.Sprintf("%s was removed from %s %s %s.", cur, whose(sp), f.Subject, forWhom(sp))
+	case f.Resolved == memory.ResolvedConfirmed:
+		return fmt.Sprintf("%s is %s %s %s.", val, whose(sp), f.Subject, forWhom(sp))
+	case f.Resolved != "":
+		return fmt.Sprintf("Nothing changed: %s %s stays as it was.", whose(sp), f.Subject)
+	default:
+		return ""
+	}
+	switch {
+	case f.Pending == memory.ActionRetract:
+		return fmt.Sprintf("%s is removed from %s %s %s", cur, whose(sp), f.Subject, forWhom(sp)) + nothingRuns
+	case f.Supersedes == 0 && multi:
+		return fmt.Sprintf("%s is added to %s %s %s", val, whose(sp), f.Subject, forWhom(sp)) + nothingRuns
+	case f.Supersedes == 0:
+		return fmt.Sprintf("%s becomes %s %s %s", val, whose(sp), f.Subject, forWhom(sp)) + nothingRuns
+	}
+	return fmt.Sprintf("%s becomes %s %s %s, replacing %s", val, whose(sp), f.Subject, forWhom(sp), cur) + nothingRuns
 }
 
 // DecisionCall maps a chat decision to confirm_change or reject_change.

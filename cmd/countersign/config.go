@@ -11,6 +11,7 @@ import (
 
 	countersign "github.com/countersign/countersign"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
 	"github.com/robfig/cron/v3"
@@ -493,6 +494,11 @@ type ToolConfig struct {
 	// approval of this tool; default none. Never on a destructive tool,
 	// nor on one whose approvals need a quorum.
 	Grants GrantsDecl `yaml:"grants"`
+	// Context are memory subjects (in the request's space) the tool's
+	// approvals rest on: each card shows their values and verdicts, and a
+	// receipt is not redeemed once one of them changed since the approval
+	// (the request goes back for a new decision).
+	Context []string `yaml:"context"`
 }
 
 // GrantsDecl is a tool's grants: section: `{max: 8h, allow: [once,
@@ -596,6 +602,21 @@ func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *prob
 		}
 	}
 	t.Grants.validate(key+".grants", t, p)
+	if len(t.Context) > actiontools.MaxContext {
+		p.add(key+".context", "%d subjects; at most %d (each is read on every card and approval)", len(t.Context), actiontools.MaxContext)
+	}
+	seenContext := map[string]bool{}
+	for j, c := range t.Context {
+		ck := fmt.Sprintf("%s.context[%d]", key, j)
+		switch f := memory.Fold(strings.TrimSpace(c)); {
+		case f == "":
+			p.add(ck, "empty: name a memory subject the approval rests on, such as allergy")
+		case seenContext[f]:
+			p.add(ck, "%q is listed twice", c)
+		default:
+			seenContext[f] = true
+		}
+	}
 	for j, ch := range t.Channels {
 		if !channelKnown(ch) {
 			p.add(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels or discord.channels", ch)

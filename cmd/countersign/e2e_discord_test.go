@@ -186,7 +186,7 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 
 	// A mapped member approves the proposal by user id.
 	r = d.click("i2", smith, discordDefault, memMsg, "cs:approve:"+memItem)
-	if discordRespType(r) != 7 || !strings.Contains(fmt.Sprint(r), "dr\\_smith \\[111\\]") {
+	if discordRespType(r) != 7 || !strings.Contains(fmt.Sprint(r), "Decided by value:dr\\_smith") {
 		t.Fatalf("approval answered %v, want the message updated with the decider", r)
 	}
 	// A re-delivery applies nothing twice.
@@ -204,10 +204,18 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 		t.Errorf("the edited proposal still has buttons: %v", m["components"])
 	}
 
-	// The on-call role approves the action.
+	// The on-call role approves the destructive action: Approve opens
+	// the second step, privately, and decides nothing; its button does.
 	r = d.click("i3", oncall, discordOps, actMsg, "cs:approve:"+actItem)
-	if discordRespType(r) != 7 || !strings.Contains(fmt.Sprint(r), "oncall \\[222\\]") {
-		t.Fatalf("action approval answered %v", r)
+	if discordRespType(r) != 4 || discordFlags(r)&64 == 0 || !strings.Contains(fmt.Sprint(r), "cs:confirm:"+actItem) || !strings.Contains(fmt.Sprint(r), "cannot be undone") {
+		t.Fatalf("a dangerous Approve answered %v, want the private confirmation step", r)
+	}
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("the first step decided: %s", st.Raw)
+	}
+	r = d.click("i3b", oncall, discordOps, actMsg, "cs:confirm:"+actItem)
+	if discordRespType(r) != 7 || !strings.Contains(fmt.Sprint(r), "Approved #"+actItem+".") {
+		t.Fatalf("the confirmation answered %v", r)
 	}
 	d.fake.Wait("the action's message to be edited", func() bool {
 		return len(d.fake.CallsTo("PATCH", "channels/"+discordOps+"/messages/"+actMsg)) > 0

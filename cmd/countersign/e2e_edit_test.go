@@ -180,8 +180,10 @@ func TestWebEditFormApprovesEditedAction(t *testing.T) {
 	if _, page = webDo(t, c, "GET", e.URL+itemPath, nil); !strings.Contains(page, "approved with changes by dr_smith") || !strings.Contains(page, "dose 5mg → 2.5mg") {
 		t.Fatalf("the decided item's page does not show the changes:\n%s", page)
 	}
-	// The proposal is labelled as such beside the edited version.
-	if !strings.Contains(page, "<h2>Proposed arguments</h2>") || strings.Contains(page, "<h2>Arguments</h2>") || !strings.Contains(page, "<dt>Edited arguments</dt>") {
+	// The card lists the edited version; its Details label the proposal
+	// beside it.
+	if !strings.Contains(page, "<dt>Proposed arguments (JSON)</dt>") || strings.Contains(page, "<dt>Arguments (JSON)</dt>") || !strings.Contains(page, "<dt>Edited arguments (JSON)</dt>") ||
+		!strings.Contains(page, "<dt>dose</dt><dd>2.5mg</dd>") {
 		t.Fatalf("the edited item's page does not label the proposal:\n%s", page)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -294,7 +295,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	}
 	up := f.Calls("chat.update")[0]
 	ub := slackJSON(up.Form.Get("blocks"))
-	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith [U0123ABC]") || strings.Contains(ub, `"actions"`) {
+	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, `"actions"`) {
 		t.Fatalf("updated message: ts %s\n%s", up.Form.Get("ts"), ub)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "No changes awaiting approval") {
@@ -340,22 +341,121 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 			itemID = id
 		}
 	}
-	p, _ := json.Marshal(map[string]any{
-		"type": "block_actions", "trigger_id": "t-act", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
-		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
-		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": itemID, "action_ts": "1.1"}},
-	})
-	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d", code)
+	// The card's Approve is the dangerous action: red, behind a dialog
+	// naming what runs on what; Reject is not red.
+	var approveValue string
+	for _, b := range parsed {
+		els, _ := b["elements"].([]any)
+		for _, el := range els {
+			el, _ := el.(map[string]any)
+			switch el["action_id"] {
+			case "countersign.approve":
+				approveValue, _ = el["value"].(string)
+				confirm, _ := el["confirm"].(map[string]any)
+				if el["style"] != "danger" || !strings.Contains(fmt.Sprint(confirm["text"]), "delete_database runs once on db_name orders_prod and cannot be undone") || confirm["style"] != "danger" {
+					t.Errorf("the destructive Approve: %v", el)
+				}
+			case "countersign.reject":
+				if el["style"] != nil {
+					t.Errorf("the Reject of a destructive request is styled %v", el["style"])
+				}
+			}
+		}
 	}
+	clickWith := func(trigger, value string) {
+		t.Helper()
+		var msgBlocks any
+		_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
+		p, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
+			"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
+			"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
+			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": "1.1"}},
+		})
+		if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+			t.Fatalf("click answered %d", code)
+		}
+	}
+	// A click that did not come through the dialog (a button without its
+	// mark: an old card, a forged value) decides nothing.
+	clickWith("t-bare", itemID)
+	waitFor(t, "the bare click to be answered", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
+	if msg := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(msg, "takes a confirmation") {
+		t.Fatalf("a click without the confirmation: %q", msg)
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("a click without the confirmation decided: %s", st)
+	}
+	clickWith("t-act", approveValue)
 	waitFor(t, "the message to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
-	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith [U0123ABC]") || strings.Contains(ub, "countersign.approve") {
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, "countersign.approve") {
 		t.Fatalf("updated request:\n%s", ub)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
 		t.Fatalf("action_status after the click: %s", st)
 	}
+	// The vote records what dr_smith was shown: the SHA-256 of the card's
+	// text as Slack sent it back (every text of its blocks, in order, one
+	// a line), whole.
+	votes, _ := st.Data["votes"].([]any)
+	if len(votes) != 1 {
+		t.Fatalf("votes: %v", st.Data["votes"])
+	}
+	seen, _ := votes[0].(map[string]any)["seen"].(map[string]any)
+	if seen["surface"] != "slack" || seen["truncated"] != false || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(fmt.Sprint(seen["sha256"])) {
+		t.Fatalf("the vote's seen: %v", seen)
+	}
+	if want := sha256Hex(strings.Join(slackTexts(t, post.Form.Get("blocks")), "\n")); seen["sha256"] != want {
+		t.Fatalf("the vote's seen sha256 %v, want the hash of the card posted (%s)", seen["sha256"], want)
+	}
+}
+
+// slackTexts are the string values of every "text" key of a Slack blocks
+// document, in document order: the card's text.
+func slackTexts(t *testing.T, blocks string) []string {
+	t.Helper()
+	var out []string
+	var walk func(dec *json.Decoder, key string) error
+	walk = func(dec *json.Decoder, key string) error {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			for dec.More() {
+				k := ""
+				if v == '{' {
+					kt, err := dec.Token()
+					if err != nil {
+						return err
+					}
+					k = kt.(string)
+				}
+				if err := walk(dec, k); err != nil {
+					return err
+				}
+			}
+			_, err = dec.Token()
+			return err
+		case string:
+			if key == "text" {
+				out = append(out, v)
+			}
+		}
+		return nil
+	}
+	if err := walk(json.NewDecoder(strings.NewReader(blocks)), ""); err != nil {
+		t.Fatalf("the posted blocks: %v", err)
+	}
+	return out
+}
+
+// sha256Hex is the hex SHA-256 of s.
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // TestSlackSlashCommandEndToEnd: /countersign reaches package chat and its answer

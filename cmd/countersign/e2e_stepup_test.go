@@ -148,7 +148,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 	reqID, _ := r.Data["request_id"].(string)
 	waitFor(t, "the request to be posted", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
 	post := f.Calls("chat.postMessage")[0]
-	if b := slackJSON(post.Form.Get("blocks")); !strings.Contains(b, "approving needs a fresh sign-in at the identity provider (within 5m0s)") {
+	if b := slackJSON(post.Form.Get("blocks")); !strings.Contains(b, "approving needs a fresh sign-in (within 5 minutes)") {
 		t.Fatalf("the card does not say it needs step-up:\n%s", b)
 	}
 	itemID := slackItemID(t, post)
@@ -196,7 +196,8 @@ func TestStepUpEndToEnd(t *testing.T) {
 	if len(az) != 1 || az[0].Get("prompt") != "login" || az[0].Get("max_age") != "0" {
 		t.Fatalf("the step-up asked the provider with %v, want prompt=login and max_age=0", az)
 	}
-	browse(t, smith, "approve after step-up", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
+	browse(t, smith, "approve after step-up, typing the database's name", chromedp.SendKeys(chromedp.CSS("#confirm"), "orders_prod"),
+		chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [web:dr_smith]" {
 		t.Fatalf("after approving in the console: %s", st)
@@ -268,6 +269,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 	browse(t, smith, "dr_smith approves the rollback",
 		chromedp.Navigate(e.URL+"/ui/items/"+item3),
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
+		chromedp.SendKeys(chromedp.CSS("#confirm"), "v41"), // what the rollback acts on: it cannot be undone
 		chromedp.Click(chromedp.CSS("#approve")),
 		chromedp.WaitVisible(chromedp.CSS(".notice")),
 	)
@@ -288,6 +290,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#stepup-continue")),
 		chromedp.Click(chromedp.CSS("#stepup-continue")),
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
+		chromedp.SendKeys(chromedp.CSS("#confirm"), "v41"),
 		chromedp.Click(chromedp.CSS("#approve")),
 		chromedp.WaitVisible(chromedp.CSS(".notice")),
 	)
@@ -355,13 +358,27 @@ func slackItemID(t *testing.T, post slackCall) string {
 	return ""
 }
 
-// slackClick posts a signed Approve click on a card as user.
+// slackClick posts a signed Approve click on a card as user, as Slack
+// sends it: the button's value as the card has it (after its confirmation
+// dialog, on a dangerous item), and the card.
 func slackClick(t *testing.T, e *testEnv, post slackCall, user, itemID, trigger string) {
 	t.Helper()
+	var blocks []map[string]any
+	_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &blocks)
+	value := itemID
+	for _, b := range blocks {
+		els, _ := b["elements"].([]any)
+		for _, el := range els {
+			if el, _ := el.(map[string]any); el["action_id"] == "countersign.approve" {
+				value, _ = el["value"].(string)
+			}
+		}
+	}
 	p, _ := json.Marshal(map[string]any{
 		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
 		"container": map[string]any{"type": "message", "channel_id": post.Form.Get("channel"), "message_ts": post.TS},
-		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": itemID, "action_ts": "1.1"}},
+		"message":   map[string]any{"ts": post.TS, "blocks": blocks},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": "1.1"}},
 	})
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
 		t.Fatalf("click answered %d", code)
@@ -396,7 +413,7 @@ web:
 
 	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "delete_database", "arguments": map[string]any{"db_name": "orders_prod"}, "dry_run": "drop 41 tables"})
 	reqID, _ := req.Data["request_id"].(string)
-	msg, item := d.posted(discordOps, "fresh sign-in at the identity provider")
+	msg, item := d.posted(discordOps, "fresh sign-in")
 	r := d.click("su1", discordtest.Clicker{UserID: "111", GuildID: discordGuild}, discordOps, msg, "cs:approve:"+item)
 	text := fmt.Sprint(r)
 	if discordRespType(r) != 4 || discordFlags(r)&64 == 0 || !strings.Contains(text, "https://countersign.hospital.example/ui/stepup?t=") || !strings.Contains(text, "stays pending") {

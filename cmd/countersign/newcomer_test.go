@@ -91,11 +91,11 @@ func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
 	e.Stop()
 
 	// The default's slots, as `countersign init` writes them: two gated,
-	// six tools, and no warning.
+	// seven tools, and no warning.
 	d := newTestEnv(t, defaultWithoutListenAndStore(t))
 	d.Start()
 	logs = d.logs.String()
-	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=6"} {
+	for _, want := range []string{"gated_slots=2", "slots=active_medication,code_status", "tools_declared=7"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("missing %q in:\n%s", want, logs)
 		}

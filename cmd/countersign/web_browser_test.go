@@ -208,7 +208,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	link := e.webLink("dr_smith")
 	signInWithLink(t, doc, e.URL, link, "dr_smith")
 	inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items")))
-	if !strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "delete_database") || strings.Contains(inbox, "read-only") {
+	if !strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "⚠ cannot be undone I will delete the prod database.") || strings.Contains(inbox, "read-only") {
 		t.Fatalf("dr_smith's inbox:\n%s", inbox)
 	}
 	if n := read(t, doc, "the count", chromedp.Text(chromedp.CSS("#decidable"))); n != "2" {
@@ -233,7 +233,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.HasPrefix(n, "Approved #") {
 		t.Fatalf("after approving: %q", n)
 	}
-	if inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items"))); strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "delete_database") {
+	if inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items"))); strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "I will delete the prod database.") {
 		t.Fatalf("the approved proposal is still in the inbox:\n%s", inbox)
 	}
 	waitFor(t, "the Slack card to be updated", func() bool { return len(f.Calls("chat.update")) >= 1 })
@@ -250,7 +250,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`li[data-kind="action"] a`)),
 		chromedp.WaitVisible(chromedp.CSS("#reject")),
 	)
-	if args := read(t, doc, "the arguments", chromedp.Text(chromedp.CSS("#args"))); !strings.Contains(args, `"db_name": "prod"`) {
+	if args := read(t, doc, "the arguments", chromedp.Text(chromedp.CSS("#args"))); args != "db_name\nprod" {
 		t.Errorf("arguments shown: %q", args)
 	}
 	browse(t, doc, "reject with a reason",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot/actiontools"
+	"github.com/countersign/countersign/memory"
 	"github.com/robfig/cron/v3"
 )
 
@@ -27,6 +28,9 @@ func (a *app) wireActions(ctx context.Context) error {
 		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
 		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
 		StepUp:            cfg.StepUp.spec(),
+		// Context subjects resolve as the memory resolves a subject (a
+		// declared slot's name for an alias, else the folded subject).
+		Subject: func(s string) string { return (&memory.Options{Schema: cfg.schema}).Resolve(s).Subject },
 	}
 	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
 	for _, t := range cfg.Tools {
@@ -40,6 +44,7 @@ func (a *app) wireActions(ctx context.Context) error {
 			Channels:  t.Channels,
 			Sensitive: t.Sensitive,
 			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
+			Context:   t.Context,
 		}
 		for _, c := range t.Commands {
 			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})

@@ -45,7 +45,13 @@ func TestApprovalRestsOnFactsEndToEnd(t *testing.T) {
 	if r.Data["status"] != "pending" {
 		t.Fatalf("confirm_action: %s", r)
 	}
+	if list := slackText(t, e, "U0123ABC", "pending"); !strings.Contains(list, fmt.Sprintf("#%v", r.Data["item_id"])) {
+		t.Fatalf("chat pending does not list the new request #%v:\n%s", r.Data["item_id"], list)
+	}
 	e.MustOK(pharmacist, "approve_action", map[string]any{"request_id": id})
+	if list := slackText(t, e, "U0123ABC", "pending"); strings.Contains(list, fmt.Sprintf("#%v", r.Data["item_id"])) {
+		t.Fatalf("chat pending still lists the approved request #%v:\n%s", r.Data["item_id"], list)
+	}
 	first, _ := e.MustOK(ward, "action_status", map[string]any{"request_id": id}).Data["receipt"].(string)
 	if first == "" {
 		t.Fatal("no receipt after the approval")
@@ -60,6 +66,11 @@ func TestApprovalRestsOnFactsEndToEnd(t *testing.T) {
 	st := e.MustOK(ward, "action_status", map[string]any{"request_id": id})
 	if st.Data["status"] != "pending" || st.Data["receipt"] != nil || st.Data["executed_at"] != nil {
 		t.Fatalf("the request after the refusal: %s, want pending again", st)
+	}
+	// Pending again means listed again: in chat's pending (the queue of
+	// open items, soonest to expire first).
+	if list := slackText(t, e, "U0123ABC", "pending"); !strings.Contains(list, fmt.Sprintf("#%v", r.Data["item_id"])) {
+		t.Fatalf("chat pending after the reopening does not list #%v:\n%s", r.Data["item_id"], list)
 	}
 	if log := e.MustOK(admin, "audit_log", map[string]any{"limit": 20}); !strings.Contains(log.Text, "action_reopened") || !strings.Contains(log.Text, "allergy: none → penicillin") {
 		t.Fatalf("the reopening is not audited:\n%s", log.Text)

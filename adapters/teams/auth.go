@@ -8,23 +8,24 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/coreos/go-oidc/v3/oidc"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// The inbound token check, in the pattern of adapters/oauth: the
-// signature through go-oidc's remote key set (cached, fetched again when a
-// token names a key it has not seen, which is how the Bot Framework's key
-// rotation is followed), the header's algorithm and the claims through
-// golang-jwt. The Bot Framework publishes OpenID metadata whose issuer is
-// not its URL's prefix, so the metadata is read here for its jwks_uri
-// (and its issuer checked against the configured one) rather than through
-// go-oidc's discovery.
+// The inbound token check: the claims and the header's algorithm through
+// golang-jwt, the issuer's keys (its JWKS, parsed by go-jose) found from
+// its OpenID metadata and cached by key id. A token naming a key id the
+// cache does not hold makes the keys be fetched again (the Bot
+// Framework's rotation), at most every 30 seconds; a token whose
+// signature fails with a cached key fetches nothing, so a stream of
+// forged tokens costs the issuer no request and cannot hold up the next
+// genuine one. The Bot Framework publishes metadata whose issuer is not
+// its URL's prefix, so the metadata is read here for its jwks_uri (and
+// its issuer checked against the configured one).
 
 // tokenLeeway is the clock skew allowed on exp and nbf: the Bot
 // Framework's own validation allows five minutes.
@@ -39,6 +40,11 @@ const rediscoverEvery = 30 * time.Second
 // with RS256; asymmetric only, never none or an HMAC.
 var signingAlgs = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"}
 
+// refreshKeysEvery is how old the cached keys may grow before a token
+// makes them be fetched again, so that a key the issuer withdrew stops
+// being accepted.
+const refreshKeysEvery = 24 * time.Hour
+
 // verifier checks the bearer token of each inbound request.
 type verifier struct {
 	metadataURL string
@@ -48,22 +54,18 @@ type verifier struct {
 	now         func() time.Time
 	log         *slog.Logger
 	parser      *jwt.Parser
-	validate    *jwt.Validator
 
 	mu        sync.Mutex
-	keys      *oidc.RemoteKeySet
-	triedAt   time.Time
-	knownKids map[string]bool
-	unknownAt time.Time
+	keys      map[string]any // key id → public key
+	fetchedAt time.Time      // the last fetch that succeeded
+	triedAt   time.Time      // the last fetch, whatever came of it
 }
 
 func newVerifier(metadataURL, issuer, audience string, client *http.Client, now func() time.Time, log *slog.Logger) *verifier {
 	return &verifier{
 		metadataURL: metadataURL, issuer: issuer, audience: audience, client: client, now: now, log: log,
-		parser: jwt.NewParser(jwt.WithValidMethods(signingAlgs)),
-		validate: jwt.NewValidator(jwt.WithIssuer(issuer), jwt.WithAudience(audience), jwt.WithExpirationRequired(),
-			jwt.WithLeeway(tokenLeeway), jwt.WithTimeFunc(now)),
-		knownKids: map[string]bool{},
+		parser: jwt.NewParser(jwt.WithValidMethods(signingAlgs), jwt.WithIssuer(issuer), jwt.WithAudience(audience),
+			jwt.WithExpirationRequired(), jwt.WithLeeway(tokenLeeway), jwt.WithTimeFunc(now)),
 	}
 }
 
@@ -71,6 +73,10 @@ func newVerifier(metadataURL, issuer, audience string, client *http.Client, now 
 type errToken struct{ why string }
 
 func (e errToken) Error() string { return "the request's token was refused: " + e.why }
+
+// errUnknownKey is the key lookup's refusal of a key id the issuer does
+// not publish.
+var errUnknownKey = errors.New("it names a signing key the issuer does not publish")
 
 // check verifies the Authorization header of a request claiming to come
 // from serviceURL: signature, algorithm, issuer, audience, expiry, and the
@@ -80,36 +86,13 @@ func (v *verifier) check(ctx context.Context, authorization, serviceURL string) 
 	if !ok || strings.TrimSpace(raw) == "" {
 		return errToken{"no bearer token (Authorization: Bearer …)"}
 	}
-	raw = strings.TrimSpace(raw)
-	tok, _, err := v.parser.ParseUnverified(raw, jwt.MapClaims{})
-	if err != nil {
-		return errToken{"it is not a JWT signed with an accepted algorithm"}
-	}
-	if !slices.Contains(signingAlgs, tok.Method.Alg()) {
-		return errToken{fmt.Sprintf("its algorithm %q is not accepted", tok.Method.Alg())}
-	}
-	keys, err := v.keySet(ctx)
-	if err != nil {
-		v.log.Warn("teams: the token issuer's keys could not be fetched", "metadata", v.metadataURL, "err", err)
-		return errToken{"the issuer's signing keys could not be fetched"}
-	}
-	kid, _ := tok.Header["kid"].(string)
-	if !v.mayFetchFor(kid) {
-		return errToken{"it names a signing key the issuer does not publish"}
-	}
-	payload, err := keys.VerifySignature(ctx, raw)
-	if err != nil {
-		return errToken{"its signature does not verify with the issuer's keys"}
-	}
-	v.mu.Lock()
-	v.knownKids[kid] = true
-	v.mu.Unlock()
 	claims := jwt.MapClaims{}
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		return errToken{"its claims are not a JSON object"}
-	}
-	if err := v.validate.Validate(claims); err != nil {
-		return errToken{claimsProblem(err)}
+	_, err := v.parser.ParseWithClaims(strings.TrimSpace(raw), claims, func(t *jwt.Token) (any, error) {
+		kid, _ := t.Header["kid"].(string)
+		return v.key(ctx, kid)
+	})
+	if err != nil {
+		return errToken{tokenProblem(err)}
 	}
 	su, _ := claims["serviceurl"].(string)
 	if su == "" {
@@ -126,8 +109,17 @@ func sameServiceURL(a, b string) bool {
 	return strings.EqualFold(strings.TrimRight(a, "/"), strings.TrimRight(b, "/"))
 }
 
-func claimsProblem(err error) string {
+// tokenProblem says which check refused a token.
+func tokenProblem(err error) string {
 	switch {
+	case errors.Is(err, errUnknownKey):
+		return errUnknownKey.Error()
+	case errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the issuer's signing keys could not be fetched"
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
+		return "its signature does not verify with the issuer's keys"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "it is not a JWT"
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "it has expired"
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
@@ -139,80 +131,93 @@ func claimsProblem(err error) string {
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return "it is not valid yet"
 	}
-	return "its claims are not valid"
+	return "it is not a JWT signed with an accepted algorithm"
 }
 
-// keySet returns the issuer's key set, reading the metadata first.
-func (v *verifier) keySet(ctx context.Context) (*oidc.RemoteKeySet, error) {
+// key returns the issuer's public key kid, fetching the keys again when
+// the cache lacks it or is a day old, at most every 30 seconds.
+func (v *verifier) key(ctx context.Context, kid string) (any, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.keys != nil {
-		return v.keys, nil
-	}
 	now := v.now()
-	if !v.triedAt.IsZero() && now.Sub(v.triedAt) < rediscoverEvery {
-		return nil, errors.New("the last attempt failed less than 30 seconds ago")
+	k, ok := v.keys[kid]
+	if ok && now.Sub(v.fetchedAt) < refreshKeysEvery {
+		return k, nil
 	}
-	jwks, err := v.discover(ctx)
+	if !v.triedAt.IsZero() && now.Sub(v.triedAt) < rediscoverEvery {
+		if ok {
+			return k, nil
+		}
+		return nil, errUnknownKey
+	}
+	v.triedAt = now
+	keys, err := v.fetch(ctx)
 	if err != nil {
-		v.triedAt = now
+		v.log.Warn("teams: the token issuer's keys could not be fetched", "metadata", v.metadataURL, "err", err)
+		if ok {
+			return k, nil // the cached key, until the issuer answers again
+		}
 		return nil, err
 	}
-	v.keys = oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), v.client), jwks)
-	return v.keys, nil
+	v.keys, v.fetchedAt = keys, now
+	if k, ok := keys[kid]; ok {
+		return k, nil
+	}
+	return nil, errUnknownKey
 }
 
-// discover reads the jwks_uri of the OpenID metadata, which must name the
-// configured issuer.
-func (v *verifier) discover(ctx context.Context) (string, error) {
+// fetch reads the metadata's jwks_uri and the signing keys there.
+func (v *verifier) fetch(ctx context.Context) (map[string]any, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.metadataURL, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := v.client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("the OpenID metadata answered %s", resp.Status)
-	}
 	var m struct {
 		Issuer  string `json:"issuer"`
 		JWKSURI string `json:"jwks_uri"`
 	}
-	if err := json.Unmarshal(body, &m); err != nil {
-		return "", fmt.Errorf("the OpenID metadata is not JSON: %w", err)
+	if err := v.getJSON(ctx, v.metadataURL, &m); err != nil {
+		return nil, fmt.Errorf("the OpenID metadata: %w", err)
 	}
 	if m.JWKSURI == "" {
-		return "", errors.New("the OpenID metadata names no jwks_uri")
+		return nil, errors.New("the OpenID metadata names no jwks_uri")
 	}
 	if m.Issuer != "" && m.Issuer != v.issuer {
-		return "", fmt.Errorf("the OpenID metadata names the issuer %q, not %q (teams.issuer)", m.Issuer, v.issuer)
+		return nil, fmt.Errorf("the OpenID metadata names the issuer %q, not %q (teams.issuer)", m.Issuer, v.issuer)
 	}
-	return m.JWKSURI, nil
+	var set jose.JSONWebKeySet
+	if err := v.getJSON(ctx, m.JWKSURI, &set); err != nil {
+		return nil, fmt.Errorf("the JWKS: %w", err)
+	}
+	keys := map[string]any{}
+	for _, k := range set.Keys {
+		if k.Use != "" && k.Use != "sig" {
+			continue
+		}
+		if pub := k.Public(); pub.Valid() && pub.Key != nil {
+			keys[k.KeyID] = pub.Key
+		}
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("the JWKS holds no signing key")
+	}
+	return keys, nil
 }
 
-// mayFetchFor reports whether a token naming key kid may be checked: a
-// key that verified before, or an unknown one at most every 30 seconds,
-// so a stream of made-up key ids cannot make the issuer's keys be fetched
-// for every request.
-func (v *verifier) mayFetchFor(kid string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.knownKids[kid] {
-		return true
+func (v *verifier) getJSON(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
 	}
-	now := v.now()
-	if !v.unknownAt.IsZero() && now.Sub(v.unknownAt) < rediscoverEvery {
-		return false
+	resp, err := v.client.Do(req)
+	if err != nil {
+		return err
 	}
-	v.unknownAt = now
-	return true
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("answered %s", resp.Status)
+	}
+	return json.Unmarshal(body, out)
 }

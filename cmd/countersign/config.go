@@ -820,8 +820,8 @@ func (pr PrincipalDecl) validate(key string, p *problems) {
 	if _, err := policy.ParseRole(pr.Role); err != nil {
 		p.add(key+".role", "%v", err)
 	}
-	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 && pr.Web == "" && pr.Teams == "" {
-		p.add(key, "maps no chat identity; set slack, discord, discord_roles, teams or web")
+	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 && pr.Web == "" && pr.Teams == "" && pr.Email == "" {
+		p.add(key, "maps no chat identity; set slack, discord, discord_roles, teams, web or email")
 	}
 	validateTeamsID(key+".teams", pr.Teams, p)
 	validateEmailAddress(key+".email", pr.Email, p)

@@ -179,7 +179,7 @@ func (r renderer) Channel(name string) string {
 func (renderer) Post(context.Context, string, bot.Item, string) (bot.MessageRef, error) {
 	return bot.MessageRef{}, errNoCard
 }
-func (renderer) Update(context.Context, bot.MessageRef, bot.Item) error         { return errNoCard }
+func (renderer) Update(context.Context, bot.MessageRef, bot.Item) error          { return errNoCard }
 func (renderer) Reply(context.Context, bot.MessageRef, bot.Item, bot.Note) error { return errNoCard }
 
 // Notify emails each person who may decide the item (of n.Role, when the

@@ -83,9 +83,9 @@ func newTeamsEnv(t *testing.T) *teamsEnv {
 func teamsClick(id, oid, mri, conversation, msg, verb string, data map[string]string, serviceURL string) map[string]any {
 	return map[string]any{
 		"type": "invoke", "name": "adaptiveCard/action", "id": id, "channelId": "msteams", "serviceUrl": serviceURL,
-		"timestamp": time.Now().UTC().Format(time.RFC3339),
-		"from":      map[string]any{"id": mri, "aadObjectId": oid, "name": "someone"},
-		"recipient": map[string]any{"id": "28:" + teamsAppID, "name": "Countersign"},
+		"timestamp":    time.Now().UTC().Format(time.RFC3339),
+		"from":         map[string]any{"id": mri, "aadObjectId": oid, "name": "someone"},
+		"recipient":    map[string]any{"id": "28:" + teamsAppID, "name": "Countersign"},
 		"conversation": map[string]any{"id": conversation + ";messageid=" + msg, "conversationType": "channel", "tenantId": teamsTenant},
 		"channelData":  map[string]any{"tenant": map[string]any{"id": teamsTenant}},
 		"replyToId":    msg,

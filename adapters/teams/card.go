@@ -146,11 +146,6 @@ type choice struct {
 	Value string `json:"value"`
 }
 
-type actionSet struct {
-	Type    string `json:"type"` // ActionSet
-	Actions []any  `json:"actions"`
-}
-
 func newCard() *card {
 	c := &card{Type: "AdaptiveCard", Schema: cardSchema, Version: cardVersion, Body: []any{}}
 	c.MSTeams = &struct {

@@ -224,7 +224,7 @@ func TestTeamsApprovalEndToEnd(t *testing.T) {
 	if kind != "card" || verbs(vcard)["approve"] != nil {
 		t.Errorf("the viewer's refreshed card = %v, want a card without Approve", vcard)
 	}
-	kind, vcard, text := e.invoke(teamsClick("v-2", viewerOID, viewerMRI, teamsOps, msg.ID, "approve", map[string]string{"item": item}, e.fake.APIURL))
+	kind, _, text := e.invoke(teamsClick("v-2", viewerOID, viewerMRI, teamsOps, msg.ID, "approve", map[string]string{"item": item}, e.fake.APIURL))
 	if !strings.Contains(text, "Access denied") {
 		t.Errorf("the viewer's forged approval answered %s %s, want Access denied", kind, text)
 	}

@@ -50,6 +50,18 @@ type Renderer interface {
 	Reply(ctx context.Context, card MessageRef, it Item, n Note) error
 }
 
+// Notifier is implemented by a surface that posts no card (email): it
+// tells people of a reminder or an escalation addressed to its channel
+// (the escalation's or the reminder's channel= names it), and does
+// nothing for the other events. Its Renderer methods other than Channel
+// are never called.
+type Notifier interface {
+	// Notify tells the people the note concerns (n.Role's, else those who
+	// may decide the item) that the item awaits a decision. n.Key is the
+	// same on every retry of it.
+	Notify(ctx context.Context, channel string, it Item, n Note) error
+}
+
 // Note is a reply in the thread of an item's card: a reminder, an
 // escalation or a note.
 type Note struct {
@@ -122,6 +134,9 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 	if err != nil {
 		return fmt.Errorf("%s: item %d cannot be rendered: %w", d.sink, ev.ItemID, err)
 	}
+	if n, ok := d.r.(Notifier); ok {
+		return d.notify(ctx, n, it, ev)
+	}
 	switch ev.Type {
 	case EventCreated:
 		if len(d.cards(it)) > 0 {
@@ -165,6 +180,24 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 	return d.post(ctx, it, target, "escalate"+strconv.FormatUint(ev.Seq, 10))
 }
 
+// notify delivers ev to a surface that posts no card: a reminder or an
+// escalation of a pending item whose channel is this surface's, once per
+// event; nothing else.
+func (d delivery) notify(ctx context.Context, n Notifier, it Item, ev Event) error {
+	if (ev.Type != EventReminder && ev.Type != EventEscalated) || !it.Pending() {
+		return nil
+	}
+	name, role, rest := ParseEscalation(ev.Note)
+	target := ""
+	if name != "" {
+		target = d.r.Channel(name)
+	}
+	if target == "" {
+		return nil // addressed elsewhere
+	}
+	return n.Notify(ctx, target, it, Note{Type: ev.Type, Text: strings.Join(rest, " "), Role: role, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
+}
+
 // cards are the item's messages on this surface.
 func (d delivery) cards(it Item) []MessageRef {
 	var out []MessageRef
@@ -200,9 +233,15 @@ func (d delivery) post(ctx context.Context, it Item, channel, key string) error 
 // reply posts ev's note in the thread of every card of the item.
 func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 	n := Note{Type: ev.Type, Text: ev.Note}
-	if ev.Type == EventEscalated {
+	switch ev.Type {
+	case EventEscalated:
 		_, role, rest := ParseEscalation(ev.Note)
 		n.Role, n.Text = role, strings.Join(rest, " ")
+	case EventReminder:
+		// A reminder addressed to a surface that posts no card (email)
+		// names its channel; the threads show only its words.
+		_, _, rest := ParseEscalation(ev.Note)
+		n.Text = strings.Join(rest, " ")
 	}
 	if len(d.cards(it)) == 0 {
 		d.o.b.log.WarnContext(ctx, "outbox: the item has no card on this surface to reply to", "sink", d.sink, "item", it.ID, "type", ev.Type)

@@ -20,6 +20,9 @@ type ChatPrincipal struct {
 	Slack        string
 	Discord      string   // Discord user id (snowflake)
 	DiscordRoles []string // Discord role ids whose members act as this principal
+	// Teams is the person's Entra object id (a GUID; compared without
+	// regard to letter case), as Microsoft Teams reports who clicked.
+	Teams string
 	// Scopes are the memory spaces (user_ids) the person may see and decide
 	// for, as a key's scopes; empty means every space.
 	Scopes []string
@@ -31,11 +34,12 @@ type Directory struct {
 	slack        map[string]ChatPrincipal
 	discord      map[string]ChatPrincipal
 	discordRoles map[string]ChatPrincipal
+	teams        map[string]ChatPrincipal
 }
 
 // NewDirectory indexes the chat principals. A chat id mapped twice is an error.
 func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
-	d := &Directory{byName: map[string]ChatPrincipal{}, slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}}
+	d := &Directory{byName: map[string]ChatPrincipal{}, slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}, teams: map[string]ChatPrincipal{}}
 	for _, p := range ps {
 		d.byName[p.Name] = p
 		if p.Slack != "" {
@@ -49,6 +53,12 @@ func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
 				return nil, fmt.Errorf("discord user %s is mapped to both %s and %s", p.Discord, o.Name, p.Name)
 			}
 			d.discord[p.Discord] = p
+		}
+		if id := strings.ToLower(p.Teams); id != "" {
+			if o, dup := d.teams[id]; dup {
+				return nil, fmt.Errorf("teams user %s is mapped to both %s and %s", p.Teams, o.Name, p.Name)
+			}
+			d.teams[id] = p
 		}
 		for _, r := range p.DiscordRoles {
 			if o, dup := d.discordRoles[r]; dup {
@@ -89,10 +99,11 @@ func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
 const (
 	SurfaceSlack   = "slack"
 	SurfaceDiscord = "discord"
+	SurfaceTeams   = "teams"
 )
 
-// Caller returns the caller a chat user acts as on surface (SurfaceSlack
-// or SurfaceDiscord), or nil if the user is not mapped: a direct user
+// Caller returns the caller a chat user acts as on surface (SurfaceSlack,
+// SurfaceDiscord or SurfaceTeams, whose users are Entra object ids), or nil if the user is not mapped: a direct user
 // mapping first, else the first of the user's platform roles that is
 // mapped (Discord roles). The caller carries the principal's role and
 // scopes, and is always a person.
@@ -107,6 +118,8 @@ func (ch Chat) Caller(surface, userID string, roles []string) *Caller {
 		users = b.directory.slack
 	case SurfaceDiscord:
 		users, byRole = b.directory.discord, b.directory.discordRoles
+	case SurfaceTeams:
+		users, userID = b.directory.teams, strings.ToLower(userID)
 	default:
 		return nil
 	}

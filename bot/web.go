@@ -14,6 +14,9 @@ type webConsole struct {
 	// stepUp mints a one-time link to approve an item after a fresh
 	// sign-in (nil: step-up links are not available).
 	stepUp func(*Caller, uint64) (string, error)
+	// item mints a one-time sign-in link that lands on an item's page,
+	// for a message read later than a chat answer (an email); nil: none.
+	item func(*Caller, uint64) (string, error)
 }
 
 // ErrNoWebConsole is returned by WebLinks.SignIn and WebLinks.StepUp when
@@ -51,6 +54,19 @@ func (w WebLinks) StepUp(c *Caller, id uint64) (string, error) {
 		return "", ErrNoWebConsole
 	}
 	return w.b.web.stepUp(c, id)
+}
+
+// SetItemLink tells the core how to mint a one-time sign-in link that
+// lands on item id's page, for that caller only (the console's sign-in
+// link, longer-lived: an email carries it).
+func (w WebLinks) SetItemLink(link func(c *Caller, id uint64) (string, error)) { w.b.web.item = link }
+
+// ItemSignIn mints a one-time sign-in link to item id's page for caller.
+func (w WebLinks) ItemSignIn(c *Caller, id uint64) (string, error) {
+	if w.b.web.item == nil {
+		return "", ErrNoWebConsole
+	}
+	return w.b.web.item(c, id)
 }
 
 // webItemURL is item id's page in the console, or "" when not public.

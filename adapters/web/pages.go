@@ -90,7 +90,19 @@ func (h *Handler) linkSignIn(w http.ResponseWriter, r *http.Request) {
 		h.signInFailed(w, r, err)
 		return
 	}
-	h.signIn(w, r, c.Ref, "link")
+	if c.Item == 0 {
+		h.signIn(w, r, c.Ref, "link")
+		return
+	}
+	// An item's link (an email's): it lands on the item. A person who
+	// signs in through single sign-on here does so for it too: the link
+	// leads them to the identity provider rather than standing in for it.
+	next := fmt.Sprintf("/ui/items/%d", c.Item)
+	if kind, name, _ := strings.Cut(c.Ref, ":"); h.oidc != nil && kind == "c" && h.o.People[name].Web != "" {
+		h.startOIDC(w, r, pendingOIDC{Started: h.now(), Next: next})
+		return
+	}
+	h.signInWith(w, r, c.Ref, "link", signInState{Next: next})
 }
 
 func (h *Handler) signInFailed(w http.ResponseWriter, r *http.Request, err error) {

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,11 +87,32 @@ func LinkKey(seed []byte) []byte {
 // MintLink returns a one-time sign-in token for ref ("c:<name>" or
 // "p:<principal id>") valid until now+LinkTTL.
 func MintLink(key []byte, ref string, now time.Time) (string, error) {
+	return MintItemLink(key, ref, 0, now, LinkTTL)
+}
+
+// MaxItemLinkTTL is the longest an item's sign-in link (MintItemLink) may
+// last.
+const MaxItemLinkTTL = 24 * time.Hour
+
+// MintItemLink returns a one-time sign-in token for ref, like MintLink,
+// that lands on item's page (item 0: the inbox) and is valid until
+// now+ttl (at most MaxItemLinkTTL): an email sent to an approver carries
+// one, and is read later than a chat answer. It is the same link: signed
+// with the same key, used once, refused for whom bot.SignInRefusal
+// refuses; for a person with a single sign-on identity while the console
+// has OIDC, it leads to the identity provider instead of signing in.
+func MintItemLink(key []byte, ref string, item uint64, now time.Time, ttl time.Duration) (string, error) {
+	if ttl <= 0 || ttl > MaxItemLinkTTL {
+		return "", fmt.Errorf("a sign-in link lasts between 1s and %s, not %s", MaxItemLinkTTL, ttl)
+	}
 	nonce, err := randomToken(16)
 	if err != nil {
 		return "", err
 	}
-	payload := fmt.Sprintf("v1|%s|%d|%s", ref, now.Add(LinkTTL).Unix(), nonce)
+	payload := fmt.Sprintf("v1|%s|%d|%s", ref, now.Add(ttl).Unix(), nonce)
+	if item > 0 {
+		payload += fmt.Sprintf("|%d", item)
+	}
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(payload))
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil)), nil
@@ -101,6 +123,7 @@ type linkClaims struct {
 	Ref     string
 	Expires time.Time
 	Nonce   string
+	Item    uint64 // the item the link lands on; 0 the inbox
 }
 
 var errBadLink = errSignIn{"This sign-in link is not valid: it is incomplete, altered, or was made with another key. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
@@ -122,7 +145,7 @@ func parseLink(key []byte, tok string, now time.Time) (linkClaims, error) {
 		return linkClaims{}, errBadLink
 	}
 	parts := strings.Split(string(payload), "|")
-	if len(parts) != 4 || parts[0] != "v1" {
+	if (len(parts) != 4 && len(parts) != 5) || parts[0] != "v1" {
 		return linkClaims{}, errBadLink
 	}
 	var exp int64
@@ -130,8 +153,15 @@ func parseLink(key []byte, tok string, now time.Time) (linkClaims, error) {
 		return linkClaims{}, errBadLink
 	}
 	c := linkClaims{Ref: parts[1], Expires: time.Unix(exp, 0), Nonce: parts[3]}
+	if len(parts) == 5 {
+		n, err := strconv.ParseUint(parts[4], 10, 64)
+		if err != nil || n == 0 {
+			return linkClaims{}, errBadLink
+		}
+		c.Item = n
+	}
 	if !now.Before(c.Expires) {
-		return linkClaims{}, errSignIn{"This sign-in link has expired: links last 5 minutes. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
+		return linkClaims{}, errSignIn{"This sign-in link has expired: a link from chat lasts 5 minutes, one in an email as long as email.link_ttl says. Ask for a new one: type /countersign web in Slack or Discord, or ask an admin to run `countersign web link`."}
 	}
 	return c, nil
 }

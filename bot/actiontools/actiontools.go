@@ -75,9 +75,12 @@ type Options struct {
 	Tools []ToolSpec
 	// ReadOnlyPrefixes treats undeclared tools named get_, find_, list_,
 	// search_, read_ or fetch_ as read-only.
-	ReadOnlyPrefixes  bool
-	DefaultTimeout    time.Duration
-	RemindAfter       time.Duration
+	ReadOnlyPrefixes bool
+	DefaultTimeout   time.Duration
+	RemindAfter      time.Duration
+	// ReminderChannel, when set, is a surface that posts no card the
+	// reminder also goes to ("email"): its note names it (channel=…).
+	ReminderChannel   string
 	EscalateAfter     time.Duration
 	EscalationChannel string
 	EscalationRole    string

@@ -78,7 +78,11 @@ func (s *Service) sweepBatch(ctx context.Context, now time.Time) (changed, seen 
 			if step.Remind {
 				r.RemindedAt = now
 				note := fmt.Sprintf("Reminder: %s has waited %s for a decision.", r.ID, short(now.Sub(r.CreatedAt)))
-				if err := tx.Emit(r.ItemID, bot.EventReminder, note); err != nil {
+				queued := note
+				if s.o.ReminderChannel != "" {
+					queued = bot.EscalationNote(s.o.ReminderChannel, "") + " " + note
+				}
+				if err := tx.Emit(r.ItemID, bot.EventReminder, queued); err != nil {
 					return err
 				}
 				if _, err := tx.AuditAs(sweeperName, sp, string(r.Kind)+"_reminder", note); err != nil {

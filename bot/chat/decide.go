@@ -541,7 +541,7 @@ func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it 
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
-		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord) && policy.IsStepUpRefusal(be.Msg) {
+		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && policy.IsStepUpRefusal(be.Msg) {
 			return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 		}
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}
@@ -601,6 +601,8 @@ func UnmappedNote(surface, userID string) string {
 		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
 	case bot.SurfaceDiscord:
 		return fmt.Sprintf("Your Discord account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Discord user id, or one of your Discord roles, there.", id)
+	case bot.SurfaceTeams:
+		return fmt.Sprintf("Your Microsoft Teams account (Entra object id %s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Entra object id there (principals[].teams).", id)
 	default:
 		return fmt.Sprintf("Your account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml decide. Ask a Countersign admin to add you there.", id)
 	}

@@ -61,6 +61,10 @@ type Config struct {
 
 	Discord *DiscordConfig `yaml:"discord"`
 
+	Teams *TeamsConfig `yaml:"teams"` // config_teams.go
+
+	Email *EmailConfig `yaml:"email"` // config_email.go
+
 	Principals []PrincipalDecl `yaml:"principals"`
 
 	Web WebConfig `yaml:"web"` // wire_web.go
@@ -164,6 +168,12 @@ func (c *Config) applyDefaults() {
 	if c.Discord != nil {
 		c.Discord.defaults()
 	}
+	if c.Teams != nil {
+		c.Teams.defaults()
+	}
+	if c.Email != nil {
+		c.Email.defaults()
+	}
 }
 
 // validate reports every problem of the decoded config, section by
@@ -192,6 +202,12 @@ func (c *Config) validate(p *problems) {
 	if c.Discord != nil {
 		c.Discord.validate(p)
 	}
+	if c.Teams != nil {
+		c.Teams.validate(p)
+	}
+	if c.Email != nil {
+		c.Email.validate(c, p)
+	}
 	seen := map[string]bool{}
 	for i, pr := range c.Principals {
 		key := fmt.Sprintf("principals[%d]", i)
@@ -202,6 +218,7 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.SoftApproval.validate(p)
+	validateLadder(c, p) // config_email.go
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
 	c.Sweep.validate(p)
@@ -247,7 +264,7 @@ func (c *Config) loadFiles(p *problems) {
 	}
 	for i, s := range c.schema.Slots() {
 		if s.Channel != "" && !c.channelKnown(s.Channel) {
-			p.add(fmt.Sprintf("memory.slots[%d].channel", i), "channel %q is not defined under slack.channels or discord.channels", s.Channel)
+			p.add(fmt.Sprintf("memory.slots[%d].channel", i), "channel %q is not defined under slack.channels, discord.channels or teams.channels", s.Channel)
 		}
 	}
 }
@@ -278,10 +295,13 @@ func (c *Config) resolve(p string) string {
 // channelKnown reports whether a channel name is defined on any platform.
 // With no platform configured every name is accepted (nothing is posted).
 func (c *Config) channelKnown(name string) bool {
-	if c.Slack == nil && c.Discord == nil {
+	if c.Slack == nil && c.Discord == nil && c.Teams == nil {
 		return true
 	}
 	if c.Slack != nil && c.Slack.Channels[name] != "" {
+		return true
+	}
+	if c.Teams != nil && c.Teams.Channels[name] != "" {
 		return true
 	}
 	return c.Discord != nil && c.Discord.Channels[name] != ""
@@ -619,7 +639,7 @@ func (t ToolConfig) validate(key string, channelKnown func(string) bool, p *prob
 	}
 	for j, ch := range t.Channels {
 		if !channelKnown(ch) {
-			p.add(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels or discord.channels", ch)
+			p.add(fmt.Sprintf("%s.channels[%d]", key, j), "channel %q is not defined under slack.channels, discord.channels or teams.channels", ch)
 		}
 	}
 }
@@ -635,8 +655,12 @@ type ToolPolicy struct {
 
 // ApprovalsConfig holds the lifecycle defaults of action requests.
 type ApprovalsConfig struct {
-	DefaultTimeout    time.Duration `yaml:"default_timeout"`
-	RemindAfter       time.Duration `yaml:"remind_after"`
+	DefaultTimeout time.Duration `yaml:"default_timeout"`
+	RemindAfter    time.Duration `yaml:"remind_after"`
+	// ReminderChannel, when "email", also emails the reminder to the
+	// people who may decide the item (config_email.go); reminders always
+	// go in the item's threads on the chat surfaces.
+	ReminderChannel   string        `yaml:"reminder_channel"`
 	EscalateAfter     time.Duration `yaml:"escalate_after"`
 	EscalationChannel string        `yaml:"escalation_channel"`
 	EscalationRole    string        `yaml:"escalation_role"`
@@ -801,6 +825,12 @@ type PrincipalDecl struct {
 	// Web is the OIDC claim value (an email by default) that signs in to
 	// the web console as this principal.
 	Web string `yaml:"web"`
+	// Teams is the person's Entra object id: their clicks in Microsoft
+	// Teams are decided as this principal (config_teams.go).
+	Teams string `yaml:"teams"`
+	// Email is where an escalation or a reminder by email reaches the
+	// person (config_email.go).
+	Email string `yaml:"email"`
 }
 
 // validate checks one principal declared at key (principals[i]).
@@ -811,9 +841,11 @@ func (pr PrincipalDecl) validate(key string, p *problems) {
 	if _, err := policy.ParseRole(pr.Role); err != nil {
 		p.add(key+".role", "%v", err)
 	}
-	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 && pr.Web == "" {
-		p.add(key, "maps no chat identity; set slack, discord, discord_roles or web")
+	if pr.Slack == "" && pr.Discord == "" && len(pr.DiscordRoles) == 0 && pr.Web == "" && pr.Teams == "" && pr.Email == "" {
+		p.add(key, "maps no chat identity; set slack, discord, discord_roles, teams, web or email")
 	}
+	validateTeamsID(key+".teams", pr.Teams, p)
+	validateEmailAddress(key+".email", pr.Email, p)
 	if sc, err := chatScopes(pr.Scopes); err != nil {
 		p.add(key+".scopes", "%v", err)
 	} else if len(sc) > 0 && strings.EqualFold(strings.TrimSpace(pr.Role), string(policy.RoleAdmin)) {

@@ -19,6 +19,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		ReadOnlyPrefixes:  cfg.ToolPolicy.ReadOnlyPrefixes,
 		DefaultTimeout:    cfg.Approvals.DefaultTimeout,
 		RemindAfter:       cfg.Approvals.RemindAfter,
+		ReminderChannel:   cfg.Approvals.ReminderChannel,
 		EscalateAfter:     cfg.Approvals.EscalateAfter,
 		EscalationChannel: cfg.Approvals.EscalationChannel,
 		EscalationRole:    cfg.Approvals.EscalationRole,

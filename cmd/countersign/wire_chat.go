@@ -41,6 +41,7 @@ func (a *app) wireChat(ctx context.Context) error {
 			Slack:        a.cfg.slackID(p),
 			Discord:      strings.TrimSpace(p.Discord),
 			DiscordRoles: roles,
+			Teams:        strings.ToLower(strings.TrimSpace(p.Teams)),
 			Scopes:       scopes,
 		})
 	}

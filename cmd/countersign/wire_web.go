@@ -157,6 +157,28 @@ func (a *app) wireWeb(ctx context.Context) error {
 		}
 		return web.SignInURL(base, tok), nil
 	})
+	// An email (adapters/email) carries the same one-time link, landing on
+	// the item's page and lasting email.link_ttl.
+	itemTTL := web.LinkTTL
+	if a.cfg.Email != nil {
+		itemTTL = a.cfg.Email.LinkTTL
+	}
+	a.bot.WebLinks().SetItemLink(func(c *bot.Caller, id uint64) (string, error) {
+		if c == nil {
+			return "", errors.New("only people sign in to the web console")
+		}
+		if msg := bot.SignInRefusal(c.Principal); msg != "" {
+			return "", errors.New(msg)
+		}
+		if _, ok := o.People[c.Name]; !ok {
+			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		}
+		tok, err := web.MintItemLink(key, "c:"+c.Name, id, a.bot.Now(), itemTTL)
+		if err != nil {
+			return "", err
+		}
+		return web.SignInURL(base, tok), nil
+	})
 	// A chat click on an item that requires step-up answers with a one-time
 	// link to approve it in the console after a fresh OIDC sign-in.
 	if o.OIDC != nil {

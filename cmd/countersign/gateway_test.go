@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/nodetest"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // gatewayConfig: the real filesystem server over dir as upstream fs, the
@@ -286,4 +288,94 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	if ready["status"] != "ready" {
 		t.Errorf("/readyz = %v with both upstreams up", ready)
 	}
+}
+
+// TestGatewayMRTRQuorumAndRetryRunOnce: a 2026-07-28 client (the go-sdk)
+// calls a quorum-2 upstream tool through the gateway and follows MRTR
+// rounds; one approval is not enough; the second runs the write once; a
+// host that retries with the same requestState afterwards gets an error
+// naming the first run, and nothing runs again.
+func TestGatewayMRTRQuorumAndRetryRunOnce(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, `mcp:
+  max_call_wait: 1s
+gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      tools:
+        - {match: write_file, category: mutating, quorum: 2, approvers: {roles: [member]}}
+`)
+	e.env["PATH"] = os.Getenv("PATH")
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	bob := e.CreateKey("bob", "member")
+	admin := e.CreateKey("ops_admin", "admin")
+	e.Start()
+
+	cs := e.mcpSession(agent)
+	path := filepath.Join(dir, "q.txt")
+	args := map[string]any{"path": path, "content": "two people agreed"}
+	r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__write_file", Arguments: args})
+	if err != nil || !r.NeedsInput() {
+		t.Fatalf("first round: %v %+v, want input_required", err, r)
+	}
+	id := heldRequestAudit(t, e, admin, "fs__write_file")
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
+	r, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__write_file", Arguments: args, RequestState: r.RequestState})
+	if err != nil || !r.NeedsInput() {
+		t.Fatalf("after one approval of two: %v %+v, want still input_required", err, r)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("the write ran on one approval of a quorum of two")
+	}
+	state := r.RequestState
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
+	r, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__write_file", Arguments: args, RequestState: state})
+	if err != nil || r.NeedsInput() || r.IsError {
+		t.Fatalf("after both approvals: %v %+v", err, r)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "two people agreed" {
+		t.Fatalf("file holds %q", b)
+	}
+	// Someone changes the file; a retry that ran again would undo it.
+	if err := os.WriteFile(path, []byte("changed since"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__write_file", Arguments: args, RequestState: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			text.WriteString(tc.Text)
+		}
+	}
+	if !r.IsError || !strings.Contains(text.String(), "already redeemed") {
+		t.Fatalf("a retry after the run answered %v %q, want an error naming the earlier run", r.IsError, text.String())
+	}
+	if b, _ := os.ReadFile(path); string(b) != "changed since" {
+		t.Fatalf("the retry ran the write again: file holds %q", b)
+	}
+}
+
+// heldRequestAudit waits for the audit to name a request of tool.
+func heldRequestAudit(t *testing.T, e *testEnv, admin, tool string) string {
+	t.Helper()
+	re := regexp.MustCompile(`(req_[A-Za-z0-9_-]+) ` + regexp.QuoteMeta(tool) + ` category=`)
+	var id string
+	waitFor(t, "a request of "+tool, func() bool {
+		m := re.FindStringSubmatch(e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw)
+		if m != nil {
+			id = m[1]
+		}
+		return m != nil
+	})
+	return id
 }

@@ -224,11 +224,10 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 		if d := gateway.Clip(t.Description, 300); strings.TrimSpace(d) != "" {
 			summary += " What the upstream says the tool does (its claim, not verified): «" + d + "»"
 		}
-		b, err := json.Marshal(map[string]any{"tool": t.Name, "arguments": obj, "summary": summary})
-		if err != nil {
-			return log(t.Name, bot.Invalid("arguments", "cannot be encoded: %v", err)), nil
+		var err error
+		if out, err = w.request(ctx, log, caller, t, obj, summary); err != nil {
+			return log(t.Name, err), nil
 		}
-		out = w.call(ctx, log, caller, confirmTool, b)
 		if out.pending() {
 			out = w.status(ctx, log, caller, out.requestID(), deadline)
 		}
@@ -244,7 +243,7 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 		if sup.modern {
 			return w.inputRequired(out, caller, t.Name, args, st.Asked, sup)
 		}
-		return toolError(fmt.Sprintf("%s is waiting for a person's approval (request %s), and this call could wait no longer. Nothing was run. When it is approved, it is not run by itself: call action_status with request_id %s to follow it.", t.Name, id, id),
+		return toolError(fmt.Sprintf("%s is waiting for a person's approval (request %s), and this call could wait no longer. Nothing was run yet. Call %s again with the same arguments to go on waiting on the same request: once it is approved, that call runs it, once (action_status with request_id %s shows where it stands).", t.Name, id, t.Name, id),
 			map[string]any{"request_id": id, "status": "pending"}), nil
 	case "denied", "expired":
 		reason, _ := out.data["reason"].(string)
@@ -265,6 +264,46 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 	}
 	res.IsError = true
 	return res, nil
+}
+
+// maxGenerations bounds how many earlier runs of one exact call request
+// skips before it makes a request that no retry finds again.
+const maxGenerations = 16
+
+// request makes (or finds again) the action request of a call: its
+// action_id is derived from the tool and the arguments, so that a host
+// that retries a call which gave up waiting (an older client's bounded
+// wait) waits on the same request, and finds it approved, rather than
+// asking a person twice. A request that was denied, expired or already
+// ran is not the call's any more: the next generation's id makes a new one.
+func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, obj map[string]any, summary string) (outcome, error) {
+	canon, err := json.Marshal(obj) // map keys sorted: one text per object
+	if err != nil {
+		return outcome{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
+	}
+	base := "gw-" + digest(append([]byte(t.Name+"\x00"), canon...))[:40]
+	var out outcome
+	for gen := 1; gen <= maxGenerations+1; gen++ {
+		args := map[string]any{"tool": t.Name, "arguments": obj, "summary": summary}
+		if gen <= maxGenerations {
+			args["action_id"] = fmt.Sprintf("%s-%d", base, gen)
+		}
+		b, _ := json.Marshal(args)
+		out = w.call(ctx, log, caller, confirmTool, b)
+		if out.err != nil {
+			var e *bot.Error
+			if errors.As(out.err, &e) && e.Kind == bot.KindConflict && e.Field == "action_id" {
+				continue // the same id with another body (a changed summary): a new one
+			}
+			return out, nil
+		}
+		_, ran := out.data["executed_at"]
+		if st := out.status(); st == "denied" || st == "expired" || (st == "approved" && ran) {
+			continue
+		}
+		return out, nil
+	}
+	return out, nil
 }
 
 // forward redeems the receipt of the approved request in out and calls

@@ -379,3 +379,64 @@ func heldRequestAudit(t *testing.T, e *testEnv, admin, tool string) string {
 	})
 	return id
 }
+
+// TestGatewayOlderHostRetriesTheSameRequest: a 2025-06-18 client gets a
+// bounded wait, then a tool error naming the pending request; its retry of
+// the same call, once approved, runs the write (once, with no second card);
+// a later identical call is a new request for a new decision.
+func TestGatewayOlderHostRetriesTheSameRequest(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, `mcp:
+  max_call_wait: 1s
+gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      tools:
+        - {match: write_file, category: mutating}
+`)
+	e.env["PATH"] = os.Getenv("PATH")
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	e.Start()
+	cs := e.mcpSessionVersion(agent, "2025-06-18")
+	path := filepath.Join(dir, "r.txt")
+	args := map[string]any{"path": path, "content": "once"}
+
+	text, r := mcpCall(t, cs, "fs__write_file", args)
+	sc, _ := r.StructuredContent.(map[string]any)
+	id, _ := sc["request_id"].(string)
+	if !r.IsError || sc["status"] != "pending" || id == "" || !strings.Contains(text, id) {
+		t.Fatalf("first call answered %v %q %v, want a pending error naming the request", r.IsError, text, sc)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("the write ran before the approval")
+	}
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
+	text, r = mcpCall(t, cs, "fs__write_file", args)
+	if r.IsError {
+		t.Fatalf("the retry after the approval answered %q", text)
+	}
+	if m, _ := r.Meta["io.countersign/request"].(map[string]any); m["request_id"] != id {
+		t.Errorf("the retry ran under %v, want the approved request %s", r.Meta, id)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "once" {
+		t.Fatalf("file holds %q", b)
+	}
+	if err := os.WriteFile(path, []byte("changed since"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text, r = mcpCall(t, cs, "fs__write_file", args)
+	sc, _ = r.StructuredContent.(map[string]any)
+	if !r.IsError || sc["status"] != "pending" || sc["request_id"] == id {
+		t.Fatalf("an identical call after the run answered %v %q, want a new pending request", r.IsError, text)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "changed since" {
+		t.Fatalf("the identical call ran without a decision: file holds %q", b)
+	}
+}

@@ -609,7 +609,7 @@ func (l *lineLogger) emit(b []byte) {
 		line = strings.ReplaceAll(line, s, "[redacted]")
 	}
 	if strings.TrimSpace(line) != "" {
-		l.log.Warn("upstream stderr", "line", line)
+		l.log.Info("upstream stderr", "line", line)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
@@ -285,6 +286,11 @@ func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t
 	var out outcome
 	for gen := 1; gen <= maxGenerations+1; gen++ {
 		args := map[string]any{"tool": t.Name, "arguments": obj, "summary": summary}
+		if strings.EqualFold(t.Category, "destructive") {
+			// A destructive call is shown with its plan; an upstream
+			// tool has none of its own, so the plan is the exact call.
+			args["dry_run"] = fmt.Sprintf("No dry run: upstream %s offers none for %s. Approving runs exactly this call, once: %s %s", t.Upstream, t.UpstreamTool, t.UpstreamTool, canon)
+		}
 		if gen <= maxGenerations {
 			args["action_id"] = fmt.Sprintf("%s-%d", base, gen)
 		}
@@ -298,12 +304,29 @@ func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t
 			return out, nil
 		}
 		_, ran := out.data["executed_at"]
-		if st := out.status(); st == "denied" || st == "expired" || (st == "approved" && ran) {
+		switch st := out.status(); {
+		case st == "approved" && ran:
+			continue // it ran: this is a new call
+		case st == "denied" || st == "expired":
+			if w.recent(out.data["decided_at"]) {
+				return out, nil // the retry of a call just decided gets the decision
+			}
 			continue
 		}
 		return out, nil
 	}
 	return out, nil
+}
+
+// retryWindow is how long after a denial or an expiry a retry of the same
+// call is answered with it; later, the same call asks again.
+const retryWindow = 15 * time.Minute
+
+// recent reports whether a decided_at stamp is within retryWindow.
+func (w *waiter) recent(v any) bool {
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339, s)
+	return err == nil && w.now().Sub(at) < retryWindow
 }
 
 // forward redeems the receipt of the approved request in out and calls

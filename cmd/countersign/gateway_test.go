@@ -439,4 +439,13 @@ gateway:
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
 		t.Fatalf("the identical call ran without a decision: file holds %q", b)
 	}
+	// Denied, the retry of that call is told so; nothing runs.
+	e.MustOK(alice, "deny_action", map[string]any{"request_id": sc["request_id"], "reason": "the rota is final"})
+	text, r = mcpCall(t, cs, "fs__write_file", args)
+	if !r.IsError || !strings.Contains(text, "denied") || !strings.Contains(text, "the rota is final") {
+		t.Fatalf("the retry after a denial answered %v %q, want the denial", r.IsError, text)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "changed since" {
+		t.Fatalf("a denied call ran: file holds %q", b)
+	}
 }

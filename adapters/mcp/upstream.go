@@ -248,7 +248,18 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 			map[string]any{"request_id": id, "status": "pending"}), nil
 	case "denied", "expired":
 		reason, _ := out.data["reason"].(string)
-		by, _ := out.data["decided_by"].(string)
+		var names []string
+		switch v := out.data["decided_by"].(type) {
+		case string:
+			names = append(names, v)
+		case []any:
+			for _, n := range v {
+				if s, ok := n.(string); ok {
+					names = append(names, s)
+				}
+			}
+		}
+		by := strings.Join(names, ", ")
 		text := fmt.Sprintf("%s was not run: request %s was %s", t.Name, id, out.status())
 		if by != "" && out.status() == "denied" {
 			text += " by " + by

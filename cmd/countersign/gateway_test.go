@@ -449,3 +449,36 @@ gateway:
 		t.Fatalf("a denied call ran: file holds %q", b)
 	}
 }
+
+// TestGatewayDocsPaste: docs/gateway.md's walk-through runs as pasted, with
+// the filesystem server from testdata/node on the PATH, and its YAML
+// blocks load as a configuration.
+func TestGatewayDocsPaste(t *testing.T) {
+	bin := filepath.Dir(nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem"))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	b, err := os.ReadFile("../../docs/gateway.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := docBlocks(t, string(b))
+	if len(blocks) < 4 {
+		t.Fatalf("docs/gateway.md has %d shell blocks; the page changed shape", len(blocks))
+	}
+	pasteBlocks(t, "docs/gateway.md", blocks)
+
+	n := 0
+	for _, part := range strings.Split(string(b), "```yaml\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		n++
+		path := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(path, []byte("store:\n  path: "+filepath.Join(filepath.Dir(path), "cs.db")+"\n"+block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(path); err != nil {
+			t.Errorf("docs/gateway.md yaml block %d does not load: %v\n%s", n, err, block)
+		}
+	}
+	if n == 0 {
+		t.Fatal("docs/gateway.md has no yaml block")
+	}
+}

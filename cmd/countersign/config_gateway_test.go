@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -97,5 +98,32 @@ func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
 	}
 	if spec, _ := lookup("fs__write_file"); len(spec.Approvers.Roles) != 1 || spec.Approvers.Roles[0] != "admin" {
 		t.Errorf("fs__write_file approvers %v, want [admin]", spec.Approvers)
+	}
+}
+
+// TestConfigYAMLGatewayExampleLoads: the commented gateway: example of
+// config.yaml loads once uncommented.
+func TestConfigYAMLGatewayExampleLoads(t *testing.T) {
+	b, err := os.ReadFile("../../config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n# gateway:\n")
+	if !ok {
+		t.Fatal("config.yaml has no commented gateway: example")
+	}
+	block := "gateway:\n"
+	for _, line := range strings.Split(rest, "\n") {
+		if !strings.HasPrefix(line, "#   ") {
+			break
+		}
+		block += strings.TrimPrefix(line, "# ") + "\n"
+	}
+	cfg, err := parseConfig([]byte(block), t.TempDir())
+	if err != nil {
+		t.Fatalf("the example does not load: %v\n%s", err, block)
+	}
+	if len(cfg.Gateway.Upstreams) != 2 || cfg.Gateway.Upstreams[0].Name != "fs" || cfg.Gateway.Upstreams[1].URL == "" {
+		t.Fatalf("the example loaded as %+v", cfg.Gateway)
 	}
 }

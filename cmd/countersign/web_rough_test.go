@@ -122,3 +122,44 @@ func TestWebRoughEdges(t *testing.T) {
 		t.Errorf("the BLOCKED reason shown on the phone: %q", r)
 	}
 }
+
+var pendingLineRE = regexp.MustCompile(`(?m)^• #(\d+) `)
+
+// TestInboxAndChatPendingInOneOrder: the console's inbox and chat's
+// `pending` list the same items in the same order, soonest to expire
+// first (the request expiring in 10 minutes above the one made before it
+// that expires in 6 hours), and both flag the destructive one.
+func TestInboxAndChatPendingInOneOrder(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, strings.Replace(webConfig(f), "principals:\n", `  - name: restart_service
+    category: mutating
+    timeout: 6h
+  - name: drop_cache
+    category: destructive
+    timeout: 10m
+principals:
+`, 1))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ops_bot", "agent")
+	e.Start()
+	late := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "a"}, "summary": "Restart a"})
+	soon := e.MustOK(agent, "confirm_action", map[string]any{"tool": "drop_cache", "arguments": map[string]any{"name": "b"}, "summary": "Drop cache b", "dry_run": "DEL b"})
+	want := []string{fmt.Sprint(soon.Data["item_id"]), fmt.Sprint(late.Data["item_id"])}
+
+	smith := signInHTTP(t, e, "dr_smith")
+	_, inbox := webDo(t, smith, "GET", e.URL+"/ui/", nil)
+	reply := slackText(t, e, "U0123ABC", "pending")
+	var chat []string
+	for _, m := range pendingLineRE.FindAllStringSubmatch(reply, -1) {
+		chat = append(chat, m[1])
+	}
+	if got := inboxIDs(inbox); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("the inbox lists %v, want %v (soonest to expire first)", got, want)
+	}
+	if strings.Join(chat, ",") != strings.Join(want, ",") {
+		t.Errorf("chat pending lists %v, want %v (soonest to expire first):\n%s", chat, want, reply)
+	}
+	if !strings.Contains(reply, "#"+want[0]+" action request — ⚠ cannot be undone: Drop cache b") || strings.Count(inbox, `class="danger-badge"`) != 1 {
+		t.Errorf("the destructive request is not flagged on both:\n%s\n%s", reply, inbox)
+	}
+}

@@ -67,6 +67,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s.Mode == slackadapter.ModeHTTP {
 		a.mounts["POST /slack/interactions"] = ad.InteractionsHandler()
 		a.mounts["POST /slack/commands"] = ad.CommandsHandler()
+		a.mounts["POST /slack/events"] = ad.EventsHandler()
 		// Slack calls these with the Host of the Request URL it was
 		// given, and signs them: no Host or Origin check.
 		a.trust["POST /slack/interactions"] = webhook.TrustSigned

@@ -72,6 +72,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 		// given, and signs them: no Host or Origin check.
 		a.trust["POST /slack/interactions"] = webhook.TrustSigned
 		a.trust["POST /slack/commands"] = webhook.TrustSigned
+		a.trust["POST /slack/events"] = webhook.TrustSigned
 	}
 	a.runners = append(a.runners, runner{name: "slack", run: ad.Run})
 	return nil

@@ -213,7 +213,7 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 		// arguments say one), so that the space's audit log shows it.
 		c.Space = t.namedSpace(raw)
 		msg := policy.DenyCapability(name, t.Capability, caller.Role)
-		return Result{}, b.deny(ctx, c, msg)
+		return Result{}, b.deny(ctx, c, &policy.Refusal{Check: policy.CheckCapability, Message: msg})
 	}
 	args, err := t.args.decode(raw)
 	if err != nil {
@@ -226,7 +226,7 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 			return Result{}, err
 		}
 		if !policy.InScope(caller.Role, caller.Scopes, sp.UserID) {
-			return Result{}, b.deny(ctx, c, policy.DenyScope(name))
+			return Result{}, b.deny(ctx, c, &policy.Refusal{Check: policy.CheckScope, Message: policy.DenyScope(name)})
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -275,9 +275,22 @@ func ValidateSpace(s Space) error {
 }
 
 // deny records an access denial in the audit chain and returns it as a
-// KindDenied error.
-func (b *Bot) deny(ctx context.Context, c *Call, msg string) error {
+// KindDenied error carrying r (errors.Is(err, policy.CheckStepUp)).
+func (b *Bot) deny(ctx context.Context, c *Call, r *policy.Refusal) error {
 	err := b.Update(ctx, c, func(tx *Tx) error {
+		return tx.Audit("access_denied", c.Tool.Name+": "+r.Message)
+	})
+	if err != nil {
+		return err
+	}
+	return &Error{Kind: KindDenied, Msg: r.Message, Err: r}
+}
+
+// Deny records a denial found by a tool handler that is not the decision
+// rule's (for example a trusted source claimed by the wrong key) and
+// returns it as a KindDenied error.
+func (c *Call) Deny(ctx context.Context, msg string) error {
+	err := c.bot.Update(ctx, c, func(tx *Tx) error {
 		return tx.Audit("access_denied", c.Tool.Name+": "+msg)
 	})
 	if err != nil {
@@ -286,9 +299,10 @@ func (b *Bot) deny(ctx context.Context, c *Call, msg string) error {
 	return &Error{Kind: KindDenied, Msg: msg}
 }
 
-// Deny records a denial found by a tool handler (for example a trusted
-// source claimed by the wrong key) and returns it as a KindDenied error.
-func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(ctx, c, msg) }
+// Refuse records the decision rule's refusal r (policy.Decide) and returns
+// it as a KindDenied error that carries it: a surface tells a step-up
+// refusal by errors.Is(err, policy.CheckStepUp), never by its text.
+func (c *Call) Refuse(ctx context.Context, r *policy.Refusal) error { return c.bot.deny(ctx, c, r) }
 
 // Update runs fn in one durable transaction on behalf of call c.
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {

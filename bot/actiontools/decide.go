@@ -16,7 +16,7 @@ import (
 )
 
 // errRefused ends a decision transaction whose caller may not decide; the
-// refusal is then recorded by Call.Deny.
+// refusal is then recorded by Call.Refuse.
 var errRefused = errors.New("refused")
 
 // decided emits what a final outcome causes, in the deciding transaction:
@@ -54,7 +54,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 		var (
 			req     *approvals.Request
 			out     approvals.Outcome
-			refusal string
+			refusal *policy.Refusal
 			edited  bool // this call changed the version up for approval
 			grant   *approvals.Grant
 			// restarted is what changed in the facts since an earlier
@@ -62,7 +62,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			restarted string
 		)
 		err := c.Update(ctx, func(tx *bot.Tx) error {
-			req, out, refusal, edited, grant, restarted = nil, 0, "", false, nil, ""
+			req, out, refusal, edited, grant, restarted = nil, 0, nil, false, nil, ""
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
 				return err
@@ -92,7 +92,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				req, out = r, approvals.OutcomeConflict
 				return expire(tx, r, c.Now)
 			}
-			if refusal = canDecide(c, r, approve); refusal != "" {
+			if refusal = canDecide(c, r, approve); refusal != nil {
 				return errRefused
 			}
 			if approve {
@@ -177,7 +177,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			return nil
 		})
 		if errors.Is(err, errRefused) {
-			return bot.Result{}, c.Deny(ctx, refusal)
+			return bot.Result{}, c.Refuse(ctx, refusal)
 		}
 		if err != nil {
 			return bot.Result{}, err
@@ -398,10 +398,10 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	var (
 		req     *approvals.Request
 		out     approvals.Outcome
-		refusal string
+		refusal *policy.Refusal
 	)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		req, out, refusal = nil, 0, ""
+		req, out, refusal = nil, 0, nil
 		r, err := approvals.LoadRequest(tx, args.RequestID)
 		if err != nil {
 			return err
@@ -420,7 +420,7 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			req, out = r, approvals.OutcomeConflict
 			return expire(tx, r, c.Now)
 		}
-		if refusal = canDecide(c, r, false); refusal != "" {
+		if refusal = canDecide(c, r, false); refusal != nil {
 			return errRefused
 		}
 		answers, err := chosen(r.Question, args)
@@ -445,7 +445,7 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		return decided(tx, r)
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, err

@@ -529,11 +529,11 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 	args := a.(*RevokeGrantArgs)
 	var (
 		g       *approvals.Grant
-		refusal string
+		refusal *policy.Refusal
 		already bool
 	)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		g, refusal, already = nil, "", false
+		g, refusal, already = nil, nil, false
 		got, err := approvals.LoadGrant(tx, args.GrantID)
 		if err != nil {
 			return err
@@ -546,7 +546,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		if def := s.tools[g.Tool]; def != nil {
 			approvers = def.spec.Approvers
 		}
-		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != "" {
+		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != nil {
 			return errRefused
 		}
 		if g.Revoked {
@@ -570,7 +570,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		return nil
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, err
@@ -611,7 +611,7 @@ func (s *Service) makerMayDecide(tx kv.Tx, g *approvals.Grant, it policy.Decidab
 	if err != nil || maker == nil {
 		return false, err
 	}
-	return maker.MayDecide(it) == "", nil
+	return maker.MayDecide(it) == nil, nil
 }
 
 // grantDecidable is a request the grant would approve, as the decision

@@ -166,7 +166,7 @@ func (d Decision) edited() bool { return d.Arguments != nil || d.Value != nil }
 // decided: Closed with the recorded outcome); the choices and reason
 // checked against the item; then the decision itself through bot.Call, the
 // tool an API client calls, which applies the one decision rule
-// (policy.DecisionRefusal) and audits a refusal; and finally the item's new
+// (policy.Decide) and audits a refusal; and finally the item's new
 // state. A refusal, a conflict or a failure never panics and never leaks
 // another space's item.
 func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
@@ -283,7 +283,7 @@ func checkVersion(d *Decision, it bot.Item) string {
 // passed (the surface's own, or the target typed). ok is false with the
 // outcome to answer when one is missing; nothing is recorded then.
 func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
-	if it.Danger == nil || caller.ReadOnlyReason(it) != "" || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
+	if _, readOnly := caller.ReadOnly(it); it.Danger == nil || readOnly || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
 		// Not dangerous; or the person may not decide it at all (or not
 		// without a fresh sign-in first), which the decision tool refuses
 		// (and audits) by the one rule, with the step-up link.
@@ -541,7 +541,7 @@ func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it 
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
-		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && policy.IsStepUpRefusal(be.Msg) {
+		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && errors.Is(err, policy.CheckStepUp) {
 			return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 		}
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}

@@ -144,17 +144,17 @@ func valueChanges(f *memory.Fact) *bot.Changes {
 }
 
 // errRefused ends a decision transaction whose caller may not decide; the
-// refusal is then recorded by Call.Deny.
+// refusal is then recorded by Call.Refuse.
 var errRefused = errors.New("refused")
 
-// mayDecide applies the one decision rule (policy.DecisionRefusal) to the
-// caller deciding proposal id in tx: it returns the refusal, or "". A
+// mayDecide applies the one decision rule (policy.Decide) to the caller
+// deciding proposal id in tx: it returns the refusal, or nil. A
 // proposal that is missing or no longer open is not refused here: the
 // decision that follows answers "not awaiting approval", whoever asks.
-func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (string, error) {
+func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (*policy.Refusal, error) {
 	f, err := memory.Load(tx, sp, id)
 	if err != nil || f == nil || !f.Open() {
-		return "", err
+		return nil, err
 	}
 	return c.Caller.MayDecide(policy.Decidable{
 		Ref:         fmt.Sprintf("#%d", f.ID),
@@ -180,13 +180,13 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	sp := c.Space
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value}
 	var dec memory.Decision
-	refusal := ""
+	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
 		if refusal, err = mayDecide(tx, c, sp, args.MemoryID); err != nil {
 			return err
 		}
-		if refusal != "" {
+		if refusal != nil {
 			return errRefused
 		}
 		if dec, err = t.o.Confirm(tx, sp, args.MemoryID, d, c.Now); err != nil {
@@ -202,7 +202,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
@@ -243,13 +243,13 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	args := a.(*decideArgs)
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
 	var dec memory.Decision
-	refusal := ""
+	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
 		if refusal, err = mayDecide(tx, c, c.Space, args.MemoryID); err != nil {
 			return err
 		}
-		if refusal != "" {
+		if refusal != nil {
 			return errRefused
 		}
 		if dec, err = t.o.Reject(tx, c.Space, args.MemoryID, d, c.Now); err != nil {
@@ -262,7 +262,7 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, wrap(err)

@@ -298,7 +298,7 @@ func sameJSON(a, b []byte) bool {
 // item that requires step-up, a fresh sign-in (without one the reply is
 // the private step-up link an Approve click gets). Ready carries the item.
 func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
-	out, _, caller := begin(ctx, b, d)
+	out, caller := begin(ctx, b, d)
 	if out.Status != Ready {
 		return out
 	}

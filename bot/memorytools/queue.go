@@ -3,7 +3,6 @@ package memorytools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -143,10 +142,6 @@ func valueChanges(f *memory.Fact) *bot.Changes {
 		ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256}
 }
 
-// errRefused ends a decision transaction whose caller may not decide; the
-// refusal is then recorded by Call.Refuse.
-var errRefused = errors.New("refused")
-
 // mayDecide applies the one decision rule (policy.Decide) to the caller
 // deciding proposal id in tx: it returns the refusal, or nil. A
 // proposal that is missing or no longer open is not refused here: the
@@ -187,7 +182,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 			return err
 		}
 		if refusal != nil {
-			return errRefused
+			return tx.Refuse(refusal)
 		}
 		if dec, err = t.o.Confirm(tx, sp, args.MemoryID, d, c.Now); err != nil {
 			return err
@@ -201,11 +196,11 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		}
 		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
-	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Refuse(ctx, refusal)
-	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
+	}
+	if refusal != nil {
+		return bot.Result{}, bot.Refused(refusal)
 	}
 	f := dec.Proposal
 	if dec.Closed != "" {
@@ -250,7 +245,7 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 			return err
 		}
 		if refusal != nil {
-			return errRefused
+			return tx.Refuse(refusal)
 		}
 		if dec, err = t.o.Reject(tx, c.Space, args.MemoryID, d, c.Now); err != nil {
 			return err
@@ -261,11 +256,11 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		}
 		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
-	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Refuse(ctx, refusal)
-	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
+	}
+	if refusal != nil {
+		return bot.Result{}, bot.Refused(refusal)
 	}
 	f := dec.Proposal
 	data := decisionData{
@@ -294,9 +289,10 @@ func itemStatus(f *memory.Fact) string {
 type itemSource struct{ t *tools }
 
 var (
-	_ bot.ItemSource = itemSource{}
-	_ bot.ItemEditor = itemSource{}
-	_ bot.SeenTaker  = itemSource{}
+	_ bot.ItemSource  = itemSource{}
+	_ bot.ItemEditor  = itemSource{}
+	_ bot.SeenTaker   = itemSource{}
+	_ bot.ItemDecider = itemSource{}
 )
 
 // TakesSeen reports that confirm_change and reject_change record what the
@@ -494,6 +490,32 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 	}
 	args["value"] = v
 	return tool, args, nil
+}
+
+// DecisionArgs maps a typed decision to confirm_change (with the edited
+// value, a JSON string, when d.Edit is set) or reject_change with their
+// typed arguments (bot.ItemDecider).
+func (s itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any, error) {
+	id, err := strconv.ParseUint(rec.Key, 10, 64)
+	if err != nil {
+		return "", nil, fmt.Errorf("memory item %d: bad key %q", rec.ID, rec.Key)
+	}
+	var seen *seenArgs
+	if d.Seen != nil {
+		seen = &seenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated}
+	}
+	if !d.Approve {
+		return "reject_change", &decideArgs{Space: rec.Space, MemoryID: id, Reason: d.Reason, Seen: seen}, nil
+	}
+	a := &confirmArgs{Space: rec.Space, MemoryID: id, Reason: d.Reason, Seen: seen}
+	if d.Edit != nil {
+		var v string
+		if err := json.Unmarshal(d.Edit, &v); err != nil {
+			return "", nil, bot.Invalid("value", "#%d is a memory change: its edit is the value to confirm, a string", rec.ID)
+		}
+		a.Value = &v
+	}
+	return "confirm_change", a, nil
 }
 
 // Sweep batch bounds: how many open proposals one transaction examines,

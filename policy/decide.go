@@ -22,6 +22,11 @@ type Decider struct {
 	// identities, API keys and sign-in links: they never carry one.
 	AuthAt     time.Time
 	AuthMethod string
+	// Suspended, when set, says why the decider is suspended from
+	// approving (their chat account was deactivated or left the
+	// workspace): the rule refuses them everything until an admin lifts
+	// it. The core reads it from the store in the deciding transaction.
+	Suspended string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -99,16 +104,39 @@ func SteppedUp(authAt time.Time, within time.Duration, at time.Time) bool {
 	return !authAt.Before(at.Add(-within)) && !authAt.After(at.Add(StepUpSkew))
 }
 
-// StepUpRequired starts the step-up refusal's message (after "Access
-// denied: "). A surface recognises the refusal by its check
-// (errors.Is(err, CheckStepUp)), never by this text.
+// StepUpRequired starts the step-up refusal (after "Access denied: "). A
+// surface recognises the refusal by its check (errors.Is(err,
+// CheckStepUp)), not by this text.
 const StepUpRequired = "step-up required: approve in the console after signing in again."
+
+// IsStepUpRefusal reports whether msg starts like the decision rule's
+// step-up refusal.
+//
+// Deprecated: match the refusal's check, errors.Is(err, CheckStepUp).
+func IsStepUpRefusal(msg string) bool {
+	return strings.HasPrefix(msg, "Access denied: "+StepUpRequired)
+}
 
 // SamePrincipal reports whether two principals are the same: the same id,
 // or the same name (case-insensitive), since a person may hold an API key
 // and a chat identity under one name.
 func SamePrincipal(aID, aName, bID, bName string) bool {
 	return (aID != "" && aID == bID) || (strings.TrimSpace(aName) != "" && strings.EqualFold(aName, bName))
+}
+
+// DecisionRefusal is the one rule for who may decide anything Countersign
+// holds for a person (an action request, a consent request, a question, a
+// memory proposal, a write as a trusted source): the decider must be an
+// identified person (never an agent or a service principal), hold the
+// approve capability, not be the item's requester (by id or name), have the
+// item's memory space in scope, and be among the item's eligible approvers.
+// It returns the refusal ("Access denied: …"), or "" when d may decide. The
+// order of the checks is part of the contract: identity, suspension,
+// person, capability, requester, scope, approvers, step-up (an item that requires
+// step-up is approved only by a decider whose last strong authentication
+// is within it.StepUp of it.At).
+func DecisionRefusal(d Decider, it Decidable) string {
+	return CheckDecision(d, it).Message
 }
 
 // DecisionCheck names the check of the decision rule that refused.
@@ -124,6 +152,10 @@ const (
 	CheckScope                           // the item's space is outside the caller's scope
 	CheckApprovers                       // the caller is not among the item's approvers
 	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
+	// CheckSuspended: the caller is suspended from approving (Decider.Suspended).
+	// It is made right after the identity check; listed last so the other
+	// checks keep their values.
+	CheckSuspended
 )
 
 // checkNames are the DecisionChecks as errors and logs name them.
@@ -140,20 +172,20 @@ var checkNames = [...]string{
 
 // String names the check ("step-up required").
 func (c DecisionCheck) String() string {
-	if int(c) < len(checkNames) {
+	if int(c) < len(checkNames) && checkNames[c] != "" {
 		return checkNames[c]
 	}
 	return fmt.Sprintf("DecisionCheck(%d)", int(c))
 }
 
 // Error makes a check an error value to compare a refusal with: a
-// *Refusal (and a *Error carrying one) unwraps to its check, so
+// *Refusal (and an *Error carrying one) unwraps to its check, so
 // errors.Is(err, CheckStepUp) reports a step-up refusal.
 func (c DecisionCheck) Error() string { return c.String() }
 
-// Refusal is the decision rule's refusal: which check refused and the
-// message to show ("Access denied: …"). It is an error; Decide returns nil
-// when the rule allows, never an empty Refusal.
+// Refusal is the decision rule's answer: which check refused and the
+// refusal to show ("Access denied: …"). A *Refusal is an error; Decide
+// returns nil when the rule allows, never an empty Refusal.
 type Refusal struct {
 	Check   DecisionCheck
 	Message string
@@ -165,38 +197,22 @@ func (r *Refusal) Error() string { return r.Message }
 // Unwrap returns the check that refused (errors.Is(err, CheckScope)).
 func (r *Refusal) Unwrap() error { return r.Check }
 
-// Decide is the one rule for who may decide anything Countersign holds
-// for a person (an action request, a consent request, a question, a
-// memory proposal, a write as a trusted source): the decider must be an
-// identified person (never an agent or a service principal), hold the
-// approve capability, not be the item's requester (by id or name), have
-// the item's memory space in scope, and be among the item's eligible
-// approvers. It returns nil when d may decide, else the *Refusal. The
-// order of the checks is part of the contract: identity, person,
-// capability, requester, scope, approvers, step-up (an item that requires
-// step-up is approved only by a decider whose last strong authentication
-// is within it.StepUp of it.At).
+// Decide is the one decision rule (DecisionRefusal says who may decide,
+// and in which order the checks are made) as a value: nil when d may
+// decide it, else the *Refusal, naming the check that refused.
+// DecisionRefusal and CheckDecision are its older forms, with "" and the
+// zero Refusal meaning allowed; new code calls Decide.
 func Decide(d Decider, it Decidable) *Refusal {
-	r := check(d, it)
+	r := CheckDecision(d, it)
 	if r.Check == CheckAllowed {
 		return nil
 	}
 	return &r
 }
 
-// DecisionRefusal is Decide's message, "" when d may decide.
-//
-// Deprecated: use Decide, whose nil means allowed and whose *Refusal
-// names the check; kept while other packages move over.
-func DecisionRefusal(d Decider, it Decidable) string { return check(d, it).Message }
-
-// CheckDecision is Decide with the zero Refusal for allowed.
-//
-// Deprecated: use Decide; kept while other packages move over.
-func CheckDecision(d Decider, it Decidable) Refusal { return check(d, it) }
-
-// check is Decide with the zero Refusal for allowed.
-func check(d Decider, it Decidable) Refusal {
+// CheckDecision is DecisionRefusal with the check that refused, for a
+// surface that says briefly why an item is read-only (see Refusal.Short).
+func CheckDecision(d Decider, it Decidable) Refusal {
 	display := d.Display
 	if display == "" {
 		display = fmt.Sprintf("%s [%s]", d.Name, d.ID)
@@ -204,6 +220,8 @@ func check(d Decider, it Decidable) Refusal {
 	switch {
 	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
 		return Refusal{Check: CheckIdentity, Message: "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."}
+	case strings.TrimSpace(d.Suspended) != "":
+		return Refusal{Check: CheckSuspended, Message: fmt.Sprintf("Access denied: %s is suspended from approving (%s), so Countersign records no decision of theirs on %s, and their earlier approvals of pending requests no longer count. This is by design; an admin lifts the suspension (lift_suspension) if the account is active again, and another approver decides meanwhile.", display, strings.TrimSpace(d.Suspended), it.Ref)}
 	case d.Kind != "person":
 		kind := d.Kind
 		if kind == "" {
@@ -253,10 +271,12 @@ func anOrA(word string) string {
 	return ""
 }
 
-// Short says in a few words why the rule refused, for a list of items a
-// person may only read ("you requested it").
-func (r *Refusal) Short(role Role) string {
+// Short says in a few words why the rule refuses, for a list of items a
+// person may only read ("you requested it"); "" when it allows.
+func (r Refusal) Short(role Role) string {
 	switch r.Check {
+	case CheckAllowed:
+		return ""
 	case CheckIdentity, CheckPerson:
 		return "agents and services do not decide"
 	case CheckCapability:
@@ -267,6 +287,8 @@ func (r *Refusal) Short(role Role) string {
 		return "outside your scope"
 	case CheckStepUp:
 		return "approving needs a fresh sign-in (step-up)"
+	case CheckSuspended:
+		return "you are suspended from approving"
 	}
 	return r.Message
 }
@@ -277,7 +299,7 @@ func (r *Refusal) Short(role Role) string {
 // Anyone who may read the item sees the details of one that is not
 // sensitive. Of a sensitive one: its requester (the principal that asked,
 // with the item's space in scope), and whoever may decide in the item's
-// space under Decide (a person holding approve, the space in
+// space under DecisionRefusal (a person holding approve, the space in
 // scope; the tool's own approvers are not consulted, as the space is what
 // the details belong to). Everyone else sees that the item exists, its
 // status and who decided it, never what it is about. Every surface

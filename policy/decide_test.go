@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,23 +10,7 @@ func person(name, id string, role Role) Decider {
 	return Decider{ID: id, Name: name, Display: name + " [" + id + "]", Kind: "person", Role: role}
 }
 
-// refusal is Decide's message, "" when it allows.
-func refusal(d Decider, it Decidable) string {
-	if r := Decide(d, it); r != nil {
-		return r.Message
-	}
-	return ""
-}
-
-// checked is the check that refused, CheckAllowed when Decide allows.
-func checked(r *Refusal) DecisionCheck {
-	if r == nil {
-		return CheckAllowed
-	}
-	return r.Check
-}
-
-func TestDecide(t *testing.T) {
+func TestDecisionRefusal(t *testing.T) {
 	it := Decidable{
 		Ref: "req_0123456789abcdef", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
 		SpaceUserID: "patient_42", Approvers: Approvers{Roles: []string{"admin"}, Principals: []string{"Bob"}}, ApproversOf: "delete_database requests",
@@ -36,6 +19,8 @@ func TestDecide(t *testing.T) {
 	scoped.Scopes = []string{"patient_99"}
 	scopedAdmin := person("carol", "prin_c", RoleAdmin)
 	scopedAdmin.Scopes = []string{"patient_99"}
+	suspended := person("carol", "prin_c", RoleAdmin)
+	suspended.Suspended = "slack account deactivated"
 	tests := []struct {
 		name string
 		d    Decider
@@ -55,11 +40,12 @@ func TestDecide(t *testing.T) {
 		{"the requester by name from chat", Decider{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: RoleAdmin, Kind: "person"}, "never decided by its own requester"},
 		{"out of scope", scoped, "outside your assigned scope"},
 		{"admins ignore scopes", scopedAdmin, ""},
+		{"a suspended admin", suspended, "carol [prin_c] is suspended from approving (slack account deactivated)"},
 	}
 	for _, tt := range tests {
-		got := refusal(tt.d, it)
+		got := DecisionRefusal(tt.d, it)
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("%s: Decide refused with %q, want %q", tt.name, got, tt.want)
+			t.Errorf("%s: DecisionRefusal = %q, want %q", tt.name, got, tt.want)
 		}
 		if got != "" && !strings.HasPrefix(got, "Access denied: ") {
 			t.Errorf("%s: refusal %q does not start with the seeds' wording", tt.name, got)
@@ -68,10 +54,10 @@ func TestDecide(t *testing.T) {
 	// No approvers declared: anyone holding approve; no requester (a
 	// trusted-source write): the requester check is skipped.
 	open := Decidable{Ref: "#2", SpaceUserID: "patient_42"}
-	if got := refusal(person("alice", "prin_a", RoleMember), open); got != "" {
+	if got := DecisionRefusal(person("alice", "prin_a", RoleMember), open); got != "" {
 		t.Errorf("no approvers declared: alice refused: %q", got)
 	}
-	if Decide(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open) == nil {
+	if got := DecisionRefusal(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open); got == "" {
 		t.Error("a nameless decider matched an empty requester")
 	}
 }
@@ -93,10 +79,9 @@ func TestSamePrincipal(t *testing.T) {
 	}
 }
 
-// TestDecideNamesTheCheck: the check that refused, and its short form for
-// a list of read-only items; the refusal is an error that unwraps to its
-// check (errors.Is), and a *Error carrying it does too.
-func TestDecideNamesTheCheck(t *testing.T) {
+// TestCheckDecisionNamesTheCheck: the check that refused, and its short
+// form for a list of read-only items, agree with the refusal itself.
+func TestCheckDecisionNamesTheCheck(t *testing.T) {
 	it := Decidable{Ref: "#7", RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
 		SpaceUserID: "patient_42", Approvers: Approvers{Principals: []string{"bob"}}}
 	scoped := person("carol", "prin_c", RoleMember)
@@ -116,33 +101,21 @@ func TestDecideNamesTheCheck(t *testing.T) {
 		{"not an approver", person("alice", "prin_a", RoleMember), CheckApprovers, "Access denied: #7 are decided by principals bob"},
 	}
 	for _, tt := range tests {
-		r := Decide(tt.d, it)
-		if got := checked(r); got != tt.check {
-			t.Errorf("%s: Decide refused by %v, want %v", tt.name, got, tt.check)
+		r := CheckDecision(tt.d, it)
+		if r.Check != tt.check || r.Message != DecisionRefusal(tt.d, it) {
+			t.Errorf("%s: CheckDecision = %+v, want check %d and DecisionRefusal's message", tt.name, r, tt.check)
 		}
-		if r == nil {
-			continue
-		}
-		if got := r.Short(tt.d.Role); !strings.HasPrefix(got, tt.short) || got == "" {
+		if got := r.Short(tt.d.Role); !strings.HasPrefix(got, tt.short) || (tt.short == "") != (got == "") {
 			t.Errorf("%s: Short = %q, want %q", tt.name, got, tt.short)
-		}
-		wrapped := error(&Error{Kind: KindDenied, Msg: r.Message, Err: r})
-		var as *Refusal
-		if !errors.Is(wrapped, tt.check) || !errors.As(wrapped, &as) || as.Check != tt.check {
-			t.Errorf("%s: a *Error carrying the refusal is not errors.Is %v / errors.As *Refusal", tt.name, tt.check)
-		}
-		if errors.Is(wrapped, CheckStepUp) {
-			t.Errorf("%s: a %v refusal matches CheckStepUp", tt.name, tt.check)
 		}
 	}
 }
 
-// TestDecideStepUp: an item that requires step-up is approved only
+// TestDecisionRefusalStepUp: an item that requires step-up is approved only
 // by a decider whose last strong sign-in lies within the window at the
 // decision's time; every other check comes first, and the step-up refusal
-// is recognisable by its check (errors.Is(err, CheckStepUp)) so a surface
-// can offer a fresh sign-in.
-func TestDecideStepUp(t *testing.T) {
+// is recognisable (IsStepUpRefusal) so a surface can offer a fresh sign-in.
+func TestDecisionRefusalStepUp(t *testing.T) {
 	at := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
 	it := Decidable{Ref: "req_1", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
 		SpaceUserID: "ops", StepUp: 5 * time.Minute, At: at}
@@ -174,13 +147,12 @@ func TestDecideStepUp(t *testing.T) {
 		{"an agent is refused as an agent even when fresh", func() Decider { d := fresh(time.Minute); d.Kind = "agent"; return d }(), it, CheckPerson, "agent principal"},
 	}
 	for _, tt := range tests {
-		r := Decide(tt.d, tt.it)
-		msg := refusal(tt.d, tt.it)
-		if checked(r) != tt.check || !strings.Contains(msg, tt.want) || (tt.want == "") != (msg == "") {
-			t.Errorf("%s: Decide = %+v, want check %v with %q", tt.name, r, tt.check, tt.want)
+		r := CheckDecision(tt.d, tt.it)
+		if r.Check != tt.check || !strings.Contains(r.Message, tt.want) || (tt.want == "") != (r.Message == "") {
+			t.Errorf("%s: CheckDecision = %+v, want check %d with %q", tt.name, r, tt.check, tt.want)
 		}
-		if got := r != nil && errors.Is(r, CheckStepUp); got != (tt.check == CheckStepUp) {
-			t.Errorf("%s: errors.Is(refusal, CheckStepUp) = %v, want %v", tt.name, got, !got)
+		if got := IsStepUpRefusal(r.Message); got != (tt.check == CheckStepUp) {
+			t.Errorf("%s: IsStepUpRefusal(%q) = %v", tt.name, r.Message, got)
 		}
 		if tt.check == CheckStepUp {
 			if !strings.HasPrefix(r.Message, "Access denied: step-up required: approve in the console after signing in again.") {
@@ -190,5 +162,27 @@ func TestDecideStepUp(t *testing.T) {
 				t.Errorf("%s: Short = %q", tt.name, s)
 			}
 		}
+	}
+}
+
+// TestSuspensionComesRightAfterIdentity: a suspended principal is refused
+// for the suspension, before anything else about them is weighed.
+func TestSuspensionComesRightAfterIdentity(t *testing.T) {
+	d := person("deploy-bot", "prin_agent", RoleViewer)
+	d.Suspended = "left the Discord server"
+	r := CheckDecision(d, Decidable{Ref: "#4", RequesterID: "prin_agent", SpaceUserID: "x"})
+	if r.Check != CheckSuspended || !strings.Contains(r.Message, "left the Discord server") {
+		t.Fatalf("CheckDecision = %+v, want the suspension", r)
+	}
+	if got := r.Short(RoleViewer); got != "you are suspended from approving" {
+		t.Errorf("Short = %q", got)
+	}
+	admin := person("alice", "prin_a", RoleAdmin)
+	if !SeesDetails(admin, Decidable{Ref: "#4", SpaceUserID: "x"}, true) {
+		t.Fatal("an admin does not see a sensitive item's details")
+	}
+	admin.Suspended = "slack account deactivated"
+	if SeesDetails(admin, Decidable{Ref: "#4", SpaceUserID: "x"}, true) {
+		t.Error("a suspended principal sees a sensitive item's details as an approver")
 	}
 }

@@ -30,9 +30,8 @@ func ExampleCheckBeforeAct() {
 
 // The one rule for who may decide: an agent never decides, a requester
 // never decides their own request, and scope and the item's approvers
-// hold for everyone else. Decide returns nil when the person may decide,
-// else the refusal, which names the check that refused.
-func ExampleDecide() {
+// hold for everyone else. CheckDecision names the check that refused.
+func ExampleCheckDecision() {
 	item := policy.Decidable{
 		Ref:         "req_7",
 		RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
@@ -46,8 +45,8 @@ func ExampleDecide() {
 		{ID: "prin_1", Name: "dr_smith", Kind: "person", Role: policy.RoleMember, Scopes: []string{"patient_42"}},
 	}
 	for _, d := range people {
-		r := policy.Decide(d, item)
-		if r == nil {
+		r := policy.CheckDecision(d, item)
+		if r.Check == policy.CheckAllowed {
 			fmt.Printf("%s: may decide\n", d.Name)
 			continue
 		}

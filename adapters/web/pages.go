@@ -252,7 +252,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		row := inboxRow{
 			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.NameOf(it.Requester), Danger: it.Danger != nil,
-			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: caller.ReadOnlyReason(it),
+			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: readOnlyWhy(caller, it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
@@ -567,7 +567,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		}
 	}
 	if d.Pending {
-		d.ReadOnly = caller.ReadOnlyReason(it)
+		d.ReadOnly = readOnlyWhy(caller, it)
 		d.Nonce, _ = randomToken(12)
 		// The edit form approves too: on a step-up item it needs the
 		// fresh sign-in Approve needs, so it is offered only with one.
@@ -1310,3 +1310,10 @@ func userError(err error) (string, bool) {
 // ---- text ----
 
 func spaceLine(sp bot.Space) string { return chat.OneLine(sp.Label(), 200) }
+
+// readOnlyWhy is why the one decision rule leaves it read-only for caller,
+// for the page ("you requested it"); "" when caller may decide it.
+func readOnlyWhy(caller *bot.Caller, it bot.Item) string {
+	why, _ := caller.ReadOnly(it)
+	return why
+}

@@ -144,7 +144,7 @@ func decided(tx *bot.Tx, f *memory.Fact) error {
 }
 
 // truncate80 cuts a question for the audit detail.
-func truncate80(s string) string { return memory.OneLine(memory.Truncate(s, 80)) }
+func truncate80(s string) string { return memory.EscapeBreaks(memory.Truncate(s, 80)) }
 
 // criticalSet is a call's critical categories: its own when it gives
 // critical_categories (even empty), else the configured ones.

@@ -128,7 +128,7 @@ func changedDetail(f *memory.Fact) string {
 		return ""
 	}
 	return fmt.Sprintf(" with changes by %s: proposed %s (sha256 %s) -> approved %s (sha256 %s)",
-		f.EditedBy, strconv.Quote(memory.OneLine(f.ProposedValue)), f.ProposedSHA256, strconv.Quote(memory.OneLine(f.Value)), f.ApprovedSHA256)
+		f.EditedBy, strconv.Quote(memory.EscapeBreaks(f.ProposedValue)), f.ProposedSHA256, strconv.Quote(memory.EscapeBreaks(f.Value)), f.ApprovedSHA256)
 }
 
 // valueChanges is an edited proposal's Changes for the item view, nil
@@ -162,10 +162,10 @@ func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (*policy.Refus
 func decisionNote(note, reason string) string {
 	s := ""
 	if note != "" {
-		s += " (decided_by note: " + memory.OneLine(note) + ")"
+		s += " (decided_by note: " + memory.EscapeBreaks(note) + ")"
 	}
 	if reason != "" {
-		s += " reason: " + memory.OneLine(reason)
+		s += " reason: " + memory.EscapeBreaks(reason)
 	}
 	return s
 }
@@ -217,9 +217,9 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
 		Edited: f.Edited, EditedBy: f.EditedBy, ProposedValue: f.ProposedValue, ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256,
 	}
-	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.OneLine(value))
+	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.EscapeBreaks(value))
 	if f.Edited {
-		text = fmt.Sprintf("Approved #%d with changes: %s %s = %s (proposed: %s)", f.ID, dec.Applied, f.Subject, memory.OneLine(value), memory.OneLine(f.ProposedValue))
+		text = fmt.Sprintf("Approved #%d with changes: %s %s = %s (proposed: %s)", f.ID, dec.Applied, f.Subject, memory.EscapeBreaks(value), memory.EscapeBreaks(f.ProposedValue))
 	}
 	return bot.Result{Text: text, Data: data}, nil
 }
@@ -414,7 +414,7 @@ func forWhom(sp memory.Space) string {
 // changeTitle is a proposal's first line in plain words: "patient_42's
 // active_medication: warfarin 5mg daily → apixaban 5mg twice daily".
 func changeTitle(f *memory.Fact, current string, sp memory.Space) string {
-	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	cur, val := memory.EscapeBreaks(current), memory.EscapeBreaks(f.Value)
 	switch {
 	case f.Pending == memory.ActionRetract:
 		return fmt.Sprintf("Remove %s from %s %s", cur, whose(sp), f.Subject)
@@ -430,7 +430,7 @@ func changeTitle(f *memory.Fact, current string, sp memory.Space) string {
 // warfarin 5mg daily; nothing is ordered or run." Once approved: what it
 // did.
 func changeEffect(f *memory.Fact, current string, sp memory.Space, multi bool) string {
-	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	cur, val := memory.EscapeBreaks(current), memory.EscapeBreaks(f.Value)
 	const nothingRuns = "; nothing is ordered or run."
 	switch {
 	case f.Open():

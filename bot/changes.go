@@ -193,8 +193,8 @@ func EscapeInvisible(s string) string {
 // and line or paragraph separators become spaces, bidirectional controls,
 // zero-width and other invisible format characters and invalid UTF-8 are
 // dropped, runs of white space collapse, and text over max runes is cut
-// with "…" (max 0: no limit). It is the one sanitiser: chat's vocabulary
-// (chat.OneLine) and the core's change lines both use it. Escaping markup
+// with "…" (max 0: no limit). It is the one sanitiser: chat, every surface
+// and the core's change lines use it. Escaping markup
 // is the renderer's job.
 func OneLine(s string, max int) string {
 	out := make([]rune, 0, min(len(s), 4*max+4))

@@ -383,7 +383,7 @@ func fieldName(f string) string {
 	if f == "" || f == chat.ArgumentsInput {
 		return ""
 	}
-	return chat.OneLine(f, 40) + ": "
+	return bot.OneLine(f, 40) + ": "
 }
 
 // mention matches a Teams mention in a message's text.

@@ -250,9 +250,9 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	for _, it := range res.Items {
 		channels[it.Channel] = true
 		row := inboxRow{
-			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
+			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: bot.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.NameOf(it.Requester), Danger: it.Danger != nil,
-			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: readOnlyWhy(caller, it),
+			Created: it.CreatedAt, Tally: bot.OneLine(it.Tally, 80), ReadOnly: readOnlyWhy(caller, it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
@@ -309,7 +309,7 @@ func (h *Handler) doneNotice(ctx context.Context, caller *bot.Caller, s string) 
 	if err != nil || !caller.MayRead() || !caller.InScope(it.Space.UserID) || it.Sensitive || it.Status != "approved" || it.Effect == "" {
 		return msg
 	}
-	return msg + " " + chat.EffectLabel(it) + " " + chat.OneLine(it.Effect, 400)
+	return msg + " " + chat.EffectLabel(it) + " " + bot.OneLine(it.Effect, 400)
 }
 
 func doneNotice(s string) string {
@@ -896,7 +896,7 @@ func (h *Handler) problemOf(r *http.Request, where string) string {
 	if !hmac.Equal([]byte(got), []byte(h.problemMAC(r, where, msg))) {
 		return ""
 	}
-	return chat.OneLine(msg, 600)
+	return bot.OneLine(msg, 600)
 }
 
 // problemMAC authenticates problem for the page where and the session of
@@ -1257,7 +1257,7 @@ func safeFile(s string) string {
 			return r
 		}
 		return '_'
-	}, chat.OneLine(s, 40))
+	}, bot.OneLine(s, 40))
 }
 
 // ---- tool calls ----
@@ -1309,7 +1309,7 @@ func userError(err error) (string, bool) {
 
 // ---- text ----
 
-func spaceLine(sp bot.Space) string { return chat.OneLine(sp.Label(), 200) }
+func spaceLine(sp bot.Space) string { return bot.OneLine(sp.Label(), 200) }
 
 // readOnlyWhy is why the one decision rule leaves it read-only for caller,
 // for the page ("you requested it"); "" when caller may decide it.

@@ -366,9 +366,9 @@ func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (O
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("The %s card of #%d was cut to fit, and #%d cannot be undone, so your approval was not counted; nothing was recorded. Read it whole and approve it %s.", d.Seen.Surface, it.ID, it.ID, where)}, false
 	}
 	if !d.Confirmed && strings.TrimSpace(d.Confirm) != it.Danger.Target {
-		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
+		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, bot.OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
 		if strings.TrimSpace(d.Confirm) != "" {
-			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
+			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", bot.OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
 		}
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg, Field: ConfirmField}, false
 	}
@@ -455,7 +455,7 @@ func settled(caller *bot.Caller, now bot.Item) Outcome {
 	if now.Pending() {
 		reply := fmt.Sprintf("Your decision on #%d is recorded; it still needs others.", now.ID)
 		if now.Tally != "" {
-			reply += " " + OneLine(now.Tally, 200)
+			reply += " " + bot.OneLine(now.Tally, 200)
 		}
 		return Outcome{Status: Counted, Item: now, Caller: caller, Reply: reply}
 	}
@@ -513,7 +513,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, *bot.Caller) {
 	caller := d.caller(b)
 	what := fmt.Sprintf("%s #%d", d.Verb, d.ItemID)
 	if caller == nil {
-		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, OneLine(d.UserID, 64)))
+		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, bot.OneLine(d.UserID, 64)))
 		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, nil
 	}
 	it, err := b.Items().Get(ctx, d.ItemID)
@@ -589,7 +589,7 @@ func refuse(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, sp 
 		err = b.Chat().Audit(ctx, caller, sp, "access_denied", d.Surface+": "+detail)
 	}
 	if err != nil {
-		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", OneLine(d.UserID, 64), "err", err)
+		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", bot.OneLine(d.UserID, 64), "err", err)
 	}
 }
 
@@ -622,7 +622,7 @@ const (
 
 // UnmappedNote says why an unmapped chat user cannot act, and whom to ask.
 func UnmappedNote(surface, userID string) string {
-	id := OneLine(userID, 64)
+	id := bot.OneLine(userID, 64)
 	switch surface {
 	case bot.SurfaceSlack:
 		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
@@ -679,7 +679,7 @@ func DetailsText(it bot.Item) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s of #%d (%s):", DetailsLabel, it.ID, KindNoun(it.Kind))
 	for _, f := range it.Details {
-		b.WriteString("\n• " + OneLine(f.Label, 60) + ": " + OneLine(f.Value, 600))
+		b.WriteString("\n• " + bot.OneLine(f.Label, 60) + ": " + bot.OneLine(f.Value, 600))
 	}
 	if len(it.Votes) > 0 {
 		b.WriteString("\nVotes:")
@@ -698,7 +698,7 @@ func VoteLine(v bot.VoteView) string {
 	if !v.Approve {
 		way = "refused"
 	}
-	s := OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
+	s := bot.OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
 	if v.Seen != nil {
 		s += ", on the " + v.Seen.String()
 	} else {

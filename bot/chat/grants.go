@@ -86,7 +86,7 @@ func RevokeGrant(ctx context.Context, b *bot.Bot, d Decision, id uint64) string 
 	}
 	caller := d.caller(b)
 	if caller == nil {
-		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("revoke grant #%d refused: %s user %s is not mapped to a principal", id, d.Surface, OneLine(d.UserID, 64)))
+		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("revoke grant #%d refused: %s user %s is not mapped to a principal", id, d.Surface, bot.OneLine(d.UserID, 64)))
 		return fmt.Sprintf("Access denied: I can't revoke grant #%d for you. %s", id, UnmappedNote(d.Surface, d.UserID))
 	}
 	res, err := b.Call(ctx, caller, toolRevokeGrant, fmt.Appendf(nil, `{"grant_id":%d}`, id))
@@ -123,5 +123,5 @@ func GrantMade(res bot.Result) string {
 	if !ok {
 		return ""
 	}
-	return "Approved. You made " + OneLine(made, 600)
+	return "Approved. You made " + bot.OneLine(made, 600)
 }

@@ -420,5 +420,7 @@ func (b *Bot) FlushAudit(ctx context.Context) error {
 }
 
 // AuditEntry is one entry of the audit chain as audit_log answers it
-// (its data.entries), for a surface that shows or exports them.
+// (its data.entries), for a surface that shows or exports them. An alias
+// of approvals.Entry, named here because adapters may not import the
+// domain packages (the console's audit pages decode it).
 type AuditEntry = approvals.Entry

@@ -65,7 +65,8 @@ type ToolInfo struct {
 // Space is the memory space (policy.Space, the one space type of every
 // floor), under the name surfaces use: every space tool takes it as
 // arguments, and memory and approvals store under the same type, so a
-// tool hands c.Space to either without a conversion.
+// tool hands c.Space to either without a conversion. An alias, named here
+// because adapters may not import policy and still build items' spaces.
 type Space = policy.Space
 
 var spaceType = reflect.TypeOf(Space{})

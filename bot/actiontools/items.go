@@ -180,6 +180,9 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 // handler an API client's call reaches, with no JSON in between. Only an
 // action request takes an edit (its whole arguments, a JSON object).
 func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any, error) {
+	if d.Edit != nil && rec.Kind != bot.KindAction {
+		return "", nil, bot.Errorf(bot.KindInvalid, "#%d is a %s; it cannot be edited, only approved or rejected as asked.", rec.ID, strings.ReplaceAll(string(rec.Kind), "_", " "))
+	}
 	switch rec.Kind {
 	case bot.KindQuestion:
 		a := &AnswerArgs{RequestID: rec.Key, Text: d.Reason}
@@ -198,9 +201,6 @@ func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any,
 			a.Grant = &GrantArgs{Kind: d.Grant.Kind, For: d.Grant.For, Match: Object(d.Grant.Match)}
 		}
 		if d.Edit != nil {
-			if rec.Kind != bot.KindAction {
-				return "", nil, bot.Errorf(bot.KindInvalid, "#%d is a %s; it cannot be edited, only approved or rejected as asked.", rec.ID, strings.ReplaceAll(string(rec.Kind), "_", " "))
-			}
 			if err := bot.CheckJSON("arguments", d.Edit); err != nil {
 				return "", nil, err
 			}

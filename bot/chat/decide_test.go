@@ -288,7 +288,15 @@ func TestDecisionCost(t *testing.T) {
 	if _, err := e.b.Items().Get(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.b.DecideItem(ctx, caller, old, true, "", nil); err != nil {
+	var key string // the old DecideItem: load the record, then the tool call
+	if err := e.b.View(ctx, func(tx kv.Tx) error {
+		rec, err := bot.LoadItemRecord(tx, old)
+		key = rec.Key
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.Call(ctx, caller, "approve_action", fmt.Appendf(nil, `{"request_id":%q}`, key)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.b.Items().Get(ctx, old); err != nil {

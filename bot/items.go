@@ -508,9 +508,9 @@ func EscalationNote(channel, role string) string {
 	return strings.Join(parts, " ")
 }
 
-// ParseEscalation reads an escalation note written by EscalationNote; words
+// parseEscalation reads an escalation note written by EscalationNote; words
 // that are neither part come back in rest.
-func ParseEscalation(note string) (channel, role string, rest []string) {
+func parseEscalation(note string) (channel, role string, rest []string) {
 	for _, w := range strings.Fields(note) {
 		k, v, ok := strings.Cut(w, "=")
 		switch {

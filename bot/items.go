@@ -292,31 +292,6 @@ func (x Items) Get(ctx context.Context, id uint64) (Item, error) {
 	return it, err
 }
 
-// GetWithRecord returns the current view of item id and its stored record,
-// in one read transaction.
-func (x Items) GetWithRecord(ctx context.Context, id uint64) (Item, ItemRecord, error) {
-	b := x.b
-	var (
-		it  Item
-		rec *ItemRecord
-	)
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		var err error
-		if rec, err = LoadItemRecord(tx, id); err != nil {
-			return err
-		}
-		if rec == nil {
-			return ErrNoItem
-		}
-		it, err = b.viewOf(tx, rec)
-		return err
-	})
-	if err != nil {
-		return Item{}, ItemRecord{}, err
-	}
-	return it, *rec, nil
-}
-
 func (b *Bot) itemView(tx kv.Tx, id uint64) (Item, error) {
 	rec, err := LoadItemRecord(tx, id)
 	if err != nil {

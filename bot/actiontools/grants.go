@@ -293,8 +293,10 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 	if g == nil {
 		return res
 	}
-	res.Text += fmt.Sprintf(" You also made %s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
+	says := fmt.Sprintf("%s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
 		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, grantSpace(g), g.MatchText(), stamp(g.ExpiresAt), g.ID)
+	res.Text += " You also made " + says
+	res.Grants = []bot.GrantView{{ID: g.ID, Says: says}}
 	if d, ok := res.Data.(map[string]any); ok {
 		d["grant"] = grantData(g)
 	}
@@ -478,6 +480,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 		return bot.Result{}, err
 	}
 	list := make([]map[string]any, 0, len(gs))
+	views := make([]bot.GrantView, 0, len(gs))
 	var b strings.Builder
 	what := "live standing grants"
 	if args.All {
@@ -505,9 +508,10 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 			line += "; inactive: its maker may no longer approve"
 		}
 		list = append(list, d)
+		views = append(views, bot.GrantView{ID: g.ID, Says: line})
 		b.WriteString("\n" + line)
 	}
-	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}}, nil
+	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}, Grants: views}, nil
 }
 
 // GrantLine is one grant in one line for people.

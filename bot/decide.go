@@ -142,7 +142,7 @@ func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decid
 		if err != nil {
 			return err
 		}
-		*c = Call{bot: b, Tool: b.tools[name], Caller: caller, Now: c.Now}
+		*c = Call{bot: b, Tool: b.tools[name], Caller: c.Caller, Now: c.Now} // c.Caller: as this transaction read it (a suspension)
 		if span.s != nil {
 			span.s.SetName("execute_tool " + name)
 			span.s.SetAttributes(AttrTool.String(name))

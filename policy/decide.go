@@ -168,6 +168,7 @@ var checkNames = [...]string{
 	CheckScope:      "out of scope",
 	CheckApprovers:  "not an eligible approver",
 	CheckStepUp:     "step-up required",
+	CheckSuspended:  "suspended",
 }
 
 // String names the check ("step-up required").

@@ -120,14 +120,6 @@ func (c *Caller) ReadOnly(it Item) (why string, readOnly bool) {
 	return r.Short(role), true
 }
 
-// ReadOnlyReason is ReadOnly's why, "" when the caller may decide it.
-//
-// Deprecated: use ReadOnly; kept while the surfaces move over.
-func (c *Caller) ReadOnlyReason(it Item) string {
-	why, _ := c.ReadOnly(it)
-	return why
-}
-
 // splitDisplay splits a "name [id]" display into its parts.
 func splitDisplay(s string) (name, id string) {
 	name, rest, ok := strings.Cut(s, " [")

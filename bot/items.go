@@ -139,9 +139,11 @@ func (it Item) Pending() bool { return it.Status == "pending" }
 type ItemSource interface {
 	// View renders the item's current state.
 	View(tx kv.Tx, rec ItemRecord) (Item, error)
-	// DecisionCall maps a decision taken in chat to the tool call that makes
-	// it, so chat and API decisions share one code path. approve is false for
-	// a rejection; answers carry a question's chosen options.
+	// DecisionCall maps a decision to the tool call that makes it, as JSON
+	// arguments: the older form of ItemDecider, used only for a source
+	// that does not implement it (whose handler Decide then runs in a
+	// transaction of its own). approve is false for a rejection; answers
+	// carry a question's chosen options.
 	DecisionCall(rec ItemRecord, approve bool, reason string, answers []string) (tool string, args map[string]any, err error)
 }
 

@@ -12,8 +12,8 @@ package chat
 //
 // A decision is taken only by the exact command "approve <id>" or
 // "reject <id> <reason>" from a chat user mapped to a principal, through
-// bot.DecideItem: the same tool call, capability check and audit entry as an
-// API client's. Every reply is private to the person who typed the command,
+// bot.Decide: the same tool handler, capability check and audit entry as an
+// API client's call. Every reply is private to the person who typed the command,
 // because a channel may be shared.
 
 import (

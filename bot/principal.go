@@ -129,6 +129,11 @@ func splitDisplay(s string) (name, id string) {
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
 
+// MayWrite reports whether the caller's role holds the write capability
+// (what confirm_action needs: the MCP gateway asks it of a read-only
+// upstream call it passes straight through).
+func (c *Caller) MayWrite() bool { return c != nil && policy.Grants(c.Role, policy.CapWrite) }
+
 // MayVerify reports whether the caller's role holds the verify capability
 // (the audit log of its spaces, verify_audit).
 func (c *Caller) MayVerify() bool { return c != nil && policy.Grants(c.Role, policy.CapVerify) }

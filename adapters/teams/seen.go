@@ -1,11 +1,11 @@
 package teams
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/chat"
 )
 
 // What an approver saw (bot.Seen). Teams does not send the card back with
@@ -52,44 +52,7 @@ func cardText(c *card) (text string, truncated bool) {
 	if err != nil {
 		return "", false
 	}
-	var lines []string
-	_ = walkTexts(json.NewDecoder(bytes.NewReader(raw)), "", &lines)
-	for _, l := range lines {
-		if strings.Contains(l, truncMarker) || strings.Contains(l, "…(truncated") {
-			truncated = true
-		}
-	}
-	return strings.Join(lines, "\n"), truncated
-}
-
-func walkTexts(dec *json.Decoder, key string, out *[]string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		for dec.More() {
-			k := ""
-			if t == '{' {
-				kt, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				k, _ = kt.(string)
-			}
-			if err := walkTexts(dec, k, out); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // the closing delimiter
-		return err
-	case string:
-		if key == "text" || key == "title" {
-			*out = append(*out, t)
-		}
-	}
-	return nil
+	return chat.CardText(raw, "text", "title")
 }
 
 // seenOf is what a click's card showed, from its sealed data; nil when

@@ -81,6 +81,8 @@ type Config struct {
 
 	Hooks HooksConfig `yaml:"hooks"` // config_hooks.go
 
+	Gateway GatewayConfig `yaml:"gateway"` // config_gateway.go
+
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
 	source string
@@ -162,6 +164,7 @@ func (c *Config) applyDefaults() {
 	c.Limits.defaults()
 	c.MCP.defaults()
 	c.Hooks.defaults(c.resolve)
+	c.Gateway.defaults(c.Approvals.DefaultTimeout)
 	if c.Slack != nil {
 		c.Slack.defaults()
 	}
@@ -228,6 +231,7 @@ func (c *Config) validate(p *problems) {
 	c.Callbacks.validate(p) // config_callbacks.go
 	c.MCP.validate(p)       // config_hooks.go
 	c.Hooks.validate(p)
+	c.Gateway.validate(c, p) // config_gateway.go
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks

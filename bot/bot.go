@@ -304,6 +304,9 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 	}
 	err := b.store.Update(ctx, func(t kv.Tx) error {
 		tx := &Tx{Tx: t, call: c, trace: tp}
+		if err := tx.suspended(); err != nil {
+			return err
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}

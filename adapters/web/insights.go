@@ -61,7 +61,7 @@ type seg struct {
 // hbars lays out a horizontal bar chart: labels left, bars scaled to the
 // largest total, a note right of each bar.
 func hbars(id, title, desc string, rows []hbar) chart {
-	const labelW, noteW, rowH, top = 130.0, 90.0, 26.0, 6.0
+	const labelW, noteW, rowH, top = 150.0, 80.0, 26.0, 6.0
 	c := chart{ID: id, Title: title, Desc: desc, H: top*2 + rowH*float64(len(rows))}
 	maxV := 0.0
 	for _, r := range rows {
@@ -74,7 +74,7 @@ func hbars(id, title, desc string, rows []hbar) chart {
 	span := chartW - labelW - noteW - 8
 	for i, r := range rows {
 		y := top + rowH*float64(i)
-		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: chat.OneLine(r.Label, 22)})
+		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: chat.OneLine(r.Label, 18)})
 		x := labelW
 		for _, s := range r.Segs {
 			w := 0.0
@@ -151,6 +151,8 @@ func dayColumns(in bot.Insights) chart {
 // short writes a duration for a chart: 45s, 12m, 3.5h, 2.0d.
 func short(d time.Duration) string {
 	switch {
+	case d < time.Second:
+		return "<1s"
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < time.Hour:

@@ -43,7 +43,7 @@ func docBlocks(t *testing.T, page string) []readmeBlock {
 // README: every ```sh block prints what its comments promise, and nothing
 // goes to stderr.
 func TestDocsPaste(t *testing.T) {
-	for _, page := range []string{"actions.md", "integrations.md"} {
+	for _, page := range []string{"actions.md", "integrations.md", "web.md"} {
 		t.Run(page, func(t *testing.T) {
 			b, err := os.ReadFile("../../docs/" + page)
 			if err != nil {

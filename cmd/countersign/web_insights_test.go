@@ -150,3 +150,31 @@ func TestWebInsights(t *testing.T) {
 		}
 	}
 }
+
+// TestWebInsightsSensitiveTool: on the Insights page a sensitive tool's
+// name is shown to people who may see its details (an approver of the
+// space) and withheld from a viewer, whose figures still count it.
+func TestWebInsightsSensitiveTool(t *testing.T) {
+	e := newTestEnv(t, `tools:
+  - name: release_records
+    category: mutating
+    sensitive: true
+principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+  - {name: clerk, role: viewer, web: c@x.example}
+`)
+	agent := e.CreateKey("ward_bot", "agent")
+	lee := e.CreateKey("ph_lee", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_a", "tool": "release_records", "arguments": map[string]any{"patient": "jane"}, "summary": "Release Jane's records"})
+	e.MustOK(lee, "approve_action", map[string]any{"request_id": r.Data["request_id"]})
+
+	_, approver := webDo(t, signInHTTP(t, e, "dr_smith"), "GET", e.URL+"/ui/insights", nil)
+	_, viewer := webDo(t, signInHTTP(t, e, "clerk"), "GET", e.URL+"/ui/insights", nil)
+	if !strings.Contains(approver, "release_records median") {
+		t.Errorf("an approver of the space does not see the tool's name:\n%s", approver)
+	}
+	if strings.Contains(viewer, "release_records") || strings.Contains(viewer, "jane") || !strings.Contains(viewer, "(sensitive action) median") || !strings.Contains(viewer, "1 decisions in the last 14 days: 1 approved.") {
+		t.Errorf("the viewer's insights:\n%s", viewer)
+	}
+}

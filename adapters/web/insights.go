@@ -125,7 +125,7 @@ func dayColumns(in bot.Insights) chart {
 		c.Desc = c.Empty
 		return c
 	}
-	c.Desc = fmt.Sprintf("%d decisions in the last %d days: %s. The busiest day had %d.", total, in.Days, strings.Join(parts, ", "), maxV)
+	c.Desc = fmt.Sprintf("%s in the last %d days: %s. The busiest day had %d.", decisions(total), in.Days, strings.Join(parts, ", "), maxV)
 	step := (chartW - left - 4) / float64(len(in.Decisions))
 	w := max(step*0.7, 2)
 	c.Texts = append(c.Texts, svgText{X: left - 4, Y: top + 8, Anchor: "end", Class: "val", Text: strconv.Itoa(maxV)},
@@ -219,7 +219,7 @@ func (h *Handler) insights(w http.ResponseWriter, r *http.Request) {
 			{V: l.Median.Seconds(), Class: "c-median", Tip: fmt.Sprintf("%s: median %s", l.Tool, short(l.Median))},
 			{V: (l.P90 - l.Median).Seconds(), Class: "c-p90", Tip: fmt.Sprintf("%s: p90 %s", l.Tool, short(l.P90))},
 		}, Note: short(l.Median) + " / " + short(l.P90)})
-		parts = append(parts, fmt.Sprintf("%s median %s, p90 %s (%d decisions)", l.Tool, short(l.Median), short(l.P90), l.N))
+		parts = append(parts, fmt.Sprintf("%s median %s, p90 %s (%s)", l.Tool, short(l.Median), short(l.P90), decisions(l.N)))
 	}
 	lat := hbars("latency", "Time to decision per tool (median / p90)", "", rows)
 	if len(rows) == 0 {
@@ -278,6 +278,14 @@ func (h *Handler) insights(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Charts = append(d.Charts, gr)
 	h.render(w, r, http.StatusOK, "insights", page{Title: "Insights", Nav: "insights", Data: d})
+}
+
+// decisions is "1 decision" or "n decisions".
+func decisions(n int) string {
+	if n == 1 {
+		return "1 decision"
+	}
+	return strconv.Itoa(n) + " decisions"
 }
 
 // f1 writes a coordinate for an SVG attribute.

@@ -92,7 +92,7 @@ func TestWebInsights(t *testing.T) {
 	for id, want := range map[string]string{
 		"queue":     "2 item(s) await a decision: 1 under 5 min, 1 2–12 h. The oldest has waited 3h1m.",
 		"decisions": "4 decisions in the last 14 days: 2 approved, 1 by grant, 1 denied. The busiest day had 3.",
-		"latency":   "Time from the card appearing to the decision: delete_database median 10m, p90 10m (1 decisions); restart_service median 2s, p90 20m (2 decisions).",
+		"latency":   "Time from the card appearing to the decision: delete_database median 10m, p90 10m (1 decision); restart_service median 2s, p90 20m (2 decisions).",
 		"quick":     "Approvals made within 5s of the card appearing, of all approvals: ph_lee 1 of 2.",
 	} {
 		if got := desc(id); got != want {
@@ -174,7 +174,7 @@ principals:
 	if !strings.Contains(approver, "release_records median") {
 		t.Errorf("an approver of the space does not see the tool's name:\n%s", approver)
 	}
-	if strings.Contains(viewer, "release_records") || strings.Contains(viewer, "jane") || !strings.Contains(viewer, "(sensitive action) median") || !strings.Contains(viewer, "1 decisions in the last 14 days: 1 approved.") {
+	if strings.Contains(viewer, "release_records") || strings.Contains(viewer, "jane") || !strings.Contains(viewer, "(sensitive action) median") || !strings.Contains(viewer, "1 decision in the last 14 days: 1 approved.") {
 		t.Errorf("the viewer's insights:\n%s", viewer)
 	}
 }

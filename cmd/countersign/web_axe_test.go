@@ -48,6 +48,7 @@ func axeRun(t *testing.T, doc context.Context, src string) []axeResult {
 // not-found page), at desktop and phone widths and in the dark scheme, and
 // fails on any serious or critical violation.
 func TestWebAccessibility(t *testing.T) {
+	t.Parallel()
 	mods := nodetest.Modules(t, "axe-core")
 	src, err := os.ReadFile(filepath.Join(mods, "axe-core", "axe.min.js"))
 	if err != nil {

@@ -47,6 +47,7 @@ func metricValue(body, sample string) float64 {
 // says how long the oldest item has waited and observes the time to each
 // decision.
 func TestWebInsights(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	e := newTestEnv(t, insightsConfig)
 	e.clock = clock.Now
@@ -155,6 +156,7 @@ func TestWebInsights(t *testing.T) {
 // name is shown to people who may see its details (an approver of the
 // space) and withheld from a viewer, whose figures still count it.
 func TestWebInsightsSensitiveTool(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: release_records
     category: mutating

@@ -46,7 +46,8 @@ func axeRun(t *testing.T, doc context.Context, src string) []axeResult {
 // proposal, an action with facts, a destructive action, a question, a
 // decided item, Memory, Audit and its space chooser, Grants, Insights, a
 // not-found page), at desktop and phone widths and in the dark scheme, and
-// fails on any serious or critical violation.
+// fails on any serious or critical violation, and on a page that scrolls
+// sideways on the phone.
 func TestWebAccessibility(t *testing.T) {
 	t.Parallel()
 	mods := nodetest.Modules(t, "axe-core")
@@ -131,6 +132,11 @@ principals:
 		for _, p := range pages {
 			browse(t, doc, "open "+p, chromedp.Navigate(e.URL+p), chromedp.WaitVisible(chromedp.CSS("h1")))
 			check(p + " (" + mode.name + ")")
+			if mode.mobile {
+				if wide := read(t, doc, "sideways scroll", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); wide {
+					t.Errorf("%s scrolls sideways on a 390 px screen", p)
+				}
+			}
 		}
 	}
 }

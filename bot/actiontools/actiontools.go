@@ -273,7 +273,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.stepUp = rule
-	if err := b.Register(append(s.toolList(), s.grantTools()...)...); err != nil {
+	if err := b.Register(append(s.toolList(), append(s.grantTools(), s.pendingTool())...)...); err != nil {
 		return nil, err
 	}
 	b.Items().RegisterKind(bot.KindAction, itemSource{s})

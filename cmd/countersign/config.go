@@ -785,6 +785,9 @@ type DiscordConfig struct {
 	GuildID       string            `yaml:"guild_id"`
 	APIURL        string            `yaml:"api_url"`
 	Channels      map[string]string `yaml:"channels"`
+	// MemberEvents (gateway mode) follows the server's members: a mapped
+	// member who leaves is suspended from approving (docs/discord.md).
+	MemberEvents bool `yaml:"member_events"`
 }
 
 func (d *DiscordConfig) defaults() {
@@ -802,6 +805,9 @@ func (d DiscordConfig) validate(p *problems) {
 	case "gateway":
 	default:
 		p.add("discord.mode", "%q is not a mode; use http or gateway", d.Mode)
+	}
+	if d.MemberEvents && d.Mode != "gateway" {
+		p.add("discord.member_events", "needs mode: gateway (HTTP interactions receive no member events); in http mode an admin suspends a departed member with suspend_principal")
 	}
 	if d.BotTokenEnv == "" {
 		p.add("discord.bot_token_env", "required")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -142,6 +143,16 @@ type storeStats struct{ *bot.Bot }
 // PendingByKind counts the items awaiting a decision (bot.Items).
 func (s storeStats) PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error) {
 	return s.Items().PendingByKind(ctx)
+}
+
+// PendingOldest is how long the oldest item awaiting a decision has
+// waited, on the bot's clock.
+func (s storeStats) PendingOldest(ctx context.Context) (time.Duration, error) {
+	t, err := s.Items().PendingOldest(ctx)
+	if err != nil || t.IsZero() {
+		return 0, err
+	}
+	return max(s.Now().Sub(t), 0), nil
 }
 
 // OutboxStats reads every sink's outbox (bot.Outbox.Stats).

@@ -48,6 +48,14 @@ func (u Upstream) Category(tool string) string {
 	return u.Default
 }
 
+// DryRunOf is the dry-run companion of tool: its rule's, or nil.
+func (u Upstream) DryRunOf(tool string) *DryRun {
+	if i := Classify(u.Rules, tool); i >= 0 {
+		return u.Rules[i].DryRun
+	}
+	return nil
+}
+
 // secrets are the values that must never reach a log line: the
 // environment and header values configuration handed the upstream.
 func (u Upstream) secrets() []string {
@@ -106,6 +114,8 @@ type Tool struct {
 	Description string
 	InputSchema map[string]any
 	Annotations *sdk.ToolAnnotations
+	// DryRun is the configured dry-run companion, or nil.
+	DryRun *DryRun
 }
 
 // Gateway holds the upstream connections.
@@ -487,7 +497,7 @@ func (u *upstream) list(ctx context.Context, session *sdk.ClientSession) ([]Tool
 			continue
 		}
 		out = append(out, Tool{
-			Name: name, Upstream: u.spec.Name, UpstreamTool: t.Name, Category: u.spec.Category(t.Name),
+			Name: name, Upstream: u.spec.Name, UpstreamTool: t.Name, Category: u.spec.Category(t.Name), DryRun: u.spec.DryRunOf(t.Name),
 			Description: t.Description, InputSchema: schema, Annotations: t.Annotations,
 		})
 	}

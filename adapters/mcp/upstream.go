@@ -143,6 +143,13 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		t, ok := o.Gateway.Tool(name)
+		if ok && caller != nil && !o.Gateway.MayCall(t.Upstream, caller.Name) {
+			err := &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call the tools of upstream %s (gateway.upstreams[].principals lists who may). Nothing was run.", caller, t.Upstream)}
+			if w.audit != nil {
+				_ = w.audit(ctx, caller, "gateway_denied", fmt.Sprintf("%s: %s is not among the upstream's principals", name, caller))
+			}
+			return log(name, err), nil
+		}
 		if !ok {
 			return toolError(fmt.Sprintf("%s is not offered now: its upstream no longer lists it. Nothing was run.", name), nil), nil
 		}

@@ -44,6 +44,9 @@ type UpstreamConfig struct {
 	Default *GatewayRule `yaml:"default"`
 	// Tools are the rules, first match wins.
 	Tools []GatewayRule `yaml:"tools"`
+	// Principals, when set, are the only principals (by name) who may
+	// call its tools.
+	Principals []string `yaml:"principals"`
 }
 
 // GatewayRule classifies the upstream tools whose name matches Match (a
@@ -157,6 +160,11 @@ func (g GatewayConfig) validate(c *Config, p *problems) {
 				p.add(key+".headers_env."+k, "%q is not a variable name: give the name of the variable the header's value comes from", v)
 			}
 		}
+		for j, name := range u.Principals {
+			if strings.TrimSpace(name) == "" {
+				p.add(fmt.Sprintf("%s.principals[%d]", key, j), "empty: name a principal (as keys create --name or principals[].name)")
+			}
+		}
 		for j, r := range u.Tools {
 			rk := fmt.Sprintf("%s.tools[%d]", key, j)
 			if err := gateway.CheckRule(r.Match); err != nil {
@@ -240,7 +248,7 @@ func (g GatewayConfig) upstreams(getenv func(string) string, p *problems) []gate
 	var out []gateway.Upstream
 	for i, u := range g.Upstreams {
 		key := fmt.Sprintf("gateway.upstreams[%d]", i)
-		up := gateway.Upstream{Name: u.Name, Command: u.Command, Args: u.Args, Dir: u.Dir, URL: u.URL}
+		up := gateway.Upstream{Name: u.Name, Command: u.Command, Args: u.Args, Dir: u.Dir, URL: u.URL, Principals: u.Principals}
 		if u.Command != "" {
 			for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
 				if v := getenv(k); v != "" {

@@ -563,3 +563,38 @@ func TestGatewayDryRunMustBeReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayUpstreamPrincipals: an upstream limited to ward_bot refuses
+// another agent's call, even of a read-only tool, and serves ward_bot's.
+func TestGatewayUpstreamPrincipals(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(path, []byte("ward 7"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, `gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      principals: [ward_bot]
+      tools:
+        - {match: "read_*", category: read-only}
+`)
+	e.env["PATH"] = os.Getenv("PATH")
+	ward := e.CreateKey("ward_bot", "agent")
+	other := e.CreateKey("night_bot", "agent")
+	e.Start()
+	text, r := mcpCall(t, e.mcpSession(other), "fs__read_text_file", map[string]any{"path": path})
+	if !r.IsError || !strings.Contains(text, "Access denied") || strings.Contains(text, "ward 7") {
+		t.Fatalf("night_bot's read answered %v %q, want Access denied", r.IsError, text)
+	}
+	text, r = mcpCall(t, e.mcpSession(ward), "fs__read_text_file", map[string]any{"path": path})
+	if r.IsError || !strings.Contains(text, "ward 7") {
+		t.Fatalf("ward_bot's read answered %v %q", r.IsError, text)
+	}
+}

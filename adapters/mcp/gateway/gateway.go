@@ -37,6 +37,9 @@ type Upstream struct {
 	// of a tool no rule matches ("" is unclassified: a confirmation).
 	Rules   []Rule
 	Default string
+	// Principals, when set, are the only principals (by name) whose calls
+	// of its tools are taken; empty: any caller the call path allows.
+	Principals []string
 }
 
 // Category is the configured category of tool: its rule's, else the
@@ -289,6 +292,24 @@ func (g *Gateway) Category(name string) (category string, ok bool) {
 		return "", false
 	}
 	return g.byName[up].spec.Category(tool), true
+}
+
+// MayCall reports whether principal may call the tools of upstream (its
+// Principals list, when it has one).
+func (g *Gateway) MayCall(upstream, principal string) bool {
+	u := g.byName[upstream]
+	if u == nil {
+		return false
+	}
+	if len(u.spec.Principals) == 0 {
+		return true
+	}
+	for _, p := range u.spec.Principals {
+		if p == principal {
+			return true
+		}
+	}
+	return false
 }
 
 // Down names each upstream that is down now with why, sorted.

@@ -68,6 +68,9 @@ type Options struct {
 	// read-only upstream call passed through, an upstream's answer to an
 	// approved call); it must be set with Gateway.
 	Audit AuditFunc
+	// AuditRead records a read-only call passed straight through (queued
+	// with the read verdicts' audit); nil: Audit.
+	AuditRead AuditFunc
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -269,9 +272,10 @@ type HTTPOptions struct {
 	StateKey []byte
 	ItemURL  func(item uint64) string
 	Now      func() time.Time
-	// Gateway and Audit are Options'.
-	Gateway *gateway.Gateway
-	Audit   AuditFunc
+	// Gateway, Audit and AuditRead are Options'.
+	Gateway   *gateway.Gateway
+	Audit     AuditFunc
+	AuditRead AuditFunc
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -295,7 +299,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit}
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit, AuditRead: o.AuditRead}
 	w := newWaiter(so)
 	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }

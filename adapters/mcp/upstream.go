@@ -182,7 +182,7 @@ func (w *waiter) passThrough(ctx context.Context, log *slog.Logger, caller *bot.
 	}
 	res, ferr := w.gw.Forward(ctx, t.Name, args)
 	detail := fmt.Sprintf("%s read-only args_sha256=%s %s", t.Name, digest(args), resultDetail(res, ferr))
-	if err := w.audit(ctx, caller, "gateway_passed", detail); err != nil {
+	if err := w.auditRead(ctx, caller, "gateway_passed", detail); err != nil {
 		return internalError(ctx, log, t.Name, fmt.Errorf("auditing a passed-through call: %w", err), nil)
 	}
 	if ferr != nil {

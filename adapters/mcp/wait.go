@@ -92,17 +92,21 @@ func supportOf(req *sdk.CallToolRequest) clientSupport {
 
 // waiter runs the waits of confirm_action.
 type waiter struct {
-	app     App
-	seal    sealer
-	maxWait time.Duration
-	now     func() time.Time
-	itemURL func(uint64) string
-	gw      *gateway.Gateway // nil: no upstreams
-	audit   AuditFunc
+	app       App
+	seal      sealer
+	maxWait   time.Duration
+	now       func() time.Time
+	itemURL   func(uint64) string
+	gw        *gateway.Gateway // nil: no upstreams
+	audit     AuditFunc
+	auditRead AuditFunc
 }
 
 func newWaiter(o Options) *waiter {
-	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit}
+	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead}
+	if w.auditRead == nil {
+		w.auditRead = w.audit
+	}
 	if w.maxWait <= 0 {
 		w.maxWait = defaultMaxCallWait
 	}

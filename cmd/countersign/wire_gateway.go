@@ -69,6 +69,17 @@ func (a *app) gatewayAudit() mcp.AuditFunc {
 	}
 }
 
+// gatewayAuditRead records a read-only call passed through, as read
+// verdicts are (audit.read_audit: queued, or durable).
+func (a *app) gatewayAuditRead() mcp.AuditFunc {
+	if a.gateway == nil {
+		return nil
+	}
+	return func(ctx context.Context, caller *bot.Caller, action, detail string) error {
+		return a.bot.Chat().AuditRead(ctx, caller, bot.Space{UserID: "default"}, action, detail)
+	}
+}
+
 // degraded names the upstreams down now, for /readyz.
 func (a *app) degraded() func() []string {
 	if a.gateway == nil {

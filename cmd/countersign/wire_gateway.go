@@ -70,7 +70,7 @@ func (a *app) gatewayAudit() mcp.AuditFunc {
 }
 
 // gatewayAuditRead records a read-only call passed through, as read
-// verdicts are (audit.read_audit: queued, or durable).
+// verdicts are (audit.read_verdicts: queued, or durable).
 func (a *app) gatewayAuditRead() mcp.AuditFunc {
 	if a.gateway == nil {
 		return nil

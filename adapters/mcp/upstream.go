@@ -413,6 +413,16 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 	if rec == "" {
 		return toolError(fmt.Sprintf("%s was not run: request %s is approved but carries no receipt to redeem (is it sensitive, with its details withheld from you?).", t.Name, id), map[string]any{"request_id": id})
 	}
+	// The marker first: should the process stop from here to the audit of
+	// the answer, the next start says the outcome is unknown.
+	if err := w.mark(ctx, caller, id, t.Name); err != nil {
+		return internalError(ctx, lg, t.Name, fmt.Errorf("recording the forwarding of %s: %w", id, err), nil)
+	}
+	defer func() {
+		if err := w.unmark(ctx, id); err != nil {
+			lg.Error("gateway: dropping a forwarding marker", "request", id, "err", err)
+		}
+	}()
 	b, _ := json.Marshal(map[string]string{"receipt": rec})
 	red := w.call(ctx, log, caller, "redeem_receipt", b)
 	if red.err != nil {

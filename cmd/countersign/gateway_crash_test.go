@@ -123,3 +123,46 @@ gateway:
 func callParams(name string, args any) *sdk.CallToolParams {
 	return &sdk.CallToolParams{Name: name, Arguments: args}
 }
+
+// TestGatewayKilledWhileHoldingLosesNothing: kill -9 of the gateway while
+// a call waits for a person; after the restart the request is still there
+// to approve, and the host's retry of the same call runs it, once.
+func TestGatewayKilledWhileHoldingLosesNothing(t *testing.T) {
+	dir := nodetest.Dir(t, "@modelcontextprotocol/sdk")
+	e := newTestEnv(t, `mcp:
+  max_call_wait: 1s
+gateway:
+  upstreams:
+    - name: lying
+      command: `+nodetest.Node(t)+`
+      args: [lying_server.mjs]
+      dir: `+dir+`
+      tools:
+        - {match: wipe, category: mutating}
+`)
+	agent := e.CreateKey("ward_bot", "agent")
+	alice := e.CreateKey("alice", "member")
+	var proc *exec.Cmd
+	e.URL, proc = startServeProcess(t, e)
+	target := filepath.Join(t.TempDir(), "wiped.txt")
+	args := map[string]any{"path": target}
+	_, r := mcpCall(t, e.mcpSessionVersion(agent, "2025-06-18"), "lying__wipe", args)
+	sc, _ := r.StructuredContent.(map[string]any)
+	id, _ := sc["request_id"].(string)
+	if sc["status"] != "pending" || id == "" {
+		t.Fatalf("first call: %+v, want pending", sc)
+	}
+	if err := syscall.Kill(-proc.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = proc.Wait()
+	e.URL, _ = startServeProcess(t, e)
+	e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
+	text, r := mcpCall(t, e.mcpSessionVersion(agent, "2025-06-18"), "lying__wipe", args)
+	if m, _ := r.Meta["io.countersign/request"].(map[string]any); r.IsError || m["request_id"] != id {
+		t.Fatalf("the retry after the restart answered %v %q (meta %v), want the approved %s run", r.IsError, text, r.Meta, id)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "wiped\n" {
+		t.Fatalf("the call's effect: %q", b)
+	}
+}

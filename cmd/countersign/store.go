@@ -61,10 +61,10 @@ func (s StoreConfig) validate(p *problems) {
 	default:
 		p.add("store.engine", "%q is not an engine: bbolt (one process, the default) or postgres (several replicas on one database)", s.Engine)
 	}
-	if s.Postgres.MaxConns < 4 || s.Postgres.MaxConns > 1000 {
-		// Two connections are held for good (leadership, wake-ups), one
-		// writes, and reads need the rest.
-		p.add("store.postgres.max_conns", "must be between 4 and 1000 (two connections are held by every replica for leadership and wake-ups)")
+	if s.Postgres.MaxConns < 5 || s.Postgres.MaxConns > 1000 {
+		// Three connections are held for good (leadership, wake-ups, the
+		// run's claim), one writes, and reads need the rest.
+		p.add("store.postgres.max_conns", "must be between 5 and 1000 (three connections are held by every replica for leadership, wake-ups and its running marker)")
 	}
 	if s.Postgres.StatementTimeout < 100*time.Millisecond {
 		p.add("store.postgres.statement_timeout", "must be at least 100ms (for example 5s)")

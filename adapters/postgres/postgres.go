@@ -66,6 +66,9 @@ type DB struct {
 	// attemptTimeout bounds one run of a transaction on the client's side.
 	attemptTimeout time.Duration
 	close          sync.Once
+	// closing is closed when Close begins: what holds a connection for
+	// good (a run's claim) gives it back then.
+	closing chan struct{}
 }
 
 var _ kv.Store = (*DB)(nil)
@@ -106,7 +109,7 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", unavailable(err))
 	}
-	d := &DB{pool: pool, attempts: opt.MaxAttempts, attemptTimeout: 2*max(st, 5*time.Second) + ct}
+	d := &DB{pool: pool, attempts: opt.MaxAttempts, attemptTimeout: 2*max(st, 5*time.Second) + ct, closing: make(chan struct{})}
 	if d.attempts <= 0 {
 		d.attempts = 30
 	}
@@ -128,6 +131,7 @@ func (d *DB) Pool() *pgxpool.Pool { return d.pool }
 // nothing.
 func (d *DB) Close() error {
 	d.close.Do(func() {
+		close(d.closing)
 		if d.group != nil {
 			d.group.Close()
 		}

@@ -49,6 +49,13 @@ func (r *Runs) Claim(ctx context.Context) (string, func(), error) {
 			continue
 		}
 		hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		go func() {
+			select {
+			case <-r.d.closing: // the store closes: give the connection back
+				cancel()
+			case <-hctx.Done():
+			}
+		}()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -81,6 +88,14 @@ func (r *Runs) lock(ctx context.Context, id int32) (*pgxpool.Conn, bool, error) 
 func (r *Runs) hold(ctx context.Context, conn *pgxpool.Conn, id int32, interval time.Duration) {
 	drop := func() {
 		if conn != nil {
+			if ctx.Err() != nil {
+				// Released: unlock first, so that the run is not alive the
+				// moment release returns (closing alone ends the session
+				// a little later).
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, runClass, id)
+				cancel()
+			}
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
 			conn.Release()
 			conn = nil

@@ -62,6 +62,7 @@ func (a *app) shareWithReplicas() {
 			return pg.Listen(ctx, watchedBuckets, leaderInterval, a.onReplicaWrite)
 		}},
 	}
+	a.runners = append(a.runners, a.replicaRunners...)
 }
 
 // readAuditOptions are the run's audit of read verdicts (audit:); on

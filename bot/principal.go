@@ -49,6 +49,10 @@ type Caller struct {
 	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
 	AuthAt     time.Time
 	AuthMethod string
+	// Suspended, when set, says why the principal is suspended from
+	// approving (suspensions.go): the store's word, read in every deciding
+	// transaction. The one decision rule refuses them.
+	Suspended string
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -70,7 +74,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -124,6 +128,11 @@ func splitDisplay(s string) (name, id string) {
 
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayWrite reports whether the caller's role holds the write capability
+// (what confirm_action needs: the MCP gateway asks it of a read-only
+// upstream call it passes straight through).
+func (c *Caller) MayWrite() bool { return c != nil && policy.Grants(c.Role, policy.CapWrite) }
 
 // MayVerify reports whether the caller's role holds the verify capability
 // (the audit log of its spaces, verify_audit).

@@ -88,6 +88,7 @@ func wantSpanAttrs(t *testing.T, sp otlptest.Span, want map[string]string) {
 // or the person; the log line of the decision's tool call names its trace;
 // the spans are flushed when the server stops.
 func TestTracesOfASlackClickEndToEnd(t *testing.T) {
+	t.Parallel()
 	rcv := otlptest.Start(t)
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
@@ -226,6 +227,7 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 // exports nothing and logs no trace ids; with a variable it cannot honour
 // it refuses to start, naming it.
 func TestTracesOffWithoutTheEnvironment(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("intake", "agent")
 	e.Start()

@@ -33,7 +33,10 @@ type app struct {
 	trust   map[string]webhook.Trust
 	mw      []func(http.Handler) http.Handler
 	runners []runner
-	closers []func() error
+	// replicaRunners run on every replica of a PostgreSQL store, outside
+	// leadership (replicas.go); unused on bbolt.
+	replicaRunners []runner
+	closers        []func() error
 	// wakeStatus wakes the long polls on a request (replicas.go).
 	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).

@@ -89,6 +89,11 @@ type Vote struct {
 	// Seen is what the voter was shown (the rendered card or page); nil
 	// when the surface showed nothing (an API call, a typed command).
 	Seen *Seen `json:"seen,omitempty"`
+	// Withdrawn, when not "", is why the vote no longer counts although
+	// it was cast on the current version and round: its voter was
+	// suspended (deactivated in the directory) before the request was
+	// decided (Withdraw). It stays in Votes for the record.
+	Withdrawn string `json:"withdrawn,omitempty"`
 }
 
 // Fact is one fact an approval rests on: a context subject of the tool
@@ -459,7 +464,7 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		// An edit is never a repeat: it changed the version, so it is
 		// recorded (the editor's earlier vote on these bytes, if any,
 		// still counts once).
-		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur && v.Round == r.Round {
+		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur && v.Round == r.Round && v.Withdrawn == "" {
 			return OutcomeRepeat
 		}
 	}
@@ -573,7 +578,39 @@ func (r *Request) voteVersion(v Vote) string {
 // counts reports whether v is an approval that counts: one cast on the
 // version now up for approval.
 func (r *Request) counts(v Vote) bool {
-	return v.Approve && r.voteVersion(v) == r.version() && v.Round == r.Round
+	return v.Approve && r.voteVersion(v) == r.version() && v.Round == r.Round && v.Withdrawn == ""
+}
+
+// Withdraw makes the approvals of the person named name (compared as
+// policy.SamePrincipal compares names) on pending r stop counting, because
+// why ("dr_smith was deactivated in the directory"): they stay in Votes,
+// marked, for the record. It reports whether a counting vote was
+// withdrawn; a decided request is never changed (its decision stands).
+func (r *Request) Withdraw(name, why string) bool {
+	if r.Status != StatusPending {
+		return false
+	}
+	changed := false
+	for i := range r.Votes {
+		v := &r.Votes[i]
+		if r.counts(*v) && policy.SamePrincipal("", v.By.Name, "", name) {
+			v.Withdrawn = why
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Voters are the distinct names of the people whose approvals count on r
+// now, in the order they approved.
+func (r *Request) Voters() []string {
+	var out []string
+	for _, v := range r.Votes {
+		if r.counts(v) && !slices.ContainsFunc(out, func(n string) bool { return policy.SamePrincipal("", n, "", v.By.Name) }) {
+			out = append(out, v.By.Name)
+		}
+	}
+	return out
 }
 
 // Counts reports whether v is an approval that counts now: cast on the

@@ -573,3 +573,36 @@ func TestFactChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestWithdraw: a suspended voter's approvals stop counting on a pending
+// request (marked, kept), others' still count, the quorum is met only by
+// approvals that count, the person approves again once reinstated, and a
+// decided request is never changed.
+func TestWithdraw(t *testing.T) {
+	r := rqPending(2)
+	if got := r.Decide(rqAlice, true, "", rqT0); got != OutcomeCounted {
+		t.Fatalf("alice: %v", got)
+	}
+	if !r.Withdraw("ALICE", "alice was suspended") {
+		t.Fatal("Withdraw reported no change for alice's counting vote")
+	}
+	if r.Withdraw("alice", "again") {
+		t.Fatal("a second Withdraw changed something")
+	}
+	if r.Votes[0].Withdrawn != "alice was suspended" || r.Counts(r.Votes[0]) || r.Tally() != "0 of 2 approvals" {
+		t.Fatalf("after Withdraw: vote %+v, tally %q", r.Votes[0], r.Tally())
+	}
+	if got := r.Decide(rqBob, true, "", rqT0.Add(time.Minute)); got != OutcomeCounted || r.Status != StatusPending {
+		t.Fatalf("bob after alice's withdrawal: %v, status %s; want counted and pending (one approval that counts)", got, r.Status)
+	}
+	if got := r.Voters(); len(got) != 1 || got[0] != "bob" {
+		t.Fatalf("Voters = %v, want [bob]", got)
+	}
+	// Reinstated, alice approves again: not a repeat of the withdrawn vote.
+	if got := r.Decide(rqAliceChat, true, "", rqT0.Add(2*time.Minute)); got != OutcomeDecided || r.Status != StatusApproved {
+		t.Fatalf("alice again: %v, status %s", got, r.Status)
+	}
+	if r.Withdraw("bob", "bob was suspended") || !r.Counts(r.Votes[1]) {
+		t.Fatal("Withdraw changed a decided request")
+	}
+}

@@ -33,6 +33,10 @@ type Principal struct {
 	Scopes    []string    `json:"scopes,omitempty"` // user_ids it may touch; empty = all
 	Revoked   bool        `json:"revoked,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`
+	// Source is who made the principal: "" for an admin (keys create,
+	// create_principal), SourceDirectory for the organisation's directory
+	// (SCIM), which owns it: it has no API key.
+	Source string `json:"source,omitempty"`
 }
 
 // Caller is the authenticated identity behind one tool call: a principal,
@@ -49,6 +53,10 @@ type Caller struct {
 	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
 	AuthAt     time.Time
 	AuthMethod string
+	// Suspended is why the person is suspended, read from the store in
+	// the transaction of the call (bot.Update): "" when nothing suspends
+	// them. The one decision rule refuses a suspended decider.
+	Suspended string
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -70,7 +78,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh

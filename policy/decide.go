@@ -22,6 +22,11 @@ type Decider struct {
 	// identities, API keys and sign-in links: they never carry one.
 	AuthAt     time.Time
 	AuthMethod string
+	// Suspended, when not "", is why the person may not decide now
+	// ("deactivated in the organisation's directory (SCIM) at …"): a
+	// suspension read in the deciding transaction, so that it holds on
+	// every replica from the moment it commits.
+	Suspended string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -123,7 +128,8 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // approve capability, not be the item's requester (by id or name), have the
 // item's memory space in scope, and be among the item's eligible approvers.
 // It returns the refusal ("Access denied: …"), or "" when d may decide. The
-// order of the checks is part of the contract: identity, person,
+// order of the checks is part of the contract: identity, suspension (a
+// person deactivated in the directory, Decider.Suspended), person,
 // capability, requester, scope, approvers, step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
 // is within it.StepUp of it.At).
@@ -144,6 +150,7 @@ const (
 	CheckScope                           // the item's space is outside the caller's scope
 	CheckApprovers                       // the caller is not among the item's approvers
 	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
+	CheckSuspended                       // the person is suspended (deactivated in the directory); checked second
 )
 
 // Refusal is the decision rule's answer: which check refused and the
@@ -163,6 +170,8 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 	switch {
 	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
 		return Refusal{Check: CheckIdentity, Message: "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."}
+	case d.Suspended != "":
+		return Refusal{Check: CheckSuspended, Message: fmt.Sprintf("Access denied: %s is suspended (%s), and a suspended person decides nothing: not by chat, console, link or key. Their identity provider reactivates them.", display, d.Suspended)}
 	case d.Kind != "person":
 		kind := d.Kind
 		if kind == "" {
@@ -228,6 +237,8 @@ func (r Refusal) Short(role Role) string {
 		return "outside your scope"
 	case CheckStepUp:
 		return "approving needs a fresh sign-in (step-up)"
+	case CheckSuspended:
+		return "you are suspended (deactivated in the directory)"
 	}
 	return r.Message
 }

@@ -19,6 +19,9 @@ func TestDecisionRefusal(t *testing.T) {
 	scoped.Scopes = []string{"patient_99"}
 	scopedAdmin := person("carol", "prin_c", RoleAdmin)
 	scopedAdmin.Scopes = []string{"patient_99"}
+	suspended := person("carol", "prin_c", RoleAdmin)
+	suspended.Suspended = "deactivated in the organisation's directory (scim) at 2026-12-02T03:00:00Z"
+	suspendedAgent := Decider{ID: "p", Name: "x", Role: RoleAdmin, Kind: "agent", Display: "x [p]", Suspended: "removed"}
 	tests := []struct {
 		name string
 		d    Decider
@@ -38,6 +41,8 @@ func TestDecisionRefusal(t *testing.T) {
 		{"the requester by name from chat", Decider{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: RoleAdmin, Kind: "person"}, "never decided by its own requester"},
 		{"out of scope", scoped, "outside your assigned scope"},
 		{"admins ignore scopes", scopedAdmin, ""},
+		{"a suspended admin", suspended, "carol [prin_c] is suspended (deactivated in the organisation's directory (scim) at 2026-12-02T03:00:00Z)"},
+		{"suspension is checked before the kind", suspendedAgent, "x [p] is suspended (removed)"},
 	}
 	for _, tt := range tests {
 		got := DecisionRefusal(tt.d, it)
@@ -96,6 +101,7 @@ func TestCheckDecisionNamesTheCheck(t *testing.T) {
 		{"the requester", person("ward_bot", "prin_agent", RoleAdmin), CheckRequester, "you requested it"},
 		{"out of scope", scoped, CheckScope, "outside your scope"},
 		{"not an approver", person("alice", "prin_a", RoleMember), CheckApprovers, "Access denied: #7 are decided by principals bob"},
+		{"suspended", Decider{ID: "prin_b", Name: "bob", Kind: "person", Role: RoleMember, Suspended: "deactivated"}, CheckSuspended, "you are suspended"},
 	}
 	for _, tt := range tests {
 		r := CheckDecision(tt.d, it)

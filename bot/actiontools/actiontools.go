@@ -236,6 +236,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)
 	b.OnSweep("grants", s.PruneGrants)
+	b.OnSuspend(s.withdrawOnSuspend)
 	return s, nil
 }
 

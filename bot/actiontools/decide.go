@@ -100,6 +100,11 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 			}
+			if approve {
+				if _, err := withdrawSuspended(tx, r); err != nil {
+					return err
+				}
+			}
 			basis, why, err := s.basisOf(tx, c, r, approve, args.Seen)
 			if err != nil {
 				return err

@@ -65,6 +65,8 @@ type Config struct {
 
 	Email *EmailConfig `yaml:"email"` // config_email.go
 
+	SCIM *SCIMConfig `yaml:"scim"` // config_scim.go
+
 	Principals []PrincipalDecl `yaml:"principals"`
 
 	Web WebConfig `yaml:"web"` // wire_web.go
@@ -171,6 +173,9 @@ func (c *Config) applyDefaults() {
 	if c.Teams != nil {
 		c.Teams.defaults()
 	}
+	if c.SCIM != nil {
+		c.SCIM.defaults()
+	}
 	if c.Email != nil {
 		c.Email.defaults()
 	}
@@ -204,6 +209,9 @@ func (c *Config) validate(p *problems) {
 	}
 	if c.Teams != nil {
 		c.Teams.validate(p)
+	}
+	if c.SCIM != nil {
+		c.SCIM.validate(p)
 	}
 	if c.Email != nil {
 		c.Email.validate(c, p)

@@ -278,3 +278,7 @@ func DirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
 	})
 	return out, err
 }
+
+// Call is the call tx runs for: its caller and clock (a suspend hook
+// records who suspended, and when).
+func (tx *Tx) Call() *Call { return tx.call }

@@ -36,6 +36,9 @@ import (
 // provider's "tenant URL" is the public URL followed by it.
 const Prefix = "/scim/v2"
 
+// MaxBody bounds a request body (1 MiB).
+const MaxBody = 1 << 20
+
 // Source names the directory in a suspension (bot.Suspension.Source).
 const Source = "scim"
 
@@ -132,6 +135,7 @@ func (a *Adapter) Handler() http.Handler {
 		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = strings.TrimPrefix(r.URL.Path, "/scim")
+		r2.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		a.server.ServeHTTP(w, r2)
 	})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/policy"
 )
 
 // maxWithdrawScan bounds the open items one suspension looks through for
@@ -15,8 +16,14 @@ const maxWithdrawScan = 10000
 // withdrawOnSuspend is the bot's suspend hook: in the suspending
 // transaction, the suspended person's counting approvals on every pending
 // action and consent request stop counting (approvals.Request.Withdraw),
-// audited, with the item's cards updated to the new tally.
+// audited, with the item's cards updated to the new tally; and every live
+// standing grant they made is revoked (a grant already approves nothing
+// while its maker is suspended, Chat.Current; revoked, it stays ended
+// after a reactivation).
 func (s *Service) withdrawOnSuspend(tx *bot.Tx, name, why string) error {
+	if err := revokeGrantsOf(tx, name, why); err != nil {
+		return err
+	}
 	for _, kind := range []bot.ItemKind{bot.KindAction, bot.KindConsent} {
 		recs, err := tx.OpenItemsOf(kind, maxWithdrawScan)
 		if err != nil {
@@ -75,4 +82,32 @@ func withdrawn(tx *bot.Tx, r *approvals.Request, why string) error {
 		return nil
 	}
 	return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
+}
+
+// revokeGrantsOf revokes the live grants made by the person named name.
+func revokeGrantsOf(tx *bot.Tx, name, why string) error {
+	now := tx.Call().Now
+	gs, err := approvals.ListGrants(tx, maxWithdrawScan, func(g *approvals.Grant) bool {
+		return g.Live(now) && policy.SamePrincipal("", g.CreatedBy.Name, "", name)
+	})
+	if err != nil {
+		return err
+	}
+	by := party(tx.Call().Caller)
+	for i := range gs {
+		g := &gs[i]
+		g.Revoked, g.RevokedBy, g.RevokedAt = true, by, now
+		if err := approvals.PutGrant(tx, g); err != nil {
+			return err
+		}
+		if err := tx.Audit("grant_revoked", fmt.Sprintf("%s (%s of %s, made by %s on %s, used %d time(s)) revoked: %s", g.Name(), g.Kind, callName(g.Tool, g.Command), g.CreatedBy.Display, g.FromRequest, g.Uses, why)); err != nil {
+			return err
+		}
+		if g.ItemID != 0 {
+			if err := tx.Emit(g.ItemID, bot.EventNote, fmt.Sprintf("%s was revoked: %s; matching calls wait for a person again.", g.Name(), why)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

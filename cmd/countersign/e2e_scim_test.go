@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 )
@@ -292,4 +293,104 @@ func TestSCIMEntraSequence(t *testing.T) {
 	if !strings.Contains(ps.String(), `"name":"nurse.kim@hospital.example"`) || !strings.Contains(ps.String(), `"revoked":true`) {
 		t.Fatalf("the deleted user's principal: %s", ps)
 	}
+}
+
+// TestSCIMDeactivationEndsGrantsAndSessions: dr_smith holds an API key
+// (a stored person principal under the name config.yaml declares), made a
+// standing grant with it, and is signed in to the console. The directory
+// deactivates them (Okta's PATCH): at once the grant approves nothing (the
+// next call waits for a person), their console session is ended on its
+// next request, and their key's approval is refused by the one rule,
+// saying why; all audited. Reactivated, the key approves again, and the
+// grant, revoked by the deactivation, stays revoked.
+func TestSCIMDeactivationEndsGrantsAndSessions(t *testing.T) {
+	e := newTestEnv(t, `tools:
+  - name: restart_service
+    category: mutating
+    grants: {max: 8h, allow: [duration]}
+principals:
+  - name: dr_smith
+    role: member
+    web: dr.smith@hospital.example
+    email: dr.smith@hospital.example
+scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
+`)
+	e.env["COUNTERSIGN_SCIM_TOKEN"] = e2eSCIMToken
+	agent := e.CreateKey("deploy-bot", "agent")
+	smith := e.CreateKey("dr_smith", "member", "--kind", "person")
+	admin := e.CreateKey("root", "admin")
+	e.Start()
+	call := map[string]any{"user_id": "ward7", "tool": "restart_service", "arguments": map[string]any{"service": "payments"}}
+	first := e.MustOK(agent, "confirm_action", call)
+	e.MustOK(smith, "approve_action", map[string]any{"request_id": first.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}})
+	if r := e.MustOK(agent, "confirm_action", call); r.Data["status"] != "approved" {
+		t.Fatalf("under the grant: %s", r)
+	}
+	web := signInHTTP(t, e, "dr_smith")
+	if resp, body := webDo(t, web, "GET", e.URL+"/ui/", nil); resp.StatusCode != 200 || !strings.Contains(body, "dr_smith") {
+		t.Fatalf("the console before the deactivation: %d", resp.StatusCode)
+	}
+
+	base := e.URL + "/scim/v2"
+	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","active":true}`))
+	if st != http.StatusCreated {
+		t.Fatalf("SCIM create: %d %v", st, user)
+	}
+	uid := user["id"].(string)
+	setActive := func(active bool) {
+		t.Helper()
+		if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, fmt.Sprintf(`{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":%v}}]}`, active))); st != 200 || body["active"] != active {
+			t.Fatalf("SCIM active %v: %d %v", active, st, body)
+		}
+	}
+	setActive(false)
+
+	pending := e.MustOK(agent, "confirm_action", call)
+	if pending.Data["status"] != "pending" {
+		t.Fatalf("the grant of a deactivated person still approved: %s", pending)
+	}
+	resp, _ := webDo(t, web, "GET", e.URL+"/ui/", nil)
+	if resp.StatusCode == 200 {
+		t.Fatal("the console session of a deactivated person still serves pages")
+	}
+	r := e.Call(smith, "approve_action", map[string]any{"request_id": pending.Data["request_id"]})
+	if r.Status != http.StatusForbidden || !strings.Contains(r.String(), "dr_smith [prin_") || !strings.Contains(r.String(), "is suspended (deactivated in the organisation's directory (scim) at ") {
+		t.Fatalf("a deactivated person's approval: %s", r)
+	}
+	entries := auditActions(t, e, admin)
+	if !hasEntry(entries, "access_denied", "is suspended") {
+		t.Fatalf("the refusal is not audited:\n%s", strings.Join(entries, "\n"))
+	}
+	if !hasEntry(entries, "grant_revoked", "grant #1") || !hasEntry(entries, "grant_revoked", "dr_smith was suspended") {
+		t.Fatalf("the grant's revocation is not audited:\n%s", strings.Join(entries, "\n"))
+	}
+
+	// Reactivated, dr_smith approves again; the grant stays revoked.
+	setActive(true)
+	if r := e.MustOK(smith, "approve_action", map[string]any{"request_id": pending.Data["request_id"]}); r.Data["status"] != "approved" {
+		t.Fatalf("after the reactivation: %s", r)
+	}
+	if r := e.MustOK(agent, "confirm_action", call); r.Data["status"] != "pending" {
+		t.Fatalf("the grant revoked by the deactivation approved again after the reactivation: %s", r)
+	}
+}
+
+// TestIdentityDocs: docs/identity.md works when pasted: each YAML example
+// is a config that loads (strict decoding and validation), and its shell
+// blocks run clean on a fresh store, printing what their comments promise.
+func TestIdentityDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/identity.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+		if _, err := parseConfig([]byte(m[1]), t.TempDir()); err != nil {
+			t.Errorf("docs/identity.md, YAML block %d does not load: %v\n%s", i+1, err, strings.TrimSpace(m[1]))
+		}
+	}
+	blocks := docBlocks(t, string(b))
+	if len(blocks) < 2 {
+		t.Fatalf("docs/identity.md has %d shell blocks; the page changed shape", len(blocks))
+	}
+	pasteBlocks(t, "docs/identity.md", blocks)
 }

@@ -246,7 +246,9 @@ func (a *Adapter) onGateway(ctx context.Context, i *discordgo.Interaction) {
 	rctx, cancel := context.WithTimeout(ctx, discordgo.InteractionDeadline)
 	defer cancel()
 	if err := a.s.InteractionRespond(i, resp, callOpts(rctx)...); err != nil {
-		a.log.Warn("discord: answering an interaction failed", "interaction", i.ID, "err", err)
+		// A network error quotes the callback URL, which holds the
+		// interaction's token (a credential for 15 minutes): never log it.
+		a.log.Warn("discord: answering an interaction failed", "interaction", i.ID, "err", withoutSecret(err, i.Token))
 	}
 }
 
@@ -323,4 +325,15 @@ func classify(err error) error {
 		}
 	}
 	return &bot.UnavailableError{Err: err}
+}
+
+// withoutSecret is err's message with every occurrence of secret (and of
+// its URL-escaped form) replaced by "[redacted]", for logging.
+func withoutSecret(err error, secret string) string {
+	msg := err.Error()
+	if secret == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	return strings.ReplaceAll(msg, url.PathEscape(secret), "[redacted]")
 }

@@ -55,6 +55,9 @@ type Failure struct {
 	Prefix string // path prefix below the API prefix: "channels/C1/messages"
 	Status int
 	Body   string
+	// Drop closes the connection without answering (a network failure:
+	// the client's error then quotes the request's URL).
+	Drop bool
 }
 
 // Server is a fake Discord.
@@ -224,6 +227,15 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/json")
+	if fail != nil && fail.Drop {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic("discordtest: the connection cannot be dropped")
+	}
 	if fail != nil {
 		w.WriteHeader(fail.Status)
 		io.WriteString(w, fail.Body)

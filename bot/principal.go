@@ -57,6 +57,17 @@ type Caller struct {
 	// the transaction of the call (bot.Update): "" when nothing suspends
 	// them. The one decision rule refuses a suspended decider.
 	Suspended string
+	// SignIn is how the console session the call comes from was opened
+	// ("link", "oidc"); "" off the console. With AuthAt it makes the
+	// decision's assurance (Assurance).
+	SignIn string
+}
+
+// Assurance is how the caller is authenticated for a decision at now, a
+// strong sign-in counting as fresh within within (policy.AssuranceOf):
+// recorded on every vote, shown on cards and in receipts.
+func (c *Caller) Assurance(within time.Duration, now time.Time) policy.Assurance {
+	return policy.AssuranceOf(c.Decider(), within, now)
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -78,7 +89,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh

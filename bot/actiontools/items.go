@@ -35,13 +35,14 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		return bot.Item{}, fmt.Errorf("item %d: request %s is missing", rec.ID, rec.Key)
 	}
 	it := bot.Item{
-		Requester: r.Requester.Display,
-		CreatedAt: r.CreatedAt,
-		ExpiresAt: r.ExpiresAt,
-		Status:    string(r.Status),
-		DecidedBy: r.DecidedBy,
-		DecidedAt: r.DecidedAt,
-		Reason:    r.Reason,
+		Requester:  r.Requester.Display,
+		CreatedAt:  r.CreatedAt,
+		ExpiresAt:  r.ExpiresAt,
+		Status:     string(r.Status),
+		DecidedBy:  r.DecidedBy,
+		DecidedAt:  r.DecidedAt,
+		Reason:     r.Reason,
+		DecidedVia: decidedVia(r),
 	}
 	field := func(label, value string) {
 		if strings.TrimSpace(value) != "" {
@@ -172,4 +173,27 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 	}
 	args["arguments"] = edit
 	return tool, args, nil
+}
+
+// decidedVia is how each of r's deciders (DecidedBy, in order) was
+// authenticated, as people read it ("chat click", "OIDC step-up"); nil
+// when no decision recorded one (a grant, automatic policy, votes from
+// before assurances were recorded).
+func decidedVia(r *approvals.Request) []string {
+	var out []string
+	found := false
+	for _, by := range r.DecidedBy {
+		label := ""
+		for _, v := range r.Votes {
+			if v.By.Display == by && v.Assurance != "" && (v.Approve == (r.Status == approvals.StatusApproved)) && v.Round == r.Round {
+				label = v.Assurance.Label()
+			}
+		}
+		found = found || label != ""
+		out = append(out, label)
+	}
+	if !found {
+		return nil
+	}
+	return out
 }

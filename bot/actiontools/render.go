@@ -158,6 +158,9 @@ func votesData(r *approvals.Request) []map[string]any {
 		if v.Withdrawn != "" {
 			m["withdrawn"] = v.Withdrawn
 		}
+		if v.Assurance != "" {
+			m["assurance"] = string(v.Assurance)
+		}
 		out = append(out, m)
 	}
 	return out

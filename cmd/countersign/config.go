@@ -527,6 +527,9 @@ type ToolConfig struct {
 	// receipt is not redeemed once one of them changed since the approval
 	// (the request goes back for a new decision).
 	Context []string `yaml:"context"`
+	// StepUp is the least authentication an approval of the tool needs
+	// (config_stepup.go); absent: none beyond step_up:'s.
+	StepUp *ToolStepUpDecl `yaml:"step_up"`
 }
 
 // GrantsDecl is a tool's grants: section: `{max: 8h, allow: [once,

@@ -47,6 +47,9 @@ func (a *app) wireActions(ctx context.Context) error {
 			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
 			Context:   t.Context,
 		}
+		if t.StepUp != nil {
+			spec.StepUpMethod = t.StepUp.Method
+		}
 		for _, c := range t.Commands {
 			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
 		}

@@ -89,11 +89,10 @@ type Vote struct {
 	// Seen is what the voter was shown (the rendered card or page); nil
 	// when the surface showed nothing (an API call, a typed command).
 	Seen *Seen `json:"seen,omitempty"`
-	// Withdrawn, when not "", is why the vote no longer counts although
-	// it was cast on the current version and round: its voter was
-	// suspended (deactivated in the directory) before the request was
-	// decided (Withdraw). It stays in Votes for the record.
-	Withdrawn string `json:"withdrawn,omitempty"`
+	// Void, when set, says why the vote no longer counts although it was
+	// cast on the version up now: its voter was suspended from approving
+	// while the request was pending (VoidVotes). It stays void.
+	Void string `json:"void,omitempty"`
 	// Assurance is how the voter was authenticated for this vote
 	// (policy.AssuranceOf: chat, link, oidc, oidc_step_up, passkey,
 	// api_key); "" on a vote recorded before votes carried one.
@@ -474,7 +473,7 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		// An edit is never a repeat: it changed the version, so it is
 		// recorded (the editor's earlier vote on these bytes, if any,
 		// still counts once).
-		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur && v.Round == r.Round && v.Withdrawn == "" {
+		if !edit && v.By.Same(d) && v.Approve && approve && v.Void == "" && r.voteVersion(v) == cur && v.Round == r.Round {
 			return OutcomeRepeat
 		}
 	}
@@ -588,23 +587,23 @@ func (r *Request) voteVersion(v Vote) string {
 // counts reports whether v is an approval that counts: one cast on the
 // version now up for approval.
 func (r *Request) counts(v Vote) bool {
-	return v.Approve && r.voteVersion(v) == r.version() && v.Round == r.Round && v.Withdrawn == ""
+	return v.Approve && v.Void == "" && r.voteVersion(v) == r.version() && v.Round == r.Round
 }
 
-// Withdraw makes the approvals of the person named name (compared as
-// policy.SamePrincipal compares names) on pending r stop counting, because
-// why ("dr_smith was deactivated in the directory"): they stay in Votes,
-// marked, for the record. It reports whether a counting vote was
-// withdrawn; a decided request is never changed (its decision stands).
-func (r *Request) Withdraw(name, why string) bool {
-	if r.Status != StatusPending {
+// VoidVotes makes the approvals of the principal named name (compared as
+// policy.SamePrincipal does) on pending request r stop counting, saying
+// why: their voter was suspended from approving. A decided request is
+// never changed (its decision stands, and is in the audit chain). It
+// reports whether r changed.
+func (r *Request) VoidVotes(name, why string) bool {
+	if r.Status != StatusPending || strings.TrimSpace(name) == "" {
 		return false
 	}
 	changed := false
 	for i := range r.Votes {
 		v := &r.Votes[i]
-		if r.counts(*v) && policy.SamePrincipal("", v.By.Name, "", name) {
-			v.Withdrawn = why
+		if v.Approve && v.Void == "" && policy.SamePrincipal("", name, "", v.By.Name) {
+			v.Void = why
 			changed = true
 		}
 	}

@@ -575,36 +575,32 @@ func TestFactChanges(t *testing.T) {
 	}
 }
 
-// TestWithdraw: a suspended voter's approvals stop counting on a pending
-// request (marked, kept), others' still count, the quorum is met only by
-// approvals that count, the person approves again once reinstated, and a
-// decided request is never changed.
-func TestWithdraw(t *testing.T) {
+// TestVoidVotes: a suspended voter's approvals of a pending request stop
+// counting (from any surface: the same name), so the next approval does
+// not reach the quorum with theirs; a decided request is never changed.
+func TestVoidVotes(t *testing.T) {
 	r := rqPending(2)
-	if got := r.Decide(rqAlice, true, "", rqT0); got != OutcomeCounted {
-		t.Fatalf("alice: %v", got)
+	if got := r.Decide(rqAliceChat, true, "", rqT0); got != OutcomeCounted {
+		t.Fatalf("alice = %v", got)
 	}
-	if !r.Withdraw("ALICE", "alice was suspended") {
-		t.Fatal("Withdraw reported no change for alice's counting vote")
+	if !r.VoidVotes("Alice", "slack account deactivated") {
+		t.Fatal("VoidVotes changed nothing")
 	}
-	if r.Withdraw("alice", "again") {
-		t.Fatal("a second Withdraw changed something")
+	if r.VoidVotes("alice", "again") {
+		t.Error("voiding twice changed the request again")
 	}
-	if r.Votes[0].Withdrawn != "alice was suspended" || r.Counts(r.Votes[0]) || r.Tally() != "0 of 2 approvals" {
-		t.Fatalf("after Withdraw: vote %+v, tally %q", r.Votes[0], r.Tally())
+	if got := r.Tally(); got != "0 of 2 approvals" {
+		t.Errorf("tally after the suspension = %q, want 0 of 2", got)
 	}
 	if got := r.Decide(rqBob, true, "", rqT0.Add(time.Minute)); got != OutcomeCounted || r.Status != StatusPending {
-		t.Fatalf("bob after alice's withdrawal: %v, status %s; want counted and pending (one approval that counts)", got, r.Status)
+		t.Fatalf("bob after alice's vote was voided = %v %s, want counted and still pending", got, r.Status)
 	}
-	if got := r.Voters(); len(got) != 1 || got[0] != "bob" {
-		t.Fatalf("Voters = %v, want [bob]", got)
+	// Alice, her suspension lifted, approves again: a new vote, counted.
+	if got := r.Decide(rqAlice, true, "", rqT0.Add(2*time.Minute)); got != OutcomeDecided || r.ConfirmedBy != "bob [prin_b], alice [prin_a]" {
+		t.Fatalf("alice again = %v, confirmed_by %q, want decided by bob and alice", got, r.ConfirmedBy)
 	}
-	// Reinstated, alice approves again: not a repeat of the withdrawn vote.
-	if got := r.Decide(rqAliceChat, true, "", rqT0.Add(2*time.Minute)); got != OutcomeDecided || r.Status != StatusApproved {
-		t.Fatalf("alice again: %v, status %s", got, r.Status)
-	}
-	if r.Withdraw("bob", "bob was suspended") || !r.Counts(r.Votes[1]) {
-		t.Fatal("Withdraw changed a decided request")
+	if r.VoidVotes("bob", "left") || r.Status != StatusApproved {
+		t.Error("a decided request was changed by VoidVotes")
 	}
 }
 

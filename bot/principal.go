@@ -53,9 +53,9 @@ type Caller struct {
 	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
 	AuthAt     time.Time
 	AuthMethod string
-	// Suspended is why the person is suspended, read from the store in
-	// the transaction of the call (bot.Update): "" when nothing suspends
-	// them. The one decision rule refuses a suspended decider.
+	// Suspended, when set, says why the principal is suspended from
+	// approving (suspensions.go): the store's word, read in every deciding
+	// transaction. The one decision rule refuses them.
 	Suspended string
 	// SignIn is how the console session the call comes from was opened
 	// ("link", "oidc"); "" off the console. With AuthAt it makes the
@@ -143,6 +143,11 @@ func splitDisplay(s string) (name, id string) {
 
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayWrite reports whether the caller's role holds the write capability
+// (what confirm_action needs: the MCP gateway asks it of a read-only
+// upstream call it passes straight through).
+func (c *Caller) MayWrite() bool { return c != nil && policy.Grants(c.Role, policy.CapWrite) }
 
 // MayVerify reports whether the caller's role holds the verify capability
 // (the audit log of its spaces, verify_audit).

@@ -22,10 +22,10 @@ type Decider struct {
 	// identities, API keys and sign-in links: they never carry one.
 	AuthAt     time.Time
 	AuthMethod string
-	// Suspended, when not "", is why the person may not decide now
-	// ("deactivated in the organisation's directory (SCIM) at …"): a
-	// suspension read in the deciding transaction, so that it holds on
-	// every replica from the moment it commits.
+	// Suspended, when set, says why the decider is suspended from
+	// approving (their chat account was deactivated or left the
+	// workspace): the rule refuses them everything until an admin lifts
+	// it. The core reads it from the store in the deciding transaction.
 	Suspended string
 	// Surface is where the decision comes from (web, slack, http, …) and
 	// SignIn how a console session was opened (link, oidc): with AuthAt
@@ -137,9 +137,8 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // approve capability, not be the item's requester (by id or name), have the
 // item's memory space in scope, and be among the item's eligible approvers.
 // It returns the refusal ("Access denied: …"), or "" when d may decide. The
-// order of the checks is part of the contract: identity, suspension (a
-// person deactivated in the directory, Decider.Suspended), person,
-// capability, requester, scope, approvers, step-up (an item that requires
+// order of the checks is part of the contract: identity, suspension,
+// person, capability, requester, scope, approvers, step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
 // is within it.StepUp of it.At), assurance (an item with MinAssurance is
 // approved only by a decider authenticated at least so, AssuranceOf).
@@ -160,8 +159,13 @@ const (
 	CheckScope                           // the item's space is outside the caller's scope
 	CheckApprovers                       // the caller is not among the item's approvers
 	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
-	CheckSuspended                       // the person is suspended (deactivated in the directory); checked second
-	CheckAssurance                       // approving needs a stronger authentication than the caller's; checked last
+	// CheckSuspended: the caller is suspended from approving (Decider.Suspended).
+	// It is made right after the identity check; listed last so the other
+	// checks keep their values.
+	CheckSuspended
+	// CheckAssurance: approving needs a stronger authentication than the
+	// caller's (Decidable.MinAssurance); checked last.
+	CheckAssurance
 )
 
 // Refusal is the decision rule's answer: which check refused and the
@@ -181,8 +185,8 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 	switch {
 	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
 		return Refusal{Check: CheckIdentity, Message: "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."}
-	case d.Suspended != "":
-		return Refusal{Check: CheckSuspended, Message: fmt.Sprintf("Access denied: %s is suspended (%s), and a suspended person decides nothing: not by chat, console, link or key. Their identity provider reactivates them.", display, d.Suspended)}
+	case strings.TrimSpace(d.Suspended) != "":
+		return Refusal{Check: CheckSuspended, Message: fmt.Sprintf("Access denied: %s is suspended from approving (%s), so Countersign records no decision of theirs on %s, and their earlier approvals of pending requests no longer count. This is by design; an admin lifts the suspension (lift_suspension) if the account is active again, and another approver decides meanwhile.", display, strings.TrimSpace(d.Suspended), it.Ref)}
 	case d.Kind != "person":
 		kind := d.Kind
 		if kind == "" {
@@ -265,7 +269,7 @@ func (r Refusal) Short(role Role) string {
 	case CheckStepUp:
 		return "approving needs a fresh sign-in (step-up)"
 	case CheckSuspended:
-		return "you are suspended (deactivated in the directory)"
+		return "you are suspended from approving"
 	case CheckAssurance:
 		return "approving needs a stronger sign-in (step-up)"
 	}

@@ -285,7 +285,7 @@ func (h users) Delete(r *http.Request, id string) error {
 		if err := tx.Delete(bucketUserNames, []byte(strings.ToLower(u.userName()))); err != nil {
 			return err
 		}
-		if _, err := tx.Suspend(u.Principal, Source, reasonDeleted); err != nil {
+		if err := suspend(tx, u.Principal, reasonDeleted); err != nil {
 			return err
 		}
 		if u.PrincipalID != "" {
@@ -344,15 +344,15 @@ func (a *Adapter) save(tx *bot.Tx, old, u *userRec) error {
 	}
 	if old != nil && old.Principal != u.Principal {
 		// Renamed: the suspension follows the person.
-		if _, err := tx.Reinstate(old.Principal, Source, "renamed in the directory to "+u.Principal); err != nil {
+		if err := reinstate(tx, old.Principal, "renamed in the directory to "+u.Principal); err != nil {
 			return err
 		}
 	}
 	if u.active() {
-		if _, err := tx.Reinstate(u.Principal, Source, "active in the organisation's directory"); err != nil {
+		if err := reinstate(tx, u.Principal, "active again in the organisation's directory"); err != nil {
 			return err
 		}
-	} else if _, err := tx.Suspend(u.Principal, Source, reasonDeactivated); err != nil {
+	} else if err := suspend(tx, u.Principal, reasonDeactivated); err != nil {
 		return err
 	}
 	if err := putUser(tx, u); err != nil {
@@ -362,6 +362,27 @@ func (a *Adapter) save(tx *bot.Tx, old, u *userRec) error {
 		return refreshGroupsOf(tx, u.ID)
 	}
 	return nil
+}
+
+// suspend suspends the person named name for the directory's reason
+// (bot.Tx.Suspend: a suspension recorded before, by a chat platform or an
+// admin, is kept as it is).
+func suspend(tx *bot.Tx, name, reason string) error {
+	c := tx.Call()
+	_, err := tx.Suspend(bot.Suspension{Name: name, Surface: Source, Reason: reason, At: c.Now, By: c.Caller.String()})
+	return err
+}
+
+// reinstate lifts the directory's own suspension of the person named name:
+// the directory lifts what it suspended, never a chat platform's or an
+// admin's suspension (only an admin lifts those, lift_suspension).
+func reinstate(tx *bot.Tx, name, why string) error {
+	s, err := bot.LoadSuspension(tx, name)
+	if err != nil || s == nil || s.Surface != Source {
+		return err
+	}
+	_, err = tx.LiftSuspension(name, why)
+	return err
 }
 
 // revokeOwned revokes a principal the directory provisioned.

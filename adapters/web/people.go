@@ -10,20 +10,21 @@ import (
 )
 
 // suspended says why the person named name may not use the console now
-// (the organisation's directory deactivated them: bot.SuspensionOf), or
-// "": checked on every request with a session, so a deactivation ends
-// the person's sessions at once, on every replica.
+// (bot.LoadSuspension: the organisation's directory deactivated them,
+// their chat account is gone, or an admin suspended them), or "":
+// checked on every request with a session, so a suspension ends the
+// person's sessions at once, on every replica.
 func (h *Handler) suspended(ctx context.Context, name string) (string, error) {
 	var s *bot.Suspension
 	err := h.o.Bot.View(ctx, func(tx kv.Tx) error {
 		var err error
-		s, err = bot.SuspensionOf(tx, name)
+		s, err = bot.LoadSuspension(tx, name)
 		return err
 	})
 	if err != nil || s == nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s is suspended (%s), so it cannot use the console. Their identity provider reactivates them.", name, s.String()), nil
+	return fmt.Sprintf("%s is suspended from approving (%s), so it cannot use the console until the suspension is lifted.", name, s.Why()), nil
 }
 
 // directoryRef is the session reference of the person the directory

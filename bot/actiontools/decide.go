@@ -101,7 +101,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				}
 			}
 			if approve {
-				if _, err := withdrawSuspended(tx, r); err != nil {
+				if _, err := voidSuspended(tx, r); err != nil {
 					return err
 				}
 			}

@@ -147,7 +147,8 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 
 // votesData are a request's votes as structured fields: who, which way,
 // when, whether it counts now (and, when its voter was suspended since,
-// why it was withdrawn), and what the voter was shown.
+// why it is void), how the voter was authenticated, and what they were
+// shown.
 func votesData(r *approvals.Request) []map[string]any {
 	out := []map[string]any{}
 	for _, v := range r.Votes {
@@ -155,8 +156,8 @@ func votesData(r *approvals.Request) []map[string]any {
 		if v.Seen != nil {
 			m["seen"] = map[string]any{"sha256": v.Seen.SHA256, "surface": v.Seen.Surface, "truncated": v.Seen.Truncated}
 		}
-		if v.Withdrawn != "" {
-			m["withdrawn"] = v.Withdrawn
+		if v.Void != "" {
+			m["void"] = v.Void
 		}
 		if v.Assurance != "" {
 			m["assurance"] = string(v.Assurance)

@@ -8,61 +8,28 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// maxWithdrawScan bounds the open items one suspension looks through for
-// the person's approvals; the deciding transaction withdraws the rest
-// (withdrawSuspended), so none ever counts.
-const maxWithdrawScan = 10000
+// maxGrantScan bounds the grants one suspension looks through.
+const maxGrantScan = 10000
 
-// withdrawOnSuspend is the bot's suspend hook: in the suspending
-// transaction, the suspended person's counting approvals on every pending
-// action and consent request stop counting (approvals.Request.Withdraw),
-// audited, with the item's cards updated to the new tally; and every live
-// standing grant they made is revoked (a grant already approves nothing
-// while its maker is suspended, Chat.Current; revoked, it stays ended
-// after a reactivation).
-func (s *Service) withdrawOnSuspend(tx *bot.Tx, name, why string) error {
-	if err := revokeGrantsOf(tx, name, why); err != nil {
-		return err
-	}
-	for _, kind := range []bot.ItemKind{bot.KindAction, bot.KindConsent} {
-		recs, err := tx.OpenItemsOf(kind, maxWithdrawScan)
-		if err != nil {
-			return err
-		}
-		for _, rec := range recs {
-			r, err := approvals.LoadRequest(tx, rec.Key)
-			if err != nil {
-				return err
-			}
-			if r == nil || !r.Withdraw(name, why) {
-				continue
-			}
-			if err := withdrawn(tx, r, why); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// withdrawSuspended withdraws, in the deciding transaction, the counting
-// approvals on r of voters suspended now, so that a quorum is never met
-// with the vote of someone the directory deactivated (whatever the
-// suspending transaction found). It reports whether r changed.
-func withdrawSuspended(tx *bot.Tx, r *approvals.Request) (bool, error) {
+// voidSuspended voids, in the deciding transaction, the counting
+// approvals on r of voters suspended now (approvals.Request.VoidVotes),
+// audited, so that a quorum is never met with the vote of someone
+// suspended, whichever of the two transactions committed first. It
+// reports whether r changed.
+func voidSuspended(tx *bot.Tx, r *approvals.Request) (bool, error) {
 	changed := false
 	for _, name := range r.Voters() {
-		sus, err := bot.SuspensionOf(tx, name)
+		sus, err := bot.LoadSuspension(tx, name)
 		if err != nil {
 			return false, err
 		}
 		if sus == nil {
 			continue
 		}
-		why := fmt.Sprintf("%s was suspended (%s)", name, sus.String())
-		if r.Withdraw(name, why) {
+		why := "suspended from approving: " + sus.Why()
+		if r.VoidVotes(name, why) {
 			changed = true
-			if err := tx.Audit(string(r.Kind)+"_vote_withdrawn", fmt.Sprintf("%s: %s's approval no longer counts: %s: %s", r.ID, name, why, r.Tally())); err != nil {
+			if err := tx.Audit(string(r.Kind)+"_vote_void", fmt.Sprintf("%s: %s's approval no longer counts (%s): %s", r.ID, name, why, r.Tally())); err != nil {
 				return false, err
 			}
 		}
@@ -70,24 +37,14 @@ func withdrawSuspended(tx *bot.Tx, r *approvals.Request) (bool, error) {
 	return changed, nil
 }
 
-// withdrawn stores r after a withdrawal, audits it and updates its cards.
-func withdrawn(tx *bot.Tx, r *approvals.Request, why string) error {
-	if err := approvals.PutRequest(tx, r, r.DueAt); err != nil {
-		return err
-	}
-	if err := tx.Audit(string(r.Kind)+"_vote_withdrawn", fmt.Sprintf("%s: approval no longer counts: %s: %s", r.ID, why, r.Tally())); err != nil {
-		return err
-	}
-	if r.ItemID == 0 {
-		return nil
-	}
-	return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
-}
-
-// revokeGrantsOf revokes the live grants made by the person named name.
+// revokeGrantsOf is the bot's suspend hook: the live standing grants the
+// suspended person made are revoked, audited, with a note in the card's
+// thread. (While the person is suspended a grant of theirs approves
+// nothing anyway, Chat.Current; revoked, it stays ended once the
+// suspension is lifted.)
 func revokeGrantsOf(tx *bot.Tx, name, why string) error {
 	now := tx.Call().Now
-	gs, err := approvals.ListGrants(tx, maxWithdrawScan, func(g *approvals.Grant) bool {
+	gs, err := approvals.ListGrants(tx, maxGrantScan, func(g *approvals.Grant) bool {
 		return g.Live(now) && policy.SamePrincipal("", g.CreatedBy.Name, "", name)
 	})
 	if err != nil {
@@ -100,11 +57,11 @@ func revokeGrantsOf(tx *bot.Tx, name, why string) error {
 		if err := approvals.PutGrant(tx, g); err != nil {
 			return err
 		}
-		if err := tx.Audit("grant_revoked", fmt.Sprintf("%s (%s of %s, made by %s on %s, used %d time(s)) revoked: %s", g.Name(), g.Kind, callName(g.Tool, g.Command), g.CreatedBy.Display, g.FromRequest, g.Uses, why)); err != nil {
+		if err := tx.Audit("grant_revoked", fmt.Sprintf("%s (%s of %s, made by %s on %s, used %d time(s)) revoked: %s %s", g.Name(), g.Kind, callName(g.Tool, g.Command), g.CreatedBy.Display, g.FromRequest, g.Uses, name, why)); err != nil {
 			return err
 		}
 		if g.ItemID != 0 {
-			if err := tx.Emit(g.ItemID, bot.EventNote, fmt.Sprintf("%s was revoked: %s; matching calls wait for a person again.", g.Name(), why)); err != nil {
+			if err := tx.Emit(g.ItemID, bot.EventNote, fmt.Sprintf("%s was revoked: %s is %s; matching calls wait for a person again.", g.Name(), name, why)); err != nil {
 				return err
 			}
 		}

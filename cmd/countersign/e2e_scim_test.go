@@ -72,7 +72,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 }
 
 // auditActions are the audit log's entries as "action: detail".
-func auditActions(t *testing.T, e *testEnv, admin string) []string {
+func scimAudit(t *testing.T, e *testEnv, admin string) []string {
 	t.Helper()
 	r := e.MustOK(admin, "audit_log", map[string]any{"limit": 200})
 	var out []string
@@ -155,8 +155,8 @@ func TestSCIMOktaSequence(t *testing.T) {
 	if st != 200 || user["active"] != false {
 		t.Fatalf("PATCH active false: %d %v", st, user)
 	}
-	entries := auditActions(t, e, admin)
-	if !hasEntry(entries, "principal_suspended", "dr_smith suspended by scim: deactivated in the organisation's directory") {
+	entries := scimAudit(t, e, admin)
+	if !hasEntry(entries, "principal_suspended", `"dr_smith" suspended from approving (scim: deactivated in the organisation's directory`) {
 		t.Fatalf("no suspension of dr_smith (the config principal the email names) in the audit log:\n%s", strings.Join(entries, "\n"))
 	}
 	// Reactivation by PUT, as Okta does when the app is reassigned.
@@ -171,7 +171,7 @@ func TestSCIMOktaSequence(t *testing.T) {
 	if st != 200 || user["active"] != true {
 		t.Fatalf("PUT active true: %d %v", st, user)
 	}
-	if entries := auditActions(t, e, admin); !hasEntry(entries, "principal_reinstated", "dr_smith reinstated by scim") {
+	if entries := scimAudit(t, e, admin); !hasEntry(entries, "suspension_lifted", `"dr_smith" may approve again (was suspended: scim: deactivated in the organisation's directory`) {
 		t.Fatalf("no reinstatement in the audit log:\n%s", strings.Join(entries, "\n"))
 	}
 
@@ -203,7 +203,7 @@ func TestSCIMOktaSequence(t *testing.T) {
 	if st != 200 || len(members) != 1 || members[0].(map[string]any)["value"] != other["id"] {
 		t.Fatalf("PATCH membership: %d %v", st, group)
 	}
-	if entries := auditActions(t, e, admin); !hasEntry(entries, "scim_group_updated", "(pharmacists) updated: 1 members") {
+	if entries := scimAudit(t, e, admin); !hasEntry(entries, "scim_group_updated", "(pharmacists) updated: 1 members") {
 		t.Fatalf("no group update in the audit log:\n%s", strings.Join(entries, "\n"))
 	}
 	// A member that was never provisioned: 400, naming it.
@@ -257,8 +257,8 @@ func TestSCIMEntraSequence(t *testing.T) {
 	if st != 200 || user["active"] != false || len(emails) != 1 || emails[0].(map[string]any)["value"] != "min.kim@hospital.example" || name["familyName"] != "Kim-Lee" || name["givenName"] != "Min" {
 		t.Fatalf("PATCH: %d %v", st, user)
 	}
-	entries := auditActions(t, e, admin)
-	if !hasEntry(entries, "principal_suspended", "nurse.kim@hospital.example suspended by scim") {
+	entries := scimAudit(t, e, admin)
+	if !hasEntry(entries, "principal_suspended", `"nurse.kim@hospital.example" suspended from approving (scim:`) {
 		t.Fatalf("no suspension of the directory's principal:\n%s", strings.Join(entries, "\n"))
 	}
 
@@ -354,14 +354,14 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 		t.Fatal("the console session of a deactivated person still serves pages")
 	}
 	r := e.Call(smith, "approve_action", map[string]any{"request_id": pending.Data["request_id"]})
-	if r.Status != http.StatusForbidden || !strings.Contains(r.String(), "dr_smith [prin_") || !strings.Contains(r.String(), "is suspended (deactivated in the organisation's directory (scim) at ") {
+	if r.Status != http.StatusForbidden || !strings.Contains(r.String(), "dr_smith [prin_") || !strings.Contains(r.String(), "is suspended from approving (scim: deactivated in the organisation's directory, ") {
 		t.Fatalf("a deactivated person's approval: %s", r)
 	}
-	entries := auditActions(t, e, admin)
+	entries := scimAudit(t, e, admin)
 	if !hasEntry(entries, "access_denied", "is suspended") {
 		t.Fatalf("the refusal is not audited:\n%s", strings.Join(entries, "\n"))
 	}
-	if !hasEntry(entries, "grant_revoked", "grant #1") || !hasEntry(entries, "grant_revoked", "dr_smith was suspended") {
+	if !hasEntry(entries, "grant_revoked", "grant #1") || !hasEntry(entries, "grant_revoked", "dr_smith suspended from approving: scim: deactivated") {
 		t.Fatalf("the grant's revocation is not audited:\n%s", strings.Join(entries, "\n"))
 	}
 

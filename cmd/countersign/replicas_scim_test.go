@@ -160,8 +160,8 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 		t.Fatalf("after the deactivation, on replica 0: %v", d)
 	}
 	votes, _ := d["votes"].([]any)
-	if len(votes) != 1 || !strings.Contains(fmt.Sprint(votes[0].(map[string]any)["withdrawn"]), "dr_smith was suspended") {
-		t.Fatalf("the withdrawn vote: %v", d["votes"])
+	if len(votes) != 1 || !strings.Contains(fmt.Sprint(votes[0].(map[string]any)["void"]), "suspended from approving: scim: deactivated in the organisation's directory") {
+		t.Fatalf("the void vote: %v", d["votes"])
 	}
 	waitFor(t, "the card's tally to drop", func() bool {
 		for _, c := range f.Calls("chat.update") {

@@ -417,13 +417,21 @@ func (s *Server) Connected() bool {
 // gateway client, waiting for one to connect first.
 func (s *Server) Dispatch(payload any) {
 	s.t.Helper()
+	s.DispatchEvent("INTERACTION_CREATE", payload)
+}
+
+// DispatchEvent sends the gateway event typ (GUILD_MEMBER_REMOVE…) with
+// payload to the connected gateway client, waiting for one to connect
+// first.
+func (s *Server) DispatchEvent(typ string, payload any) {
+	s.t.Helper()
 	s.Wait("a gateway connection", s.Connected)
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
 	c := s.conns[len(s.conns)-1]
 	s.mu.Unlock()
-	if err := c.write(map[string]any{"op": 0, "s": seq, "t": "INTERACTION_CREATE", "d": payload}); err != nil {
+	if err := c.write(map[string]any{"op": 0, "s": seq, "t": typ, "d": payload}); err != nil {
 		s.t.Fatalf("discordtest: dispatch: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 // method, one beside standing grants, passkey (not built), and a minimum
 // without the console's OIDC are refused, each naming the key.
 func TestToolStepUpMethodConfig(t *testing.T) {
+	t.Parallel()
 	const oidc = `web:
   oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
 `

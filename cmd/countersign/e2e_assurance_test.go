@@ -79,6 +79,7 @@ func voteAssurances(d map[string]any) []string {
 //     minutes ago, approves as oidc: the quorum is met, the receipt states
 //     the weakest (oidc), and the card names each decider with theirs.
 func TestAssuranceEndToEnd(t *testing.T) {
+	t.Parallel()
 	needBrowser(t)
 	f := newSlackFake(t)
 	m, _ := stepUpProvider(t)

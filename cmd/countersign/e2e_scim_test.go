@@ -100,6 +100,7 @@ func hasEntry(entries []string, prefix, contains string) bool {
 // audited), PUT back to active (reinstated), a group created and its
 // membership PATCHed (remove members[value eq …], add members).
 func TestSCIMOktaSequence(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, scimConfig(""))
 	e.env["COUNTERSIGN_SCIM_TOKEN"] = e2eSCIMToken
 	admin := e.CreateKey("root", "admin")
@@ -219,6 +220,7 @@ func TestSCIMOktaSequence(t *testing.T) {
 // members added and removed by value (Entra's remove form), and a
 // DELETE.
 func TestSCIMEntraSequence(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, scimConfig(""))
 	e.env["COUNTERSIGN_SCIM_TOKEN"] = e2eSCIMToken
 	admin := e.CreateKey("root", "admin")
@@ -304,6 +306,7 @@ func TestSCIMEntraSequence(t *testing.T) {
 // saying why; all audited. Reactivated, the key approves again, and the
 // grant, revoked by the deactivation, stays revoked.
 func TestSCIMDeactivationEndsGrantsAndSessions(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: restart_service
     category: mutating
@@ -379,6 +382,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 // is a config that loads (strict decoding and validation), and its shell
 // blocks run clean on a fresh store, printing what their comments promise.
 func TestIdentityDocs(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/identity.md")
 	if err != nil {
 		t.Fatal(err)

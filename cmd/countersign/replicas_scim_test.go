@@ -21,6 +21,7 @@ import (
 // with the suspension; after the directory reactivates them (Entra's
 // PATCH, on replica 1) their click approves it.
 func TestReplicasSCIMDeactivationDuringQuorum(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts two servers")
 	}

@@ -142,7 +142,7 @@ func DirectoryGroupMembers(tx kv.Tx, name string) ([]string, bool, error) {
 	return g.Members, true, nil
 }
 
-// DirectoryGroups lists the directory's groups in name order.
+// DirectoryGroups lists the directory's groups by name (case folded).
 func DirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
 	var out []DirectoryGroup
 	err := tx.Ascend(bucketDirGroups, nil, nil, func(_, v []byte) error {
@@ -159,3 +159,25 @@ func DirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
 // Call is the call tx runs for: its caller and clock (a suspend hook
 // records who suspended, and when).
 func (tx *Tx) Call() *Call { return tx.call }
+
+// DirectoryGroupsOf returns the names of the directory's groups that list
+// the person named name (case-insensitive), by name (case folded), leaving out
+// every group configured reports config.yaml declares: a group config.yaml
+// declares is config.yaml's alone (it is authoritative), so a directory
+// group of the same name adds nobody to it.
+func DirectoryGroupsOf(tx kv.Tx, name string, configured func(group string) bool) ([]string, error) {
+	gs, err := DirectoryGroups(tx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, g := range gs {
+		if configured != nil && configured(g.Name) {
+			continue
+		}
+		if slices.ContainsFunc(g.Members, func(m string) bool { return strings.EqualFold(m, name) }) {
+			out = append(out, g.Name)
+		}
+	}
+	return out, nil
+}

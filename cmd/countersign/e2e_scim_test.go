@@ -259,6 +259,11 @@ func TestSCIMEntraSequence(t *testing.T) {
 	if st != 200 || user["active"] != false || len(emails) != 1 || emails[0].(map[string]any)["value"] != "min.kim@hospital.example" || name["familyName"] != "Kim-Lee" || name["givenName"] != "Min" {
 		t.Fatalf("PATCH: %d %v", st, user)
 	}
+	// An older Entra application sends active as the string "False":
+	// refused, so nothing is read as a boolean it is not.
+	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+id, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"Replace","path":"active","value":"True"}]}`)); st != http.StatusBadRequest {
+		t.Fatalf("active as a string: %d %v, want 400", st, body)
+	}
 	entries := scimAudit(t, e, admin)
 	if !hasEntry(entries, "principal_suspended", `"nurse.kim@hospital.example" suspended from approving (scim:`) {
 		t.Fatalf("no suspension of the directory's principal:\n%s", strings.Join(entries, "\n"))

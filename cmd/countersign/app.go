@@ -131,7 +131,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireAudit, a.connectGateway} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireSCIM, a.wireAudit, a.connectGateway} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

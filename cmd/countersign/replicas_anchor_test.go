@@ -83,7 +83,7 @@ func TestReplicasWriteOneAnchorStream(t *testing.T) {
 	// The database is rolled back under the running cluster: the stream
 	// holds an anchor beyond the chain's end.
 	follower = startReplica(t, cfg, env)
-	key, err := readSigningKey(filepath.Join(dir, "sign.key"))
+	key, err := approvals.ReadSigningKey(filepath.Join(dir, "sign.key"))
 	if err != nil {
 		t.Fatal(err)
 	}

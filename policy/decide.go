@@ -182,6 +182,7 @@ var checkNames = [...]string{
 	CheckApprovers:  "not an eligible approver",
 	CheckStepUp:     "step-up required",
 	CheckSuspended:  "suspended",
+	CheckAssurance:  "authentication too weak",
 }
 
 // String names the check ("step-up required").

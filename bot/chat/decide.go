@@ -568,7 +568,9 @@ func failed(b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, err error) 
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
-		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && errors.Is(err, policy.CheckStepUp) {
+		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && (errors.Is(err, policy.CheckStepUp) || errors.Is(err, policy.CheckAssurance)) {
+			// A fresh sign-in in the console meets a step-up and every
+			// minimum of assurance the console can give: offer the link.
 			return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 		}
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}

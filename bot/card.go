@@ -69,6 +69,9 @@ type VoteView struct {
 	// Seen is what the voter was shown; nil for a vote without a card
 	// (an API call, a typed command).
 	Seen *Seen `json:"seen,omitempty"`
+	// Void, on an approval that no longer counts because its voter was
+	// suspended from approving (suspensions.go), says so.
+	Void string `json:"void,omitempty"`
 }
 
 // Seen is what an approver was shown when they decided: the SHA-256 of

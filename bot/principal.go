@@ -132,6 +132,10 @@ func splitDisplay(s string) (name, id string) {
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
 
+// MayAdminister reports whether the caller's role holds the admin
+// capability.
+func (c *Caller) MayAdminister() bool { return c != nil && policy.Grants(c.Role, policy.CapAdmin) }
+
 // MayWrite reports whether the caller's role holds the write capability
 // (what confirm_action needs: the MCP gateway asks it of a read-only
 // upstream call it passes straight through).

@@ -704,7 +704,10 @@ func VoteLine(v bot.VoteView) string {
 	} else {
 		s += ", on no card (an API call or a typed command)"
 	}
-	if v.Approve && !v.Counts {
+	switch {
+	case v.Approve && !v.Counts && v.Void != "":
+		s += "; no longer counts: " + OneLine(v.Void, 300)
+	case v.Approve && !v.Counts:
 		s += "; no longer counts (cast on earlier arguments or facts)"
 	}
 	return s

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -132,6 +133,17 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 		t.Fatalf("click answered %d with request id %q", code, rid)
 	}
 	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
+	// Slack has the update; wait until the server has recorded the
+	// delivery (the outbox gauge), or the stop below cancels it in flight.
+	waitFor(t, "the delivery recorded", func() bool {
+		resp, err := http.Get(e.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `countersign_outbox_depth{sink="slack"} 0`)
+	})
 	e.Stop() // the batched spans are exported on the way out
 	if p := rcv.Problems(); len(p) > 0 {
 		t.Fatalf("the receiver refused the exporter's requests: %v", p)

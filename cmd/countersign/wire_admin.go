@@ -73,6 +73,8 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		Now:         a.bot.Now,
 		Gateway:     a.gateway, // wire_gateway.go
 		Audit:       a.gatewayAudit(),
+		AuditRead:   a.gatewayAuditRead(),
+		Store:       a.gatewayStore(),
 		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 )
 
 // wireGateway makes the gateway of gateway.upstreams, for the MCP
@@ -51,6 +53,12 @@ func (a *app) connectGateway(ctx context.Context) error {
 	if a.gateway == nil {
 		return nil
 	}
+	// What the last run left forwarding: outcome unknown, never re-run.
+	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), a.gatewayAudit()); err != nil {
+		return fmt.Errorf("gateway: reading the calls the last run left forwarding: %w", err)
+	} else if n > 0 {
+		a.log.Error("gateway: the last run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)
+	}
 	if err := a.gateway.Connect(ctx); err != nil {
 		return err
 	}
@@ -67,6 +75,25 @@ func (a *app) gatewayAudit() mcp.AuditFunc {
 	return func(ctx context.Context, caller *bot.Caller, action, detail string) error {
 		return a.bot.Chat().Audit(ctx, caller, bot.Space{UserID: "default"}, action, detail)
 	}
+}
+
+// gatewayAuditRead records a read-only call passed through, as read
+// verdicts are (audit.read_verdicts: queued, or durable).
+func (a *app) gatewayAuditRead() mcp.AuditFunc {
+	if a.gateway == nil {
+		return nil
+	}
+	return func(ctx context.Context, caller *bot.Caller, action, detail string) error {
+		return a.bot.Chat().AuditRead(ctx, caller, bot.Space{UserID: "default"}, action, detail)
+	}
+}
+
+// gatewayStore keeps the gateway's forwarding markers.
+func (a *app) gatewayStore() kv.Store {
+	if a.gateway == nil {
+		return nil
+	}
+	return a.bot.Store()
 }
 
 // degraded names the upstreams down now, for /readyz.

@@ -1,0 +1,86 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
+)
+
+// Forwarding markers: the gateway's record that an approved call is being
+// forwarded. One is committed (durably) before the receipt is redeemed and
+// the upstream called, and removed once the upstream's answer is audited,
+// so a marker that outlives its call means the process stopped in between:
+// whether the upstream ran the call is unknown. RecoverForwarding, at
+// start, audits each such request as gateway_outcome_unknown and drops the
+// marker; nothing is run again (the receipt is redeemed once).
+
+// forwardingBucket holds the markers, by request id.
+const forwardingBucket = "gateway_forwarding"
+
+// marker is one forwarding in flight.
+type marker struct {
+	Request   string    `json:"request"`
+	Tool      string    `json:"tool"`
+	Principal string    `json:"principal"` // the caller's id
+	Name      string    `json:"name"`
+	Kind      string    `json:"kind"`
+	At        time.Time `json:"at"`
+}
+
+func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) error {
+	if w.store == nil {
+		return nil
+	}
+	m := marker{Request: id, Tool: tool, At: w.now().UTC()}
+	if caller != nil {
+		m.Principal, m.Name, m.Kind = caller.ID, caller.Name, caller.Kind
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return w.store.Update(ctx, func(tx kv.Tx) error { return tx.Put(forwardingBucket, []byte(id), b) })
+}
+
+func (w *waiter) unmark(ctx context.Context, id string) error {
+	if w.store == nil {
+		return nil
+	}
+	return w.store.Update(context.WithoutCancel(ctx), func(tx kv.Tx) error { return tx.Delete(forwardingBucket, []byte(id)) })
+}
+
+// RecoverForwarding audits every forwarding the last run left unfinished
+// as gateway_outcome_unknown, under the requester, and drops its marker.
+// It returns how many there were.
+func RecoverForwarding(ctx context.Context, store kv.Store, audit AuditFunc) (int, error) {
+	var ms []marker
+	err := store.View(ctx, func(tx kv.Tx) error {
+		ms = ms[:0]
+		return tx.Ascend(forwardingBucket, nil, nil, func(_, v []byte) error {
+			var m marker
+			if json.Unmarshal(v, &m) == nil && m.Request != "" {
+				ms = append(ms, m)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range ms {
+		caller := &bot.Caller{Principal: bot.Principal{ID: m.Principal, Name: m.Name, Kind: m.Kind}, Surface: "mcp"}
+		detail := fmt.Sprintf("%s %s: outcome unknown: Countersign stopped while forwarding this approved call to the upstream (at %s); whether the upstream ran it is unknown. It is not run again: its receipt is redeemed; check the upstream, and ask for a new decision to run it again", m.Request, m.Tool, m.At.Format(time.RFC3339))
+		if err := audit(ctx, caller, "gateway_outcome_unknown", detail); err != nil {
+			return 0, err
+		}
+		id := m.Request
+		if err := store.Update(ctx, func(tx kv.Tx) error { return tx.Delete(forwardingBucket, []byte(id)) }); err != nil {
+			return 0, err
+		}
+	}
+	return len(ms), nil
+}

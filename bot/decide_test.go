@@ -2,12 +2,17 @@ package bot
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -39,9 +44,22 @@ func (typedSource) DecisionArgs(rec ItemRecord, d Decision) (string, any, error)
 // whose id it returns. A handler's AfterCommit reads the status committed.
 func newTypedBot(t *testing.T, afterCommit *[]string) (*Bot, uint64) {
 	t.Helper()
-	b := newTestBot(t, "slack")
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "b.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	_, sk, _ := ed25519.GenerateKey(rand.Reader)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	// Every write function runs twice (a rolled-back rehearsal, then for
+	// real), as an engine may run it: Decide's results and its AfterCommit
+	// work come from the run that commits.
+	b, err := New(Options{Store: kvtest.Twice(db), SigningKey: sk, Sinks: []string{"slack"}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b.Items().RegisterKind(KindAction, typedSource{})
-	err := b.Register(Tool{Name: "typed_decide", Capability: policy.CapApprove, Args: typedArgs{}, Handler: func(ctx context.Context, c *Call, a any) (Result, error) {
+	err = b.Register(Tool{Name: "typed_decide", Capability: policy.CapApprove, Args: typedArgs{}, Handler: func(ctx context.Context, c *Call, a any) (Result, error) {
 		args := a.(*typedArgs)
 		var refusal *policy.Refusal
 		err := c.Update(ctx, func(tx *Tx) error {

@@ -116,7 +116,7 @@ func escape(s string) string {
 			b.WriteRune(r)
 		case bot.Invisible(r):
 			// Bidirectional controls and other invisible format
-			// characters are dropped, as on every surface (chat.OneLine).
+			// characters are dropped, as on every surface (bot.OneLine).
 		case unicode.IsControl(r):
 			b.WriteRune(utf8.RuneError)
 		default:
@@ -191,7 +191,7 @@ func text(s string, max int) string { return truncate(escape(s), max) }
 // formatting markup applies "when type is mrkdwn"), so it is not
 // HTML-escaped: an escaped "->" would show as "-&gt;". Control characters,
 // bidirectional and other invisible format characters are replaced or
-// dropped as chat.OneLine does, line breaks become spaces, and the text is
+// dropped as bot.OneLine does, line breaks become spaces, and the text is
 // cut to max characters. As a second guard, should a client ever parse it,
 // a word joiner (invisible) follows every "<" that would open a Slack
 // reference ("<!", "<@", "<#") and every "@" of a broadcast word.

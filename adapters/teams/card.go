@@ -186,7 +186,7 @@ func plain(runs ...textRun) richText { return richText{Type: "RichTextBlock", In
 func run(s string, max int) textRun { return textRun{Type: "TextRun", Text: clean(s, max)} }
 
 // clean makes untrusted text safe to show: control and invisible format
-// characters dropped (chat.Invisible), CR LF to LF, cut to max runes.
+// characters dropped (bot.Invisible), CR LF to LF, cut to max runes.
 func clean(s string, max int) string {
 	var b strings.Builder
 	for _, r := range s {

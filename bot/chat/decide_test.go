@@ -306,6 +306,14 @@ func TestDecisionCost(t *testing.T) {
 	t.Logf("before (the adapter's old sequence): %d transactions (%d writes, %d reads), %d item-record and %d request loads",
 		before.updates+before.views, before.updates, before.views, before.records, before.requests)
 
+	e.store.reset()
+	e.request("delete_database", "default")
+	agent := e.store.snapshot()
+	t.Logf("an agent's confirm_action: %d transactions (%d writes, %d reads)", agent.updates+agent.views, agent.updates, agent.views)
+	if agent.updates+agent.views > 2 {
+		t.Errorf("an agent's confirm_action costs %d transactions, want at most 2", agent.updates+agent.views)
+	}
+
 	web := &bot.Caller{Principal: bot.Principal{ID: "web:dr_smith", Name: "dr_smith", Role: policy.RoleMember, Kind: "person"}, Surface: "web"}
 	tests := []struct {
 		name   string

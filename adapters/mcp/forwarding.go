@@ -46,13 +46,6 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	return w.store.Update(ctx, func(tx kv.Tx) error { return tx.Put(forwardingBucket, []byte(id), b) })
 }
 
-func (w *waiter) unmark(ctx context.Context, id string) error {
-	if w.store == nil {
-		return nil
-	}
-	return w.store.Update(context.WithoutCancel(ctx), func(tx kv.Tx) error { return tx.Delete(forwardingBucket, []byte(id)) })
-}
-
 // RecoverForwarding audits every forwarding the last run left unfinished
 // as gateway_outcome_unknown, under the requester, and drops its marker.
 // It returns how many there were.
@@ -83,4 +76,87 @@ func RecoverForwarding(ctx context.Context, store kv.Store, audit AuditFunc) (in
 		}
 	}
 	return len(ms), nil
+}
+
+// Recorded results: the upstream's answer to a forwarded call, kept by
+// request id (in the transaction that drops its marker), so that a host
+// retrying with the call's requestState after the run gets the recorded
+// answer, never a second execution. PruneResults drops old ones.
+
+// resultsBucket holds them, by request id.
+const resultsBucket = "gateway_results"
+
+// recorded is one kept answer.
+type recorded struct {
+	At     time.Time       `json:"at"`
+	Result json.RawMessage `json:"result"`
+}
+
+// finish drops the marker of request id and keeps res as its answer.
+func (w *waiter) finish(ctx context.Context, id string, res json.RawMessage) error {
+	if w.store == nil {
+		return nil
+	}
+	var val []byte
+	if res != nil {
+		val, _ = json.Marshal(recorded{At: w.now().UTC(), Result: res})
+	}
+	return w.store.Update(context.WithoutCancel(ctx), func(tx kv.Tx) error {
+		if err := tx.Delete(forwardingBucket, []byte(id)); err != nil {
+			return err
+		}
+		if val == nil {
+			return nil
+		}
+		return tx.Put(resultsBucket, []byte(id), val)
+	})
+}
+
+// recordedResult is the kept answer of request id, or nil.
+func (w *waiter) recordedResult(ctx context.Context, id string) json.RawMessage {
+	if w.store == nil {
+		return nil
+	}
+	var out json.RawMessage
+	_ = w.store.View(ctx, func(tx kv.Tx) error {
+		out = nil
+		b, err := tx.Get(resultsBucket, []byte(id))
+		if err != nil || b == nil {
+			return err
+		}
+		var r recorded
+		if json.Unmarshal(b, &r) == nil {
+			out = r.Result
+		}
+		return nil
+	})
+	return out
+}
+
+// PruneResults drops the recorded answers kept since before before, and
+// returns how many.
+func PruneResults(ctx context.Context, store kv.Store, before time.Time) (int, error) {
+	var old [][]byte
+	err := store.View(ctx, func(tx kv.Tx) error {
+		old = old[:0]
+		return tx.Ascend(resultsBucket, nil, nil, func(k, v []byte) error {
+			var r recorded
+			if json.Unmarshal(v, &r) != nil || r.At.Before(before) {
+				old = append(old, append([]byte(nil), k...))
+			}
+			return nil
+		})
+	})
+	if err != nil || len(old) == 0 {
+		return 0, err
+	}
+	err = store.Update(ctx, func(tx kv.Tx) error {
+		for _, k := range old {
+			if err := tx.Delete(resultsBucket, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return len(old), err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
@@ -41,9 +42,17 @@ func (a *app) wireGateway(context.Context) error {
 	}
 	a.gateway = gw
 	a.closers = append(a.closers, gw.Close)
+	// The upstream answers kept for retries (adapters/mcp/forwarding.go)
+	// outlive any requestState (5 minutes) by far after a day.
+	a.bot.OnSweep("gateway_results", func(ctx context.Context, now time.Time) (int, error) {
+		return mcp.PruneResults(ctx, a.bot.Store(), now.Add(-resultsKept))
+	})
 	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run})
 	return nil
 }
+
+// resultsKept is how long an upstream's answer is kept for a retry.
+const resultsKept = 24 * time.Hour
 
 // connectGateway starts every upstream and lists its tools; a tool served
 // under one of Countersign's names stops the start. An upstream that does

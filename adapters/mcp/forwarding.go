@@ -46,10 +46,15 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	return w.store.Update(ctx, func(tx kv.Tx) error { return tx.Put(forwardingBucket, []byte(id), b) })
 }
 
-// RecoverForwarding audits every forwarding the last run left unfinished
-// as gateway_outcome_unknown, under the requester, and drops its marker.
-// It returns how many there were.
-func RecoverForwarding(ctx context.Context, store kv.Store, audit AuditFunc) (int, error) {
+// ReportFunc records that the outcome of request id is unknown: the audit
+// entry detail (gateway_outcome_unknown) under caller, and note on the
+// request's cards.
+type ReportFunc func(ctx context.Context, caller *bot.Caller, id, detail, note string) error
+
+// RecoverForwarding reports every forwarding the last run left unfinished
+// (report: gateway_outcome_unknown, under the requester, and a note on the
+// request's cards) and drops its marker. It returns how many there were.
+func RecoverForwarding(ctx context.Context, store kv.Store, report ReportFunc) (int, error) {
 	var ms []marker
 	err := store.View(ctx, func(tx kv.Tx) error {
 		ms = ms[:0]
@@ -67,7 +72,8 @@ func RecoverForwarding(ctx context.Context, store kv.Store, audit AuditFunc) (in
 	for _, m := range ms {
 		caller := &bot.Caller{Principal: bot.Principal{ID: m.Principal, Name: m.Name, Kind: m.Kind}, Surface: "mcp"}
 		detail := fmt.Sprintf("%s %s: outcome unknown: Countersign stopped while forwarding this approved call to the upstream (at %s); whether the upstream ran it is unknown. It is not run again: its receipt is redeemed; check the upstream, and ask for a new decision to run it again", m.Request, m.Tool, m.At.Format(time.RFC3339))
-		if err := audit(ctx, caller, "gateway_outcome_unknown", detail); err != nil {
+		note := fmt.Sprintf("Outcome unknown: Countersign stopped while running this approved call of %s at the upstream, so whether it ran is unknown. It is not run again; check the upstream before anyone asks for it again.", m.Tool)
+		if err := report(ctx, caller, m.Request, detail, note); err != nil {
 			return 0, err
 		}
 		id := m.Request

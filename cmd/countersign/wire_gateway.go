@@ -63,7 +63,14 @@ func (a *app) connectGateway(ctx context.Context) error {
 		return nil
 	}
 	// What the last run left forwarding: outcome unknown, never re-run.
-	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), a.gatewayAudit()); err != nil {
+	report := func(ctx context.Context, caller *bot.Caller, id, detail, note string) error {
+		item, err := a.bot.Items().OfRequest(ctx, id)
+		if err != nil {
+			return err
+		}
+		return a.bot.Chat().AuditNote(ctx, caller, bot.Space{UserID: "default"}, "gateway_outcome_unknown", detail, item, note)
+	}
+	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), report); err != nil {
 		return fmt.Errorf("gateway: reading the calls the last run left forwarding: %w", err)
 	} else if n > 0 {
 		a.log.Error("gateway: the last run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)

@@ -65,18 +65,19 @@ type Bot struct {
 	closing     chan struct{} // closed by BeginShutdown
 	closingOnce sync.Once
 
-	sweepSteps  []namedStep
-	deliveryTTL time.Duration
-	directory   *Directory
-	observer    Observer                  // told about every finished call (observe.go)
-	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
-	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
-	web         webConsole                // the web console's links (web.go); zero: no console
-	authCache   *authCache                // Options.CachePrincipals; nil: off
-	authGen     atomic.Uint64             // bumped after every committed principal change
-	queueBuilt  atomic.Bool               // every open item is filed in the queue (queue.go)
-	maxOpen     int                       // Options.MaxOpenItems, resolved; 0: no limit
-	tracer      trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
+	sweepSteps   []namedStep
+	deliveryTTL  time.Duration
+	directory    *Directory
+	observer     Observer                  // told about every finished call (observe.go)
+	readAudit    atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
+	limiter      *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
+	web          webConsole                // the web console's links (web.go); zero: no console
+	authCache    *authCache                // Options.CachePrincipals; nil: off
+	authGen      atomic.Uint64             // bumped after every committed principal change
+	queueBuilt   atomic.Bool               // every open item is filed in the queue (queue.go)
+	maxOpen      int                       // Options.MaxOpenItems, resolved; 0: no limit
+	tracer       trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
+	suspendHooks []SuspendHook             // told about every new suspension (people.go)
 }
 
 // New returns a Bot with no tools registered.

@@ -74,16 +74,21 @@ type Item struct {
 	Fields    []Field   `json:"fields"`
 	// Status is pending until decided; then the outcome word (approved,
 	// rejected, denied, expired, stale, answered, recorded).
-	Status    string       `json:"status"`
-	DecidedBy []string     `json:"decided_by,omitempty"`
-	DecidedAt time.Time    `json:"decided_at,omitzero"`
-	Reason    string       `json:"reason,omitempty"`
-	Tally     string       `json:"tally,omitempty"` // "1 of 2 approvals: dr_smith"
-	Sensitive bool         `json:"sensitive,omitempty"`
-	Options   []string     `json:"options,omitempty"` // choices of a question
-	Multi     bool         `json:"multi,omitempty"`   // a question that takes several choices
-	Channel   string       `json:"channel"`
-	Messages  []MessageRef `json:"messages,omitempty"`
+	Status    string   `json:"status"`
+	DecidedBy []string `json:"decided_by,omitempty"`
+	// DecidedVia is how each of DecidedBy was authenticated for the
+	// decision ("chat click", "sign-in link", "OIDC", "OIDC step-up",
+	// "passkey", "API key"; "" when not recorded), in the same order;
+	// nil when none was.
+	DecidedVia []string     `json:"decided_via,omitempty"`
+	DecidedAt  time.Time    `json:"decided_at,omitzero"`
+	Reason     string       `json:"reason,omitempty"`
+	Tally      string       `json:"tally,omitempty"` // "1 of 2 approvals: dr_smith"
+	Sensitive  bool         `json:"sensitive,omitempty"`
+	Options    []string     `json:"options,omitempty"` // choices of a question
+	Multi      bool         `json:"multi,omitempty"`   // a question that takes several choices
+	Channel    string       `json:"channel"`
+	Messages   []MessageRef `json:"messages,omitempty"`
 	// WebURL is the item's page in the web console when web.public_url is
 	// set (chat cards link to it); "" otherwise.
 	WebURL string `json:"web_url,omitempty"`

@@ -33,6 +33,10 @@ type Principal struct {
 	Scopes    []string    `json:"scopes,omitempty"` // user_ids it may touch; empty = all
 	Revoked   bool        `json:"revoked,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`
+	// Source is who made the principal: "" for an admin (keys create,
+	// create_principal), SourceDirectory for the organisation's directory
+	// (SCIM), which owns it: it has no API key.
+	Source string `json:"source,omitempty"`
 }
 
 // Caller is the authenticated identity behind one tool call: a principal,
@@ -53,6 +57,17 @@ type Caller struct {
 	// approving (suspensions.go): the store's word, read in every deciding
 	// transaction. The one decision rule refuses them.
 	Suspended string
+	// SignIn is how the console session the call comes from was opened
+	// ("link", "oidc"); "" off the console. With AuthAt it makes the
+	// decision's assurance (Assurance).
+	SignIn string
+}
+
+// Assurance is how the caller is authenticated for a decision at now, a
+// strong sign-in counting as fresh within within (policy.AssuranceOf):
+// recorded on every vote, shown on cards and in receipts.
+func (c *Caller) Assurance(within time.Duration, now time.Time) policy.Assurance {
+	return policy.AssuranceOf(c.Decider(), within, now)
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -74,7 +89,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -131,6 +146,10 @@ func splitDisplay(s string) (name, id string) {
 
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayAdminister reports whether the caller's role holds the admin
+// capability.
+func (c *Caller) MayAdminister() bool { return c != nil && policy.Grants(c.Role, policy.CapAdmin) }
 
 // MayWrite reports whether the caller's role holds the write capability
 // (what confirm_action needs: the MCP gateway asks it of a read-only

@@ -27,6 +27,11 @@ type Decider struct {
 	// workspace): the rule refuses them everything until an admin lifts
 	// it. The core reads it from the store in the deciding transaction.
 	Suspended string
+	// Surface is where the decision comes from (web, slack, http, …) and
+	// SignIn how a console session was opened (link, oidc): with AuthAt
+	// and AuthMethod they make the decision's assurance (AssuranceOf).
+	Surface string
+	SignIn  string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -88,6 +93,10 @@ type Decidable struct {
 	// At is when the decision is taken (the caller's clock: policy reads
 	// none). A StepUp with a zero At refuses.
 	At time.Time
+	// MinAssurance, when set, is the least assurance an approval needs
+	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
+	// tools[].step_up.method. Set for approving, never for refusing.
+	MinAssurance Assurance
 }
 
 // StepUpSkew is how far in the future of At a decider's AuthAt may lie
@@ -134,7 +143,8 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // order of the checks is part of the contract: identity, suspension,
 // person, capability, requester, scope, approvers, step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
-// is within it.StepUp of it.At).
+// is within it.StepUp of it.At), assurance (an item with MinAssurance is
+// approved only by a decider authenticated at least so, AssuranceOf).
 func DecisionRefusal(d Decider, it Decidable) string {
 	return CheckDecision(d, it).Message
 }
@@ -156,6 +166,9 @@ const (
 	// It is made right after the identity check; listed last so the other
 	// checks keep their values.
 	CheckSuspended
+	// CheckAssurance: approving needs a stronger authentication than the
+	// caller's (Decidable.MinAssurance); checked last.
+	CheckAssurance
 )
 
 // checkNames are the DecisionChecks as errors and logs name them.
@@ -243,8 +256,24 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
 	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
 		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
+	case it.MinAssurance != "" && !AssuranceOf(d, it.StepUp, it.At).AtLeast(it.MinAssurance):
+		return Refusal{Check: CheckAssurance, Message: fmt.Sprintf("Access denied: %s %s is approved only with %s, and %s decided with %s. Refusing it needs no step-up.",
+			StepUpRequired, it.Ref, assuranceNeed(it.MinAssurance), display, AssuranceOf(d, it.StepUp, it.At).Label())}
 	}
 	return Refusal{}
+}
+
+// assuranceNeed says what a minimum asks for, in a refusal.
+func assuranceNeed(min Assurance) string {
+	switch min {
+	case AssuranceOIDC:
+		return "a console session opened at the identity provider (OIDC)"
+	case AssuranceStepUp:
+		return "a fresh sign-in at the identity provider (OIDC step-up)"
+	case AssurancePasskey:
+		return "a fresh passkey step-up in the console"
+	}
+	return min.Label()
 }
 
 // stepUpRefusal says why a decider is not stepped up for it.
@@ -290,6 +319,8 @@ func (r Refusal) Short(role Role) string {
 		return "approving needs a fresh sign-in (step-up)"
 	case CheckSuspended:
 		return "you are suspended from approving"
+	case CheckAssurance:
+		return "approving needs a stronger sign-in (step-up)"
 	}
 	return r.Message
 }

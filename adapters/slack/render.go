@@ -438,7 +438,7 @@ func outcomeBlock(it bot.Item) slackgo.Block {
 	var b strings.Builder
 	b.WriteString(icon + " *" + escape(word) + "*")
 	if len(it.DecidedBy) > 0 {
-		b.WriteString(" by " + escape(chat.Names(it.DecidedBy, 600)))
+		b.WriteString(" by " + escape(chat.Deciders(it, 600)))
 	}
 	if !it.DecidedAt.IsZero() {
 		b.WriteString(" on " + slackDate(it.DecidedAt))

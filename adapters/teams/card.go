@@ -468,7 +468,7 @@ func outcomeBlocks(it bot.Item) []any {
 	icon, word := chat.StatusWord(it.Status)
 	runs := []textRun{{Type: "TextRun", Text: icon + " " + word, Weight: "Bolder", Color: outcomeColor(it.Status)}}
 	if len(it.DecidedBy) > 0 {
-		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.Names(it.DecidedBy, 600)})
+		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.Deciders(it, 600)})
 	}
 	if !it.DecidedAt.IsZero() {
 		runs = append(runs, textRun{Type: "TextRun", Text: " on " + chat.Stamp(it.DecidedAt)})

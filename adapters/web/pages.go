@@ -638,7 +638,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Expires = "due now"
 		}
 	}
-	d.DecidedBy = chat.Names(it.DecidedBy, 600)
+	d.DecidedBy = chat.Deciders(it, 600)
 	for _, f := range it.Details {
 		switch f.Label {
 		case "Subject":

@@ -65,6 +65,11 @@ type ToolSpec struct {
 	// verdicts, each approval records their versions, and a receipt is
 	// not redeemed once one of them changed (facts.go).
 	Context []string
+	// StepUpMethod, when set, is the least assurance an approval of its
+	// requests needs (tools[].step_up.method: oidc, oidc_step_up or
+	// passkey; policy.ParseAssurance). A fresh one (oidc_step_up,
+	// passkey) makes its requests require step-up too.
+	StepUpMethod string
 }
 
 // MaxContext is the most context subjects a tool declares.
@@ -204,6 +209,8 @@ type toolDef struct {
 	timeout  time.Duration
 	channel  string
 	context  []string // resolved context subjects
+	// minAssurance is StepUpMethod, parsed; "" for none.
+	minAssurance policy.Assurance
 }
 
 // Register compiles the declarations in o, adds the tools, item sources and
@@ -283,6 +290,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)
 	b.OnSweep("grants", s.PruneGrants)
+	b.OnSuspend(revokeGrantsOf)
 	return s, nil
 }
 
@@ -322,6 +330,16 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) 
 	}
 	if err := grantsOf(t, cat); err != nil {
 		errs = append(errs, err)
+	}
+	if t.StepUpMethod != "" {
+		a, err := policy.ParseAssurance(t.StepUpMethod)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("step_up.method: %w", err))
+		case len(t.Grants.Allow) > 0:
+			errs = append(errs, fmt.Errorf("step_up.method: %s asks every approval for %s, and a standing grant (grants.allow) would approve later calls without one; remove one of them", t.Name, a.Label()))
+		}
+		def.minAssurance = a
 	}
 	if len(t.Context) > MaxContext {
 		errs = append(errs, fmt.Errorf("context: %d subjects; at most %d (each is read on every card and approval)", len(t.Context), MaxContext))

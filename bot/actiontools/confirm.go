@@ -211,6 +211,14 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			timeout = def.timeout
 		}
 		r.StepUp = s.stepUp.requires(args.Tool, cat)
+		if def != nil && def.minAssurance != "" {
+			r.MinAssurance = def.minAssurance
+			if def.minAssurance.AtLeast(policy.AssuranceStepUp) && r.StepUp == 0 {
+				// A fresh authentication: the request requires step-up,
+				// with all that comes with it (no grant, the console link).
+				r.StepUp = s.stepUp.within
+			}
+		}
 		r.ExpiresAt = c.Now.Add(timeout)
 		detail := fmt.Sprintf("%s %s category=%s mechanics=%s args_sha256=%s", r.ID, callName(args.Tool, command), cat, mech, r.Action.ArgsSHA256)
 		var due time.Time

@@ -101,6 +101,11 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 			}
+			if approve {
+				if _, err := voidSuspended(tx, r); err != nil {
+					return err
+				}
+			}
 			basis, why, err := s.basisOf(tx, c, r, approve, args.Seen)
 			if err != nil {
 				return err
@@ -221,7 +226,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 // changed since the facts an earlier approval of this pending request
 // rests on: the caller starts the count again.
 func (s *Service) basisOf(tx *bot.Tx, c *bot.Call, r *approvals.Request, approve bool, seen *SeenArgs) (approvals.Basis, string, error) {
-	basis := approvals.Basis{Seen: seen.seen()}
+	basis := approvals.Basis{Seen: seen.seen(), Assurance: c.Caller.Assurance(r.StepUp, c.Now)}
 	if r.Action == nil || r.Status != approvals.StatusPending || !approve {
 		return basis, "", nil
 	}

@@ -162,7 +162,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 	def := s.def(r.Action.Tool)
 	a := r.Action
 	switch {
-	case r.StepUp > 0:
+	case r.StepUp > 0 || r.MinAssurance != "":
 		return nil, bot.Invalid("grant", "%s requires step-up (a fresh sign-in for every approval), and a standing grant would approve later calls without one. Approve without a grant", a.Tool)
 	case a.Edited:
 		return nil, bot.Invalid("grant", "a standing grant is made only with an approval of the arguments the agent proposed, not with an edit: approve the edit without a grant (a later request with these arguments can take one)")
@@ -239,7 +239,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *toolDef) (bool, error) {
 	a := r.Action
 	if def == nil || len(def.spec.Grants.Allow) == 0 || a.Mechanics == string(policy.MechanicsDryRunConfirm) ||
-		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 {
+		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" {
 		return false, nil // never a path around the dry run, the quorum or step-up
 	}
 	g, err := approvals.FindGrant(tx, approvals.GrantCall{
@@ -307,7 +307,7 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 // for the surfaces' buttons: none unless the tool allows them and r could
 // take one.
 func (s *Service) grantOptions(r *approvals.Request) []bot.GrantOption {
-	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 ||
+	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" ||
 		r.Action.Mechanics == string(policy.MechanicsDryRunConfirm) || r.Action.Category == string(policy.CategoryDestructive) {
 		return nil
 	}

@@ -52,13 +52,14 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		return bot.Item{}, fmt.Errorf("item %d: request %s is missing", rec.ID, rec.Key)
 	}
 	it := bot.Item{
-		Requester: r.Requester.Display,
-		CreatedAt: r.CreatedAt,
-		ExpiresAt: r.ExpiresAt,
-		Status:    string(r.Status),
-		DecidedBy: r.DecidedBy,
-		DecidedAt: r.DecidedAt,
-		Reason:    r.Reason,
+		Requester:  r.Requester.Display,
+		CreatedAt:  r.CreatedAt,
+		ExpiresAt:  r.ExpiresAt,
+		Status:     string(r.Status),
+		DecidedBy:  r.DecidedBy,
+		DecidedAt:  r.DecidedAt,
+		Reason:     r.Reason,
+		DecidedVia: decidedVia(r),
 	}
 	field := func(label, value string) {
 		if strings.TrimSpace(value) != "" {
@@ -230,4 +231,27 @@ func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any,
 		return "deny_action", a, nil
 	}
 	return "", nil, fmt.Errorf("item %d: kind %s is not an action, consent or question", rec.ID, rec.Kind)
+}
+
+// decidedVia is how each of r's deciders (DecidedBy, in order) was
+// authenticated, as people read it ("chat click", "OIDC step-up"); nil
+// when no decision recorded one (a grant, automatic policy, votes from
+// before assurances were recorded).
+func decidedVia(r *approvals.Request) []string {
+	var out []string
+	found := false
+	for _, by := range r.DecidedBy {
+		label := ""
+		for _, v := range r.Votes {
+			if v.By.Display == by && v.Assurance != "" && (v.Approve == (r.Status == approvals.StatusApproved)) && v.Round == r.Round {
+				label = v.Assurance.Label()
+			}
+		}
+		found = found || label != ""
+		out = append(out, label)
+	}
+	if !found {
+		return nil
+	}
+	return out
 }

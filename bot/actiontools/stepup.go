@@ -83,7 +83,7 @@ func canDecide(c *bot.Call, r *approvals.Request, approve bool) *policy.Refusal 
 	it := r.Decidable()
 	it.At = c.Now
 	if !approve {
-		it.StepUp = 0
+		it.StepUp, it.MinAssurance = 0, ""
 	}
 	return c.Caller.MayDecide(it)
 }

@@ -240,6 +240,20 @@ func ArgLine(f bot.Field) string { return bot.OneLine(f.Label, 60) + ": " + bot.
 // shows names, and its Details the ids.
 func NameOf(display string) string { return bot.NameOf(bot.OneLine(display, 200)) }
 
+// Deciders are the names of it's deciders, each with how they were
+// authenticated when that was recorded: "dr_smith (chat click), dr_jones
+// (OIDC step-up)". Every surface's outcome line shows it.
+func Deciders(it bot.Item, max int) string {
+	out := make([]string, len(it.DecidedBy))
+	for i, d := range it.DecidedBy {
+		out[i] = NameOf(d)
+		if i < len(it.DecidedVia) && it.DecidedVia[i] != "" {
+			out[i] += " (" + OneLine(it.DecidedVia[i], 40) + ")"
+		}
+	}
+	return JoinLine(out, max)
+}
+
 // Names are several principals' names (NameOf), joined.
 func Names(displays []string, max int) string {
 	out := make([]string, len(displays))

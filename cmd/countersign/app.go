@@ -33,7 +33,10 @@ type app struct {
 	trust   map[string]webhook.Trust
 	mw      []func(http.Handler) http.Handler
 	runners []runner
-	closers []func() error
+	// replicaRunners run on every replica of a PostgreSQL store, outside
+	// leadership (replicas.go); unused on bbolt.
+	replicaRunners []runner
+	closers        []func() error
 	// wakeStatus wakes the long polls on a request (replicas.go).
 	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).
@@ -128,7 +131,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireAudit, a.connectGateway} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireSCIM, a.wireAudit, a.connectGateway} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
@@ -78,6 +79,10 @@ func (a *app) wireAudit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := a.db.(*postgres.DB); ok {
+		a.wireClusterAnchors(ac)
+		return nil
+	}
 	anc := approvals.NewAnchorer(a.db, a.key, ac.File, a.bot.Now, last)
 	anchor := func(ctx context.Context, when string) {
 		if an, wrote, err := anc.Anchor(ctx); err != nil {
@@ -101,6 +106,90 @@ func (a *app) wireAudit(ctx context.Context) error {
 	}})
 	a.closers = append(a.closers, func() error { anchor(context.Background(), "stop"); return nil })
 	return nil
+}
+
+// wireClusterAnchors is wireAudit on PostgreSQL: one anchor stream for the
+// cluster, in audit.anchor.file (one file every replica mounts). Only the
+// leader writes it: the anchor loop is one of the leader's loops
+// (shareWithReplicas). Before each anchor it reads the stream's last
+// anchor, whoever wrote it, and checks the chain against it; a chain that
+// disagrees is not anchored. The term that ends with the server's shutdown
+// anchors the final head. Every replica, leader or not, checks the chain
+// against the stream's last anchor every audit.anchor.every and logs an
+// error when they disagree (at start, a disagreement refuses to serve:
+// checkAnchors).
+func (a *app) wireClusterAnchors(ac AnchorConfig) {
+	anchor := func(ctx context.Context, when string) {
+		last, err := lastClusterAnchor(ctx, ac.File, a.db)
+		if err != nil {
+			a.log.Error("audit: not anchoring: the chain disagrees with the cluster's anchor file", "when", when, "file", ac.File, "err", err)
+			return
+		}
+		anc := approvals.NewAnchorer(a.db, a.key, ac.File, a.bot.Now, last)
+		if an, wrote, err := anc.Anchor(ctx); err != nil {
+			a.log.Error("audit: could not anchor the chain's head", "when", when, "file", ac.File, "err", err)
+		} else if wrote {
+			a.log.Debug("audit: anchored", "when", when, "seq", an.Seq, "file", ac.File)
+		}
+	}
+	a.runners = append(a.runners, runner{name: "audit anchor", run: func(ctx context.Context) error {
+		anchor(ctx, "lead")
+		t := time.NewTicker(ac.Every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				select {
+				case <-a.bot.Closing():
+					// The server stops (its calls are done): the final
+					// head, while this replica still leads.
+					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					anchor(actx, "stop")
+					cancel()
+				default: // leadership lost: the next leader goes on
+				}
+				return nil
+			case <-t.C:
+				anchor(ctx, "periodic")
+			}
+		}
+	}})
+	a.replicaRunners = append(a.replicaRunners, runner{name: "audit anchor check", run: func(ctx context.Context) error {
+		t := time.NewTicker(ac.Every)
+		defer t.Stop()
+		var said string
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+			msg := ""
+			if _, err := lastClusterAnchor(ctx, ac.File, a.db); err != nil && ctx.Err() == nil {
+				msg = err.Error()
+			}
+			if msg != "" && msg != said {
+				a.log.Error("audit: the chain disagrees with the cluster's anchor file", "file", ac.File, "err", msg)
+			}
+			said = msg
+		}
+	}})
+}
+
+// lastClusterAnchor reads the last anchor of the stream at path (zero when
+// there is none yet) and checks the chain against it.
+func lastClusterAnchor(ctx context.Context, path string, db kv.Store) (approvals.Anchor, error) {
+	last, ok, err := approvals.ReadLastAnchor(path)
+	if errors.Is(err, os.ErrNotExist) || err == nil && !ok {
+		return approvals.Anchor{}, nil
+	}
+	if err != nil {
+		return approvals.Anchor{}, err
+	}
+	if err := db.View(ctx, func(tx kv.Tx) error { return approvals.CheckAnchor(tx, last) }); err != nil {
+		return approvals.Anchor{}, err
+	}
+	return last, nil
 }
 
 // auditToolOptions are what verify_audit checks besides the chain: the

@@ -113,7 +113,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 
 	// As under serve: record unclean_restart if the last run did not stop
 	// cleanly, and queue the audit of read verdicts.
-	readAudit, err := a.bot.StartReadAudit(ctx, cfg.Audit.readAudit())
+	readAudit, err := a.bot.StartReadAudit(ctx, a.readAuditOptions())
 	if err != nil {
 		return err
 	}

@@ -206,7 +206,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// GET / is the console's front door (a browser opening the server's
 	// address); the API stays under /v1/.
 	a.mounts["GET /{$}"] = http.RedirectHandler("/ui/", http.StatusSeeOther)
-	return a.bot.Register(a.webLinkTool(key, o.People))
+	return a.bot.Register(h.LinkTool(base))
 }
 
 // consoleURL is where serve says the console is: web.public_url, else

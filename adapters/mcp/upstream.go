@@ -418,15 +418,31 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 	if err := w.mark(ctx, caller, id, t.Name); err != nil {
 		return internalError(ctx, lg, t.Name, fmt.Errorf("recording the forwarding of %s: %w", id, err), nil)
 	}
+	var kept json.RawMessage // the answer to keep for a retry
 	defer func() {
-		if err := w.unmark(ctx, id); err != nil {
+		if err := w.finish(ctx, id, kept); err != nil {
 			lg.Error("gateway: dropping a forwarding marker", "request", id, "err", err)
 		}
 	}()
 	b, _ := json.Marshal(map[string]string{"receipt": rec})
 	red := w.call(ctx, log, caller, "redeem_receipt", b)
 	if red.err != nil {
-		return red.res // already redeemed, reopened, expired: the core says which
+		// Already redeemed: a retry of a call that ran gets its recorded
+		// answer; anything else (reopened, expired) as the core says.
+		var e *bot.Error
+		if errors.As(red.err, &e) && e.Kind == bot.KindConflict && e.Field == "" {
+			if raw := w.recordedResult(ctx, id); raw != nil {
+				var res sdk.CallToolResult
+				if json.Unmarshal(raw, &res) == nil {
+					if res.Meta == nil {
+						res.Meta = sdk.Meta{}
+					}
+					res.Meta[metaRequest] = map[string]any{"request_id": id, "replayed": true}
+					return &res
+				}
+			}
+		}
+		return red.res
 	}
 	approved, sum, err := approvedArguments(red, args)
 	if err != nil {
@@ -441,6 +457,9 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 	}
 	if ferr != nil {
 		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream})
+	}
+	if raw, err := json.Marshal(res); err == nil {
+		kept = raw
 	}
 	edited, _ := red.data["edited"].(bool)
 	cp := *res

@@ -28,6 +28,9 @@ func startServeProcess(t *testing.T, e *testEnv) (string, *exec.Cmd) {
 	}
 	cmd := exec.Command(self, "serve", "--config", e.cfg)
 	cmd.Env = []string{"COUNTERSIGN_TEST_AS_MAIN=1", "PATH=" + os.Getenv("PATH"), "HOME=" + e.dir}
+	for k, v := range e.env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -65,11 +68,20 @@ func startServeProcess(t *testing.T, e *testEnv) (string, *exec.Cmd) {
 
 // TestGatewayKilledWhileForwardingIsOutcomeUnknown: kill -9 of the
 // gateway (and its upstream) while an approved call is at the upstream;
-// the next start audits the request as gateway_outcome_unknown; the call
-// ran once, and the host's retry does not run it again.
+// the next start audits the request as gateway_outcome_unknown and says
+// so in the thread of its Slack card; the call ran once, and the host's
+// retry does not run it again.
 func TestGatewayKilledWhileForwardingIsOutcomeUnknown(t *testing.T) {
 	dir := nodetest.Dir(t, "@modelcontextprotocol/sdk")
-	e := newTestEnv(t, `mcp:
+	f := newSlackFake(t)
+	e := newTestEnv(t, `slack:
+  mode: http
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: `+f.srv.GetAPIURL()+`
+  team_id: T1
+  channels: {default: C0DEFAULT}
+mcp:
   max_call_wait: 1s
 gateway:
   upstreams:
@@ -80,6 +92,7 @@ gateway:
       tools:
         - {match: hang, category: mutating}
 `)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
 	agent := e.CreateKey("ward_bot", "agent")
 	alice := e.CreateKey("alice", "member")
 	admin := e.CreateKey("ops_admin", "admin")
@@ -109,6 +122,14 @@ gateway:
 	if !strings.Contains(audit, "gateway_outcome_unknown") || !strings.Contains(audit, id+" lying__hang: outcome unknown") {
 		t.Fatalf("the restart did not record the outcome of %s as unknown:\n%s", id, audit)
 	}
+	waitFor(t, "the outcome-unknown note in the card's thread", func() bool {
+		for _, c := range f.Calls("chat.postMessage") {
+			if c.Form.Get("thread_ts") != "" && strings.Contains(c.Form.Get("text")+c.Form.Get("blocks"), "Outcome unknown") {
+				return true
+			}
+		}
+		return false
+	})
 	cs2 := e.mcpSessionVersion(agent, "2025-06-18")
 	text, r := mcpCall(t, cs2, "lying__hang", args)
 	sc, _ = r.StructuredContent.(map[string]any)

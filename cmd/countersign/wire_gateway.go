@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
@@ -41,9 +42,17 @@ func (a *app) wireGateway(context.Context) error {
 	}
 	a.gateway = gw
 	a.closers = append(a.closers, gw.Close)
+	// The upstream answers kept for retries (adapters/mcp/forwarding.go)
+	// outlive any requestState (5 minutes) by far after a day.
+	a.bot.OnSweep("gateway_results", func(ctx context.Context, now time.Time) (int, error) {
+		return mcp.PruneResults(ctx, a.bot.Store(), now.Add(-resultsKept))
+	})
 	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run})
 	return nil
 }
+
+// resultsKept is how long an upstream's answer is kept for a retry.
+const resultsKept = 24 * time.Hour
 
 // connectGateway starts every upstream and lists its tools; a tool served
 // under one of Countersign's names stops the start. An upstream that does
@@ -54,7 +63,14 @@ func (a *app) connectGateway(ctx context.Context) error {
 		return nil
 	}
 	// What the last run left forwarding: outcome unknown, never re-run.
-	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), a.gatewayAudit()); err != nil {
+	report := func(ctx context.Context, caller *bot.Caller, id, detail, note string) error {
+		item, err := a.bot.Items().OfRequest(ctx, id)
+		if err != nil {
+			return err
+		}
+		return a.bot.Chat().AuditNote(ctx, caller, bot.Space{UserID: "default"}, "gateway_outcome_unknown", detail, item, note)
+	}
+	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), report); err != nil {
 		return fmt.Errorf("gateway: reading the calls the last run left forwarding: %w", err)
 	} else if n > 0 {
 		a.log.Error("gateway: the last run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)

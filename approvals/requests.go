@@ -316,7 +316,7 @@ func requestPrefix(k RequestKind) string {
 	return "req_"
 }
 
-// Decidable is r as the one decision rule (policy.DecisionRefusal) sees it.
+// Decidable is r as the one decision rule (policy.Decide) sees it.
 func (r *Request) Decidable() policy.Decidable {
 	it := policy.Decidable{
 		Ref:         r.ID,

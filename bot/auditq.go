@@ -49,7 +49,7 @@ const (
 // recorded (a bullet of BLOCKED / WITHHELD).
 const (
 	ReasonAuditBacklog = "audit backlog — this verdict could not be recorded; retry shortly"
-	ReasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
+	reasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
 )
 
 // UnrecordedError is returned by Call.AuditRead when the entry of a
@@ -245,7 +245,7 @@ func (q *ReadAudit) enqueue(ctx context.Context, e readEntry) (queued bool, err 
 		return false, nil
 	}
 	if err := q.err(); err != nil {
-		return true, &UnrecordedError{Reason: ReasonAuditFailed, Err: err}
+		return true, &UnrecordedError{Reason: reasonAuditFailed, Err: err}
 	}
 	select {
 	case q.ch <- e:
@@ -424,5 +424,7 @@ func (b *Bot) FlushAudit(ctx context.Context) error {
 }
 
 // AuditEntry is one entry of the audit chain as audit_log answers it
-// (its data.entries), for a surface that shows or exports them.
+// (its data.entries), for a surface that shows or exports them. An alias
+// of approvals.Entry, named here because adapters may not import the
+// domain packages (the console's audit pages decode it).
 type AuditEntry = approvals.Entry

@@ -68,7 +68,7 @@ func (c *Caller) String() string {
 	return fmt.Sprintf("%s [%s]", c.Name, id)
 }
 
-// Decider is the caller as the one decision rule (policy.DecisionRefusal)
+// Decider is the caller as the one decision rule (policy.Decide)
 // sees it: a chat user carries the mapped principal's kind, role and scopes.
 func (c *Caller) Decider() policy.Decider {
 	if c == nil {
@@ -93,28 +93,31 @@ func (c *Caller) StepUpNote() string {
 	return fmt.Sprintf("step-up %s auth_time=%s", c.AuthMethod, c.AuthAt.UTC().Format(time.RFC3339))
 }
 
-// MayDecide is the one decision rule applied to this caller and item: the
-// refusal ("Access denied: …"), or "" when the caller may decide it.
-func (c *Caller) MayDecide(it policy.Decidable) string {
-	return policy.DecisionRefusal(c.Decider(), it)
+// MayDecide is the one decision rule applied to this caller and item: nil
+// when the caller may decide it, else the refusal (which check, and the
+// "Access denied: …" message).
+func (c *Caller) MayDecide(it policy.Decidable) *policy.Refusal {
+	return policy.Decide(c.Decider(), it)
 }
 
-// ReadOnlyReason says in a few words why the one decision rule leaves item
-// it read-only for the caller ("you requested it", "outside your scope"),
-// or "" when the caller may decide it. The tool's own approvers and the
-// item's state are checked when the decision is made: they have the final
-// word.
-func (c *Caller) ReadOnlyReason(it Item) string {
+// ReadOnly reports whether the one decision rule leaves item it read-only
+// for the caller, and why in a few words ("you requested it", "outside
+// your scope"). The tool's own approvers and the item's state are checked
+// when the decision is made: they have the final word.
+func (c *Caller) ReadOnly(it Item) (why string, readOnly bool) {
 	name, id := splitDisplay(it.Requester)
-	r := policy.CheckDecision(c.Decider(), policy.Decidable{
+	r := policy.Decide(c.Decider(), policy.Decidable{
 		Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester,
 		SpaceUserID: it.Space.UserID,
 	})
+	if r == nil {
+		return "", false
+	}
 	role := policy.Role("")
 	if c != nil {
 		role = c.Role
 	}
-	return r.Short(role)
+	return r.Short(role), true
 }
 
 // splitDisplay splits a "name [id]" display into its parts.

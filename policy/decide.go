@@ -104,12 +104,15 @@ func SteppedUp(authAt time.Time, within time.Duration, at time.Time) bool {
 	return !authAt.Before(at.Add(-within)) && !authAt.After(at.Add(StepUpSkew))
 }
 
-// StepUpRequired starts the step-up refusal (after "Access denied: "): a
-// surface that can offer a fresh sign-in recognises it (IsStepUpRefusal).
+// StepUpRequired starts the step-up refusal (after "Access denied: "). A
+// surface recognises the refusal by its check (errors.Is(err,
+// CheckStepUp)), not by this text.
 const StepUpRequired = "step-up required: approve in the console after signing in again."
 
-// IsStepUpRefusal reports whether msg is the decision rule's step-up
-// refusal: every other check passed, and only a fresh sign-in is missing.
+// IsStepUpRefusal reports whether msg starts like the decision rule's
+// step-up refusal.
+//
+// Deprecated: match the refusal's check, errors.Is(err, CheckStepUp).
 func IsStepUpRefusal(msg string) bool {
 	return strings.HasPrefix(msg, "Access denied: "+StepUpRequired)
 }
@@ -155,11 +158,57 @@ const (
 	CheckSuspended
 )
 
+// checkNames are the DecisionChecks as errors and logs name them.
+var checkNames = [...]string{
+	CheckAllowed:    "allowed",
+	CheckIdentity:   "no identity",
+	CheckPerson:     "not a person",
+	CheckCapability: "no approve capability",
+	CheckRequester:  "own request",
+	CheckScope:      "out of scope",
+	CheckApprovers:  "not an eligible approver",
+	CheckStepUp:     "step-up required",
+	CheckSuspended:  "suspended",
+}
+
+// String names the check ("step-up required").
+func (c DecisionCheck) String() string {
+	if int(c) < len(checkNames) && checkNames[c] != "" {
+		return checkNames[c]
+	}
+	return fmt.Sprintf("DecisionCheck(%d)", int(c))
+}
+
+// Error makes a check an error value to compare a refusal with: a
+// *Refusal (and an *Error carrying one) unwraps to its check, so
+// errors.Is(err, CheckStepUp) reports a step-up refusal.
+func (c DecisionCheck) Error() string { return c.String() }
+
 // Refusal is the decision rule's answer: which check refused and the
-// refusal to show ("Access denied: …"). The zero Refusal allows.
+// refusal to show ("Access denied: …"). A *Refusal is an error; Decide
+// returns nil when the rule allows, never an empty Refusal.
 type Refusal struct {
 	Check   DecisionCheck
 	Message string
+}
+
+// Error returns the message shown to the decider.
+func (r *Refusal) Error() string { return r.Message }
+
+// Unwrap returns the check that refused (errors.Is(err, CheckScope)).
+func (r *Refusal) Unwrap() error { return r.Check }
+
+// Decide is the one decision rule (DecisionRefusal says who may decide,
+// and in which order the checks are made) as a value: nil when d may
+// decide it, else the *Refusal, naming the check that refused.
+// DecisionRefusal and CheckDecision are its older forms, with "" and the
+// zero Refusal meaning allowed; new code calls Decide.
+func Decide(d Decider, it Decidable) *Refusal {
+	r := CheckDecision(d, it)
+	if r.Check == CheckAllowed {
+		return nil
+	}
+	return &r
 }
 
 // CheckDecision is DecisionRefusal with the check that refused, for a
@@ -267,5 +316,5 @@ func SeesDetails(d Decider, it Decidable, sensitive bool) bool {
 	if (it.RequesterID != "" || it.RequesterName != "") && SamePrincipal(d.ID, d.Name, it.RequesterID, it.RequesterName) {
 		return true
 	}
-	return DecisionRefusal(d, Decidable{Ref: it.Ref, SpaceUserID: it.SpaceUserID}) == ""
+	return Decide(d, Decidable{Ref: it.Ref, SpaceUserID: it.SpaceUserID}) == nil
 }

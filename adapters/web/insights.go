@@ -74,7 +74,7 @@ func hbars(id, title, desc string, rows []hbar) chart {
 	span := chartW - labelW - noteW - 8
 	for i, r := range rows {
 		y := top + rowH*float64(i)
-		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: chat.OneLine(r.Label, 18)})
+		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: bot.OneLine(r.Label, 18)})
 		x := labelW
 		for _, s := range r.Segs {
 			w := 0.0

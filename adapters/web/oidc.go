@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/countersign/countersign/bot/chat"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"golang.org/x/oauth2"
 )
@@ -236,7 +236,7 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 	}
 	name, ok := h.byWeb[strings.ToLower(value)]
 	if !ok {
-		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", chat.OneLine(value, 120), chat.OneLine(value, 120)))
+		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", bot.OneLine(value, 120), bot.OneLine(value, 120)))
 		return
 	}
 	ref := "c:" + name

@@ -1,8 +1,8 @@
 // Package web is the browser console: server-rendered pages under /ui/ for
 // the people who decide (Inbox, Item) and the people who check (Memory,
 // Audit). It is a third surface of the same core as chat and the API: every
-// decision is bot.DecideItem (the same bot.Call as an API client's) made as
-// the signed-in principal on surface "web", and every page reads through the
+// decision is chat.Decide, so bot.Decide (the same tool handler as an API
+// client's call) made as the signed-in principal on surface "web", and every page reads through the
 // same tools, so nothing the API refuses is possible from a page.
 //
 // Sign-in maps to the same principals: a one-time link (minted by

@@ -293,8 +293,10 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 	if g == nil {
 		return res
 	}
-	res.Text += fmt.Sprintf(" You also made %s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
+	says := fmt.Sprintf("%s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
 		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, grantSpace(g), g.MatchText(), stamp(g.ExpiresAt), g.ID)
+	res.Text += " You also made " + says
+	res.Grants = []bot.GrantView{{ID: g.ID, Says: says}}
 	if d, ok := res.Data.(map[string]any); ok {
 		d["grant"] = grantData(g)
 	}
@@ -478,6 +480,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 		return bot.Result{}, err
 	}
 	list := make([]map[string]any, 0, len(gs))
+	views := make([]bot.GrantView, 0, len(gs))
 	var b strings.Builder
 	what := "live standing grants"
 	if args.All {
@@ -505,9 +508,10 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 			line += "; inactive: its maker may no longer approve"
 		}
 		list = append(list, d)
+		views = append(views, bot.GrantView{ID: g.ID, Says: line})
 		b.WriteString("\n" + line)
 	}
-	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}}, nil
+	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}, Grants: views}, nil
 }
 
 // GrantLine is one grant in one line for people.
@@ -529,11 +533,11 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 	args := a.(*RevokeGrantArgs)
 	var (
 		g       *approvals.Grant
-		refusal string
+		refusal *policy.Refusal
 		already bool
 	)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		g, refusal, already = nil, "", false
+		g, refusal, already = nil, nil, false
 		got, err := approvals.LoadGrant(tx, args.GrantID)
 		if err != nil {
 			return err
@@ -546,7 +550,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		if def := s.def(g.Tool); def != nil {
 			approvers = def.spec.Approvers
 		}
-		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != "" {
+		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != nil {
 			return errRefused
 		}
 		if g.Revoked {
@@ -570,7 +574,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		return nil
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, err
@@ -611,7 +615,7 @@ func (s *Service) makerMayDecide(tx kv.Tx, g *approvals.Grant, it policy.Decidab
 	if err != nil || maker == nil {
 		return false, err
 	}
-	return maker.MayDecide(it) == "", nil
+	return maker.MayDecide(it) == nil, nil
 }
 
 // grantDecidable is a request the grant would approve, as the decision

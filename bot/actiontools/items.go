@@ -16,10 +16,11 @@ import (
 type itemSource struct{ s *Service }
 
 var (
-	_ bot.ItemSource = itemSource{}
-	_ bot.ItemEditor = itemSource{}
-	_ bot.SeenTaker  = itemSource{}
-	_ bot.VoteVoider = itemSource{}
+	_ bot.ItemSource  = itemSource{}
+	_ bot.ItemEditor  = itemSource{}
+	_ bot.SeenTaker   = itemSource{}
+	_ bot.ItemDecider = itemSource{}
+	_ bot.VoteVoider  = itemSource{}
 )
 
 // VoidVotes makes the approvals of the principal named name on the
@@ -188,4 +189,45 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 	}
 	args["arguments"] = edit
 	return tool, args, nil
+}
+
+// DecisionArgs maps a typed decision to approve_action, deny_action or
+// answer_question with their typed arguments (bot.ItemDecider): the
+// handler an API client's call reaches, with no JSON in between. Only an
+// action request takes an edit (its whole arguments, a JSON object).
+func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any, error) {
+	if d.Edit != nil && rec.Kind != bot.KindAction {
+		return "", nil, bot.Errorf(bot.KindInvalid, "#%d is a %s; it cannot be edited, only approved or rejected as asked.", rec.ID, strings.ReplaceAll(string(rec.Kind), "_", " "))
+	}
+	switch rec.Kind {
+	case bot.KindQuestion:
+		a := &AnswerArgs{RequestID: rec.Key, Text: d.Reason}
+		if d.Approve {
+			a.Answers = d.Answers
+		} else {
+			a.Decline = true
+		}
+		return "answer_question", a, nil
+	case bot.KindAction, bot.KindConsent:
+		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256}
+		if d.Seen != nil {
+			a.Seen = &SeenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated, Facts: d.Facts}
+		}
+		if d.Grant != nil {
+			a.Grant = &GrantArgs{Kind: d.Grant.Kind, For: d.Grant.For, Match: Object(d.Grant.Match)}
+		}
+		if d.Edit != nil {
+			if err := bot.CheckJSON("arguments", d.Edit); err != nil {
+				return "", nil, err
+			}
+			if err := a.Arguments.UnmarshalJSON(d.Edit); err != nil || a.Arguments == nil {
+				return "", nil, bot.Invalid("arguments", "the edited arguments must be a JSON object (the whole arguments to approve), not %s", jsonKind(d.Edit))
+			}
+		}
+		if d.Approve {
+			return "approve_action", a, nil
+		}
+		return "deny_action", a, nil
+	}
+	return "", nil, fmt.Errorf("item %d: kind %s is not an action, consent or question", rec.ID, rec.Kind)
 }

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
@@ -105,61 +102,6 @@ func storeOptions(cfg *Config) bolt.Options {
 		NoFreelistSync: !cfg.Store.syncFreelist(),
 		Sequential:     append(bot.SequentialBuckets(), memory.SequentialBuckets()...),
 	}
-}
-
-// readSigningKey reads the hex Ed25519 seed at path and never creates one:
-// for commands that only use the key (web link), where a new key file would
-// later stop serve, whose store is signed by another key.
-func readSigningKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("audit.signing_key: no key at %s: start the server once (it creates the key), or point audit.signing_key at the key the store is signed with", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit.signing_key: %w", err)
-	}
-	return parseSigningKey(path, b)
-}
-
-// loadSigningKey reads the hex Ed25519 seed at path, creating it with mode
-// 0600 when it does not exist.
-func loadSigningKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		seed := make([]byte, ed25519.SeedSize)
-		if _, err := rand.Read(seed); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("audit.signing_key: create %s: %w", path, err)
-		}
-		if _, err := f.WriteString(hex.EncodeToString(seed) + "\n"); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("audit.signing_key: write %s: %w", path, err)
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		return ed25519.NewKeyFromSeed(seed), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit.signing_key: %w", err)
-	}
-	return parseSigningKey(path, b)
-}
-
-// parseSigningKey decodes the content of a signing key file.
-func parseSigningKey(path string, b []byte) (ed25519.PrivateKey, error) {
-	seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("audit.signing_key: %s does not hold a hex Ed25519 seed of %d bytes", path, ed25519.SeedSize)
-	}
-	return ed25519.NewKeyFromSeed(seed), nil
 }
 
 // buildApp opens the store and wires the bot, its tools and the edges.

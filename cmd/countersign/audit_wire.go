@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -28,90 +27,13 @@ func auditStateBuckets() []string {
 // systemPrincipal is how the audit chain names Countersign itself.
 const systemPrincipal = "countersign [system]"
 
-// openSigningKey returns the audit signing key for a store that is open
-// for writing. A new store gets a new key (created on first start). A store
-// that already holds a chain gets only the key that signs it: a missing or
-// different key file refuses to start, unless serve was given
-// --new-signing-key, which rotates to a new key (or to the one in the file)
-// with a signed entry linking the old and the new public key.
+// openSigningKey returns the audit signing key for a store open for
+// writing: approvals.OpenSigningKey with audit.signing_key and serve's
+// --new-signing-key.
 func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
-	ctx := context.Background()
-	path := cfg.Audit.SigningKey
-	var hasChain bool
-	var spans []approvals.KeySpan
-	var emptied bool
-	err := db.View(ctx, func(tx kv.Tx) error {
-		var err error
-		if emptied, err = approvals.Emptied(tx, auditStateBuckets()); err != nil || emptied {
-			return err
-		}
-		if hasChain, err = approvals.HasChain(tx); err != nil || !hasChain {
-			return err
-		}
-		spans, err = approvals.Keys(tx, nil)
-		return err
+	return approvals.OpenSigningKey(context.Background(), db, approvals.KeyFile{
+		Path: cfg.Audit.SigningKey, Rotate: cfg.Audit.newSigningKey, StateBuckets: auditStateBuckets(), Principal: systemPrincipal,
 	})
-	if err != nil {
-		return nil, err
-	}
-	if emptied {
-		return nil, errors.New("store.path: the store holds principals, requests or facts but no audit chain: the chain was emptied. " +
-			"Countersign does not start a new chain over a wiped one. Restore the store from a backup, and run `countersign audit verify --config FILE`")
-	}
-	if !hasChain {
-		return loadSigningKey(path)
-	}
-	chainKey := spans[len(spans)-1].PublicKey // "" for a chain that never recorded its key
-	named := "its newest head"
-	if chainKey != "" {
-		named = "key " + chainKey
-	}
-	if !fileExists(path) {
-		if !cfg.Audit.newSigningKey {
-			return nil, fmt.Errorf("audit.signing_key: no key at %s, but the store already holds an audit chain signed by %s. "+
-				"Restore the key file from your backup and start again. If the key is lost, start once with "+
-				"`countersign serve --config FILE --new-signing-key`: it creates a new key and appends a signed entry "+
-				"linking the old public key to the new one (the old entries keep verifying with the old key; "+
-				"auditors who pin keys must add the new one; see docs/audit.md, \"Key rotation\")", path, named)
-		}
-	}
-	key, err := loadSigningKey(path)
-	if err != nil {
-		return nil, err
-	}
-	pub := key.Public().(ed25519.PublicKey)
-	var signed bool
-	if err := db.View(ctx, func(tx kv.Tx) error {
-		signed, err = approvals.SignedBy(tx, pub)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	switch {
-	case signed && cfg.Audit.newSigningKey:
-		return nil, fmt.Errorf("--new-signing-key: the key at %s already signs the audit chain; to retire it, move the file aside first (keep it until auditors have the new public key)", path)
-	case signed:
-		if chainKey == "" { // a chain from before the key index: record its key now
-			err := db.Update(ctx, func(tx kv.Tx) error { return approvals.RecordKey(tx, pub) })
-			return key, err
-		}
-		return key, nil
-	case !cfg.Audit.newSigningKey:
-		return nil, fmt.Errorf("audit.signing_key: the key at %s (public key %x) does not sign this store's audit chain (signed by %s); "+
-			"point audit.signing_key at the chain's key, or start once with `countersign serve --config FILE --new-signing-key` "+
-			"to rotate to this key with a signed entry in the chain (docs/audit.md, \"Key rotation\")", path, []byte(pub), named)
-	case chainKey == "":
-		return nil, fmt.Errorf("--new-signing-key: this chain was created before Countersign recorded its keys, so the old public key is unknown; restore the old key file and start once with it, then rotate")
-	}
-	old, _ := hex.DecodeString(chainKey)
-	err = db.Update(ctx, func(tx kv.Tx) error {
-		_, err := approvals.RotateKey(tx, key, time.Now(), old, systemPrincipal, "rotated with --new-signing-key")
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("--new-signing-key: %w", err)
-	}
-	return key, nil
 }
 
 // checkAnchors refuses a store whose chain disagrees with the newest head

@@ -362,7 +362,8 @@ func TestLargeArgumentsAreRefusedAndTheHeapStaysSmall(t *testing.T) {
 // runtime's soft limit, unless GOMEMLIMIT is set in its environment; a
 // value that is not a size is refused at load, naming the key.
 func TestMemoryLimitFromConfig(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the memory limit is the process's, and every server a
+	// test starts sets it.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	e := newTestEnv(t, "limits:\n  memory_limit: 300MiB\n")
 	e.Start()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
@@ -289,7 +290,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	}
-	sk, err := readSigningKey(cfg.Audit.SigningKey)
+	sk, err := approvals.ReadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return err
 	}

@@ -54,12 +54,24 @@ func TestRunsClaimIsAliveUntilReleased(t *testing.T) {
 
 	// Cut the claim's session: it is taken again.
 	n, _ := strconv.ParseInt(id, 10, 64)
-	var cut int
-	err = b.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND granted`, int64(runClass), n).Scan(&cut)
-	if err != nil || cut != 1 {
-		t.Fatalf("terminate the claim's session: %d, %v", cut, err)
+	holder := func() int {
+		t.Helper()
+		var pid int
+		err := b.Pool().QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_locks WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND granted`, int64(runClass), n).Scan(&pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
 	}
-	waitUntil(t, "the claim to be taken again", func() bool { return alive(id) })
+	old := holder()
+	var cut bool
+	if err := b.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, old).Scan(&cut); err != nil || !cut {
+		t.Fatalf("terminate the claim's session (pid %d): %v, %v", old, cut, err)
+	}
+	// pg_terminate_backend only signals: the old session holds the lock
+	// until it has exited. The claim is taken again when another session
+	// holds it.
+	waitUntil(t, "the claim to be taken again on a new session", func() bool { p := holder(); return p != 0 && p != old })
 
 	release()
 	if alive(id) {

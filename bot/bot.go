@@ -49,6 +49,12 @@ type Options struct {
 	// Tracing, when set, makes the core's spans (trace.go): a tool call, a
 	// chat decision, an outbox delivery. nil makes none.
 	Tracing trace.TracerProvider
+	// Groups are the configured approver groups (groups: in config.yaml).
+	// Every call's caller belongs to those that list it by name, besides
+	// the groups its identity provider asserts (Caller.Groups): resolved
+	// on each call, so the one decision rule sees membership as it is
+	// when the decision is made.
+	Groups policy.Groups
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -77,6 +83,7 @@ type Bot struct {
 	queueBuilt  atomic.Bool               // every open item is filed in the queue (queue.go)
 	maxOpen     int                       // Options.MaxOpenItems, resolved; 0: no limit
 	tracer      trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
+	groups      policy.Groups             // Options.Groups
 }
 
 // New returns a Bot with no tools registered.
@@ -96,7 +103,7 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
-		closing: make(chan struct{}),
+		closing: make(chan struct{}), groups: o.Groups,
 	}
 	b.outbox = &Outbox{b: b, wake: make(chan struct{})}
 	if o.CachePrincipals {
@@ -207,6 +214,7 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 	if err := b.pay(ctx, caller); err != nil {
 		return Result{}, err
 	}
+	caller = b.withGroups(caller)
 	c = &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
 	if !policy.Grants(caller.Role, t.Capability) {
 		// The denial is audited under the space the call named (when its

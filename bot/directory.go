@@ -156,13 +156,13 @@ func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
 		if !found {
 			return nil, nil
 		}
-		return &Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}, nil
+		return ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}), nil
 	}
 	p, err := LoadPrincipal(tx, id)
 	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
 		return nil, err
 	}
-	return &Caller{Principal: *p}, nil
+	return ch.b.withGroups(&Caller{Principal: *p}), nil
 }
 
 // Deny records a refused chat attempt (an unmapped or unauthorised

@@ -49,6 +49,22 @@ type Caller struct {
 	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
 	AuthAt     time.Time
 	AuthMethod string
+	// Groups are the approver groups the caller belongs to: those its
+	// identity provider asserts (the OIDC groups claim of a console
+	// sign-in) and, once a call is under way (Bot.Call), the configured
+	// groups that list it.
+	Groups []string
+}
+
+// withGroups is caller with the configured groups that list it added to
+// its own: a copy, so a caller shared between calls is never changed.
+func (b *Bot) withGroups(caller *Caller) *Caller {
+	if caller == nil || len(b.groups) == 0 {
+		return caller
+	}
+	c := *caller
+	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name))
+	return &c
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -70,7 +86,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh

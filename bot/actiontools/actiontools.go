@@ -64,6 +64,12 @@ type ToolSpec struct {
 	// verdicts, each approval records their versions, and a receipt is
 	// not redeemed once one of them changed (facts.go).
 	Context []string
+	// Rules are CEL conditions on the call (rules.go), in order: the
+	// first that matches sets the request's policy keys.
+	Rules []RuleSpec
+	// Stages, when set, are the ordered sign-off every request of the
+	// tool needs (a matching rule's stages replace them).
+	Stages []StageSpec
 }
 
 // MaxContext is the most context subjects a tool declares.
@@ -157,6 +163,9 @@ type toolDef struct {
 	timeout  time.Duration
 	channel  string
 	context  []string // resolved context subjects
+	rules    []*rule  // compiled Rules (rules.go)
+	// ruleFacts are the subjects the rules' conditions read (facts.X).
+	ruleFacts []string
 }
 
 // Register compiles the declarations in o, adds the tools, item sources and
@@ -290,13 +299,20 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) 
 			def.context = append(def.context, sub)
 		}
 	}
-	for j, r := range t.Approvers.Roles {
-		role, err := policy.ParseRole(r)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("approvers.roles[%d]: %w", j, err))
-		} else if !policy.Grants(role, policy.CapApprove) {
-			errs = append(errs, fmt.Errorf("approvers.roles[%d]: role %q cannot approve; only admin and member hold the approve capability", j, r))
+	errs = append(errs, checkApprovers("approvers", t.Approvers)...)
+	rules, facts, err := compileRules(t)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	def.rules = rules
+	for _, f := range facts {
+		if sub := subject(f); sub != "" && !slices.Contains(def.ruleFacts, sub) {
+			def.ruleFacts = append(def.ruleFacts, f)
 		}
+	}
+	errs = append(errs, checkStages("stages", t.Stages)...)
+	if len(t.Stages) > 0 && t.Quorum > 1 {
+		errs = append(errs, errors.New("quorum: set quorum on each stage, not beside stages"))
 	}
 	return def, errors.Join(errs...)
 }

@@ -44,6 +44,9 @@ func grantsOf(t ToolSpec, cat policy.Category) error {
 			errs = append(errs, fmt.Errorf("grants: the command %q of %s is destructive, and a destructive call never takes standing grants. Split the destructive commands into a tool without grants", c.Command, t.Name))
 		}
 	}
+	if len(t.Stages) > 0 {
+		errs = append(errs, fmt.Errorf("grants: %s is signed off in stages, and a standing grant would approve later calls on one person's word, a path around them. Remove grants or stages", t.Name))
+	}
 	if t.Quorum > 1 {
 		errs = append(errs, fmt.Errorf("grants: %s needs a quorum of %d, and a standing grant would approve later calls on one person's word, a path around the quorum. Remove grants or set quorum 1", t.Name, t.Quorum))
 	}
@@ -162,6 +165,8 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 	def := s.tools[r.Action.Tool]
 	a := r.Action
 	switch {
+	case len(r.Stages) > 0:
+		return nil, bot.Invalid("grant", "%s is signed off in stages, and a standing grant would approve later calls on one person's word. Approve without a grant", a.Tool)
 	case r.StepUp > 0:
 		return nil, bot.Invalid("grant", "%s requires step-up (a fresh sign-in for every approval), and a standing grant would approve later calls without one. Approve without a grant", a.Tool)
 	case a.Edited:
@@ -239,8 +244,8 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *toolDef) (bool, error) {
 	a := r.Action
 	if def == nil || len(def.spec.Grants.Allow) == 0 || a.Mechanics == string(policy.MechanicsDryRunConfirm) ||
-		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 {
-		return false, nil // never a path around the dry run, the quorum or step-up
+		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || len(r.Stages) > 0 {
+		return false, nil // never a path around the dry run, the quorum, step-up or stages
 	}
 	g, err := approvals.FindGrant(tx, approvals.GrantCall{
 		Tool: a.Tool, Command: a.Command, ArgsSHA256: a.ArgsSHA256, Arguments: a.Arguments,

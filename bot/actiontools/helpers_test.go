@@ -50,6 +50,8 @@ type env struct {
 	b     *bot.Bot
 	s     *Service
 	opts  Options
+	// groups are the bot's configured approver groups (groups:).
+	groups policy.Groups
 }
 
 // newEnv opens a bbolt file in a temp dir and registers the service on a
@@ -70,7 +72,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}})
+	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}, Groups: e.groups})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -177,7 +177,8 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.
 		CachePrincipals: cfg.Store.Engine == engineBolt,
-		Tracing:         a.tracing.Provider()}) // nil: off (tracing.go)
+		Tracing:         a.tracing.Provider(), // nil: off (tracing.go)
+		Groups:          cfg.Groups})
 	if err != nil {
 		a.close()
 		return nil, err

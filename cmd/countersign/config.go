@@ -45,6 +45,8 @@ type Config struct {
 
 	Memory MemoryConfig `yaml:"memory"`
 
+	Groups map[string][]string `yaml:"groups"` // config_policy.go
+
 	Tools []ToolConfig `yaml:"tools"`
 
 	ToolPolicy ToolPolicy `yaml:"tool_policy"`
@@ -221,6 +223,7 @@ func (c *Config) validate(p *problems) {
 	validateLadder(c, p) // config_email.go
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
+	c.validatePolicy(p)                  // config_policy.go
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
@@ -519,6 +522,11 @@ type ToolConfig struct {
 	// receipt is not redeemed once one of them changed since the approval
 	// (the request goes back for a new decision).
 	Context []string `yaml:"context"`
+	// Rules are CEL conditions on the call, in order; the first that
+	// matches sets policy keys for the request (config_policy.go).
+	Rules []RuleDecl `yaml:"rules"`
+	// Stages are the ordered sign-off every request of the tool needs.
+	Stages []StageDecl `yaml:"stages"`
 }
 
 // GrantsDecl is a tool's grants: section: `{max: 8h, allow: [once,
@@ -563,6 +571,9 @@ func (g GrantsDecl) validate(key string, t ToolConfig, p *problems) {
 type ApproversDecl struct {
 	Roles      []string `yaml:"roles"`
 	Principals []string `yaml:"principals"`
+	// Groups are approver groups (groups:, or the identity provider's
+	// groups claim).
+	Groups []string `yaml:"groups"`
 }
 
 // CommandDecl is one allowlisted command of an exec-style tool.

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
 	"github.com/robfig/cron/v3"
@@ -39,7 +38,7 @@ func (a *app) wireActions(ctx context.Context) error {
 			Name:      t.Name,
 			Category:  t.Category,
 			Schema:    t.Schema,
-			Approvers: approvals.Approvers{Roles: t.Approvers.Roles, Principals: t.Approvers.Principals},
+			Approvers: t.Approvers.approvers(),
 			Quorum:    t.Quorum,
 			Timeout:   t.Timeout,
 			Channels:  t.Channels,
@@ -47,6 +46,7 @@ func (a *app) wireActions(ctx context.Context) error {
 			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
 			Context:   t.Context,
 		}
+		t.policySpec(&spec)
 		for _, c := range t.Commands {
 			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
 		}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestPolicyConfig: groups:, tools[].rules and stages are read as
+// declared and wired into the tool's spec; a rule that does not compile
+// or type-check stops start with the rule's key and CEL's position; a
+// group nobody declared, a stage without a name, step-up without the
+// console's OIDC are refused, every problem at once.
+func TestPolicyConfig(t *testing.T) {
+	const good = `groups:
+  pharmacists: [ph_lee]
+  doctors: []
+web:
+  oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
+tools:
+  - name: order_medication
+    category: mutating
+    schema: {type: object, properties: {dose_mg: {type: number}}}
+    rules:
+      - when: "args.dose_mg > 10"
+        stages:
+          - {name: prescriber, approvers: {groups: [doctors]}}
+          - {name: pharmacist, approvers: {groups: [pharmacists]}, step_up: true}
+      - when: "args.dose_mg < 1"
+        category: read-only
+`
+	cfg, err := parseConfig([]byte(good), t.TempDir())
+	if err != nil {
+		t.Fatalf("a valid policy: %v", err)
+	}
+	if got := cfg.Groups["pharmacists"]; len(got) != 1 || got[0] != "ph_lee" {
+		t.Fatalf("groups.pharmacists = %v", got)
+	}
+	spec := cfg.Tools[0]
+	if len(spec.Rules) != 2 || len(spec.Rules[0].Stages) != 2 || !spec.Rules[0].Stages[1].StepUp || spec.Rules[1].Category != "read-only" {
+		t.Fatalf("rules as read: %+v", spec.Rules)
+	}
+
+	const bad = `groups:
+  pharmacists: [ph_lee, ""]
+tools:
+  - name: order_medication
+    schema: {type: object, properties: {dose_mg: {type: number}}}
+    approvers: {groups: [nurses]}
+    rules:
+      - when: "args.dose > 10"
+      - when: "args.dose_mg"
+      - when: "args.dose_mg > 1"
+        category: dangerous
+        stages:
+          - {approvers: {groups: [pharmacist]}, step_up: true}
+`
+	_, err = parseConfig([]byte(bad), t.TempDir())
+	if err == nil {
+		t.Fatal("a bad policy was accepted")
+	}
+	for _, want := range []string{
+		"groups.pharmacists[1]: empty",
+		`tools[0].approvers.groups[0]: group "nurses" is not declared under groups:`,
+		"tools[0].rules[0].when: <input>:1:5: undefined field 'dose'",
+		"tools[0].rules[1].when: is of type double, not bool",
+		`tools[0].rules[2].category: "dangerous" is not a category`,
+		"tools[0].rules[2].stages[0].name: required",
+		`tools[0].rules[2].stages[0].approvers.groups[0]: group "pharmacist" is not declared`,
+		"tools: a rule or stage sets step_up",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

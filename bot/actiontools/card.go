@@ -88,8 +88,8 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 	if !r.EscalatedAt.IsZero() {
 		detail("Escalated", "at "+stamp(r.EscalatedAt))
 	}
-	if r.StepUp > 0 {
-		detail("Step-up", stepUpField(r.StepUp))
+	if su := r.Decidable().StepUp; su > 0 && r.Status == approvals.StatusPending || r.StepUp > 0 {
+		detail("Step-up", stepUpField(max(su, r.StepUp)))
 	}
 	if r.Round > 0 {
 		detail("Round", fmt.Sprintf("%d (back for a new decision %d time(s): %s)", r.Round, r.Round, r.Reopened))

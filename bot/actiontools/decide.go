@@ -95,6 +95,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if refusal = canDecide(c, r, approve); refusal != "" {
 				return errRefused
 			}
+			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {
 				if err := s.stale(c.Caller.Decider(), r, args.ArgsSHA256, editing); err != nil {
 					return err
@@ -157,7 +158,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 					detail = fmt.Sprintf("%s approve with changes by %s: args_sha256=%s approved_args_sha256=%s (the count restarts on the edited arguments): %s",
 						r.ID, d.Display, r.Action.ArgsSHA256, r.Action.ApprovedArgsSHA256, r.Tally())
 				}
-				if err := tx.Audit(string(r.Kind)+"_vote", detail+stepUpNote(c, r, approve)); err != nil {
+				if err := tx.Audit(string(r.Kind)+"_vote", detail+stepUpNote(c, stepUp, approve)); err != nil {
 					return err
 				}
 				if err := tx.Emit(r.ItemID, bot.EventUpdated, r.Tally()); err != nil {
@@ -172,7 +173,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
 					return err
 				}
-				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", ")) + stepUpNote(c, r, approve)
+				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", ")) + stepUpNote(c, stepUp, approve)
 				if a := r.Action; a != nil {
 					detail += fmt.Sprintf(" %s args_sha256=%s", callName(a.Tool, a.Command), a.ArgsSHA256)
 					if a.Edited {

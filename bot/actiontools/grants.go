@@ -310,7 +310,7 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 // for the surfaces' buttons: none unless the tool allows them and r could
 // take one.
 func (s *Service) grantOptions(r *approvals.Request) []bot.GrantOption {
-	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 ||
+	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || len(r.Stages) > 0 ||
 		r.Action.Mechanics == string(policy.MechanicsDryRunConfirm) || r.Action.Category == string(policy.CategoryDestructive) {
 		return nil
 	}

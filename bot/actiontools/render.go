@@ -119,7 +119,7 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 			d["reopened"] = r.Reopened
 		}
 		d["headless"] = a.Headless
-		if r.StepUp > 0 {
+		if r.Decidable().StepUp > 0 {
 			// Approved only after a fresh sign-in, in the console: a
 			// surface that can send the person there (MCP's URL-mode
 			// elicitation) reads it.

@@ -89,9 +89,10 @@ func canDecide(c *bot.Call, r *approvals.Request, approve bool) string {
 }
 
 // stepUpNote is what an approval's audit entry adds about step-up: how
-// and when the approver signed in, when the request required it.
-func stepUpNote(c *bot.Call, r *approvals.Request, approve bool) string {
-	if r.StepUp <= 0 || !approve {
+// and when the approver signed in, when the approval required it
+// (stepUp: the request's, or its open stage's).
+func stepUpNote(c *bot.Call, stepUp time.Duration, approve bool) string {
+	if stepUp <= 0 || !approve {
 		return ""
 	}
 	if n := c.Caller.StepUpNote(); n != "" {

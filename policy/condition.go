@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -73,6 +74,9 @@ const (
 	spaceType     = "countersign.Space"
 )
 
+// celPosition is how CEL names a place in the expression ("<input>:1:5: ").
+var celPosition = regexp.MustCompile(`(?m)^(?:ERROR: )?<input>:(\d+):(\d+): `)
+
 // CompileCondition compiles and type-checks expr for a tool whose
 // arguments are described by schema (a JSON Schema object; nil or one
 // without properties makes args a map of any values). The error is CEL's
@@ -115,7 +119,8 @@ func CompileCondition(expr string, schema map[string]any) (*Condition, error) {
 	}
 	checked, iss := env.Compile(expr)
 	if iss.Err() != nil {
-		return nil, errors.New(strings.TrimPrefix(iss.Err().Error(), "ERROR: "))
+		msg := strings.TrimPrefix(iss.Err().Error(), "ERROR: ")
+		return nil, errors.New(celPosition.ReplaceAllString(msg, "at line $1, column $2: "))
 	}
 	if !checked.OutputType().IsExactType(cel.BoolType) {
 		return nil, fmt.Errorf("is of type %s, not bool: a condition says whether the rule applies (for example args.dose_mg > 10)", checked.OutputType())

@@ -20,7 +20,7 @@ var medSchema = map[string]any{"type": "object", "required": []any{"drug", "dose
 // number, a non-bool result) is refused with CEL's position in it.
 func TestConditionsCompileAtStart(t *testing.T) {
 	for _, tc := range []struct{ expr, want string }{
-		{"args.dose_mgg > 10", "1:5: undefined field 'dose_mgg'"},
+		{"args.dose_mgg > 10", "at line 1, column 5: undefined field 'dose_mgg'"},
 		{"args.drug > 10", "no matching overload"},
 		{"args.dose_mg", "is of type double, not bool"},
 		{"args.dose_mg > ", "Syntax error"},

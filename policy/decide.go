@@ -227,7 +227,7 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
 	case slices.ContainsFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) }):
 		i := slices.IndexFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) })
-		return Refusal{Check: CheckStage, Message: fmt.Sprintf("Access denied: %s approved the %s stage of %s, and one person approves at most one stage. Another approver decides the %s stage.", display, it.EarlierStages[i].Stage, it.Ref, it.Stage)}
+		return Refusal{Check: CheckStage, Message: fmt.Sprintf("Access denied: %s approved the %s stage of %s, and one person approves at most one stage. Another approver decides the open stage (%s).", display, it.EarlierStages[i].Stage, it.Ref, it.Stage)}
 	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
 		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
 	}

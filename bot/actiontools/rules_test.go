@@ -141,7 +141,7 @@ func TestRulesRefusedAtStart(t *testing.T) {
 	if err == nil {
 		t.Fatal("Register accepted a rule that does not type-check")
 	}
-	for _, want := range []string{"(order_medication): rules[1].when: <input>:1:5: undefined field 'dose'", `rules[2].stages[1].name: "A" is used twice`} {
+	for _, want := range []string{"(order_medication): rules[1].when: at line 1, column 5: undefined field 'dose'", `rules[2].stages[1].name: "A" is used twice`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Register: %v\nwant %q in it", err, want)
 		}

@@ -61,7 +61,7 @@ tools:
 	for _, want := range []string{
 		"groups.pharmacists[1]: empty",
 		`tools[0].approvers.groups[0]: group "nurses" is not declared under groups:`,
-		"tools[0].rules[0].when: <input>:1:5: undefined field 'dose'",
+		"tools[0].rules[0].when: at line 1, column 5: undefined field 'dose'",
 		"tools[0].rules[1].when: is of type double, not bool",
 		`tools[0].rules[2].category: "dangerous" is not a category`,
 		"tools[0].rules[2].stages[0].name: required",

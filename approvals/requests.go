@@ -97,6 +97,10 @@ type Vote struct {
 	// edit of a staged request (an edit restarts at the first stage and
 	// counts for none).
 	Stage int `json:"stage,omitempty"`
+	// Void, when set, says why the vote no longer counts although it was
+	// cast on the version up now: its voter was suspended from approving
+	// while the request was pending (VoidVotes). It stays void.
+	Void string `json:"void,omitempty"`
 }
 
 // Fact is one fact an approval rests on: a context subject of the tool
@@ -476,7 +480,7 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		// An edit is never a repeat: it changed the version, so it is
 		// recorded (the editor's earlier vote on these bytes, if any,
 		// still counts once).
-		if !edit && v.By.Same(d) && v.Approve && approve && r.voteVersion(v) == cur && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0) {
+		if !edit && v.By.Same(d) && v.Approve && approve && v.Void == "" && r.voteVersion(v) == cur && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0) {
 			return OutcomeRepeat
 		}
 	}
@@ -598,7 +602,27 @@ func (r *Request) voteVersion(v Vote) string {
 // counts reports whether v is an approval that counts: one cast on the
 // version now up for approval.
 func (r *Request) counts(v Vote) bool {
-	return v.Approve && r.voteVersion(v) == r.version() && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0)
+	return v.Approve && v.Void == "" && r.voteVersion(v) == r.version() && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0)
+}
+
+// VoidVotes makes the approvals of the principal named name (compared as
+// policy.SamePrincipal does) on pending request r stop counting, saying
+// why: their voter was suspended from approving. A decided request is
+// never changed (its decision stands, and is in the audit chain). It
+// reports whether r changed.
+func (r *Request) VoidVotes(name, why string) bool {
+	if r.Status != StatusPending || strings.TrimSpace(name) == "" {
+		return false
+	}
+	changed := false
+	for i := range r.Votes {
+		v := &r.Votes[i]
+		if v.Approve && v.Void == "" && policy.SamePrincipal("", name, "", v.By.Name) {
+			v.Void = why
+			changed = true
+		}
+	}
+	return changed
 }
 
 // Counts reports whether v is an approval that counts now: cast on the

@@ -573,3 +573,32 @@ func TestFactChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestVoidVotes: a suspended voter's approvals of a pending request stop
+// counting (from any surface: the same name), so the next approval does
+// not reach the quorum with theirs; a decided request is never changed.
+func TestVoidVotes(t *testing.T) {
+	r := rqPending(2)
+	if got := r.Decide(rqAliceChat, true, "", rqT0); got != OutcomeCounted {
+		t.Fatalf("alice = %v", got)
+	}
+	if !r.VoidVotes("Alice", "slack account deactivated") {
+		t.Fatal("VoidVotes changed nothing")
+	}
+	if r.VoidVotes("alice", "again") {
+		t.Error("voiding twice changed the request again")
+	}
+	if got := r.Tally(); got != "0 of 2 approvals" {
+		t.Errorf("tally after the suspension = %q, want 0 of 2", got)
+	}
+	if got := r.Decide(rqBob, true, "", rqT0.Add(time.Minute)); got != OutcomeCounted || r.Status != StatusPending {
+		t.Fatalf("bob after alice's vote was voided = %v %s, want counted and still pending", got, r.Status)
+	}
+	// Alice, her suspension lifted, approves again: a new vote, counted.
+	if got := r.Decide(rqAlice, true, "", rqT0.Add(2*time.Minute)); got != OutcomeDecided || r.ConfirmedBy != "bob [prin_b], alice [prin_a]" {
+		t.Fatalf("alice again = %v, confirmed_by %q, want decided by bob and alice", got, r.ConfirmedBy)
+	}
+	if r.VoidVotes("bob", "left") || r.Status != StatusApproved {
+		t.Error("a decided request was changed by VoidVotes")
+	}
+}

@@ -397,6 +397,10 @@ func (q *ReadAudit) flush(ctx context.Context) error {
 // transaction before AuditRead returns. An *UnrecordedError means the entry
 // cannot be recorded: the answer must not be given (see Unrecorded).
 func (c *Call) AuditRead(ctx context.Context, action, detail string) error {
+	if rc := collectorOf(ctx); rc != nil {
+		rc.add(action, detail) // a page view records its reads as one (readview.go)
+		return nil
+	}
 	if q := c.bot.readAudit.Load(); q != nil {
 		queued, err := q.enqueue(ctx, readEntry{now: c.Now, entry: approvals.Entry{
 			Principal: c.Caller.String(), UserID: c.Space.UserID, AgentID: c.Space.AgentID, RunID: c.Space.RunID,

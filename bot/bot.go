@@ -172,6 +172,9 @@ type Call struct {
 	// item is the item a committed transaction of the call queued an
 	// event about (created, decided): its span names it.
 	item uint64
+	// decidedItem is the item the call decided (its decided event), with
+	// or without sinks to tell: the metrics time the decision by it.
+	decidedItem uint64
 }
 
 // Bot returns the bot the call runs on.
@@ -181,12 +184,13 @@ func (c *Call) Bot() *Bot { return c.bot }
 // audit trail and outbox, which commit with it.
 type Tx struct {
 	kv.Tx
-	call       *Call
-	queued     bool
-	decided    bool   // an item's decided event was emitted in this run
-	principals bool   // a principal changed (SavePrincipal)
-	item       uint64 // the item of the last event emitted in this run
-	trace      string // the traceparent of the call's span, kept with the events it queues
+	call        *Call
+	queued      bool
+	decided     bool   // an item's decided event was emitted in this run
+	principals  bool   // a principal changed (SavePrincipal)
+	item        uint64 // the item of the last event emitted in this run
+	decidedItem uint64 // the item decided in this run
+	trace       string // the traceparent of the call's span, kept with the events it queues
 }
 
 // Call runs tool name for caller with the raw JSON arguments. It is the one
@@ -301,17 +305,20 @@ func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(c
 // Update runs fn in one durable transaction on behalf of call c.
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 	var queued, decided, principals bool
-	var item uint64
+	var item, decidedItem uint64
 	var tp string
 	if b.tracer != nil {
 		tp = traceparent(ctx)
 	}
 	err := b.store.Update(ctx, func(t kv.Tx) error {
 		tx := &Tx{Tx: t, call: c, trace: tp}
+		if err := tx.suspended(); err != nil {
+			return err
+		}
 		if err := fn(tx); err != nil {
 			return err
 		}
-		queued, decided, principals, item = tx.queued, tx.decided, tx.principals, tx.item // the run that commits
+		queued, decided, principals, item, decidedItem = tx.queued, tx.decided, tx.principals, tx.item, tx.decidedItem // the run that commits
 		return nil
 	})
 	if principals {
@@ -323,7 +330,7 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 		b.outbox.Wake()
 	}
 	if err == nil && decided && c != nil {
-		c.decided = true
+		c.decided, c.decidedItem = true, decidedItem
 	}
 	if err == nil && item != 0 && c != nil {
 		c.item = item

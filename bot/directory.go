@@ -138,7 +138,8 @@ func (ch Chat) Caller(surface, userID string, roles []string) *Caller {
 // when it no longer may act: a configured person (recorded as chat:NAME or
 // web:NAME) must still be in the directory, with the role and scopes the
 // config gives now; a stored principal (prin_…) must still exist, be
-// unrevoked and be a person. A standing decision a person made (a grant)
+// unrevoked and be a person; either carries its suspension, if any
+// (suspensions.go). A standing decision a person made (a grant)
 // is checked against it with the one decision rule (Caller.MayDecide), so
 // removing, revoking, demoting or rescoping the person, or changing who
 // may approve, ends it at once, on every replica.
@@ -156,13 +157,25 @@ func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
 		if !found {
 			return nil, nil
 		}
-		return ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}), nil
+		return withSuspension(tx, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 	}
 	p, err := LoadPrincipal(tx, id)
 	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
 		return nil, err
 	}
-	return ch.b.withGroups(&Caller{Principal: *p}), nil
+	return withSuspension(tx, ch.b.withGroups(&Caller{Principal: *p}))
+}
+
+// withSuspension sets c.Suspended from the store (suspensions.go).
+func withSuspension(tx kv.Tx, c *Caller) (*Caller, error) {
+	s, err := LoadSuspension(tx, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	if s != nil {
+		c.Suspended = s.Why()
+	}
+	return c, nil
 }
 
 // Deny records a refused chat attempt (an unmapped or unauthorised

@@ -502,7 +502,7 @@ type Event struct {
 // EventDecided also takes the item off the open items and their queue.
 func (tx *Tx) Emit(id uint64, typ, note string) error {
 	if typ == EventDecided {
-		tx.decided = true
+		tx.decided, tx.decidedItem = true, id
 		if err := unfileOpen(tx.Tx, id); err != nil {
 			return err
 		}

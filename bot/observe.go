@@ -27,6 +27,11 @@ type CallEvent struct {
 	// (it closed the item). A retry answered with the recorded outcome, a
 	// quorum vote short of the quorum and a refusal are not decisions.
 	Decided bool
+	// Waited, on a decision, is how long the decided item waited: from
+	// its card's appearing (the item made) to the decision; Kind is its
+	// kind. Zero when the call decided nothing.
+	Waited time.Duration
+	Kind   ItemKind
 }
 
 // Outcome names how the call ended: "ok", or the error kind ("invalid",
@@ -103,6 +108,16 @@ func (b *Bot) observe(ctx context.Context, caller *Caller, name string, start ti
 	ev.surface, _ = ctx.Value(surfaceKey{}).(string)
 	if t, ok := b.tools[name]; ok {
 		ev.Tool, ev.Capability = t.Name, string(t.Capability)
+	}
+	if ev.Decided && c.decidedItem != 0 && err == nil {
+		// One read per decision (decisions are rare next to calls).
+		_ = b.store.View(context.WithoutCancel(ctx), func(tx kv.Tx) error {
+			rec, err := LoadItemRecord(tx, c.decidedItem)
+			if err == nil && rec != nil {
+				ev.Waited, ev.Kind = max(c.Now.Sub(rec.CreatedAt), 0), rec.Kind
+			}
+			return err
+		})
 	}
 	b.observer(ctx, ev)
 }

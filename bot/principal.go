@@ -54,6 +54,10 @@ type Caller struct {
 	// sign-in) and, once a call is under way (Bot.Call), the configured
 	// groups that list it.
 	Groups []string
+	// Suspended, when set, says why the principal is suspended from
+	// approving (suspensions.go): the store's word, read in every deciding
+	// transaction. The one decision rule refuses them.
+	Suspended string
 }
 
 // withGroups is caller with the configured groups that list it added to
@@ -86,7 +90,8 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod,
+		Groups: c.Groups, Suspended: c.Suspended}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -140,6 +145,11 @@ func splitDisplay(s string) (name, id string) {
 
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayWrite reports whether the caller's role holds the write capability
+// (what confirm_action needs: the MCP gateway asks it of a read-only
+// upstream call it passes straight through).
+func (c *Caller) MayWrite() bool { return c != nil && policy.Grants(c.Role, policy.CapWrite) }
 
 // MayVerify reports whether the caller's role holds the verify capability
 // (the audit log of its spaces, verify_audit).

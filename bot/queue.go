@@ -286,6 +286,9 @@ type QueueQuery struct {
 // QueuePage is one page of open items.
 type QueuePage struct {
 	Items []Item
+	// Records are the items' records, Records[i] that of Items[i] (its
+	// Key names the request or memory id behind the item).
+	Records []ItemRecord
 	// Next is the After of the next page; 0 when nothing follows.
 	Next uint64
 }
@@ -423,6 +426,7 @@ func (b *Bot) readQueue(tx kv.Tx, prefixes [][]byte, pos []byte, q QueueQuery, p
 			}
 			if it.Pending() {
 				page.Items = append(page.Items, it)
+				page.Records = append(page.Records, *rec)
 			}
 		}
 		if bound == nil {

@@ -90,6 +90,7 @@ func newTestClient(t *testing.T, url string, pub ed25519.PublicKey) *Client {
 var restart = Action{Tool: "restart_service", Arguments: json.RawMessage(`{"service": "web"}`)}
 
 func TestConfirmActionPollsShortAndChecksTheReceipt(t *testing.T) {
+	t.Parallel()
 	key, pub := testKeys()
 	now := time.Now()
 	cases := []struct {
@@ -155,6 +156,7 @@ func TestConfirmActionPollsShortAndChecksTheReceipt(t *testing.T) {
 
 // Each way a request ends has its own result.
 func TestConfirmActionOutcomes(t *testing.T) {
+	t.Parallel()
 	key, pub := testKeys()
 	answer := func(d map[string]any) func(*fake) map[string]any { return func(*fake) map[string]any { return d } }
 	t.Run("denied", func(t *testing.T) {
@@ -216,6 +218,7 @@ func TestConfirmActionOutcomes(t *testing.T) {
 // A wait that ends before the decision returns the request id, and Resume
 // picks it up.
 func TestConfirmActionTimesOutAndResumes(t *testing.T) {
+	t.Parallel()
 	key, pub := testKeys()
 	f := &fake{key: key, pending: 1 << 30, sleep: true}
 	srv := httptest.NewServer(f)
@@ -256,6 +259,7 @@ func TestConfirmActionTimesOutAndResumes(t *testing.T) {
 }
 
 func TestNewChecksItsArguments(t *testing.T) {
+	t.Parallel()
 	_, pub := testKeys()
 	for _, c := range []struct {
 		name, url, key string
@@ -282,6 +286,7 @@ func TestNewChecksItsArguments(t *testing.T) {
 }
 
 func TestConfirmActionSendsEveryArgument(t *testing.T) {
+	t.Parallel()
 	key, pub := testKeys()
 	f := &fake{key: key, first: map[string]any{"request_id": "", "status": "requires_clarification"}}
 	srv := httptest.NewServer(f)

@@ -139,6 +139,7 @@ func (c *counter) n(name string) int {
 // failure runs again; each caller gets its own error; what succeeded is
 // committed in one transaction and what failed is not.
 func TestCommitterIsolatesFailuresAndReruns(t *testing.T) {
+	t.Parallel()
 	e := &memEngine{committed: map[string]string{}}
 	var runs counter
 	errB, errD := errors.New("B failed"), errors.New("D failed")
@@ -187,6 +188,7 @@ func TestCommitterIsolatesFailuresAndReruns(t *testing.T) {
 // every function of the group gets the commit's error, including one that
 // failed on its own (the state it saw never committed).
 func TestCommitterCommitFailureReachesEveryCaller(t *testing.T) {
+	t.Parallel()
 	diskFull := errors.New("disk full")
 	e := &memEngine{committed: map[string]string{}, commitErr: diskFull}
 	own := errors.New("own failure")
@@ -213,6 +215,7 @@ func TestCommitterCommitFailureReachesEveryCaller(t *testing.T) {
 // is not the function's: the function is not taken out, and the engine's
 // Attempt runs the whole group again.
 func TestCommitterEngineErrorRerunsTheWholeGroup(t *testing.T) {
+	t.Parallel()
 	e := &memEngine{committed: map[string]string{}}
 	var runs counter
 	tripped := false
@@ -241,6 +244,7 @@ func TestCommitterEngineErrorRerunsTheWholeGroup(t *testing.T) {
 // TestCommitterPanicReachesItsCaller: a panicking function fails alone, its
 // panic is raised on its caller's goroutine, and the committer goes on.
 func TestCommitterPanicReachesItsCaller(t *testing.T) {
+	t.Parallel()
 	e := &memEngine{committed: map[string]string{}}
 	c := NewCommitter(e.attempt, nil)
 	defer c.Close()
@@ -261,6 +265,7 @@ func TestCommitterPanicReachesItsCaller(t *testing.T) {
 // a write whose context ended before it was queued gets the context's
 // error and never runs.
 func TestCommitterAfterCloseAndCancelled(t *testing.T) {
+	t.Parallel()
 	e := &memEngine{committed: map[string]string{}}
 	c := NewCommitter(e.attempt, nil)
 	c.Close()

@@ -3,6 +3,7 @@ package memory
 import "testing"
 
 func TestFoldNormalisesCompatibilityFormsAndInvisibles(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"Patient Allergy": "patient_allergy",
 		"ａｃｔｉｖｅ＿ｍｅｄｉｃａｔｉｏｎ":            "active_medication",

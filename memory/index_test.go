@@ -204,8 +204,20 @@ func flatten(r Recall, err error) flat {
 // RecallSpace) and what Select gives over the space's live facts; and the
 // index always holds exactly what the live index implies.
 func TestRecallIndexMatchesScan(t *testing.T) {
-	indexed, merged := 0, 0
+	t.Parallel()
 	for seed := range uint64(5) {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			t.Parallel()
+			recallIndexMatchesScan(t, seed)
+		})
+	}
+}
+
+// recallIndexMatchesScan plays one seed's world: 900 steps, and at every
+// seventh the index's answer, the scan's and Select's must agree.
+func recallIndexMatchesScan(t *testing.T, seed uint64) {
+	indexed, merged := 0, 0
+	{
 		w := newWorld(t, seed)
 		for step := range 900 {
 			w.step()
@@ -248,7 +260,7 @@ func TestRecallIndexMatchesScan(t *testing.T) {
 		})
 	}
 	t.Logf("indexed %d merged blocks %d", indexed, merged)
-	if indexed < 500 || merged == 0 {
+	if indexed < 150 || merged == 0 {
 		t.Fatalf("the index path ran %d times, %d merged blocks: the test does not exercise it", indexed, merged)
 	}
 }
@@ -557,6 +569,7 @@ func snapshot(t testing.TB, db *bolt.DB, sp Space, reqs []RecallRequest) []any {
 // read answers as before, without its index; the first write builds the
 // index and rewrites the live entries, and the answers stay the same.
 func TestOlderStore(t *testing.T) {
+	t.Parallel()
 	for _, steps := range []int{400, 250, 40} { // indexed, counted, small
 		t.Run(fmt.Sprint(steps), func(t *testing.T) { olderStore(t, steps) })
 	}
@@ -618,6 +631,7 @@ func olderStore(t *testing.T, steps int) {
 // against a model: the postings, and blocks of at most maxBlock postings,
 // ordered and not overlapping.
 func TestApplyTerm(t *testing.T) {
+	t.Parallel()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "t.db"), bolt.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -714,6 +728,7 @@ func decodeContent(v []byte) (content, error) {
 // that predates the index leaves a store): the answers stay the same (by
 // scan) and the next write rebuilds the space's index.
 func TestRecallWithoutIndex(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 9)
 	for range 500 {
 		w.step()

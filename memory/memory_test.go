@@ -149,6 +149,7 @@ func (e *env) checkInvariant() {
 }
 
 func TestIDsAreSequentialPerSpace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "state", Value: "Redux"}, ActionAdd)
 	e.mustWrite(Input{Subject: "state", Value: "Zustand"}, ActionSupersede)
@@ -165,6 +166,7 @@ func TestIDsAreSequentialPerSpace(t *testing.T) {
 }
 
 func TestReconcileActions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "state", Value: "Redux"}, ActionAdd)
 	e.mustWrite(Input{Subject: "State", Value: "  redux "}, ActionDedup)
@@ -235,6 +237,7 @@ func TestReconcileActions(t *testing.T) {
 }
 
 func TestEventsAreNeverSuperseded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "customer_call", Value: "called on Tuesday", Kind: KindEvent}, ActionAdd)
 	e.mustWrite(Input{Subject: "customer_call", Value: "called on Friday", Kind: KindEvent}, ActionAdd)
@@ -256,6 +259,7 @@ func TestEventsAreNeverSuperseded(t *testing.T) {
 }
 
 func TestAliasFoldingAndValues(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tests := []struct {
 		subject, value, wantSubject, wantValue string
@@ -283,6 +287,7 @@ func TestAliasFoldingAndValues(t *testing.T) {
 }
 
 func TestListSlots(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	fhir := func(in Input) Input { in.Source, in.Trusted = "fhir", true; return in }
 	e.mustWrite(fhir(Input{Subject: "active_medication", Value: "warfarin 5mg daily"}), ActionAdd)
@@ -329,6 +334,7 @@ func TestListSlots(t *testing.T) {
 }
 
 func TestListIdentity(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"Warfarin 5 mg PO daily", "warfarin"},
 		{"warfarin 5mg daily", "warfarin"},
@@ -346,6 +352,7 @@ func TestListIdentity(t *testing.T) {
 }
 
 func TestConfirmGate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	// A first write to a gated slot is not gated.
 	e.mustWrite(Input{Subject: "code_status", Value: "full code"}, ActionAdd)
@@ -430,6 +437,7 @@ func (e *env) reject(id uint64) (Decision, error) {
 }
 
 func TestSeedScenario(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "active_medication", Value: "warfarin 5mg daily", Source: "fhir", Trusted: true}, ActionAdd)
 	p2 := e.mustWrite(Input{Subject: "active_medication", Value: "apixaban 5mg twice daily", Replaces: "warfarin", Said: "Switch her to apixaban 5mg twice daily."}, ActionFlag)
@@ -494,6 +502,7 @@ func TestSeedScenario(t *testing.T) {
 }
 
 func TestRejectAndRetractConfirm(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "active_medication", Value: "warfarin 5mg daily", Source: "fhir", Trusted: true}, ActionAdd)
 	e.mustWrite(Input{Subject: "active_medication", Value: "apixaban 5mg twice daily", Replaces: "warfarin"}, ActionFlag)
@@ -519,6 +528,7 @@ func TestRejectAndRetractConfirm(t *testing.T) {
 }
 
 func TestReconcilePolicyModes(t *testing.T) {
+	t.Parallel()
 	set := func(e *env, p policy.ReconcilePolicy) {
 		if err := e.db.Update(context.Background(), func(tx kv.Tx) error { return SavePolicy(tx, e.sp, p, "ops [prin_a]") }); err != nil {
 			t.Fatal(err)
@@ -553,6 +563,7 @@ func TestReconcilePolicyModes(t *testing.T) {
 }
 
 func TestHeldAddBecomesStaleWhenSlotFills(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.mustWrite(Input{Subject: "hosting", Value: "Fly.io", TimeRef: TimeFuture}, ActionFlag)
 	e.mustWrite(Input{Subject: "hosting", Value: "Heroku"}, ActionAdd)
@@ -569,6 +580,7 @@ func TestHeldAddBecomesStaleWhenSlotFills(t *testing.T) {
 }
 
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.o.ProposalMaxAge = 48 * time.Hour
 	e.mustWrite(Input{Subject: "code_status", Value: "full code"}, ActionAdd)
@@ -622,6 +634,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestGateOnEffectiveAction(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.mustWrite(Input{Subject: "active_medication", Value: "warfarin 5mg daily", Source: "fhir", Trusted: true}, ActionAdd)
 	// The caller only "remembers" a value; reconciliation finds it replaces

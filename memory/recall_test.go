@@ -21,6 +21,7 @@ func ids(r Recall) []uint64 {
 }
 
 func TestSelect(t *testing.T) {
+	t.Parallel()
 	live := []*Fact{
 		fact(1, "state", "Zustand", StatusActive, ""),
 		fact(2, "hosting", "Fly.io", StatusActive, ""),
@@ -85,12 +86,14 @@ func TestSelect(t *testing.T) {
 }
 
 func TestTokens(t *testing.T) {
+	t.Parallel()
 	if got, want := Tokens("What is the active_medication of Patient-42? the"), []string{"active", "medication", "patient", "42"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Tokens = %q, want %q", got, want)
 	}
 }
 
 func TestRenderings(t *testing.T) {
+	t.Parallel()
 	f := &Fact{ID: 2, Subject: "state", Value: "Zustand", Confidence: 0.95, Source: "crm", Supersedes: 1, Scope: DefaultScope}
 	if got, want := ExplainLine(f), "  • #2 state = Zustand  [conf 0.95, from crm, supersedes #1]"; got != want {
 		t.Errorf("ExplainLine = %q, want %q", got, want)

@@ -122,6 +122,7 @@ func randFact(r *rand.Rand) *Fact {
 }
 
 func TestRecordMatchesJSON(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 20000 {
 		checkRecord(t, randFact(r))
@@ -163,6 +164,7 @@ func TestRecordMatchesJSON(t *testing.T) {
 }
 
 func TestJSONString(t *testing.T) {
+	t.Parallel()
 	for _, s := range append(tricky, "\xed\xa0\x80", "a\xf0\x9f\x98", "\xc0\xaf") {
 		b, err := json.Marshal(s)
 		if err != nil {

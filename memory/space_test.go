@@ -16,6 +16,7 @@ import (
 // the same space, and a write over it (a supersede) retires it and stores
 // its successor in the new form.
 func TestFactInTheOldSpaceFormLoads(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	p := e.mustWrite(Input{Subject: "primary_diagnosis", Value: "pneumonia"}, ActionAdd)
 	id := p.New.ID

@@ -27,6 +27,11 @@ type Decider struct {
 	// identity provider asserts (the OIDC groups claim of a console
 	// sign-in). Names compare case-insensitively.
 	Groups []string
+	// Suspended, when set, says why the decider is suspended from
+	// approving (their chat account was deactivated or left the
+	// workspace): the rule refuses them everything until an admin lifts
+	// it. The core reads it from the store in the deciding transaction.
+	Suspended string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -161,10 +166,10 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // approve capability, not be the item's requester (by id or name), have the
 // item's memory space in scope, and be among the item's eligible approvers.
 // It returns the refusal ("Access denied: …"), or "" when d may decide. The
-// order of the checks is part of the contract: identity, person,
-// capability, requester, scope, approvers (of the open stage, for an item
-// signed off in stages, with the groups the decider belongs to now),
-// stage (one person approves at most one stage), step-up (an item that requires
+// order of the checks is part of the contract: identity, suspension,
+// person, capability, requester, scope, approvers (of the open stage, for
+// an item signed off in stages, with the groups the decider belongs to
+// now), stage (one person approves at most one stage), step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
 // is within it.StepUp of it.At).
 func DecisionRefusal(d Decider, it Decidable) string {
@@ -185,6 +190,10 @@ const (
 	CheckApprovers                       // the caller is not among the item's approvers
 	CheckStage                           // the caller approved an earlier stage of the item
 	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
+	// CheckSuspended: the caller is suspended from approving (Decider.Suspended).
+	// It is made right after the identity check; listed last so the other
+	// checks keep their values.
+	CheckSuspended
 )
 
 // Refusal is the decision rule's answer: which check refused and the
@@ -204,6 +213,8 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 	switch {
 	case strings.TrimSpace(d.ID) == "" || strings.TrimSpace(d.Name) == "":
 		return Refusal{Check: CheckIdentity, Message: "Access denied: a decision needs an authenticated identity, and this caller has none. Decide with your own API key or from a mapped chat account."}
+	case strings.TrimSpace(d.Suspended) != "":
+		return Refusal{Check: CheckSuspended, Message: fmt.Sprintf("Access denied: %s is suspended from approving (%s), so Countersign records no decision of theirs on %s, and their earlier approvals of pending requests no longer count. This is by design; an admin lifts the suspension (lift_suspension) if the account is active again, and another approver decides meanwhile.", display, strings.TrimSpace(d.Suspended), it.Ref)}
 	case d.Kind != "person":
 		kind := d.Kind
 		if kind == "" {
@@ -277,6 +288,8 @@ func (r Refusal) Short(role Role) string {
 		return "you approved an earlier stage"
 	case CheckStepUp:
 		return "approving needs a fresh sign-in (step-up)"
+	case CheckSuspended:
+		return "you are suspended from approving"
 	}
 	return r.Message
 }

@@ -19,6 +19,8 @@ func TestDecisionRefusal(t *testing.T) {
 	scoped.Scopes = []string{"patient_99"}
 	scopedAdmin := person("carol", "prin_c", RoleAdmin)
 	scopedAdmin.Scopes = []string{"patient_99"}
+	suspended := person("carol", "prin_c", RoleAdmin)
+	suspended.Suspended = "slack account deactivated"
 	tests := []struct {
 		name string
 		d    Decider
@@ -38,6 +40,7 @@ func TestDecisionRefusal(t *testing.T) {
 		{"the requester by name from chat", Decider{ID: "chat:deploy-bot", Name: "Deploy-Bot", Role: RoleAdmin, Kind: "person"}, "never decided by its own requester"},
 		{"out of scope", scoped, "outside your assigned scope"},
 		{"admins ignore scopes", scopedAdmin, ""},
+		{"a suspended admin", suspended, "carol [prin_c] is suspended from approving (slack account deactivated)"},
 	}
 	for _, tt := range tests {
 		got := DecisionRefusal(tt.d, it)
@@ -159,5 +162,27 @@ func TestDecisionRefusalStepUp(t *testing.T) {
 				t.Errorf("%s: Short = %q", tt.name, s)
 			}
 		}
+	}
+}
+
+// TestSuspensionComesRightAfterIdentity: a suspended principal is refused
+// for the suspension, before anything else about them is weighed.
+func TestSuspensionComesRightAfterIdentity(t *testing.T) {
+	d := person("deploy-bot", "prin_agent", RoleViewer)
+	d.Suspended = "left the Discord server"
+	r := CheckDecision(d, Decidable{Ref: "#4", RequesterID: "prin_agent", SpaceUserID: "x"})
+	if r.Check != CheckSuspended || !strings.Contains(r.Message, "left the Discord server") {
+		t.Fatalf("CheckDecision = %+v, want the suspension", r)
+	}
+	if got := r.Short(RoleViewer); got != "you are suspended from approving" {
+		t.Errorf("Short = %q", got)
+	}
+	admin := person("alice", "prin_a", RoleAdmin)
+	if !SeesDetails(admin, Decidable{Ref: "#4", SpaceUserID: "x"}, true) {
+		t.Fatal("an admin does not see a sensitive item's details")
+	}
+	admin.Suspended = "slack account deactivated"
+	if SeesDetails(admin, Decidable{Ref: "#4", SpaceUserID: "x"}, true) {
+		t.Error("a suspended principal sees a sensitive item's details as an approver")
 	}
 }

@@ -32,6 +32,7 @@ func issue(t *testing.T, key ed25519.PrivateKey, exp time.Time) string {
 }
 
 func TestVerify(t *testing.T) {
+	t.Parallel()
 	key, other := testKey(1), testKey(2)
 	pub := key.Public().(ed25519.PublicKey)
 	now := time.Unix(1_800_000_000, 0)
@@ -74,6 +75,7 @@ func TestVerify(t *testing.T) {
 }
 
 func TestArgsHashCanonical(t *testing.T) {
+	t.Parallel()
 	a, err := ArgsHash("deploy", []byte(`{"version":"1.2", "service":"api"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +115,7 @@ func mustJSON(t *testing.T, p Payload) []byte {
 // 20-digit integer), sorts keys at every depth, escapes no HTML, and
 // refuses more than one value.
 func TestCanonicalKeepsNumbersAndOrdersKeys(t *testing.T) {
+	t.Parallel()
 	a, err := Canonical([]byte(` {"b": [1, 2.50, {"z": 1, "a": "<&>"}], "a": 12345678901234567890} `))
 	if err != nil {
 		t.Fatal(err)

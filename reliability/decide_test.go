@@ -38,6 +38,7 @@ type outcome struct {
 // exactly one terminal state with exactly one audit entry for it, and
 // every loser must be told the recorded outcome.
 func TestDoubleDecisions(t *testing.T) {
+	t.Parallel()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "race.db"), bolt.Options{GroupCommit: true})
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,7 @@ func signingKey(t *testing.T) ed25519.PrivateKey {
 // reopened store is consistent, with the audit chain intact and every
 // earlier acknowledged write present.
 func TestFailedSyncAcknowledgesNothing(t *testing.T) {
+	t.Parallel()
 	for _, group := range []bool{false, true} {
 		t.Run(fmt.Sprintf("group_commit=%v", group), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "cs.db")
@@ -155,6 +156,7 @@ sweep:
 // acknowledged fact is there, the file is consistent and the audit chain
 // verifies.
 func TestFullDiskStopsCleanly(t *testing.T) {
+	t.Parallel()
 	c := newChild(t, diskConfig)
 	agent := c.key("agent", "agent")
 	c.start() // create the file and the signing key at their initial size

@@ -81,6 +81,7 @@ func (a *acked) pending() []string {
 // audit chain verifies, and no outbox event of an acknowledged request was
 // lost; then restarts it.
 func TestKill9DuringWrites(t *testing.T) {
+	t.Parallel()
 	slack := unavailableSlack(t)
 	c := newChild(t, fmt.Sprintf(killConfig, slack.URL), "SLACK_BOT_TOKEN=xoxb-test", "SLACK_SIGNING_SECRET=test-secret")
 	agent := c.key("agent", "agent")

@@ -26,6 +26,7 @@ log:
 // every verdict that was answered is in the chain, which verifies; the
 // running marker is cleared, so the next start records no unclean_restart.
 func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
+	t.Parallel()
 	c := newChild(t, readAuditConfig)
 	agent := c.key("agent", "agent")
 	c.start()

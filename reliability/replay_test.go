@@ -145,6 +145,7 @@ func send(t *testing.T, c *child, req *http.Request) (int, string) {
 // (one decision, one audit entry). Tampered bodies, truncated signatures
 // and timestamps outside the window are rejected with 401.
 func TestReplayedDeliveries(t *testing.T) {
+	t.Parallel()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -309,6 +310,7 @@ func TestReplayedDeliveries(t *testing.T) {
 // truncated signature; repeated deliveries verify identically (the
 // receiver deduplicates by webhook-id).
 func TestCallbackSignatureWindow(t *testing.T) {
+	t.Parallel()
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	body := []byte(`{"request_id":"req_1","status":"approved"}`)
 	now := time.Unix(1_800_000_000, 0)

@@ -884,6 +884,32 @@ func TestGatewayModeEndToEnd(t *testing.T) {
 	wantPrivate(t, e.fake.CallsTo("POST", "interactions/g3/tok-g3/callback")[0].JSON())
 }
 
+// TestGatewayAnswerFailureLogsNoToken: when answering an interaction over
+// REST fails on the network, the client's error quotes the callback URL,
+// which carries the interaction's token; the log says what failed without
+// it.
+func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
+	e := newEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.a.RunGateway(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.fake.Wait("identify", func() bool { return len(e.fake.Identifies()) == 1 })
+
+	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "interactions/g9/", Drop: true})
+	e.fake.Dispatch(discordtest.Command("g9", smith, chOps, "help"))
+	e.fake.Wait("the failed answer to be logged", func() bool {
+		return strings.Contains(e.logs.String(), "answering an interaction failed")
+	})
+	logs := e.logs.String()
+	if strings.Contains(logs, "tok-g9") {
+		t.Errorf("the log quotes the interaction token:\n%s", logs)
+	}
+	if !strings.Contains(logs, "[redacted]") || !strings.Contains(logs, "interaction=g9") {
+		t.Errorf("the log does not say which interaction failed and where (redacted):\n%s", logs)
+	}
+}
+
 func TestRegisterCommands(t *testing.T) {
 	e := newEnv(t)
 	if err := e.a.RegisterCommands(context.Background()); err != nil {

@@ -64,6 +64,12 @@ type Options struct {
 	MaxBody int64
 	// Poll is how often the outbox worker looks again when idle (default 1s).
 	Poll time.Duration
+	// MemberEvents, in gateway mode, subscribes to the server's member
+	// events (the privileged Server Members intent, which the bot must be
+	// granted in the developer portal, or Discord closes the gateway): a
+	// mapped member who leaves or is removed from the server is suspended
+	// from approving (members.go). HTTP interactions receive no events.
+	MemberEvents bool
 }
 
 // Adapter is the Discord edge. Build it with New; serve Handler (HTTP mode)
@@ -78,6 +84,7 @@ type Adapter struct {
 	channels  map[string]string
 	maxBody   int64
 	poll      time.Duration
+	members   bool
 }
 
 // New checks the options and builds the Discord session. It makes no
@@ -124,15 +131,20 @@ func New(o Options) (*Adapter, error) {
 	// inside the call (every call also passes WithRetryOnRatelimit(false)).
 	s.ShouldRetryOnRateLimit = false
 	s.StateEnabled = false
-	// Button clicks and slash commands need no gateway intents.
+	// Button clicks and slash commands need no gateway intents; a member
+	// leaving the server is a GUILD_MEMBER_REMOVE of the Server Members
+	// intent.
 	s.Identify.Intents = discordgo.IntentsNone
+	if o.MemberEvents {
+		s.Identify.Intents = discordgo.IntentsGuildMembers
+	}
 	if o.Dialer != nil {
 		s.Dialer = o.Dialer
 	}
 	return &Adapter{
 		bot: o.Bot, s: s, log: o.Logger, publicKey: o.PublicKey,
 		appID: o.ApplicationID, guildID: o.GuildID, channels: o.Channels,
-		maxBody: o.MaxBody, poll: o.Poll,
+		maxBody: o.MaxBody, poll: o.Poll, members: o.MemberEvents,
 	}, nil
 }
 
@@ -217,6 +229,9 @@ func (a *Adapter) RunGateway(ctx context.Context) error {
 		}
 	})
 	defer remove()
+	if a.members {
+		defer a.s.AddHandler(func(_ *discordgo.Session, m *discordgo.GuildMemberRemove) { a.memberLeft(ctx, m) })()
+	}
 	for attempt := 1; ; attempt++ {
 		err := a.s.Open()
 		if err == nil || errors.Is(err, discordgo.ErrWSAlreadyOpen) {
@@ -246,7 +261,9 @@ func (a *Adapter) onGateway(ctx context.Context, i *discordgo.Interaction) {
 	rctx, cancel := context.WithTimeout(ctx, discordgo.InteractionDeadline)
 	defer cancel()
 	if err := a.s.InteractionRespond(i, resp, callOpts(rctx)...); err != nil {
-		a.log.Warn("discord: answering an interaction failed", "interaction", i.ID, "err", err)
+		// A network error quotes the callback URL, which holds the
+		// interaction's token (a credential for 15 minutes): never log it.
+		a.log.Warn("discord: answering an interaction failed", "interaction", i.ID, "err", withoutSecret(err, i.Token))
 	}
 }
 
@@ -323,4 +340,15 @@ func classify(err error) error {
 		}
 	}
 	return &bot.UnavailableError{Err: err}
+}
+
+// withoutSecret is err's message with every occurrence of secret (and of
+// its URL-escaped form) replaced by "[redacted]", for logging.
+func withoutSecret(err error, secret string) string {
+	msg := err.Error()
+	if secret == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, secret, "[redacted]")
+	return strings.ReplaceAll(msg, url.PathEscape(secret), "[redacted]")
 }

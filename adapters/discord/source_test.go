@@ -1,6 +1,7 @@
 package discord
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -8,11 +9,13 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,6 +271,25 @@ type env struct {
 	a     *Adapter
 	url   string // the HTTP interactions endpoint
 	seq   int
+	logs  *lockedBuffer // what the adapter logged
+}
+
+// lockedBuffer is a log destination safe for the adapter's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func newEnv(t *testing.T) *env {
@@ -276,7 +298,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: bottest.NewClock(t0)}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: bottest.NewClock(t0), logs: &lockedBuffer{}}
 	e.fake = discordtest.New(t, botToken)
 	e.open()
 	return e
@@ -311,6 +333,7 @@ func (e *env) open() {
 		Bot: b, Token: botToken, PublicKey: e.pub, ApplicationID: testAppID, GuildID: guild,
 		APIURL: e.fake.APIURL, Channels: map[string]string{"default": chDefault, "ops": chOps},
 		Transport: discordtest.Transport(), Dialer: discordtest.Dialer(),
+		Logger: slog.New(slog.NewTextHandler(e.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -60,6 +61,13 @@ type Options struct {
 	ItemURL func(item uint64) string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
+	// Gateway serves the tools of upstream MCP servers beside the
+	// registry's (gateway.go); nil: none.
+	Gateway *gateway.Gateway
+	// Audit records what the gateway does outside a tool call (a
+	// read-only upstream call passed through, an upstream's answer to an
+	// approved call); it must be set with Gateway.
+	Audit AuditFunc
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -85,6 +93,9 @@ func newServer(o Options, w *waiter) *sdk.Server {
 	})
 	for _, ti := range o.App.Tools() {
 		s.AddTool(toolOf(ti), handler(o, w, ti.Name))
+	}
+	if o.Gateway != nil {
+		serveUpstreams(s, o, w)
 	}
 	s.AddReceivingMiddleware(reshape)
 	return s
@@ -258,6 +269,9 @@ type HTTPOptions struct {
 	StateKey []byte
 	ItemURL  func(item uint64) string
 	Now      func() time.Time
+	// Gateway and Audit are Options'.
+	Gateway *gateway.Gateway
+	Audit   AuditFunc
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -281,7 +295,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now}
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit}
 	w := newWaiter(so)
 	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }

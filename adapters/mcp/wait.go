@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -96,10 +97,12 @@ type waiter struct {
 	maxWait time.Duration
 	now     func() time.Time
 	itemURL func(uint64) string
+	gw      *gateway.Gateway // nil: no upstreams
+	audit   AuditFunc
 }
 
 func newWaiter(o Options) *waiter {
-	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL}
+	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit}
 	if w.maxWait <= 0 {
 		w.maxWait = defaultMaxCallWait
 	}
@@ -197,13 +200,13 @@ func (w *waiter) confirm(ctx context.Context, req *sdk.CallToolRequest, caller *
 	if !out.pending() || !sup.modern {
 		return out.res, nil
 	}
-	return w.inputRequired(out, caller, args, st.Asked, sup)
+	return w.inputRequired(out, caller, confirmTool, args, st.Asked, sup)
 }
 
-// inputRequired is the MRTR answer to a call still pending: a sealed
-// requestState naming the request, and for a step-up item, once, a
+// inputRequired is the MRTR answer to a call of tool still pending: a
+// sealed requestState naming the request (bound to tool and args), and for a step-up item, once, a
 // URL-mode elicitation of its console page.
-func (w *waiter) inputRequired(out outcome, caller *bot.Caller, args []byte, asked bool, sup clientSupport) (*sdk.CallToolResult, error) {
+func (w *waiter) inputRequired(out outcome, caller *bot.Caller, tool string, args []byte, asked bool, sup clientSupport) (*sdk.CallToolResult, error) {
 	id := out.requestID()
 	ir := &inputRequiredResult{ResultType: "input_required"}
 	// For a host that does not retry (and its agent), the request and the
@@ -224,7 +227,7 @@ func (w *waiter) inputRequired(out outcome, caller *bot.Caller, args []byte, ask
 		principal = caller.ID
 	}
 	state, err := w.seal.seal(kindState, requestState{
-		Request: id, Principal: principal, Tool: confirmTool, Args: argsDigest(args),
+		Request: id, Principal: principal, Tool: tool, Args: argsDigest(args),
 		Expires: w.now().Add(stateTTL).Unix(), Asked: asked,
 	})
 	if err != nil {

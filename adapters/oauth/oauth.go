@@ -9,24 +9,26 @@
 // an API key of that principal. A 401 carries WWW-Authenticate with the
 // metadata's URL and, for a bad token, error="invalid_token".
 //
-// Signatures are checked by go-oidc's remote key set (cached, re-fetched
-// when a token names a key it has not seen: the issuer's key rotation);
-// the header's algorithm and the claims by golang-jwt.
+// Signatures are checked against the issuer's keys by adapters/jwks (the
+// one JWKS verifier, shared with the Teams endpoint: cached, fetched again
+// when a token names a key it has not seen, the issuer's key rotation, at
+// most every 30 seconds whatever the tokens name, and after a day); the
+// key set is found by OpenID discovery or RFC 8414 metadata (go-oidc,
+// the MCP SDK); the header's algorithm and the claims by golang-jwt.
 package oauth
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/countersign/countersign/adapters/jwks"
 	"github.com/countersign/countersign/bot"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -38,11 +40,6 @@ const MetadataPath = "/.well-known/oauth-protected-resource"
 
 // Leeway is the clock skew allowed on a token's exp, nbf and iat.
 const Leeway = 30 * time.Second
-
-// rediscoverEvery bounds how often the issuer's metadata is fetched again
-// after a failure, and how often a token naming an unknown key may make
-// the key set be fetched again.
-const rediscoverEvery = 30 * time.Second
 
 // signingAlgs are the JWS algorithms accepted: asymmetric only, so that
 // no token is "signed" with a public key as an HMAC secret, and never
@@ -85,22 +82,16 @@ type Options struct {
 
 // Verifier authenticates bearer access tokens.
 type Verifier struct {
-	o        Options
-	people   map[string]bot.Principal // lower-cased identity
-	parser   *jwt.Parser
-	validate *jwt.Validator
-
-	mu        sync.Mutex
-	keys      *oidc.RemoteKeySet // nil until the issuer's metadata is read
-	triedAt   time.Time          // the last failed discovery
-	knownKids map[string]bool    // key ids that verified a token
-	unknownAt time.Time          // the last token that named an unknown key
+	o      Options
+	people map[string]bot.Principal // lower-cased identity
+	parser *jwt.Parser
+	keys   *jwks.Keys
 }
 
-// New returns a verifier for o. The issuer's metadata is read at the first
-// token (and again after a failure, at most every 30 seconds), so that
-// Countersign starts while the identity provider is away; until it is
-// read every token is refused.
+// New returns a verifier for o. The issuer's metadata and keys are read
+// at the first token (and again after a failure, at most every 30
+// seconds), so that Countersign starts while the identity provider is
+// away; until they are read every token is refused.
 func New(o Options) (*Verifier, error) {
 	if o.Issuer == "" || o.Audience == "" || o.Claim == "" {
 		return nil, errors.New("oauth: Issuer, Audience and Claim are required")
@@ -114,13 +105,17 @@ func New(o Options) (*Verifier, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	v := &Verifier{o: o, people: map[string]bot.Principal{}, knownKids: map[string]bool{}}
+	v := &Verifier{o: o, people: map[string]bot.Principal{}}
 	for k, p := range o.People {
 		v.people[strings.ToLower(strings.TrimSpace(k))] = p
 	}
-	v.parser = jwt.NewParser(jwt.WithValidMethods(signingAlgs))
-	v.validate = jwt.NewValidator(jwt.WithIssuer(o.Issuer), jwt.WithAudience(o.Audience), jwt.WithExpirationRequired(),
-		jwt.WithIssuedAt(), jwt.WithLeeway(Leeway), jwt.WithTimeFunc(o.Now))
+	v.parser = jwt.NewParser(jwt.WithValidMethods(signingAlgs), jwt.WithIssuer(o.Issuer), jwt.WithAudience(o.Audience),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(Leeway), jwt.WithTimeFunc(o.Now))
+	keys, err := jwks.New(jwks.Options{Locate: v.discover, HTTPClient: o.HTTPClient, Now: o.Now, Logger: o.Logger.With("issuer", o.Issuer)})
+	if err != nil {
+		return nil, err
+	}
+	v.keys = keys
 	return v, nil
 }
 
@@ -205,27 +200,18 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*bot.Caller,
 	if !contains(signingAlgs, tok.Method.Alg()) {
 		return nil, v.refuse("its algorithm %q is not accepted", tok.Method.Alg())
 	}
-	keys, err := v.keySet(ctx)
-	if err != nil {
+	claims := jwt.MapClaims{}
+	_, err = v.parser.ParseWithClaims(token, claims, v.keys.Keyfunc(ctx))
+	switch {
+	case errors.Is(err, jwks.ErrUnavailable):
 		v.o.Logger.Warn("oauth: the issuer's keys could not be fetched", "issuer", v.o.Issuer, "err", err)
 		return nil, v.refuse("the signing keys of its issuer could not be fetched; retry in a minute")
-	}
-	kid, _ := tok.Header["kid"].(string)
-	if !v.mayFetchFor(kid) {
-		return nil, v.refuse("it names a signing key (kid %q) its issuer does not publish", kid)
-	}
-	payload, err := keys.VerifySignature(ctx, token)
-	if err != nil {
+	case errors.Is(err, jwks.ErrUnknownKey):
+		kid, _ := tok.Header["kid"].(string)
+		return nil, v.refuse("it names a signing key (kid %q) its issuer does not publish", clip(kid, 80))
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return nil, v.refuse("its signature does not verify with the keys of %s", v.o.Issuer)
-	}
-	v.mu.Lock()
-	v.knownKids[kid] = true
-	v.mu.Unlock()
-	claims := jwt.MapClaims{}
-	if err := json.Unmarshal(payload, &claims); err != nil {
-		return nil, v.refuse("its claims are not a JSON object")
-	}
-	if err := v.validate.Validate(claims); err != nil {
+	case err != nil:
 		return nil, v.refuse("%s", claimsProblem(err, v.o.Audience, v.o.Issuer))
 	}
 	subject, _ := claims[v.o.Claim].(string)
@@ -252,26 +238,6 @@ func (v *Verifier) caller(ctx context.Context, subject string) (*bot.Caller, err
 	return nil, v.refuse("%s %q is not mapped to a Countersign principal (principals[].web, or a principal of that name)", v.o.Claim, clip(subject, 80))
 }
 
-// keySet returns the issuer's key set, reading its metadata first.
-func (v *Verifier) keySet(ctx context.Context) (*oidc.RemoteKeySet, error) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.keys != nil {
-		return v.keys, nil
-	}
-	now := v.o.Now()
-	if !v.triedAt.IsZero() && now.Sub(v.triedAt) < rediscoverEvery {
-		return nil, errors.New("the last attempt failed less than 30 seconds ago")
-	}
-	jwksURL, err := v.discover(ctx)
-	if err != nil {
-		v.triedAt = now
-		return nil, err
-	}
-	v.keys = oidc.NewRemoteKeySet(oidc.ClientContext(context.Background(), v.o.HTTPClient), jwksURL)
-	return v.keys, nil
-}
-
 // discover reads the issuer's jwks_uri from its OpenID Connect discovery
 // document, else from its OAuth 2.0 Authorization Server Metadata (RFC
 // 8414); both check that the document names the configured issuer.
@@ -295,24 +261,6 @@ func (v *Verifier) discover(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("OpenID discovery: %v; the authorization server metadata names no jwks_uri", oidcErr)
 	}
 	return asm.JWKSURI, nil
-}
-
-// mayFetchFor reports whether a token naming key kid may be checked: a
-// key that verified before, or an unknown one at most every 30 seconds
-// (checking it re-fetches the issuer's keys, which a stream of made-up
-// key ids must not turn into a flood of requests to the issuer).
-func (v *Verifier) mayFetchFor(kid string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.knownKids[kid] {
-		return true
-	}
-	now := v.o.Now()
-	if !v.unknownAt.IsZero() && now.Sub(v.unknownAt) < rediscoverEvery {
-		return false
-	}
-	v.unknownAt = now
-	return true
 }
 
 // claimsProblem says which claim check failed.

@@ -1,7 +1,6 @@
 package slack
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -627,49 +626,5 @@ func cardText(blocks []slackgo.Block) (text string, truncated bool) {
 	if err != nil {
 		return "", false
 	}
-	lines := textsOf(raw)
-	for _, l := range lines {
-		if strings.Contains(l, truncMarker) || strings.Contains(l, "…(truncated") {
-			truncated = true
-		}
-	}
-	return strings.Join(lines, "\n"), truncated
-}
-
-// textsOf are the string values of every "text" key of a JSON document,
-// in document order.
-func textsOf(raw []byte) []string {
-	var out []string
-	_ = walkTexts(json.NewDecoder(bytes.NewReader(raw)), "", &out)
-	return out
-}
-
-func walkTexts(dec *json.Decoder, key string, out *[]string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		for dec.More() {
-			k := ""
-			if t == '{' {
-				kt, err := dec.Token()
-				if err != nil {
-					return err
-				}
-				k, _ = kt.(string)
-			}
-			if err := walkTexts(dec, k, out); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token() // the closing delimiter
-		return err
-	case string:
-		if key == "text" {
-			*out = append(*out, t)
-		}
-	}
-	return nil
+	return chat.CardText(raw, "text")
 }

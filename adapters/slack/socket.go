@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/bot"
 	slackgo "github.com/slack-go/slack"
+	"github.com/slack-go/slack/slackevents"
 	"github.com/slack-go/slack/socketmode"
 )
 
@@ -111,6 +112,9 @@ func (a *Adapter) socketEvents(ctx context.Context, smc *socketmode.Client, done
 			case socketmode.EventTypeEventsAPI:
 				if evt.Request != nil {
 					a.ack(ctx, smc, evt.Request.EnvelopeID, nil)
+				}
+				if ev, ok := evt.Data.(slackevents.EventsAPIEvent); ok && !a.enqueue(func(jctx context.Context) { a.socketEvent(jctx, ev) }) {
+					a.log.Error("slack event dropped: the work queue is full", "type", ev.InnerEvent.Type)
 				}
 			}
 		}

@@ -87,6 +87,27 @@ type execute struct {
 	AssociatedInputs string `json:"associatedInputs,omitempty"`
 }
 
+// showCard is an Action.ShowCard: a card folded under a button, shown
+// in place when it is clicked (the item's Details).
+type showCard struct {
+	Type  string   `json:"type"` // Action.ShowCard
+	Title string   `json:"title"`
+	Card  *subCard `json:"card"`
+}
+
+// subCard is the card inside an Action.ShowCard (it takes its version
+// from the card it is in).
+type subCard struct {
+	Type string `json:"type"` // AdaptiveCard
+	Body []any  `json:"body"`
+}
+
+// actionSet is an ActionSet: actions placed in the card's body.
+type actionSet struct {
+	Type    string `json:"type"` // ActionSet
+	Actions []any  `json:"actions"`
+}
+
 type openURL struct {
 	Type  string `json:"type"` // Action.OpenUrl
 	Title string `json:"title"`
@@ -208,35 +229,30 @@ func itemTitle(it bot.Item) string {
 
 func idOf(it bot.Item) string { return strconv.FormatUint(it.ID, 10) }
 
-// destructive reports whether approving the item runs something that
-// cannot be undone: its card asks for a second step before it approves.
-func destructive(it bot.Item) bool {
-	if it.Kind != bot.KindAction {
-		return false
-	}
-	for _, f := range it.Fields {
-		if f.Label == "Category" && strings.TrimSpace(f.Value) == "destructive" {
-			return true
-		}
-	}
-	return false
-}
-
 // view is who a card is drawn for.
 type view struct {
 	// buttons: the viewer may decide the item (their refreshed view).
 	buttons bool
 	// details: the viewer may see a sensitive item's fields.
 	details bool
+	// folded: the viewer may read the item's folded detail (bot.Item.Details
+	// and its votes): the card carries it under a Details Action.ShowCard.
+	// Without it a card with detail offers a Details button, which asks
+	// Countersign (chat.ShowDetails decides who may read it).
+	folded bool
 	// notice is a private line for the viewer at the top (an answer).
 	notice      string
 	noticeColor string
 }
 
-// itemCard draws the item. The shared card (what everyone in the channel
-// sees) has no buttons; while the item is pending its refresh names the
-// eligible approvers, whose Teams clients then ask for their own view
-// (v.buttons).
+// itemCard draws the item, as chat's vocabulary lays a card out for the
+// person clicking: a dangerous item's warning first, the first line (the
+// agent's summary), a reopening, what approving does, the facts it rests
+// on, the arguments, the item's other fields, why a person is asked; then
+// who asked and when, the outcome or the buttons, and the folded Details.
+// The shared card (what everyone in the channel sees) has no decision
+// buttons; while the item is pending its refresh names the eligible
+// approvers, whose Teams clients then ask for their own view (v.buttons).
 func itemCard(it bot.Item, v view, userIDs []string) *card {
 	c := newCard()
 	id := idOf(it)
@@ -256,30 +272,36 @@ func itemCard(it bot.Item, v view, userIDs []string) *card {
 	hb := words(escapeMarkdown(head) + " · #" + id)
 	hb.IsSubtle, hb.Size = true, "Small"
 	c.Body = append(c.Body, hb)
+	withheld := it.Sensitive && !v.details
 	title := plain(textRun{Type: "TextRun", Text: clean(itemTitle(it), maxTitle), Weight: "Bolder", Size: "Medium"})
-	if it.Sensitive && !v.details {
+	if withheld {
 		title = plain(textRun{Type: "TextRun", Text: "A " + chat.SensitiveNoun(it.Kind) + " awaits a decision", Weight: "Bolder", Size: "Medium"})
 		if !it.Pending() {
 			title.Inlines[0].Text = "A " + chat.SensitiveNoun(it.Kind)
 		}
 	}
 	c.Body = append(c.Body, title)
-	if destructive(it) && it.Pending() {
-		w := words("This cannot be undone: approving runs a destructive operation.")
-		w.Color, w.Weight = colorAttention, "Bolder"
-		c.Body = append(c.Body, w)
-	}
-	if !it.Sensitive || v.details {
-		c.Body = append(c.Body, fieldBlocks(it.Fields)...)
-	} else {
+	if withheld {
+		if it.Danger != nil && it.Pending() {
+			w := words("⚠ Approving this cannot be undone.")
+			w.Color, w.Weight = colorAttention, "Bolder"
+			c.Body = append(c.Body, w)
+		}
 		c.Body = append(c.Body, words("The detail of this sensitive item is shown only to its approvers: Show details, or open it in the console."))
+	} else {
+		c.Body = append(c.Body, lineBlocks(it)...)
+		if d := detailsAction(it, v); d != nil {
+			// In the body, as its own ActionSet: the card's actions are
+			// the decision's (Teams shows at most five).
+			c.Body = append(c.Body, actionSet{Type: "ActionSet", Actions: []any{d}})
+		}
 	}
 	c.Body = append(c.Body, contextLine(it))
 	if it.Tally != "" {
 		c.Body = append(c.Body, plain(textRun{Type: "TextRun", Text: "🗳 "}, run(it.Tally, 500)))
 	}
 	if ch := chat.WithChanges(it); ch != "" {
-		if it.Sensitive && !v.details {
+		if withheld {
 			ch = "edited by an approver; the changes are withheld from this channel"
 		}
 		c.Body = append(c.Body, plain(textRun{Type: "TextRun", Text: "✏️ "}, run(capitalize(ch), 1000)))
@@ -301,7 +323,7 @@ func itemCard(it bot.Item, v view, userIDs []string) *card {
 		n.IsSubtle, n.Size = true, "Small"
 		c.Body = append(c.Body, n)
 	}
-	if it.Pending() && it.Sensitive && !v.details && v.buttons {
+	if withheld && it.Pending() && v.buttons {
 		c.Actions = append(c.Actions, execute{Type: "Action.Execute", Title: "Show details", Verb: verbDetails, Data: map[string]string{"item": id}})
 	}
 	if it.WebURL != "" {
@@ -317,6 +339,71 @@ func itemCard(it bot.Item, v view, userIDs []string) *card {
 			ids = []string{}
 		}
 		c.Refresh = &refresh{Action: execute{Type: "Action.Execute", Verb: verbRefresh, Data: map[string]string{"item": id}}, UserIDs: ids}
+	}
+	seal(c)
+	return c
+}
+
+// lineBlocks are the card's lines for the person clicking, in chat's
+// order and words (Slack's cardBlocks, Discord's embed): untrusted text
+// only in TextRuns.
+func lineBlocks(it bot.Item) []any {
+	var out []any
+	if it.Danger != nil && it.Pending() {
+		out = append(out, plain(textRun{Type: "TextRun", Text: clean(chat.OneLine(it.Danger.Warning, 400), 400), Weight: "Bolder", Color: colorAttention}))
+	}
+	if line := chat.ReopenedLine(it); line != "" && it.Pending() {
+		out = append(out, plain(textRun{Type: "TextRun", Text: "🔁 " + clean(line, 600), Weight: "Bolder", Color: colorWarning}))
+	}
+	if lbl := chat.EffectLabel(it); lbl != "" {
+		out = append(out, plain(textRun{Type: "TextRun", Text: lbl + " ", Weight: "Bolder"}, run(chat.OneLine(it.Effect, 1000), 1000)))
+	}
+	if len(it.Facts) > 0 {
+		out = append(out, plain(textRun{Type: "TextRun", Text: chat.FactsHeading(it), Weight: "Bolder"}))
+		for _, f := range it.Facts {
+			icon, color := "✅ ", ""
+			if f.Verdict != "SAFE" {
+				icon, color = "⛔ ", colorAttention
+			}
+			r := run(chat.FactLine(f), 600)
+			r.Color = color
+			out = append(out, plain(textRun{Type: "TextRun", Text: icon}, r))
+		}
+	}
+	if len(it.Args) > 0 {
+		out = append(out, plain(textRun{Type: "TextRun", Text: chat.ArgsLabel, Weight: "Bolder"}))
+		out = append(out, fieldBlocks(it.Args)...)
+	}
+	out = append(out, fieldBlocks(it.Fields)...)
+	if it.Asked != "" {
+		out = append(out, plain(
+			textRun{Type: "TextRun", Text: chat.AskedLabel + " ", Weight: "Bolder", IsSubtle: true, Size: "Small"},
+			textRun{Type: "TextRun", Text: clean(chat.OneLine(it.Asked, 600), 600), IsSubtle: true, Size: "Small"},
+		))
+	}
+	return out
+}
+
+// detailsAction is the card's Details: folded under an Action.ShowCard
+// for a viewer who may read them, else a button that asks Countersign
+// (chat.ShowDetails decides who may read them); nil when there are none.
+func detailsAction(it bot.Item, v view) any {
+	switch {
+	case len(it.Details) == 0 && len(it.Votes) == 0:
+		return nil
+	case v.folded:
+		return showCard{Type: "Action.ShowCard", Title: chat.DetailsLabel, Card: detailsCard(it)}
+	}
+	return execute{Type: "Action.Execute", Title: chat.DetailsLabel, Verb: verbDetails, Data: map[string]string{"item": idOf(it)}}
+}
+
+// detailsCard is an item's folded detail (chat.DetailsText: its Details
+// fields and its votes, each with what the voter was shown), one
+// RichTextBlock a line.
+func detailsCard(it bot.Item) *subCard {
+	c := &subCard{Type: "AdaptiveCard", Body: []any{}}
+	for _, line := range strings.Split(chat.DetailsText(it), "\n") {
+		c.Body = append(c.Body, plain(run(line, maxValue)))
 	}
 	return c
 }
@@ -363,7 +450,8 @@ func contextLine(it bot.Item) richText {
 		runs = append(runs, r)
 	}
 	if it.Requester != "" {
-		add(textRun{Type: "TextRun", Text: "Requested by " + clean(chat.OneLine(it.Requester, 200), 200)})
+		// The name: the principal's id is detail (Details).
+		add(textRun{Type: "TextRun", Text: "Requested by " + clean(chat.NameOf(it.Requester), 200)})
 	}
 	if !it.CreatedAt.IsZero() {
 		add(textRun{Type: "TextRun", Text: "Asked " + chat.Stamp(it.CreatedAt)})
@@ -380,7 +468,7 @@ func outcomeBlocks(it bot.Item) []any {
 	icon, word := chat.StatusWord(it.Status)
 	runs := []textRun{{Type: "TextRun", Text: icon + " " + word, Weight: "Bolder", Color: outcomeColor(it.Status)}}
 	if len(it.DecidedBy) > 0 {
-		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.JoinLine(it.DecidedBy, 600)})
+		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.Names(it.DecidedBy, 600)})
 	}
 	if !it.DecidedAt.IsZero() {
 		runs = append(runs, textRun{Type: "TextRun", Text: " on " + chat.Stamp(it.DecidedAt)})
@@ -407,6 +495,10 @@ func outcomeColor(status string) string {
 }
 
 // decisionActions are the buttons of a pending item for an approver.
+// The dangerous action looks dangerous: on an item that cannot be undone
+// (bot.Item.Danger) Approve is the destructive one and opens the
+// confirmation step (confirmCard), Reject is not; an edit or a standing
+// grant, which would skip that step, is not offered.
 func decisionActions(it bot.Item) []any {
 	id := idOf(it)
 	if it.Kind == bot.KindQuestion && len(it.Options) > 0 {
@@ -416,14 +508,18 @@ func decisionActions(it bot.Item) []any {
 	if b := chat.EditBasis(it); b != "" {
 		approve.Data["basis"] = b
 	}
-	if destructive(it) {
-		approve.Style = styleDestructive
+	reject := execute{Type: "Action.Execute", Title: "Reject", Verb: verbReject, Style: styleDestructive, Data: map[string]string{"item": id}}
+	if it.Danger != nil {
+		approve.Style, reject.Style = styleDestructive, ""
 	}
 	acts := []any{approve}
-	if it.Editable != nil && !destructive(it) {
+	if it.Editable != nil && it.Danger == nil {
 		acts = append(acts, execute{Type: "Action.Execute", Title: "Edit & approve", Verb: verbEdit, Data: map[string]string{"item": id}})
 	}
-	acts = append(acts, execute{Type: "Action.Execute", Title: "Reject", Verb: verbReject, Data: map[string]string{"item": id}})
+	acts = append(acts, reject)
+	if it.Danger != nil {
+		return acts
+	}
 	for _, g := range it.Grants {
 		d := map[string]string{"item": id, "grant": g.Kind}
 		if g.For != "" {
@@ -459,22 +555,38 @@ func choicesInput(it bot.Item) choiceSet {
 	return cs
 }
 
-// confirmCard is the second step of approving a destructive item.
+// confirmCard is the second step of approving a dangerous item
+// (bot.Item.Danger), in chat's words (Slack's confirm dialog, Discord's
+// second button): the whole card as it is now under what runs, on what,
+// and who is recorded, and the button that approves. A card cut to fit
+// gets no button: it is approved in the console, read whole.
 func confirmCard(it bot.Item) *card {
-	c := itemCard(it, view{details: true}, nil)
+	c := itemCard(it, view{buttons: true, details: true, folded: true}, nil)
 	c.Refresh = nil
-	c.Actions = nil
-	w := words(fmt.Sprintf("Approve #%d? It cannot be undone. You will be recorded as its approver.", it.ID))
-	w.Color, w.Weight = colorAttention, "Bolder"
+	c.Actions = withoutDecisions(c.Actions)
+	w := plain(
+		textRun{Type: "TextRun", Text: "⚠ " + clean(chat.ConfirmTitle(it), 200) + ". ", Weight: "Bolder", Color: colorAttention},
+		run(chat.ConfirmText(it), 600),
+	)
 	c.Body = append([]any{w}, c.Body...)
+	if _, cut := cardText(c); cut {
+		where := "the web console"
+		if it.WebURL != "" {
+			where = "the web console: " + it.WebURL
+		}
+		c.Body = append(c.Body, plain(run(fmt.Sprintf("#%d does not fit whole on a Teams card, and it cannot be undone, so it is not approved here. Read it whole and approve it in %s.", it.ID, where), 600)))
+		c.Actions = append(c.Actions, execute{Type: "Action.Execute", Title: "Cancel", Verb: verbRefresh, Data: map[string]string{"item": idOf(it)}})
+		return c
+	}
 	d := map[string]string{"item": idOf(it)}
 	if b := chat.EditBasis(it); b != "" {
 		d["basis"] = b
 	}
-	c.Actions = []any{
-		execute{Type: "Action.Execute", Title: fmt.Sprintf("Yes, approve #%d", it.ID), Verb: verbConfirm, Style: styleDestructive, Data: d},
+	c.Actions = append([]any{
+		execute{Type: "Action.Execute", Title: label(chat.ConfirmButton(it), 60), Verb: verbConfirm, Style: styleDestructive, Data: d},
 		execute{Type: "Action.Execute", Title: "Cancel", Verb: verbRefresh, Data: map[string]string{"item": idOf(it)}},
-	}
+	}, c.Actions...)
+	seal(c)
 	return c
 }
 

@@ -183,20 +183,23 @@ func (a *Adapter) invoke(ctx context.Context, act activity) invokeResponse {
 	if act.ID == "" {
 		return messageResponse("Teams sent this click without an activity id, so it cannot be applied exactly once; nothing was recorded. Click again.")
 	}
-	d := chat.Decision{Surface: bot.SurfaceTeams, UserID: c.user, Deliveries: []string{c.delivery}, ItemID: id}
+	d := chat.Decision{Surface: bot.SurfaceTeams, UserID: c.user, Deliveries: []string{c.delivery}, ItemID: id, Seen: seenOf(c.data)}
 	switch c.verb {
 	case verbRefresh:
 		return a.refreshed(ctx, c, id)
 	case verbDetails:
+		// The folded detail (and a sensitive item's fields) for someone
+		// who may read them: chat.ShowDetails decides, and audits a
+		// sensitive item's view.
 		d.Deliveries, d.Verb = nil, chat.ViewDetails
-		out := chat.Details(ctx, a.bot, d)
+		out := chat.ShowDetails(ctx, a.bot, d)
 		if out.Status != chat.Ready {
 			return a.render(ctx, c, out)
 		}
 		return cardResponse(a.viewFor(out.Item, out.Caller, c, true, "", ""))
 	case verbApprove:
 		d.Verb, d.Basis = chat.Approve, c.data["basis"]
-		if it, err := a.bot.Items().Get(ctx, id); err == nil && destructive(it) {
+		if it, err := a.bot.Items().Get(ctx, id); err == nil && it.Pending() && it.Danger != nil {
 			// The second step first: nothing is decided yet, so the
 			// delivery is not used up. Someone the one rule refuses gets
 			// the refusal (audited) from Decide instead.
@@ -206,12 +209,13 @@ func (a *Adapter) invoke(ctx context.Context, act activity) invokeResponse {
 			if out.Status != chat.Ready {
 				return a.render(ctx, c, out)
 			}
-			if out.Caller.ReadOnlyReason(out.Item) == "" {
+			if out.Caller.ReadOnlyReason(out.Item) == "" && (out.Item.StepUp <= 0 || out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now())) {
 				return cardResponse(confirmCard(out.Item))
 			}
 		}
 	case verbConfirm:
-		d.Verb, d.Basis = chat.Approve, c.data["basis"]
+		// The second step was passed: this button is only on confirmCard.
+		d.Verb, d.Basis, d.Confirmed = chat.Approve, c.data["basis"], true
 	case verbGrant:
 		d.Verb, d.Grant = chat.Approve, &bot.GrantChoice{Kind: c.data["grant"], For: c.data["for"]}
 		out := chat.Decide(ctx, a.bot, d)
@@ -289,9 +293,11 @@ func (a *Adapter) refreshed(ctx context.Context, c click, id uint64) invokeRespo
 
 // viewFor is the card of it as caller may see it now: the buttons while
 // pending when the one rule lets them decide, a sensitive item's fields
-// when details is set (after chat.Details), and notice on top.
+// when details is set (after chat.ShowDetails), the folded Details when
+// they may read the item, and notice on top.
 func (a *Adapter) viewFor(it bot.Item, caller *bot.Caller, c click, details bool, notice, color string) *card {
 	v := view{notice: notice, noticeColor: color, details: details && (caller != nil && caller.MaySeeDetails(it))}
+	v.folded = caller.MayRead() && caller.InScope(it.Space.UserID) && (!it.Sensitive || v.details)
 	v.buttons = it.Pending() && caller != nil && caller.ReadOnlyReason(it) == ""
 	var ids []string
 	if it.Pending() && c.mri != "" {

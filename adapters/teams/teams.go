@@ -217,7 +217,11 @@ func New(o Options) (*Adapter, error) {
 		poll: o.Poll, workers: o.Workers, commands: o.Commands, jobs: make(chan func(context.Context), o.QueueSize),
 		mris: map[string]string{},
 	}
-	a.auth = newVerifier(o.OpenIDMetadataURL, o.Issuer, o.AppID, o.HTTPClient, o.Now, a.log)
+	auth, err := newVerifier(o.OpenIDMetadataURL, o.Issuer, o.AppID, o.HTTPClient, o.Now, a.log)
+	if err != nil {
+		return nil, err
+	}
+	a.auth = auth
 	a.api = newConnector(o.APIURL, o.TokenURL, o.AppID, o.AppPassword, o.HTTPClient)
 	if a.commands == nil {
 		b := o.Bot

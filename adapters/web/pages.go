@@ -294,46 +294,71 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "inbox", p)
 }
 
-// doneNotice is the notice after a decision: what was done and, for an
-// approval, what happens now (chat.Receipt: "Approved #12. ward_bot may run
-// order_medication once with these arguments, before 21:29 UTC."), when
-// the item is one the person may see.
+// doneNotice is the notice after a decision: what was decided, for whom
+// (the request's title, its requester and space, when the person may see
+// them) and as whom (the signed-in principal and role), then, for an
+// approval, what happens now (chat's Effect: "Now: ward_bot may run
+// order_medication once with these arguments, before 21:29 UTC.").
 func (h *Handler) doneNotice(ctx context.Context, caller *bot.Caller, s string) string {
-	msg := doneNotice(s)
-	verb, id, _ := strings.Cut(s, "-")
-	if msg == "" || (verb != "approve" && verb != "edit") {
-		return msg
-	}
-	n, _ := strconv.ParseUint(id, 10, 64)
-	it, err := h.o.Bot.Items().Get(ctx, n)
-	if err != nil || !caller.MayRead() || !caller.InScope(it.Space.UserID) || it.Sensitive || it.Status != "approved" || it.Effect == "" {
-		return msg
-	}
-	return msg + " " + chat.EffectLabel(it) + " " + chat.OneLine(it.Effect, 400)
-}
-
-func doneNotice(s string) string {
 	verb, id, ok := strings.Cut(s, "-")
 	if !ok {
 		return ""
 	}
 	n, err := strconv.ParseUint(id, 10, 64)
-	if err != nil {
+	if err != nil || n == 0 {
 		return ""
 	}
+	head := doneHead(verb, n)
+	if head == "" {
+		return ""
+	}
+	as := "as " + chat.OneLine(caller.Name, 80) + " (" + string(caller.Role) + ")"
+	it, err := h.o.Bot.Items().Get(ctx, n)
+	if err != nil || !caller.MayRead() || !caller.InScope(it.Space.UserID) {
+		return head + ", " + as + "."
+	}
+	var whom []string
+	if r := chat.NameOf(it.Requester); r != "" && caller.MaySeeDetails(it) {
+		whom = append(whom, r+"'s "+chat.KindNoun(it.Kind))
+	} else {
+		whom = append(whom, chat.KindNoun(it.Kind))
+	}
+	if sp := spaceLine(it.Space); sp != "" {
+		whom = append(whom, "space "+sp)
+	}
+	msg := head
+	if caller.MaySeeDetails(it) && it.Title != "" {
+		msg += ": “" + chat.OneLine(it.Title, 140) + "”"
+	}
+	msg += " (" + strings.Join(whom, ", ") + "), " + as + "."
+	switch {
+	case verb == "vote":
+		msg += " It needs more approvals"
+		if it.Tally != "" {
+			msg += " (" + chat.OneLine(it.Tally, 80) + ")"
+		}
+		msg += "."
+	case (verb == "approve" || verb == "edit") && !it.Sensitive && it.Status == "approved" && it.Effect != "":
+		msg += " " + chat.EffectLabel(it) + " " + chat.OneLine(it.Effect, 400)
+	}
+	return msg
+}
+
+// doneHead is the first words of the notice after a decision of item n.
+func doneHead(verb string, n uint64) string {
 	switch verb {
 	case "approve":
-		return fmt.Sprintf("Approved #%d.", n)
+		return fmt.Sprintf("Approved #%d", n)
 	case "edit":
-		return fmt.Sprintf("Approved #%d with your changes.", n)
+		return fmt.Sprintf("Approved #%d with your changes", n)
 	case "reject":
-		return fmt.Sprintf("Rejected #%d.", n)
+		return fmt.Sprintf("Rejected #%d", n)
 	case "answer":
-		return fmt.Sprintf("Answered #%d.", n)
+		return fmt.Sprintf("Answered #%d", n)
 	case "decline":
-		return fmt.Sprintf("Declined #%d.", n)
+		return fmt.Sprintf("Declined #%d", n)
 	case "vote":
-		return fmt.Sprintf("Your approval of #%d is recorded; it needs more approvals.", n)
+		return fmt.Sprintf("Your approval of #%d is recorded", n)
 	}
 	return ""
 }
@@ -950,6 +975,11 @@ type memoryData struct {
 	Checked bool
 }
 
+// ViewAction is the audit action of a page view that read audited
+// answers (the Memory page's verdicts): one entry per view, apart from
+// the decisions; the Audit page hides them unless asked.
+const ViewAction = "web_view"
+
 // maxGateChecks bounds the check_before_act calls of one page view: each
 // is a tool call and pays a token of the caller's rate limit.
 const maxGateChecks = 20
@@ -981,7 +1011,12 @@ func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
+	// The verdicts are read as one view: the page's check_before_act calls
+	// gather their audit entries, recorded as one web_view entry before
+	// any verdict is shown (bot.CollectReads), so that viewing a space
+	// never buries the decisions under one entry per subject.
 	verdicts := map[string][2]string{}
+	vctx, reads := bot.CollectReads(r.Context())
 	for _, f := range append(append([]factJSON{}, list.Active...), list.Flagged...) {
 		if _, done := verdicts[f.Subject]; done || len(verdicts) >= maxGateChecks {
 			continue
@@ -990,12 +1025,17 @@ func (h *Handler) memory(w http.ResponseWriter, r *http.Request) {
 			Verdict string   `json:"verdict"`
 			Reasons []string `json:"reasons"`
 		}
-		if _, err := h.call(r.Context(), caller, "check_before_act", spaceArgs(sp, map[string]any{"subject": f.Subject}), &v); err != nil {
+		if _, err := h.call(vctx, caller, "check_before_act", spaceArgs(sp, map[string]any{"subject": f.Subject}), &v); err != nil {
 			verdicts[f.Subject] = [2]string{"", ""}
 			continue
 		}
 		verdicts[f.Subject] = [2]string{v.Verdict, strings.Join(v.Reasons, "; ")}
 		d.Checked = true
+	}
+	if err := reads.Record(r.Context(), h.o.Bot, caller, sp, ViewAction, "web: memory page"); err != nil {
+		h.o.Logger.Error("web: auditing a memory page view failed; verdicts withheld", "err", err)
+		verdicts, d.Checked = map[string][2]string{}, false
+		p.Problem = "The gate's verdicts could not be shown, because showing them could not be audited. Try again in a moment."
 	}
 	row := func(f factJSON, retired bool) memRow {
 		m := memRow{ID: f.ID, Subject: f.Subject, Value: f.Value, Status: strings.ToLower(f.Status), Confidence: fmt.Sprintf("%.2f", f.Confidence), Source: f.Source, SetAt: f.SetAt, Retired: retired}
@@ -1041,6 +1081,16 @@ type auditData struct {
 	VerifyOK                               bool
 	Export                                 string
 	Allowed                                bool
+	// Views shows the entries of page views (ViewAction), hidden by
+	// default so that the decisions stand out; Hidden counts those left
+	// out of this page.
+	Views  bool
+	Hidden int
+	// Choose: the person sees one space's trail at a time and has named
+	// none (an unscoped member or viewer): the page asks for a space,
+	// suggesting those with open items (Suggest), instead of a refusal.
+	Choose  bool
+	Suggest []string
 }
 
 var requestRef = regexp.MustCompile(`\b((?:req|con|ask)_[0-9a-f]{16})\b`)
@@ -1084,7 +1134,22 @@ func (h *Handler) auditPage(w http.ResponseWriter, r *http.Request, verify strin
 		h.render(w, r, http.StatusForbidden, "audit", p)
 		return
 	}
-	if d.Space == "" && !caller.SeesWholeAudit() && len(caller.Scopes) > 0 {
+	d.Views = q.Get("views") == "1"
+	if d.Space == "" && !caller.SeesWholeAudit() {
+		if len(caller.Scopes) == 0 {
+			// Any one space's trail, but not the whole deployment's:
+			// ask which, rather than open on a refusal.
+			d.Choose = true
+			if facets, err := h.o.Bot.Items().Facets(r.Context(), caller, ""); err == nil {
+				d.Suggest = facets.Spaces
+			}
+			if !slices.Contains(d.Suggest, "default") {
+				d.Suggest = append(d.Suggest, "default")
+			}
+			p.Data = d
+			h.render(w, r, http.StatusOK, "audit", p)
+			return
+		}
 		d.Space = caller.Scopes[0]
 	}
 	since, sinceOK := parseDay(d.Since)
@@ -1119,6 +1184,10 @@ fill:
 			if d.Action != "" && !strings.EqualFold(e.Action, d.Action) {
 				continue
 			}
+			if e.Action == ViewAction && !d.Views && d.Action == "" {
+				d.Hidden++
+				continue
+			}
 			ts, _ := time.Parse(time.RFC3339, e.TS)
 			if (sinceOK && ts.Before(since)) || (untilOK && !ts.Before(until.Add(24*time.Hour))) {
 				continue
@@ -1145,6 +1214,9 @@ fill:
 		}
 	}
 	d.Export = "/ui/audit/export?" + base.Encode()
+	if d.Views {
+		base.Set("views", "1")
+	}
 	d.First = "/ui/audit?" + base.Encode()
 	if next != "" {
 		v := cloneValues(base)

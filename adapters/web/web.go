@@ -160,6 +160,16 @@ func (h *Handler) parseTemplates() error {
 		"shown":      bot.EscapeInvisible,
 		"grantValue": grantValue,
 		"pretty":     prettyJSON, // raw JSON arguments under Details, indented
+		"f1":         f1,         // an SVG coordinate (insights.go)
+		"days":       func() []int { return []int{7, 14, 30, 90} },
+		"outcomeClass": func(name string) string {
+			for _, o := range outcomes {
+				if o.Name == name {
+					return o.Class
+				}
+			}
+			return ""
+		},
 		"tsShort": func(ts string) string {
 			t, err := time.Parse(time.RFC3339, ts)
 			if err != nil {
@@ -169,7 +179,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -203,6 +213,7 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/memory", h.authed(h.memory))
 	h.mux.HandleFunc("GET /ui/grants", h.authed(h.grants))                  // grants.go
 	h.mux.HandleFunc("POST /ui/grants/{n}/revoke", h.authed(h.revokeGrant)) // grants.go
+	h.mux.HandleFunc("GET /ui/insights", h.authed(h.insights))              // insights.go
 	h.mux.HandleFunc("GET /ui/audit", h.authed(h.audit))
 	h.mux.HandleFunc("POST /ui/audit/verify", h.authed(h.verify))
 	h.mux.HandleFunc("GET /ui/audit/export", h.authed(h.export))

@@ -454,6 +454,7 @@ func TestMetricsHandlerToken(t *testing.T) {
 		`countersign_rate_limited_total{route="POST /v1/tools/{name}"} 1`,
 		`countersign_pending_items{kind="action"} 2`,
 		`countersign_outbox_depth{sink="slack"} 3`,
+		`countersign_pending_oldest_seconds 90`,
 		`countersign_outbox_retrying{sink="slack"} 1`,
 		`countersign_outbox_given_up_total{sink="slack"} 2`,
 		`countersign_store_readable 1`,
@@ -475,6 +476,8 @@ type fakeStats struct{}
 func (fakeStats) PendingByKind(context.Context) (map[bot.ItemKind]int, error) {
 	return map[bot.ItemKind]int{bot.KindAction: 2, bot.KindMemoryChange: 0}, nil
 }
+
+func (fakeStats) PendingOldest(context.Context) (time.Duration, error) { return 90 * time.Second, nil }
 
 func (fakeStats) OutboxStats(context.Context) (map[string]bot.OutboxStat, error) {
 	return map[string]bot.OutboxStat{"slack": {Depth: 3, Retrying: 1, Failures: 4, GivenUp: 2}}, nil

@@ -19,6 +19,9 @@ import (
 // StoreStats is what the metrics read from the store at scrape time.
 type StoreStats interface {
 	PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error)
+	// PendingOldest is how long the oldest item awaiting a decision has
+	// waited (0: none waits).
+	PendingOldest(ctx context.Context) (time.Duration, error)
 	OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error)
 }
 
@@ -29,6 +32,7 @@ type Metrics struct {
 	calls     *prometheus.CounterVec
 	latency   *prometheus.HistogramVec
 	decisions *prometheus.CounterVec
+	waited    *prometheus.HistogramVec
 	requests  *prometheus.CounterVec
 	limited   *prometheus.CounterVec
 	sweeps    prometheus.Counter
@@ -61,6 +65,11 @@ func NewMetrics(reg prometheus.Registerer, stats StoreStats, log *slog.Logger) (
 			Name: "countersign_decisions_total",
 			Help: "Decisions taken on pending items (approved, rejected, denied) by the surface they came from (http, mcp, slack, discord, cli).",
 		}, []string{"outcome", "surface"}),
+		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "countersign_decision_latency_seconds",
+			Help:    "Time to decision: from an item's card appearing (the item made) to the decision that closed it, by kind of item and outcome (approved, rejected, denied). Counted as decisions are taken.",
+			Buckets: []float64{5, 15, 30, 60, 120, 300, 900, 1800, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400},
+		}, []string{"kind", "outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "countersign_http_requests_total",
 			Help: "HTTP requests by route pattern and status code.",
@@ -79,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer, stats StoreStats, log *slog.Logger) (
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.calls, m.latency, m.decisions, m.requests, m.limited, m.sweeps, m.replays,
+		m.calls, m.latency, m.decisions, m.waited, m.requests, m.limited, m.sweeps, m.replays,
 		newStoreCollector(stats, log),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -101,6 +110,9 @@ func (m *Metrics) ObserveCall(ev bot.CallEvent) {
 	// recorded outcome, is a call but not a decision.
 	if d, ok := decisionTools[ev.Tool]; ok && ev.Err == nil && ev.Decided {
 		m.decisions.WithLabelValues(d, ev.Surface()).Inc()
+		if ev.Kind != "" {
+			m.waited.WithLabelValues(string(ev.Kind), d).Observe(ev.Waited.Seconds())
+		}
 	}
 }
 
@@ -131,7 +143,7 @@ type storeCollector struct {
 	stats StoreStats
 	log   *slog.Logger
 
-	pending, depth, retrying, failures, givenUp, up *prometheus.Desc
+	pending, oldest, depth, retrying, failures, givenUp, up *prometheus.Desc
 
 	mu  sync.Mutex
 	cur *reading // the reading under way, if any
@@ -147,6 +159,7 @@ func newStoreCollector(stats StoreStats, log *slog.Logger) *storeCollector {
 		stats:    stats,
 		log:      log,
 		pending:  prometheus.NewDesc("countersign_pending_items", "Items awaiting a decision, by kind (memory_change, action, consent, question).", []string{"kind"}, nil),
+		oldest:   prometheus.NewDesc("countersign_pending_oldest_seconds", "Age of the oldest item awaiting a decision, in seconds (0 when none waits).", nil, nil),
 		depth:    prometheus.NewDesc("countersign_outbox_depth", "Notifications queued for delivery, by sink.", []string{"sink"}, nil),
 		retrying: prometheus.NewDesc("countersign_outbox_retrying", "Queued notifications whose last delivery attempt failed, by sink.", []string{"sink"}, nil),
 		failures: prometheus.NewDesc("countersign_outbox_failed_attempts", "Failed delivery attempts of the notifications still queued, by sink.", []string{"sink"}, nil),
@@ -156,7 +169,7 @@ func newStoreCollector(stats StoreStats, log *slog.Logger) *storeCollector {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pending, c.depth, c.retrying, c.failures, c.givenUp, c.up} {
+	for _, d := range []*prometheus.Desc{c.pending, c.oldest, c.depth, c.retrying, c.failures, c.givenUp, c.up} {
 		ch <- d
 	}
 }
@@ -192,6 +205,12 @@ func (c *storeCollector) read() []prometheus.Metric {
 	}
 	for kind, n := range pending {
 		out = append(out, prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), string(kind)))
+	}
+	if age, err := c.stats.PendingOldest(ctx); err != nil {
+		c.log.Warn("metrics: could not read the oldest pending item", "err", err)
+		readable = 0
+	} else {
+		out = append(out, prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, max(age.Seconds(), 0)))
 	}
 	boxes, err := c.stats.OutboxStats(ctx)
 	if err != nil {

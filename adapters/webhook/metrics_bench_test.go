@@ -13,6 +13,7 @@ import (
 type noStats struct{}
 
 func (noStats) PendingByKind(context.Context) (map[bot.ItemKind]int, error) { return nil, nil }
+func (noStats) PendingOldest(context.Context) (time.Duration, error)        { return 0, nil }
 func (noStats) OutboxStats(context.Context) (map[string]bot.OutboxStat, error) {
 	return nil, nil
 }

@@ -37,6 +37,10 @@ type Options struct {
 	MaxBody int64 // bytes; larger bodies get 413
 	// Ready reports whether the store is open (for /readyz).
 	Ready func() error
+	// Degraded names the parts that are down while the server is still
+	// ready (the gateway's upstreams, by name): /readyz answers 200 with
+	// status "degraded" and their names. Nil: none.
+	Degraded func() []string
 	// Mounts are extra handlers by pattern ("POST /mcp", "POST /slack/interactions", "GET /metrics").
 	Mounts map[string]http.Handler
 	// Middleware wraps every tool call after authentication (rate limits,
@@ -119,7 +123,7 @@ func addRoutes(mux *http.ServeMux, o Options) {
 	mux.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}))
-	mux.Handle("GET /readyz", handleReady(o.Ready))
+	mux.Handle("GET /readyz", handleReady(o.Ready, o.Degraded))
 	for pattern, h := range o.Mounts {
 		mux.Handle(pattern, guard(pattern, h))
 	}
@@ -201,12 +205,18 @@ func handleList(app App) http.Handler {
 	})
 }
 
-func handleReady(ready func() error) http.Handler {
+func handleReady(ready func() error, degraded func() []string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ready != nil {
 			if err := ready(); err != nil {
 				// The cause is for the operator's logs, not for every prober.
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": "the store is not open"})
+				return
+			}
+		}
+		if degraded != nil {
+			if down := degraded(); len(down) > 0 {
+				writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "upstreams_down": down})
 				return
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
@@ -79,6 +80,14 @@ const MaxContext = 8
 // defaults (timeout 30m; no reminder; no escalation).
 type Options struct {
 	Tools []ToolSpec
+	// Lookup declares the tools Tools does not name, by rule rather than
+	// by name (the MCP gateway's upstream tools, classified by
+	// gateway.upstreams[].tools): it returns the spec of tool, or false
+	// for a tool no rule covers (undeclared: a confirmation). A spec is
+	// compiled on first use and kept; one that does not compile is
+	// logged and treated as unclassified (a confirmation), so check the
+	// rules at start with CheckSpec.
+	Lookup func(tool string) (ToolSpec, bool)
 	// ReadOnlyPrefixes treats undeclared tools named get_, find_, list_,
 	// search_, read_ or fetch_ as read-only.
 	ReadOnlyPrefixes bool
@@ -151,6 +160,44 @@ type Service struct {
 	client *http.Client
 	waits  *notifier
 	stepUp stepUpRule
+	// ruled caches the compiled specs of Options.Lookup by tool name.
+	ruled sync.Map
+}
+
+// def is the declaration of tool: a declared tool's, else the one
+// Options.Lookup gives (compiled once), else nil (undeclared).
+func (s *Service) def(tool string) *toolDef {
+	if d := s.tools[tool]; d != nil {
+		return d
+	}
+	if s.o.Lookup == nil {
+		return nil
+	}
+	if d, ok := s.ruled.Load(tool); ok {
+		return d.(*toolDef)
+	}
+	spec, ok := s.o.Lookup(tool)
+	if !ok {
+		return nil
+	}
+	spec.Name = tool
+	d, err := compileTool(spec, s.o.DefaultTimeout, s.o.Subject)
+	if err != nil {
+		s.b.Logger().Error("a tool rule does not compile; its tool is unclassified (a confirmation)", "tool", tool, "err", err)
+		d, _ = compileTool(ToolSpec{Name: tool}, s.o.DefaultTimeout, s.o.Subject)
+	}
+	got, _ := s.ruled.LoadOrStore(tool, d)
+	return got.(*toolDef)
+}
+
+// CheckSpec reports every problem of spec as Register would (a rule's
+// spec, before any tool it covers is called).
+func CheckSpec(spec ToolSpec, defaultTimeout time.Duration) error {
+	if spec.Name == "" {
+		spec.Name = "rule"
+	}
+	_, err := compileTool(spec, defaultTimeout, memory.Fold)
+	return err
 }
 
 // toolDef is a compiled ToolSpec.
@@ -235,7 +282,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 		return nil, err
 	}
 	s.stepUp = rule
-	if err := b.Register(append(s.toolList(), s.grantTools()...)...); err != nil {
+	if err := b.Register(append(s.toolList(), append(s.grantTools(), s.pendingTool())...)...); err != nil {
 		return nil, err
 	}
 	b.Items().RegisterKind(bot.KindAction, itemSource{s})

@@ -27,7 +27,7 @@ const maxTitle = 200
 // views are the request's context facts as they stand (contextFacts).
 func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approvals.Fact, views []bot.FactView) {
 	a := r.Action
-	def := s.tools[a.Tool]
+	def := s.def(a.Tool)
 	name := r.Requester.Name
 	if name == "" {
 		name = bot.NameOf(r.Requester.Display)

@@ -43,7 +43,7 @@ type callCheck struct {
 // the result (the callers answer those differently); anything else invalid
 // is a 400 naming the field.
 func (s *Service) checkCall(tool string, obj map[string]any) (callCheck, error) {
-	def := s.tools[tool]
+	def := s.def(tool)
 	if obj == nil {
 		obj = map[string]any{}
 	}

@@ -162,7 +162,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 		return nil, bot.Errorf(bot.KindDenied, "Access denied: a standing grant is a person's decision; an agent or service key never makes one.")
 	}
 	kind, _ := approvals.ParseGrantKind(ga.Kind)
-	def := s.tools[r.Action.Tool]
+	def := s.def(r.Action.Tool)
 	a := r.Action
 	switch {
 	case len(r.Stages) > 0:
@@ -314,7 +314,7 @@ func (s *Service) grantOptions(r *approvals.Request) []bot.GrantOption {
 		r.Action.Mechanics == string(policy.MechanicsDryRunConfirm) || r.Action.Category == string(policy.CategoryDestructive) {
 		return nil
 	}
-	def := s.tools[r.Action.Tool]
+	def := s.def(r.Action.Tool)
 	var out []bot.GrantOption
 	for _, k := range approvals.GrantKinds {
 		if !def.allowsGrant(k) {
@@ -498,7 +498,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 		// The one rule (policy.SeesDetails): the agent the grant is for,
 		// and people who may decide in its space, see the values it holds
 		// fixed; for anyone else they are withheld.
-		sensitive := s.tools[g.Tool] != nil && s.tools[g.Tool].spec.Sensitive
+		sensitive := s.def(g.Tool) != nil && s.def(g.Tool).spec.Sensitive
 		if !policy.SeesDetails(c.Caller.Decider(), policy.Decidable{Ref: g.Name(), RequesterID: g.Agent, RequesterName: g.AgentName, SpaceUserID: g.Space.UserID}, sensitive) {
 			withhold(g)
 		}
@@ -548,7 +548,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		}
 		g = got
 		var approvers approvals.Approvers
-		if def := s.tools[g.Tool]; def != nil {
+		if def := s.def(g.Tool); def != nil {
 			approvers = def.spec.Approvers
 		}
 		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != "" {
@@ -624,7 +624,7 @@ func (s *Service) makerMayDecide(tx kv.Tx, g *approvals.Grant, it policy.Decidab
 // approvers as configured now.
 func (s *Service) grantDecidable(g *approvals.Grant) policy.Decidable {
 	it := policy.Decidable{Ref: g.Name(), RequesterID: g.Agent, RequesterName: g.AgentName, SpaceUserID: g.Space.UserID}
-	if def := s.tools[g.Tool]; def != nil {
+	if def := s.def(g.Tool); def != nil {
 		it.Approvers = def.spec.Approvers
 	}
 	return it

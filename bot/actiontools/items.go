@@ -19,7 +19,23 @@ var (
 	_ bot.ItemSource = itemSource{}
 	_ bot.ItemEditor = itemSource{}
 	_ bot.SeenTaker  = itemSource{}
+	_ bot.VoteVoider = itemSource{}
 )
+
+// VoidVotes makes the approvals of the principal named name on the
+// pending action or consent request behind rec stop counting: they were
+// suspended from approving (bot.Tx.Suspend). A decided request is not
+// changed.
+func (itemSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, error) {
+	if rec.Kind != bot.KindAction && rec.Kind != bot.KindConsent {
+		return false, nil
+	}
+	r, err := approvals.LoadRequest(tx, rec.Key)
+	if err != nil || r == nil || !r.VoidVotes(name, why) {
+		return false, err
+	}
+	return true, approvals.PutRequest(tx, r, r.DueAt)
+}
 
 // TakesSeen reports that approve_action and deny_action record what the
 // decider was shown: action and consent requests, not questions.

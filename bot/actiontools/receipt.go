@@ -187,7 +187,7 @@ func (s *Service) reopenOnChangedFacts(tx *bot.Tx, c *bot.Call, r *approvals.Req
 		return "", nil
 	}
 	timeout := s.o.DefaultTimeout
-	if def := s.tools[r.Action.Tool]; def != nil {
+	if def := s.def(r.Action.Tool); def != nil {
 		timeout = def.timeout
 	}
 	if !r.Reopen(why, c.Now, c.Now.Add(timeout)) {

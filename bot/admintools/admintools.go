@@ -1,6 +1,7 @@
 // Package admintools registers the accountability tools (audit_log,
 // verify_audit, export_public_key) and the administration tools
-// (create_principal, list_principals, revoke_principal) on a bot.
+// (create_principal, list_principals, revoke_principal; list_suspensions,
+// suspend_principal, lift_suspension) on a bot.
 package admintools
 
 import (
@@ -49,6 +50,9 @@ func Register(b *bot.Bot) error { return RegisterWith(b, Options{}) }
 func RegisterWith(b *bot.Bot, o Options) error {
 	verifyAudit := func(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 		return verifyAuditWith(ctx, c, o)
+	}
+	if err := b.Register(suspensionTools()...); err != nil {
+		return err
 	}
 	return b.Register(
 		bot.Tool{

@@ -329,6 +329,9 @@ func TestAnnotations(t *testing.T) {
 		"create_principal":       "admin rw",
 		"revoke_principal":       "admin destructive idempotent",
 		"rotate_callback_secret": "admin rw",
+		"list_suspensions":       "admin ro",
+		"suspend_principal":      "admin rw",
+		"lift_suspension":        "admin rw",
 	}
 	for _, ti := range e.b.Tools() {
 		got := string(ti.Capability)

@@ -122,6 +122,7 @@ func genAnswers(seed uint64) (verdictData, safeRecallData) {
 }
 
 func TestGateAnswersMatchEncodingJSON(t *testing.T) {
+	t.Parallel()
 	set := time.Date(2026, 12, 1, 16, 6, 50, 956354408, time.UTC)
 	fact := factData{Provenance: memory.Provenance{ID: 3, Subject: "allergy", Value: "penicillin <anaphylaxis>", Scope: "global", Kind: "state",
 		Status: memory.StatusActive, Confidence: 0.95, Said: "the nurse said so", SetAt: set}}

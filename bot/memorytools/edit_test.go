@@ -13,6 +13,7 @@ import (
 // value is checked like any value of the slot, becomes current, and the
 // proposal keeps both values with their hashes; the audit names both.
 func TestConfirmEditedValue(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.seed() // #2 REPLACE warfarin -> apixaban 5mg twice daily; #3 REMOVE warfarin
 	f.text(f.fhir, "remember", arg("subject", "code_status", "value", "Full code", "source", "fhir"), "Stored: [ADD] code_status = Full code")
@@ -81,6 +82,7 @@ func TestConfirmEditedValue(t *testing.T) {
 // Through the item (the chat and console path) an edit is the same
 // confirm_change; the item shows it approved with changes.
 func TestConfirmEditThroughItem(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.text(f.fhir, "remember", arg("subject", "code_status", "value", "Full code", "source", "fhir"), "Stored: [ADD] code_status = Full code")
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
@@ -107,6 +109,7 @@ func TestConfirmEditThroughItem(t *testing.T) {
 
 // A value equal to the proposal (as the slot stores it) is no edit.
 func TestConfirmSameValueIsNoEdit(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.text(f.fhir, "remember", arg("subject", "code_status", "value", "Full code", "source", "fhir"), "Stored: [ADD] code_status = Full code")
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")

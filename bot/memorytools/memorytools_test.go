@@ -196,6 +196,7 @@ const seedPending = "2 change(s) awaiting approval:\n" +
 const notAwaiting2 = "#2 is not awaiting approval. It may have been decided already, or the value it would have replaced has since changed — in which case the proposal is stale and should be re-made against the current value."
 
 func TestSeedScenario(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.seed()
 	r := f.text(f.agent, "pending_changes", arg(), seedPending)
@@ -249,6 +250,7 @@ func TestSeedScenario(t *testing.T) {
 }
 
 func TestItemSource(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{ProposalMaxAge: 24 * time.Hour})
 	f.seed()
 	r := f.ok(f.agent, "pending_changes", arg())
@@ -315,6 +317,7 @@ func TestItemSource(t *testing.T) {
 }
 
 func TestStaleProposalIsClosedWhenConfirmed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.seed()
 	// The trusted feed changes warfarin directly: both proposals go stale.
@@ -361,6 +364,7 @@ func TestStaleProposalIsClosedWhenConfirmed(t *testing.T) {
 }
 
 func TestSweepExpiresInBatches(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{ProposalMaxAge: time.Hour})
 	f.ok(f.fhir, "remember", arg("subject", "code_status", "value", "full code", "source", "fhir"))
 	const n = 300 // more than one sweep batch closes
@@ -380,6 +384,7 @@ func TestSweepExpiresInBatches(t *testing.T) {
 }
 
 func TestExpiredProposalRefusedAtConfirm(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{ProposalMaxAge: time.Hour})
 	f.seed()
 	f.advance(2 * time.Hour)
@@ -391,6 +396,7 @@ func TestExpiredProposalRefusedAtConfirm(t *testing.T) {
 }
 
 func TestProposerCannotConfirmOwnProposal(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.ok(f.fhir, "remember", arg("subject", "code_status", "value", "full code", "source", "fhir"))
 	f.text(f.member, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
@@ -405,6 +411,7 @@ func TestProposerCannotConfirmOwnProposal(t *testing.T) {
 }
 
 func TestTrustedSourceIsBoundToItsKey(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	other := &bot.Caller{Principal: bot.Principal{ID: "prin_other", Name: "other", Role: policy.RoleAgent}}
 	e := f.fail(other, "remember", arg("subject", "allergy", "value", "penicillin", "source", "FHIR"), bot.KindDenied)
@@ -424,6 +431,7 @@ func TestTrustedSourceIsBoundToItsKey(t *testing.T) {
 }
 
 func TestUpdateMemory(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.ok(f.agent, "remember", arg("subject", "platform_lead", "value", "Alice", "metadata", map[string]any{"team": "eng"}))
 	f.text(f.agent, "update_memory", arg("memory_id", 1, "new_value", "Carol"), "Updated #1: 'Alice' → 'Carol' (now #2; old kept in history).")
@@ -453,6 +461,7 @@ func TestUpdateMemory(t *testing.T) {
 }
 
 func TestCheckBeforeActWindows(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.ok(f.agent, "remember", arg("subject", "state", "value", "Redux"))
 	f.advance(100 * 24 * time.Hour)
@@ -480,6 +489,7 @@ func TestCheckBeforeActWindows(t *testing.T) {
 }
 
 func TestRecallAndSafeRecall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{CriticalBudget: 2})
 	f.ok(f.fhir, "remember", arg("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir"))
 	f.ok(f.agent, "remember", arg("subject", "state", "value", "Redux"))
@@ -529,6 +539,7 @@ func TestRecallAndSafeRecall(t *testing.T) {
 }
 
 func TestRecallCriticalCategoriesPerCall(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{RecallContext: 1, CriticalCategories: []string{}})
 	f.ok(f.agent, "remember", arg("subject", "state", "value", "Zustand"))
 	f.ok(f.agent, "remember", arg("subject", "hosting", "value", "Fly.io"))
@@ -548,6 +559,7 @@ func TestRecallCriticalCategoriesPerCall(t *testing.T) {
 // is a "per-call override": the call's set replaces the configured one, and
 // an explicit empty value means none for this call.
 func TestRecallPerCallCriticalCategoriesOverrideTheConfiguredSet(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{RecallContext: 1, CriticalCategories: []string{"active_medication"}})
 	f.ok(f.agent, "remember", arg("subject", "state", "value", "Zustand"))
 	f.ok(f.agent, "remember", arg("subject", "drug", "value", "warfarin 5mg daily", "metadata", map[string]any{"category": "active_medication"}))
@@ -573,6 +585,7 @@ func TestRecallPerCallCriticalCategoriesOverrideTheConfiguredSet(t *testing.T) {
 }
 
 func TestReconcilePolicyTools(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	org := func(kv ...any) map[string]any { m := arg(kv...); m["user_id"] = "org:acme"; return m }
 	f.text(f.agent, "get_reconcile_policy", org(), "Policy: RECENCY (default — newer assertion wins).")
@@ -599,6 +612,7 @@ func TestReconcilePolicyTools(t *testing.T) {
 }
 
 func TestListMemories(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.text(f.agent, "list_memories", arg(), "(no memories yet)")
 	f.ok(f.agent, "remember", arg("subject", "monitoring", "value", "Sentry"))
@@ -619,6 +633,7 @@ func TestListMemories(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	long := strings.Repeat("x", 201)
 	tests := []struct {
@@ -669,6 +684,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestScopesDenied(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	scoped := &bot.Caller{Principal: bot.Principal{ID: "prin_s", Name: "ward_bot", Role: policy.RoleAgent, Scopes: []string{p42}}}
 	f.ok(scoped, "remember", arg("subject", "allergy", "value", "penicillin"))
@@ -682,6 +698,7 @@ func TestScopesDenied(t *testing.T) {
 // records what the decider was shown (seen) in its audit entry; a
 // malformed seen is a 400 naming it.
 func TestDecisionRecordsWhatWasSeen(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, memory.Options{})
 	f.seed()
 	hash := strings.Repeat("ab", 32)

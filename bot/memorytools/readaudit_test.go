@@ -46,6 +46,7 @@ func (s *holdStore) Update(ctx context.Context, fn func(kv.Tx) error) error {
 // backlog; none of the refused reads is recorded, and the verdicts that were
 // queued are committed once the appender moves.
 func TestReadVerdictsFailClosedOnAuditBacklog(t *testing.T) {
+	t.Parallel()
 	db, err := bolt.Open(filepath.Join(t.TempDir(), "cs.db"), bolt.Options{GroupCommit: true})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,7 @@ func (f *fixture) has(id uint64) bool {
 }
 
 func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
+	t.Parallel()
 	f := agedMemory(t, memory.Options{ProposalMaxAge: 24 * time.Hour, ProposalRetention: 30 * 24 * time.Hour})
 	ctx := context.Background()
 	open := f.ok(f.agent, "pending_changes", arg()).Data.(map[string]any)["changes"].([]pendingData)
@@ -113,6 +114,7 @@ func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
 }
 
 func TestRetentionZeroKeepsClosedProposals(t *testing.T) {
+	t.Parallel()
 	f := agedMemory(t, memory.Options{ProposalMaxAge: 24 * time.Hour})
 	if rep, err := f.b.Sweep(context.Background(), f.clock().Add(100*365*24*time.Hour)); err != nil || rep["retention_memory_proposals"] != 0 {
 		t.Fatalf("sweep: %v %v", rep, err)
@@ -125,6 +127,7 @@ func TestRetentionZeroKeepsClosedProposals(t *testing.T) {
 }
 
 func TestRetentionIndexesProposalsClosedBeforeItExisted(t *testing.T) {
+	t.Parallel()
 	f := agedMemory(t, memory.Options{ProposalMaxAge: 24 * time.Hour})
 	// A store from before the retention index: drop its entries, then turn
 	// retention on.

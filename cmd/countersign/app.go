@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
@@ -45,6 +46,9 @@ type app struct {
 	auth webhook.Authenticator
 	// tracing makes the spans of the edges (tracing.go); nil: off.
 	tracing *tracing.Tracing
+	// gateway serves the tools of gateway.upstreams (wire_gateway.go);
+	// nil: none configured.
+	gateway *gateway.Gateway
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.
@@ -183,7 +187,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireAudit} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireAudit, a.connectGateway} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err
@@ -217,6 +221,7 @@ func (a *app) handler() http.Handler {
 		Logger:     a.log,
 		MaxBody:    a.cfg.HTTP.MaxBodyBytes,
 		Ready:      readiness(a.db),
+		Degraded:   a.degraded(), // wire_gateway.go
 		Mounts:     a.mounts,
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,

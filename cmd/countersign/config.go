@@ -83,6 +83,8 @@ type Config struct {
 
 	Hooks HooksConfig `yaml:"hooks"` // config_hooks.go
 
+	Gateway GatewayConfig `yaml:"gateway"` // config_gateway.go
+
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
 	source string
@@ -164,6 +166,7 @@ func (c *Config) applyDefaults() {
 	c.Limits.defaults()
 	c.MCP.defaults()
 	c.Hooks.defaults(c.resolve)
+	c.Gateway.defaults(c.Approvals.DefaultTimeout)
 	if c.Slack != nil {
 		c.Slack.defaults()
 	}
@@ -231,6 +234,7 @@ func (c *Config) validate(p *problems) {
 	c.Callbacks.validate(p) // config_callbacks.go
 	c.MCP.validate(p)       // config_hooks.go
 	c.Hooks.validate(p)
+	c.Gateway.validate(c, p) // config_gateway.go
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks
@@ -792,6 +796,9 @@ type DiscordConfig struct {
 	GuildID       string            `yaml:"guild_id"`
 	APIURL        string            `yaml:"api_url"`
 	Channels      map[string]string `yaml:"channels"`
+	// MemberEvents (gateway mode) follows the server's members: a mapped
+	// member who leaves is suspended from approving (docs/discord.md).
+	MemberEvents bool `yaml:"member_events"`
 }
 
 func (d *DiscordConfig) defaults() {
@@ -809,6 +816,9 @@ func (d DiscordConfig) validate(p *problems) {
 	case "gateway":
 	default:
 		p.add("discord.mode", "%q is not a mode; use http or gateway", d.Mode)
+	}
+	if d.MemberEvents && d.Mode != "gateway" {
+		p.add("discord.member_events", "needs mode: gateway (HTTP interactions receive no member events); in http mode an admin suspends a departed member with suspend_principal")
 	}
 	if d.BotTokenEnv == "" {
 		p.add("discord.bot_token_env", "required")

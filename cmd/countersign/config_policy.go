@@ -89,6 +89,14 @@ func (c *Config) validatePolicy(p *problems) {
 			}
 		}
 	}
+	for i, u := range c.Gateway.Upstreams {
+		for j, r := range u.Tools {
+			c.checkGroups(fmt.Sprintf("gateway.upstreams[%d].tools[%d].approvers", i, j), r.Approvers, p)
+		}
+		if u.Default != nil {
+			c.checkGroups(fmt.Sprintf("gateway.upstreams[%d].default.approvers", i), u.Default.Approvers, p)
+		}
+	}
 	if stepUp && (!c.Web.enabled() || c.Web.OIDC == nil) {
 		p.add("tools", "a rule or stage sets step_up, a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove step_up")
 	}

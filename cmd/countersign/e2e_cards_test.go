@@ -167,8 +167,8 @@ func TestCardsInBrowser(t *testing.T) {
 		t.Error("the item page scrolls sideways on a 390 px screen")
 	}
 	browse(t, doc, "approve the order", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
-	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.HasPrefix(n, "Approved #"+orderItem+". Now: ward_bot may run order_medication once with these arguments, before ") {
-		t.Errorf("the notice after approving %q: it must say what happens now", n)
+	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.HasPrefix(n, "Approved #"+orderItem+": “Start apixaban 5 mg twice daily for patient_42” (ward_bot's action request, space patient_42), as dr_smith (member). Now: ward_bot may run order_medication once with these arguments, before ") {
+		t.Errorf("the notice after approving %q: it must say what was decided, for whom, as whom and what happens now", n)
 	}
 
 	// The destructive item.

@@ -280,3 +280,62 @@ func (e *teamsEnv) auditText(t *testing.T) string {
 	t.Helper()
 	return e.MustOK(e.adminKey, "audit_log", map[string]any{"limit": 200}).Raw
 }
+
+// TestTeamsDangerousApprovalEndToEnd: a destructive call on Teams says
+// what Slack says (the danger first, what approving does, the arguments,
+// why a person is asked), its Approve is the destructive button and opens
+// the confirmation step instead of deciding, the step's button decides,
+// and the vote records the card it was cast on (its Details show it).
+func TestTeamsDangerousApprovalEndToEnd(t *testing.T) {
+	e := newTeamsEnv(t)
+	req := e.MustOK(e.agent, "confirm_action", map[string]any{"tool": "delete_database", "arguments": map[string]any{"db_name": "orders_prod"}, "summary": "drop the old orders database", "dry_run": "DROP DATABASE orders_prod; -- 42 tables"})
+	reqID, _ := req.Data["request_id"].(string)
+	var msg teamstest.Message
+	e.fake.Wait("the card posted in the ops channel", func() bool {
+		for _, m := range e.fake.Messages(teamsOps) {
+			if m.Card() != nil {
+				msg = m
+				return true
+			}
+		}
+		return false
+	})
+	ref, _ := msg.Card()["refresh"].(map[string]any)
+	item := fmt.Sprint(ref["action"].(map[string]any)["data"].(map[string]any)["item"])
+
+	kind, scard, raw := e.invoke(teamsClick("d-1", smithOID, smithMRI, teamsOps, msg.ID, "refresh", map[string]string{"item": item}, e.fake.APIURL))
+	for _, want := range []string{"delete_database is destructive", "If you approve:", "With these arguments:", "db_name: ", "orders_prod", "Why you are asked:", `"title":"Details"`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("the approver's card does not say %q: %s", want, raw)
+		}
+	}
+	approve := verbs(scard)["approve"]
+	if kind != "card" || approve == nil {
+		t.Fatalf("the approver's card = %s, want Approve", raw)
+	}
+	for _, a := range scard["actions"].([]any) {
+		if m := a.(map[string]any); m["verb"] == "approve" && m["style"] != "destructive" {
+			t.Errorf("Approve of a destructive call is styled %v, want destructive", m["style"])
+		}
+	}
+	kind, ccard, raw := e.invoke(teamsClick("d-2", smithOID, smithMRI, teamsOps, msg.ID, "approve", strData(approve), e.fake.APIURL))
+	confirm := verbs(ccard)["approve_confirm"]
+	if kind != "card" || confirm == nil || !strings.Contains(raw, "It cannot be undone") || !strings.Contains(raw, "You will be recorded as its approver") {
+		t.Fatalf("Approve answered %s %s, want the confirmation step", kind, raw)
+	}
+	if st := e.MustOK(e.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
+		t.Fatalf("Approve alone decided the destructive call: %v", st.Data["status"])
+	}
+	seen := fmt.Sprint(confirm["seen"])
+	if len(seen) != 64 {
+		t.Fatalf("the confirmation button carries seen %q, want the card's SHA-256", seen)
+	}
+	kind, _, raw = e.invoke(teamsClick("d-3", smithOID, smithMRI, teamsOps, msg.ID, "approve_confirm", strData(confirm), e.fake.APIURL))
+	if st := e.MustOK(e.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "approved" {
+		t.Fatalf("after the confirmation (%s %s) the request is %v, want approved", kind, raw, st.Data["status"])
+	}
+	_, _, raw = e.invoke(teamsClick("d-4", smithOID, smithMRI, teamsOps, msg.ID, "details", map[string]string{"item": item}, e.fake.APIURL))
+	if !strings.Contains(raw, "dr_smith") || !strings.Contains(raw, "teams card sha256 "+seen[:16]) {
+		t.Errorf("the Details do not show the card the vote was cast on (%s): %s", seen[:16], raw)
+	}
+}

@@ -133,6 +133,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	err = mcp.ServeStdio(ctx, mcp.Options{
 		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
 		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
+		Gateway: a.gateway, Audit: a.gatewayAudit(), // wire_gateway.go
 	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {

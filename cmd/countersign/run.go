@@ -256,6 +256,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
+	if cfg.Web.enabled() {
+		logger.Info("web console", "url", consoleURL(cfg, ln.Addr().String()), "sign_in", "countersign web link --name NAME")
+	}
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 1+len(a.runners))

@@ -34,23 +34,10 @@ func (a *app) wireActions(ctx context.Context) error {
 	}
 	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
 	for _, t := range cfg.Tools {
-		spec := actiontools.ToolSpec{
-			Name:      t.Name,
-			Category:  t.Category,
-			Schema:    t.Schema,
-			Approvers: t.Approvers.approvers(),
-			Quorum:    t.Quorum,
-			Timeout:   t.Timeout,
-			Channels:  t.Channels,
-			Sensitive: t.Sensitive,
-			Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
-			Context:   t.Context,
-		}
-		t.policySpec(&spec)
-		for _, c := range t.Commands {
-			spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
-		}
-		o.Tools = append(o.Tools, spec)
+		o.Tools = append(o.Tools, toolSpec(t))
+	}
+	if len(cfg.Gateway.Upstreams) > 0 {
+		o.Lookup = cfg.Gateway.lookup() // config_gateway.go
 	}
 	if env := cfg.Callbacks.SecretEnv; env != "" {
 		if v := a.getenv(env); v != "" {
@@ -86,6 +73,28 @@ func (a *app) wireActions(ctx context.Context) error {
 		runner{name: "sweeper", run: a.runSweeper},
 	)
 	return nil
+}
+
+// toolSpec is a tools[] declaration (or a gateway rule's, as one) for the
+// confirm gate.
+func toolSpec(t ToolConfig) actiontools.ToolSpec {
+	spec := actiontools.ToolSpec{
+		Name:      t.Name,
+		Category:  t.Category,
+		Schema:    t.Schema,
+		Approvers: t.Approvers.approvers(),
+		Quorum:    t.Quorum,
+		Timeout:   t.Timeout,
+		Channels:  t.Channels,
+		Sensitive: t.Sensitive,
+		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
+		Context:   t.Context,
+	}
+	for _, c := range t.Commands {
+		spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
+	}
+	t.policySpec(&spec) // config_policy.go: rules and stages
+	return spec
 }
 
 // runSweeper runs every sweep step once at start (what expired while the

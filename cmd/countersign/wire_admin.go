@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -70,6 +71,8 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		StateKey:    mcp.StateKey(a.key.Seed()),
 		ItemURL:     a.bot.WebLinks().ItemURL,
 		Now:         a.bot.Now,
+		Gateway:     a.gateway, // wire_gateway.go
+		Audit:       a.gatewayAudit(),
 		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.
@@ -140,6 +143,16 @@ type storeStats struct{ *bot.Bot }
 // PendingByKind counts the items awaiting a decision (bot.Items).
 func (s storeStats) PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error) {
 	return s.Items().PendingByKind(ctx)
+}
+
+// PendingOldest is how long the oldest item awaiting a decision has
+// waited, on the bot's clock.
+func (s storeStats) PendingOldest(ctx context.Context) (time.Duration, error) {
+	t, err := s.Items().PendingOldest(ctx)
+	if err != nil || t.IsZero() {
+		return 0, err
+	}
+	return max(s.Now().Sub(t), 0), nil
 }
 
 // OutboxStats reads every sink's outbox (bot.Outbox.Stats).

@@ -45,7 +45,7 @@ func (a *app) wireDiscord(ctx context.Context) error {
 	}
 	ad, err := discord.New(discord.Options{
 		Bot: a.bot, Token: token, PublicKey: pub,
-		ApplicationID: d.ApplicationID, GuildID: d.GuildID,
+		ApplicationID: d.ApplicationID, GuildID: d.GuildID, MemberEvents: d.MemberEvents,
 		APIURL: d.APIURL, Channels: d.Channels, Logger: a.log.With("adapter", "discord"),
 		Transport: a.chatTransport("discord"), // nil: the adapter's own (tracing.go)
 	})

@@ -67,10 +67,12 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s.Mode == slackadapter.ModeHTTP {
 		a.mounts["POST /slack/interactions"] = ad.InteractionsHandler()
 		a.mounts["POST /slack/commands"] = ad.CommandsHandler()
+		a.mounts["POST /slack/events"] = ad.EventsHandler()
 		// Slack calls these with the Host of the Request URL it was
 		// given, and signs them: no Host or Origin check.
 		a.trust["POST /slack/interactions"] = webhook.TrustSigned
 		a.trust["POST /slack/commands"] = webhook.TrustSigned
+		a.trust["POST /slack/events"] = webhook.TrustSigned
 	}
 	a.runners = append(a.runners, runner{name: "slack", run: ad.Run})
 	return nil

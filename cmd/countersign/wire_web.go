@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -200,7 +202,26 @@ func (a *app) wireWeb(ctx context.Context) error {
 		})
 	}
 	a.bot.OnSweep("web_sessions", h.Prune)
-	return nil
+	// GET / is the console's front door (a browser opening the server's
+	// address); the API stays under /v1/.
+	a.mounts["GET /{$}"] = http.RedirectHandler("/ui/", http.StatusSeeOther)
+	return a.bot.Register(a.webLinkTool(key, o.People))
+}
+
+// consoleURL is where serve says the console is: web.public_url, else
+// the address it listens on (a wildcard host as 127.0.0.1).
+func consoleURL(cfg *Config, addr string) string {
+	if cfg.Web.PublicURL != "" {
+		return strings.TrimRight(cfg.Web.PublicURL, "/") + "/ui/"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/ui/"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/ui/"
 }
 
 // webBase is the base URL printed links start with.
@@ -212,17 +233,27 @@ func webBase(cfg *Config) string {
 }
 
 // cmdWebLink prints a one-time, 5-minute sign-in URL for an existing
-// principal: one under principals: in the config, or a stored principal of
-// kind person (the server must then be stopped, as for keys create).
+// principal. With an API key (--key, or $COUNTERSIGN_API_KEY) it asks the
+// running server (the web_link tool): for the key's own person, or, with
+// an admin key, for anyone named, stored principals too. Without one it
+// mints the link here: for a principal under principals: in the config,
+// or a stored principal of kind person (the store is then opened, which on
+// bbolt needs the server stopped).
 func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("web link", stderr)
 	load := configFlag(fs)
-	name := fs.String("name", "", "the principal's name (required)")
+	name := fs.String("name", "", "the principal's name (required without --key; with a key, omit it for the key's own person)")
+	keyFlag := fs.String("key", "", "an API key: ask the running server for the link (default $"+apiKeyEnv+"); an admin key may name anyone")
+	urlFlag := fs.String("url", "", "the running server's base URL, with a key (default $"+urlEnv+", else http:// and the config's listen)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *name == "" {
-		return errors.New("--name: required: the name of a principal under principals: in the config, or of a stored person principal")
+	key := *keyFlag
+	if key == "" {
+		key = getenv(apiKeyEnv)
+	}
+	if *name == "" && key == "" {
+		return errors.New("--name: required: the name of a principal under principals: in the config, or of a stored person principal (or give --key KEY to ask the running server for your own link)")
 	}
 	cfg, err := load()
 	if err != nil {
@@ -230,6 +261,18 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if !cfg.Web.enabled() {
 		return errors.New("web.enabled is false: the console is off, so a sign-in link would lead nowhere")
+	}
+	if key != "" {
+		base, err := serverURL(*urlFlag, func() (*Config, error) { return cfg, nil }, getenv)
+		if err != nil {
+			return err
+		}
+		u, err := askServerForLink(ctx, cfg, base, key, *name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, u)
+		return nil
 	}
 	ref := ""
 	for _, p := range cfg.Principals {
@@ -246,11 +289,11 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	}
-	key, err := readSigningKey(cfg.Audit.SigningKey)
+	sk, err := readSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return err
 	}
-	tok, err := web.MintLink(web.LinkKey(key.Seed()), ref, time.Now())
+	tok, err := web.MintLink(web.LinkKey(sk.Seed()), ref, time.Now())
 	if err != nil {
 		return err
 	}
@@ -266,7 +309,7 @@ func storedPersonRef(ctx context.Context, cfg *Config, getenv func(string) strin
 	}
 	db, err := openEngine(ctx, cfg, getenv, true)
 	if err != nil {
-		return "", fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; or add it under principals:)", err)
+		return "", fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; while it runs, ask it: give --key with the person's own key or an admin's)", err)
 	}
 	defer db.Close()
 	var found []bot.Principal

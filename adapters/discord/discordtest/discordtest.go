@@ -55,6 +55,9 @@ type Failure struct {
 	Prefix string // path prefix below the API prefix: "channels/C1/messages"
 	Status int
 	Body   string
+	// Drop closes the connection without answering (a network failure:
+	// the client's error then quotes the request's URL).
+	Drop bool
 }
 
 // Server is a fake Discord.
@@ -224,6 +227,15 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/json")
+	if fail != nil && fail.Drop {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic("discordtest: the connection cannot be dropped")
+	}
 	if fail != nil {
 		w.WriteHeader(fail.Status)
 		io.WriteString(w, fail.Body)
@@ -405,13 +417,21 @@ func (s *Server) Connected() bool {
 // gateway client, waiting for one to connect first.
 func (s *Server) Dispatch(payload any) {
 	s.t.Helper()
+	s.DispatchEvent("INTERACTION_CREATE", payload)
+}
+
+// DispatchEvent sends the gateway event typ (GUILD_MEMBER_REMOVE…) with
+// payload to the connected gateway client, waiting for one to connect
+// first.
+func (s *Server) DispatchEvent(typ string, payload any) {
+	s.t.Helper()
 	s.Wait("a gateway connection", s.Connected)
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
 	c := s.conns[len(s.conns)-1]
 	s.mu.Unlock()
-	if err := c.write(map[string]any{"op": 0, "s": seq, "t": "INTERACTION_CREATE", "d": payload}); err != nil {
+	if err := c.write(map[string]any{"op": 0, "s": seq, "t": typ, "d": payload}); err != nil {
 		s.t.Fatalf("discordtest: dispatch: %v", err)
 	}
 }

@@ -94,6 +94,8 @@ type Server struct {
 	calls    []Call
 	tokens   map[string]bool
 	issued   int
+	keyReads int
+	forger   *rsa.PrivateKey // ForgedKID's key, made once
 	messages map[string]*Message
 	order    []string
 	members  map[string]map[string]string // conversation → object id → Teams user id
@@ -256,6 +258,36 @@ func (s *Server) Claims(now time.Time) jwt.MapClaims {
 	}
 }
 
+// KeyFetches is how many times the issuer's JWKS was read.
+func (s *Server) KeyFetches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.keyReads
+}
+
+// ForgedKID signs claims with a key the issuer does not publish, under
+// the key id kid.
+func (s *Server) ForgedKID(claims jwt.MapClaims, kid string) string {
+	s.mu.Lock()
+	if s.forger == nil {
+		k, err := rsa.GenerateKey(rand.Reader, 2048)
+		if err != nil {
+			s.mu.Unlock()
+			s.t.Fatal(err)
+		}
+		s.forger = k
+	}
+	other := s.forger
+	s.mu.Unlock()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
+	tok.Header["kid"] = kid
+	raw, err := tok.SignedString(other)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return raw
+}
+
 // Sign signs claims with the issuer's key (RS256, its key id).
 func (s *Server) Sign(claims jwt.MapClaims) string {
 	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
@@ -316,6 +348,9 @@ func (s *Server) metadata(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) keys(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	s.keyReads++
+	s.mu.Unlock()
 	b64 := base64.RawURLEncoding.EncodeToString
 	writeJSON(w, http.StatusOK, map[string]any{"keys": []map[string]any{{
 		"kty": "RSA", "use": "sig", "kid": s.kid, "alg": "RS256",

@@ -1,0 +1,414 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign/adapters/mcp/gateway"
+	"github.com/countersign/countersign/bot"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The MCP gateway: the tools of upstream MCP servers (adapters/mcp/gateway)
+// served beside the registry's, as <upstream>__<tool>.
+//
+// A call of a read-only upstream tool (by configuration, never by the
+// upstream's word) is passed straight through and audited. Any other call
+// becomes an action request through confirm_action, the path an agent
+// asking for approval takes (the one decision rule, quorum, step-up,
+// grants, edits, cards), and waits for it as confirm_action waits over
+// MCP (wait.go): MRTR for a 2026-07-28 client, a bounded wait for an older
+// one. Once approved, the gateway redeems the receipt itself (recorded as
+// executed, once) and calls the upstream with exactly the approved
+// arguments, an approver's edit included, never the call's own; a denial
+// or an expiry answers a tool error saying so. On any doubt (no receipt,
+// the approved arguments not readable, the store refusing) the call is
+// refused, never let through.
+
+// AuditFunc appends one audit entry made by caller outside a tool call.
+type AuditFunc func(ctx context.Context, caller *bot.Caller, action, detail string) error
+
+// metaRequest is the _meta key of an upstream's result that names the
+// request it ran under.
+const metaRequest = "io.countersign/request"
+
+// serveUpstreams adds the gateway's tools to s, and keeps them in step
+// with what the upstreams list (the SDK tells connected clients with
+// notifications/tools/list_changed).
+func serveUpstreams(s *sdk.Server, o Options, w *waiter) {
+	served := map[string]bool{}
+	var mu sync.Mutex
+	resync := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		now := map[string]bool{}
+		for _, t := range o.Gateway.Tools() {
+			now[t.Name] = true
+			s.AddTool(upstreamTool(t), upstreamHandler(o, w, t.Name))
+		}
+		var gone []string
+		for name := range served {
+			if !now[name] {
+				gone = append(gone, name)
+			}
+		}
+		if len(gone) > 0 {
+			s.RemoveTools(gone...)
+		}
+		served = now
+	}
+	resync()
+	o.Gateway.Subscribe(resync)
+}
+
+// categoryWords says what a category means for a call, for the host.
+func categoryWords(cat string) string {
+	switch cat {
+	case "read-only":
+		return "read-only: calls pass straight through, audited"
+	case "mutating", "destructive":
+		return cat + ": each call waits for a person's approval in Countersign, and what runs is exactly what was approved (an approver may edit the arguments)"
+	}
+	return "unclassified: each call waits for a person's approval in Countersign, and what runs is exactly what was approved (an approver may edit the arguments)"
+}
+
+// upstreamTool is the MCP definition of an upstream tool: Countersign's
+// annotations from its configured category; the upstream's description
+// quoted as its claim, and its annotations kept only in _meta, as claims.
+func upstreamTool(t gateway.Tool) *sdk.Tool {
+	readOnly := t.Category == "read-only"
+	destructive := t.Category != "read-only" && t.Category != "mutating"
+	openWorld := true
+	desc := fmt.Sprintf("%s of the upstream MCP server %s, through Countersign. Countersign classifies it %s.", t.UpstreamTool, t.Upstream, categoryWords(t.Category))
+	if d := gateway.Clip(t.Description, 1000); strings.TrimSpace(d) != "" {
+		desc += " The upstream describes it as follows (its claim, not verified by Countersign): «" + strings.NewReplacer("«", "‹", "»", "›").Replace(d) + "»"
+	}
+	meta := sdk.Meta{"countersign/category": categoryName(t.Category), "countersign/upstream": t.Upstream}
+	if t.Annotations != nil {
+		meta["countersign/upstream_annotations"] = t.Annotations
+	}
+	return &sdk.Tool{
+		Name: t.Name, Description: desc, InputSchema: t.InputSchema, Meta: meta,
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive, OpenWorldHint: &openWorld},
+	}
+}
+
+func categoryName(cat string) string {
+	if cat == "" {
+		return "unclassified"
+	}
+	return cat
+}
+
+// upstreamHandler runs a call of the upstream tool name.
+func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (res *sdk.CallToolResult, err error) {
+		if ti := tokenInfo(req); ti != nil {
+			if id, ok := ti.Extra["request_id"].(string); ok {
+				ctx = bot.WithRequestID(ctx, id)
+			}
+			if p, ok := ti.Extra["prepaid"].(*bot.Prepaid); ok {
+				ctx = bot.WithPrepaid(ctx, p)
+			}
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = internalError(ctx, o.Logger, name, errors.New("panic in the gateway's handler"), v), nil
+			}
+		}()
+		log := func(tool string, err error) *sdk.CallToolResult { return errorResult(ctx, o.Logger, tool, err) }
+		caller, err := o.Caller(ctx, req)
+		if err != nil {
+			return log(name, err), nil
+		}
+		var args json.RawMessage
+		if req.Params != nil {
+			args = req.Params.Arguments
+		}
+		if len(args) == 0 || string(args) == "null" {
+			args = json.RawMessage("{}")
+		}
+		var obj map[string]any
+		if json.Unmarshal(args, &obj) != nil || obj == nil {
+			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
+		}
+		t, ok := o.Gateway.Tool(name)
+		if !ok {
+			return toolError(fmt.Sprintf("%s is not offered now: its upstream no longer lists it. Nothing was run.", name), nil), nil
+		}
+		if t.Category == "read-only" {
+			return w.passThrough(ctx, o.Logger, caller, t, args), nil
+		}
+		return w.gated(ctx, req, caller, t, args, obj, log)
+	}
+}
+
+// toolError is an MCP tool error with text and structured data.
+func toolError(text string, data map[string]any) *sdk.CallToolResult {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["error"] = text
+	r := &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: data}
+	r.IsError = true
+	return r
+}
+
+// passThrough forwards a read-only call and audits it with the upstream's
+// answer: no answer is given that was not recorded.
+func (w *waiter) passThrough(ctx context.Context, log *slog.Logger, caller *bot.Caller, t gateway.Tool, args json.RawMessage) *sdk.CallToolResult {
+	if caller == nil {
+		return errorResult(ctx, log, t.Name, bot.Errorf(bot.KindUnauthenticated, "Access denied: authentication required. Provide a valid API key (Authorization: Bearer %s…).", bot.KeyPrefix))
+	}
+	if !caller.MayWrite() {
+		return errorResult(ctx, log, t.Name, &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call upstream tools; only a role that may call confirm_action (agent, member, admin) does.", caller)})
+	}
+	res, ferr := w.gw.Forward(ctx, t.Name, args)
+	detail := fmt.Sprintf("%s read-only args_sha256=%s %s", t.Name, digest(args), resultDetail(res, ferr))
+	if err := w.audit(ctx, caller, "gateway_passed", detail); err != nil {
+		return internalError(ctx, log, t.Name, fmt.Errorf("auditing a passed-through call: %w", err), nil)
+	}
+	if ferr != nil {
+		return toolError(ferr.Error(), map[string]any{"upstream": t.Upstream})
+	}
+	return res
+}
+
+// digest is the SHA-256 of b, hex.
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// resultDetail describes an upstream's answer for the audit: its SHA-256,
+// isError and size, or the failure.
+func resultDetail(res *sdk.CallToolResult, err error) string {
+	if err != nil {
+		return "upstream_error=" + fmt.Sprintf("%q", gateway.Clip(err.Error(), 300))
+	}
+	b, _ := json.Marshal(res)
+	return fmt.Sprintf("result_sha256=%s is_error=%t result_bytes=%d", digest(b), res.IsError, len(b))
+}
+
+// gated runs a call that needs a decision: confirm_action, the wait, then
+// on approval the redemption and the forwarding of the approved
+// arguments. An MRTR retry (requestState) waits on the request its state
+// names, never a second one.
+func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bot.Caller, t gateway.Tool, args json.RawMessage, obj map[string]any, log logFunc) (*sdk.CallToolResult, error) {
+	start := w.now()
+	deadline := start.Add(w.maxWait)
+	sup := supportOf(req)
+	var st requestState
+	var out outcome
+	if rs := req.Params.RequestState; rs != "" {
+		principal := ""
+		if caller != nil {
+			principal = caller.ID
+		}
+		var err error
+		if st, err = w.seal.openState(rs, principal, t.Name, args, start); err != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+		}
+		out = w.status(ctx, log, caller, st.Request, deadline)
+	} else {
+		summary := fmt.Sprintf("%s on upstream %s, held by the Countersign gateway.", t.UpstreamTool, t.Upstream)
+		if d := gateway.Clip(t.Description, 300); strings.TrimSpace(d) != "" {
+			summary += " What the upstream says the tool does (its claim, not verified): «" + d + "»"
+		}
+		var err error
+		if out, err = w.request(ctx, log, caller, t, obj, summary); err != nil {
+			return log(t.Name, err), nil
+		}
+		if out.pending() {
+			out = w.status(ctx, log, caller, out.requestID(), deadline)
+		}
+	}
+	if out.err != nil {
+		return out.res, nil
+	}
+	id := out.requestID()
+	switch out.status() {
+	case "approved":
+		return w.forward(ctx, log, caller, t, args, out), nil
+	case "pending":
+		if sup.modern {
+			return w.inputRequired(out, caller, t.Name, args, st.Asked, sup)
+		}
+		return toolError(fmt.Sprintf("%s is waiting for a person's approval (request %s), and this call could wait no longer. Nothing was run yet. Call %s again with the same arguments to go on waiting on the same request: once it is approved, that call runs it, once (action_status with request_id %s shows where it stands).", t.Name, id, t.Name, id),
+			map[string]any{"request_id": id, "status": "pending"}), nil
+	case "denied", "expired":
+		reason, _ := out.data["reason"].(string)
+		var names []string
+		switch v := out.data["decided_by"].(type) {
+		case string:
+			names = append(names, v)
+		case []any:
+			for _, n := range v {
+				if s, ok := n.(string); ok {
+					names = append(names, s)
+				}
+			}
+		}
+		by := strings.Join(names, ", ")
+		text := fmt.Sprintf("%s was not run: request %s was %s", t.Name, id, out.status())
+		if by != "" && out.status() == "denied" {
+			text += " by " + by
+		}
+		if reason != "" {
+			text += " (" + reason + ")"
+		}
+		return toolError(text+".", map[string]any{"request_id": id, "status": out.status(), "reason": reason}), nil
+	}
+	// Anything else (a clarification, a refusal in the result): not run.
+	res := out.res
+	if res == nil {
+		res = toolError(t.Name+" was not run.", nil)
+	}
+	res.IsError = true
+	return res, nil
+}
+
+// maxGenerations bounds how many earlier runs of one exact call request
+// skips before it makes a request that no retry finds again.
+const maxGenerations = 16
+
+// request makes (or finds again) the action request of a call: its
+// action_id is derived from the tool and the arguments, so that a host
+// that retries a call which gave up waiting (an older client's bounded
+// wait) waits on the same request, and finds it approved, rather than
+// asking a person twice. A request that was denied, expired or already
+// ran is not the call's any more: the next generation's id makes a new one.
+func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, obj map[string]any, summary string) (outcome, error) {
+	canon, err := json.Marshal(obj) // map keys sorted: one text per object
+	if err != nil {
+		return outcome{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
+	}
+	base := "gw-" + digest(append([]byte(t.Name+"\x00"), canon...))[:40]
+	var out outcome
+	for gen := 1; gen <= maxGenerations+1; gen++ {
+		args := map[string]any{"tool": t.Name, "arguments": obj, "summary": summary}
+		if strings.EqualFold(t.Category, "destructive") {
+			// A destructive call is shown with its plan; an upstream
+			// tool has none of its own, so the plan is the exact call.
+			args["dry_run"] = fmt.Sprintf("No dry run: upstream %s offers none for %s. Approving runs exactly this call, once: %s %s", t.Upstream, t.UpstreamTool, t.UpstreamTool, canon)
+		}
+		if gen <= maxGenerations {
+			args["action_id"] = fmt.Sprintf("%s-%d", base, gen)
+		}
+		b, _ := json.Marshal(args)
+		out = w.call(ctx, log, caller, confirmTool, b)
+		if out.err != nil {
+			var e *bot.Error
+			if errors.As(out.err, &e) && e.Kind == bot.KindConflict && e.Field == "action_id" {
+				continue // the same id with another body (a changed summary): a new one
+			}
+			return out, nil
+		}
+		_, ran := out.data["executed_at"]
+		switch st := out.status(); {
+		case st == "approved" && ran:
+			continue // it ran: this is a new call
+		case st == "denied" || st == "expired":
+			if w.recent(out.data["decided_at"]) {
+				return out, nil // the retry of a call just decided gets the decision
+			}
+			continue
+		}
+		return out, nil
+	}
+	return out, nil
+}
+
+// retryWindow is how long after a denial or an expiry a retry of the same
+// call is answered with it; later, the same call asks again.
+const retryWindow = 15 * time.Minute
+
+// recent reports whether a decided_at stamp is within retryWindow.
+func (w *waiter) recent(v any) bool {
+	s, _ := v.(string)
+	at, err := time.Parse(time.RFC3339, s)
+	return err == nil && w.now().Sub(at) < retryWindow
+}
+
+// forward redeems the receipt of the approved request in out and calls
+// the upstream with exactly the approved arguments, once.
+func (w *waiter) forward(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, args json.RawMessage, out outcome) *sdk.CallToolResult {
+	id := out.requestID()
+	rec, _ := out.data["receipt"].(string)
+	if rec == "" {
+		return toolError(fmt.Sprintf("%s was not run: request %s is approved but carries no receipt to redeem (is it sensitive, with its details withheld from you?).", t.Name, id), map[string]any{"request_id": id})
+	}
+	b, _ := json.Marshal(map[string]string{"receipt": rec})
+	red := w.call(ctx, log, caller, "redeem_receipt", b)
+	if red.err != nil {
+		return red.res // already redeemed, reopened, expired: the core says which
+	}
+	approved, sum, err := approvedArguments(red, args)
+	if err != nil {
+		_ = w.audit(ctx, caller, "gateway_refused", fmt.Sprintf("%s %s: %v", id, t.Name, err))
+		return toolError(fmt.Sprintf("%s was not run: %v. Request %s is recorded as executed; ask again for a new decision.", t.Name, err, id), map[string]any{"request_id": id})
+	}
+	res, ferr := w.gw.Forward(ctx, t.Name, approved)
+	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(res, ferr))
+	if err := w.audit(ctx, caller, "gateway_forwarded", detail); err != nil {
+		// The upstream ran; its answer could not be recorded.
+		return internalError(ctx, slog.New(slog.DiscardHandler), t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil)
+	}
+	if ferr != nil {
+		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream})
+	}
+	edited, _ := red.data["edited"].(bool)
+	cp := *res
+	if cp.Meta == nil {
+		cp.Meta = sdk.Meta{}
+	} else {
+		m := sdk.Meta{}
+		for k, v := range cp.Meta {
+			m[k] = v
+		}
+		cp.Meta = m
+	}
+	cp.Meta[metaRequest] = map[string]any{"request_id": id, "approved_args_sha256": sum, "edited": edited, "confirmed_by": red.data["confirmed_by"]}
+	return &cp
+}
+
+// approvedArguments reads what was approved from redeem_receipt's answer:
+// its approved_arguments; or, when the details are withheld from the
+// requester and the approval is of the proposal unedited (the approved
+// hash is the proposal's), the call's own arguments.
+func approvedArguments(red outcome, args json.RawMessage) (json.RawMessage, string, error) {
+	data := red.data
+	sum, _ := data["approved_args_sha256"].(string)
+	if sum == "" {
+		return nil, "", errors.New("the approval names no approved arguments")
+	}
+	if _, ok := data["approved_arguments"]; ok {
+		// The bytes as the core wrote them (structured keeps them raw),
+		// not a float64 round trip.
+		var fields map[string]json.RawMessage
+		raw, _ := red.res.StructuredContent.(json.RawMessage)
+		if err := json.Unmarshal(raw, &fields); err != nil {
+			return nil, "", errors.New("the approval could not be read")
+		}
+		b := bytes.TrimSpace(fields["approved_arguments"])
+		if len(b) == 0 || b[0] != '{' {
+			return nil, "", errors.New("the approved arguments are not a JSON object")
+		}
+		return b, sum, nil
+	}
+	proposed, _ := data["args_sha256"].(string)
+	if edited, _ := data["edited"].(bool); !edited && proposed == sum {
+		return args, sum, nil
+	}
+	return nil, "", errors.New("the approved arguments are withheld from this caller, and they differ from the call's")
+}

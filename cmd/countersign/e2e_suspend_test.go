@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+)
+
+// Chat identity that follows the platform (issue 26 item 4): a Slack
+// account the workspace deactivates, or a Discord member who leaves the
+// server, is suspended from approving: audited, stored (so every replica's
+// deciding transaction reads it), their pending approvals no longer
+// count, their clicks refused by the one decision rule, until an admin
+// lifts it.
+
+// suspendConfig: a quorum of two for set_dose, dr_smith and nurse_jo in
+// Slack.
+func suspendConfig(f *slackFake) string {
+	return `tools:
+  - name: set_dose
+    category: mutating
+    quorum: 2
+    schema: {type: object, required: [drug, dose]}
+slack:
+  mode: http
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: ` + f.srv.GetAPIURL() + `
+  team_id: T1
+  channels: {default: C0DEFAULT}
+principals:
+  - {name: dr_smith, role: member, slack: U0123ABC}
+  - {name: nurse_jo, role: member, slack: U0456DEF}
+`
+}
+
+// postSlackEvent posts an Events API body to /slack/events, signed with
+// secret as Slack signs it.
+func postSlackEvent(t *testing.T, base string, body any, secret string) (int, string) {
+	t.Helper()
+	raw, _ := json.Marshal(body)
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	fmt.Fprintf(mac, "v0:%s:%s", ts, raw)
+	req, _ := http.NewRequest("POST", base+"/slack/events", bytes.NewReader(raw))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Slack-Request-Timestamp", ts)
+	req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// userDeactivated is the event_callback Slack sends when the workspace
+// deactivates user (user_change, deleted).
+func userDeactivated(eventID, team, user string) map[string]any {
+	return map[string]any{
+		"type": "event_callback", "team_id": team, "api_app_id": "A1", "event_id": eventID, "event_time": time.Now().Unix(),
+		"event": map[string]any{"type": "user_change", "event_ts": "1767225600.000100", "cache_ts": time.Now().Unix(),
+			"user": map[string]any{"id": user, "team_id": team, "name": "someone", "deleted": true, "profile": map[string]any{}}},
+	}
+}
+
+func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, suspendConfig(f))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	admin := e.CreateKey("ops", "admin")
+	e.Start()
+
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	rid, item := r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"])
+	waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })
+	m := approveValueRE.FindStringSubmatch(slackJSON(f.Calls("chat.postMessage")[0].Form.Get("blocks")))
+	if m == nil {
+		t.Fatalf("the card has no Approve: %s", f.Calls("chat.postMessage")[0].Form.Get("blocks"))
+	}
+	value := m[1] + ":" + m[2]
+	slackApproveClick(t, e, "U0123ABC", "t-1", item, value)
+	waitFor(t, "dr_smith's approval counted", func() bool {
+		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["tally"] == "1 of 2 approvals: dr_smith"
+	})
+
+	// The Events API endpoint: signed, and it answers Slack's URL check.
+	if code, body := postSlackEvent(t, e.URL, map[string]any{"type": "url_verification", "challenge": "c-42"}, e2eSlackSecret); code != 200 || body != "c-42" {
+		t.Fatalf("url_verification answered %d %q", code, body)
+	}
+	if code, _ := postSlackEvent(t, e.URL, userDeactivated("Ev0", "T1", "U0123ABC"), "forged-secret"); code != http.StatusUnauthorized {
+		t.Fatalf("an unsigned event answered %d, want 401", code)
+	}
+	if n := len(e.MustOK(admin, "list_suspensions", map[string]any{}).Data["suspensions"].([]any)); n != 0 {
+		t.Fatalf("a forged event suspended someone (%d suspensions)", n)
+	}
+
+	// The workspace deactivates dr_smith: suspended, and the approval
+	// already given stops counting, at once.
+	for range 2 { // Slack retries an event: it is recorded once
+		if code, body := postSlackEvent(t, e.URL, userDeactivated("Ev1", "T1", "U0123ABC"), e2eSlackSecret); code != 200 {
+			t.Fatalf("the user_change event answered %d %s", code, body)
+		}
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["tally"] != "0 of 2 approvals" || st.Data["status"] != "pending" {
+		t.Fatalf("after the deactivation: %s, want 0 of 2 approvals, pending", st)
+	}
+	sus := e.MustOK(admin, "list_suspensions", map[string]any{})
+	if !strings.Contains(sus.Text, "dr_smith  slack: the Slack account was deactivated") {
+		t.Fatalf("list_suspensions: %s", sus.Text)
+	}
+	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw
+	if n := strings.Count(audit, `"action":"principal_suspended"`); n != 1 || !strings.Contains(audit, "account T1/U0123ABC") || !strings.Contains(audit, "approvals no longer counting on #"+item) {
+		t.Fatalf("%d principal_suspended entries, want 1 naming the account and #%s:\n%s", n, item, audit)
+	}
+	// The card is updated: its tally no longer names dr_smith.
+	waitFor(t, "the card updated", func() bool {
+		for _, c := range f.Calls("chat.update") {
+			if strings.Contains(c.Form.Get("blocks"), "0 of 2 approvals") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Their next click, and a typed approval, are refused by the rule.
+	before := len(f.Calls("chat.postEphemeral"))
+	slackApproveClick(t, e, "U0123ABC", "t-2", item, value)
+	waitFor(t, "the refusal", func() bool { return len(f.Calls("chat.postEphemeral")) > before })
+	if eph := f.Calls("chat.postEphemeral")[before].Form.Get("text"); !strings.Contains(eph, "is suspended from approving") {
+		t.Fatalf("the suspended approver's click answered %q", eph)
+	}
+	if reply := slackText(t, e, "U0123ABC", "approve "+item); !strings.Contains(reply, "suspended from approving") {
+		t.Fatalf("a typed approval by the suspended approver answered %q", reply)
+	}
+	// nurse_jo's approval is the first that counts: not yet a quorum.
+	slackApproveClick(t, e, "U0456DEF", "t-3", item, value)
+	waitFor(t, "nurse_jo's approval counted", func() bool {
+		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["tally"] == "1 of 2 approvals: nurse_jo"
+	})
+
+	// An admin lifts the suspension: dr_smith approves again, and that
+	// approval counts.
+	if r := e.MustOK(admin, "lift_suspension", map[string]any{"name": "dr_smith", "reason": "account reactivated"}); r.Data["lifted"] != true {
+		t.Fatalf("lift_suspension: %s", r)
+	}
+	slackText(t, e, "U0123ABC", "approve "+item)
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" || st.Data["confirmed_by"] != "nurse_jo [U0456DEF], dr_smith [U0123ABC]" {
+		t.Fatalf("after the suspension was lifted: %s", st)
+	}
+	if audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw; !strings.Contains(audit, `"action":"suspension_lifted"`) || !strings.Contains(audit, "account reactivated") {
+		t.Errorf("the lift is not audited:\n%s", audit)
+	}
+}
+
+// TestDiscordMemberWhoLeavesIsSuspended: gateway mode with member_events:
+// a GUILD_MEMBER_REMOVE of a mapped member suspends them; a member of
+// another server, or one not mapped, suspends nobody.
+func TestDiscordMemberWhoLeavesIsSuspended(t *testing.T) {
+	fake := discordtest.New(t, discordToken)
+	e := newTestEnv(t, strings.Replace(discordConfig(fake, "gateway"), "  guild_id:", "  member_events: true\n  guild_id:", 1))
+	e.env["DISCORD_BOT_TOKEN"] = discordToken
+	d := &discordEnv{testEnv: e, fake: fake}
+	d.agent = e.CreateKey("intake_agent", "agent")
+	admin := e.CreateKey("ops", "admin")
+	e.Start()
+	d.fake.Wait("identify", func() bool { return len(d.fake.Identifies()) == 1 })
+	if in := d.fake.Identifies()[0].Intents; in&(1<<1) == 0 {
+		t.Fatalf("identify intents %d, want GUILD_MEMBERS (1<<1)", in)
+	}
+	d.MustOK(d.agent, "remember", map[string]any{"user_id": "patient_7", "subject": "code_status", "value": "full code"})
+	d.MustOK(d.agent, "remember", map[string]any{"user_id": "patient_7", "subject": "code_status", "value": "DNR"})
+	msg, item := d.posted(discordDefault, "code\\\\_status")
+
+	left := func(guild, user string) map[string]any {
+		return map[string]any{"guild_id": guild, "user": map[string]any{"id": user, "username": "someone"}}
+	}
+	d.fake.DispatchEvent("GUILD_MEMBER_REMOVE", left("999999999999999999", "111")) // another server
+	d.fake.DispatchEvent("GUILD_MEMBER_REMOVE", left(discordGuild, "777"))         // not mapped
+	d.fake.DispatchEvent("GUILD_MEMBER_REMOVE", left(discordGuild, "111"))         // dr_smith
+	var list string
+	d.fake.Wait("dr_smith suspended", func() bool {
+		list = d.MustOK(admin, "list_suspensions", map[string]any{}).Text
+		return strings.Contains(list, "dr_smith")
+	})
+	if !strings.Contains(list, "discord: left or was removed from the Discord server "+discordGuild) || strings.Count(list, "⛔") != 1 {
+		t.Fatalf("list_suspensions: %s, want only dr_smith, for leaving %s", list, discordGuild)
+	}
+	// Their click is refused, and the proposal stays open.
+	d.fake.Dispatch(discordtest.Click("g1", discordtest.Clicker{UserID: "111", GuildID: discordGuild}, discordDefault, msg, "cs:approve:"+item))
+	d.fake.Wait("the interaction callback", func() bool { return len(d.fake.CallsTo("POST", "interactions/g1/")) == 1 })
+	if r := d.fake.CallsTo("POST", "interactions/g1/")[0].JSON(); !strings.Contains(fmt.Sprint(r), "suspended from approving") {
+		t.Fatalf("the departed member's click answered %v", r)
+	}
+	if r := d.MustOK(d.agent, "pending_changes", map[string]any{"user_id": "patient_7"}); !strings.Contains(r.Text, "DNR") {
+		t.Fatalf("the proposal was decided: %s", r.Text)
+	}
+	audit := d.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw
+	if !strings.Contains(audit, `"action":"principal_suspended"`) || !strings.Contains(audit, "account 111") {
+		t.Fatalf("the suspension is not audited:\n%s", audit)
+	}
+}
+
+// TestDiscordMemberEventsNeedGatewayMode: HTTP interactions receive no
+// member events, so asking for them there is a configuration error.
+func TestDiscordMemberEventsNeedGatewayMode(t *testing.T) {
+	fake := discordtest.New(t, discordToken)
+	cfg := strings.Replace(discordConfig(fake, "http"), "  guild_id:", "  member_events: true\n  guild_id:", 1)
+	e := newTestEnv(t, cfg)
+	var errb bytes.Buffer
+	err := run(t.Context(), []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, &errb)
+	if err == nil || !strings.Contains(err.Error(), "discord.member_events") || !strings.Contains(err.Error(), "needs mode: gateway") {
+		t.Fatalf("member_events in http mode: %v", err)
+	}
+}
+
+// TestSlackSocketModeDeactivationSuspends: the same user_change event
+// over Socket Mode (an events_api envelope) suspends the mapped principal.
+func TestSlackSocketModeDeactivationSuspends(t *testing.T) {
+	f := newSlackFake(t)
+	e := newTestEnv(t, slackConfig(f, "socket"))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_APP_TOKEN"] = "xoxb-e2e", "xapp-e2e"
+	admin := e.CreateKey("ops", "admin")
+	e.Start()
+	waitFor(t, "the socket to open", func() bool { return len(f.Calls("apps.connections.open")) >= 1 })
+	payload, _ := json.Marshal(userDeactivated("Ev9", "T1", "U0123ABC"))
+	f.frames <- `{"type":"events_api","envelope_id":"env-9","accepts_response_payload":false,"payload":` + string(payload) + `}`
+	waitFor(t, "the acknowledgement", func() bool {
+		for _, a := range f.Acks() {
+			if a["envelope_id"] == "env-9" {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "dr_smith suspended", func() bool {
+		return strings.Contains(e.MustOK(admin, "list_suspensions", map[string]any{}).Text, "dr_smith  slack: the Slack account was deactivated")
+	})
+}

@@ -538,6 +538,9 @@ type ToolConfig struct {
 type GrantsDecl struct {
 	Max   time.Duration `yaml:"max"`
 	Allow []string      `yaml:"allow"`
+	// Budget bounds each grant (config_policy.go): uses per window, a sum
+	// of a numeric argument, a range around the approved value.
+	Budget *BudgetDecl `yaml:"budget"`
 }
 
 // validate checks a tool's grants: at key (tools[i].grants).

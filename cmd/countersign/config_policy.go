@@ -55,6 +55,7 @@ func (c *Config) validatePolicy(p *problems) {
 	for i, t := range c.Tools {
 		key := fmt.Sprintf("tools[%d]", i)
 		c.checkGroups(key+".approvers", t.Approvers, p)
+		t.Grants.Budget.validate(key+".grants.budget", t, p)
 		stepUp = c.checkStages(key+".stages", t.Stages, p) || stepUp
 		if len(t.Stages) > 0 && t.Quorum > 1 {
 			p.add(key+".quorum", "set quorum on each stage, not beside stages")
@@ -92,9 +93,11 @@ func (c *Config) validatePolicy(p *problems) {
 	for i, u := range c.Gateway.Upstreams {
 		for j, r := range u.Tools {
 			c.checkGroups(fmt.Sprintf("gateway.upstreams[%d].tools[%d].approvers", i, j), r.Approvers, p)
+			r.Grants.Budget.validate(fmt.Sprintf("gateway.upstreams[%d].tools[%d].grants.budget", i, j), r.tool(r.Match), p)
 		}
 		if u.Default != nil {
 			c.checkGroups(fmt.Sprintf("gateway.upstreams[%d].default.approvers", i), u.Default.Approvers, p)
+			u.Default.Grants.Budget.validate(fmt.Sprintf("gateway.upstreams[%d].default.grants.budget", i), u.Default.tool("default"), p)
 		}
 	}
 	if stepUp && (!c.Web.enabled() || c.Web.OIDC == nil) {
@@ -169,5 +172,93 @@ func (t ToolConfig) policySpec(spec *actiontools.ToolSpec) {
 			rs.Approvers = &a
 		}
 		spec.Rules = append(spec.Rules, rs)
+	}
+}
+
+// BudgetDecl is tools[].grants.budget: what each standing grant of the
+// tool may approve.
+type BudgetDecl struct {
+	Uses   int           `yaml:"uses"` // at most this many calls…
+	Per    time.Duration `yaml:"per"`  // …per this window (0: the grant's life)
+	Sum    *SumDecl      `yaml:"sum"`
+	Within *WithinDecl   `yaml:"within"`
+}
+
+// SumDecl bounds the sum of a numeric argument over a window.
+type SumDecl struct {
+	Argument string        `yaml:"argument"`
+	Max      float64       `yaml:"max"`
+	Per      time.Duration `yaml:"per"`
+}
+
+// WithinDecl holds a numeric argument within a percentage of the value
+// approved when the grant was made.
+type WithinDecl struct {
+	Argument string  `yaml:"argument"`
+	Percent  float64 `yaml:"percent"`
+}
+
+// budget is the declaration as actiontools takes it (nil: none).
+func (b *BudgetDecl) budget() approvals.GrantBudget {
+	if b == nil {
+		return approvals.GrantBudget{}
+	}
+	out := approvals.GrantBudget{Uses: b.Uses, Per: b.Per}
+	if b.Sum != nil {
+		out.SumArgument, out.SumMax, out.SumPer = b.Sum.Argument, b.Sum.Max, b.Sum.Per
+	}
+	if b.Within != nil {
+		out.WithinArgument, out.WithinPercent = b.Within.Argument, b.Within.Percent
+	}
+	return out
+}
+
+// validate checks a tool's grant budget at key (tools[i].grants.budget):
+// the arguments it names must be numbers in the tool's schema when the
+// schema declares them.
+func (b *BudgetDecl) validate(key string, t ToolConfig, p *problems) {
+	if b == nil {
+		return
+	}
+	if len(t.Grants.Allow) == 0 {
+		p.add(key, "a budget bounds standing grants, and %s allows none (grants.allow)", t.Name)
+	}
+	if b.Uses < 0 {
+		p.add(key+".uses", "must not be negative")
+	}
+	if b.Per < 0 {
+		p.add(key+".per", "must not be negative")
+	}
+	if b.Per > 0 && b.Uses == 0 {
+		p.add(key+".per", "set uses too: at most uses calls per this window")
+	}
+	props, _ := t.Schema["properties"].(map[string]any)
+	numeric := func(k, arg string) {
+		if strings.TrimSpace(arg) == "" {
+			p.add(k, "required: the numeric argument it bounds")
+			return
+		}
+		if props == nil {
+			return
+		}
+		sch, _ := props[arg].(map[string]any)
+		if ty, _ := sch["type"].(string); ty != "number" && ty != "integer" {
+			p.add(k, "%q is not a number or integer property of %s's schema", arg, t.Name)
+		}
+	}
+	if s := b.Sum; s != nil {
+		numeric(key+".sum.argument", s.Argument)
+		if s.Max <= 0 {
+			p.add(key+".sum.max", "required: the most the calls add up to, above 0")
+		}
+		if s.Per < 0 {
+			p.add(key+".sum.per", "must not be negative")
+		}
+	}
+	if w := b.Within; w != nil {
+		numeric(key+".within.argument", w.Argument)
+		if w.Percent < 0 || w.Percent > 100 {
+			p.add(key+".within.percent", "between 0 and 100")
+		}
 	}
 }

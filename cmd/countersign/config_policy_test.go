@@ -73,3 +73,46 @@ tools:
 		}
 	}
 }
+
+// TestBudgetConfig: a grant budget is read and wired; one that names a
+// non-numeric argument, a window without uses, a sum without a cap, or a
+// budget on a tool without grants is refused.
+func TestBudgetConfig(t *testing.T) {
+	const good = `tools:
+  - name: refund
+    schema: {type: object, properties: {amount: {type: number}, customer: {type: string}}}
+    grants:
+      max: 8h
+      allow: [duration]
+      budget: {uses: 5, per: 1h, sum: {argument: amount, max: 500, per: 24h}, within: {argument: amount, percent: 10}}
+`
+	cfg, err := parseConfig([]byte(good), t.TempDir())
+	if err != nil {
+		t.Fatalf("a valid budget: %v", err)
+	}
+	if b := toolSpec(cfg.Tools[0]).Grants.Budget; b.Uses != 5 || b.SumArgument != "amount" || b.SumMax != 500 || b.WithinPercent != 10 {
+		t.Fatalf("budget as wired: %+v", b)
+	}
+	const bad = `tools:
+  - name: refund
+    schema: {type: object, properties: {amount: {type: number}, customer: {type: string}}}
+    grants:
+      max: 8h
+      allow: [duration]
+      budget: {per: 1h, sum: {argument: customer}, within: {argument: amount, percent: 120}}
+  - name: other
+    grants: {budget: {uses: 1}}
+`
+	_, err = parseConfig([]byte(bad), t.TempDir())
+	for _, want := range []string{
+		"tools[0].grants.budget.per: set uses too",
+		`tools[0].grants.budget.sum.argument: "customer" is not a number or integer property of refund's schema`,
+		"tools[0].grants.budget.sum.max: required",
+		"tools[0].grants.budget.within.percent: between 0 and 100",
+		"tools[1].grants.budget: a budget bounds standing grants, and other allows none",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}

@@ -87,7 +87,7 @@ func toolSpec(t ToolConfig) actiontools.ToolSpec {
 		Timeout:   t.Timeout,
 		Channels:  t.Channels,
 		Sensitive: t.Sensitive,
-		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
+		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow, Budget: t.Grants.Budget.budget()},
 		Context:   t.Context,
 	}
 	for _, c := range t.Commands {

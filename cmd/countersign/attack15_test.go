@@ -51,6 +51,7 @@ principals:
 // each approver approves the same bytes. The request stays pending with
 // bob's vote only, and the refusal says why.
 func TestAttackStaleConsoleApproveAfterEdit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	bob := e.CreateKey("bob", "member")
@@ -118,6 +119,7 @@ func approveForm(t *testing.T, page string) url.Values {
 // version another approver's edit replaced is refused (409), nothing is
 // recorded.
 func TestAttackStaleAPIApproveAfterEdit(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -141,6 +143,7 @@ func TestAttackStaleAPIApproveAfterEdit(t *testing.T) {
 // TestAttackEditBadJSON: edits too deep, too large or with duplicate keys
 // are 4xx naming the field, never a 500, and record nothing.
 func TestAttackEditBadJSON(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -168,6 +171,7 @@ func TestAttackEditBadJSON(t *testing.T) {
 // same category, a destructive or a read-only entry, a flag that hides a
 // stricter subcommand.
 func TestAttackEditEscapesAllowlist(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("deploy_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -211,6 +215,7 @@ func TestAttackEditEscapesAllowlist(t *testing.T) {
 // TestAttackEditByWhoMayNotDecide: the requester, another agent, and an
 // edit after expiry record nothing.
 func TestAttackEditByWhoMayNotDecide(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Now().UTC())
 	e := newTestEnv(t, attackConfig)
 	e.clock = clock.Now
@@ -238,6 +243,7 @@ func TestAttackEditByWhoMayNotDecide(t *testing.T) {
 // TestAttackOnceGrantRace: a once grant, and 8 identical confirm_action
 // calls at the same time: exactly one is approved under it.
 func TestAttackOnceGrantRace(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("deploy_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -272,6 +278,7 @@ func TestAttackOnceGrantRace(t *testing.T) {
 // in case, white space or unicode form, and a call just after revocation
 // or at the expiry all wait for a person.
 func TestAttackGrantScope(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Now().UTC())
 	e := newTestEnv(t, attackConfig)
 	e.clock = clock.Now
@@ -336,6 +343,7 @@ func TestAttackGrantScope(t *testing.T) {
 
 // TestAttackGrantRevokedThenConfirm: revoke, then confirm_action at once.
 func TestAttackGrantRevokedThenConfirm(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("deploy_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -363,6 +371,7 @@ var hiddenRE = regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([
 // on the Approve form, and an API key's edit. Each is refused with the
 // step-up sentence, and nothing is recorded.
 func TestAttackStepUpEditAndGrantPaths(t *testing.T) {
+	t.Parallel()
 	m, _ := stepUpProvider(t)
 	e := newTestEnv(t, `tools:
   - name: set_dose
@@ -418,6 +427,7 @@ web:
 // while holding other text), a zero-width or a control character is a
 // 400 on value, and nothing is recorded.
 func TestAttackEditedValuesStayData(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
 	member := e.CreateKey("dr_smith", "member")
@@ -451,6 +461,7 @@ func TestAttackEditedValuesStayData(t *testing.T) {
 // signature) is a 401 and records nothing. The updated card's Approve
 // counts.
 func TestAttackStaleSlackApproveAfterEdit(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, strings.Replace(slackConfig(f, "http"), "tools:\n", `tools:
   - name: set_dose
@@ -520,6 +531,7 @@ func slackApproveValue(t *testing.T, blocks string) string {
 // that no longer allows them (the store keeps the grant, the new config
 // decides).
 func TestAttackGrantAfterReconfig(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, attackConfig)
 	agent := e.CreateKey("deploy_bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -554,6 +566,7 @@ func TestAttackGrantAfterReconfig(t *testing.T) {
 // principal submits the edit modal of a set_dose request (its custom id
 // copied from a mapped user's form): refused privately, nothing recorded.
 func TestAttackDiscordEditFromUnmappedUser(t *testing.T) {
+	t.Parallel()
 	d := newDiscordEnvConfig(t, "http", withSetDose)
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
 	stranger := discordtest.Clicker{UserID: "999", GuildID: discordGuild}
@@ -581,6 +594,7 @@ func TestAttackDiscordEditFromUnmappedUser(t *testing.T) {
 // next confirm_action on the second waits for a person; a once grant raced
 // from both replicas approves exactly one call.
 func TestAttackGrantAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a PostgreSQL cluster and two servers")
 	}
@@ -630,6 +644,7 @@ func TestAttackGrantAcrossReplicas(t *testing.T) {
 // fresh sign-in; the answer is the private one-time step-up link, and
 // nothing is recorded.
 func TestAttackStepUpEditFromDiscord(t *testing.T) {
+	t.Parallel()
 	fake := discordtest.New(t, discordToken)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -671,6 +686,7 @@ web:
 // channel, so it must not ping or reorder: "<!channel>", "@everyone" and a
 // right-to-left override in an edited dose reach the updated card inert.
 func TestAttackEditedValuesInSlackCard(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, strings.Replace(slackConfig(f, "http"), "tools:\n", `tools:
   - name: set_dose

@@ -56,6 +56,7 @@ func postMCPRaw(t *testing.T, e *testEnv, key, body string) (int, string) {
 // its path, nesting beyond 64 levels is a 400 naming where, and nothing is
 // recorded.
 func TestAttackDeepDuplicateKeys(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
@@ -152,6 +153,7 @@ func hostDo(t *testing.T, e *testEnv, method, path, host, origin, key string) (i
 // Discord webhooks, called by the platforms under their own Host, and the
 // health probes are not Host-checked.
 func TestAttackForeignHostOnEveryRoute(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http")+`web:
   public_url: https://countersign.example.org
@@ -222,6 +224,7 @@ http:
 // names (flags:), a flag that loads code or configuration can never be
 // named, and anything else is refused (403), not asked about.
 func TestAttackReadOnlyFlagsLoadCode(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: exec
     category: mutating
@@ -319,6 +322,7 @@ func slackButton(t *testing.T, e *testEnv, post slackCall, item, user, userTeam,
 // from anyone else is refused privately and audited under the workspace
 // and user id it came from.
 func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http")+`  - name: dr_grid
     role: member
@@ -405,6 +409,7 @@ func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
 // slack.team_id; a malformed workspace is refused at start, saying what to
 // write.
 func TestSlackPrincipalsNameTheirWorkspace(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	for _, c := range []struct{ from, to, want string }{
 		{"  team_id: T1\n", "", `principals[0].slack: "U0123ABC" does not say which Slack workspace it belongs to`},

@@ -136,6 +136,7 @@ func flood(t *testing.T, e *testEnv, keys []string, space string, n int) {
 // what it may see from the store, soonest to expire first, and every item
 // is reachable page by page.
 func TestAttackFloodHidesOthersItems(t *testing.T) {
+	t.Parallel()
 	e, _ := newQueueEnv(t)
 	victim := e.CreateKey("ward_a_bot", "agent", "--scopes", "ward_a")
 	var floods []string
@@ -193,6 +194,7 @@ func TestAttackFloodHidesOthersItems(t *testing.T) {
 // request is refused with 429 saying so, nothing is asked of a person, and
 // once one of its items is decided it may ask again.
 func TestAttackOpenItemQuota(t *testing.T) {
+	t.Parallel()
 	e, _ := newQueueEnv(t)
 	agent := e.CreateKey("noisy", "agent")
 	bob := e.CreateKey("bob", "member")
@@ -226,6 +228,7 @@ func TestAttackOpenItemQuota(t *testing.T) {
 // items. Now the inbox shows nothing of them, as chat does: not in the
 // rows, not in the filter, not when asked for by name, not on the item page.
 func TestAttackInboxRevealsOutOfScopeSpaces(t *testing.T) {
+	t.Parallel()
 	e, _ := newQueueEnv(t)
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
@@ -265,6 +268,7 @@ func TestAttackInboxRevealsOutOfScopeSpaces(t *testing.T) {
 // may decide in its space (policy.SeesDetails), and audit_log never
 // carried them.
 func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
+	t.Parallel()
 	e, _ := newQueueEnv(t)
 	agent := e.CreateKey("ward_bot", "agent")
 	other := e.CreateKey("other_bot", "agent")
@@ -318,6 +322,7 @@ func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
 // only, got a ward_b patient's prescription. Now only those the one rule
 // lets see the details get them.
 func TestAttackSensitiveDetailToAnotherWardsApprover(t *testing.T) {
+	t.Parallel()
 	e, f := newQueueEnv(t)
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
@@ -341,6 +346,7 @@ func TestAttackSensitiveDetailToAnotherWardsApprover(t *testing.T) {
 // by approving it. Now a request of another space is refused first (403),
 // nothing of it shown, as for a pending one.
 func TestAttackDecidingAnotherSpacesExpiredRequest(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Now().UTC())
 	e, _ := newQueueEnv(t)
 	e.clock = clock.Now

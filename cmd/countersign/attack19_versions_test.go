@@ -66,6 +66,7 @@ func slackApproveClick(t *testing.T, e *testEnv, user, trigger, id, value string
 // checked again in the transaction; `show` gives it and `approve N
 // <version>` approves it.
 func TestAttackApprovalNamesNoVersion(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, versionConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -135,6 +136,7 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 // at most 10 votes on a request; the next edit is refused (409) saying
 // so, and a denial is still recorded.
 func TestAttackVoteListGrowsByEditing(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, versionConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -165,6 +167,7 @@ func TestAttackVoteListGrowsByEditing(t *testing.T) {
 // beside the store, not in it); a plaintext row of an older store keeps
 // signing and is sealed at the next start.
 func TestAttackCallbackSecretInStoreFile(t *testing.T) {
+	t.Parallel()
 	rc, srv := newActReceiver(t, http.StatusOK)
 	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret

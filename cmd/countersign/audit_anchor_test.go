@@ -128,6 +128,7 @@ func headSeq(t *testing.T, e *testEnv) (seq uint64, raw []byte) {
 // (verification without anchors says INTACT), but not with its anchors,
 // and the server refuses to append to it.
 func TestAuditRollbackToAnOldSignedHeadIsDetected(t *testing.T) {
+	t.Parallel()
 	e, anchorPath := anchoredEnv(t)
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -195,6 +196,7 @@ func TestAuditRollbackToAnOldSignedHeadIsDetected(t *testing.T) {
 // an empty chain next to state is broken, with or without anchors, and
 // the server does not start a new chain over it.
 func TestAuditWipedChainIsBroken(t *testing.T) {
+	t.Parallel()
 	e, anchorPath := anchoredEnv(t)
 	seedAudit(t, e, 2)
 	e.withBolt(func(tx *bbolt.Tx) error {
@@ -227,6 +229,7 @@ func TestAuditWipedChainIsBroken(t *testing.T) {
 // A store file truncated to nothing is a new, empty store to bbolt. Next
 // to its anchors, serve refuses it, and verify reports it broken.
 func TestServeOnAnEmptyStoreNextToItsAnchorsRefuses(t *testing.T) {
+	t.Parallel()
 	e, anchorPath := anchoredEnv(t)
 	seedAudit(t, e, 2)
 	if err := os.Truncate(filepath.Join(e.dir, "countersign.db"), 0); err != nil {
@@ -246,6 +249,7 @@ func TestServeOnAnEmptyStoreNextToItsAnchorsRefuses(t *testing.T) {
 // the key file. The chain verifies with the swapped key alone; it fails
 // against the anchors and against the original key pinned with --pubkey.
 func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
+	t.Parallel()
 	e, anchorPath := anchoredEnv(t)
 	seedAudit(t, e, 3)
 	origPub, err := e.runCmd("audit", "pubkey", "--config", e.cfg)
@@ -321,6 +325,7 @@ func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
 // export_public_key lists both with their ranges, and a verifier that
 // pinned only the old key sees where the new one took over.
 func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
+	t.Parallel()
 	e, _ := anchoredEnv(t)
 	_, auditor := seedAudit(t, e, 1)
 	oldPub, err := e.runCmd("audit", "pubkey", "--config", e.cfg)
@@ -412,6 +417,7 @@ func mustKey(t *testing.T, path string) ed25519.PrivateKey {
 // `audit anchor` appends one on demand (server stopped) and not twice for
 // the same head; verify_audit and `audit verify` report them.
 func TestAnchorsAreWrittenAndChecked(t *testing.T) {
+	t.Parallel()
 	e, anchorPath := anchoredEnv(t)
 	_, auditor := seedAudit(t, e, 2)
 	seq, _ := headSeq(t, e)
@@ -471,6 +477,7 @@ func readAnchorFileRaw(t *testing.T, path string) []string {
 
 // Without an anchor file every start says what is not protected.
 func TestNoAnchorFileWarns(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	e.Start()
 	if !strings.Contains(e.logs.String(), "audit.anchor.file is not set") {
@@ -479,6 +486,7 @@ func TestNoAnchorFileWarns(t *testing.T) {
 }
 
 func TestAnchorConfigProblems(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, tt := range []struct{ yaml, want string }{
 		{"audit:\n  anchor:\n    file: " + filepath.Join(dir, "a.anchors") + "\n", "audit.anchor.file: " + filepath.Join(dir, "a.anchors") + " is in the store's directory"},
@@ -499,6 +507,7 @@ func TestAnchorConfigProblems(t *testing.T) {
 // The buckets auditStateBuckets names are the ones the wiring writes: a
 // rename would silently blind the emptied-chain check.
 func TestAuditStateBucketsExist(t *testing.T) {
+	t.Parallel()
 	e := boltEnv(t, "")
 	key := e.CreateKey("ops", "admin")
 	e.Start()

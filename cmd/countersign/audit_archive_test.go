@@ -16,6 +16,7 @@ import (
 // from it (and the anchors), the whole history given the archive, and the
 // server starts again and appends after it.
 func TestAuditArchiveThenVerify(t *testing.T) {
+	t.Parallel()
 	e, _ := anchoredEnv(t)
 	rows, auditor := seedAudit(t, e, 3)
 	out := filepath.Join(t.TempDir(), "audit-2026.jsonl")

@@ -89,6 +89,7 @@ func seqKey(n uint64) []byte {
 }
 
 func TestAuditTamperIsDetected(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		tamper func(t *testing.T, tx *bbolt.Tx, rows int)
@@ -156,6 +157,7 @@ func TestAuditTamperIsDetected(t *testing.T) {
 }
 
 func TestAuditExportAndPubkey(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	rows, _ := seedAudit(t, e, 3)
 

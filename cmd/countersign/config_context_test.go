@@ -10,6 +10,7 @@ import (
 // approvals rest on; an empty or repeated subject, or too many, stop
 // start-up with the key named.
 func TestConfigContext(t *testing.T) {
+	t.Parallel()
 	bad := `
 tools:
   - name: order_medication

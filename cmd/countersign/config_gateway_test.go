@@ -9,6 +9,7 @@ import (
 // TestGatewayConfigProblemsNameTheirKeys: every problem of gateway: is
 // reported at once, each under its key path, and an unknown key is one.
 func TestGatewayConfigProblemsNameTheirKeys(t *testing.T) {
+	t.Parallel()
 	bad := `gateway:
   upstreams:
     - name: fs_files
@@ -62,6 +63,7 @@ tools:
 // first matching rule's policy, else the default, else nothing
 // (unclassified: a confirmation); a name of no upstream is not declared.
 func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
+	t.Parallel()
 	cfg, err := parseConfig([]byte(`gateway:
   upstreams:
     - name: fs
@@ -104,6 +106,7 @@ func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
 // TestConfigYAMLGatewayExampleLoads: the commented gateway: example of
 // config.yaml loads once uncommented.
 func TestConfigYAMLGatewayExampleLoads(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../config.yaml")
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 // destructive command or a quorum, without max, of an unknown kind, or
 // under a misspelt key stop start-up with the key named.
 func TestConfigGrantsRefused(t *testing.T) {
+	t.Parallel()
 	bad := `
 tools:
   - name: drop_table

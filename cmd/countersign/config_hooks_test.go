@@ -13,6 +13,7 @@ import (
 // it is the hook library's own default: a config without a hooks section
 // gets the same.
 func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
+	t.Parallel()
 	shipped, err := parseConfig(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
 }
 
 func TestHookConfigProblems(t *testing.T) {
+	t.Parallel()
 	_, err := parseConfig([]byte(`
 hooks:
   claude_code:

@@ -11,6 +11,7 @@ import (
 // group nobody declared, a stage without a name, step-up without the
 // console's OIDC are refused, every problem at once.
 func TestPolicyConfig(t *testing.T) {
+	t.Parallel()
 	const good = `groups:
   pharmacists: [ph_lee]
   doctors: []
@@ -78,6 +79,7 @@ tools:
 // non-numeric argument, a window without uses, a sum without a cap, or a
 // budget on a tool without grants is refused.
 func TestBudgetConfig(t *testing.T) {
+	t.Parallel()
 	const good = `tools:
   - name: refund
     schema: {type: object, properties: {amount: {type: number}, customer: {type: string}}}

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRetentionDefaultsKeepDecisions(t *testing.T) {
+	t.Parallel()
 	cfg, err := parseConfig(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestRetentionDefaultsKeepDecisions(t *testing.T) {
 }
 
 func TestRetentionBadValuesNamed(t *testing.T) {
+	t.Parallel()
 	_, err := parseConfig([]byte("retention:\n  action_requests: -1h\n  memory_proposals: -5m\n  idempotency: 1h\n  deliveries: 5m\n"), t.TempDir())
 	if err == nil {
 		t.Fatal("bad retention accepted")

@@ -10,6 +10,7 @@ import (
 // tools and categories, and refused unless the web console signs in
 // through OIDC; unknown keys are refused; default off.
 func TestStepUpConfig(t *testing.T) {
+	t.Parallel()
 	const tools = `tools:
   - {name: delete_database, category: destructive}
   - {name: read_logs, category: read-only}

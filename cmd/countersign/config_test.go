@@ -14,6 +14,7 @@ import (
 )
 
 func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
+	t.Parallel()
 	cfg, err := parseConfig(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatalf("the default config.yaml does not load: %v", err)
@@ -30,6 +31,7 @@ func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
 }
 
 func TestRootConfigIsTheEmbeddedOne(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../config.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +42,7 @@ func TestRootConfigIsTheEmbeddedOne(t *testing.T) {
 }
 
 func TestConfigReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
 	bad := `
 listen: nowhere
 memory:
@@ -89,6 +92,7 @@ log:
 }
 
 func TestConfigUnknownKeyIsAnError(t *testing.T) {
+	t.Parallel()
 	_, err := parseConfig([]byte("listen: 127.0.0.1:1\nstroe:\n  path: x.db\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "stroe") {
 		t.Fatalf("err = %v, want the unknown key named", err)
@@ -100,6 +104,7 @@ func TestConfigUnknownKeyIsAnError(t *testing.T) {
 }
 
 func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := map[string]string{
 		"missing.json":   "cannot read",
@@ -136,6 +141,7 @@ func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
 }
 
 func TestServeRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yaml")
 	if err := os.WriteFile(p, []byte("sweep:\n  schedule: nope\n"), 0o600); err != nil {
@@ -148,6 +154,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 }
 
 func TestAuditAndStoreTuningKeys(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		yaml    string
@@ -202,6 +209,7 @@ func TestAuditAndStoreTuningKeys(t *testing.T) {
 }
 
 func TestConfigProblemsNameTheKeyPath(t *testing.T) {
+	t.Parallel()
 	bad := `
 http:
   rate_brust: 10
@@ -244,6 +252,7 @@ log:
 }
 
 func TestConfigCategoryCaseAgreesWithTheRegistry(t *testing.T) {
+	t.Parallel()
 	// policy.ParseCategory folds case, and so does the config check now:
 	// a category the tool registry accepts is never refused at load.
 	cfg, err := parseConfig([]byte("tools:\n  - name: drop\n    category: Destructive\n    commands:\n      - {command: kubectl delete, category: DESTRUCTIVE}\n"), t.TempDir())
@@ -262,6 +271,7 @@ func TestConfigCategoryCaseAgreesWithTheRegistry(t *testing.T) {
 }
 
 func TestConfigValidationReadsNoFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := &Config{dir: dir, Memory: MemoryConfig{SlotSchema: "absent.json"}}
 	cfg.applyDefaults()
@@ -302,6 +312,7 @@ func configKeyPaths(t reflect.Type, prefix string, out *[]string) {
 }
 
 func TestConfigurationReferenceListsEveryKey(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
@@ -336,6 +347,7 @@ func isSection(key string) bool {
 // surfaces answer to follow from listen, web.public_url and the http
 // lists; an entry of the wrong shape is refused with what to write.
 func TestConfigAllowedHostsAndOrigins(t *testing.T) {
+	t.Parallel()
 	cfg, err := parseConfig([]byte("listen: countersign.internal:8080\nweb:\n  public_url: https://cs.example.org:8443\nhttp:\n  allowed_hosts: [proxy.local]\n  allowed_origins: [https://console.example]\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
 // and docs/email.md is a config that loads as it is (strict decoding and
 // validation), so it works when pasted.
 func TestTeamsAndEmailDocsConfigsLoad(t *testing.T) {
+	t.Parallel()
 	for _, page := range []string{"teams.md", "email.md"} {
 		b, err := os.ReadFile("../../docs/" + page)
 		if err != nil {

@@ -43,6 +43,7 @@ func docBlocks(t *testing.T, page string) []readmeBlock {
 // README: every ```sh block prints what its comments promise, and nothing
 // goes to stderr.
 func TestDocsPaste(t *testing.T) {
+	t.Parallel()
 	for _, page := range []string{"actions.md", "integrations.md", "policy.md"} {
 		t.Run(page, func(t *testing.T) {
 			b, err := os.ReadFile("../../docs/" + page)

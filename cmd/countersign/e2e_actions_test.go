@@ -197,6 +197,7 @@ func actDelete(callback string) map[string]any {
 // a plan, a person's approval through approve_action, confirmed_by on a
 // long poll and on a signed callback.
 func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
+	t.Parallel()
 	rc, srv := newActReceiver(t, http.StatusOK)
 	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
@@ -269,6 +270,7 @@ func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
 
 // TestE2EGateRules covers the rest of the gate over HTTP.
 func TestE2EGateRules(t *testing.T) {
+	t.Parallel()
 	_, srv := newActReceiver(t, http.StatusOK)
 	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
@@ -351,6 +353,7 @@ func TestE2EGateRules(t *testing.T) {
 // receiver fails, and starts it again once the receiver answers: pending
 // requests and their deadlines survive, and the callback is delivered once.
 func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
+	t.Parallel()
 	rc, srv := newActReceiver(t, http.StatusInternalServerError)
 	e := newTestEnv(t, actConfig(srv))
 	e.env["CS_CALLBACK_SECRET"] = actSecret
@@ -411,6 +414,7 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 // an unanswered request is denied by automatic policy, and a long-polling
 // agent hears it.
 func TestE2ESweeperTimesOutOnSchedule(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `
 tools:
   - name: restart_service

@@ -29,6 +29,7 @@ principals:
 // (audited), and the old receipt never redeems; a second approval on the
 // new facts redeems.
 func TestApprovalRestsOnFactsEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, cardsConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -115,6 +116,7 @@ var seenFieldRE = regexp.MustCompile(`name="seen" value="([0-9a-f]{64})"`)
 // wrong name; the right one approves, and the vote shows the SHA-256 of
 // the page it was cast on.
 func TestCardsInBrowser(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, cardsConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret

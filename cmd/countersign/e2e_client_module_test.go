@@ -57,6 +57,7 @@ func goIn(t *testing.T, dir string, env []string, args ...string) (string, error
 // (testdata/scratch-client/agent_test.go). The agent's key is scoped, as
 // the README's is.
 func TestGoClientFromAScratchModule(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `
 tools:
   - name: restart_service

@@ -15,6 +15,7 @@ import (
 // Both held before the one decision rule (policy.DecisionRefusal) was used
 // by every decision.
 func TestOneDecisionRuleE2E(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	agentMember := e.CreateKey("helper_bot", "member", "--kind", "agent")
@@ -72,6 +73,7 @@ func TestOneDecisionRuleE2E(t *testing.T) {
 // privately and audited, and nothing changes; the same person approves a
 // patient_42 proposal.
 func TestSlackClickOutOfScopeE2E(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	cfg := slackConfig(f, "http") + "    scopes: [patient_42]\n"
 	e := newTestEnv(t, cfg)
@@ -128,6 +130,7 @@ func TestSlackClickOutOfScopeE2E(t *testing.T) {
 // a blank entry, "*" mixed with others, or scopes on an admin are refused
 // at start with the key named (issue 9.6, 9.8).
 func TestChatPrincipalScopesConfig(t *testing.T) {
+	t.Parallel()
 	base := "principals:\n  - name: dr_smith\n    slack: U0123ABC\n"
 	cfg, err := parseConfig([]byte(base+"    role: member\n    scopes: [patient_42, patient_7]\n"), t.TempDir())
 	if err != nil || len(cfg.Principals) != 1 || strings.Join(cfg.Principals[0].Scopes, ",") != "patient_42,patient_7" {
@@ -149,6 +152,7 @@ func TestChatPrincipalScopesConfig(t *testing.T) {
 // accepted and then ignored. Both the CLI and create_principal refuse them,
 // and no key is made.
 func TestAdminKeyScopesRefused(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	var out, errb strings.Builder
 	err := run(context.Background(), []string{"keys", "create", "--config", e.cfg, "--name", "root", "--role", "admin", "--scopes", "patient_42"}, e.getenv, strings.NewReader(""), &out, &errb)

@@ -140,6 +140,7 @@ func discordFlags(r map[string]any) int {
 }
 
 func TestDiscordHTTPModeEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := newDiscordEnv(t, "http")
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
 	oncall := discordtest.Clicker{UserID: "222", Roles: []string{"555"}, GuildID: discordGuild}
@@ -230,6 +231,7 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 }
 
 func TestDiscordGatewayModeEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := newDiscordEnv(t, "gateway")
 	d.fake.Wait("identify", func() bool { return len(d.fake.Identifies()) == 1 })
 	if id := d.fake.Identifies()[0]; id.Token != "Bot "+discordToken {
@@ -250,6 +252,7 @@ func TestDiscordGatewayModeEndToEnd(t *testing.T) {
 }
 
 func TestDiscordMissingSecretsStopStartUp(t *testing.T) {
+	t.Parallel()
 	fake := discordtest.New(t, discordToken)
 	tests := []struct {
 		name string

@@ -38,6 +38,7 @@ tools:
 // verifies the receipt against the approved hash; the audit names both
 // hashes and the editor.
 func TestE2EEditedActionQuorum(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, editConfig)
 	agent := e.CreateKey("ward-bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -160,6 +161,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 // approved as 2.5 mg; recall returns 2.5 mg; the audit names both values'
 // hashes.
 func TestE2EEditedMemoryProposal(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
 	member := e.CreateKey("dr_smith", "member")
@@ -203,6 +205,7 @@ func TestE2EEditedMemoryProposal(t *testing.T) {
 // is a tool error naming the field, and an edit approves the edited
 // version, which the agent reads back over MCP.
 func TestE2EEditOverMCP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, strings.Replace(editConfig, "quorum: 2", "quorum: 1", 1))
 	agent := e.CreateKey("ward-bot", "agent")
 	alice := e.CreateKey("alice", "member")

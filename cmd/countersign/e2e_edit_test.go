@@ -47,6 +47,7 @@ func approvedArgs(t *testing.T, st toolResponse) string {
 // the corrected submission approves the edited arguments: the agent gets
 // them from action_status and the card says "approved with changes".
 func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, withSetDose(slackConfig(f, "http")))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -121,6 +122,7 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 // TestDiscordModalEditApprovesEditedActionEndToEnd: the same through a
 // Discord modal on the HTTP interactions endpoint.
 func TestDiscordModalEditApprovesEditedActionEndToEnd(t *testing.T) {
+	t.Parallel()
 	d := newDiscordEnvConfig(t, "http", withSetDose)
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
 	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": doseArgs, "summary": "start apixaban"})
@@ -150,6 +152,7 @@ var basisRE = regexp.MustCompile(`name="basis" value="([^"]+)"`)
 // shown prefilled to an approver, refused without its CSRF token, and
 // approving the edited arguments through the one decision path.
 func TestWebEditFormApprovesEditedAction(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, setDoseTool+`principals:
   - {name: dr_smith, role: member, web: s@x.example}
 `)
@@ -193,6 +196,7 @@ func TestWebEditFormApprovesEditedAction(t *testing.T) {
 // the corrected dose and approves; the agent receives the edited arguments
 // and the page says what was changed.
 func TestWebEditInBrowser(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, setDoseTool+`principals:
   - {name: dr_smith, role: member, web: s@x.example}
 `)
@@ -236,6 +240,7 @@ func TestWebEditInBrowser(t *testing.T) {
 // approved as edited: the memory reads the edited value, and the card says
 // what was changed.
 func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret

@@ -95,6 +95,7 @@ var linkRE = regexp.MustCompile(`https?://\S+/ui/signin/link\?t=\S+`)
 // argument; its link opens the item after sign-in, once; the request is
 // still decided only in the console or chat.
 func TestEmailEscalationEndToEnd(t *testing.T) {
+	t.Parallel()
 	srv := smtptest.Start(t, smtptest.Options{})
 	e := newTestEnv(t, emailConfig(srv, "none"))
 	agent := e.CreateKey("ops_agent", "agent")

@@ -200,6 +200,7 @@ func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 // settable clock). A grant on a destructive tool is refused; an agent key
 // can neither make nor revoke one.
 func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
+	t.Parallel()
 	g := newGrantsEnv(t)
 	sessionGrantFromSlack(t, g)
 	g.clock.Advance(8 * time.Hour)
@@ -239,6 +240,7 @@ func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
 // click stops at once when dr_smith revokes it with the Revoke button of
 // /countersign grants in Discord, another surface.
 func TestE2EGrantRevokedFromDiscord(t *testing.T) {
+	t.Parallel()
 	g := newGrantsEnv(t)
 	post := sessionGrantFromSlack(t, g)
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
@@ -284,6 +286,7 @@ func TestE2EGrantRevokedFromDiscord(t *testing.T) {
 // (the next identical call is approved at once); the Grants page lists it,
 // refuses a Revoke without the CSRF token, and revokes with it.
 func TestWebGrantChoiceAndRevoke(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: restart_service
     category: mutating
@@ -342,6 +345,7 @@ principals:
 // Revoke button per grant, its click revokes the grant, and `revoke-grant
 // 1` typed afterwards says it was already revoked.
 func TestE2EGrantChatCommands(t *testing.T) {
+	t.Parallel()
 	g := newGrantsEnv(t)
 	first := g.restart("payments")
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
@@ -417,6 +421,7 @@ func TestE2EGrantChatCommands(t *testing.T) {
 // service and another reason at once, and not a call with another
 // service. Ticking arguments without choosing a grant does nothing.
 func TestWebGrantMatchConstraint(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: restart_service
     category: mutating

@@ -28,6 +28,7 @@ func wantText(t *testing.T, r toolResponse, status int, text string) {
 }
 
 func TestMemoryE2E(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
 	member := e.CreateKey("dr_smith", "member")
@@ -168,6 +169,7 @@ func TestMemoryE2E(t *testing.T) {
 }
 
 func TestMemoryE2ERestart(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	member := e.CreateKey("dr_smith", "member")

@@ -141,6 +141,7 @@ principals:
 // cannot do both; a deny at stage 2 ends it; an edit at stage 2 restarts
 // at stage 1; below the threshold one prescriber suffices.
 func TestStagesEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	m, _ := stepUpProvider(t)
 	e := newTestEnv(t, policyE2EConfig+`slack:

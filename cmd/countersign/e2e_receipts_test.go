@@ -21,6 +21,7 @@ import (
 // redemption, a tampered receipt and another deployment's receipt are
 // refused; the audit shows proposed, approved and executed.
 func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, actionsConfig)
 	agent := e.CreateKey("deploy-bot", "agent")
 	other := e.CreateKey("other-bot", "agent")

@@ -205,6 +205,7 @@ principals:
 }
 
 func TestSlackStartupNeedsItsSecrets(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
 	var errb bytes.Buffer
@@ -224,6 +225,7 @@ func TestSlackStartupNeedsItsSecrets(t *testing.T) {
 // slot is posted to Slack with inert text, a mapped member's signed click
 // approves it as dr_smith [U0123ABC], and the message is updated in place.
 func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -307,6 +309,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 // is posted to its tool's channel with its dry-run plan, and a click makes
 // dr_smith [U0123ABC] its confirmed_by.
 func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -461,6 +464,7 @@ func sha256Hex(s string) string {
 // TestSlackSlashCommandEndToEnd: /countersign reaches package chat and its answer
 // comes back in the response body.
 func TestSlackSlashCommandEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -483,6 +487,7 @@ func TestSlackSlashCommandEndToEnd(t *testing.T) {
 // TestSlackSocketModeEndToEnd: in socket mode the server opens the socket
 // with the app-level token and answers a slash command in the ack.
 func TestSlackSocketModeEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "socket"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_APP_TOKEN"] = "xoxb-e2e", "xapp-e2e"

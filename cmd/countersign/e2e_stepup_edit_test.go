@@ -14,6 +14,7 @@ import (
 // would be refused): the person gets privately the one-time step-up link
 // an Approve click gets, and the request stays pending and unedited.
 func TestSlackEditOnStepUpAnswersWithTheLink(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	cfg := withSetDose(strings.Replace(slackConfig(f, "http"), "    slack: U0123ABC\n", "    slack: U0123ABC\n    web: dr.smith@hospital.example\n", 1)) + `step_up:
   tools: [set_dose]
@@ -62,6 +63,7 @@ web:
 // of the edit form, and an edit posted anyway (without the fresh sign-in)
 // is refused with nothing recorded.
 func TestWebEditOnStepUpNeedsTheFreshSignIn(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, setDoseTool+`principals:
   - {name: dr_smith, role: member, web: s@x.example}
 step_up:

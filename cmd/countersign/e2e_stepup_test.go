@@ -131,6 +131,7 @@ var stepUpLinkRE = regexp.MustCompile(`/ui/stepup\?t=[A-Za-z0-9_.\-]+`)
 // posted from a stale session is refused by the rule; under quorum 2 both
 // approvers step up.
 func TestStepUpEndToEnd(t *testing.T) {
+	t.Parallel()
 	needBrowser(t)
 	f := newSlackFake(t)
 	m, authorizations := stepUpProvider(t)
@@ -390,6 +391,7 @@ func slackClick(t *testing.T, e *testEnv, post slackCall, user, itemID, trigger 
 // the refusal is audited and the item stays pending; the card says it
 // needs step-up.
 func TestStepUpDiscordClick(t *testing.T) {
+	t.Parallel()
 	fake := discordtest.New(t, discordToken)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {

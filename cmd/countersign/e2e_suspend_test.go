@@ -77,6 +77,7 @@ func userDeactivated(eventID, team, user string) map[string]any {
 }
 
 func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, suspendConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -170,6 +171,7 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 // a GUILD_MEMBER_REMOVE of a mapped member suspends them; a member of
 // another server, or one not mapped, suspends nobody.
 func TestDiscordMemberWhoLeavesIsSuspended(t *testing.T) {
+	t.Parallel()
 	fake := discordtest.New(t, discordToken)
 	e := newTestEnv(t, strings.Replace(discordConfig(fake, "gateway"), "  guild_id:", "  member_events: true\n  guild_id:", 1))
 	e.env["DISCORD_BOT_TOKEN"] = discordToken
@@ -217,6 +219,7 @@ func TestDiscordMemberWhoLeavesIsSuspended(t *testing.T) {
 // TestDiscordMemberEventsNeedGatewayMode: HTTP interactions receive no
 // member events, so asking for them there is a configuration error.
 func TestDiscordMemberEventsNeedGatewayMode(t *testing.T) {
+	t.Parallel()
 	fake := discordtest.New(t, discordToken)
 	cfg := strings.Replace(discordConfig(fake, "http"), "  guild_id:", "  member_events: true\n  guild_id:", 1)
 	e := newTestEnv(t, cfg)
@@ -230,6 +233,7 @@ func TestDiscordMemberEventsNeedGatewayMode(t *testing.T) {
 // TestSlackSocketModeDeactivationSuspends: the same user_change event
 // over Socket Mode (an events_api envelope) suspends the mapped principal.
 func TestSlackSocketModeDeactivationSuspends(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "socket"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_APP_TOKEN"] = "xoxb-e2e", "xapp-e2e"

@@ -149,6 +149,7 @@ func strData(d map[string]any) map[string]string {
 // deciding it, the card replaced for everyone, a replayed activity
 // deduplicated, and forged, expired or misdirected tokens refused (401).
 func TestTeamsApprovalEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newTeamsEnv(t)
 	req := e.MustOK(e.agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}, "summary": "payments is out of memory"})
 	reqID, _ := req.Data["request_id"].(string)
@@ -287,6 +288,7 @@ func (e *teamsEnv) auditText(t *testing.T) string {
 // the confirmation step instead of deciding, the step's button decides,
 // and the vote records the card it was cast on (its Details show it).
 func TestTeamsDangerousApprovalEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newTeamsEnv(t)
 	req := e.MustOK(e.agent, "confirm_action", map[string]any{"tool": "delete_database", "arguments": map[string]any{"db_name": "orders_prod"}, "summary": "drop the old orders database", "dry_run": "DROP DATABASE orders_prod; -- 42 tables"})
 	reqID, _ := req.Data["request_id"].(string)

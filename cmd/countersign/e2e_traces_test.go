@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -88,6 +89,7 @@ func wantSpanAttrs(t *testing.T, sp otlptest.Span, want map[string]string) {
 // or the person; the log line of the decision's tool call names its trace;
 // the spans are flushed when the server stops.
 func TestTracesOfASlackClickEndToEnd(t *testing.T) {
+	t.Parallel()
 	rcv := otlptest.Start(t)
 	f := newSlackFake(t)
 	e := newTestEnv(t, slackConfig(f, "http"))
@@ -131,6 +133,17 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 		t.Fatalf("click answered %d with request id %q", code, rid)
 	}
 	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
+	// Slack has the update; wait until the server has recorded the
+	// delivery (the outbox gauge), or the stop below cancels it in flight.
+	waitFor(t, "the delivery recorded", func() bool {
+		resp, err := http.Get(e.URL + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `countersign_outbox_depth{sink="slack"} 0`)
+	})
 	e.Stop() // the batched spans are exported on the way out
 	if p := rcv.Problems(); len(p) > 0 {
 		t.Fatalf("the receiver refused the exporter's requests: %v", p)
@@ -226,6 +239,7 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 // exports nothing and logs no trace ids; with a variable it cannot honour
 // it refuses to start, naming it.
 func TestTracesOffWithoutTheEnvironment(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("intake", "agent")
 	e.Start()

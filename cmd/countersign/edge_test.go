@@ -38,6 +38,7 @@ func rememberMsg(id int, subject string) string {
 // 60. A batch is now refused whole (HTTP 400, JSON-RPC -32600) and writes
 // nothing, whatever protocol version the client declares.
 func TestMCPBatchIsRefusedAndRunsNoWrites(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  rate_per_minute: 6000\n  rate_burst: 1000\n")
 	key := e.CreateKey("agent", "member", "--kind", "agent")
 	e.Start()
@@ -84,6 +85,7 @@ func TestMCPBatchIsRefusedAndRunsNoWrites(t *testing.T) {
 // the burst every surface answers 429 with Retry-After. Before, MCP took
 // one token per HTTP request, whatever it carried.
 func TestRateLimitCountsToolCallsOnEverySurface(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 4\n")
 	a := e.CreateKey("a", "viewer")
 	b := e.CreateKey("b", "viewer")
@@ -123,6 +125,7 @@ func TestRateLimitCountsToolCallsOnEverySurface(t *testing.T) {
 // a client connects, lists the tools and pings many times, then makes its
 // two tool calls; the third is refused.
 func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 2\n")
 	key := e.CreateKey("agent", "viewer")
 	e.Start()
@@ -167,6 +170,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 // bot.Call, one token per tool call; beyond the burst the call is a tool
 // error saying when to retry.
 func TestRateLimitOverStdioMCP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 2\n")
 	cs, stop := e.runMCP([]string{"--local-agent"}, nil)
 	defer stop()
@@ -185,6 +189,7 @@ func TestRateLimitOverStdioMCP(t *testing.T) {
 // built a 228 MB answer. Batches are refused (above); every listing has a
 // limit with a default and a maximum, and next_cursor walks the rest.
 func TestListingsAreBoundedAndPaged(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  rate_per_minute: 60000\n  rate_burst: 10000\n")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -276,6 +281,8 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 // refused with 413 naming the argument and the limit, and after a
 // collection the heap is within 16 MiB of where it started.
 func TestLargeArgumentsAreRefusedAndTheHeapStaysSmall(t *testing.T) {
+	// Not parallel: it measures the whole process (goroutines, open
+	// files, the heap), so it runs while no other test does.
 	e := newTestEnv(t, "http:\n  rate_per_minute: 60000\n  rate_burst: 1000\n")
 	key := e.CreateKey("agent", "member", "--kind", "agent")
 	e.Start()
@@ -355,6 +362,8 @@ func TestLargeArgumentsAreRefusedAndTheHeapStaysSmall(t *testing.T) {
 // runtime's soft limit, unless GOMEMLIMIT is set in its environment; a
 // value that is not a size is refused at load, naming the key.
 func TestMemoryLimitFromConfig(t *testing.T) {
+	// Not parallel: the memory limit is the process's, and every server a
+	// test starts sets it.
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	e := newTestEnv(t, "limits:\n  memory_limit: 300MiB\n")
 	e.Start()
@@ -393,6 +402,7 @@ func loadConfigText(t *testing.T, text string) (*Config, error) {
 // any depth) is refused naming it, a negative id says it must be positive,
 // and confirm_action's schema admits the dry_run values the server takes.
 func TestStrictArgumentsOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("agent", "member", "--kind", "agent")
 	e.Start()
@@ -455,6 +465,7 @@ func (e *testEnv) get(path string) (*http.Response, string) {
 // (NFKC) folds onto the slot, and a replacement through it is held for a
 // person like any other.
 func TestInvisibleAndCompatibilitySubjects(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, memoryConfig)
 	agent := e.CreateKey("agent", "member", "--kind", "agent")
 	e.Start()
@@ -523,6 +534,7 @@ func (rr *rawReceiver) got() []rawHit {
 // host:port is refused; an allowlist entry that can never match stops the
 // config from loading.
 func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
+	t.Parallel()
 	rr := &rawReceiver{}
 	srv := httptest.NewServer(rr)
 	defer srv.Close()

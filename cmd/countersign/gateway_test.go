@@ -159,6 +159,7 @@ func heldRequest(t *testing.T, e *testEnv, f *slackFake, key string, n int, tool
 // another; a denial leaves the disk untouched; and a hostile upstream's
 // read-only claims on a tool that writes do not get it past the gate.
 func TestGatewayFilesystemEndToEnd(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -296,6 +297,7 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 // host that retries with the same requestState afterwards gets an error
 // naming the first run, and nothing runs again.
 func TestGatewayMRTRQuorumAndRetryRunOnce(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -385,6 +387,7 @@ func heldRequestAudit(t *testing.T, e *testEnv, admin, tool string) string {
 // the same call, once approved, runs the write (once, with no second card);
 // a later identical call is a new request for a new decision.
 func TestGatewayOlderHostRetriesTheSameRequest(t *testing.T) {
+	t.Parallel()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

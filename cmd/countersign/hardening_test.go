@@ -37,6 +37,7 @@ func (e *testEnv) postRaw(path, key string, body []byte, header ...string) (*htt
 }
 
 func TestRateLimitPerPrincipal(t *testing.T) {
+	t.Parallel()
 	// One call a minute after a burst of two: the third call within the
 	// minute is refused, whoever else is calling.
 	e := newTestEnv(t, "http:\n  rate_per_minute: 1\n  rate_burst: 2\n")
@@ -64,6 +65,7 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 }
 
 func TestBodyLimitOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  max_body_bytes: 1024\n")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -80,6 +82,7 @@ func TestBodyLimitOverHTTP(t *testing.T) {
 }
 
 func TestIdempotencyKeyOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -110,6 +113,8 @@ func TestIdempotencyKeyOverHTTP(t *testing.T) {
 }
 
 func TestMalformedBurstLeavesNoGoroutines(t *testing.T) {
+	// Not parallel: it measures the whole process (goroutines, open
+	// files, the heap), so it runs while no other test does.
 	e := newTestEnv(t, "http:\n  max_body_bytes: 1024\n  rate_per_minute: 100000\n  rate_burst: 100000\n")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -184,6 +189,7 @@ func TestMalformedBurstLeavesNoGoroutines(t *testing.T) {
 }
 
 func TestMetricsScrape(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  metrics_token_env: METRICS_TOKEN\n")
 	e.env["METRICS_TOKEN"] = "scrape-secret"
 	key := e.CreateKey("ops", "admin")
@@ -253,6 +259,7 @@ func TestMetricsScrape(t *testing.T) {
 }
 
 func TestMetricsTokenEnvMustBeSet(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  metrics_token_env: METRICS_TOKEN\n")
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), &out, &errb)
@@ -262,6 +269,7 @@ func TestMetricsTokenEnvMustBeSet(t *testing.T) {
 }
 
 func TestShutdownFinishesAnInFlightCall(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -332,6 +340,7 @@ func pollUntil(t *testing.T, cond func() bool) {
 }
 
 func TestSlowHeadersAreCutOff(t *testing.T) {
+	t.Parallel()
 	// read_header_timeout is applied: a client that never finishes its
 	// headers is disconnected instead of holding a connection forever.
 	e := newTestEnv(t, "http:\n  read_header_timeout: 200ms\n")

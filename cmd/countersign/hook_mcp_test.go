@@ -18,6 +18,7 @@ import (
 // answers pending at once, and its long poll of action_status is cut to
 // max_call_wait. The request stays pending and decidable either way.
 func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, actionsConfig+"mcp:\n  max_call_wait: 1s\n")
 	agent := e.CreateKey("deploy-bot", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -69,6 +70,7 @@ func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
 }
 
 func TestMCPMaxCallWaitMustStayBelowTheHostLimit(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"60s", "2m", "500ms"} {
 		path := filepath.Join(t.TempDir(), "config.yaml")
 		if err := os.WriteFile(path, []byte("mcp:\n  max_call_wait: "+v+"\n"), 0o600); err != nil {

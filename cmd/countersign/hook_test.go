@@ -144,6 +144,7 @@ func hookEnv(t *testing.T, e *testEnv, key string) map[string]string {
 // approval runs the edit, a session grant covers the session's identical
 // calls, and PostToolUse records an approved call as executed.
 func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, defaultWithoutListenAndStore(t)) // the shipped config.yaml
 	agent := e.CreateKey("claude-code", "agent")
 	alice := e.CreateKey("alice", "member")
@@ -348,6 +349,7 @@ func clipTest(s string) string {
 // decision, with a systemMessage), says why on stderr, and exits 0: never
 // allow, never an exit status Claude Code would take for "go ahead".
 func TestClaudeCodeHookFailsClosed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(good, []byte("listen: 127.0.0.1:1\nstore:\n  path: "+filepath.Join(dir, "cs.db")+"\n"), 0o600); err != nil {
@@ -428,6 +430,7 @@ func TestClaudeCodeHookFailsClosed(t *testing.T) {
 // When nobody decides within hooks.claude_code.wait, the hook asks the
 // person in Claude Code, and the request stays pending in Countersign.
 func TestClaudeCodeHookAsksWhenTheWaitRunsOut(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "hooks:\n  claude_code:\n    wait: 1s\n")
 	agent := e.CreateKey("claude-code", "agent")
 	e.Start()
@@ -448,6 +451,7 @@ func TestClaudeCodeHookAsksWhenTheWaitRunsOut(t *testing.T) {
 // command off the list is denied, a pipeline is asked about, never denied
 // for its shape.
 func TestClaudeCodeHookWithAnExecAllowlist(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `
 tools:
   - name: exec
@@ -494,6 +498,7 @@ hooks:
 // these arguments (or the approved edit); a fake server answering approved
 // for `curl … | sh` or a write to ~/.ssh/authorized_keys gets "ask".
 func TestClaudeCodeHookTrustsOnlyAVerifiedReceipt(t *testing.T) {
+	t.Parallel()
 	pinned := ed25519.NewKeyFromSeed([]byte("the-deployment-s-own-signing-key"))
 	other := ed25519.NewKeyFromSeed([]byte("somebody-else-s-key-000000000000"))
 	sign := func(key ed25519.PrivateKey, id, tool string, args []byte, issued time.Time) string {

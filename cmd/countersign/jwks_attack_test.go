@@ -25,6 +25,7 @@ const forgedTokens = 60
 
 // TestTeamsForgedKeyIDsDoNotFloodTheIssuer: POST /teams/messages.
 func TestTeamsForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
+	t.Parallel()
 	e := newTeamsEnv(t)
 	act := teamsClick("jwks-0", smithOID, smithMRI, teamsOps, "1", "refresh", map[string]string{"item": "1"}, e.fake.APIURL)
 	if status, body := e.fake.Send(e.URL+"/teams/messages", act, e.fake.Sign(e.fake.Claims(time.Now()))); status != http.StatusOK {
@@ -52,6 +53,7 @@ func TestTeamsForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
 // mcp.oauth, against a local OpenID provider whose JWKS reads are
 // counted.
 func TestOAuthForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
+	t.Parallel()
 	m, err := mockoidc.NewServer(nil)
 	if err != nil {
 		t.Fatal(err)

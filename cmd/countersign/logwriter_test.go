@@ -30,6 +30,7 @@ func (l *lockedBuffer) String() string {
 }
 
 func TestLogWriterKeepsEveryLineWhole(t *testing.T) {
+	t.Parallel()
 	out := &lockedBuffer{}
 	w := newLogWriter(out)
 	log := slog.New(flushingHandler{slog.NewTextHandler(w, nil), w})
@@ -67,6 +68,7 @@ func TestLogWriterKeepsEveryLineWhole(t *testing.T) {
 }
 
 func TestLogWriterFlushesWarningsBeforeReturning(t *testing.T) {
+	t.Parallel()
 	out := &lockedBuffer{}
 	w := newLogWriter(out)
 	defer w.Close()

@@ -78,6 +78,7 @@ func mcpOK(t *testing.T, cs *sdk.ClientSession, tool string, args any) string {
 }
 
 func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, wardConfig)
 	adminKey := e.CreateKey("ops", "admin")
 	agentKey := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
@@ -177,6 +178,7 @@ func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
 // The warfarin scenario of the seeds, entirely over MCP. It needs the memory
 // tools (bot/memorytools).
 func TestMCPWarfarinScenario(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, wardConfig)
 	fhirKey := e.CreateKey("fhir", "agent")
 	agentKey := e.CreateKey("ward_bot", "agent", "--scopes", "patient_42")
@@ -239,6 +241,7 @@ func TestMCPWarfarinScenario(t *testing.T) {
 }
 
 func TestMCPRevokedKeyStopsMidSession(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	adminKey := e.CreateKey("ops", "admin")
 	e.Start()
@@ -267,6 +270,7 @@ func TestMCPRevokedKeyStopsMidSession(t *testing.T) {
 }
 
 func TestMCPRefusesForeignHostsAndLargeBodies(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "http:\n  max_body_bytes: 1024\n")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -370,6 +374,7 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 }
 
 func TestMCPOverStdio(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	admin := e.CreateKey("ops", "admin")
 	agentKey := e.CreateKey("bot", "agent")
@@ -422,6 +427,7 @@ func TestMCPOverStdio(t *testing.T) {
 // no admin capability, and is logged at every call. Played against run()
 // on a real store (PostgreSQL under the postgres test engine).
 func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, actionsConfig+"mcp:\n  max_call_wait: 1s\n")
 	deployBot := e.CreateKey("deploy-bot", "agent")
 	alice := e.CreateKey("alice", "member")

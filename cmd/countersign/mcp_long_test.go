@@ -171,6 +171,7 @@ func approvedByDrSmith(t *testing.T, how string, sc map[string]any) {
 // speaks neither MRTR nor the Tasks extension (it has no 2026-07-28), so
 // those two paths are played with the go-sdk client.
 func TestMCPLongWaitsCompleteAfterASlackClick(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, longWaitConfig(f, "http"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -325,6 +326,7 @@ func (c *taskClient) call(method string, params map[string]any) map[string]any {
 // task, and the click in Slack (socket mode: the stdio process has no
 // HTTP listener) completes it.
 func TestStdioMCPTaskCompletesAfterASlackClick(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, longWaitConfig(f, "socket"))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_APP_TOKEN"] = "xoxb-e2e", "xapp-e2e"

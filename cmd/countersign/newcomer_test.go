@@ -25,6 +25,7 @@ func runWith(t *testing.T, env map[string]string, args ...string) (string, strin
 }
 
 func TestHelpExitsZeroAndExtraArgumentsAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"keys", "create", "--help"}, {"call", "--help"}, {"ready", "-h"}, {"init", "--help"}, {"hook", "claude-code", "--help"}} {
 		_, errOut, err := runWith(t, nil, cmd...)
 		if err != nil {
@@ -49,6 +50,7 @@ func TestHelpExitsZeroAndExtraArgumentsAreRefused(t *testing.T) {
 }
 
 func TestListenFlagAndEnvironmentOverrideTheConfig(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	// The file says 127.0.0.1:0; the environment and the flag win, in
 	// that order, and each is checked under its own name.
@@ -77,6 +79,7 @@ func TestListenFlagAndEnvironmentOverrideTheConfig(t *testing.T) {
 }
 
 func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
+	t.Parallel()
 	// A file that holds only listen: and store: runs standalone (not
 	// layered over the default): no slot is gated, and the log says so
 	// loudly, with the file it loaded.
@@ -128,6 +131,7 @@ func defaultWithoutListenAndStore(t *testing.T) string {
 }
 
 func TestInitWritesTheDefaultAndNeverOverwrites(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	out, _, err := runWith(t, nil, "init", "--config", p)
 	if err != nil || !strings.Contains(out, "wrote "+p) {
@@ -149,6 +153,7 @@ func TestInitWritesTheDefaultAndNeverOverwrites(t *testing.T) {
 }
 
 func TestMissingStoreDirectoryIsReportedAsSuch(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	p := filepath.Join(dir, "c.yaml")
 	missing := filepath.Join(dir, "no", "such")
@@ -162,6 +167,7 @@ func TestMissingStoreDirectoryIsReportedAsSuch(t *testing.T) {
 }
 
 func TestKeysCreateRefusesEmptyScopesAndAuditsKindAndScopes(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	for _, s := range []string{",,", " ", ", ,"} {
 		_, _, err := runWith(t, nil, "keys", "create", "--config", e.cfg, "--name", "w", "--role", "agent", "--scopes", s)
@@ -199,6 +205,7 @@ func scrapeMetrics(t *testing.T, e *testEnv) string {
 }
 
 func TestDecisionsTotalDoesNotCountIdenticalRetries(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	agent := e.CreateKey("deploy-bot", "agent")
 	bob := e.CreateKey("bob", "member")
@@ -221,6 +228,7 @@ func TestDecisionsTotalDoesNotCountIdenticalRetries(t *testing.T) {
 }
 
 func TestAccessDeniedAuditKeepsTheSpaceTheCallNamed(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	admin := e.CreateKey("ops", "admin")
 	viewer := e.CreateKey("reader", "viewer")
@@ -236,6 +244,7 @@ func TestAccessDeniedAuditKeepsTheSpaceTheCallNamed(t *testing.T) {
 }
 
 func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "auth_required: true\n")
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
@@ -273,6 +282,7 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 }
 
 func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	agent := e.CreateKey("coder", "agent")
 	e.Start()

@@ -79,6 +79,7 @@ func (e *testEnv) post(path, credential string, body any) (*http.Response, strin
 // expired, unsigned or signed by another key is refused with 401 and the
 // WWW-Authenticate challenge RFC 6750 and RFC 9728 describe.
 func TestOAuthTokensOverMCPAndHTTP(t *testing.T) {
+	t.Parallel()
 	m, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +173,7 @@ func TestOAuthTokensOverMCPAndHTTP(t *testing.T) {
 }
 
 func TestMCPOAuthConfigIsChecked(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ yaml, want string }{
 		{"mcp:\n  oauth: {audience: " + oauthAudience + "}\n", "mcp.oauth.issuer: required"},
 		{"mcp:\n  oauth: {issuer: http://login.hospital.example, audience: " + oauthAudience + "}\n", "mcp.oauth.issuer: must be https (http only on a loopback address)"},
@@ -201,6 +203,7 @@ func TestMCPOAuthConfigIsChecked(t *testing.T) {
 // The YAML blocks of docs/mcp.md load as a configuration (with a store
 // path of the test's own), so that the documented setup works pasted.
 func TestMCPDocsConfigBlocksLoad(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../../docs/mcp.md")
 	if err != nil {
 		t.Fatal(err)

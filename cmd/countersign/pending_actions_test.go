@@ -11,6 +11,7 @@ import (
 // cursor through every one exactly once; a bad cursor or limit is a 400
 // naming the argument.
 func TestPendingActionsTool(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `
 tools:
   - name: restart_service

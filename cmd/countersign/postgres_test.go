@@ -79,6 +79,7 @@ func (e *testEnv) cli(args ...string) (string, error) {
 // bbolt and back into another database, where `audit verify` passes and a
 // server goes on from the same state.
 func TestServeOnPostgresAndCopyBetweenEngines(t *testing.T) {
+	t.Parallel()
 	e := pgEnv(t, testDSN(t), memoryConfig)
 	if _, err := os.Stat(e.cfg); err != nil {
 		t.Fatal(err)
@@ -144,6 +145,7 @@ func TestServeOnPostgresAndCopyBetweenEngines(t *testing.T) {
 // ready, a verdict is a 503 with Retry-After (never SAFE, never a 500) and
 // so is a write; once it is back the same server answers again by itself.
 func TestDatabaseDownFailsClosed(t *testing.T) {
+	t.Parallel()
 	c, err := pgtest.Start(pgtest.Options{})
 	if err != nil {
 		pgtest.Unavailable(t, err)
@@ -243,6 +245,7 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 
 // TestPostgresConfigProblems: the store section's mistakes are named by key.
 func TestPostgresConfigProblems(t *testing.T) {
+	t.Parallel()
 	_, err := parseConfig([]byte("store:\n  engine: mysql\n  postgres:\n    dsn_env: \"postgres://u:p@h/db\"\n    max_conns: 2\n    statement_timeout: 1ms\n"), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad store section loaded")

@@ -75,6 +75,7 @@ func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
 // into one bash in an empty directory, as a newcomer would on a fresh
 // clone, and compares each block's output with its comments.
 func TestReadmeWalkthrough(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

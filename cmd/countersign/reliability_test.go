@@ -47,6 +47,8 @@ func settle(t *testing.T) (goroutines, files int) {
 // the right one where the contract names it), none a 5xx or a panic, and
 // afterwards the goroutines and open files are back to where they were.
 func TestBadInputIsRefusedAndLeavesNothing(t *testing.T) {
+	// Not parallel: it measures the whole process (goroutines, open
+	// files, the heap), so it runs while no other test does.
 	e := newTestEnv(t, "http:\n  max_body_bytes: 4096\n  read_header_timeout: 300ms\n  rate_per_minute: 1000000\n  rate_burst: 100000\n"+
 		"tools:\n  - {name: restart_service, category: mutating}\n")
 	agent := e.CreateKey("agent", "agent")

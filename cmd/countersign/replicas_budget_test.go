@@ -16,6 +16,7 @@ import (
 // 8 are approved under the grant (480), never more than the cap; the
 // rest wait for a person.
 func TestReplicasHoldAGrantBudget(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts two servers")
 	}

@@ -12,6 +12,7 @@ import (
 // for a person: confirm_action reads the grant from the database, never
 // from a cache of its own.
 func TestReplicasSeeGrantRevocationAtOnce(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts two servers")
 	}

@@ -113,6 +113,7 @@ func data(m map[string]any) map[string]any { d, _ := m["data"].(map[string]any);
 //   - SIGKILL of the leader while writes run loses no acknowledged write,
 //     another replica takes over delivery, and the chain verifies.
 func TestReplicasShareOnePostgres(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts three servers")
 	}
@@ -411,6 +412,7 @@ func decisionsFor(d map[string]int, id string) map[string]int {
 // TestReplicasOneSocketModeConnection: with Slack Socket Mode, of three
 // replicas only the leader connects; when it dies, the next leader does.
 func TestReplicasOneSocketModeConnection(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts three servers")
 	}

@@ -8,6 +8,7 @@ import (
 // Seed 002: "mode accepts off, normal, or protective, and the synonyms
 // listed under set_approval_mode. Any other value fails validation."
 func TestSoftApprovalModeIsValidatedAtStart(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"off", "normal", "protective", "paranoid", "careful", "default", "yolo", "Protective"} {
 		if _, err := parseConfig([]byte("soft_approval:\n  mode: "+ok+"\n  spaces: {patient_42: "+ok+"}\n"), t.TempDir()); err != nil {
 			t.Errorf("mode %q refused: %v", ok, err)
@@ -28,6 +29,7 @@ func TestSoftApprovalModeIsValidatedAtStart(t *testing.T) {
 // Seed 002: set_approval_mode "overrides the configured mode for that
 // session from the next turn on".
 func TestSoftApprovalConfiguredModeAndItsOverride(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "soft_approval:\n  mode: careful\n  spaces: {patient_42: yolo}\n")
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
@@ -57,6 +59,7 @@ func TestSoftApprovalConfiguredModeAndItsOverride(t *testing.T) {
 // or scope. It is logged, so it must not contain secrets." The audit entry
 // is that log: it carries the action and the detail, bounded and escaped.
 func TestRecordApprovalDetailIsInItsAuditEntry(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	admin := e.CreateKey("ops", "admin")
 	agent := e.CreateKey("coder", "agent")

@@ -9,6 +9,7 @@ import (
 )
 
 func TestServeRejectsMissingAndUnknownKeys(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	key := e.CreateKey("ops", "admin")
 	e.Start()
@@ -25,6 +26,7 @@ func TestServeRejectsMissingAndUnknownKeys(t *testing.T) {
 }
 
 func TestKeysCreateFailsWhileServerHoldsStore(t *testing.T) {
+	t.Parallel()
 	skipOnPostgres(t, "the lock of the bbolt file")
 	e := newTestEnv(t, "")
 	e.Start()
@@ -39,6 +41,7 @@ func TestKeysCreateFailsWhileServerHoldsStore(t *testing.T) {
 }
 
 func TestKeysCreateValidatesArguments(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"keys", "create", "--config", e.cfg, "--role", "owner"}, e.getenv, strings.NewReader(""), &out, &errb)

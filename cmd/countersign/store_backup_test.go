@@ -55,6 +55,7 @@ func remember(url, key, userID, subject, value string) (uint64, error) {
 // without the writes acknowledged before it), and the record of the backup
 // itself.
 func TestBackupRestoreDrill(t *testing.T) {
+	t.Parallel()
 	skipOnPostgres(t, "bbolt's online backup; PostgreSQL's is pg_dump")
 	e := newTestEnv(t, drillConfig)
 	admin := e.CreateKey("ops", "admin")
@@ -186,6 +187,7 @@ func TestBackupRestoreDrill(t *testing.T) {
 // never writes over a store. On PostgreSQL the route answers 409 naming
 // pg_dump.
 func TestBackupRefusals(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "")
 	admin := e.CreateKey("ops", "admin")
 	agent := e.CreateKey("ward_bot", "agent")

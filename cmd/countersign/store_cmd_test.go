@@ -11,6 +11,7 @@ import (
 )
 
 func TestStoreCompactOfflineOnARealStore(t *testing.T) {
+	t.Parallel()
 	skipOnPostgres(t, "compact rewrites the bbolt file")
 	e := newTestEnv(t, "http:\n  rate_per_minute: 100000\n  rate_burst: 1000\n")
 	key := e.CreateKey("ops", "admin")

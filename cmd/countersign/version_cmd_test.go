@@ -13,6 +13,7 @@ import (
 // version, the commit, its time, whether the tree was modified, the
 // toolchain and the target; and falls back to devVersion without it.
 func TestReadBuild(t *testing.T) {
+	t.Parallel()
 	stamped := &debug.BuildInfo{
 		GoVersion: "go1.26.8",
 		Main:      debug.Module{Path: "github.com/countersign/countersign", Version: "v0.0.0-20261201224327-4612eab55372"},
@@ -75,6 +76,7 @@ func TestReadBuild(t *testing.T) {
 // TestVersionCommand runs `countersign version` and `version --short`
 // through run(), and refuses an argument it does not take.
 func TestVersionCommand(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"version"}, func(string) string { return "" }, strings.NewReader(""), &out, &errb); err != nil {
 		t.Fatalf("version: %v (%s)", err, errb.String())

@@ -180,6 +180,7 @@ func webConfig(f *slackFake) string {
 // items read-only, with why; a form without its CSRF token is refused; a
 // revoked principal's open session is signed out; an agent cannot get a link.
 func TestWebConsoleInBrowser(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, webConfig(f))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -348,6 +349,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 // browser (state, nonce, PKCE): the email claim maps to principals[].web.
 // An account that maps to no principal is refused.
 func TestWebOIDCSignInInBrowser(t *testing.T) {
+	t.Parallel()
 	needBrowser(t)
 	m, err := mockoidc.Run()
 	if err != nil {

@@ -47,6 +47,7 @@ func metricValue(body, sample string) float64 {
 // says how long the oldest item has waited and observes the time to each
 // decision.
 func TestWebInsights(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	e := newTestEnv(t, insightsConfig)
 	e.clock = clock.Now

@@ -17,6 +17,7 @@ import (
 // The edit form, approved unchanged, approves exactly the arguments the
 // agent sent.
 func TestWebInvisibleCharactersEscaped(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, `tools:
   - name: restart_service
     category: mutating

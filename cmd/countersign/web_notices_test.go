@@ -12,6 +12,7 @@ import (
 // made for one person's item quotes what they typed, and its URL is sent to
 // another person, or opened on another item.
 func TestWebNoticesAreServerChosen(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	e := newTestEnv(t, `tools:
   - name: restart_service

@@ -11,6 +11,7 @@ import (
 // TestWebOIDCNeedsVerifiedEmail: with claim email, an ID token that does
 // not say email_verified: true signs nobody in.
 func TestWebOIDCNeedsVerifiedEmail(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: dr.smith@hospital.example}\n"+oidcConfig(m))
 	e.env["OIDC_SECRET"] = m.ClientSecret
@@ -31,6 +32,7 @@ func TestWebOIDCNeedsVerifiedEmail(t *testing.T) {
 // __Host- cookie (Secure, Path=/, no Domain), so a sibling subdomain cannot
 // plant one; over plain http it cannot be, and is bound to the callback path.
 func TestWebOIDCCookieHostPrefix(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	for _, tc := range []struct {
 		public, name, path string

@@ -20,6 +20,7 @@ import (
 // through OIDC), a stored principal of kind person with role agent, and the
 // open session of a person whose role became agent, are all refused.
 func TestWebOnlyPeopleSignIn(t *testing.T) {
+	t.Parallel()
 	m := startMockOIDC(t)
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: dr.smith@hospital.example}\n  - {name: ci_bot, role: agent, web: ci@hospital.example}\n"+oidcConfig(m))
 	e.env["OIDC_SECRET"] = m.ClientSecret

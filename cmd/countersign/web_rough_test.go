@@ -49,6 +49,7 @@ var noticeRE = regexp.MustCompile(`<p class="notice" role="status">([^<]*)</p>`)
 // for whom and as whom; and the Memory page fits a 390 px phone in
 // Chromium, each verdict on screen.
 func TestWebRoughEdges(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, roughConfig)
 	agent := e.CreateKey("ward_bot", "agent")
 	admin := e.CreateKey("ops_admin", "admin")
@@ -130,6 +131,7 @@ var pendingLineRE = regexp.MustCompile(`(?m)^• #(\d+) `)
 // first (the request expiring in 10 minutes above the one made before it
 // that expires in 6 hours), and both flag the destructive one.
 func TestInboxAndChatPendingInOneOrder(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, strings.Replace(webConfig(f), "principals:\n", `  - name: restart_service
     category: mutating

@@ -14,6 +14,7 @@ import (
 //
 //	COUNTERSIGN_SCREENSHOTS=1 go test ./cmd/countersign -run TestWebScreenshots
 func TestWebScreenshots(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("COUNTERSIGN_SCREENSHOTS") != "1" {
 		t.Skip("set COUNTERSIGN_SCREENSHOTS=1 to write docs/img/web-*.png")
 	}

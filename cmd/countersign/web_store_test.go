@@ -81,6 +81,7 @@ func oidcConfig(m *mockoidc.MockOIDC) string {
 // sign-ins that got through were still started (a redirect to the
 // provider), and the flood was cut by the per-client rate limit (429).
 func TestWebUnauthenticatedRequestsWriteNothing(t *testing.T) {
+	t.Parallel()
 	skipOnPostgres(t, "it counts the keys of the bbolt file")
 	m := startMockOIDC(t)
 	e := newTestEnv(t, "sweep:\n  schedule: \"@every 1s\"\nprincipals:\n  - {name: dr_smith, role: member, web: dr.smith@hospital.example}\n"+oidcConfig(m))
@@ -151,6 +152,7 @@ func TestWebUnauthenticatedRequestsWriteNothing(t *testing.T) {
 // 429 with Retry-After, without touching a signed-in person's own limit
 // from the same address, and serves the client again once tokens refill.
 func TestWebRateLimitPerClient(t *testing.T) {
+	t.Parallel()
 	clock := bottest.NewClock(time.Now().UTC())
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
 	e.clock = clock.Now
@@ -188,6 +190,7 @@ func TestWebRateLimitPerClient(t *testing.T) {
 // link nonces and abandoned OIDC records than one batch are all deleted by
 // the first sweep (the one at start), and live sessions stay.
 func TestWebSweepPrunesEveryExpiredRecord(t *testing.T) {
+	t.Parallel()
 	skipOnPostgres(t, "it writes expired records into the bbolt file")
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
 	e.Start()

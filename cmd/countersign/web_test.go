@@ -61,6 +61,7 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // a reused sign-in link, the session cookie's attributes, a form without
 // its CSRF token or from another origin, and signing out.
 func TestWebSessionsOverHTTP(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "principals:\n  - name: dr_smith\n    role: member\n    web: dr.smith@hospital.example\n")
 	e.Start()
 	c := webClient(t)
@@ -136,6 +137,7 @@ func TestWebSessionsOverHTTP(t *testing.T) {
 // TestWebConfig: the console can be turned off, and its section is checked
 // with every problem named by key.
 func TestWebConfig(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "web:\n  enabled: false\n")
 	e.Start()
 	if resp, _ := webDo(t, webClient(t), "GET", e.URL+"/ui/signin", nil); resp.StatusCode != http.StatusNotFound {
@@ -174,6 +176,7 @@ var olderRE = regexp.MustCompile(`id="older" href="([^"]+)"|href="([^"]+)" rel="
 // filters by action, exports every entry as JSON Lines, and refuses the
 // deployment-wide log to a member as the API does.
 func TestWebAuditPages(t *testing.T) {
+	t.Parallel()
 	// 61 calls from one agent: more than the default burst of 60, so the
 	// test would race the token refill (and lose on a fast machine).
 	e := newTestEnv(t, "http:\n  rate_burst: 200\nprincipals:\n  - {name: boss, role: admin, web: boss@x.example}\n  - {name: dr_smith, role: member, web: s@x.example, scopes: [ward_a]}\n")
@@ -257,6 +260,7 @@ var nonceRE = regexp.MustCompile(`name="nonce" value="([^"]+)"`)
 // twice is applied once; a rejection without a reason is refused and
 // changes nothing.
 func TestWebAnswersAQuestionOnce(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
 	agent := e.CreateKey("intake", "agent")
 	e.Start()
@@ -300,6 +304,7 @@ func TestWebAnswersAQuestionOnce(t *testing.T) {
 // item's page, and `/countersign web` answers the mapped person privately
 // with a one-time link that signs them in once (an unmapped user gets none).
 func TestWebLinksFromSlack(t *testing.T) {
+	t.Parallel()
 	f := newSlackFake(t)
 	e := newTestEnv(t, webConfig(f)+"web:\n  public_url: https://countersign.hospital.example\n")
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
@@ -351,6 +356,7 @@ func TestWebLinksFromSlack(t *testing.T) {
 // one browser, opened in another, signs nobody in; the browser that started
 // it finishes it, once.
 func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
+	t.Parallel()
 	m, err := mockoidc.Run()
 	if err != nil {
 		t.Fatal(err)
@@ -396,6 +402,7 @@ func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
 // key the store's chain is later signed with, or (once a chain exists) would
 // stop serve, which refuses a key that does not sign the chain.
 func TestWebLinkNeverCreatesTheSigningKey(t *testing.T) {
+	t.Parallel()
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
 	cfg, err := loadConfig(e.cfg)
 	if err != nil {

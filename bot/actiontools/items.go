@@ -86,6 +86,7 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.StepUp = su
 		}
 		it.Grants = src.s.grantOptions(r)
+		it.Batch = batchKey(r)
 	case r.Consent != nil:
 		c := r.Consent
 		name := bot.NameOf(r.Requester.Display)

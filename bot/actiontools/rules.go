@@ -338,3 +338,18 @@ func (s *Service) ruleOfEdit(tx kv.Tx, r *approvals.Request, def *toolDef, canon
 	}
 	return fmt.Sprintf("the edited arguments fall under %s, but %s was asked under %s: an edit cannot change which rule decides who must approve. Approve it as proposed, or deny it saying what to change, and let the agent ask again", which(now2), r.ID, which(was)), nil
 }
+
+// batchKey is what pending action request r may be approved together
+// with (bot.Item.Batch): the same tool under the same rule; "" when it is
+// never batched (destructive or dry-run-first, signed off in stages, a
+// quorum above 1, step-up).
+func batchKey(r *approvals.Request) string {
+	a := r.Action
+	if r.Status != approvals.StatusPending || a == nil || dangerous(a) || len(r.Stages) > 0 || r.Quorum > 1 || r.StepUp > 0 {
+		return ""
+	}
+	if r.Rule == nil {
+		return a.Tool + ", no rule"
+	}
+	return fmt.Sprintf("%s, rule %d", a.Tool, r.Rule.Index)
+}

@@ -298,3 +298,93 @@ web:
 		t.Fatalf("below the threshold: %s", st)
 	}
 }
+
+// TestBatchApproveEndToEnd: `/countersign approve 1 2 3` in Slack
+// approves three pending calls of one tool under one rule, each decided
+// on its own (its own audit entry, its own approver record); a batch
+// that holds a staged, a destructive or another tool's item, or one
+// already decided, is refused whole, nothing decided.
+func TestBatchApproveEndToEnd(t *testing.T) {
+	t.Parallel()
+	f := newSlackFake(t)
+	e := newTestEnv(t, `groups:
+  pharmacists: [ph_kim]
+tools:
+  - name: restart_service
+    category: mutating
+    schema: {type: object, required: [service]}
+  - name: scale_service
+    category: mutating
+  - name: delete_database
+    category: destructive
+  - name: order_medication
+    category: mutating
+    schema: {type: object, properties: {dose_mg: {type: number}}}
+    rules:
+      - when: "args.dose_mg > 10"
+        stages:
+          - {name: prescriber, approvers: {roles: [member]}}
+          - {name: pharmacist, approvers: {groups: [pharmacists]}}
+principals:
+  - {name: dr_smith, role: member, slack: U0123ABC}
+slack:
+  mode: http
+  team_id: T1
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: `+f.srv.GetAPIURL()+`
+  channels: {default: C0DEFAULT}
+`)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("deploy_bot", "agent")
+	admin := e.CreateKey("root", "admin")
+	e.Start()
+	ask := func(tool string, args map[string]any) (string, string) {
+		r := e.MustOK(agent, "confirm_action", map[string]any{"tool": tool, "arguments": args, "dry_run": "drop it"})
+		return r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"])
+	}
+	var reqs, items []string
+	for _, svc := range []string{"api", "web", "worker"} {
+		r, i := ask("restart_service", map[string]any{"service": svc})
+		reqs, items = append(reqs, r), append(items, i)
+	}
+	_, staged := ask("order_medication", map[string]any{"dose_mg": 50})
+	_, destroy := ask("delete_database", map[string]any{"db": "x"})
+	_, other := ask("scale_service", map[string]any{"n": 3})
+	status := func(id string) string {
+		return fmt.Sprint(e.MustOK(agent, "action_status", map[string]any{"request_id": id}).Data["status"])
+	}
+
+	for _, tc := range []struct{ batch, want string }{
+		{items[0] + " " + staged, "cannot be approved in a batch"},
+		{items[0] + " " + destroy, "cannot be approved in a batch"},
+		{items[0] + " " + other, "a batch is items of one tool under one rule"},
+	} {
+		if got := slackText(t, e, "U0123ABC", "approve "+tc.batch); !strings.Contains(got, tc.want) || !strings.Contains(got, "I approved none of them") {
+			t.Errorf("approve %s: %q, want %q", tc.batch, got, tc.want)
+		}
+	}
+	if st := status(reqs[0]); st != "pending" {
+		t.Fatalf("after the refused batches, %s is %s", reqs[0], st)
+	}
+
+	got := slackText(t, e, "U0123ABC", "approve "+strings.Join(items, " "))
+	if !strings.HasPrefix(got, "Approving 3 items (restart_service, no rule), each on its own:") || strings.Count(got, "Approved #") != 3 {
+		t.Fatalf("the batch's answer: %q", got)
+	}
+	for _, id := range reqs {
+		st := e.MustOK(agent, "action_status", map[string]any{"request_id": id})
+		if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
+			t.Fatalf("%s after the batch: %s", id, st)
+		}
+	}
+	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 100})
+	for _, id := range reqs {
+		if !strings.Contains(audit.Text, id+" by dr_smith [U0123ABC] restart_service") {
+			t.Errorf("no audit entry of its own for %s:\n%s", id, audit.Text)
+		}
+	}
+	if got := slackText(t, e, "U0123ABC", "approve "+items[0]+" "+items[1]); !strings.Contains(got, "is already decided, so I approved none of them") {
+		t.Errorf("a batch of decided items: %q", got)
+	}
+}

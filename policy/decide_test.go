@@ -186,3 +186,31 @@ func TestSuspensionComesRightAfterIdentity(t *testing.T) {
 		t.Error("a suspended principal sees a sensitive item's details as an approver")
 	}
 }
+
+// TestDecisionRuleGroupsAndStages: a group among the approvers admits a
+// decider who belongs to it (any case), nobody else; an approver of an
+// earlier stage is refused, after the approvers check and before
+// step-up; the short reason says so.
+func TestDecisionRuleGroupsAndStages(t *testing.T) {
+	lee := Decider{ID: "prin_lee", Name: "ph_lee", Kind: "person", Role: RoleMember, Groups: []string{"Pharmacists"}}
+	smith := Decider{ID: "prin_smith", Name: "dr_smith", Kind: "person", Role: RoleMember}
+	it := Decidable{Ref: "req_1", Approvers: Approvers{Groups: []string{"pharmacists"}}, Stage: "pharmacist, stage 2 of 2"}
+	if r := CheckDecision(lee, it); r.Check != CheckAllowed {
+		t.Errorf("a pharmacist: %+v", r)
+	}
+	if r := CheckDecision(smith, it); r.Check != CheckApprovers || !strings.Contains(r.Message, "is decided by groups pharmacists") {
+		t.Errorf("not a pharmacist: %+v", r)
+	}
+	it.EarlierStages = []StageApproval{{ID: "prin_other", Name: "PH_LEE", Stage: "prescriber"}}
+	it.StepUp, it.At = time.Minute, time.Now()
+	r := CheckDecision(lee, it)
+	if r.Check != CheckStage || !strings.Contains(r.Message, "approved the prescriber stage of req_1, and one person approves at most one stage") {
+		t.Errorf("the prescriber at the pharmacist stage: %+v", r)
+	}
+	if got := r.Short(RoleMember); got != "you approved an earlier stage" {
+		t.Errorf("Short = %q", got)
+	}
+	if r := CheckDecision(smith, it); r.Check != CheckApprovers {
+		t.Errorf("approvers come before the stage check: %+v", r)
+	}
+}

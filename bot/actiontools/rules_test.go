@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
+	"github.com/countersign/countersign/receipt"
 )
 
 // medSchema is order_medication's schema in these tests.
@@ -191,6 +192,10 @@ func TestStagesInOrder(t *testing.T) {
 	stages, _ := got["stages"].([]any)
 	if len(stages) != 2 || stages[0].(map[string]any)["approved_by"].([]any)[0] != lee.String() || stages[1].(map[string]any)["state"] != "done" {
 		t.Fatalf("stages in action_status: %v", got["stages"])
+	}
+	// The signed receipt names every stage's approvers, in order.
+	if p, err := receipt.Verify(got["receipt"].(string), e.b.PublicKey(), e.clock.Now()); err != nil || p.ConfirmedBy != lee.String()+", "+kim.String() {
+		t.Fatalf("the receipt: %+v %v", p, err)
 	}
 
 	// A deny at stage 2 ends it.

@@ -211,8 +211,10 @@ type toolDef struct {
 	channel  string
 	context  []string // resolved context subjects
 	rules    []*rule  // compiled Rules (rules.go)
-	// ruleFacts are the subjects the rules' conditions read (facts.X).
-	ruleFacts []string
+	// ruleFacts are the subjects the rules' conditions read, by the name
+	// a condition uses (facts.X) to the subject the memory stores it
+	// under (an alias resolved to its slot).
+	ruleFacts map[string]string
 }
 
 // Register compiles the declarations in o, adds the tools, item sources and
@@ -353,8 +355,11 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) 
 	}
 	def.rules = rules
 	for _, f := range facts {
-		if sub := subject(f); sub != "" && !slices.Contains(def.ruleFacts, sub) {
-			def.ruleFacts = append(def.ruleFacts, f)
+		if sub := subject(f); sub != "" {
+			if def.ruleFacts == nil {
+				def.ruleFacts = map[string]string{}
+			}
+			def.ruleFacts[f] = sub
 		}
 	}
 	errs = append(errs, checkStages("stages", t.Stages)...)

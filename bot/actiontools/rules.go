@@ -202,7 +202,7 @@ func conditionInput(tx kv.Tx, d *toolDef, tool string, canon json.RawMessage, re
 	if err := json.Unmarshal(canon, &in.Args); err != nil {
 		return in, err
 	}
-	for _, subject := range d.ruleFacts {
+	for name, subject := range d.ruleFacts {
 		live, err := memory.Live(tx, sp, subject)
 		if err != nil {
 			return in, err
@@ -213,7 +213,7 @@ func conditionInput(tx kv.Tx, d *toolDef, tool string, canon json.RawMessage, re
 				vals = append(vals, f.Value)
 			}
 		}
-		in.Facts[subject] = vals
+		in.Facts[name] = vals
 	}
 	return in, nil
 }

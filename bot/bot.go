@@ -55,6 +55,10 @@ type Options struct {
 	// on each call, so the one decision rule sees membership as it is
 	// when the decision is made.
 	Groups policy.Groups
+	// OnCall are the on-call rotations (oncall: in config.yaml), by name:
+	// each works as a group whose member is whoever is on call at the
+	// time of the call.
+	OnCall map[string]policy.Rotation
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -74,16 +78,17 @@ type Bot struct {
 	sweepSteps  []namedStep
 	deliveryTTL time.Duration
 	directory   *Directory
-	observer    Observer                  // told about every finished call (observe.go)
-	readAudit   atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
-	limiter     *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
-	web         webConsole                // the web console's links (web.go); zero: no console
-	authCache   *authCache                // Options.CachePrincipals; nil: off
-	authGen     atomic.Uint64             // bumped after every committed principal change
-	queueBuilt  atomic.Bool               // every open item is filed in the queue (queue.go)
-	maxOpen     int                       // Options.MaxOpenItems, resolved; 0: no limit
-	tracer      trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
-	groups      policy.Groups             // Options.Groups
+	observer    Observer                   // told about every finished call (observe.go)
+	readAudit   atomic.Pointer[ReadAudit]  // the running queue of read audits, if any (auditq.go)
+	limiter     *RateLimiter               // one token per tool call, per principal (ratelimit.go); nil: none
+	web         webConsole                 // the web console's links (web.go); zero: no console
+	authCache   *authCache                 // Options.CachePrincipals; nil: off
+	authGen     atomic.Uint64              // bumped after every committed principal change
+	queueBuilt  atomic.Bool                // every open item is filed in the queue (queue.go)
+	maxOpen     int                        // Options.MaxOpenItems, resolved; 0: no limit
+	tracer      trace.Tracer               // Options.Tracing's; nil: no spans (trace.go)
+	groups      policy.Groups              // Options.Groups
+	onCall      map[string]policy.Rotation // Options.OnCall
 }
 
 // New returns a Bot with no tools registered.
@@ -103,7 +108,7 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
-		closing: make(chan struct{}), groups: o.Groups,
+		closing: make(chan struct{}), groups: o.Groups, onCall: o.OnCall,
 	}
 	b.outbox = &Outbox{b: b, wake: make(chan struct{})}
 	if o.CachePrincipals {

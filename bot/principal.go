@@ -60,14 +60,24 @@ type Caller struct {
 	Suspended string
 }
 
-// withGroups is caller with the configured groups that list it added to
-// its own: a copy, so a caller shared between calls is never changed.
+// withGroups is caller with the configured groups that list it, and the
+// on-call rotations it is on call for now, added to its own: a copy, so a
+// caller shared between calls is never changed.
 func (b *Bot) withGroups(caller *Caller) *Caller {
-	if caller == nil || len(b.groups) == 0 {
+	if caller == nil || len(b.groups) == 0 && len(b.onCall) == 0 {
 		return caller
 	}
 	c := *caller
-	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name))
+	var onCall []string
+	if len(b.onCall) > 0 {
+		now := b.now()
+		for name, r := range b.onCall {
+			if who := r.OnCall(now); who != "" && strings.EqualFold(who, caller.Name) {
+				onCall = append(onCall, name)
+			}
+		}
+	}
+	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name), onCall)
 	return &c
 }
 

@@ -214,3 +214,21 @@ func TestDecisionRuleGroupsAndStages(t *testing.T) {
 		t.Errorf("approvers come before the stage check: %+v", r)
 	}
 }
+
+// TestRotation: turns of Length each from Start, round and round;
+// nobody before Start or without people.
+func TestRotation(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	r := Rotation{People: []string{"alice", "bob", "carol"}, Start: t0, Length: 24 * time.Hour}
+	for _, tc := range []struct {
+		at   time.Duration
+		want string
+	}{{-time.Minute, ""}, {0, "alice"}, {23 * time.Hour, "alice"}, {24 * time.Hour, "bob"}, {71 * time.Hour, "carol"}, {72 * time.Hour, "alice"}} {
+		if got := r.OnCall(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("OnCall(start%+v) = %q, want %q", tc.at, got, tc.want)
+		}
+	}
+	if got := (Rotation{Start: t0, Length: time.Hour}).OnCall(t0); got != "" {
+		t.Errorf("a rotation without people: %q", got)
+	}
+}

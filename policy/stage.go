@@ -68,3 +68,23 @@ func MergeGroups(lists ...[]string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// Rotation is an on-call rotation (oncall: in config.yaml): People take
+// turns of Length each, the first from Start (whose time of day is the
+// hand-over), round and round. It works as an approver group whose one
+// member is whoever is on call at the time of the decision.
+type Rotation struct {
+	People []string
+	Start  time.Time
+	Length time.Duration
+}
+
+// OnCall is who is on call at now: "" before Start, or for a rotation
+// without people or length (nobody: fail closed).
+func (r Rotation) OnCall(now time.Time) string {
+	if len(r.People) == 0 || r.Length <= 0 || now.Before(r.Start) {
+		return ""
+	}
+	turn := int64(now.Sub(r.Start) / r.Length)
+	return r.People[turn%int64(len(r.People))]
+}

@@ -262,3 +262,41 @@ func TestGroupsAtDecisionTime(t *testing.T) {
 		t.Fatalf("ph_ng with the groups claim: %v", got)
 	}
 }
+
+// TestOnCallAtDecisionTime: an on-call rotation named among the approvers
+// admits whoever is on call when the decision is made: alice during the
+// first turn, bob after the hand-over, nobody before the rotation starts.
+func TestOnCallAtDecisionTime(t *testing.T) {
+	e := &env{t: t, path: t.TempDir() + "/cs.db",
+		opts:   Options{Tools: append(testTools(), ToolSpec{Name: "page_restart", Category: "mutating", Timeout: 72 * time.Hour, Approvers: approvals.Approvers{Groups: []string{"ops"}}})},
+		oncall: map[string]policy.Rotation{"ops": {People: []string{"alice", "bob"}, Start: start.Add(time.Hour), Length: 24 * time.Hour}}}
+	base := newEnv(t, Options{Tools: testTools()})
+	e.key, e.clock = base.key, base.clock
+	e.open()
+	agent := e.principal("deploy-bot", policy.RoleAgent, "agent")
+	alice := e.principal("alice", policy.RoleMember, "person")
+	bob := e.principal("bob", policy.RoleMember, "person")
+	ask := func() string {
+		d, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "page_restart", "arguments": map[string]any{}})
+		return d["request_id"].(string)
+	}
+	id := ask()
+	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); !strings.Contains(be.Msg, "decided by groups ops") {
+		t.Fatalf("before the rotation starts: %v", be)
+	}
+	e.clock.Advance(2 * time.Hour) // alice's turn
+	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied {
+		t.Fatalf("bob off call: %v", be)
+	}
+	if got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
+		t.Fatalf("alice on call: %v", got)
+	}
+	e.clock.Advance(24 * time.Hour) // bob's turn
+	id = ask()
+	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied {
+		t.Fatalf("alice after the hand-over: %v", be)
+	}
+	if got, _ := e.ok(bob, "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
+		t.Fatalf("bob on call: %v", got)
+	}
+}

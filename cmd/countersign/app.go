@@ -182,7 +182,8 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		// read every key from the database.
 		CachePrincipals: cfg.Store.Engine == engineBolt,
 		Tracing:         a.tracing.Provider(), // nil: off (tracing.go)
-		Groups:          cfg.Groups})
+		Groups:          cfg.Groups,
+		OnCall:          cfg.rotations()})
 	if err != nil {
 		a.close()
 		return nil, err

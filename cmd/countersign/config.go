@@ -47,6 +47,8 @@ type Config struct {
 
 	Groups map[string][]string `yaml:"groups"` // config_policy.go
 
+	OnCall map[string]RotationDecl `yaml:"oncall"` // config_policy.go
+
 	Tools []ToolConfig `yaml:"tools"`
 
 	ToolPolicy ToolPolicy `yaml:"tool_policy"`

@@ -51,6 +51,21 @@ func (c *Config) validatePolicy(p *problems) {
 			}
 		}
 	}
+	for name, r := range c.OnCall {
+		key := "oncall." + name
+		if policy.Groups(c.Groups).Has(name) {
+			p.add(key, "%q is also a group under groups:; give the rotation another name", name)
+		}
+		if len(r.People) == 0 {
+			p.add(key+".people", "required: who takes turns, by principal name")
+		}
+		if _, err := time.Parse(time.RFC3339, r.Start); err != nil {
+			p.add(key+".start", "%q is not a time; write the first hand-over as 2026-12-01T09:00:00Z", r.Start)
+		}
+		if r.Length <= 0 {
+			p.add(key+".length", "required: how long each turn lasts, for example 24h or 168h")
+		}
+	}
 	stepUp := false
 	for i, t := range c.Tools {
 		key := fmt.Sprintf("tools[%d]", i)
@@ -105,11 +120,11 @@ func (c *Config) validatePolicy(p *problems) {
 	}
 }
 
-// checkGroups reports groups an approvers list names that groups: does
-// not declare.
+// checkGroups reports groups an approvers list names that neither
+// groups: nor oncall: declares.
 func (c *Config) checkGroups(key string, a ApproversDecl, p *problems) {
 	for i, g := range a.Groups {
-		if !policy.Groups(c.Groups).Has(g) {
+		if !policy.Groups(c.Groups).Has(g) && !c.hasRotation(g) {
 			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "group %q is not declared under groups: (declare it, with its members, or with [] when its members come only from the identity provider's groups claim)", g)
 		}
 	}
@@ -261,4 +276,38 @@ func (b *BudgetDecl) validate(key string, t ToolConfig, p *problems) {
 			p.add(key+".within.percent", "between 0 and 100")
 		}
 	}
+}
+
+// RotationDecl is one oncall: rotation: people take turns of length each,
+// the first from start (its time of day is the hand-over). A rotation is
+// named in approvers like a group: its member is whoever is on call when
+// the decision is made.
+type RotationDecl struct {
+	People []string      `yaml:"people"`
+	Start  string        `yaml:"start"` // RFC 3339, the first hand-over
+	Length time.Duration `yaml:"length"`
+}
+
+// hasRotation reports whether oncall: declares name (case-insensitively).
+func (c *Config) hasRotation(name string) bool {
+	for n := range c.OnCall {
+		if strings.EqualFold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// rotations are the on-call rotations as the bot takes them (validate
+// has checked them).
+func (c *Config) rotations() map[string]policy.Rotation {
+	if len(c.OnCall) == 0 {
+		return nil
+	}
+	out := map[string]policy.Rotation{}
+	for name, r := range c.OnCall {
+		start, _ := time.Parse(time.RFC3339, r.Start)
+		out[name] = policy.Rotation{People: r.People, Start: start, Length: r.Length}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPolicyConfig: groups:, tools[].rules and stages are read as
@@ -112,6 +113,41 @@ func TestBudgetConfig(t *testing.T) {
 		"tools[0].grants.budget.sum.max: required",
 		"tools[0].grants.budget.within.percent: between 0 and 100",
 		"tools[1].grants.budget: a budget bounds standing grants, and other allows none",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%v", want, err)
+		}
+	}
+}
+
+// TestOnCallConfig: oncall: rotations are read, wired as the bot's
+// rotations and accepted as approver groups; one without people, start
+// or length, or named like a group, is refused.
+func TestOnCallConfig(t *testing.T) {
+	t.Parallel()
+	const good = `oncall:
+  ops: {people: [alice, bob], start: "2026-12-01T09:00:00Z", length: 24h}
+tools:
+  - {name: restart_service, approvers: {groups: [ops]}}
+`
+	cfg, err := parseConfig([]byte(good), t.TempDir())
+	if err != nil {
+		t.Fatalf("a valid rotation: %v", err)
+	}
+	if r := cfg.rotations()["ops"]; len(r.People) != 2 || r.Length != 24*time.Hour || r.Start.Hour() != 9 {
+		t.Fatalf("the rotation as wired: %+v", r)
+	}
+	const bad = `groups: {ops: [carol]}
+oncall:
+  ops: {people: [alice], start: "2026-12-01T09:00:00Z", length: 24h}
+  night: {start: "tomorrow"}
+`
+	_, err = parseConfig([]byte(bad), t.TempDir())
+	for _, want := range []string{
+		`oncall.ops: "ops" is also a group`,
+		"oncall.night.people: required",
+		`oncall.night.start: "tomorrow" is not a time`,
+		"oncall.night.length: required",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%v", want, err)

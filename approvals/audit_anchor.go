@@ -61,7 +61,54 @@ func (a Anchor) String() string {
 	if len(h) > 16 {
 		h = h[:16] + "…"
 	}
-	return fmt.Sprintf("line %d of the anchor file (seq %d, hash %s, anchored %s)", a.Line, a.Seq, h, a.Time)
+	where := fmt.Sprintf("line %d of the anchor file", a.Line)
+	if a.Line == 0 {
+		where = "the last line of the anchor file"
+	}
+	return fmt.Sprintf("%s (seq %d, hash %s, anchored %s)", where, a.Seq, h, a.Time)
+}
+
+// anchorTail is how much of an anchor file's end ReadLastAnchor reads:
+// many lines of about 250 bytes.
+const anchorTail = 64 << 10
+
+// ReadLastAnchor reads the last anchor of the file at path, from its end
+// only (a stream appended for years is not read whole every minute), and
+// false when the file holds none. Its Line is 0. A missing file is an
+// error wrapping os.ErrNotExist; a last line that is not an anchor is an
+// error. ReadAnchors checks every line.
+func ReadLastAnchor(path string) (Anchor, bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Anchor{}, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Anchor{}, false, err
+	}
+	off := max(st.Size()-anchorTail, 0)
+	buf := make([]byte, st.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return Anchor{}, false, fmt.Errorf("anchor file %s: %w", path, err)
+	}
+	if off > 0 {
+		// The first line may be cut: start after it.
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	lines := bytes.Split(bytes.TrimSpace(buf), []byte("\n"))
+	last := lines[len(lines)-1]
+	if len(last) == 0 {
+		return Anchor{}, false, nil
+	}
+	as, err := parseAnchors(bytes.NewReader(last), path)
+	if err != nil {
+		return Anchor{}, false, fmt.Errorf("anchor file %s, last line: not an anchor; an anchor file is only ever appended to, so find out who wrote it", path)
+	}
+	as[0].Line = 0
+	return as[0], true, nil
 }
 
 // ReadAnchors reads an anchor file. A missing file is an error wrapping
@@ -167,7 +214,9 @@ func NewAnchorer(store kv.Store, key ed25519.PrivateKey, path string, now func()
 // Anchor writes the current head to the file unless it is already the
 // newest anchor. It reports the anchor and whether it wrote one. It never
 // anchors a head its key did not sign (that would lend a forged head the
-// anchor's authority): that is an error.
+// anchor's authority), nor a chain that disagrees with the last anchor it
+// knows (rolled back or replaced since: anchoring it would make the
+// rollback the stream's newest truth): each is an error.
 func (a *Anchorer) Anchor(ctx context.Context) (Anchor, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -175,6 +224,11 @@ func (a *Anchorer) Anchor(ctx context.Context) (Anchor, bool, error) {
 	var ok, signed bool
 	pub := a.key.Public().(ed25519.PublicKey)
 	err := a.store.View(ctx, func(tx kv.Tx) error {
+		if a.last.Seq > 0 {
+			if err := CheckAnchor(tx, a.last); err != nil {
+				return fmt.Errorf("audit anchor: not anchoring: %w", err)
+			}
+		}
 		var err error
 		if h, ok, err = HeadOf(tx); err != nil || !ok {
 			return err

@@ -235,3 +235,42 @@ func TestKeyRotationVerifies(t *testing.T) {
 		t.Fatalf("rotation from a stranger: %+v", rep)
 	}
 }
+
+// TestReadLastAnchorReadsTheEnd: the last anchor of a file longer than the
+// tail it reads, of a file of one line, none of an empty file, and an
+// error naming the last line when it is not an anchor.
+func TestReadLastAnchorReadsTheEnd(t *testing.T) {
+	key := testKey(3)
+	path := filepath.Join(t.TempDir(), "audit.anchors")
+	hash := strings.Repeat("ab", 32)
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := ReadLastAnchor(path); ok || err != nil {
+		t.Fatalf("an empty file: ok %v, err %v; want none", ok, err)
+	}
+	for seq := uint64(1); seq <= 600; seq++ { // about 150 KiB, more than the tail
+		if err := AppendAnchor(path, SignAnchor(key, seq, hash, t0)); err != nil {
+			t.Fatal(err)
+		}
+		if seq == 1 {
+			if a, ok, err := ReadLastAnchor(path); err != nil || !ok || a.Seq != 1 {
+				t.Fatalf("one line: %+v %v %v", a, ok, err)
+			}
+		}
+	}
+	if st, _ := os.Stat(path); st.Size() <= anchorTail {
+		t.Fatalf("the file is %d bytes, not longer than the tail", st.Size())
+	}
+	a, ok, err := ReadLastAnchor(path)
+	if err != nil || !ok || a.Seq != 600 || !a.signedBy(key.Public().(ed25519.PublicKey)) {
+		t.Fatalf("the last of 600: %+v %v %v", a, ok, err)
+	}
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("{\"seq\": 1, \"note\": \"edited\"}\n")
+	f.Close()
+	if _, _, err := ReadLastAnchor(path); err == nil || !strings.Contains(err.Error(), "last line: not an anchor") {
+		t.Fatalf("a last line that is not an anchor: %v", err)
+	}
+}

@@ -101,6 +101,10 @@ type Vote struct {
 	// cast on the version up now: its voter was suspended from approving
 	// while the request was pending (VoidVotes). It stays void.
 	Void string `json:"void,omitempty"`
+	// Assurance is how the voter was authenticated for this vote
+	// (policy.AssuranceOf: chat, link, oidc, oidc_step_up, passkey,
+	// api_key); "" on a vote recorded before votes carried one.
+	Assurance policy.Assurance `json:"assurance,omitempty"`
 }
 
 // Fact is one fact an approval rests on: a context subject of the tool
@@ -177,6 +181,8 @@ type Seen struct {
 type Basis struct {
 	Facts []Fact
 	Seen  *Seen
+	// Assurance is how the voter is authenticated for this vote.
+	Assurance policy.Assurance
 }
 
 // Action is what an action request asks to confirm: one tool call, bound to
@@ -267,6 +273,9 @@ type Request struct {
 	// Rule is the tools[].rules entry that set the request's policy, and
 	// why; nil when no rule matched.
 	Rule *RuleMatch `json:"rule,omitempty"`
+	// MinAssurance, when set, is the least assurance an approval needs
+	// (tools[].step_up.method; see policy.Decidable.MinAssurance).
+	MinAssurance policy.Assurance `json:"min_assurance,omitempty"`
 
 	// Context are the subjects the approval rests on (the tool's
 	// tools[].context when the request was made), in the request's space.
@@ -330,14 +339,15 @@ func requestPrefix(k RequestKind) string {
 	return "req_"
 }
 
-// Decidable is r as the one decision rule (policy.DecisionRefusal) sees it.
+// Decidable is r as the one decision rule (policy.Decide) sees it.
 func (r *Request) Decidable() policy.Decidable {
 	it := policy.Decidable{
 		Ref:         r.ID,
 		RequesterID: r.Requester.ID, RequesterName: r.Requester.Name, RequesterDisplay: r.Requester.Display,
-		SpaceUserID: r.Space.UserID,
-		Approvers:   r.Approvers,
-		StepUp:      r.StepUp,
+		SpaceUserID:  r.Space.UserID,
+		Approvers:    r.Approvers,
+		StepUp:       r.StepUp,
+		MinAssurance: r.MinAssurance,
 	}
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
@@ -492,7 +502,7 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		stage = r.OpenStage() + 1
 	}
 	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit,
-		Round: r.Round, Facts: slices.Clone(basis.Facts), Seen: basis.Seen, Stage: stage})
+		Round: r.Round, Facts: slices.Clone(basis.Facts), Seen: basis.Seen, Stage: stage, Assurance: basis.Assurance})
 	if !approve {
 		r.Status = StatusDenied
 		r.DecidedBy = []string{d.Display}
@@ -623,6 +633,33 @@ func (r *Request) VoidVotes(name, why string) bool {
 		}
 	}
 	return changed
+}
+
+// DecisionAssurance is how the decision of r was authenticated: for an
+// approved request the weakest assurance of the approvals that decided it
+// (policy.Weakest), for a denied one the denial's; "" while pending, for a
+// request decided by a grant or automatic policy, or when a deciding vote
+// was recorded before votes carried one.
+func (r *Request) DecisionAssurance() policy.Assurance {
+	var as []policy.Assurance
+	for _, v := range r.Votes {
+		if r.decisive(v) {
+			as = append(as, v.Assurance)
+		}
+	}
+	return policy.Weakest(as)
+}
+
+// Voters are the distinct names of the people whose approvals count on r
+// now, in the order they approved.
+func (r *Request) Voters() []string {
+	var out []string
+	for _, v := range r.Votes {
+		if r.counts(v) && !slices.ContainsFunc(out, func(n string) bool { return policy.SamePrincipal("", n, "", v.By.Name) }) {
+			out = append(out, v.By.Name)
+		}
+	}
+	return out
 }
 
 // Counts reports whether v is an approval that counts now: cast on the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 var rqT0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
@@ -600,5 +601,31 @@ func TestVoidVotes(t *testing.T) {
 	}
 	if r.VoidVotes("bob", "left") || r.Status != StatusApproved {
 		t.Error("a decided request was changed by VoidVotes")
+	}
+}
+
+// TestDecisionAssurance: each vote keeps its assurance; an approved
+// request's is the weakest of the approvals that decided it, a denied
+// one's the denial's, a pending one's none, and a decision with a vote
+// recorded before assurances were states none.
+func TestDecisionAssurance(t *testing.T) {
+	r := rqPending(2)
+	r.DecideOn(rqAlice, true, "", rqT0, Basis{Assurance: policy.AssurancePasskey})
+	if got := r.DecisionAssurance(); got != "" {
+		t.Fatalf("pending: %q", got)
+	}
+	r.DecideOn(rqBob, true, "", rqT0.Add(time.Minute), Basis{Assurance: policy.AssuranceChat})
+	if r.Status != StatusApproved || r.Votes[0].Assurance != policy.AssurancePasskey || r.DecisionAssurance() != policy.AssuranceChat {
+		t.Fatalf("approved: status %s, votes %+v, assurance %q", r.Status, r.Votes, r.DecisionAssurance())
+	}
+	d := rqPending(1)
+	d.DecideOn(rqAlice, false, "no", rqT0, Basis{Assurance: policy.AssuranceStepUp})
+	if got := d.DecisionAssurance(); got != policy.AssuranceStepUp {
+		t.Fatalf("denied: %q", got)
+	}
+	old := rqPending(1)
+	old.Decide(rqAlice, true, "", rqT0)
+	if got := old.DecisionAssurance(); got != "" {
+		t.Fatalf("a vote without an assurance: %q", got)
 	}
 }

@@ -1,10 +1,15 @@
 package bot
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,7 +54,7 @@ const (
 // recorded (a bullet of BLOCKED / WITHHELD).
 const (
 	ReasonAuditBacklog = "audit backlog — this verdict could not be recorded; retry shortly"
-	ReasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
+	reasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
 )
 
 // UnrecordedError is returned by Call.AuditRead when the entry of a
@@ -83,6 +88,24 @@ type ReadAuditOptions struct {
 	// Wait is how long a read answer waits for room in a full queue before
 	// it is refused; zero means DefaultReadQueueWait.
 	Wait time.Duration
+	// Runs tells this run from the others serving the same store at the
+	// same time (replicas on one database): each keeps a running marker
+	// of its own, and only the markers of runs that are no longer alive
+	// are reported as unclean_restart. Nil: one process owns the store
+	// (bbolt), so any marker found at start is the previous run's.
+	Runs Runs
+	// Host names this process in its marker (for the unclean_restart entry
+	// of a replica that died); empty is allowed.
+	Host string
+}
+
+// Runs claims and checks the liveness of serving runs that share a store.
+type Runs interface {
+	// Claim starts this run: it returns an id no live run holds, held as
+	// alive until release is called or the process dies.
+	Claim(ctx context.Context) (id string, release func(), err error)
+	// Alive reports whether the run id still holds its claim.
+	Alive(ctx context.Context, id string) (bool, error)
 }
 
 // ReadAudit is a serving run's audit of read-only answers: the running
@@ -106,6 +129,9 @@ type ReadAudit struct {
 	moved    chan struct{} // closed (and replaced) whenever done grows
 	failed   error         // the first failed commit; sticky
 
+	marker  []byte // the key of this run's marker
+	release func() // ends this run's claim (Runs); nil without one
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -115,7 +141,9 @@ type readEntry struct {
 	entry approvals.Entry
 }
 
-// Run-marker storage: a marker set while a run serves, cleared at clean stop.
+// Run-marker storage: a marker set while a run serves, cleared at clean
+// stop. One process: keyRunning. Replicas (ReadAuditOptions.Runs): one
+// marker per run, keyRunning + "/" + the run's id.
 const (
 	bucketRun  = "run"
 	keyRunning = "running"
@@ -125,6 +153,8 @@ const (
 type runMarker struct {
 	Started      time.Time `json:"started"`
 	ReadVerdicts string    `json:"read_verdicts"`
+	Host         string    `json:"host,omitempty"`
+	PID          int       `json:"pid,omitempty"`
 }
 
 // ActionUncleanRestart is the audit action appended at start when the
@@ -157,23 +187,53 @@ func (b *Bot) StartReadAudit(ctx context.Context, o ReadAuditOptions) (*ReadAudi
 	}
 	now := b.now()
 	sys := b.SystemCall(now)
+	own := []byte(keyRunning)
+	var stale map[string]bool // replicas: the markers of runs no longer alive
+	var release func()
+	if o.Runs != nil {
+		id, rel, err := o.Runs.Claim(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read audit: claim this run: %w", err)
+		}
+		own, release = []byte(keyRunning+"/"+id), rel
+		if stale, err = staleRuns(ctx, b.store, o.Runs); err != nil {
+			release()
+			return nil, fmt.Errorf("read audit: find the runs that stopped: %w", err)
+		}
+	}
 	err := b.Update(ctx, sys, func(tx *Tx) error {
-		prev, err := tx.Get(bucketRun, []byte(keyRunning))
+		var left [][2][]byte // the markers to report, with their values
+		err := kv.Prefix(tx, bucketRun, []byte(keyRunning), func(k, v []byte) error {
+			if o.Runs == nil || stale[string(k)] { // one process: every marker is a past run's
+				left = append(left, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if prev != nil {
-			if _, err := tx.AuditAs(sys.Caller.String(), Space{}, ActionUncleanRestart, uncleanDetail(prev)); err != nil {
+		for _, m := range left {
+			if _, err := tx.AuditAs(sys.Caller.String(), Space{}, ActionUncleanRestart, uncleanDetail(m[1])); err != nil {
+				return err
+			}
+			if err := tx.Delete(bucketRun, m[0]); err != nil {
 				return err
 			}
 		}
-		m, _ := json.Marshal(runMarker{Started: now.UTC(), ReadVerdicts: o.Mode})
-		return tx.Put(bucketRun, []byte(keyRunning), m)
+		rm := runMarker{Started: now.UTC(), ReadVerdicts: o.Mode}
+		if o.Runs != nil {
+			rm.Host, rm.PID = o.Host, os.Getpid() // which replica, should it die
+		}
+		m, _ := json.Marshal(rm)
+		return tx.Put(bucketRun, own, m)
 	})
 	if err != nil {
+		if release != nil {
+			release()
+		}
 		return nil, fmt.Errorf("read audit: mark the run: %w", err)
 	}
-	q := &ReadAudit{b: b, mode: o.Mode, wait: o.Wait, moved: make(chan struct{})}
+	q := &ReadAudit{b: b, mode: o.Mode, wait: o.Wait, moved: make(chan struct{}), marker: own, release: release}
 	if o.Mode == ReadAuditQueued {
 		q.ch = make(chan readEntry, o.Size)
 		q.stop = make(chan struct{})
@@ -184,6 +244,38 @@ func (b *Bot) StartReadAudit(ctx context.Context, o ReadAuditOptions) (*ReadAudi
 	return q, nil
 }
 
+// staleRuns returns the keys of the markers (keyRunning + "/" + id) whose
+// run no longer holds its claim, and the marker an older binary kept for
+// the whole store (keyRunning). A run that is alive is never reported: its
+// claim was taken before its marker was written.
+func staleRuns(ctx context.Context, db kv.Store, runs Runs) (map[string]bool, error) {
+	var keys []string
+	err := db.View(ctx, func(tx kv.Tx) error {
+		keys = keys[:0]
+		return kv.Prefix(tx, bucketRun, []byte(keyRunning), func(k, _ []byte) error {
+			keys = append(keys, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	stale := map[string]bool{}
+	for _, k := range keys {
+		id, ok := strings.CutPrefix(k, keyRunning+"/")
+		if !ok {
+			stale[k] = k == keyRunning
+			continue
+		}
+		alive, err := runs.Alive(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		stale[k] = !alive
+	}
+	return stale, nil
+}
+
 // uncleanDetail is the detail of unclean_restart, from the marker the
 // previous run left.
 func uncleanDetail(marker []byte) string {
@@ -192,6 +284,10 @@ func uncleanDetail(marker []byte) string {
 		return "the previous run did not stop cleanly (crash, kill or power loss); read verdicts (check_before_act, safe_recall, recall) answered in its last moments may be missing from the chain; writes and decisions are all recorded"
 	}
 	started := m.Started.UTC().Format(time.RFC3339)
+	if m.Host != "" || m.PID != 0 {
+		// A replica's marker: say which one.
+		started += ", on " + cmp.Or(m.Host, "a host") + " as pid " + strconv.Itoa(m.PID)
+	}
 	if m.ReadVerdicts == ReadAuditDurable {
 		return "the previous run (started " + started + ") did not stop cleanly (crash, kill or power loss); it recorded every answer before giving it, so no entry is missing"
 	}
@@ -215,6 +311,9 @@ func (q *ReadAudit) Close(ctx context.Context) error {
 }
 
 func (q *ReadAudit) close(ctx context.Context) error {
+	// The claim ends whatever happens: a marker left behind is then
+	// reported by the next run to start.
+	defer q.endClaim()
 	if q.ch != nil {
 		q.mu.Lock()
 		q.closed = true
@@ -232,8 +331,16 @@ func (q *ReadAudit) close(ctx context.Context) error {
 		}
 	}
 	return q.b.Update(ctx, q.b.SystemCall(q.b.now()), func(tx *Tx) error {
-		return tx.Delete(bucketRun, []byte(keyRunning))
+		return tx.Delete(bucketRun, q.marker)
 	})
+}
+
+// endClaim ends this run's claim (Runs), once.
+func (q *ReadAudit) endClaim() {
+	if q.release != nil {
+		q.release()
+		q.release = nil
+	}
 }
 
 // enqueue queues e. queued is false when the queue no longer takes entries
@@ -245,7 +352,7 @@ func (q *ReadAudit) enqueue(ctx context.Context, e readEntry) (queued bool, err 
 		return false, nil
 	}
 	if err := q.err(); err != nil {
-		return true, &UnrecordedError{Reason: ReasonAuditFailed, Err: err}
+		return true, &UnrecordedError{Reason: reasonAuditFailed, Err: err}
 	}
 	select {
 	case q.ch <- e:
@@ -424,5 +531,7 @@ func (b *Bot) FlushAudit(ctx context.Context) error {
 }
 
 // AuditEntry is one entry of the audit chain as audit_log answers it
-// (its data.entries), for a surface that shows or exports them.
+// (its data.entries), for a surface that shows or exports them. An alias
+// of approvals.Entry, named here because adapters may not import the
+// domain packages (the console's audit pages decode it).
 type AuditEntry = approvals.Entry

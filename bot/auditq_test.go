@@ -336,7 +336,7 @@ func TestReadAuditFailureFailsClosed(t *testing.T) {
 	if err := e.b.FlushAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	want := "⛔ BLOCKED — do NOT act on 'after':\n  • " + ReasonAuditFailed
+	want := "⛔ BLOCKED — do NOT act on 'after':\n  • " + reasonAuditFailed
 	if got := e.peek(t, "after"); got != want {
 		t.Fatalf("after the failure = %q, want %q", got, want)
 	}

@@ -75,20 +75,21 @@ type Bot struct {
 	closing     chan struct{} // closed by BeginShutdown
 	closingOnce sync.Once
 
-	sweepSteps  []namedStep
-	deliveryTTL time.Duration
-	directory   *Directory
-	observer    Observer                   // told about every finished call (observe.go)
-	readAudit   atomic.Pointer[ReadAudit]  // the running queue of read audits, if any (auditq.go)
-	limiter     *RateLimiter               // one token per tool call, per principal (ratelimit.go); nil: none
-	web         webConsole                 // the web console's links (web.go); zero: no console
-	authCache   *authCache                 // Options.CachePrincipals; nil: off
-	authGen     atomic.Uint64              // bumped after every committed principal change
-	queueBuilt  atomic.Bool                // every open item is filed in the queue (queue.go)
-	maxOpen     int                        // Options.MaxOpenItems, resolved; 0: no limit
-	tracer      trace.Tracer               // Options.Tracing's; nil: no spans (trace.go)
-	groups      policy.Groups              // Options.Groups
-	onCall      map[string]policy.Rotation // Options.OnCall
+	sweepSteps   []namedStep
+	deliveryTTL  time.Duration
+	directory    *Directory
+	observer     Observer                   // told about every finished call (observe.go)
+	readAudit    atomic.Pointer[ReadAudit]  // the running queue of read audits, if any (auditq.go)
+	limiter      *RateLimiter               // one token per tool call, per principal (ratelimit.go); nil: none
+	web          webConsole                 // the web console's links (web.go); zero: no console
+	authCache    *authCache                 // Options.CachePrincipals; nil: off
+	authGen      atomic.Uint64              // bumped after every committed principal change
+	queueBuilt   atomic.Bool                // every open item is filed in the queue (queue.go)
+	maxOpen      int                        // Options.MaxOpenItems, resolved; 0: no limit
+	tracer       trace.Tracer               // Options.Tracing's; nil: no spans (trace.go)
+	suspendHooks []SuspendHook              // told about every new suspension (people.go)
+	groups       policy.Groups              // Options.Groups
+	onCall       map[string]policy.Rotation // Options.OnCall
 }
 
 // New returns a Bot with no tools registered.
@@ -177,6 +178,13 @@ type Call struct {
 	// item is the item a committed transaction of the call queued an
 	// event about (created, decided): its span names it.
 	item uint64
+	// tx, while set, is the transaction the call runs in (Decide's): the
+	// call's Updates and Views run in it instead of a transaction each;
+	// failed is the first error one of them returned, and deferred the
+	// work to do once it commits (AfterCommit).
+	tx       *Tx
+	failed   error
+	deferred []func()
 	// decidedItem is the item the call decided (its decided event), with
 	// or without sinks to tell: the metrics time the decision by it.
 	decidedItem uint64
@@ -230,12 +238,19 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 		// arguments say one), so that the space's audit log shows it.
 		c.Space = t.namedSpace(raw)
 		msg := policy.DenyCapability(name, t.Capability, caller.Role)
-		return Result{}, b.deny(ctx, c, msg)
+		return Result{}, b.deny(ctx, c, &policy.Refusal{Check: policy.CheckCapability, Message: msg})
 	}
 	args, err := t.args.decode(raw)
 	if err != nil {
 		return Result{}, err
 	}
+	return b.run(ctx, c, args)
+}
+
+// run is the rest of a call once its arguments are decoded and checked:
+// the scope of their space, then the handler.
+func (b *Bot) run(ctx context.Context, c *Call, args any) (Result, error) {
+	t, caller, name := c.Tool, c.Caller, c.Tool.Name
 	if t.spaced {
 		sp := spaceIn(args, t.spaceAt)
 		c.Space = sp
@@ -243,7 +258,7 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 			return Result{}, err
 		}
 		if !policy.InScope(caller.Role, caller.Scopes, sp.UserID) {
-			return Result{}, b.deny(ctx, c, policy.DenyScope(name))
+			return Result{}, b.deny(ctx, c, &policy.Refusal{Check: policy.CheckScope, Message: policy.DenyScope(name)})
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -292,9 +307,22 @@ func ValidateSpace(s Space) error {
 }
 
 // deny records an access denial in the audit chain and returns it as a
-// KindDenied error.
-func (b *Bot) deny(ctx context.Context, c *Call, msg string) error {
+// KindDenied error carrying r (errors.Is(err, policy.CheckStepUp)).
+func (b *Bot) deny(ctx context.Context, c *Call, r *policy.Refusal) error {
 	err := b.Update(ctx, c, func(tx *Tx) error {
+		return tx.Audit("access_denied", c.Tool.Name+": "+r.Message)
+	})
+	if err != nil {
+		return err
+	}
+	return Refused(r)
+}
+
+// Deny records a denial found by a tool handler that is not the decision
+// rule's (for example a trusted source claimed by the wrong key) and
+// returns it as a KindDenied error.
+func (c *Call) Deny(ctx context.Context, msg string) error {
+	err := c.bot.Update(ctx, c, func(tx *Tx) error {
 		return tx.Audit("access_denied", c.Tool.Name+": "+msg)
 	})
 	if err != nil {
@@ -303,12 +331,34 @@ func (b *Bot) deny(ctx context.Context, c *Call, msg string) error {
 	return &Error{Kind: KindDenied, Msg: msg}
 }
 
-// Deny records a denial found by a tool handler (for example a trusted
-// source claimed by the wrong key) and returns it as a KindDenied error.
-func (c *Call) Deny(ctx context.Context, msg string) error { return c.bot.deny(ctx, c, msg) }
+// Refuse records the decision rule's refusal r in tx, with the rest of
+// the transaction (its audit entry, as Call.Refuse writes it); the handler
+// then returns Refused(r). A decision that runs inside another
+// transaction (Decide) must refuse this way: its transaction commits the
+// refusal with the delivery's dedupe.
+func (tx *Tx) Refuse(r *policy.Refusal) error {
+	return tx.Audit("access_denied", tx.call.Tool.Name+": "+r.Message)
+}
 
-// Update runs fn in one durable transaction on behalf of call c.
+// Refused is the KindDenied error of the decision rule's refusal r, as
+// Call.Refuse returns it, for a refusal already recorded (Tx.Refuse).
+func Refused(r *policy.Refusal) error { return &Error{Kind: KindDenied, Msg: r.Message, Err: r} }
+
+// Refuse records the decision rule's refusal r (policy.Decide) and returns
+// it as a KindDenied error that carries it: a surface tells a step-up
+// refusal by errors.Is(err, policy.CheckStepUp), never by its text.
+func (c *Call) Refuse(ctx context.Context, r *policy.Refusal) error { return c.bot.deny(ctx, c, r) }
+
+// Update runs fn in one durable transaction on behalf of call c (in c's
+// transaction, when the call runs inside one: Decide).
 func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
+	if c != nil && c.tx != nil {
+		err := fn(c.tx)
+		if err != nil && c.failed == nil {
+			c.failed = err
+		}
+		return err
+	}
 	var queued, decided, principals bool
 	var item, decidedItem uint64
 	var tp string
@@ -349,8 +399,12 @@ func (b *Bot) View(ctx context.Context, fn func(kv.Tx) error) error { return b.s
 // Update runs fn in one durable transaction for this call.
 func (c *Call) Update(ctx context.Context, fn func(*Tx) error) error { return c.bot.Update(ctx, c, fn) }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction (in c's transaction, when the
+// call runs inside one).
 func (c *Call) View(ctx context.Context, fn func(kv.Tx) error) error {
+	if c.tx != nil {
+		return fn(c.tx.Tx)
+	}
 	return c.bot.store.View(ctx, fn)
 }
 

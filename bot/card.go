@@ -69,6 +69,9 @@ type VoteView struct {
 	// Seen is what the voter was shown; nil for a vote without a card
 	// (an API call, a typed command).
 	Seen *Seen `json:"seen,omitempty"`
+	// Void, on an approval that no longer counts because its voter was
+	// suspended from approving (suspensions.go), says so.
+	Void string `json:"void,omitempty"`
 }
 
 // Seen is what an approver was shown when they decided: the SHA-256 of
@@ -122,14 +125,14 @@ func seenNoun(surface string) string {
 	return "card"
 }
 
-// MaxArgs is the most arguments an item lists one a line; the rest are in
+// maxArgs is the most arguments an item lists one a line; the rest are in
 // its Details.
-const MaxArgs = 12
+const maxArgs = 12
 
 // ArgList is the arguments of a call (a JSON object) as a readable list:
 // one field a top-level argument, in the object's order, a string as it
 // is and anything else as compact JSON, invisible characters shown as
-// escapes. More than MaxArgs arguments end with a line saying how many
+// escapes. More than maxArgs arguments end with a line saying how many
 // more are in Details; arguments that are not an object are one field.
 func ArgList(args json.RawMessage) []Field {
 	dec := json.NewDecoder(bytes.NewReader(args))
@@ -148,8 +151,8 @@ func ArgList(args json.RawMessage) []Field {
 	sort.Strings(keys) // canonical JSON's order: the order the agent's call is hashed in
 	var out []Field
 	for i, k := range keys {
-		if i == MaxArgs {
-			out = append(out, Field{Label: "…", Value: fmt.Sprintf("%d more arguments: see Details", len(keys)-MaxArgs)})
+		if i == maxArgs {
+			out = append(out, Field{Label: "…", Value: fmt.Sprintf("%d more arguments: see Details", len(keys)-maxArgs)})
 			break
 		}
 		out = append(out, Field{Label: EscapeInvisible(k), Value: argText(m[k])})

@@ -54,7 +54,7 @@ type Changes struct {
 // Bounds of a Changes diff.
 const (
 	MaxChanges     = 8  // fields listed
-	MaxChangeValue = 60 // runes of a value shown
+	maxChangeValue = 60 // runes of a value shown
 )
 
 // Text is the difference on one line, for people: "dose 5mg → 2.5mg;
@@ -91,7 +91,7 @@ func (c *Changes) Text() string {
 // action's proposed and edited arguments): the top-level fields added,
 // removed or changed, in key order, at most MaxChanges of them (the
 // second result counts the rest). A nested value that changed is shown
-// whole, cut to MaxChangeValue runes.
+// whole, cut to maxChangeValue runes.
 func DiffArgs(from, to json.RawMessage) ([]Change, int) {
 	a, b := fields(from), fields(to)
 	keys := make([]string, 0, len(a)+len(b))
@@ -159,9 +159,9 @@ func showJSON(raw json.RawMessage) string {
 
 // ShowValue cleans an untrusted value for a one-line diff: its invisible
 // characters shown as escapes (EscapeInvisible, so that "5mg" and
-// "5mg\u200b" never read the same), then OneLine cut to MaxChangeValue
+// "5mg\u200b" never read the same), then OneLine cut to maxChangeValue
 // runes.
-func ShowValue(s string) string { return OneLine(EscapeInvisible(s), MaxChangeValue) }
+func ShowValue(s string) string { return OneLine(EscapeInvisible(s), maxChangeValue) }
 
 // EscapeInvisible writes each invisible character of s (Invisible: zero-width
 // characters, bidirectional controls) as its JSON escape, \u200b, so that a
@@ -193,8 +193,8 @@ func EscapeInvisible(s string) string {
 // and line or paragraph separators become spaces, bidirectional controls,
 // zero-width and other invisible format characters and invalid UTF-8 are
 // dropped, runs of white space collapse, and text over max runes is cut
-// with "…" (max 0: no limit). It is the one sanitiser: chat's vocabulary
-// (chat.OneLine) and the core's change lines both use it. Escaping markup
+// with "…" (max 0: no limit). It is the one sanitiser: chat, every surface
+// and the core's change lines use it. Escaping markup
 // is the renderer's job.
 func OneLine(s string, max int) string {
 	out := make([]rune, 0, min(len(s), 4*max+4))

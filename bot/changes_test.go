@@ -21,7 +21,7 @@ func TestDiffArgs(t *testing.T) {
 		{"numbers and nested values as compact JSON", `{"n":1,"o":{"k": [1, 2]}}`, `{"n":1.5,"o":{"k":[1,3]}}`, `n 1 → 1.5; o {"k":[1,2]} → {"k":[1,3]}`, 0},
 		{"an empty string is shown", `{"s":"a"}`, `{"s":""}`, `s a → ""`, 0},
 		{"nothing changed", `{"a": 1}`, `{"a":1}`, "", 0},
-		{"long values are cut", `{"v":"a"}`, `{"v":"` + long + `"}`, "v a → " + strings.Repeat("x", MaxChangeValue-1) + "…", 0},
+		{"long values are cut", `{"v":"a"}`, `{"v":"` + long + `"}`, "v a → " + strings.Repeat("x", maxChangeValue-1) + "…", 0},
 		{"control and invisible characters are cleaned", `{"v":"a"}`, `{"v":"b\u202eevil\nline\u200b2"}`, `v a → b\u202eevil line\u200b2`, 0},
 	}
 	for _, tt := range tests {
@@ -48,7 +48,7 @@ func TestDiffArgs(t *testing.T) {
 	}
 	// A long field name is cut too.
 	d, _ := DiffArgs(json.RawMessage(`{}`), json.RawMessage(`{"`+long+`":1}`))
-	if utf8.RuneCountInString(d[0].Field) != MaxChangeValue {
+	if utf8.RuneCountInString(d[0].Field) != maxChangeValue {
 		t.Fatalf("field name not cut: %d runes", utf8.RuneCountInString(d[0].Field))
 	}
 	var nilChanges *Changes

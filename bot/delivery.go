@@ -164,7 +164,7 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 	if ev.Type != EventEscalated || (rerr != nil && !errors.As(rerr, &perm)) {
 		return rerr
 	}
-	name, _, _ := ParseEscalation(ev.Note)
+	name, _, _ := parseEscalation(ev.Note)
 	target := ""
 	if name != "" {
 		target = d.r.Channel(name)
@@ -187,7 +187,7 @@ func (d delivery) notify(ctx context.Context, n Notifier, it Item, ev Event) err
 	if (ev.Type != EventReminder && ev.Type != EventEscalated) || !it.Pending() {
 		return nil
 	}
-	name, role, rest := ParseEscalation(ev.Note)
+	name, role, rest := parseEscalation(ev.Note)
 	target := ""
 	if name != "" {
 		target = d.r.Channel(name)
@@ -235,12 +235,12 @@ func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 	n := Note{Type: ev.Type, Text: ev.Note}
 	switch ev.Type {
 	case EventEscalated:
-		_, role, rest := ParseEscalation(ev.Note)
+		_, role, rest := parseEscalation(ev.Note)
 		n.Role, n.Text = role, strings.Join(rest, " ")
 	case EventReminder:
 		// A reminder addressed to a surface that posts no card (email)
 		// names its channel; the threads show only its words.
-		_, _, rest := ParseEscalation(ev.Note)
+		_, _, rest := parseEscalation(ev.Note)
 		n.Text = strings.Join(rest, " ")
 	}
 	if len(d.cards(it)) == 0 {

@@ -196,3 +196,30 @@ func (ch Chat) Audit(ctx context.Context, caller *Caller, sp Space, action, deta
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
 	return b.Update(ctx, c, func(tx *Tx) error { return tx.Audit(action, detail) })
 }
+
+// AuditNote appends one audit entry made by caller outside a tool call
+// and, when item is not 0, posts note in the threads of the item's cards,
+// in one transaction (the MCP gateway's "outcome unknown" after a crash).
+func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, detail string, item uint64, note string) error {
+	b := ch.b
+	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
+	return b.Update(ctx, c, func(tx *Tx) error {
+		if err := tx.Audit(action, detail); err != nil {
+			return err
+		}
+		if item == 0 || note == "" {
+			return nil
+		}
+		return tx.Emit(item, EventNote, note)
+	})
+}
+
+// AuditRead records a read-only answer caller got outside a tool call (an
+// MCP gateway's pass-through) as Call.AuditRead records a read verdict:
+// queued while a ReadAudit runs, else in its own durable transaction. An
+// *UnrecordedError means the answer must not be given.
+func (ch Chat) AuditRead(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
+	b := ch.b
+	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
+	return c.AuditRead(ctx, action, detail)
+}

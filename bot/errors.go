@@ -9,7 +9,11 @@ import (
 
 // Kind classifies an error for every surface that reports it: the HTTP API
 // maps it to a status code, MCP to an error result, chat to a private reply
-// (policy.ErrorKind, shared with the domain packages).
+// (policy.ErrorKind, shared with the domain packages). It is an alias, not
+// a type of its own, so that memory's errors reach the surfaces as they
+// are; it is named here because an adapter may not import policy (the
+// import rules: who decides is the core's question), and the surfaces
+// need the kinds' names.
 type Kind = policy.ErrorKind
 
 // The kinds of error a tool call can end in (policy's, under the names
@@ -28,7 +32,10 @@ const (
 
 // Error is a tool-call failure with a message meant for the caller
 // (policy.Error: memory reports its errors with the same type, so they
-// reach the surfaces as they are).
+// reach the surfaces as they are). An alias for the same reason as Kind:
+// adapters, which may not import policy, name it here. A refusal by the
+// one decision rule carries its *policy.Refusal (Err): errors.Is(err,
+// policy.CheckStepUp) tells one, wherever it is asked.
 type Error = policy.Error
 
 // Errorf builds an *Error of kind k.

@@ -74,16 +74,21 @@ type Item struct {
 	Fields    []Field   `json:"fields"`
 	// Status is pending until decided; then the outcome word (approved,
 	// rejected, denied, expired, stale, answered, recorded).
-	Status    string       `json:"status"`
-	DecidedBy []string     `json:"decided_by,omitempty"`
-	DecidedAt time.Time    `json:"decided_at,omitzero"`
-	Reason    string       `json:"reason,omitempty"`
-	Tally     string       `json:"tally,omitempty"` // "1 of 2 approvals: dr_smith"
-	Sensitive bool         `json:"sensitive,omitempty"`
-	Options   []string     `json:"options,omitempty"` // choices of a question
-	Multi     bool         `json:"multi,omitempty"`   // a question that takes several choices
-	Channel   string       `json:"channel"`
-	Messages  []MessageRef `json:"messages,omitempty"`
+	Status    string   `json:"status"`
+	DecidedBy []string `json:"decided_by,omitempty"`
+	// DecidedVia is how each of DecidedBy was authenticated for the
+	// decision ("chat click", "sign-in link", "OIDC", "OIDC step-up",
+	// "passkey", "API key"; "" when not recorded), in the same order;
+	// nil when none was.
+	DecidedVia []string     `json:"decided_via,omitempty"`
+	DecidedAt  time.Time    `json:"decided_at,omitzero"`
+	Reason     string       `json:"reason,omitempty"`
+	Tally      string       `json:"tally,omitempty"` // "1 of 2 approvals: dr_smith"
+	Sensitive  bool         `json:"sensitive,omitempty"`
+	Options    []string     `json:"options,omitempty"` // choices of a question
+	Multi      bool         `json:"multi,omitempty"`   // a question that takes several choices
+	Channel    string       `json:"channel"`
+	Messages   []MessageRef `json:"messages,omitempty"`
 	// WebURL is the item's page in the web console when web.public_url is
 	// set (chat cards link to it); "" otherwise.
 	WebURL string `json:"web_url,omitempty"`
@@ -146,9 +151,11 @@ func (it Item) Pending() bool { return it.Status == "pending" }
 type ItemSource interface {
 	// View renders the item's current state.
 	View(tx kv.Tx, rec ItemRecord) (Item, error)
-	// DecisionCall maps a decision taken in chat to the tool call that makes
-	// it, so chat and API decisions share one code path. approve is false for
-	// a rejection; answers carry a question's chosen options.
+	// DecisionCall maps a decision to the tool call that makes it, as JSON
+	// arguments: the older form of ItemDecider, used only for a source
+	// that does not implement it (whose handler Decide then runs in a
+	// transaction of its own). approve is false for a rejection; answers
+	// carry a question's chosen options.
 	DecisionCall(rec ItemRecord, approve bool, reason string, answers []string) (tool string, args map[string]any, err error)
 }
 
@@ -174,7 +181,11 @@ type SeenTaker interface {
 // Items are the things a person may decide (memory proposals, action and
 // consent requests, questions), each with a small global id, as every
 // surface reads them: the neutral view (Item), its stored record, the
-// chat messages posted for it. Deciding one is a tool call (DecideItem).
+// chat messages posted for it. Deciding one is Bot.Decide. Items is an
+// accessor (as are Chat, Deliveries and WebLinks): it groups what the
+// surfaces read about items, so that *Bot's own methods stay the paths
+// every call takes (Call, Decide, Update, View), and a surface names the
+// part of the bot it uses.
 type Items struct{ b *Bot }
 
 // Items returns the bot's items.
@@ -295,31 +306,6 @@ func (x Items) Get(ctx context.Context, id uint64) (Item, error) {
 	return it, err
 }
 
-// GetWithRecord returns the current view of item id and its stored record,
-// in one read transaction.
-func (x Items) GetWithRecord(ctx context.Context, id uint64) (Item, ItemRecord, error) {
-	b := x.b
-	var (
-		it  Item
-		rec *ItemRecord
-	)
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		var err error
-		if rec, err = LoadItemRecord(tx, id); err != nil {
-			return err
-		}
-		if rec == nil {
-			return ErrNoItem
-		}
-		it, err = b.viewOf(tx, rec)
-		return err
-	})
-	if err != nil {
-		return Item{}, ItemRecord{}, err
-	}
-	return it, *rec, nil
-}
-
 func (b *Bot) itemView(tx kv.Tx, id uint64) (Item, error) {
 	rec, err := LoadItemRecord(tx, id)
 	if err != nil {
@@ -371,106 +357,29 @@ func (x Items) AddMessageRef(ctx context.Context, id uint64, ref MessageRef) err
 	})
 }
 
-// DecideItem takes a decision on item id for caller, through the same tool
-// call an API client would make.
+// DecideItem is Decide with a decision's common fields: approve or not,
+// the reason, a question's answers. An id that is not an item is a
+// KindNotFound error naming it.
 func (b *Bot) DecideItem(ctx context.Context, caller *Caller, id uint64, approve bool, reason string, answers []string) (Result, error) {
-	rec, err := b.loadRecord(ctx, id)
-	if err != nil {
-		return Result{}, err
-	}
-	return b.DecideRecord(ctx, caller, rec, approve, reason, answers)
-}
-
-// loadRecord reads item id's record, or a not-found error naming it (what
-// DecideItem and EditItem answer for an id that is not an item).
-func (b *Bot) loadRecord(ctx context.Context, id uint64) (ItemRecord, error) {
-	var rec *ItemRecord
-	err := b.store.View(ctx, func(tx kv.Tx) error {
-		var err error
-		rec, err = LoadItemRecord(tx, id)
-		return err
-	})
-	if err != nil {
-		return ItemRecord{}, err
-	}
-	if rec == nil {
-		return ItemRecord{}, Errorf(KindNotFound, "No item #%d.", id)
-	}
-	return *rec, nil
-}
-
-// DecideRecord is DecideItem on an item record already loaded.
-func (b *Bot) DecideRecord(ctx context.Context, caller *Caller, rec ItemRecord, approve bool, reason string, answers []string) (Result, error) {
-	return b.DecideRecordWith(ctx, caller, rec, approve, reason, answers, nil)
-}
-
-// DecideRecordWith is DecideRecord with extra arguments of the decision
-// tool (a standing grant asked with an approval: "grant"). They are added
-// to the arguments the item's source maps the decision to, never replace
-// one of them, and are decoded and checked by the tool like an API
-// client's.
-func (b *Bot) DecideRecordWith(ctx context.Context, caller *Caller, rec ItemRecord, approve bool, reason string, answers []string, extra map[string]any) (Result, error) {
-	src, ok := b.kinds[rec.Kind]
-	if !ok {
-		return Result{}, fmt.Errorf("item %d: no source for kind %s", rec.ID, rec.Kind)
-	}
-	tool, args, err := src.DecisionCall(rec, approve, reason, answers)
-	if err != nil {
-		return Result{}, err
-	}
-	for k, v := range extra {
-		if _, taken := args[k]; !taken {
-			args[k] = v
-		}
-	}
-	return b.callArgs(ctx, caller, tool, args)
-}
-
-// callArgs makes the tool call an item's source mapped a decision or an
-// edit to, as caller, exactly as an API client would.
-func (b *Bot) callArgs(ctx context.Context, caller *Caller, tool string, args map[string]any) (Result, error) {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return Result{}, err
-	}
-	return b.Call(ctx, caller, tool, raw)
+	dec, err := b.Decide(ctx, caller, Decision{ItemID: id, Approve: approve, Reason: reason, Answers: answers})
+	return dec.Result, noItem(id, err)
 }
 
 // EditItem approves item id for caller with the edited version edit (see
-// Editable), through the same tool call an API client would make
-// (approve_action with arguments, confirm_change with a value): the edit
-// is validated like a new request and decided by the one decision rule.
+// Editable): Decide with Decision.Edit, so the item's decision tool
+// (approve_action with arguments, confirm_change with a value) validates
+// the edit like a new request, and the one decision rule decides.
 func (b *Bot) EditItem(ctx context.Context, caller *Caller, id uint64, edit json.RawMessage, reason string) (Result, error) {
-	rec, err := b.loadRecord(ctx, id)
-	if err != nil {
-		return Result{}, err
-	}
-	return b.EditRecord(ctx, caller, rec, edit, reason)
+	dec, err := b.Decide(ctx, caller, Decision{ItemID: id, Approve: true, Reason: reason, Edit: edit})
+	return dec.Result, noItem(id, err)
 }
 
-// EditRecord is EditItem on an item record already loaded.
-func (b *Bot) EditRecord(ctx context.Context, caller *Caller, rec ItemRecord, edit json.RawMessage, reason string) (Result, error) {
-	return b.EditRecordWith(ctx, caller, rec, edit, reason, nil)
-}
-
-// EditRecordWith is EditRecord with extra arguments of the decision tool
-// (the version the edit form started from: "args_sha256"), added as
-// DecideRecordWith adds them.
-func (b *Bot) EditRecordWith(ctx context.Context, caller *Caller, rec ItemRecord, edit json.RawMessage, reason string, extra map[string]any) (Result, error) {
-	ed, ok := b.kinds[rec.Kind].(ItemEditor)
-	if !ok {
-		return Result{}, Invalid("edit", "item #%d (%s) cannot be edited: approve or reject it as it is", rec.ID, rec.Kind)
+// noItem turns ErrNoItem into the API's not-found error naming id.
+func noItem(id uint64, err error) error {
+	if errors.Is(err, ErrNoItem) {
+		return Errorf(KindNotFound, "No item #%d.", id)
 	}
-	tool, args, err := ed.EditCall(rec, edit, reason)
-	if err != nil {
-		return Result{}, err
-	}
-	for k, v := range extra {
-		if _, taken := args[k]; !taken {
-			args[k] = v
-		}
-	}
-	return b.callArgs(ctx, caller, tool, args)
+	return err
 }
 
 // Event types queued in the outbox.
@@ -588,9 +497,9 @@ func EscalationNote(channel, role string) string {
 	return strings.Join(parts, " ")
 }
 
-// ParseEscalation reads an escalation note written by EscalationNote; words
+// parseEscalation reads an escalation note written by EscalationNote; words
 // that are neither part come back in rest.
-func ParseEscalation(note string) (channel, role string, rest []string) {
+func parseEscalation(note string) (channel, role string, rest []string) {
 	for _, w := range strings.Fields(note) {
 		k, v, ok := strings.Cut(w, "=")
 		switch {

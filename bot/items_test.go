@@ -144,9 +144,9 @@ func TestEscalationNoteRoundTrip(t *testing.T) {
 		if n != c.note {
 			t.Errorf("EscalationNote(%q, %q) = %q, want %q", c.channel, c.role, n, c.note)
 		}
-		ch, role, rest := ParseEscalation(n + " after 20m")
+		ch, role, rest := parseEscalation(n + " after 20m")
 		if ch != c.channel || role != c.role || len(rest) != 2 {
-			t.Errorf("ParseEscalation(%q) = %q, %q, %v", n, ch, role, rest)
+			t.Errorf("parseEscalation(%q) = %q, %q, %v", n, ch, role, rest)
 		}
 	}
 }

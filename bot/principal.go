@@ -33,6 +33,10 @@ type Principal struct {
 	Scopes    []string    `json:"scopes,omitempty"` // user_ids it may touch; empty = all
 	Revoked   bool        `json:"revoked,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`
+	// Source is who made the principal: "" for an admin (keys create,
+	// create_principal), SourceDirectory for the organisation's directory
+	// (SCIM), which owns it: it has no API key.
+	Source string `json:"source,omitempty"`
 }
 
 // Caller is the authenticated identity behind one tool call: a principal,
@@ -58,6 +62,17 @@ type Caller struct {
 	// approving (suspensions.go): the store's word, read in every deciding
 	// transaction. The one decision rule refuses them.
 	Suspended string
+	// SignIn is how the console session the call comes from was opened
+	// ("link", "oidc"); "" off the console. With AuthAt it makes the
+	// decision's assurance (Assurance).
+	SignIn string
+}
+
+// Assurance is how the caller is authenticated for a decision at now, a
+// strong sign-in counting as fresh within within (policy.AssuranceOf):
+// recorded on every vote, shown on cards and in receipts.
+func (c *Caller) Assurance(within time.Duration, now time.Time) policy.Assurance {
+	return policy.AssuranceOf(c.Decider(), within, now)
 }
 
 // withGroups is caller with the configured groups that list it, and the
@@ -94,14 +109,13 @@ func (c *Caller) String() string {
 	return fmt.Sprintf("%s [%s]", c.Name, id)
 }
 
-// Decider is the caller as the one decision rule (policy.DecisionRefusal)
+// Decider is the caller as the one decision rule (policy.Decide)
 // sees it: a chat user carries the mapped principal's kind, role and scopes.
 func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod,
-		Groups: c.Groups, Suspended: c.Suspended}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -120,28 +134,31 @@ func (c *Caller) StepUpNote() string {
 	return fmt.Sprintf("step-up %s auth_time=%s", c.AuthMethod, c.AuthAt.UTC().Format(time.RFC3339))
 }
 
-// MayDecide is the one decision rule applied to this caller and item: the
-// refusal ("Access denied: …"), or "" when the caller may decide it.
-func (c *Caller) MayDecide(it policy.Decidable) string {
-	return policy.DecisionRefusal(c.Decider(), it)
+// MayDecide is the one decision rule applied to this caller and item: nil
+// when the caller may decide it, else the refusal (which check, and the
+// "Access denied: …" message).
+func (c *Caller) MayDecide(it policy.Decidable) *policy.Refusal {
+	return policy.Decide(c.Decider(), it)
 }
 
-// ReadOnlyReason says in a few words why the one decision rule leaves item
-// it read-only for the caller ("you requested it", "outside your scope"),
-// or "" when the caller may decide it. The tool's own approvers and the
-// item's state are checked when the decision is made: they have the final
-// word.
-func (c *Caller) ReadOnlyReason(it Item) string {
+// ReadOnly reports whether the one decision rule leaves item it read-only
+// for the caller, and why in a few words ("you requested it", "outside
+// your scope"). The tool's own approvers and the item's state are checked
+// when the decision is made: they have the final word.
+func (c *Caller) ReadOnly(it Item) (why string, readOnly bool) {
 	name, id := splitDisplay(it.Requester)
-	r := policy.CheckDecision(c.Decider(), policy.Decidable{
+	r := policy.Decide(c.Decider(), policy.Decidable{
 		Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester,
 		SpaceUserID: it.Space.UserID,
 	})
+	if r == nil {
+		return "", false
+	}
 	role := policy.Role("")
 	if c != nil {
 		role = c.Role
 	}
-	return r.Short(role)
+	return r.Short(role), true
 }
 
 // splitDisplay splits a "name [id]" display into its parts.
@@ -155,6 +172,10 @@ func splitDisplay(s string) (name, id string) {
 
 // MayRead reports whether the caller's role holds the read capability.
 func (c *Caller) MayRead() bool { return c != nil && policy.Grants(c.Role, policy.CapRead) }
+
+// MayAdminister reports whether the caller's role holds the admin
+// capability.
+func (c *Caller) MayAdminister() bool { return c != nil && policy.Grants(c.Role, policy.CapAdmin) }
 
 // MayWrite reports whether the caller's role holds the write capability
 // (what confirm_action needs: the MCP gateway asks it of a read-only

@@ -18,8 +18,24 @@ type RateLimiter struct {
 	burst  float64
 	now    func() time.Time
 
+	// shared, when set, holds the buckets where every replica takes from
+	// them (SharedRateLimiter); the map below is then unused.
+	shared TokenBuckets
+	name   string
+
 	mu      sync.Mutex
 	buckets map[string]*tokenBucket
+}
+
+// TokenBuckets holds token buckets outside the process, so that replicas
+// sharing a store share each principal's limit: a key's limit is the same
+// with one replica or five (adapters/postgres.RateLimits).
+type TokenBuckets interface {
+	// Take takes one token from the bucket key of the limiter name, which
+	// refills perSec tokens a second up to burst, at now. When none is
+	// left it reports how long until one will be. An error (the store
+	// cannot be reached) refuses the call: no limit is skipped.
+	Take(ctx context.Context, name, key string, perSec float64, burst int, now time.Time) (ok bool, retryAfter time.Duration, err error)
 }
 
 type tokenBucket struct {
@@ -47,7 +63,32 @@ func NewRateLimiter(perMinute, burst int, now func() time.Time) *RateLimiter {
 	return &RateLimiter{perSec: float64(perMinute) / 60, burst: float64(burst), now: now, buckets: map[string]*tokenBucket{}}
 }
 
-// Allow takes one token from key's bucket. When none is left it reports how
+// SharedRateLimiter is NewRateLimiter with its buckets held in buckets,
+// under name (one name per limiter: "calls", "mcp_protocol"), instead of in
+// this process. It is nil (no limit) when perMinute is not positive.
+func SharedRateLimiter(name string, perMinute, burst int, now func() time.Time, buckets TokenBuckets) *RateLimiter {
+	l := NewRateLimiter(perMinute, burst, now)
+	if l != nil {
+		l.shared, l.name = buckets, name
+	}
+	return l
+}
+
+// AllowCtx is Allow through the limiter's buckets wherever they are held;
+// err is the shared store's (kv.ErrUnavailable), and refuses the call.
+func (l *RateLimiter) AllowCtx(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
+	if l == nil {
+		return true, 0, nil
+	}
+	if l.shared != nil {
+		return l.shared.Take(ctx, l.name, key, l.perSec, int(l.burst), l.now())
+	}
+	ok, retryAfter = l.Allow(key)
+	return ok, retryAfter, nil
+}
+
+// Allow takes one token from key's bucket in this process (a shared
+// limiter's buckets are taken from with AllowCtx). When none is left it reports how
 // long until one will be.
 func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	if l == nil {
@@ -87,12 +128,15 @@ func (l *RateLimiter) forgetFull(now time.Time) {
 
 // take takes one token for caller, or returns the KindRateLimited error
 // that every surface reports (HTTP: 429 with Retry-After).
-func (l *RateLimiter) take(caller *Caller) error {
+func (l *RateLimiter) take(ctx context.Context, caller *Caller) error {
 	key := "anonymous"
 	if caller != nil {
 		key = caller.ID
 	}
-	ok, wait := l.Allow(key)
+	ok, wait, err := l.AllowCtx(ctx, key)
+	if err != nil {
+		return err
+	}
 	if ok {
 		return nil
 	}
@@ -130,7 +174,7 @@ func (l *RateLimiter) Charge(ctx context.Context, caller *Caller) (context.Conte
 	if l == nil {
 		return ctx, nil
 	}
-	if err := l.take(caller); err != nil {
+	if err := l.take(ctx, caller); err != nil {
 		return ctx, err
 	}
 	return WithPrepaid(ctx, &Prepaid{}), nil
@@ -160,5 +204,5 @@ func (b *Bot) pay(ctx context.Context, caller *Caller) error {
 	if p := PrepaidFrom(ctx); p != nil && p.used.CompareAndSwap(false, true) {
 		return nil
 	}
-	return b.limiter.take(caller)
+	return b.limiter.take(ctx, caller)
 }

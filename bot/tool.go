@@ -22,6 +22,20 @@ type Annotations struct {
 type Result struct {
 	Text string `json:"text"`
 	Data any    `json:"data"`
+	// Grants are the standing grants the result is about, typed for the
+	// surfaces inside the process (a Revoke button's number, the sentence
+	// of a grant an approval made): list_grants' list, approve_action's
+	// grant made. Never encoded: Data holds them for the API.
+	Grants []GrantView `json:"-"`
+}
+
+// GrantView is a standing grant as a surface names it.
+type GrantView struct {
+	ID uint64
+	// Says is what it allows, one sentence: "grant #2: once calls of
+	// restart_service by ops_agent in default (the exact arguments) are
+	// approved at once until …. Revoke it with revoke_grant {…}."
+	Says string
 }
 
 // Handler runs a tool. args is a pointer to the tool's argument struct,
@@ -65,7 +79,8 @@ type ToolInfo struct {
 // Space is the memory space (policy.Space, the one space type of every
 // floor), under the name surfaces use: every space tool takes it as
 // arguments, and memory and approvals store under the same type, so a
-// tool hands c.Space to either without a conversion.
+// tool hands c.Space to either without a conversion. An alias, named here
+// because adapters may not import policy and still build items' spaces.
 type Space = policy.Space
 
 var spaceType = reflect.TypeOf(Space{})

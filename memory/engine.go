@@ -208,10 +208,10 @@ func (o *Options) EditedValue(tx kv.Tx, f *Fact, value string) (string, error) {
 		target = t
 	}
 	if target != nil && Canonical(target.Value) == Canonical(v) {
-		return "", invalid("value", "%q is the current value of %s (#%d): confirming it would change nothing. Reject #%d to keep the current value", OneLine(v), f.Subject, target.ID, f.ID)
+		return "", invalid("value", "%q is the current value of %s (#%d): confirming it would change nothing. Reject #%d to keep the current value", EscapeBreaks(v), f.Subject, target.ID, f.ID)
 	}
 	if r.Multi() && ListIdentity(f.Value) != ListIdentity(v) {
-		return "", invalid("value", "#%d proposes the %s item of %s, and %q is another item: an edit changes the item's detail (a dose), not which item it is. Reject #%d and remember the other item instead", f.ID, OneLine(ListIdentity(f.Value)), f.Subject, OneLine(v), f.ID)
+		return "", invalid("value", "#%d proposes the %s item of %s, and %q is another item: an edit changes the item's detail (a dose), not which item it is. Reject #%d and remember the other item instead", f.ID, EscapeBreaks(ListIdentity(f.Value)), f.Subject, EscapeBreaks(v), f.ID)
 	}
 	live, err := Live(tx, f.Space, f.Subject)
 	if err != nil {
@@ -223,9 +223,9 @@ func (o *Options) EditedValue(tx kv.Tx, f *Fact, value string) (string, error) {
 		}
 		switch {
 		case Canonical(a.Value) == Canonical(v):
-			return "", invalid("value", "#%d already holds %q in %s: confirming it would store it twice. Reject #%d instead", a.ID, OneLine(v), f.Subject, f.ID)
+			return "", invalid("value", "#%d already holds %q in %s: confirming it would store it twice. Reject #%d instead", a.ID, EscapeBreaks(v), f.Subject, f.ID)
 		case r.Multi() && ListIdentity(v) != "" && ListIdentity(a.Value) == ListIdentity(v):
-			return "", invalid("value", "#%d already holds the %s item of %s: edit that one instead, or reject #%d", a.ID, OneLine(ListIdentity(v)), f.Subject, f.ID)
+			return "", invalid("value", "#%d already holds the %s item of %s: edit that one instead, or reject #%d", a.ID, EscapeBreaks(ListIdentity(v)), f.Subject, f.ID)
 		}
 	}
 	return v, nil

@@ -25,10 +25,10 @@ func TestFoldNormalisesCompatibilityFormsAndInvisibles(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v", subject, sl.Name, ok)
 		}
 	}
-	if r, ok := Invisible("a\u200bb"); !ok || r != 0x200b {
-		t.Errorf("Invisible: %U %v", r, ok)
+	if r, ok := FirstInvisible("a\u200bb"); !ok || r != 0x200b {
+		t.Errorf("FirstInvisible = %U %v, want U+200B true", r, ok)
 	}
-	if _, ok := Invisible("plain ascii"); ok {
-		t.Error("Invisible found one in plain text")
+	if _, ok := FirstInvisible("plain ascii"); ok {
+		t.Error("FirstInvisible found one in plain text, want none")
 	}
 }

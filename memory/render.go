@@ -12,10 +12,10 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// OneLine renders an untrusted value on one line: line breaks and tabs are
+// EscapeBreaks renders an untrusted value on one line: line breaks and tabs are
 // shown escaped (\n, \r, \t), so a stored value cannot forge further lines
 // of an answer. The stored value is unchanged.
-func OneLine(s string) string {
+func EscapeBreaks(s string) string {
 	if !strings.ContainsAny(s, "\n\r\t") {
 		return s
 	}
@@ -33,12 +33,12 @@ func Truncate(s string, n int) string {
 
 // RenderStored is remember's answer: "Stored: [ACTION] subject = value".
 func RenderStored(a Action, subject, value string) string {
-	return fmt.Sprintf("Stored: [%s] %s = %s", a, subject, OneLine(value))
+	return fmt.Sprintf("Stored: [%s] %s = %s", a, subject, EscapeBreaks(value))
 }
 
 // RenderRetracted is forget's answer for an applied removal.
 func RenderRetracted(subject, value string) string {
-	return fmt.Sprintf("Retracted (retained in history for audit): %s = %s", subject, OneLine(value))
+	return fmt.Sprintf("Retracted (retained in history for audit): %s = %s", subject, EscapeBreaks(value))
 }
 
 // NothingToRetract is forget's answer when nothing current matches.
@@ -52,12 +52,12 @@ func ExplainLine(f *Fact) string {
 		tags = append(tags, "scope "+f.Scope)
 	}
 	if f.Source != "" {
-		tags = append(tags, "from "+OneLine(f.Source))
+		tags = append(tags, "from "+EscapeBreaks(f.Source))
 	}
 	if f.Supersedes != 0 {
 		tags = append(tags, fmt.Sprintf("supersedes #%d", f.Supersedes))
 	}
-	return fmt.Sprintf("  • #%d %s = %s  [%s]", f.ID, f.Subject, OneLine(f.Value), strings.Join(tags, ", "))
+	return fmt.Sprintf("  • #%d %s = %s  [%s]", f.ID, f.Subject, EscapeBreaks(f.Value), strings.Join(tags, ", "))
 }
 
 // NoFactsUsed is the answer of a recall with nothing behind it.
@@ -168,7 +168,7 @@ func writePendingLine(b *strings.Builder, l PendingLine) {
 		fmt.Fprintf(b, "\n        said: %s", policy.PyRepr(Truncate(l.Fact.Said, 120)))
 	}
 	if !l.Fact.Gated() && l.Fact.Held != "" {
-		fmt.Fprintf(b, "\n        held: %s", OneLine(l.Fact.Held))
+		fmt.Fprintf(b, "\n        held: %s", EscapeBreaks(l.Fact.Held))
 	}
 }
 
@@ -184,7 +184,7 @@ func RenderHistory(subject string, facts []*Fact) string {
 		if f.Scope != DefaultScope {
 			scope = " (scope " + f.Scope + ")"
 		}
-		fmt.Fprintf(&b, "\n  %d. %s%s  [%s]", i+1, OneLine(f.Value), scope, f.Status)
+		fmt.Fprintf(&b, "\n  %d. %s%s  [%s]", i+1, EscapeBreaks(f.Value), scope, f.Status)
 	}
 	return b.String()
 }
@@ -200,10 +200,10 @@ func RenderList(active, flagged, retired []*Fact) string {
 	}
 	var lines []string
 	for _, f := range active {
-		lines = append(lines, fmt.Sprintf("• %s = %s  (#%d)", f.Subject, OneLine(f.Value), f.ID))
+		lines = append(lines, fmt.Sprintf("• %s = %s  (#%d)", f.Subject, EscapeBreaks(f.Value), f.ID))
 	}
 	for _, f := range flagged {
-		lines = append(lines, fmt.Sprintf("⚠ %s = %s  (#%d, flagged — needs confirmation)", f.Subject, OneLine(f.Value), f.ID))
+		lines = append(lines, fmt.Sprintf("⚠ %s = %s  (#%d, flagged — needs confirmation)", f.Subject, EscapeBreaks(f.Value), f.ID))
 	}
 	if len(retired) > 0 {
 		if len(lines) > 0 {
@@ -211,7 +211,7 @@ func RenderList(active, flagged, retired []*Fact) string {
 		}
 		lines = append(lines, "— history (superseded / retracted / archived) —")
 		for _, f := range retired {
-			lines = append(lines, fmt.Sprintf("  ◦ %s = %s  [%s]", f.Subject, OneLine(f.Value), f.Status))
+			lines = append(lines, fmt.Sprintf("  ◦ %s = %s  [%s]", f.Subject, EscapeBreaks(f.Value), f.Status))
 		}
 	}
 	return strings.Join(lines, "\n")
@@ -220,12 +220,12 @@ func RenderList(active, flagged, retired []*Fact) string {
 // RenderFact is get_memory's answer.
 func RenderFact(f *Fact) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#%d  %s = %s\n", f.ID, f.Subject, OneLine(f.Value))
+	fmt.Fprintf(&b, "#%d  %s = %s\n", f.ID, f.Subject, EscapeBreaks(f.Value))
 	fmt.Fprintf(&b, "  status=%s  scope=%s  confidence=%s  metadata=%s", f.Status, f.Scope, policy.Conf(f.Confidence), pyMeta(f))
 	var extra []string
 	extra = append(extra, "kind="+string(f.Kind))
 	if f.Source != "" {
-		extra = append(extra, "source="+OneLine(f.Source))
+		extra = append(extra, "source="+EscapeBreaks(f.Source))
 	}
 	if f.Supersedes != 0 {
 		extra = append(extra, fmt.Sprintf("supersedes=#%d", f.Supersedes))

@@ -48,7 +48,7 @@ type Schema struct {
 // separators (spaces, '-', '_', '.', '/' fold together; runs collapse; ends
 // are trimmed). It is never semantic: "Patient Allergy" and
 // "patient_allergy" match, "allergies" does not. Tools refuse a subject
-// holding an invisible character (Invisible) before it gets here; Fold
+// holding an invisible character (FirstInvisible) before it gets here; Fold
 // drops them so that no path can store a look-alike of a declared slot.
 func Fold(s string) string {
 	// Invalid UTF-8 becomes U+FFFD first, as ranging over it would later,
@@ -76,10 +76,10 @@ func Fold(s string) string {
 	return norm.NFKC.String(b.String())
 }
 
-// Invisible returns the first invisible formatting character of s (a
+// FirstInvisible returns the first invisible formatting character of s (a
 // zero-width character, a bidirectional control, a soft hyphen: Unicode
 // category Cf), if any. A subject holding one looks like another.
-func Invisible(s string) (rune, bool) {
+func FirstInvisible(s string) (rune, bool) {
 	for _, r := range s {
 		if unicode.Is(unicode.Cf, r) {
 			return r, true

@@ -32,6 +32,11 @@ type Decider struct {
 	// workspace): the rule refuses them everything until an admin lifts
 	// it. The core reads it from the store in the deciding transaction.
 	Suspended string
+	// Surface is where the decision comes from (web, slack, http, …) and
+	// SignIn how a console session was opened (link, oidc): with AuthAt
+	// and AuthMethod they make the decision's assurance (AssuranceOf).
+	Surface string
+	SignIn  string
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -119,6 +124,10 @@ type Decidable struct {
 	// approves at most one stage, so they may not approve this one. Set
 	// for an approval only (refusing is never held back).
 	EarlierStages []StageApproval
+	// MinAssurance, when set, is the least assurance an approval needs
+	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
+	// tools[].step_up.method. Set for approving, never for refusing.
+	MinAssurance Assurance
 }
 
 // StageApproval is one person's approval of a stage, as the decision rule
@@ -142,12 +151,15 @@ func SteppedUp(authAt time.Time, within time.Duration, at time.Time) bool {
 	return !authAt.Before(at.Add(-within)) && !authAt.After(at.Add(StepUpSkew))
 }
 
-// StepUpRequired starts the step-up refusal (after "Access denied: "): a
-// surface that can offer a fresh sign-in recognises it (IsStepUpRefusal).
+// StepUpRequired starts the step-up refusal (after "Access denied: "). A
+// surface recognises the refusal by its check (errors.Is(err,
+// CheckStepUp)), not by this text.
 const StepUpRequired = "step-up required: approve in the console after signing in again."
 
-// IsStepUpRefusal reports whether msg is the decision rule's step-up
-// refusal: every other check passed, and only a fresh sign-in is missing.
+// IsStepUpRefusal reports whether msg starts like the decision rule's
+// step-up refusal.
+//
+// Deprecated: match the refusal's check, errors.Is(err, CheckStepUp).
 func IsStepUpRefusal(msg string) bool {
 	return strings.HasPrefix(msg, "Access denied: "+StepUpRequired)
 }
@@ -171,7 +183,8 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // an item signed off in stages, with the groups the decider belongs to
 // now), stage (one person approves at most one stage), step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
-// is within it.StepUp of it.At).
+// is within it.StepUp of it.At), assurance (an item with MinAssurance is
+// approved only by a decider authenticated at least so, AssuranceOf).
 func DecisionRefusal(d Decider, it Decidable) string {
 	return CheckDecision(d, it).Message
 }
@@ -194,13 +207,63 @@ const (
 	// It is made right after the identity check; listed last so the other
 	// checks keep their values.
 	CheckSuspended
+	// CheckAssurance: approving needs a stronger authentication than the
+	// caller's (Decidable.MinAssurance); checked last.
+	CheckAssurance
 )
 
+// checkNames are the DecisionChecks as errors and logs name them.
+var checkNames = [...]string{
+	CheckAllowed:    "allowed",
+	CheckIdentity:   "no identity",
+	CheckPerson:     "not a person",
+	CheckCapability: "no approve capability",
+	CheckRequester:  "own request",
+	CheckScope:      "out of scope",
+	CheckApprovers:  "not an eligible approver",
+	CheckStepUp:     "step-up required",
+	CheckSuspended:  "suspended",
+	CheckAssurance:  "authentication too weak",
+}
+
+// String names the check ("step-up required").
+func (c DecisionCheck) String() string {
+	if int(c) < len(checkNames) && checkNames[c] != "" {
+		return checkNames[c]
+	}
+	return fmt.Sprintf("DecisionCheck(%d)", int(c))
+}
+
+// Error makes a check an error value to compare a refusal with: a
+// *Refusal (and an *Error carrying one) unwraps to its check, so
+// errors.Is(err, CheckStepUp) reports a step-up refusal.
+func (c DecisionCheck) Error() string { return c.String() }
+
 // Refusal is the decision rule's answer: which check refused and the
-// refusal to show ("Access denied: …"). The zero Refusal allows.
+// refusal to show ("Access denied: …"). A *Refusal is an error; Decide
+// returns nil when the rule allows, never an empty Refusal.
 type Refusal struct {
 	Check   DecisionCheck
 	Message string
+}
+
+// Error returns the message shown to the decider.
+func (r *Refusal) Error() string { return r.Message }
+
+// Unwrap returns the check that refused (errors.Is(err, CheckScope)).
+func (r *Refusal) Unwrap() error { return r.Check }
+
+// Decide is the one decision rule (DecisionRefusal says who may decide,
+// and in which order the checks are made) as a value: nil when d may
+// decide it, else the *Refusal, naming the check that refused.
+// DecisionRefusal and CheckDecision are its older forms, with "" and the
+// zero Refusal meaning allowed; new code calls Decide.
+func Decide(d Decider, it Decidable) *Refusal {
+	r := CheckDecision(d, it)
+	if r.Check == CheckAllowed {
+		return nil
+	}
+	return &r
 }
 
 // CheckDecision is DecisionRefusal with the check that refused, for a
@@ -241,8 +304,24 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckStage, Message: fmt.Sprintf("Access denied: %s approved the %s stage of %s, and one person approves at most one stage. Another approver decides the open stage (%s).", display, it.EarlierStages[i].Stage, it.Ref, it.Stage)}
 	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
 		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
+	case it.MinAssurance != "" && !AssuranceOf(d, it.StepUp, it.At).AtLeast(it.MinAssurance):
+		return Refusal{Check: CheckAssurance, Message: fmt.Sprintf("Access denied: %s %s is approved only with %s, and %s decided with %s. Refusing it needs no step-up.",
+			StepUpRequired, it.Ref, assuranceNeed(it.MinAssurance), display, AssuranceOf(d, it.StepUp, it.At).Label())}
 	}
 	return Refusal{}
+}
+
+// assuranceNeed says what a minimum asks for, in a refusal.
+func assuranceNeed(min Assurance) string {
+	switch min {
+	case AssuranceOIDC:
+		return "a console session opened at the identity provider (OIDC)"
+	case AssuranceStepUp:
+		return "a fresh sign-in at the identity provider (OIDC step-up)"
+	case AssurancePasskey:
+		return "a fresh passkey step-up in the console"
+	}
+	return min.Label()
 }
 
 // stepUpRefusal says why a decider is not stepped up for it.
@@ -290,6 +369,8 @@ func (r Refusal) Short(role Role) string {
 		return "approving needs a fresh sign-in (step-up)"
 	case CheckSuspended:
 		return "you are suspended from approving"
+	case CheckAssurance:
+		return "approving needs a stronger sign-in (step-up)"
 	}
 	return r.Message
 }
@@ -316,5 +397,5 @@ func SeesDetails(d Decider, it Decidable, sensitive bool) bool {
 	if (it.RequesterID != "" || it.RequesterName != "") && SamePrincipal(d.ID, d.Name, it.RequesterID, it.RequesterName) {
 		return true
 	}
-	return DecisionRefusal(d, Decidable{Ref: it.Ref, SpaceUserID: it.SpaceUserID}) == ""
+	return Decide(d, Decidable{Ref: it.Ref, SpaceUserID: it.SpaceUserID}) == nil
 }

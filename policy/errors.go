@@ -29,7 +29,13 @@ type Error struct {
 	// RetryAfter is, for KindRateLimited, how many seconds until a retry
 	// can succeed (HTTP: the Retry-After header).
 	RetryAfter int
+	// Err is the typed cause, when there is one: the *Refusal of a
+	// decision the one rule refused. errors.Is and errors.As see it.
+	Err error
 }
+
+// Unwrap returns the typed cause (nil for none).
+func (e *Error) Unwrap() error { return e.Err }
 
 // Error returns the message, prefixed by the field at fault.
 func (e *Error) Error() string {

@@ -62,6 +62,11 @@ type Payload struct {
 	// the facts its approval rested on changed. A receipt of an earlier
 	// round never redeems.
 	Round int `json:"round,omitempty"`
+	// Assurance is how the approval was authenticated: the weakest of
+	// the deciding approvers' (api_key, chat, link, oidc, oidc_step_up,
+	// passkey). Absent from receipts issued before decisions recorded it,
+	// and from an approval by a grant or by policy.
+	Assurance string `json:"assurance,omitempty"`
 }
 
 // Errors a verification returns (wrapped with details).

@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -132,5 +133,39 @@ func TestCanonicalKeepsNumbersAndOrdersKeys(t *testing.T) {
 	}
 	if _, err := Canonical([]byte(`{} {}`)); err == nil {
 		t.Fatal("two values accepted")
+	}
+}
+
+// TestAssuranceField: a receipt states how its approval was
+// authenticated; one without it (issued before decisions recorded it, or
+// approved by a grant) is byte for byte the payload earlier versions
+// signed, and verifies as before.
+func TestAssuranceField(t *testing.T) {
+	priv := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
+	sign := func(m []byte) []byte { return ed25519.Sign(priv, m) }
+	now := time.Unix(1_800_000_000, 0)
+	p := Payload{Key: KeyID(priv.Public().(ed25519.PublicKey)), RequestID: "req_0123456789abcdef", Tool: "restart_service",
+		ApprovedArgsSHA256: strings.Repeat("ab", 32), ConfirmedBy: "dr_smith [U0123ABC]", IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix()}
+	old, err := Sign(p, sign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(old, ".")
+	raw, _ := base64.RawURLEncoding.DecodeString(head)
+	want := `{"v":1,"key":"` + p.Key + `","request_id":"req_0123456789abcdef","tool":"restart_service","approved_args_sha256":"` + strings.Repeat("ab", 32) + `","confirmed_by":"dr_smith [U0123ABC]","grant":"","issued_at":1800000000,"expires_at":1800003600}`
+	if string(raw) != want {
+		t.Fatalf("a receipt without assurance signs\n%s\nwant the earlier payload\n%s", raw, want)
+	}
+	if got, err := Verify(old, priv.Public().(ed25519.PublicKey), now); err != nil || got.Assurance != "" {
+		t.Fatalf("the earlier receipt: %+v, %v", got, err)
+	}
+	p.Assurance = "oidc_step_up"
+	rec, err := Sign(p, sign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Verify(rec, priv.Public().(ed25519.PublicKey), now)
+	if err != nil || got.Assurance != "oidc_step_up" {
+		t.Fatalf("a receipt with assurance: %+v, %v", got, err)
 	}
 }

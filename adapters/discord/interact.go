@@ -272,13 +272,14 @@ func (a *Adapter) dangerStep(ctx context.Context, d chat.Decision) *discordgo.In
 		return nil
 	}
 	out := chat.Prepare(ctx, a.bot, d)
+	_, readOnly := out.Caller.ReadOnly(out.Item)
 	switch {
 	case out.Status != chat.Ready:
 		if strings.TrimSpace(out.Reply) == "" {
 			return private(internalFailure)
 		}
 		return private(clip(out.Reply, 1500, block))
-	case out.Caller != nil && (out.Caller.ReadOnlyReason(out.Item) != "" || (out.Item.StepUp > 0 && !out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now()))):
+	case out.Caller != nil && (readOnly || (out.Item.StepUp > 0 && !out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now()))):
 		d.Deliveries = nil // deduped by Prepare
 		out = chat.Decide(ctx, a.bot, d)
 		return private(clip(out.Reply, 1500, block))

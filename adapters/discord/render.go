@@ -419,7 +419,7 @@ func statusFields(it bot.Item) []field {
 	o := outcomeOf(it.Status)
 	fs = append(fs, field{"Outcome", o.icon + " " + o.word})
 	if len(it.DecidedBy) > 0 {
-		fs = append(fs, field{"Decided by", clip(chat.Names(it.DecidedBy, 1500), maxFieldValue, inline)})
+		fs = append(fs, field{"Decided by", clip(chat.Deciders(it, 1500), maxFieldValue, inline)})
 	}
 	if !it.DecidedAt.IsZero() {
 		fs = append(fs, field{"Decided at", fmtTime(it.DecidedAt)})

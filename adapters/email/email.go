@@ -198,7 +198,7 @@ func (a *Adapter) recipients(it bot.Item, role string) []Person {
 			continue
 		}
 		c := &bot.Caller{Principal: p.Principal, Surface: Sink}
-		if c.ReadOnlyReason(it) != "" {
+		if _, readOnly := c.ReadOnly(it); readOnly {
 			continue
 		}
 		out = append(out, p)
@@ -252,7 +252,7 @@ func (a *Adapter) compose(it bot.Item, n bot.Note, p Person) content {
 		c.Subject = fmt.Sprintf("%sCountersign item #%d %s", prefix, it.ID, what)
 		c.Lead = fmt.Sprintf("A Countersign item (#%d) %s. What it is about is shown only in the console.", it.ID, what)
 	} else {
-		title := chat.OneLine(it.Title, 200)
+		title := bot.OneLine(it.Title, 200)
 		if it.Sensitive || title == "" {
 			title = chat.SensitiveNoun(it.Kind)
 			if !it.Sensitive {
@@ -263,7 +263,7 @@ func (a *Adapter) compose(it bot.Item, n bot.Note, p Person) content {
 		c.Lead = fmt.Sprintf("#%d %s: %s", it.ID, what, title)
 		c.Lines = append(c.Lines, "Kind: "+chat.KindNoun(it.Kind))
 		if it.Requester != "" {
-			c.Lines = append(c.Lines, "Requested by: "+chat.OneLine(it.Requester, 200))
+			c.Lines = append(c.Lines, "Requested by: "+bot.OneLine(it.Requester, 200))
 		}
 		if !it.CreatedAt.IsZero() {
 			c.Lines = append(c.Lines, "Asked: "+chat.Stamp(it.CreatedAt))
@@ -272,10 +272,10 @@ func (a *Adapter) compose(it bot.Item, n bot.Note, p Person) content {
 			c.Lines = append(c.Lines, "Expires: "+chat.Stamp(it.ExpiresAt))
 		}
 		if it.Tally != "" {
-			c.Lines = append(c.Lines, "Votes: "+chat.OneLine(it.Tally, 300))
+			c.Lines = append(c.Lines, "Votes: "+bot.OneLine(it.Tally, 300))
 		}
 		if n.Text != "" {
-			c.Lines = append(c.Lines, chat.OneLine(n.Text, 300))
+			c.Lines = append(c.Lines, bot.OneLine(n.Text, 300))
 		}
 	}
 	caller := &bot.Caller{Principal: p.Principal, Surface: Sink}
@@ -287,7 +287,7 @@ func (a *Adapter) compose(it bot.Item, n bot.Note, p Person) content {
 		c.NoLink = "The web console is off here, so this email carries no link: decide on the item's card in chat, or ask an admin."
 	default:
 		a.log.Warn("no console link for an email", "item", it.ID, "to", p.Name, "err", err)
-		c.NoLink = "Countersign could not make you a console link (" + chat.OneLine(err.Error(), 200) + "): decide on the item's card in chat, or ask an admin."
+		c.NoLink = "Countersign could not make you a console link (" + bot.OneLine(err.Error(), 200) + "): decide on the item's card in chat, or ask an admin."
 	}
 	return c
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -68,6 +69,12 @@ type Options struct {
 	// read-only upstream call passed through, an upstream's answer to an
 	// approved call); it must be set with Gateway.
 	Audit AuditFunc
+	// AuditRead records a read-only call passed straight through (queued
+	// with the read verdicts' audit); nil: Audit.
+	AuditRead AuditFunc
+	// Store keeps the gateway's forwarding markers (forwarding.go); nil:
+	// none, and a crash mid-call is not reported at the next start.
+	Store kv.Store
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -269,9 +276,11 @@ type HTTPOptions struct {
 	StateKey []byte
 	ItemURL  func(item uint64) string
 	Now      func() time.Time
-	// Gateway and Audit are Options'.
-	Gateway *gateway.Gateway
-	Audit   AuditFunc
+	// Gateway, Audit, AuditRead and Store are Options'.
+	Gateway   *gateway.Gateway
+	Audit     AuditFunc
+	AuditRead AuditFunc
+	Store     kv.Store
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -295,7 +304,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit}
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit, AuditRead: o.AuditRead, Store: o.Store}
 	w := newWaiter(so)
 	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }

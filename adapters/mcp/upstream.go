@@ -143,13 +143,20 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		t, ok := o.Gateway.Tool(name)
+		if ok && caller != nil && !o.Gateway.MayCall(t.Upstream, caller.Name) {
+			err := &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call the tools of upstream %s (gateway.upstreams[].principals lists who may). Nothing was run.", caller, t.Upstream)}
+			if w.audit != nil {
+				_ = w.audit(ctx, caller, "gateway_denied", fmt.Sprintf("%s: %s is not among the upstream's principals", name, caller))
+			}
+			return log(name, err), nil
+		}
 		if !ok {
 			return toolError(fmt.Sprintf("%s is not offered now: its upstream no longer lists it. Nothing was run.", name), nil), nil
 		}
 		if t.Category == "read-only" {
 			return w.passThrough(ctx, o.Logger, caller, t, args), nil
 		}
-		return w.gated(ctx, req, caller, t, args, obj, log)
+		return w.gated(ctx, o.Logger, req, caller, t, args, obj, log)
 	}
 }
 
@@ -175,7 +182,7 @@ func (w *waiter) passThrough(ctx context.Context, log *slog.Logger, caller *bot.
 	}
 	res, ferr := w.gw.Forward(ctx, t.Name, args)
 	detail := fmt.Sprintf("%s read-only args_sha256=%s %s", t.Name, digest(args), resultDetail(res, ferr))
-	if err := w.audit(ctx, caller, "gateway_passed", detail); err != nil {
+	if err := w.auditRead(ctx, caller, "gateway_passed", detail); err != nil {
 		return internalError(ctx, log, t.Name, fmt.Errorf("auditing a passed-through call: %w", err), nil)
 	}
 	if ferr != nil {
@@ -204,7 +211,7 @@ func resultDetail(res *sdk.CallToolResult, err error) string {
 // on approval the redemption and the forwarding of the approved
 // arguments. An MRTR retry (requestState) waits on the request its state
 // names, never a second one.
-func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bot.Caller, t gateway.Tool, args json.RawMessage, obj map[string]any, log logFunc) (*sdk.CallToolResult, error) {
+func (w *waiter) gated(ctx context.Context, lg *slog.Logger, req *sdk.CallToolRequest, caller *bot.Caller, t gateway.Tool, args json.RawMessage, obj map[string]any, log logFunc) (*sdk.CallToolResult, error) {
 	start := w.now()
 	deadline := start.Add(w.maxWait)
 	sup := supportOf(req)
@@ -225,8 +232,15 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 		if d := gateway.Clip(t.Description, 300); strings.TrimSpace(d) != "" {
 			summary += " What the upstream says the tool does (its claim, not verified): «" + d + "»"
 		}
+		plan := ""
+		if t.DryRun != nil {
+			var refused *sdk.CallToolResult
+			if plan, refused = w.dryRun(ctx, lg, caller, t, obj); refused != nil {
+				return refused, nil
+			}
+		}
 		var err error
-		if out, err = w.request(ctx, log, caller, t, obj, summary); err != nil {
+		if out, err = w.request(ctx, log, caller, t, obj, summary, plan); err != nil {
 			return log(t.Name, err), nil
 		}
 		if out.pending() {
@@ -239,7 +253,7 @@ func (w *waiter) gated(ctx context.Context, req *sdk.CallToolRequest, caller *bo
 	id := out.requestID()
 	switch out.status() {
 	case "approved":
-		return w.forward(ctx, log, caller, t, args, out), nil
+		return w.forward(ctx, lg, log, caller, t, args, out), nil
 	case "pending":
 		if sup.modern {
 			return w.inputRequired(out, caller, t.Name, args, st.Asked, sup)
@@ -288,7 +302,7 @@ const maxGenerations = 16
 // wait) waits on the same request, and finds it approved, rather than
 // asking a person twice. A request that was denied, expired or already
 // ran is not the call's any more: the next generation's id makes a new one.
-func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, obj map[string]any, summary string) (outcome, error) {
+func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, obj map[string]any, summary, plan string) (outcome, error) {
 	canon, err := json.Marshal(obj) // map keys sorted: one text per object
 	if err != nil {
 		return outcome{}, bot.Invalid("arguments", "cannot be encoded: %v", err)
@@ -297,7 +311,10 @@ func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t
 	var out outcome
 	for gen := 1; gen <= maxGenerations+1; gen++ {
 		args := map[string]any{"tool": t.Name, "arguments": obj, "summary": summary}
-		if strings.EqualFold(t.Category, "destructive") {
+		switch {
+		case plan != "":
+			args["dry_run"] = plan
+		case strings.EqualFold(t.Category, "destructive"):
 			// A destructive call is shown with its plan; an upstream
 			// tool has none of its own, so the plan is the exact call.
 			args["dry_run"] = fmt.Sprintf("No dry run: upstream %s offers none for %s. Approving runs exactly this call, once: %s %s", t.Upstream, t.UpstreamTool, t.UpstreamTool, canon)
@@ -329,6 +346,54 @@ func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t
 	return out, nil
 }
 
+// maxPlan bounds the dry-run plan taken from a companion's answer.
+const maxPlan = 16 << 10
+
+// dryRun calls the configured read-only companion of t with the call's
+// arguments (or the configured ones) and returns its answer as the plan
+// for the card. A companion that configuration does not classify
+// read-only, that fails, or that answers an error refuses the call:
+// nobody is asked without the plan configuration promised them.
+func (w *waiter) dryRun(ctx context.Context, log *slog.Logger, caller *bot.Caller, t gateway.Tool, obj map[string]any) (string, *sdk.CallToolResult) {
+	name := gateway.Name(t.Upstream, t.DryRun.Tool)
+	refuse := func(why string) (string, *sdk.CallToolResult) {
+		return "", toolError(fmt.Sprintf("%s was not run, and nobody was asked: its dry run %s %s. Nothing was run.", t.Name, name, why), map[string]any{"dry_run": name})
+	}
+	comp, ok := w.gw.Tool(name)
+	switch {
+	case !ok:
+		return refuse("is not offered by the upstream now")
+	case comp.Category != "read-only":
+		return refuse("is not classified read-only (gateway.upstreams[].tools), so it is not called to plan another call")
+	}
+	if caller == nil || !caller.MayWrite() {
+		return refuse("may not be called by this caller")
+	}
+	args := t.DryRun.Arguments
+	if args == nil {
+		args = obj
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return refuse("has arguments that cannot be encoded")
+	}
+	res, ferr := w.gw.Forward(ctx, name, b)
+	if err := w.audit(ctx, caller, "gateway_dry_run", fmt.Sprintf("%s for %s args_sha256=%s %s", name, t.Name, digest(b), resultDetail(res, ferr))); err != nil {
+		return "", internalError(ctx, log, t.Name, fmt.Errorf("auditing a dry run: %w", err), nil)
+	}
+	switch {
+	case ferr != nil:
+		return refuse("failed: " + ferr.Error())
+	case res.IsError:
+		return refuse("answered an error: " + gateway.Clip(resultText(res), 500))
+	}
+	out := strings.ToValidUTF8(resultText(res), "\uFFFD")
+	if len(out) > maxPlan {
+		out = gateway.Clip(out, maxPlan)
+	}
+	return fmt.Sprintf("Dry run by upstream %s's %s (its answer, not verified by Countersign):\n%s", t.Upstream, t.DryRun.Tool, out), nil
+}
+
 // retryWindow is how long after a denial or an expiry a retry of the same
 // call is answered with it; later, the same call asks again.
 const retryWindow = 15 * time.Minute
@@ -342,16 +407,42 @@ func (w *waiter) recent(v any) bool {
 
 // forward redeems the receipt of the approved request in out and calls
 // the upstream with exactly the approved arguments, once.
-func (w *waiter) forward(ctx context.Context, log logFunc, caller *bot.Caller, t gateway.Tool, args json.RawMessage, out outcome) *sdk.CallToolResult {
+func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, caller *bot.Caller, t gateway.Tool, args json.RawMessage, out outcome) *sdk.CallToolResult {
 	id := out.requestID()
 	rec, _ := out.data["receipt"].(string)
 	if rec == "" {
 		return toolError(fmt.Sprintf("%s was not run: request %s is approved but carries no receipt to redeem (is it sensitive, with its details withheld from you?).", t.Name, id), map[string]any{"request_id": id})
 	}
+	// The marker first: should the process stop from here to the audit of
+	// the answer, the next start says the outcome is unknown.
+	if err := w.mark(ctx, caller, id, t.Name); err != nil {
+		return internalError(ctx, lg, t.Name, fmt.Errorf("recording the forwarding of %s: %w", id, err), nil)
+	}
+	var kept json.RawMessage // the answer to keep for a retry
+	defer func() {
+		if err := w.finish(ctx, id, kept); err != nil {
+			lg.Error("gateway: dropping a forwarding marker", "request", id, "err", err)
+		}
+	}()
 	b, _ := json.Marshal(map[string]string{"receipt": rec})
 	red := w.call(ctx, log, caller, "redeem_receipt", b)
 	if red.err != nil {
-		return red.res // already redeemed, reopened, expired: the core says which
+		// Already redeemed: a retry of a call that ran gets its recorded
+		// answer; anything else (reopened, expired) as the core says.
+		var e *bot.Error
+		if errors.As(red.err, &e) && e.Kind == bot.KindConflict && e.Field == "" {
+			if raw := w.recordedResult(ctx, id); raw != nil {
+				var res sdk.CallToolResult
+				if json.Unmarshal(raw, &res) == nil {
+					if res.Meta == nil {
+						res.Meta = sdk.Meta{}
+					}
+					res.Meta[metaRequest] = map[string]any{"request_id": id, "replayed": true}
+					return &res
+				}
+			}
+		}
+		return red.res
 	}
 	approved, sum, err := approvedArguments(red, args)
 	if err != nil {
@@ -362,10 +453,13 @@ func (w *waiter) forward(ctx context.Context, log logFunc, caller *bot.Caller, t
 	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(res, ferr))
 	if err := w.audit(ctx, caller, "gateway_forwarded", detail); err != nil {
 		// The upstream ran; its answer could not be recorded.
-		return internalError(ctx, slog.New(slog.DiscardHandler), t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil)
+		return internalError(ctx, lg, t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil)
 	}
 	if ferr != nil {
 		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream})
+	}
+	if raw, err := json.Marshal(res); err == nil {
+		kept = raw
 	}
 	edited, _ := red.data["edited"].(bool)
 	cp := *res

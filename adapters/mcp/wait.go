@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -92,17 +93,22 @@ func supportOf(req *sdk.CallToolRequest) clientSupport {
 
 // waiter runs the waits of confirm_action.
 type waiter struct {
-	app     App
-	seal    sealer
-	maxWait time.Duration
-	now     func() time.Time
-	itemURL func(uint64) string
-	gw      *gateway.Gateway // nil: no upstreams
-	audit   AuditFunc
+	app       App
+	seal      sealer
+	maxWait   time.Duration
+	now       func() time.Time
+	itemURL   func(uint64) string
+	gw        *gateway.Gateway // nil: no upstreams
+	audit     AuditFunc
+	auditRead AuditFunc
+	store     kv.Store // the gateway's forwarding markers; nil: none kept
 }
 
 func newWaiter(o Options) *waiter {
-	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit}
+	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead, store: o.Store}
+	if w.auditRead == nil {
+		w.auditRead = w.audit
+	}
 	if w.maxWait <= 0 {
 		w.maxWait = defaultMaxCallWait
 	}

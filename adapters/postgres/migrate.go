@@ -43,6 +43,18 @@ BEGIN
 END $$;
 CREATE TRIGGER countersign_notify AFTER INSERT OR UPDATE ON countersign_kv
 	FOR EACH ROW EXECUTE FUNCTION countersign_notify();`,
+	// 3: rate limits shared by the replicas (RateLimits). One row per
+	// limiter and key: the bucket's theoretical arrival time (GCRA), in
+	// microseconds since the epoch. UNLOGGED: a take writes no WAL and
+	// waits for no flush; a crash of the database empties the table, which
+	// is every bucket full again.
+	`CREATE UNLOGGED TABLE IF NOT EXISTS countersign_rate (
+	name text COLLATE "C" NOT NULL,
+	key text COLLATE "C" NOT NULL,
+	tat bigint NOT NULL,
+	ok boolean NOT NULL,
+	PRIMARY KEY (name, key)
+);`,
 }
 
 // setWatched makes the notify trigger watch exactly buckets.

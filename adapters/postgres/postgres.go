@@ -66,6 +66,10 @@ type DB struct {
 	// attemptTimeout bounds one run of a transaction on the client's side.
 	attemptTimeout time.Duration
 	close          sync.Once
+	stats          *counter
+	// closing is closed when Close begins: what holds a connection for
+	// good (a run's claim) gives it back then.
+	closing chan struct{}
 }
 
 var _ kv.Store = (*DB)(nil)
@@ -100,13 +104,15 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "countersign"
 	}
+	stats := &counter{}
+	cfg.ConnConfig.Tracer = stats
 	// Retrying a statement (not a transaction) is never done by pgx; every
 	// retry here re-runs whole transactions.
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", unavailable(err))
 	}
-	d := &DB{pool: pool, attempts: opt.MaxAttempts, attemptTimeout: 2*max(st, 5*time.Second) + ct}
+	d := &DB{pool: pool, attempts: opt.MaxAttempts, attemptTimeout: 2*max(st, 5*time.Second) + ct, closing: make(chan struct{}), stats: stats}
 	if d.attempts <= 0 {
 		d.attempts = 30
 	}
@@ -128,6 +134,7 @@ func (d *DB) Pool() *pgxpool.Pool { return d.pool }
 // nothing.
 func (d *DB) Close() error {
 	d.close.Do(func() {
+		close(d.closing)
 		if d.group != nil {
 			d.group.Close()
 		}
@@ -172,17 +179,41 @@ func (d *DB) View(ctx context.Context, fn func(kv.Tx) error) error {
 	})
 }
 
-// view runs one try of a read-only transaction.
+// view runs one try of a read-only transaction. Its BEGIN travels with
+// its first statement; a function that reads nothing costs nothing.
 func (d *DB) view(actx context.Context, fn func(kv.Tx) error) error {
-	t, err := d.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	d.stats.transactions.Add(1)
+	conn, err := d.pool.Acquire(actx)
 	if err != nil {
 		return err
 	}
-	defer t.Rollback(context.WithoutCancel(actx))
-	if err := fn(&tx{ctx: actx, t: t}); err != nil {
+	x := &tx{ctx: actx, q: conn, begin: []string{"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"}}
+	ferr := fn(x)
+	if !x.began() {
+		conn.Release()
+		return ferr
+	}
+	end := "COMMIT"
+	if ferr != nil {
+		end = "ROLLBACK"
+	}
+	if _, err := conn.Exec(actx, end); err != nil {
+		discard(actx, conn)
+		if ferr != nil {
+			return ferr
+		}
 		return err
 	}
-	return t.Commit(actx)
+	conn.Release()
+	return ferr
+}
+
+// discard closes a connection instead of handing it back to the pool: it
+// may be in a transaction or hold the writer's lock, and closing the
+// session ends both.
+func discard(ctx context.Context, conn *pgxpool.Conn) {
+	_ = conn.Conn().Close(context.WithoutCancel(ctx))
+	conn.Release()
 }
 
 // commit runs fn and the PreCommits it registers in one serializable
@@ -223,51 +254,82 @@ func (d *DB) groupAttempt(run func(kv.Tx) error) error {
 // conflict and retry. Group commit makes each of them carry many writes.
 const writerLock int64 = 0x436f756e74727357
 
+// The statements that begin and end a write transaction.
+var (
+	beginWrite   = []string{"BEGIN ISOLATION LEVEL SERIALIZABLE"}
+	unlockWriter = "SELECT pg_advisory_unlock(" + strconv.FormatInt(writerLock, 10) + ")"
+)
+
 // attempt runs one try of a write transaction on a connection of its own.
+// The writer's lock is taken first, on its own: the transaction's snapshot
+// must be taken after it is granted (a pipeline would run the lock and the
+// BEGIN in one implicit transaction). BEGIN travels with the first
+// statement; the writes, COMMIT and the unlock travel together at the end
+// (tx): a transaction costs its reads plus two round trips.
 func (d *DB) attempt(actx context.Context, fn func(*tx) error) error {
+	d.stats.transactions.Add(1)
 	conn, err := d.pool.Acquire(actx)
 	if err != nil {
 		return err
 	}
 	if _, err := conn.Exec(actx, `SELECT pg_advisory_lock($1)`, writerLock); err != nil {
 		// The connection may hold the lock or be broken: never reuse it.
-		_ = conn.Conn().Close(context.WithoutCancel(actx))
-		conn.Release()
+		discard(actx, conn)
 		return err
 	}
-	defer func() {
-		if _, err := conn.Exec(context.WithoutCancel(actx), `SELECT pg_advisory_unlock($1)`, writerLock); err != nil {
-			_ = conn.Conn().Close(context.WithoutCancel(actx))
-		}
-		conn.Release()
-	}()
-	t, err := conn.BeginTx(actx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	x := &tx{ctx: actx, q: conn, begin: beginWrite, hooks: &kv.Hooks{}}
+	err = fn(x)
+	if err == nil {
+		err = x.hooks.Run(x)
+	}
 	if err != nil {
-		return err
-	}
-	rctx := context.WithoutCancel(actx)
-	x := &tx{ctx: actx, t: t, hooks: &kv.Hooks{}}
-	if err := fn(x); err != nil {
-		_ = t.Rollback(rctx)
-		return err
-	}
-	if err := x.hooks.Run(x); err != nil {
-		_ = t.Rollback(rctx)
-		return err
-	}
-	if err := t.Commit(actx); err != nil {
-		if retryable(err) || pgconn.SafeToRetry(err) {
-			return err
+		b := &pgx.Batch{}
+		if x.began() {
+			b.Queue("ROLLBACK")
 		}
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) {
-			return err // refused by the server: not committed
+		b.Queue(unlockWriter)
+		if berr := conn.SendBatch(context.WithoutCancel(actx), b).Close(); berr != nil {
+			discard(actx, conn)
+		} else {
+			conn.Release()
 		}
-		// The COMMIT was sent and no answer came back: it may or may not
-		// have happened. Never acknowledge it.
-		return &outcomeUnknown{err: err}
+		return err
 	}
-	return nil
+	b := &pgx.Batch{}
+	x.queueBegin(b)
+	x.queueWrites(b, "", true)
+	commitAt := b.Len()
+	b.Queue("COMMIT")
+	b.Queue(unlockWriter)
+	br := conn.SendBatch(actx, b)
+	failedAt := -1
+	for i := range b.Len() {
+		if _, err = br.Exec(); err != nil {
+			failedAt = i
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil && cerr != nil {
+		err, failedAt = cerr, b.Len()
+	}
+	if err == nil {
+		conn.Release()
+		return nil
+	}
+	discard(actx, conn)
+	if failedAt > commitAt {
+		return nil // committed; only the unlock failed, and the closed session ends the lock
+	}
+	if retryable(err) || pgconn.SafeToRetry(err) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err // refused by the server: not committed
+	}
+	// The COMMIT was sent and no answer came back: it may or may not
+	// have happened. Never acknowledge it.
+	return &outcomeUnknown{err: err}
 }
 
 // outcomeUnknown is a COMMIT whose answer was lost.

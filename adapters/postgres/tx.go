@@ -1,19 +1,46 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
+	"sort"
 
 	"github.com/countersign/countersign/kv"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// tx is a kv.Tx on a pgx transaction. hooks is nil in a read-only one.
+// querier is what a transaction sends its statements on: a connection of
+// the pool, in a transaction begun by hand (so that BEGIN and COMMIT can
+// travel in one round trip with other statements).
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// tx is a kv.Tx on a transaction of one connection. hooks is nil in a
+// read-only one.
+//
+// Round trips are what a transaction costs on PostgreSQL, so:
+//   - what begins the transaction (the writer's lock and BEGIN) is not sent
+//     on its own: it travels with the first statement;
+//   - writes are buffered (puts, by bucket and key; nil is a delete) and
+//     sent at commit, all of them in one round trip with the COMMIT; a Get
+//     of a buffered key answers from the buffer, and a scan of a bucket
+//     with buffered writes sends that bucket's first (one round trip), so
+//     every read sees the transaction's own writes;
+//   - sequences are read once and counted here, and written at commit.
 type tx struct {
 	ctx   context.Context
-	t     pgx.Tx
+	q     querier
+	begin []string // what begins the transaction, still to send with its first statement
 	hooks *kv.Hooks
+
+	puts map[string]map[string][]byte // bucket -> key -> value; a nil value is a delete
+	seqs map[string]int64             // bucket -> the last number handed out
 }
 
 var (
@@ -27,13 +54,56 @@ var errReadOnly = errors.New("postgres: write in a read-only transaction")
 // errKeyRequired mirrors bbolt's refusal of an empty key.
 var errKeyRequired = errors.New("postgres: key required")
 
-func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
-	var v []byte
-	err := x.t.QueryRow(x.ctx, `SELECT value FROM countersign_kv WHERE bucket = $1 AND key = $2`, bucket, key).Scan(&v)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+// read runs one statement and hands its rows to fn, sending a pending
+// BEGIN in the same round trip.
+func (x *tx) read(fn func(pgx.Rows) error, sql string, args ...any) error {
+	var rows pgx.Rows
+	if len(x.begin) > 0 {
+		b := &pgx.Batch{}
+		n := x.queueBegin(b)
+		b.Queue(sql, args...)
+		br := x.q.SendBatch(x.ctx, b)
+		defer br.Close()
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		var err error
+		if rows, err = br.Query(); err != nil {
+			return err
+		}
+	} else {
+		var err error
+		if rows, err = x.q.Query(x.ctx, sql, args...); err != nil {
+			return err
+		}
 	}
-	if err != nil {
+	defer rows.Close()
+	if err := fn(rows); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
+	if v, ok := x.puts[bucket][string(key)]; ok {
+		if v == nil {
+			return nil, nil
+		}
+		return bytes.Clone(v), nil
+	}
+	var v []byte
+	found := false
+	err := x.read(func(rows pgx.Rows) error {
+		if rows.Next() {
+			found = true
+			return rows.Scan(&v)
+		}
+		return nil
+	}, `SELECT value FROM countersign_kv WHERE bucket = $1 AND key = $2`, bucket, key)
+	if err != nil || !found {
 		return nil, err
 	}
 	if v == nil {
@@ -49,33 +119,143 @@ func (x *tx) Put(bucket string, key, value []byte) error {
 	if len(key) == 0 {
 		return errKeyRequired
 	}
-	if value == nil {
-		value = []byte{}
-	}
-	_, err := x.t.Exec(x.ctx, `INSERT INTO countersign_kv (bucket, key, value) VALUES ($1, $2, $3)
-ON CONFLICT (bucket, key) DO UPDATE SET value = EXCLUDED.value`, bucket, key, value)
-	return err
+	x.buffer(bucket, key, append([]byte{}, value...)) // never nil: nil is a delete
+	return nil
 }
 
 func (x *tx) Delete(bucket string, key []byte) error {
 	if x.hooks == nil {
 		return errReadOnly
 	}
-	_, err := x.t.Exec(x.ctx, `DELETE FROM countersign_kv WHERE bucket = $1 AND key = $2`, bucket, key)
-	return err
+	if len(key) == 0 {
+		return nil // no such key: bbolt's answer too
+	}
+	x.buffer(bucket, key, nil)
+	return nil
+}
+
+func (x *tx) buffer(bucket string, key, value []byte) {
+	if x.puts == nil {
+		x.puts = map[string]map[string][]byte{}
+	}
+	m := x.puts[bucket]
+	if m == nil {
+		m = map[string][]byte{}
+		x.puts[bucket] = m
+	}
+	m[string(key)] = value
 }
 
 func (x *tx) NextSequence(bucket string) (uint64, error) {
 	if x.hooks == nil {
 		return 0, errReadOnly
 	}
-	var n int64
-	err := x.t.QueryRow(x.ctx, `INSERT INTO countersign_seq (bucket, seq) VALUES ($1, 1)
-ON CONFLICT (bucket) DO UPDATE SET seq = countersign_seq.seq + 1 RETURNING seq`, bucket).Scan(&n)
-	if err != nil {
-		return 0, err
+	n, ok := x.seqs[bucket]
+	if !ok {
+		err := x.read(func(rows pgx.Rows) error {
+			if rows.Next() {
+				return rows.Scan(&n)
+			}
+			return nil
+		}, `SELECT seq FROM countersign_seq WHERE bucket = $1`, bucket)
+		if err != nil {
+			return 0, err
+		}
+		if x.seqs == nil {
+			x.seqs = map[string]int64{}
+		}
 	}
+	n++
+	x.seqs[bucket] = n
 	return uint64(n), nil
+}
+
+// The statements that send buffered writes and sequences: one each for
+// every bucket at once.
+const (
+	putStatement = `INSERT INTO countersign_kv (bucket, key, value)
+SELECT * FROM unnest($1::text[], $2::bytea[], $3::bytea[])
+ON CONFLICT (bucket, key) DO UPDATE SET value = EXCLUDED.value`
+	deleteStatement = `DELETE FROM countersign_kv d USING unnest($1::text[], $2::bytea[]) AS u(b, k)
+WHERE d.bucket = u.b AND d.key = u.k`
+	seqStatement = `INSERT INTO countersign_seq (bucket, seq)
+SELECT * FROM unnest($1::text[], $2::bigint[])
+ON CONFLICT (bucket) DO UPDATE SET seq = EXCLUDED.seq`
+)
+
+// queueWrites queues the buffered writes of the buckets (all when buckets
+// is nil) on b, in key order, and forgets them; with seqs, the sequences
+// too. It reports whether it queued anything.
+func (x *tx) queueWrites(b *pgx.Batch, only string, seqs bool) bool {
+	var pb, db []string
+	var pk, pv, dk [][]byte
+	names := make([]string, 0, len(x.puts))
+	for name := range x.puts {
+		if only == "" || name == only {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m := x.puts[name]
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if v := m[k]; v == nil {
+				db, dk = append(db, name), append(dk, []byte(k))
+			} else {
+				pb, pk, pv = append(pb, name), append(pk, []byte(k)), append(pv, v)
+			}
+		}
+		delete(x.puts, name)
+	}
+	queued := false
+	if len(pb) > 0 {
+		b.Queue(putStatement, pb, pk, pv)
+		queued = true
+	}
+	if len(db) > 0 {
+		b.Queue(deleteStatement, db, dk)
+		queued = true
+	}
+	if seqs && len(x.seqs) > 0 {
+		var sb []string
+		var sn []int64
+		for name, n := range x.seqs {
+			sb, sn = append(sb, name), append(sn, n)
+		}
+		b.Queue(seqStatement, sb, sn)
+		queued = true
+	}
+	return queued
+}
+
+// queueBegin queues what begins the transaction, if it was not sent yet,
+// and returns how many statements that is.
+func (x *tx) queueBegin(b *pgx.Batch) int {
+	n := len(x.begin)
+	for _, q := range x.begin {
+		b.Queue(q)
+	}
+	x.begin = nil
+	return n
+}
+
+// began reports whether the transaction was begun on the server.
+func (x *tx) began() bool { return len(x.begin) == 0 }
+
+// flush sends the buffered writes of bucket before a scan of it.
+func (x *tx) flush(bucket string) error {
+	if len(x.puts[bucket]) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	x.queueBegin(b)
+	x.queueWrites(b, bucket, false)
+	return x.q.SendBatch(x.ctx, b).Close()
 }
 
 // Scans read in batches, each one statement read to its end, so that the
@@ -88,6 +268,9 @@ const (
 )
 
 func (x *tx) Ascend(bucket string, from, to []byte, fn func(k, v []byte) error) error {
+	if err := x.flush(bucket); err != nil {
+		return err
+	}
 	lo, op := from, ">=" // op is > once lo is the last key of the previous batch
 	if lo == nil {
 		lo = []byte{}
@@ -105,6 +288,9 @@ func (x *tx) Ascend(bucket string, from, to []byte, fn func(k, v []byte) error) 
 }
 
 func (x *tx) Descend(bucket string, from, to []byte, fn func(k, v []byte) error) error {
+	if err := x.flush(bucket); err != nil {
+		return err
+	}
 	lo := from
 	if lo == nil {
 		lo = []byte{}
@@ -155,23 +341,21 @@ func (x *tx) batch(q, bucket string, lo, hi []byte, n int) ([][2][]byte, error) 
 	if hi != nil {
 		args = []any{bucket, lo, hi, n}
 	}
-	rows, err := x.t.Query(x.ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	var out [][2][]byte
-	for rows.Next() {
-		var k, v []byte
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
+	err := x.read(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var k, v []byte
+			if err := rows.Scan(&k, &v); err != nil {
+				return err
+			}
+			if v == nil {
+				v = []byte{}
+			}
+			out = append(out, [2][]byte{k, v})
 		}
-		if v == nil {
-			v = []byte{}
-		}
-		out = append(out, [2][]byte{k, v})
-	}
-	return out, rows.Err()
+		return nil
+	}, q, args...)
+	return out, err
 }
 
 // Finally implements kv.Finisher on read-write transactions.

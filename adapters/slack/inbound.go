@@ -346,7 +346,7 @@ func (a *Adapter) editSubmission(cb slackgo.InteractionCallback, who string, del
 	user := cb.User.ID
 	return func(ctx context.Context) any {
 		formError := func(block, msg string) any {
-			return slackgo.NewErrorsViewSubmissionResponse(map[string]string{block: chat.OneLine(msg, 300)})
+			return slackgo.NewErrorsViewSubmissionResponse(map[string]string{block: bot.OneLine(msg, 300)})
 		}
 		if len(parts) != 3 {
 			return formError(noteBlock, "This form does not name a Countersign item; close it and click Edit & approve again.")

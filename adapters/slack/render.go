@@ -114,9 +114,9 @@ func escape(s string) string {
 			// "\r\n" becomes "\n"; a lone CR is dropped.
 		case r == '\n' || r == '\t':
 			b.WriteRune(r)
-		case chat.Invisible(r):
+		case bot.Invisible(r):
 			// Bidirectional controls and other invisible format
-			// characters are dropped, as on every surface (chat.OneLine).
+			// characters are dropped, as on every surface (bot.OneLine).
 		case unicode.IsControl(r):
 			b.WriteRune(utf8.RuneError)
 		default:
@@ -191,12 +191,12 @@ func text(s string, max int) string { return truncate(escape(s), max) }
 // formatting markup applies "when type is mrkdwn"), so it is not
 // HTML-escaped: an escaped "->" would show as "-&gt;". Control characters,
 // bidirectional and other invisible format characters are replaced or
-// dropped as chat.OneLine does, line breaks become spaces, and the text is
+// dropped as bot.OneLine does, line breaks become spaces, and the text is
 // cut to max characters. As a second guard, should a client ever parse it,
 // a word joiner (invisible) follows every "<" that would open a Slack
 // reference ("<!", "<@", "<#") and every "@" of a broadcast word.
 func plainText(s string, max int) string {
-	s = chat.OneLine(s, 0)
+	s = bot.OneLine(s, 0)
 	for _, open := range []string{"<!", "<@", "<#"} {
 		s = strings.ReplaceAll(s, open, "<"+wordJoiner+open[1:])
 	}
@@ -381,13 +381,13 @@ func cardBlocks(it bot.Item) []slackgo.Block {
 		out = append(out, slackgo.NewSectionBlock(mrkdwn(truncate(s, maxSectionText)), nil, nil))
 	}
 	if it.Danger != nil && it.Pending() {
-		section("*" + escape(chat.OneLine(it.Danger.Warning, 400)) + "*")
+		section("*" + escape(bot.OneLine(it.Danger.Warning, 400)) + "*")
 	}
 	if line := chat.ReopenedLine(it); line != "" && it.Pending() {
 		section("🔁 *" + escape(line) + "*")
 	}
 	if label := chat.EffectLabel(it); label != "" {
-		section("*" + escape(label) + "* " + escape(chat.OneLine(it.Effect, 1000)))
+		section("*" + escape(label) + "* " + escape(bot.OneLine(it.Effect, 1000)))
 	}
 	if len(it.Facts) > 0 {
 		var b strings.Builder
@@ -407,7 +407,7 @@ func cardBlocks(it bot.Item) []slackgo.Block {
 	}
 	out = append(out, fieldBlocks(it.Fields)...)
 	if it.Asked != "" {
-		out = append(out, slackgo.NewContextBlock("", mrkdwn("*"+escape(chat.AskedLabel)+"* "+text(chat.OneLine(it.Asked, 600), 2000))))
+		out = append(out, slackgo.NewContextBlock("", mrkdwn("*"+escape(chat.AskedLabel)+"* "+text(bot.OneLine(it.Asked, 600), 2000))))
 	}
 	return out
 }
@@ -438,7 +438,7 @@ func outcomeBlock(it bot.Item) slackgo.Block {
 	var b strings.Builder
 	b.WriteString(icon + " *" + escape(word) + "*")
 	if len(it.DecidedBy) > 0 {
-		b.WriteString(" by " + escape(chat.Names(it.DecidedBy, 600)))
+		b.WriteString(" by " + escape(chat.Deciders(it, 600)))
 	}
 	if !it.DecidedAt.IsZero() {
 		b.WriteString(" on " + slackDate(it.DecidedAt))

@@ -290,7 +290,7 @@ func TestEscapeMakesMarkupInert(t *testing.T) {
 		{"@channelled @chan", "@\u2060channelled @chan"},
 		{"line\r\nbreak\ttab", "line\nbreak\ttab"},
 		{"bell\x07nul\x00", "bell\ufffdnul\ufffd"},
-		{"abc\u202edcba", "abcdcba"}, // dropped, as on every surface (chat.OneLine)
+		{"abc\u202edcba", "abcdcba"}, // dropped, as on every surface (bot.OneLine)
 		{"warfarin 5mg", "warfarin 5mg"},
 		{"\xff", "\ufffd"},
 	}

@@ -186,7 +186,7 @@ func plain(runs ...textRun) richText { return richText{Type: "RichTextBlock", In
 func run(s string, max int) textRun { return textRun{Type: "TextRun", Text: clean(s, max)} }
 
 // clean makes untrusted text safe to show: control and invisible format
-// characters dropped (chat.Invisible), CR LF to LF, cut to max runes.
+// characters dropped (bot.Invisible), CR LF to LF, cut to max runes.
 func clean(s string, max int) string {
 	var b strings.Builder
 	for _, r := range s {
@@ -194,7 +194,7 @@ func clean(s string, max int) string {
 		case r == '\r':
 		case r == '\n' || r == '\t':
 			b.WriteRune(r)
-		case chat.Invisible(r), r < ' ', r == 0x7f, r >= 0x80 && r < 0xa0:
+		case bot.Invisible(r), r < ' ', r == 0x7f, r >= 0x80 && r < 0xa0:
 		case r == utf8.RuneError:
 		default:
 			b.WriteRune(r)
@@ -218,7 +218,7 @@ func cut(s string, max int) string {
 
 // label is untrusted text for a plain-text place (an action's title, an
 // input's label): one line, cut.
-func label(s string, max int) string { return chat.OneLine(s, max) }
+func label(s string, max int) string { return bot.OneLine(s, max) }
 
 func itemTitle(it bot.Item) string {
 	if strings.TrimSpace(it.Title) == "" {
@@ -350,13 +350,13 @@ func itemCard(it bot.Item, v view, userIDs []string) *card {
 func lineBlocks(it bot.Item) []any {
 	var out []any
 	if it.Danger != nil && it.Pending() {
-		out = append(out, plain(textRun{Type: "TextRun", Text: clean(chat.OneLine(it.Danger.Warning, 400), 400), Weight: "Bolder", Color: colorAttention}))
+		out = append(out, plain(textRun{Type: "TextRun", Text: clean(bot.OneLine(it.Danger.Warning, 400), 400), Weight: "Bolder", Color: colorAttention}))
 	}
 	if line := chat.ReopenedLine(it); line != "" && it.Pending() {
 		out = append(out, plain(textRun{Type: "TextRun", Text: "🔁 " + clean(line, 600), Weight: "Bolder", Color: colorWarning}))
 	}
 	if lbl := chat.EffectLabel(it); lbl != "" {
-		out = append(out, plain(textRun{Type: "TextRun", Text: lbl + " ", Weight: "Bolder"}, run(chat.OneLine(it.Effect, 1000), 1000)))
+		out = append(out, plain(textRun{Type: "TextRun", Text: lbl + " ", Weight: "Bolder"}, run(bot.OneLine(it.Effect, 1000), 1000)))
 	}
 	if len(it.Facts) > 0 {
 		out = append(out, plain(textRun{Type: "TextRun", Text: chat.FactsHeading(it), Weight: "Bolder"}))
@@ -378,7 +378,7 @@ func lineBlocks(it bot.Item) []any {
 	if it.Asked != "" {
 		out = append(out, plain(
 			textRun{Type: "TextRun", Text: chat.AskedLabel + " ", Weight: "Bolder", IsSubtle: true, Size: "Small"},
-			textRun{Type: "TextRun", Text: clean(chat.OneLine(it.Asked, 600), 600), IsSubtle: true, Size: "Small"},
+			textRun{Type: "TextRun", Text: clean(bot.OneLine(it.Asked, 600), 600), IsSubtle: true, Size: "Small"},
 		))
 	}
 	return out
@@ -432,7 +432,7 @@ func fieldBlocks(fields []bot.Field) []any {
 		val := clean(v, min(maxValue, budget))
 		budget -= utf8.RuneCountInString(val)
 		out = append(out, plain(
-			textRun{Type: "TextRun", Text: clean(chat.OneLine(f.Label, 100), 100) + ": ", Weight: "Bolder"},
+			textRun{Type: "TextRun", Text: clean(bot.OneLine(f.Label, 100), 100) + ": ", Weight: "Bolder"},
 			textRun{Type: "TextRun", Text: val, FontType: "Monospace"},
 		))
 	}
@@ -468,7 +468,7 @@ func outcomeBlocks(it bot.Item) []any {
 	icon, word := chat.StatusWord(it.Status)
 	runs := []textRun{{Type: "TextRun", Text: icon + " " + word, Weight: "Bolder", Color: outcomeColor(it.Status)}}
 	if len(it.DecidedBy) > 0 {
-		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.Names(it.DecidedBy, 600)})
+		runs = append(runs, textRun{Type: "TextRun", Text: " by " + chat.Deciders(it, 600)})
 	}
 	if !it.DecidedAt.IsZero() {
 		runs = append(runs, textRun{Type: "TextRun", Text: " on " + chat.Stamp(it.DecidedAt)})
@@ -650,7 +650,7 @@ func editCard(it bot.Item, lay chat.EditLayout, values map[string]string, proble
 // Markdown's punctuation is backslash-escaped and invisible characters
 // dropped.
 func escapeMarkdown(s string) string {
-	s = chat.OneLine(s, 1500)
+	s = bot.OneLine(s, 1500)
 	var b strings.Builder
 	for _, r := range s {
 		if strings.ContainsRune("\\`*_{}[]()<>#+-.!|~", r) {

@@ -139,7 +139,10 @@ func (a *Adapter) eligible(ctx context.Context, conversationID string, it bot.It
 			break
 		}
 		c := a.bot.Chat().Caller(bot.SurfaceTeams, oid, nil)
-		if c == nil || c.ReadOnlyReason(it) != "" {
+		if c == nil {
+			continue
+		}
+		if _, readOnly := c.ReadOnly(it); readOnly {
 			continue
 		}
 		mri, err := a.mri(ctx, conversationID, oid)

@@ -209,7 +209,7 @@ func (a *Adapter) invoke(ctx context.Context, act activity) invokeResponse {
 			if out.Status != chat.Ready {
 				return a.render(ctx, c, out)
 			}
-			if out.Caller.ReadOnlyReason(out.Item) == "" && (out.Item.StepUp <= 0 || out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now())) {
+			if _, readOnly := out.Caller.ReadOnly(out.Item); !readOnly && (out.Item.StepUp <= 0 || out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now())) {
 				return cardResponse(confirmCard(out.Item))
 			}
 		}
@@ -298,7 +298,8 @@ func (a *Adapter) refreshed(ctx context.Context, c click, id uint64) invokeRespo
 func (a *Adapter) viewFor(it bot.Item, caller *bot.Caller, c click, details bool, notice, color string) *card {
 	v := view{notice: notice, noticeColor: color, details: details && (caller != nil && caller.MaySeeDetails(it))}
 	v.folded = caller.MayRead() && caller.InScope(it.Space.UserID) && (!it.Sensitive || v.details)
-	v.buttons = it.Pending() && caller != nil && caller.ReadOnlyReason(it) == ""
+	_, readOnly := caller.ReadOnly(it)
+	v.buttons = it.Pending() && caller != nil && !readOnly
 	var ids []string
 	if it.Pending() && c.mri != "" {
 		ids = []string{c.mri} // their own card keeps refreshing for them
@@ -382,7 +383,7 @@ func fieldName(f string) string {
 	if f == "" || f == chat.ArgumentsInput {
 		return ""
 	}
-	return chat.OneLine(f, 40) + ": "
+	return bot.OneLine(f, 40) + ": "
 }
 
 // mention matches a Teams mention in a message's text.

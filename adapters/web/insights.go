@@ -61,7 +61,7 @@ type seg struct {
 // hbars lays out a horizontal bar chart: labels left, bars scaled to the
 // largest total, a note right of each bar.
 func hbars(id, title, desc string, rows []hbar) chart {
-	const labelW, noteW, rowH, top = 130.0, 90.0, 26.0, 6.0
+	const labelW, noteW, rowH, top = 150.0, 80.0, 26.0, 6.0
 	c := chart{ID: id, Title: title, Desc: desc, H: top*2 + rowH*float64(len(rows))}
 	maxV := 0.0
 	for _, r := range rows {
@@ -74,7 +74,7 @@ func hbars(id, title, desc string, rows []hbar) chart {
 	span := chartW - labelW - noteW - 8
 	for i, r := range rows {
 		y := top + rowH*float64(i)
-		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: chat.OneLine(r.Label, 22)})
+		c.Texts = append(c.Texts, svgText{X: labelW - 6, Y: y + rowH/2 + 4, Anchor: "end", Class: "lbl", Text: bot.OneLine(r.Label, 18)})
 		x := labelW
 		for _, s := range r.Segs {
 			w := 0.0
@@ -125,7 +125,7 @@ func dayColumns(in bot.Insights) chart {
 		c.Desc = c.Empty
 		return c
 	}
-	c.Desc = fmt.Sprintf("%d decisions in the last %d days: %s. The busiest day had %d.", total, in.Days, strings.Join(parts, ", "), maxV)
+	c.Desc = fmt.Sprintf("%s in the last %d days: %s. The busiest day had %d.", decisions(total), in.Days, strings.Join(parts, ", "), maxV)
 	step := (chartW - left - 4) / float64(len(in.Decisions))
 	w := max(step*0.7, 2)
 	c.Texts = append(c.Texts, svgText{X: left - 4, Y: top + 8, Anchor: "end", Class: "val", Text: strconv.Itoa(maxV)},
@@ -151,6 +151,8 @@ func dayColumns(in bot.Insights) chart {
 // short writes a duration for a chart: 45s, 12m, 3.5h, 2.0d.
 func short(d time.Duration) string {
 	switch {
+	case d < time.Second:
+		return "<1s"
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < time.Hour:
@@ -217,7 +219,7 @@ func (h *Handler) insights(w http.ResponseWriter, r *http.Request) {
 			{V: l.Median.Seconds(), Class: "c-median", Tip: fmt.Sprintf("%s: median %s", l.Tool, short(l.Median))},
 			{V: (l.P90 - l.Median).Seconds(), Class: "c-p90", Tip: fmt.Sprintf("%s: p90 %s", l.Tool, short(l.P90))},
 		}, Note: short(l.Median) + " / " + short(l.P90)})
-		parts = append(parts, fmt.Sprintf("%s median %s, p90 %s (%d decisions)", l.Tool, short(l.Median), short(l.P90), l.N))
+		parts = append(parts, fmt.Sprintf("%s median %s, p90 %s (%s)", l.Tool, short(l.Median), short(l.P90), decisions(l.N)))
 	}
 	lat := hbars("latency", "Time to decision per tool (median / p90)", "", rows)
 	if len(rows) == 0 {
@@ -276,6 +278,14 @@ func (h *Handler) insights(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Charts = append(d.Charts, gr)
 	h.render(w, r, http.StatusOK, "insights", page{Title: "Insights", Nav: "insights", Data: d})
+}
+
+// decisions is "1 decision" or "n decisions".
+func decisions(n int) string {
+	if n == 1 {
+		return "1 decision"
+	}
+	return strconv.Itoa(n) + " decisions"
 }
 
 // f1 writes a coordinate for an SVG attribute.

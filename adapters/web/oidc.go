@@ -11,7 +11,7 @@ import (
 	"unicode"
 
 	"github.com/coreos/go-oidc/v3/oidc"
-	"github.com/countersign/countersign/bot/chat"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"golang.org/x/oauth2"
 )
@@ -236,11 +236,21 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	name, ok := h.byWeb[strings.ToLower(value)]
-	if !ok {
-		h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s sign in. Ask a Countersign admin.", chat.OneLine(value, 120), chat.OneLine(value, 120)))
-		return
-	}
 	ref := "c:" + name
+	if !ok {
+		// config.yaml first (it is authoritative), then the people the
+		// organisation's directory provisioned (SCIM), by userName.
+		dref, err := h.directoryRef(r.Context(), value)
+		if err != nil {
+			h.signInFailed(w, r, err)
+			return
+		}
+		if dref == "" {
+			h.fail(w, r, http.StatusForbidden, fmt.Sprintf("%s is not mapped to a Countersign principal. This is by design: only people listed under principals: with web: %s, or provisioned by the directory (SCIM) under that userName, sign in. Ask a Countersign admin.", bot.OneLine(value, 120), bot.OneLine(value, 120)))
+			return
+		}
+		name, ref = value, dref
+	}
 	if _, err := h.resolve(r.Context(), ref); err != nil {
 		h.signInFailed(w, r, err)
 		return

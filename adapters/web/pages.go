@@ -250,9 +250,9 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 	for _, it := range res.Items {
 		channels[it.Channel] = true
 		row := inboxRow{
-			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: chat.OneLine(it.Title, 140),
+			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: bot.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.NameOf(it.Requester), Danger: it.Danger != nil,
-			Created: it.CreatedAt, Tally: chat.OneLine(it.Tally, 80), ReadOnly: caller.ReadOnlyReason(it),
+			Created: it.CreatedAt, Tally: bot.OneLine(it.Tally, 80), ReadOnly: readOnlyWhy(caller, it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
@@ -312,7 +312,7 @@ func (h *Handler) doneNotice(ctx context.Context, caller *bot.Caller, s string) 
 	if head == "" {
 		return ""
 	}
-	as := "as " + chat.OneLine(caller.Name, 80) + " (" + string(caller.Role) + ")"
+	as := "as " + bot.OneLine(caller.Name, 80) + " (" + string(caller.Role) + ")"
 	it, err := h.o.Bot.Items().Get(ctx, n)
 	if err != nil || !caller.MayRead() || !caller.InScope(it.Space.UserID) {
 		return head + ", " + as + "."
@@ -328,18 +328,18 @@ func (h *Handler) doneNotice(ctx context.Context, caller *bot.Caller, s string) 
 	}
 	msg := head
 	if caller.MaySeeDetails(it) && it.Title != "" {
-		msg += ": “" + chat.OneLine(it.Title, 140) + "”"
+		msg += ": “" + bot.OneLine(it.Title, 140) + "”"
 	}
 	msg += " (" + strings.Join(whom, ", ") + "), " + as + "."
 	switch {
 	case verb == "vote":
 		msg += " It needs more approvals"
 		if it.Tally != "" {
-			msg += " (" + chat.OneLine(it.Tally, 80) + ")"
+			msg += " (" + bot.OneLine(it.Tally, 80) + ")"
 		}
 		msg += "."
 	case (verb == "approve" || verb == "edit") && !it.Sensitive && it.Status == "approved" && it.Effect != "":
-		msg += " " + chat.EffectLabel(it) + " " + chat.OneLine(it.Effect, 400)
+		msg += " " + chat.EffectLabel(it) + " " + bot.OneLine(it.Effect, 400)
 	}
 	return msg
 }
@@ -592,7 +592,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		}
 	}
 	if d.Pending {
-		d.ReadOnly = caller.ReadOnlyReason(it)
+		d.ReadOnly = readOnlyWhy(caller, it)
 		d.Nonce, _ = randomToken(12)
 		// The edit form approves too: on a step-up item it needs the
 		// fresh sign-in Approve needs, so it is offered only with one.
@@ -638,7 +638,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 			d.Expires = "due now"
 		}
 	}
-	d.DecidedBy = chat.Names(it.DecidedBy, 600)
+	d.DecidedBy = chat.Deciders(it, 600)
 	for _, f := range it.Details {
 		switch f.Label {
 		case "Subject":
@@ -921,7 +921,7 @@ func (h *Handler) problemOf(r *http.Request, where string) string {
 	if !hmac.Equal([]byte(got), []byte(h.problemMAC(r, where, msg))) {
 		return ""
 	}
-	return chat.OneLine(msg, 600)
+	return bot.OneLine(msg, 600)
 }
 
 // problemMAC authenticates problem for the page where and the session of
@@ -1329,7 +1329,7 @@ func safeFile(s string) string {
 			return r
 		}
 		return '_'
-	}, chat.OneLine(s, 40))
+	}, bot.OneLine(s, 40))
 }
 
 // ---- tool calls ----
@@ -1381,4 +1381,11 @@ func userError(err error) (string, bool) {
 
 // ---- text ----
 
-func spaceLine(sp bot.Space) string { return chat.OneLine(sp.Label(), 200) }
+func spaceLine(sp bot.Space) string { return bot.OneLine(sp.Label(), 200) }
+
+// readOnlyWhy is why the one decision rule leaves it read-only for caller,
+// for the page ("you requested it"); "" when caller may decide it.
+func readOnlyWhy(caller *bot.Caller, it bot.Item) string {
+	why, _ := caller.ReadOnly(it)
+	return why
+}

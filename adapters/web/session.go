@@ -218,6 +218,12 @@ func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) 
 	if msg := bot.SignInRefusal(p); msg != "" {
 		return nil, errSignIn{msg}
 	}
+	if msg, err := h.suspended(ctx, p.Name); err != nil || msg != "" {
+		if err != nil {
+			return nil, err
+		}
+		return nil, errSignIn{msg}
+	}
 	return &bot.Caller{Principal: p, Surface: "web"}, nil
 }
 

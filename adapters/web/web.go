@@ -1,8 +1,8 @@
 // Package web is the browser console: server-rendered pages under /ui/ for
 // the people who decide (Inbox, Item) and the people who check (Memory,
 // Audit). It is a third surface of the same core as chat and the API: every
-// decision is bot.DecideItem (the same bot.Call as an API client's) made as
-// the signed-in principal on surface "web", and every page reads through the
+// decision is chat.Decide, so bot.Decide (the same tool handler as an API
+// client's call) made as the signed-in principal on surface "web", and every page reads through the
 // same tools, so nothing the API refuses is possible from a page.
 //
 // Sign-in maps to the same principals: a one-time link (minted by
@@ -349,6 +349,7 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 			if caller != nil {
 				caller.AuthAt, caller.AuthMethod = s.AuthAt, s.AuthMethod // step-up: the session's last sign-in at the provider
 				caller.Groups = s.Groups                                  // the provider's groups claim (approver groups)
+				caller.SignIn = s.Via                                     // assurance: how the session was opened
 			}
 			if err != nil {
 				if _, ok := isSignIn(err); !ok {

@@ -71,6 +71,11 @@ type ToolSpec struct {
 	// Stages, when set, are the ordered sign-off every request of the
 	// tool needs (a matching rule's stages replace them).
 	Stages []StageSpec
+	// StepUpMethod, when set, is the least assurance an approval of its
+	// requests needs (tools[].step_up.method: oidc, oidc_step_up or
+	// passkey; policy.ParseAssurance). A fresh one (oidc_step_up,
+	// passkey) makes its requests require step-up too.
+	StepUpMethod string
 }
 
 // MaxContext is the most context subjects a tool declares.
@@ -215,6 +220,8 @@ type toolDef struct {
 	// a condition uses (facts.X) to the subject the memory stores it
 	// under (an alias resolved to its slot).
 	ruleFacts map[string]string
+	// minAssurance is StepUpMethod, parsed; "" for none.
+	minAssurance policy.Assurance
 }
 
 // Register compiles the declarations in o, adds the tools, item sources and
@@ -294,6 +301,7 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)
 	b.OnSweep("grants", s.PruneGrants)
+	b.OnSuspend(revokeGrantsOf)
 	return s, nil
 }
 
@@ -333,6 +341,16 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) 
 	}
 	if err := grantsOf(t, cat); err != nil {
 		errs = append(errs, err)
+	}
+	if t.StepUpMethod != "" {
+		a, err := policy.ParseAssurance(t.StepUpMethod)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("step_up.method: %w", err))
+		case len(t.Grants.Allow) > 0:
+			errs = append(errs, fmt.Errorf("step_up.method: %s asks every approval for %s, and a standing grant (grants.allow) would approve later calls without one; remove one of them", t.Name, a.Label()))
+		}
+		def.minAssurance = a
 	}
 	if len(t.Context) > MaxContext {
 		errs = append(errs, fmt.Errorf("context: %d subjects; at most %d (each is read on every card and approval)", len(t.Context), MaxContext))

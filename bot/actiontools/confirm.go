@@ -212,6 +212,14 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			timeout = def.timeout
 		}
 		r.StepUp = s.stepUp.requires(args.Tool, cat)
+		if def != nil && def.minAssurance != "" {
+			r.MinAssurance = def.minAssurance
+			if def.minAssurance.AtLeast(policy.AssuranceStepUp) && r.StepUp == 0 {
+				// A fresh authentication: the request requires step-up,
+				// with all that comes with it (no grant, the console link).
+				r.StepUp = s.stepUp.within
+			}
+		}
 		r.ExpiresAt = c.Now.Add(timeout)
 		if def != nil && (len(def.rules) > 0 || len(def.spec.Stages) > 0) {
 			// Policy that reads the request: the first rule that matches

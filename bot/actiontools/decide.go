@@ -15,8 +15,9 @@ import (
 	"github.com/countersign/countersign/receipt"
 )
 
-// errRefused ends a decision transaction whose caller may not decide; the
-// refusal is then recorded by Call.Deny.
+// errRefused ends a transaction whose caller may not do what it asks
+// (record a consent, make a grant); the refusal is then recorded by
+// Call.Deny or Call.Refuse.
 var errRefused = errors.New("refused")
 
 // decided emits what a final outcome causes, in the deciding transaction:
@@ -54,7 +55,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 		var (
 			req     *approvals.Request
 			out     approvals.Outcome
-			refusal string
+			refusal *policy.Refusal
 			edited  bool // this call changed the version up for approval
 			grant   *approvals.Grant
 			// restarted is what changed in the facts since an earlier
@@ -62,7 +63,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			restarted string
 		)
 		err := c.Update(ctx, func(tx *bot.Tx) error {
-			req, out, refusal, edited, grant, restarted = nil, 0, "", false, nil, ""
+			req, out, refusal, edited, grant, restarted = nil, 0, nil, false, nil, ""
 			r, err := approvals.LoadRequest(tx, args.RequestID)
 			if err != nil {
 				return err
@@ -74,7 +75,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 				// Nothing of another space's request, not even its
 				// recorded outcome.
 				refusal = canDecide(c, r, approve)
-				return errRefused
+				return tx.Refuse(refusal)
 			}
 			if r.Kind == approvals.KindQuestionRequest {
 				return bot.Invalid("request_id", "%s is a question: answer it with answer_question. An answer is never an approval", r.ID)
@@ -92,12 +93,17 @@ func (s *Service) decide(approve bool) bot.Handler {
 				req, out = r, approvals.OutcomeConflict
 				return expire(tx, r, c.Now)
 			}
-			if refusal = canDecide(c, r, approve); refusal != "" {
-				return errRefused
+			if refusal = canDecide(c, r, approve); refusal != nil {
+				return tx.Refuse(refusal)
 			}
 			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {
 				if err := s.stale(c.Caller.Decider(), r, args.ArgsSHA256, editing); err != nil {
+					return err
+				}
+			}
+			if approve {
+				if _, err := voidSuspended(tx, r); err != nil {
 					return err
 				}
 			}
@@ -190,17 +196,17 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			return nil
 		})
-		if errors.Is(err, errRefused) {
-			return bot.Result{}, c.Deny(ctx, refusal)
-		}
 		if err != nil {
 			return bot.Result{}, err
 		}
+		if refusal != nil {
+			return bot.Result{}, bot.Refused(refusal)
+		}
 		switch out {
 		case approvals.OutcomeDecided:
-			s.waits.notify(req.ID)
+			c.AfterCommit(func() { s.waits.notify(req.ID) })
 		case approvals.OutcomeConflict:
-			s.waits.notify(req.ID) // it may have just expired
+			c.AfterCommit(func() { s.waits.notify(req.ID) }) // it may have just expired
 			return bot.Result{}, s.conflict(c.Caller.Decider(), req)
 		case approvals.OutcomeRepeat:
 			res := s.render(c.Caller.Decider(), req)
@@ -236,7 +242,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 // changed since the facts an earlier approval of this pending request
 // rests on: the caller starts the count again.
 func (s *Service) basisOf(tx *bot.Tx, c *bot.Call, r *approvals.Request, approve bool, seen *SeenArgs) (approvals.Basis, string, error) {
-	basis := approvals.Basis{Seen: seen.seen()}
+	basis := approvals.Basis{Seen: seen.seen(), Assurance: c.Caller.Assurance(r.StepUp, c.Now)}
 	if r.Action == nil || r.Status != approvals.StatusPending || !approve {
 		return basis, "", nil
 	}
@@ -418,10 +424,10 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 	var (
 		req     *approvals.Request
 		out     approvals.Outcome
-		refusal string
+		refusal *policy.Refusal
 	)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		req, out, refusal = nil, 0, ""
+		req, out, refusal = nil, 0, nil
 		r, err := approvals.LoadRequest(tx, args.RequestID)
 		if err != nil {
 			return err
@@ -431,7 +437,7 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
 			refusal = canDecide(c, r, false)
-			return errRefused
+			return tx.Refuse(refusal)
 		}
 		if r.Question == nil {
 			return bot.Invalid("request_id", "%s is not a question; decide it with approve_action or deny_action", r.ID)
@@ -440,8 +446,8 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 			req, out = r, approvals.OutcomeConflict
 			return expire(tx, r, c.Now)
 		}
-		if refusal = canDecide(c, r, false); refusal != "" {
-			return errRefused
+		if refusal = canDecide(c, r, false); refusal != nil {
+			return tx.Refuse(refusal)
 		}
 		answers, err := chosen(r.Question, args)
 		if err != nil {
@@ -464,17 +470,17 @@ func (s *Service) answer(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		return decided(tx, r)
 	})
-	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
-	}
 	if err != nil {
 		return bot.Result{}, err
 	}
+	if refusal != nil {
+		return bot.Result{}, bot.Refused(refusal)
+	}
 	switch out {
 	case approvals.OutcomeDecided:
-		s.waits.notify(req.ID)
+		c.AfterCommit(func() { s.waits.notify(req.ID) })
 	case approvals.OutcomeConflict:
-		s.waits.notify(req.ID) // it may have just expired
+		c.AfterCommit(func() { s.waits.notify(req.ID) }) // it may have just expired
 		return bot.Result{}, s.conflict(c.Caller.Decider(), req)
 	}
 	return s.render(c.Caller.Decider(), req), nil

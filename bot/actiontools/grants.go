@@ -173,7 +173,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 	switch {
 	case len(r.Stages) > 0:
 		return nil, bot.Invalid("grant", "%s is signed off in stages, and a standing grant would approve later calls on one person's word. Approve without a grant", a.Tool)
-	case r.StepUp > 0:
+	case r.StepUp > 0 || r.MinAssurance != "":
 		return nil, bot.Invalid("grant", "%s requires step-up (a fresh sign-in for every approval), and a standing grant would approve later calls without one. Approve without a grant", a.Tool)
 	case a.Edited:
 		return nil, bot.Invalid("grant", "a standing grant is made only with an approval of the arguments the agent proposed, not with an edit: approve the edit without a grant (a later request with these arguments can take one)")
@@ -257,7 +257,7 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *toolDef) (bool, error) {
 	a := r.Action
 	if def == nil || len(def.spec.Grants.Allow) == 0 || a.Mechanics == string(policy.MechanicsDryRunConfirm) ||
-		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || len(r.Stages) > 0 {
+		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" || len(r.Stages) > 0 {
 		return false, nil // never a path around the dry run, the quorum, step-up or stages
 	}
 	g, err := approvals.FindGrant(tx, approvals.GrantCall{
@@ -326,8 +326,10 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 	if g == nil {
 		return res
 	}
-	res.Text += fmt.Sprintf(" You also made %s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
+	says := fmt.Sprintf("%s: %s calls of %s by %s in %s (%s) are approved at once until %s. Revoke it with revoke_grant {\"grant_id\": %d}.",
 		g.Name(), g.Kind, callName(g.Tool, g.Command), g.AgentName, grantSpace(g), g.MatchText(), stamp(g.ExpiresAt), g.ID)
+	res.Text += " You also made " + says
+	res.Grants = []bot.GrantView{{ID: g.ID, Says: says}}
 	if d, ok := res.Data.(map[string]any); ok {
 		d["grant"] = grantData(g)
 	}
@@ -338,7 +340,7 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 // for the surfaces' buttons: none unless the tool allows them and r could
 // take one.
 func (s *Service) grantOptions(r *approvals.Request) []bot.GrantOption {
-	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || len(r.Stages) > 0 ||
+	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" || len(r.Stages) > 0 ||
 		r.Action.Mechanics == string(policy.MechanicsDryRunConfirm) || r.Action.Category == string(policy.CategoryDestructive) {
 		return nil
 	}
@@ -511,6 +513,7 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 		return bot.Result{}, err
 	}
 	list := make([]map[string]any, 0, len(gs))
+	views := make([]bot.GrantView, 0, len(gs))
 	var b strings.Builder
 	what := "live standing grants"
 	if args.All {
@@ -538,9 +541,10 @@ func (s *Service) listGrants(ctx context.Context, c *bot.Call, a any) (bot.Resul
 			line += "; inactive: its maker may no longer approve"
 		}
 		list = append(list, d)
+		views = append(views, bot.GrantView{ID: g.ID, Says: line})
 		b.WriteString("\n" + line)
 	}
-	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}}, nil
+	return bot.Result{Text: b.String(), Data: map[string]any{"grants": list}, Grants: views}, nil
 }
 
 // GrantLine is one grant in one line for people.
@@ -562,11 +566,11 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 	args := a.(*RevokeGrantArgs)
 	var (
 		g       *approvals.Grant
-		refusal string
+		refusal *policy.Refusal
 		already bool
 	)
 	err := c.Update(ctx, func(tx *bot.Tx) error {
-		g, refusal, already = nil, "", false
+		g, refusal, already = nil, nil, false
 		got, err := approvals.LoadGrant(tx, args.GrantID)
 		if err != nil {
 			return err
@@ -579,7 +583,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		if def := s.def(g.Tool); def != nil {
 			approvers = def.spec.Approvers
 		}
-		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != "" {
+		if refusal = c.Caller.MayDecide(policy.Decidable{Ref: g.Name(), SpaceUserID: g.Space.UserID, Approvers: approvers, ApproversOf: g.Tool + " requests and their grants"}); refusal != nil {
 			return errRefused
 		}
 		if g.Revoked {
@@ -603,7 +607,7 @@ func (s *Service) revokeGrant(ctx context.Context, c *bot.Call, a any) (bot.Resu
 		return nil
 	})
 	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
+		return bot.Result{}, c.Refuse(ctx, refusal)
 	}
 	if err != nil {
 		return bot.Result{}, err
@@ -644,7 +648,7 @@ func (s *Service) makerMayDecide(tx kv.Tx, g *approvals.Grant, it policy.Decidab
 	if err != nil || maker == nil {
 		return false, err
 	}
-	return maker.MayDecide(it) == "", nil
+	return maker.MayDecide(it) == nil, nil
 }
 
 // grantDecidable is a request the grant would approve, as the decision

@@ -16,10 +16,11 @@ import (
 type itemSource struct{ s *Service }
 
 var (
-	_ bot.ItemSource = itemSource{}
-	_ bot.ItemEditor = itemSource{}
-	_ bot.SeenTaker  = itemSource{}
-	_ bot.VoteVoider = itemSource{}
+	_ bot.ItemSource  = itemSource{}
+	_ bot.ItemEditor  = itemSource{}
+	_ bot.SeenTaker   = itemSource{}
+	_ bot.ItemDecider = itemSource{}
+	_ bot.VoteVoider  = itemSource{}
 )
 
 // VoidVotes makes the approvals of the principal named name on the
@@ -51,13 +52,14 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		return bot.Item{}, fmt.Errorf("item %d: request %s is missing", rec.ID, rec.Key)
 	}
 	it := bot.Item{
-		Requester: r.Requester.Display,
-		CreatedAt: r.CreatedAt,
-		ExpiresAt: r.ExpiresAt,
-		Status:    string(r.Status),
-		DecidedBy: r.DecidedBy,
-		DecidedAt: r.DecidedAt,
-		Reason:    r.Reason,
+		Requester:  r.Requester.Display,
+		CreatedAt:  r.CreatedAt,
+		ExpiresAt:  r.ExpiresAt,
+		Status:     string(r.Status),
+		DecidedBy:  r.DecidedBy,
+		DecidedAt:  r.DecidedAt,
+		Reason:     r.Reason,
+		DecidedVia: decidedVia(r),
 	}
 	field := func(label, value string) {
 		if strings.TrimSpace(value) != "" {
@@ -189,4 +191,68 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 	}
 	args["arguments"] = edit
 	return tool, args, nil
+}
+
+// DecisionArgs maps a typed decision to approve_action, deny_action or
+// answer_question with their typed arguments (bot.ItemDecider): the
+// handler an API client's call reaches, with no JSON in between. Only an
+// action request takes an edit (its whole arguments, a JSON object).
+func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any, error) {
+	if d.Edit != nil && rec.Kind != bot.KindAction {
+		return "", nil, bot.Errorf(bot.KindInvalid, "#%d is a %s; it cannot be edited, only approved or rejected as asked.", rec.ID, strings.ReplaceAll(string(rec.Kind), "_", " "))
+	}
+	switch rec.Kind {
+	case bot.KindQuestion:
+		a := &AnswerArgs{RequestID: rec.Key, Text: d.Reason}
+		if d.Approve {
+			a.Answers = d.Answers
+		} else {
+			a.Decline = true
+		}
+		return "answer_question", a, nil
+	case bot.KindAction, bot.KindConsent:
+		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256}
+		if d.Seen != nil {
+			a.Seen = &SeenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated, Facts: d.Facts}
+		}
+		if d.Grant != nil {
+			a.Grant = &GrantArgs{Kind: d.Grant.Kind, For: d.Grant.For, Match: Object(d.Grant.Match)}
+		}
+		if d.Edit != nil {
+			if err := bot.CheckJSON("arguments", d.Edit); err != nil {
+				return "", nil, err
+			}
+			if err := a.Arguments.UnmarshalJSON(d.Edit); err != nil || a.Arguments == nil {
+				return "", nil, bot.Invalid("arguments", "the edited arguments must be a JSON object (the whole arguments to approve), not %s", jsonKind(d.Edit))
+			}
+		}
+		if d.Approve {
+			return "approve_action", a, nil
+		}
+		return "deny_action", a, nil
+	}
+	return "", nil, fmt.Errorf("item %d: kind %s is not an action, consent or question", rec.ID, rec.Kind)
+}
+
+// decidedVia is how each of r's deciders (DecidedBy, in order) was
+// authenticated, as people read it ("chat click", "OIDC step-up"); nil
+// when no decision recorded one (a grant, automatic policy, votes from
+// before assurances were recorded).
+func decidedVia(r *approvals.Request) []string {
+	var out []string
+	found := false
+	for _, by := range r.DecidedBy {
+		label := ""
+		for _, v := range r.Votes {
+			if v.By.Display == by && v.Assurance != "" && (v.Approve == (r.Status == approvals.StatusApproved)) && v.Round == r.Round {
+				label = v.Assurance.Label()
+			}
+		}
+		found = found || label != ""
+		out = append(out, label)
+	}
+	if !found {
+		return nil
+	}
+	return out
 }

@@ -152,13 +152,21 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 }
 
 // votesData are a request's votes as structured fields: who, which way,
-// when, whether it counts now, and what the voter was shown.
+// when, whether it counts now (and, when its voter was suspended since,
+// why it is void), how the voter was authenticated, and what they were
+// shown.
 func votesData(r *approvals.Request) []map[string]any {
 	out := []map[string]any{}
 	for _, v := range r.Votes {
 		m := map[string]any{"by": v.By.Display, "approve": v.Approve, "at": stamp(v.At), "counts": r.Counts(v)}
 		if v.Seen != nil {
 			m["seen"] = map[string]any{"sha256": v.Seen.SHA256, "surface": v.Seen.Surface, "truncated": v.Seen.Truncated}
+		}
+		if v.Void != "" {
+			m["void"] = v.Void
+		}
+		if v.Assurance != "" {
+			m["assurance"] = string(v.Assurance)
 		}
 		out = append(out, m)
 	}

@@ -1,6 +1,7 @@
 package actiontools
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestStagesInOrder(t *testing.T) {
 	}
 	// A pharmacist with an API key is refused for step-up; after a fresh
 	// sign-in, approved.
-	if be := e.fail(kim, "approve_action", map[string]any{"request_id": id}); !policy.IsStepUpRefusal(be.Msg) {
+	if be := e.fail(kim, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) {
 		t.Fatalf("a pharmacist without step-up: %v", be)
 	}
 	got, _ = e.ok(steppedUp(kim, now, time.Minute), "approve_action", map[string]any{"request_id": id})

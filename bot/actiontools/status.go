@@ -94,7 +94,7 @@ func (s *Service) status(ctx context.Context, c *bot.Call, a any) (bot.Result, e
 		}
 		if !policy.InScope(c.Caller.Role, c.Caller.Scopes, r.Space.UserID) {
 			release()
-			return bot.Result{}, c.Deny(ctx, policy.DenyScope("action_status"))
+			return bot.Result{}, c.Refuse(ctx, &policy.Refusal{Check: policy.CheckScope, Message: policy.DenyScope("action_status")})
 		}
 		if now := s.b.Now(); r.Expired(now) {
 			// Past expires_at: report it expired now, and record it, whether

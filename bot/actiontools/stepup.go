@@ -75,15 +75,15 @@ func (r stepUpRule) requires(tool string, cat policy.Category) time.Duration {
 	return 0
 }
 
-// canDecide returns the refusal for the caller deciding r, or "": the one
-// decision rule (policy.DecisionRefusal). Approving a request that
+// canDecide returns nil when the caller may decide r, else the refusal:
+// the one decision rule (policy.Decide). Approving a request that
 // requires step-up needs the caller's fresh sign-in at c.Now; refusing it
 // never does.
-func canDecide(c *bot.Call, r *approvals.Request, approve bool) string {
+func canDecide(c *bot.Call, r *approvals.Request, approve bool) *policy.Refusal {
 	it := r.Decidable()
 	it.At = c.Now
 	if !approve {
-		it.StepUp = 0
+		it.StepUp, it.MinAssurance, it.EarlierStages = 0, "", nil
 	}
 	return c.Caller.MayDecide(it)
 }

@@ -2,6 +2,7 @@ package actiontools
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,7 +47,7 @@ func TestStepUpIsInTheOneRule(t *testing.T) {
 			t.Fatalf("%v: request StepUp = %s, want 5m", args["tool"], r.StepUp)
 		}
 		be := e.fail(alice, "approve_action", map[string]any{"request_id": id})
-		if be.Kind != bot.KindDenied || !strings.HasPrefix(be.Msg, "Access denied: step-up required: approve in the console after signing in again.") || !policy.IsStepUpRefusal(be.Msg) {
+		if be.Kind != bot.KindDenied || !strings.HasPrefix(be.Msg, "Access denied: step-up required: approve in the console after signing in again.") || !errors.Is(be, policy.CheckStepUp) {
 			t.Fatalf("%v: approve with a person's key: %v", args["tool"], be)
 		}
 		if r := e.request(id); r.Status != "pending" || len(r.Votes) != 0 {
@@ -61,7 +62,7 @@ func TestStepUpIsInTheOneRule(t *testing.T) {
 	// Stale: signed in six minutes ago.
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(nil))
 	id := d["request_id"].(string)
-	if be := e.fail(steppedUp(alice, now, 6*time.Minute), "approve_action", map[string]any{"request_id": id}); !policy.IsStepUpRefusal(be.Msg) || !strings.Contains(be.Msg, "not within the last 5m0s") {
+	if be := e.fail(steppedUp(alice, now, 6*time.Minute), "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) || !strings.Contains(be.Msg, "not within the last 5m0s") {
 		t.Fatalf("a stale sign-in: %v", be)
 	}
 	// Fresh: approved, and the audit entry records how.
@@ -109,7 +110,7 @@ func TestStepUpQuorumEveryApprover(t *testing.T) {
 	if got, _ := e.ok(steppedUp(alice, now, 0), "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" || got["tally"] != "1 of 2 approvals: alice" {
 		t.Fatalf("first stepped-up vote: %v", got)
 	}
-	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id}); !policy.IsStepUpRefusal(be.Msg) {
+	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) {
 		t.Fatalf("second approver without step-up: %v", be)
 	}
 	if got, _ := e.ok(steppedUp(bob, now, 2*time.Minute), "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {

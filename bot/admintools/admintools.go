@@ -154,7 +154,7 @@ func auditLog(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 		return bot.Result{}, c.Deny(ctx, DenyDeploymentAudit)
 	}
 	if a.UserID != "" && !policy.InScope(c.Caller.Role, c.Caller.Scopes, a.UserID) {
-		return bot.Result{}, c.Deny(ctx, policy.DenyScope(c.Tool.Name))
+		return bot.Result{}, c.Refuse(ctx, &policy.Refusal{Check: policy.CheckScope, Message: policy.DenyScope(c.Tool.Name)})
 	}
 	limit := DefaultAuditLimit
 	if a.Limit != nil {

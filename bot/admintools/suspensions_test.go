@@ -47,8 +47,8 @@ func TestSuspensionTools(t *testing.T) {
 	if !strings.Contains(seen, "on leave") || smith.Suspended != "" {
 		t.Fatalf("in the call's transaction Suspended = %q (the shared caller: %q), want the suspension on the call only", seen, smith.Suspended)
 	}
-	if got := c.Caller.MayDecide(policy.Decidable{Ref: "#1"}); !strings.Contains(got, "is suspended from approving") {
-		t.Fatalf("the rule for the suspended caller: %q", got)
+	if got := c.Caller.MayDecide(policy.Decidable{Ref: "#1"}); got == nil || got.Check != policy.CheckSuspended || !strings.Contains(got.Message, "is suspended from approving") {
+		t.Fatalf("the rule for the suspended caller: %+v, want a %v refusal", got, policy.CheckSuspended)
 	}
 	r = e.ok(admin, "lift_suspension", `{"name":"dr_smith","reason":"back from leave"}`)
 	if data(r)["lifted"] != true {

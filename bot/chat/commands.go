@@ -12,8 +12,8 @@ package chat
 //
 // A decision is taken only by the exact command "approve <id>" or
 // "reject <id> <reason>" from a chat user mapped to a principal, through
-// bot.DecideItem: the same tool call, capability check and audit entry as an
-// API client's. Every reply is private to the person who typed the command,
+// bot.Decide: the same tool handler, capability check and audit entry as an
+// API client's call. Every reply is private to the person who typed the command,
 // because a channel may be shared.
 
 import (
@@ -57,7 +57,7 @@ func Run(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, chatUserI
 	s := session{b: b, caller: caller, surface: surface, user: chatUserID}
 	v := Scope(text)
 	b.Logger().Info("chat message",
-		"surface", surface, "chat_user", OneLine(chatUserID, 64), "principal", s.principal(),
+		"surface", surface, "chat_user", bot.OneLine(chatUserID, 64), "principal", s.principal(),
 		"verdict", string(v.Kind), "command", v.Command.Name, "families", v.Families)
 	return Reply{Text: s.answer(ctx, v), Private: true}
 }
@@ -157,7 +157,7 @@ func (s session) help() string {
 	if s.caller == nil {
 		b.WriteString("\n\n" + UnmappedNote(s.surface, s.user))
 	} else {
-		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", OneLine(s.caller.Name, 64), s.caller.Role)
+		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", bot.OneLine(s.caller.Name, 64), s.caller.Role)
 	}
 	return b.String()
 }
@@ -206,7 +206,7 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 	if s.caller != nil {
 		return "", true
 	}
-	if err := s.b.Chat().Deny(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, OneLine(s.user, 64))); err != nil {
+	if err := s.b.Chat().Deny(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, bot.OneLine(s.user, 64))); err != nil {
 		s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 	}
 	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, UnmappedNote(s.surface, s.user)), false
@@ -299,7 +299,7 @@ func (s session) pending(ctx context.Context, after uint64) string {
 // listLine is one pending item on one line. A sensitive item's title is
 // shown only with details (Caller.MaySeeDetails).
 func listLine(it bot.Item, details bool, now time.Time) string {
-	title := OneLine(it.Title, titleRunes)
+	title := bot.OneLine(it.Title, titleRunes)
 	if it.Sensitive && !details {
 		title = "(details withheld: sensitive)"
 	}
@@ -312,10 +312,10 @@ func listLine(it bot.Item, details bool, now time.Time) string {
 	line := fmt.Sprintf("#%d %s — %s", it.ID, KindNoun(it.Kind), title)
 	var notes []string
 	if it.Space.UserID != "" {
-		notes = append(notes, "space "+OneLine(it.Space.UserID, 40))
+		notes = append(notes, "space "+bot.OneLine(it.Space.UserID, 40))
 	}
 	if it.Tally != "" {
-		notes = append(notes, OneLine(it.Tally, 60))
+		notes = append(notes, bot.OneLine(it.Tally, 60))
 	}
 	if !it.ExpiresAt.IsZero() {
 		if it.ExpiresAt.After(now) {
@@ -377,16 +377,16 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		return b.String()
 	}
 	if it.Danger != nil && it.Pending() {
-		b.WriteString(OneLine(it.Danger.Warning, 300) + "\n")
+		b.WriteString(bot.OneLine(it.Danger.Warning, 300) + "\n")
 	}
-	if t := OneLine(it.Title, 200); t != "" {
+	if t := bot.OneLine(it.Title, 200); t != "" {
 		b.WriteString(t + "\n")
 	}
 	if line := ReopenedLine(it); line != "" && it.Pending() {
 		b.WriteString(line + "\n")
 	}
 	if label := EffectLabel(it); label != "" {
-		b.WriteString(label + " " + OneLine(it.Effect, 600) + "\n")
+		b.WriteString(label + " " + bot.OneLine(it.Effect, 600) + "\n")
 	}
 	if len(it.Facts) > 0 {
 		b.WriteString(FactsHeading(it) + "\n")
@@ -402,14 +402,14 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	}
 	space := spaceLine(it.Space)
 	for _, f := range it.Fields {
-		v := OneLine(f.Value, valueRunes)
+		v := bot.OneLine(f.Value, valueRunes)
 		if strings.TrimSpace(v) == "" || (f.Label == "Space" && space != "") {
 			continue // no "Source:" with nothing after it; the Space line is above
 		}
-		fmt.Fprintf(&b, "  %s: %s\n", OneLine(f.Label, 60), v)
+		fmt.Fprintf(&b, "  %s: %s\n", bot.OneLine(f.Label, 60), v)
 	}
 	if it.Asked != "" {
-		b.WriteString(AskedLabel + " " + OneLine(it.Asked, 600) + "\n")
+		b.WriteString(AskedLabel + " " + bot.OneLine(it.Asked, 600) + "\n")
 	}
 	if sp := spaceLine(it.Space); sp != "" {
 		b.WriteString("Space: " + sp + "\n")
@@ -431,7 +431,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString("\n")
 	}
 	if it.Tally != "" {
-		b.WriteString("Tally: " + OneLine(it.Tally, 200) + "\n")
+		b.WriteString("Tally: " + bot.OneLine(it.Tally, 200) + "\n")
 	}
 	if len(it.Options) > 0 {
 		b.WriteString("Options: " + JoinLine(it.Options, 400))
@@ -448,7 +448,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString("\n")
 	}
 	if it.Reason != "" {
-		b.WriteString("Reason: " + OneLine(it.Reason, 500) + "\n")
+		b.WriteString("Reason: " + bot.OneLine(it.Reason, 500) + "\n")
 	}
 	if it.Pending() && it.Kind == bot.KindAction && it.Version != "" {
 		b.WriteString("Version: " + it.Version + "\n")
@@ -457,7 +457,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString(strings.ReplaceAll(DetailsText(it), "\n•", "\n  •") + "\n")
 	}
 	if it.Pending() && it.Danger != nil {
-		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d confirm %s` or `reject %d <reason>`.", it.ID, OneLine(it.Danger.Target, 100), it.ID)
+		fmt.Fprintf(&b, "Decide with the buttons on the item, or type `approve %d confirm %s` or `reject %d <reason>`.", it.ID, bot.OneLine(it.Danger.Target, 100), it.ID)
 		return strings.TrimRight(b.String(), "\n")
 	}
 	if it.Pending() {
@@ -487,20 +487,20 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason, ve
 	switch out.Status {
 	case Decided:
 		icon, word := StatusWord(out.Item.Status)
-		line := fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), OneLine(itemTitle(out.Item, true), titleRunes))
+		line := fmt.Sprintf("%s %s #%d (%s): %s", icon, word, out.Item.ID, KindNoun(out.Item.Kind), bot.OneLine(itemTitle(out.Item, true), titleRunes))
 		if out.Item.Effect != "" && !out.Item.Sensitive {
-			line += "\n" + EffectLabel(out.Item) + " " + OneLine(out.Item.Effect, 400)
+			line += "\n" + EffectLabel(out.Item) + " " + bot.OneLine(out.Item.Effect, 400)
 		}
 		return line
 	case Counted:
 		return out.Reply
 	case Invalid:
 		if dg := out.Item.Danger; out.Field == ConfirmField && dg != nil {
-			lead := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded.", id, OneLine(dg.Confirm, 200))
+			lead := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded.", id, bot.OneLine(dg.Confirm, 200))
 			if confirm != "" {
-				lead = fmt.Sprintf("%q is not the %s of #%d; nothing was recorded.", OneLine(confirm, 100), OneLine(dg.TargetLabel, 60), id)
+				lead = fmt.Sprintf("%q is not the %s of #%d; nothing was recorded.", bot.OneLine(confirm, 100), bot.OneLine(dg.TargetLabel, 60), id)
 			}
-			return lead + fmt.Sprintf(" To approve it, type `approve %d confirm %s` (its %s).", id, OneLine(dg.Target, 100), OneLine(dg.TargetLabel, 60))
+			return lead + fmt.Sprintf(" To approve it, type `approve %d confirm %s` (its %s).", id, bot.OneLine(dg.Target, 100), bot.OneLine(dg.TargetLabel, 60))
 		}
 	}
 	if out.Reply == "" {
@@ -534,7 +534,7 @@ func (s session) web(ctx context.Context) string {
 	}
 	if err != nil {
 		s.b.Logger().Warn("chat: minting a web sign-in link failed", "principal", s.principal(), "err", err)
-		return "I couldn't make a sign-in link for you: " + OneLine(err.Error(), 200) + ". Ask a Countersign admin."
+		return "I couldn't make a sign-in link for you: " + bot.OneLine(err.Error(), 200) + ". Ask a Countersign admin."
 	}
 	if err := s.audit(ctx, bot.Space{}, "web_link_issued", s.surface+": one-time web sign-in link sent privately"); err != nil {
 		s.b.Logger().Error("chat: auditing a web link failed; no link given", "err", err)
@@ -593,7 +593,7 @@ func spaceLine(sp bot.Space) string {
 	if sp == (bot.Space{}) {
 		return ""
 	}
-	return OneLine(sp.Label(), 400)
+	return bot.OneLine(sp.Label(), 400)
 }
 
 // RoundDuration renders a positive duration coarsely: "45s", "25m",

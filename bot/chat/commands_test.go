@@ -703,7 +703,7 @@ func TestOneLine(t *testing.T) {
 		{"bad\xffutf8", 20, "badutf8"},
 	}
 	for _, tt := range tests {
-		if got := OneLine(tt.in, tt.max); got != tt.want {
+		if got := bot.OneLine(tt.in, tt.max); got != tt.want {
 			t.Errorf("OneLine(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
 	}

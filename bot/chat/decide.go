@@ -159,90 +159,159 @@ func (d Decision) edited() bool { return d.Arguments != nil || d.Value != nil }
 
 // Decide takes one decision from a chat surface (or any surface that maps
 // its users through the bot's chat directory: the web console too) and
-// does all of it, in order: dedupe by d.Deliveries; identity (the platform
-// user mapped to a principal, with its role and scopes: an unmapped user is
-// refused and audited); the item loaded once (missing: NotFound; outside
-// the person's scope: refused and audited, nothing revealed; already
-// decided: Closed with the recorded outcome); the choices and reason
-// checked against the item; then the decision itself through bot.Call, the
-// tool an API client calls, which applies the one decision rule
-// (policy.DecisionRefusal) and audits a refusal; and finally the item's new
-// state. A refusal, a conflict or a failure never panics and never leaks
-// another space's item.
+// does all of it: identity (the platform user mapped to a principal, with
+// its role and scopes: an unmapped user is refused and audited), then one
+// typed decision (bot.Decide) in one store transaction: dedupe by
+// d.Deliveries; the item read once (missing: NotFound; outside the
+// person's scope: refused and audited, nothing revealed; already decided:
+// Closed with the recorded outcome); the choices, reason, confirmation and
+// version checked against the item (checks); the decision tool an API
+// client calls, which applies the one decision rule (policy.Decide) and
+// audits a refusal; and the item's new state. A refusal, a conflict or a
+// failure never panics and never leaks another space's item.
 func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
 	ctx, span := startDecision(ctx, b, d) // trace.go
 	defer func() { endDecision(span, out) }()
-	out, rec, caller := begin(ctx, b, d)
-	if out.Status != Ready {
+	if d.UserID == "" {
+		return Outcome{Status: Invalid, Reply: "Countersign could not tell who sent this, so it did nothing."}
+	}
+	caller := d.caller(b)
+	if caller == nil {
+		out, _ := begin(ctx, b, d) // dedupe, then the refusal, audited
 		return out
 	}
-	it := out.Item
+	bd := bot.Decision{ItemID: d.ItemID, Approve: d.Verb != Reject, Reason: strings.TrimSpace(d.Reason), Deliveries: d.Deliveries}
+	bd.Check = func(it bot.Item, bd *bot.Decision) error {
+		if out, audit := checks(d, caller, it, bd, b.Now()); out.Status != Ready {
+			return &stopped{out: out, space: it.Space, audit: audit}
+		}
+		return nil
+	}
+	dec, err := b.Decide(ctx, caller, bd)
+	var stop *stopped
+	switch {
+	case errors.As(err, &stop):
+		if stop.audit != "" {
+			refuse(ctx, b, d, caller, stop.space, stop.audit)
+		}
+		return stop.out
+	case errors.Is(err, bot.ErrDuplicate):
+		return duplicate(ctx, b, d)
+	case errors.Is(err, bot.ErrNoItem):
+		return Outcome{Status: NotFound, Caller: caller, Reply: fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", d.ItemID)}
+	case err != nil:
+		out := failed(b, d, caller, dec.Item, err)
+		var be *bot.Error
+		if d.edited() && out.Status == Invalid && errors.As(err, &be) {
+			out.Field = be.Field
+			// A schema error names the whole arguments; its message names
+			// the property ("validating /properties/dose: ..."), which
+			// is the input a form shows it under.
+			if m := schemaProperty.FindStringSubmatch(be.Msg); be.Field == ArgumentsInput && m != nil {
+				out.Field = ArgumentsInput + "." + m[1]
+			}
+		}
+		return out
+	}
+	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", d.ItemID, "caller", caller.String(), "verb", string(d.Verb), "edited", bd.Edit != nil)
+	out = settled(caller, dec.Item)
+	if d.Grant != nil {
+		out.Reply = GrantMade(dec.Result)
+	}
+	return out
+}
+
+// stopped ends a decision in its transaction before the decision tool
+// runs (checks said no): out is the answer, and audit, when not "", the
+// refusal to audit under space once the transaction is rolled back.
+type stopped struct {
+	out   Outcome
+	space bot.Space
+	audit string
+}
+
+func (s *stopped) Error() string { return fmt.Sprintf("chat: decision stopped: %s", s.out.Reply) }
+
+// checks are what chat checks of a decision on item it, as it stands in
+// the deciding transaction, before the decision tool runs: the item in
+// the person's scope and pending (admit), the verb against the item, a
+// dangerous item's confirmation, the version the person saw. It completes
+// bd from d and it; Status Ready means go on, anything else is the answer
+// (with, for a refusal, the detail to audit).
+func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now time.Time) (Outcome, string) {
+	if out, audit := admit(d, caller, it); out.Status != Ready {
+		return out, audit
+	}
 	approve := d.Verb != Reject
-	var answers []string
 	switch d.Verb {
 	case Answer:
 		if it.Kind != bot.KindQuestion {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not a question; approve or reject it.", it.ID)}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not a question; approve or reject it.", it.ID)}, ""
 		}
-		var msg string
-		if answers, msg = chosen(it, d.Choices); msg != "" {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}
+		answers, msg := chosen(it, d.Choices)
+		if msg != "" {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}, ""
 		}
+		bd.Answers = answers
 	case Reject:
 		if strings.TrimSpace(d.Reason) == "" && it.Kind != bot.KindQuestion {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A reason is required to reject #%d; nothing was recorded.", it.ID)}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A reason is required to reject #%d; nothing was recorded.", it.ID)}, ""
 		}
 	case Approve:
 		if it.Kind == bot.KindQuestion {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}, ""
 		}
-		if out, ok := dangerChecks(d, caller, it, b.Now()); !ok {
-			return out
+		if out, ok := dangerChecks(d, caller, it, now); !ok {
+			return out, ""
 		}
 		if d.edited() {
 			if d.Grant != nil {
-				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}
+				return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant is made with an approval as proposed, not with an edit; nothing was recorded on #%d.", it.ID)}, ""
 			}
-			return decideEdit(ctx, b, d, caller, it, rec)
+			return editChecks(d, caller, it, bd), ""
 		}
 		if msg := checkVersion(&d, it); msg != "" {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg}, ""
 		}
 	default:
-		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}
+		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("%q is not a decision; approve, reject or answer.", string(d.Verb))}, ""
 	}
-	var extra map[string]any
 	if d.Grant != nil {
 		if d.Verb != Approve {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant comes only with an approval; nothing was recorded on #%d.", it.ID)}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("A standing grant comes only with an approval; nothing was recorded on #%d.", it.ID)}, ""
 		}
 		if it.Kind != bot.KindAction {
-			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not an action request, and standing grants are made on action requests only; nothing was recorded.", it.ID)}
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is not an action request, and standing grants are made on action requests only; nothing was recorded.", it.ID)}, ""
 		}
-		extra = map[string]any{"grant": d.Grant.Arg()}
+		bd.Grant = d.Grant
 	}
 	if d.ArgsSHA256 != "" && approve && it.Version != "" {
-		if extra == nil {
-			extra = map[string]any{}
+		bd.ArgsSHA256 = d.ArgsSHA256
+	}
+	if d.Seen != nil {
+		// What the person was shown, with the digest of the facts the
+		// card showed; a source whose tool records none ignores it.
+		bd.Seen = d.Seen
+		if len(it.Facts) > 0 && d.Verb == Approve {
+			bd.Facts = bot.FactsDigestOf(it.Facts)
 		}
-		extra["args_sha256"] = d.ArgsSHA256
 	}
-	if seen := seenArg(d, it); seen != nil && b.Items().TakesSeen(it.Kind) {
-		if extra == nil {
-			extra = map[string]any{}
-		}
-		extra["seen"] = seen
+	return Outcome{Status: Ready, Item: it, Caller: caller}, ""
+}
+
+// admit checks what every decision, preparation or view of an item
+// passes once the item is read: its space in the person's scope (else a
+// refusal, with the detail to audit, revealing nothing), and pending
+// (else Closed with the recorded outcome). Status Ready means go on.
+func admit(d Decision, caller *bot.Caller, it bot.Item) (Outcome, string) {
+	if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
+		msg := fmt.Sprintf("Access denied: #%d belongs to a memory space outside your assigned scope.", it.ID)
+		return Outcome{Status: Refused, Caller: caller, Reply: msg}, fmt.Sprintf("%s #%d: %s", d.Verb, d.ItemID, msg)
 	}
-	res, err := b.DecideRecordWith(ctx, caller, rec, approve, strings.TrimSpace(d.Reason), answers, extra)
-	if err != nil {
-		return failed(ctx, b, d, caller, it, err)
+	if !it.Pending() {
+		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}, ""
 	}
-	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb))
-	out = after(ctx, b, caller, it)
-	if d.Grant != nil {
-		out.Reply = GrantMade(res)
-	}
-	return out
+	return Outcome{Status: Ready, Item: it, Caller: caller}, ""
 }
 
 // checkVersion checks the version an approval of item it names (the
@@ -283,7 +352,7 @@ func checkVersion(d *Decision, it bot.Item) string {
 // passed (the surface's own, or the target typed). ok is false with the
 // outcome to answer when one is missing; nothing is recorded then.
 func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
-	if it.Danger == nil || caller.ReadOnlyReason(it) != "" || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
+	if _, readOnly := caller.ReadOnly(it); it.Danger == nil || readOnly || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
 		// Not dangerous; or the person may not decide it at all (or not
 		// without a fresh sign-in first), which the decision tool refuses
 		// (and audits) by the one rule, with the step-up link.
@@ -297,9 +366,9 @@ func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (O
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("The %s card of #%d was cut to fit, and #%d cannot be undone, so your approval was not counted; nothing was recorded. Read it whole and approve it %s.", d.Seen.Surface, it.ID, it.ID, where)}, false
 	}
 	if !d.Confirmed && strings.TrimSpace(d.Confirm) != it.Danger.Target {
-		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
+		msg := fmt.Sprintf("#%d cannot be undone (%s), so approving it takes a confirmation; nothing was recorded. %s.", it.ID, bot.OneLine(it.Danger.Confirm, 200), TypeToConfirm(it))
 		if strings.TrimSpace(d.Confirm) != "" {
-			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
+			msg = fmt.Sprintf("What you typed is not the %s of #%d; nothing was recorded. %s.", bot.OneLine(it.Danger.TargetLabel, 60), it.ID, TypeToConfirm(it))
 		}
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: msg, Field: ConfirmField}, false
 	}
@@ -327,25 +396,10 @@ func changedSinceShown(it bot.Item, basis string) string {
 	return fmt.Sprintf("#%d changed after it was shown to you (another approver edited it); nothing was recorded. Look at #%d again and approve what is proposed now if you agree.", it.ID, it.ID)
 }
 
-// seenArg is what the person was shown, as the decision tool's seen
-// argument with the digest of the facts the card showed; nil when the
-// surface showed nothing. Only a source whose tool takes it gets it
-// (bot.Items.TakesSeen: not a memory proposal, not a question).
-func seenArg(d Decision, it bot.Item) map[string]any {
-	if d.Seen == nil {
-		return nil
-	}
-	m := d.Seen.Arg()
-	if len(it.Facts) > 0 && d.Verb == Approve {
-		m["facts"] = bot.FactsDigestOf(it.Facts)
-	}
-	return m
-}
-
-// decideEdit approves item it with the decision's edit, through the item
-// source's EditCall (the tool an API client calls with the edit). An edit
-// that changes nothing is a plain approval.
-func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, rec bot.ItemRecord) Outcome {
+// editChecks check an approval with the decision's edit against item it
+// and put the edit in bd (the decision tool validates it like an API
+// client's). An edit that changes nothing is a plain approval.
+func editChecks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision) Outcome {
 	invalid := func(field, msg string) Outcome {
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Field: field, Reply: msg}
 	}
@@ -384,49 +438,24 @@ func decideEdit(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller,
 	// The version the form started from, checked again in the deciding
 	// transaction (an action request's; a memory proposal does not change
 	// while it waits).
-	var extra map[string]any
 	if it.Version != "" && d.Basis != "" {
-		extra = map[string]any{"args_sha256": d.Basis}
+		bd.ArgsSHA256 = d.Basis
 	}
-	var err error
-	if edit != nil {
-		_, err = b.EditRecordWith(ctx, caller, rec, edit, strings.TrimSpace(d.Reason), extra)
-	} else {
-		_, err = b.DecideRecordWith(ctx, caller, rec, true, strings.TrimSpace(d.Reason), nil, extra)
-	}
-	if err != nil {
-		out := failed(ctx, b, d, caller, it, err)
-		var be *bot.Error
-		if out.Status == Invalid && errors.As(err, &be) {
-			out.Field = be.Field
-			// A schema error names the whole arguments; its message names
-			// the property ("validating /properties/dose: ..."), which
-			// is the input a form shows it under.
-			if m := schemaProperty.FindStringSubmatch(be.Msg); be.Field == ArgumentsInput && m != nil {
-				out.Field = ArgumentsInput + "." + m[1]
-			}
-		}
-		return out
-	}
-	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "verb", string(d.Verb), "edited", edit != nil)
-	return after(ctx, b, caller, it)
+	bd.Edit = edit
+	return Outcome{Status: Ready, Item: it, Caller: caller}
 }
 
 // schemaProperty finds the top-level property a JSON Schema error is about.
 var schemaProperty = regexp.MustCompile(`/properties/([^/:\s"]+)`)
 
-// after reloads a decided item: Decided, or Counted while it waits for
+// settled is the outcome of a recorded decision, from the item as the
+// deciding transaction left it: Decided, or Counted while it waits for
 // others.
-func after(ctx context.Context, b *bot.Bot, caller *bot.Caller, it bot.Item) Outcome {
-	now, err := b.Items().Get(ctx, it.ID)
-	if err != nil {
-		b.Logger().Error("chat: reloading a decided item failed", "item", it.ID, "err", err)
-		return Outcome{Status: Decided, Item: it, Caller: caller, Reply: "Recorded. The message will be updated shortly."}
-	}
+func settled(caller *bot.Caller, now bot.Item) Outcome {
 	if now.Pending() {
-		reply := fmt.Sprintf("Your decision on #%d is recorded; it still needs others.", it.ID)
+		reply := fmt.Sprintf("Your decision on #%d is recorded; it still needs others.", now.ID)
 		if now.Tally != "" {
-			reply += " " + OneLine(now.Tally, 200)
+			reply += " " + bot.OneLine(now.Tally, 200)
 		}
 		return Outcome{Status: Counted, Item: now, Caller: caller, Reply: reply}
 	}
@@ -438,7 +467,7 @@ func after(ctx context.Context, b *bot.Bot, caller *bot.Caller, it bot.Item) Out
 // for a reason (Slack's and Discord's reject form). Status Ready carries the
 // pending item.
 func Prepare(ctx context.Context, b *bot.Bot, d Decision) Outcome {
-	out, _, _ := begin(ctx, b, d)
+	out, _ := begin(ctx, b, d)
 	return out
 }
 
@@ -447,7 +476,7 @@ func Prepare(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 // the view audited as view_sensitive. Anyone else is refused privately,
 // and audited.
 func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
-	out, _, caller := begin(ctx, b, d)
+	out, caller := begin(ctx, b, d)
 	if out.Status != Ready {
 		return out
 	}
@@ -463,46 +492,43 @@ func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	return Outcome{Status: Ready, Item: it, Caller: caller}
 }
 
-// begin runs the checks every decision passes: dedupe, identity, the item
-// loaded once, scope, pending. Status Ready means go on, with the item, its
-// record and the caller.
-func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, bot.ItemRecord, *bot.Caller) {
+// begin runs the checks every preparation and view passes (a decision
+// passes them in its transaction: Decide): dedupe, identity, the item
+// loaded once, scope, pending. Status Ready means go on, with the item and
+// the caller.
+func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, *bot.Caller) {
 	if d.UserID == "" {
-		return Outcome{Status: Invalid, Reply: "Countersign could not tell who sent this, so it did nothing."}, bot.ItemRecord{}, nil
+		return Outcome{Status: Invalid, Reply: "Countersign could not tell who sent this, so it did nothing."}, nil
 	}
 	if len(d.Deliveries) > 0 {
 		first, err := b.Deliveries().First(ctx, d.Deliveries...)
 		if err != nil {
 			b.Logger().Error("chat: recording a delivery failed; nothing applied", "surface", d.Surface, "deliveries", d.Deliveries, "err", err)
-			return Outcome{Status: Failed, Reply: couldNotComplete}, bot.ItemRecord{}, nil
+			return Outcome{Status: Failed, Reply: couldNotComplete}, nil
 		}
 		if !first {
-			return duplicate(ctx, b, d), bot.ItemRecord{}, nil
+			return duplicate(ctx, b, d), nil
 		}
 	}
 	caller := d.caller(b)
 	what := fmt.Sprintf("%s #%d", d.Verb, d.ItemID)
 	if caller == nil {
-		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, OneLine(d.UserID, 64)))
-		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, bot.ItemRecord{}, nil
+		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, bot.OneLine(d.UserID, 64)))
+		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, nil
 	}
-	it, rec, err := b.Items().GetWithRecord(ctx, d.ItemID)
+	it, err := b.Items().Get(ctx, d.ItemID)
 	switch {
 	case errors.Is(err, bot.ErrNoItem):
-		return Outcome{Status: NotFound, Caller: caller, Reply: fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", d.ItemID)}, rec, caller
+		return Outcome{Status: NotFound, Caller: caller, Reply: fmt.Sprintf("No item #%d. `pending` lists the items awaiting a decision.", d.ItemID)}, caller
 	case err != nil:
 		b.Logger().Error("chat: loading an item failed", "item", d.ItemID, "err", err)
-		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}, rec, caller
+		return Outcome{Status: Failed, Caller: caller, Reply: couldNotComplete}, caller
 	}
-	if !policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
-		msg := fmt.Sprintf("Access denied: #%d belongs to a memory space outside your assigned scope.", it.ID)
-		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("%s: %s", what, msg))
-		return Outcome{Status: Refused, Caller: caller, Reply: msg}, rec, caller
+	out, audit := admit(d, caller, it)
+	if audit != "" {
+		refuse(ctx, b, d, caller, it.Space, audit)
 	}
-	if !it.Pending() {
-		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}, rec, caller
-	}
-	return Outcome{Status: Ready, Item: it, Caller: caller}, rec, caller
+	return out, caller
 }
 
 // duplicate answers a delivery seen before: the recorded outcome if the
@@ -524,24 +550,27 @@ func duplicate(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	return out
 }
 
-// failed turns a refused or failed decision into its outcome.
-func failed(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, err error) Outcome {
+// failed turns a refused or failed decision into its outcome; it is the
+// item as the deciding transaction left it (zero when it was not read).
+func failed(b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, err error) Outcome {
 	var be *bot.Error
 	if !errors.As(err, &be) || be.Kind == bot.KindInternal {
-		b.Logger().Error("chat: decision failed", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "err", err)
+		b.Logger().Error("chat: decision failed", "surface", d.Surface, "item", d.ItemID, "caller", caller.String(), "err", err)
 		return Outcome{Status: Failed, Item: it, Caller: caller, Reply: couldNotDecide}
 	}
-	b.Logger().Info("chat: decision refused", "surface", d.Surface, "item", it.ID, "caller", caller.String(), "kind", be.Kind, "msg", be.Msg)
+	b.Logger().Info("chat: decision refused", "surface", d.Surface, "item", d.ItemID, "caller", caller.String(), "kind", be.Kind, "msg", be.Msg)
 	switch be.Kind {
 	case bot.KindConflict:
 		// Decided meanwhile, expired, or stale: answer with what was
 		// recorded, not with the tool's conflict wording.
-		if now, err := b.Items().Get(ctx, it.ID); err == nil && !now.Pending() {
-			return Outcome{Status: Closed, Item: now, Caller: caller, Reply: RecordedOutcome(now)}
+		if it.ID != 0 && !it.Pending() {
+			return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
-		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && policy.IsStepUpRefusal(be.Msg) {
+		if (d.Surface == bot.SurfaceSlack || d.Surface == bot.SurfaceDiscord || d.Surface == bot.SurfaceTeams) && (errors.Is(err, policy.CheckStepUp) || errors.Is(err, policy.CheckAssurance)) {
+			// A fresh sign-in in the console meets a step-up and every
+			// minimum of assurance the console can give: offer the link.
 			return Outcome{Status: Refused, Item: it, Caller: caller, Reply: stepUpReply(b, caller, it)}
 		}
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: be.Msg}
@@ -562,7 +591,7 @@ func refuse(ctx context.Context, b *bot.Bot, d Decision, caller *bot.Caller, sp 
 		err = b.Chat().Audit(ctx, caller, sp, "access_denied", d.Surface+": "+detail)
 	}
 	if err != nil {
-		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", OneLine(d.UserID, 64), "err", err)
+		b.Logger().Error("chat: auditing a refusal failed; the refusal stands", "surface", d.Surface, "user", bot.OneLine(d.UserID, 64), "err", err)
 	}
 }
 
@@ -595,7 +624,7 @@ const (
 
 // UnmappedNote says why an unmapped chat user cannot act, and whom to ask.
 func UnmappedNote(surface, userID string) string {
-	id := OneLine(userID, 64)
+	id := bot.OneLine(userID, 64)
 	switch surface {
 	case bot.SurfaceSlack:
 		return fmt.Sprintf("Your Slack account (%s) is not mapped to a Countersign principal. This is by design: only people listed under principals: in Countersign's config.yaml act from chat. Ask a Countersign admin to add your Slack user id there.", id)
@@ -627,7 +656,7 @@ func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
 // pending or decided. A sensitive item's detail is shown only as Details
 // shows it (to those who may decide it, audited). Ready carries the item.
 func ShowDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
-	out, _, caller := begin(ctx, b, d)
+	out, caller := begin(ctx, b, d)
 	if out.Status == Closed {
 		out.Status, out.Reply = Ready, ""
 	}
@@ -652,7 +681,7 @@ func DetailsText(it bot.Item) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s of #%d (%s):", DetailsLabel, it.ID, KindNoun(it.Kind))
 	for _, f := range it.Details {
-		b.WriteString("\n• " + OneLine(f.Label, 60) + ": " + OneLine(f.Value, 600))
+		b.WriteString("\n• " + bot.OneLine(f.Label, 60) + ": " + bot.OneLine(f.Value, 600))
 	}
 	if len(it.Votes) > 0 {
 		b.WriteString("\nVotes:")
@@ -671,13 +700,16 @@ func VoteLine(v bot.VoteView) string {
 	if !v.Approve {
 		way = "refused"
 	}
-	s := OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
+	s := bot.OneLine(v.By, 120) + " " + way + " at " + Stamp(v.At)
 	if v.Seen != nil {
 		s += ", on the " + v.Seen.String()
 	} else {
 		s += ", on no card (an API call or a typed command)"
 	}
-	if v.Approve && !v.Counts {
+	switch {
+	case v.Approve && !v.Counts && v.Void != "":
+		s += "; no longer counts: " + OneLine(v.Void, 300)
+	case v.Approve && !v.Counts:
 		s += "; no longer counts (cast on earlier arguments or facts)"
 	}
 	return s

@@ -85,7 +85,7 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 		return lay, ""
 	case bot.EditArguments:
 	default:
-		return EditLayout{}, fmt.Sprintf("#%d cannot be edited here (%s); use the API.", it.ID, OneLine(e.Kind, 40))
+		return EditLayout{}, fmt.Sprintf("#%d cannot be edited here (%s); use the API.", it.ID, bot.OneLine(e.Kind, 40))
 	}
 	keys, vals, err := objectFields(e.Current)
 	if err != nil {
@@ -116,7 +116,7 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 			continue
 		}
 		if utf8.RuneCountInString(in.Value) > maxLen {
-			return EditLayout{}, tooLong(fmt.Sprintf("Argument %q", OneLine(k, 40)))
+			return EditLayout{}, tooLong(fmt.Sprintf("Argument %q", bot.OneLine(k, 40)))
 		}
 		inputs = append(inputs, in)
 	}
@@ -211,13 +211,13 @@ func (l EditLayout) Apply(d *Decision, values map[string]string) (field, msg str
 			t := strings.TrimSpace(text)
 			var n json.Number
 			if err := json.Unmarshal([]byte(t), &n); err != nil || t == "" {
-				return in.Name, fmt.Sprintf("%s must be a number, such as 2.5.", OneLine(in.Name, 40))
+				return in.Name, fmt.Sprintf("%s must be a number, such as 2.5.", bot.OneLine(in.Name, 40))
 			}
 			obj[in.Name] = json.RawMessage(t)
 		case 'b':
 			t := strings.ToLower(strings.TrimSpace(text))
 			if t != "true" && t != "false" {
-				return in.Name, fmt.Sprintf("%s must be true or false.", OneLine(in.Name, 40))
+				return in.Name, fmt.Sprintf("%s must be true or false.", bot.OneLine(in.Name, 40))
 			}
 			obj[in.Name] = json.RawMessage(t)
 		case 'z':
@@ -245,7 +245,7 @@ func jsonProblem(err error) string {
 	if err == nil {
 		return "that is not an object."
 	}
-	return OneLine(err.Error(), 200) + "."
+	return bot.OneLine(err.Error(), 200) + "."
 }
 
 // objectFields returns a JSON object's keys and values, in order.
@@ -298,7 +298,7 @@ func sameJSON(a, b []byte) bool {
 // item that requires step-up, a fresh sign-in (without one the reply is
 // the private step-up link an Approve click gets). Ready carries the item.
 func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
-	out, _, caller := begin(ctx, b, d)
+	out, caller := begin(ctx, b, d)
 	if out.Status != Ready {
 		return out
 	}
@@ -306,7 +306,7 @@ func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	if it.Editable == nil {
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d cannot be edited: only a pending action request's arguments or a memory proposal's value can. Approve or reject it as it is.", it.ID)}
 	}
-	if why := caller.ReadOnlyReason(it); why != "" {
+	if why, readOnly := caller.ReadOnly(it); readOnly {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("edit #%d refused: %s", it.ID, why))
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: fmt.Sprintf("Access denied: you cannot approve #%d (%s), so you cannot edit it either.", it.ID, why)}
 	}

@@ -3,7 +3,6 @@ package chat
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/countersign/countersign/bot"
 )
@@ -52,15 +51,9 @@ func (s session) revokeGrant(ctx context.Context, id uint64) string {
 // GrantIDs are the numbers of the grants a list_grants result lists, in
 // its order (for a surface's Revoke buttons).
 func GrantIDs(res bot.Result) []uint64 {
-	d, _ := res.Data.(map[string]any)
 	var out []uint64
-	switch gs := d["grants"].(type) {
-	case []map[string]any:
-		for _, g := range gs {
-			if n, ok := g["grant_id"].(uint64); ok {
-				out = append(out, n)
-			}
-		}
+	for _, g := range res.Grants {
+		out = append(out, g.ID)
 	}
 	return out
 }
@@ -86,7 +79,7 @@ func RevokeGrant(ctx context.Context, b *bot.Bot, d Decision, id uint64) string 
 	}
 	caller := d.caller(b)
 	if caller == nil {
-		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("revoke grant #%d refused: %s user %s is not mapped to a principal", id, d.Surface, OneLine(d.UserID, 64)))
+		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("revoke grant #%d refused: %s user %s is not mapped to a principal", id, d.Surface, bot.OneLine(d.UserID, 64)))
 		return fmt.Sprintf("Access denied: I can't revoke grant #%d for you. %s", id, UnmappedNote(d.Surface, d.UserID))
 	}
 	res, err := b.Call(ctx, caller, toolRevokeGrant, fmt.Appendf(nil, `{"grant_id":%d}`, id))
@@ -117,11 +110,10 @@ func ListGrants(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, ch
 }
 
 // GrantMade is the private reply to an approval that made a standing
-// grant: the tool's answer, on one line.
+// grant (the result's one Grants entry), on one line; "" for none.
 func GrantMade(res bot.Result) string {
-	_, made, ok := strings.Cut(res.Text, "You also made ")
-	if !ok {
+	if len(res.Grants) != 1 {
 		return ""
 	}
-	return "Approved. You made " + OneLine(made, 600)
+	return "Approved. You made " + bot.OneLine(res.Grants[0].Says, 600)
 }

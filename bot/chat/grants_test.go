@@ -36,14 +36,15 @@ func TestGrantCommandsParse(t *testing.T) {
 }
 
 func TestGrantMadeAndIDs(t *testing.T) {
-	if got := GrantMade(bot.Result{Text: "✅ approved. You also made grant #2: session calls…"}); got != "Approved. You made grant #2: session calls…" {
-		t.Errorf("GrantMade = %q", got)
+	made := bot.Result{Text: "✅ approved. You also made grant #2: session calls…", Grants: []bot.GrantView{{ID: 2, Says: "grant #2: session calls\n…"}}}
+	if got, want := GrantMade(made), "Approved. You made grant #2: session calls …"; got != want {
+		t.Errorf("GrantMade = %q, want %q (the grant's own sentence, on one line)", got, want)
 	}
-	if got := GrantMade(bot.Result{Text: "✅ approved."}); got != "" {
-		t.Errorf("GrantMade without a grant = %q", got)
+	if got := GrantMade(bot.Result{Text: "✅ approved. You also made grant #2"}); got != "" {
+		t.Errorf("GrantMade without a typed grant = %q, want \"\" (the text is not read)", got)
 	}
-	res := bot.Result{Data: map[string]any{"grants": []map[string]any{{"grant_id": uint64(7)}, {"grant_id": uint64(3)}}}}
+	res := bot.Result{Grants: []bot.GrantView{{ID: 7}, {ID: 3}}}
 	if ids := GrantIDs(res); len(ids) != 2 || ids[0] != 7 || ids[1] != 3 {
-		t.Errorf("GrantIDs = %v", ids)
+		t.Errorf("GrantIDs = %v, want [7 3]", ids)
 	}
 }

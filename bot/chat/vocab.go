@@ -41,7 +41,7 @@ func StatusWord(status string) (icon, word string) {
 	case "", "closed":
 		return "•", "Closed"
 	}
-	s := OneLine(status, 64)
+	s := bot.OneLine(status, 64)
 	if s == "" {
 		return "•", "Closed"
 	}
@@ -73,7 +73,7 @@ func KindNoun(k bot.ItemKind) string {
 	case bot.KindQuestion:
 		return "question"
 	}
-	if n := OneLine(string(k), 40); n != "" {
+	if n := bot.OneLine(string(k), 40); n != "" {
 		return n
 	}
 	return "item"
@@ -109,7 +109,7 @@ func RecordedOutcome(it bot.Item) string {
 	}
 	b.WriteString(". Nothing was changed.")
 	if it.Reason != "" && !it.Sensitive {
-		b.WriteString("\nReason: " + OneLine(it.Reason, 400))
+		b.WriteString("\nReason: " + bot.OneLine(it.Reason, 400))
 	}
 	return b.String()
 }
@@ -120,7 +120,7 @@ func RecordedOutcome(it bot.Item) string {
 // [prin_a] before approval: dose 5mg → 2.5mg" while pending (approvals
 // then count for the changed version), "changed by … : …" otherwise. The
 // diff is bounded (bot.MaxChanges fields, values cut) and every part is
-// cleaned with OneLine; renderers escape it for their markup.
+// cleaned with bot.OneLine; renderers escape it for their markup.
 func WithChanges(it bot.Item) string {
 	c := it.Changes
 	if c == nil {
@@ -135,19 +135,17 @@ func WithChanges(it bot.Item) string {
 	default:
 		lead = "changed by "
 	}
-	by := OneLine(c.By, 100)
+	by := bot.OneLine(c.By, 100)
 	if by == "" {
 		by = "an approver"
 	}
-	return OneLine(lead+by+": "+c.Text(), 900)
+	return bot.OneLine(lead+by+": "+c.Text(), 900)
 }
 
-// OneLine makes untrusted text safe to put on one line (bot.OneLine: the
-// one sanitiser, which the core's change lines use too): control
-// characters and line or paragraph separators become spaces, bidirectional
-// controls, zero-width and other invisible format characters and invalid
-// UTF-8 are dropped, runs of white space collapse, and text over max runes
-// is cut with "…" (max 0: no limit). Escaping markup is the renderer's job.
+// OneLine is bot.OneLine, the one sanitiser of untrusted text for one
+// line.
+//
+// Deprecated: call bot.OneLine; kept while other branches move over.
 func OneLine(s string, max int) string { return bot.OneLine(s, max) }
 
 // JoinLine joins several untrusted strings with ", " on one line, each
@@ -155,16 +153,10 @@ func OneLine(s string, max int) string { return bot.OneLine(s, max) }
 func JoinLine(ss []string, max int) string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
-		out[i] = OneLine(s, 100)
+		out[i] = bot.OneLine(s, 100)
 	}
-	return OneLine(strings.Join(out, ", "), max)
+	return bot.OneLine(strings.Join(out, ", "), max)
 }
-
-// Invisible reports whether r is a character chat drops from untrusted
-// text: bidirectional controls (which reorder what is shown) and the other
-// invisible format characters (zero-width space, joiners, word joiner,
-// BOM, soft hyphen...), which can hide text or break a mention apart.
-func Invisible(r rune) bool { return bot.Invisible(r) }
 
 // The words of a card for the person clicking (issue 23): every surface
 // draws an item's card lines under these labels, in this order: the
@@ -211,11 +203,11 @@ func FactsHeading(it bot.Item) string {
 // on". The verdict and its reasons are check_before_act's, as the seeds
 // word them.
 func FactLine(f bot.FactView) string {
-	v := OneLine(f.Value, 160)
+	v := bot.OneLine(f.Value, 160)
 	if f.Was != "" {
-		v += " (approved on: " + OneLine(f.Was, 120) + ")"
+		v += " (approved on: " + bot.OneLine(f.Was, 120) + ")"
 	}
-	line := OneLine(f.Subject, 60) + ": " + v + " — " + OneLine(f.Verdict, 20)
+	line := bot.OneLine(f.Subject, 60) + ": " + v + " — " + bot.OneLine(f.Verdict, 20)
 	if len(f.Reasons) > 0 {
 		line += ": " + JoinReasons(f.Reasons, 300)
 	}
@@ -226,9 +218,9 @@ func FactLine(f bot.FactView) string {
 func JoinReasons(rs []string, max int) string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
-		out[i] = OneLine(r, 200)
+		out[i] = bot.OneLine(r, 200)
 	}
-	return OneLine(strings.Join(out, "; "), max)
+	return bot.OneLine(strings.Join(out, "; "), max)
 }
 
 // ReopenedLine is the sentence of an item back for a new decision: "Back
@@ -238,15 +230,29 @@ func ReopenedLine(it bot.Item) string {
 	if it.Reopened == "" {
 		return ""
 	}
-	return "Back for a new decision: the facts changed after it was approved (" + OneLine(it.Reopened, 400) + "). Nothing ran."
+	return "Back for a new decision: the facts changed after it was approved (" + bot.OneLine(it.Reopened, 400) + "). Nothing ran."
 }
 
 // ArgLine is one argument on one line: "dose: 5 mg twice daily".
-func ArgLine(f bot.Field) string { return OneLine(f.Label, 60) + ": " + OneLine(f.Value, 300) }
+func ArgLine(f bot.Field) string { return bot.OneLine(f.Label, 60) + ": " + bot.OneLine(f.Value, 300) }
 
 // NameOf is a principal shown as "name [id]" without its id: the card
 // shows names, and its Details the ids.
-func NameOf(display string) string { return bot.NameOf(OneLine(display, 200)) }
+func NameOf(display string) string { return bot.NameOf(bot.OneLine(display, 200)) }
+
+// Deciders are the names of it's deciders, each with how they were
+// authenticated when that was recorded: "dr_smith (chat click), dr_jones
+// (OIDC step-up)". Every surface's outcome line shows it.
+func Deciders(it bot.Item, max int) string {
+	out := make([]string, len(it.DecidedBy))
+	for i, d := range it.DecidedBy {
+		out[i] = NameOf(d)
+		if i < len(it.DecidedVia) && it.DecidedVia[i] != "" {
+			out[i] += " (" + OneLine(it.DecidedVia[i], 40) + ")"
+		}
+	}
+	return JoinLine(out, max)
+}
 
 // Names are several principals' names (NameOf), joined.
 func Names(displays []string, max int) string {
@@ -266,9 +272,9 @@ func ConfirmTitle(it bot.Item) string { return fmt.Sprintf("Approve #%d? It cann
 // runs, on what, and who is recorded.
 func ConfirmText(it bot.Item) string {
 	if it.Danger == nil {
-		return "You will be recorded as the approver of: " + OneLine(it.Title, 200)
+		return "You will be recorded as the approver of: " + bot.OneLine(it.Title, 200)
 	}
-	return OneLine(it.Danger.Confirm, 240) + " You will be recorded as its approver."
+	return bot.OneLine(it.Danger.Confirm, 240) + " You will be recorded as its approver."
 }
 
 // ConfirmButton is the label of the button that confirms a dangerous
@@ -281,7 +287,7 @@ func TypeToConfirm(it bot.Item) string {
 	if it.Danger == nil {
 		return ""
 	}
-	return fmt.Sprintf("To approve, type the %s: %s", OneLine(it.Danger.TargetLabel, 60), OneLine(it.Danger.Target, 100))
+	return fmt.Sprintf("To approve, type the %s: %s", bot.OneLine(it.Danger.TargetLabel, 60), bot.OneLine(it.Danger.Target, 100))
 }
 
 // Receipt is what a person is told after their decision took effect: the
@@ -292,7 +298,7 @@ func Receipt(it bot.Item) string {
 	_, word := StatusWord(it.Status)
 	s := fmt.Sprintf("%s #%d.", word, it.ID)
 	if it.Effect != "" && !it.Sensitive {
-		s += " " + OneLine(it.Effect, 400)
+		s += " " + bot.OneLine(it.Effect, 400)
 	}
 	return s
 }

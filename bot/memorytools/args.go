@@ -41,7 +41,7 @@ func checkSubject(v string) error {
 // character (zero-width, bidirectional control): it would look like
 // another, for example a declared slot, while being stored apart.
 func checkVisible(field, v string) error {
-	if r, ok := memory.Invisible(v); ok {
+	if r, ok := memory.FirstInvisible(v); ok {
 		return bot.Invalid(field, "must not contain invisible characters (found U+%04X, a zero-width or bidirectional control); retype it without them", r)
 	}
 	return nil

@@ -58,7 +58,7 @@ func dataOf(p memory.Plan) storedData {
 func auditDetail(source string, p memory.Plan) string {
 	var b strings.Builder
 	if source != "" {
-		fmt.Fprintf(&b, "[%s] ", memory.OneLine(source))
+		fmt.Fprintf(&b, "[%s] ", memory.EscapeBreaks(source))
 	}
 	fmt.Fprintf(&b, "%s %s", p.Action, p.Subject)
 	switch {
@@ -233,7 +233,7 @@ func (t *tools) update(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	default:
 		text = fmt.Sprintf("Updated #%d: %s → %s (now #%d; old kept in history).", args.MemoryID, policy.PyRepr(old), policy.PyRepr(p.Value), p.New.ID)
 	}
-	return bot.Result{Text: memory.OneLine(text), Data: dataOf(p)}, nil
+	return bot.Result{Text: memory.EscapeBreaks(text), Data: dataOf(p)}, nil
 }
 
 // factData is the structured form of one fact.

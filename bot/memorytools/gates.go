@@ -82,7 +82,7 @@ func (t *tools) check(ctx context.Context, c *bot.Call, a any) (bot.Result, erro
 	var current []string
 	for _, f := range facts {
 		if f.Status == memory.StatusActive {
-			current = append(current, f.Subject+" = "+memory.OneLine(f.Value))
+			current = append(current, f.Subject+" = "+memory.EscapeBreaks(f.Value))
 		}
 	}
 	if reasons == nil {

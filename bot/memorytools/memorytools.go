@@ -107,7 +107,7 @@ func trustedDenial(source string) string {
 // mayWriteAs reports whether the caller may write as a trusted source: its
 // principal is named after the source (the integration's own key), or it
 // may decide a change in the call's space under the one decision rule
-// (policy.DecisionRefusal: a person holding approve, the space in scope),
+// (policy.Decide: a person holding approve, the space in scope),
 // since a trusted write skips the confirmation a person would give.
 func mayWriteAs(c *bot.Call, source string) bool {
 	return strings.EqualFold(c.Caller.Name, source) || mayApprove(c, "a write as '"+source+"'")
@@ -117,7 +117,7 @@ func mayWriteAs(c *bot.Call, source string) bool {
 // making in the call's space (a trusted-source write, an edit of a confirm
 // slot that applies at once): the one decision rule, with no requester.
 func mayApprove(c *bot.Call, ref string) bool {
-	return c.Caller.MayDecide(policy.Decidable{Ref: ref, SpaceUserID: c.Space.UserID}) == ""
+	return c.Caller.MayDecide(policy.Decidable{Ref: ref, SpaceUserID: c.Space.UserID}) == nil
 }
 
 // newItem creates the chat item of a proposal in tx and records its id on
@@ -144,7 +144,7 @@ func decided(tx *bot.Tx, f *memory.Fact) error {
 }
 
 // truncate80 cuts a question for the audit detail.
-func truncate80(s string) string { return memory.OneLine(memory.Truncate(s, 80)) }
+func truncate80(s string) string { return memory.EscapeBreaks(memory.Truncate(s, 80)) }
 
 // criticalSet is a call's critical categories: its own when it gives
 // critical_categories (even empty), else the configured ones.

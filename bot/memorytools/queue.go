@@ -3,7 +3,6 @@ package memorytools
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -129,7 +128,7 @@ func changedDetail(f *memory.Fact) string {
 		return ""
 	}
 	return fmt.Sprintf(" with changes by %s: proposed %s (sha256 %s) -> approved %s (sha256 %s)",
-		f.EditedBy, strconv.Quote(memory.OneLine(f.ProposedValue)), f.ProposedSHA256, strconv.Quote(memory.OneLine(f.Value)), f.ApprovedSHA256)
+		f.EditedBy, strconv.Quote(memory.EscapeBreaks(f.ProposedValue)), f.ProposedSHA256, strconv.Quote(memory.EscapeBreaks(f.Value)), f.ApprovedSHA256)
 }
 
 // valueChanges is an edited proposal's Changes for the item view, nil
@@ -143,18 +142,14 @@ func valueChanges(f *memory.Fact) *bot.Changes {
 		ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256}
 }
 
-// errRefused ends a decision transaction whose caller may not decide; the
-// refusal is then recorded by Call.Deny.
-var errRefused = errors.New("refused")
-
-// mayDecide applies the one decision rule (policy.DecisionRefusal) to the
-// caller deciding proposal id in tx: it returns the refusal, or "". A
+// mayDecide applies the one decision rule (policy.Decide) to the caller
+// deciding proposal id in tx: it returns the refusal, or nil. A
 // proposal that is missing or no longer open is not refused here: the
 // decision that follows answers "not awaiting approval", whoever asks.
-func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (string, error) {
+func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (*policy.Refusal, error) {
 	f, err := memory.Load(tx, sp, id)
 	if err != nil || f == nil || !f.Open() {
-		return "", err
+		return nil, err
 	}
 	return c.Caller.MayDecide(policy.Decidable{
 		Ref:         fmt.Sprintf("#%d", f.ID),
@@ -167,10 +162,10 @@ func mayDecide(tx kv.Tx, c *bot.Call, sp memory.Space, id uint64) (string, error
 func decisionNote(note, reason string) string {
 	s := ""
 	if note != "" {
-		s += " (decided_by note: " + memory.OneLine(note) + ")"
+		s += " (decided_by note: " + memory.EscapeBreaks(note) + ")"
 	}
 	if reason != "" {
-		s += " reason: " + memory.OneLine(reason)
+		s += " reason: " + memory.EscapeBreaks(reason)
 	}
 	return s
 }
@@ -180,14 +175,14 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	sp := c.Space
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value}
 	var dec memory.Decision
-	refusal := ""
+	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
 		if refusal, err = mayDecide(tx, c, sp, args.MemoryID); err != nil {
 			return err
 		}
-		if refusal != "" {
-			return errRefused
+		if refusal != nil {
+			return tx.Refuse(refusal)
 		}
 		if dec, err = t.o.Confirm(tx, sp, args.MemoryID, d, c.Now); err != nil {
 			return err
@@ -201,11 +196,11 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		}
 		return tx.Audit("confirm_change", fmt.Sprintf("#%d %s %s by %s", f.ID, dec.Applied, f.Subject, c.Caller)+changedDetail(f)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
-	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
-	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
+	}
+	if refusal != nil {
+		return bot.Result{}, bot.Refused(refusal)
 	}
 	f := dec.Proposal
 	if dec.Closed != "" {
@@ -222,9 +217,9 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
 		Edited: f.Edited, EditedBy: f.EditedBy, ProposedValue: f.ProposedValue, ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256,
 	}
-	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.OneLine(value))
+	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.EscapeBreaks(value))
 	if f.Edited {
-		text = fmt.Sprintf("Approved #%d with changes: %s %s = %s (proposed: %s)", f.ID, dec.Applied, f.Subject, memory.OneLine(value), memory.OneLine(f.ProposedValue))
+		text = fmt.Sprintf("Approved #%d with changes: %s %s = %s (proposed: %s)", f.ID, dec.Applied, f.Subject, memory.EscapeBreaks(value), memory.EscapeBreaks(f.ProposedValue))
 	}
 	return bot.Result{Text: text, Data: data}, nil
 }
@@ -243,14 +238,14 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	args := a.(*decideArgs)
 	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
 	var dec memory.Decision
-	refusal := ""
+	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
 		if refusal, err = mayDecide(tx, c, c.Space, args.MemoryID); err != nil {
 			return err
 		}
-		if refusal != "" {
-			return errRefused
+		if refusal != nil {
+			return tx.Refuse(refusal)
 		}
 		if dec, err = t.o.Reject(tx, c.Space, args.MemoryID, d, c.Now); err != nil {
 			return err
@@ -261,11 +256,11 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 		}
 		return tx.Audit("reject_change", fmt.Sprintf("#%d REJECT %s %s by %s", f.ID, memory.ChangeVerb(f), f.Subject, c.Caller)+decisionNote(args.DecidedBy, args.Reason)+args.Seen.note())
 	})
-	if errors.Is(err, errRefused) {
-		return bot.Result{}, c.Deny(ctx, refusal)
-	}
 	if err != nil {
 		return bot.Result{}, wrap(err)
+	}
+	if refusal != nil {
+		return bot.Result{}, bot.Refused(refusal)
 	}
 	f := dec.Proposal
 	data := decisionData{
@@ -294,9 +289,10 @@ func itemStatus(f *memory.Fact) string {
 type itemSource struct{ t *tools }
 
 var (
-	_ bot.ItemSource = itemSource{}
-	_ bot.ItemEditor = itemSource{}
-	_ bot.SeenTaker  = itemSource{}
+	_ bot.ItemSource  = itemSource{}
+	_ bot.ItemEditor  = itemSource{}
+	_ bot.SeenTaker   = itemSource{}
+	_ bot.ItemDecider = itemSource{}
 )
 
 // TakesSeen reports that confirm_change and reject_change record what the
@@ -418,7 +414,7 @@ func forWhom(sp memory.Space) string {
 // changeTitle is a proposal's first line in plain words: "patient_42's
 // active_medication: warfarin 5mg daily → apixaban 5mg twice daily".
 func changeTitle(f *memory.Fact, current string, sp memory.Space) string {
-	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	cur, val := memory.EscapeBreaks(current), memory.EscapeBreaks(f.Value)
 	switch {
 	case f.Pending == memory.ActionRetract:
 		return fmt.Sprintf("Remove %s from %s %s", cur, whose(sp), f.Subject)
@@ -434,7 +430,7 @@ func changeTitle(f *memory.Fact, current string, sp memory.Space) string {
 // warfarin 5mg daily; nothing is ordered or run." Once approved: what it
 // did.
 func changeEffect(f *memory.Fact, current string, sp memory.Space, multi bool) string {
-	cur, val := memory.OneLine(current), memory.OneLine(f.Value)
+	cur, val := memory.EscapeBreaks(current), memory.EscapeBreaks(f.Value)
 	const nothingRuns = "; nothing is ordered or run."
 	switch {
 	case f.Open():
@@ -494,6 +490,32 @@ func (s itemSource) EditCall(rec bot.ItemRecord, edit json.RawMessage, reason st
 	}
 	args["value"] = v
 	return tool, args, nil
+}
+
+// DecisionArgs maps a typed decision to confirm_change (with the edited
+// value, a JSON string, when d.Edit is set) or reject_change with their
+// typed arguments (bot.ItemDecider).
+func (s itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any, error) {
+	id, err := strconv.ParseUint(rec.Key, 10, 64)
+	if err != nil {
+		return "", nil, fmt.Errorf("memory item %d: bad key %q", rec.ID, rec.Key)
+	}
+	var seen *seenArgs
+	if d.Seen != nil {
+		seen = &seenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated}
+	}
+	if !d.Approve {
+		return "reject_change", &decideArgs{Space: rec.Space, MemoryID: id, Reason: d.Reason, Seen: seen}, nil
+	}
+	a := &confirmArgs{Space: rec.Space, MemoryID: id, Reason: d.Reason, Seen: seen}
+	if d.Edit != nil {
+		var v string
+		if err := json.Unmarshal(d.Edit, &v); err != nil {
+			return "", nil, bot.Invalid("value", "#%d is a memory change: its edit is the value to confirm, a string", rec.ID)
+		}
+		a.Value = &v
+	}
+	return "confirm_change", a, nil
 }
 
 // Sweep batch bounds: how many open proposals one transaction examines,

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
@@ -36,7 +33,10 @@ type app struct {
 	trust   map[string]webhook.Trust
 	mw      []func(http.Handler) http.Handler
 	runners []runner
-	closers []func() error
+	// replicaRunners run on every replica of a PostgreSQL store, outside
+	// leadership (replicas.go); unused on bbolt.
+	replicaRunners []runner
+	closers        []func() error
 	// wakeStatus wakes the long polls on a request (replicas.go).
 	wakeStatus func(id string)
 	// onRequest is told about every finished HTTP request (metrics).
@@ -107,61 +107,6 @@ func storeOptions(cfg *Config) bolt.Options {
 	}
 }
 
-// readSigningKey reads the hex Ed25519 seed at path and never creates one:
-// for commands that only use the key (web link), where a new key file would
-// later stop serve, whose store is signed by another key.
-func readSigningKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("audit.signing_key: no key at %s: start the server once (it creates the key), or point audit.signing_key at the key the store is signed with", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit.signing_key: %w", err)
-	}
-	return parseSigningKey(path, b)
-}
-
-// loadSigningKey reads the hex Ed25519 seed at path, creating it with mode
-// 0600 when it does not exist.
-func loadSigningKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		seed := make([]byte, ed25519.SeedSize)
-		if _, err := rand.Read(seed); err != nil {
-			return nil, err
-		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("audit.signing_key: create %s: %w", path, err)
-		}
-		if _, err := f.WriteString(hex.EncodeToString(seed) + "\n"); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("audit.signing_key: write %s: %w", path, err)
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		return ed25519.NewKeyFromSeed(seed), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("audit.signing_key: %w", err)
-	}
-	return parseSigningKey(path, b)
-}
-
-// parseSigningKey decodes the content of a signing key file.
-func parseSigningKey(path string, b []byte) (ed25519.PrivateKey, error) {
-	seed, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(seed) != ed25519.SeedSize {
-		return nil, fmt.Errorf("audit.signing_key: %s does not hold a hex Ed25519 seed of %d bytes", path, ed25519.SeedSize)
-	}
-	return ed25519.NewKeyFromSeed(seed), nil
-}
-
 // buildApp opens the store and wires the bot, its tools and the edges.
 func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logger *slog.Logger) (*app, error) {
 	db, key, err := openStore(ctx, cfg, getenv)
@@ -188,7 +133,7 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireAudit, a.connectGateway} {
+	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireSCIM, a.wireAudit, a.connectGateway} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

@@ -406,7 +406,7 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 
 func mustKey(t *testing.T, path string) ed25519.PrivateKey {
 	t.Helper()
-	k, err := loadSigningKey(path)
+	k, err := approvals.LoadSigningKey(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,5 +207,5 @@ func configuredSigningKey(cfg *Config) (ed25519.PrivateKey, error) {
 	if _, err := os.Stat(cfg.Audit.SigningKey); err != nil {
 		return nil, fmt.Errorf("audit.signing_key: no key at %s (%v); pass --pubkey HEX, or point --config at the server's config", cfg.Audit.SigningKey, errors.Unwrap(err))
 	}
-	return loadSigningKey(cfg.Audit.SigningKey)
+	return approvals.LoadSigningKey(cfg.Audit.SigningKey)
 }

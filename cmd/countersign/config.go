@@ -69,6 +69,8 @@ type Config struct {
 
 	Email *EmailConfig `yaml:"email"` // config_email.go
 
+	SCIM *SCIMConfig `yaml:"scim"` // config_scim.go
+
 	Principals []PrincipalDecl `yaml:"principals"`
 
 	Web WebConfig `yaml:"web"` // wire_web.go
@@ -178,6 +180,9 @@ func (c *Config) applyDefaults() {
 	if c.Teams != nil {
 		c.Teams.defaults()
 	}
+	if c.SCIM != nil {
+		c.SCIM.defaults()
+	}
 	if c.Email != nil {
 		c.Email.defaults()
 	}
@@ -211,6 +216,9 @@ func (c *Config) validate(p *problems) {
 	}
 	if c.Teams != nil {
 		c.Teams.validate(p)
+	}
+	if c.SCIM != nil {
+		c.SCIM.validate(p)
 	}
 	if c.Email != nil {
 		c.Email.validate(c, p)
@@ -533,6 +541,9 @@ type ToolConfig struct {
 	Rules []RuleDecl `yaml:"rules"`
 	// Stages are the ordered sign-off every request of the tool needs.
 	Stages []StageDecl `yaml:"stages"`
+	// StepUp is the least authentication an approval of the tool needs
+	// (config_stepup.go); absent: none beyond step_up:'s.
+	StepUp *ToolStepUpDecl `yaml:"step_up"`
 }
 
 // GrantsDecl is a tool's grants: section: `{max: 8h, allow: [once,

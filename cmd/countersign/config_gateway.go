@@ -44,6 +44,9 @@ type UpstreamConfig struct {
 	Default *GatewayRule `yaml:"default"`
 	// Tools are the rules, first match wins.
 	Tools []GatewayRule `yaml:"tools"`
+	// Principals, when set, are the only principals (by name) who may
+	// call its tools.
+	Principals []string `yaml:"principals"`
 }
 
 // GatewayRule classifies the upstream tools whose name matches Match (a
@@ -59,6 +62,16 @@ type GatewayRule struct {
 	Sensitive bool           `yaml:"sensitive"`
 	Grants    GrantsDecl     `yaml:"grants"`
 	Context   []string       `yaml:"context"`
+	// DryRun names a read-only companion tool of the same upstream called
+	// first: its answer is the plan on the card.
+	DryRun *DryRunDecl `yaml:"dry_run"`
+}
+
+// DryRunDecl is a rule's dry_run: {tool: plan_changes, arguments: {...}};
+// without arguments the companion gets the call's own.
+type DryRunDecl struct {
+	Tool      string         `yaml:"tool"`
+	Arguments map[string]any `yaml:"arguments"`
 }
 
 // tool is the rule as a tools[] declaration of tool name.
@@ -147,12 +160,21 @@ func (g GatewayConfig) validate(c *Config, p *problems) {
 				p.add(key+".headers_env."+k, "%q is not a variable name: give the name of the variable the header's value comes from", v)
 			}
 		}
+		for j, name := range u.Principals {
+			if strings.TrimSpace(name) == "" {
+				p.add(fmt.Sprintf("%s.principals[%d]", key, j), "empty: name a principal (as keys create --name or principals[].name)")
+			}
+		}
 		for j, r := range u.Tools {
 			rk := fmt.Sprintf("%s.tools[%d]", key, j)
 			if err := gateway.CheckRule(r.Match); err != nil {
 				p.add(rk+".match", "%v", err)
 			}
 			r.validate(rk, c, p)
+			r.checkDryRun(rk, u, p)
+		}
+		if u.Default != nil && u.Default.DryRun != nil {
+			p.add(key+".default.dry_run", "a dry run is named per rule (tools[].dry_run): the default covers tools nobody listed, whose companion is not known")
 		}
 		if u.Default != nil {
 			if u.Default.Match != "" {
@@ -186,6 +208,39 @@ func (r GatewayRule) validate(key string, c *Config, p *problems) {
 	}
 }
 
+// checkDryRun checks a rule's dry_run: a tool the upstream's own rules
+// classify read-only (a companion that changes things is no dry run).
+func (r GatewayRule) checkDryRun(key string, u UpstreamConfig, p *problems) {
+	if r.DryRun == nil {
+		return
+	}
+	tool := strings.TrimSpace(r.DryRun.Tool)
+	if tool == "" {
+		p.add(key+".dry_run.tool", "required: the upstream's read-only tool whose answer is the plan")
+		return
+	}
+	up := gateway.Upstream{Rules: rulesOf(u)}
+	if u.Default != nil {
+		up.Default = u.Default.Category
+	}
+	if cat := up.Category(tool); !strings.EqualFold(cat, "read-only") {
+		p.add(key+".dry_run.tool", "%s is not classified read-only by this upstream's rules (it is %q): a dry run must change nothing; add a read-only rule for it", tool, cat)
+	}
+}
+
+// rulesOf is an upstream's rules as the gateway takes them.
+func rulesOf(u UpstreamConfig) []gateway.Rule {
+	var out []gateway.Rule
+	for _, r := range u.Tools {
+		gr := gateway.Rule{Match: r.Match, Category: r.Category}
+		if r.DryRun != nil {
+			gr.DryRun = &gateway.DryRun{Tool: strings.TrimSpace(r.DryRun.Tool), Arguments: r.DryRun.Arguments}
+		}
+		out = append(out, gr)
+	}
+	return out
+}
+
 // upstreams are the gateway's upstream declarations, with their
 // environment and headers read through getenv; an unset variable is a
 // problem under its key.
@@ -193,7 +248,7 @@ func (g GatewayConfig) upstreams(getenv func(string) string, p *problems) []gate
 	var out []gateway.Upstream
 	for i, u := range g.Upstreams {
 		key := fmt.Sprintf("gateway.upstreams[%d]", i)
-		up := gateway.Upstream{Name: u.Name, Command: u.Command, Args: u.Args, Dir: u.Dir, URL: u.URL}
+		up := gateway.Upstream{Name: u.Name, Command: u.Command, Args: u.Args, Dir: u.Dir, URL: u.URL, Principals: u.Principals}
 		if u.Command != "" {
 			for _, k := range []string{"PATH", "HOME", "LANG", "TMPDIR"} {
 				if v := getenv(k); v != "" {
@@ -220,9 +275,7 @@ func (g GatewayConfig) upstreams(getenv func(string) string, p *problems) []gate
 			}
 			up.Header.Set(k, val)
 		}
-		for _, r := range u.Tools {
-			up.Rules = append(up.Rules, gateway.Rule{Match: r.Match, Category: r.Category})
-		}
+		up.Rules = rulesOf(u)
 		if u.Default != nil {
 			up.Default = u.Default.Category
 		}
@@ -246,11 +299,7 @@ func (g GatewayConfig) lookup() func(string) (actiontools.ToolSpec, bool) {
 		if !ok || !known {
 			return actiontools.ToolSpec{}, false
 		}
-		rules := make([]gateway.Rule, len(u.Tools))
-		for i, r := range u.Tools {
-			rules[i] = gateway.Rule{Match: r.Match, Category: r.Category}
-		}
-		if i := gateway.Classify(rules, tool); i >= 0 {
+		if i := gateway.Classify(rulesOf(u), tool); i >= 0 {
 			return toolSpec(u.Tools[i].tool(name)), true
 		}
 		if u.Default != nil {

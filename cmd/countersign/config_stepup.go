@@ -63,8 +63,41 @@ func (s StepUpConfig) validate(tools []ToolConfig, w WebConfig, p *problems) {
 			p.add(key, "read-only calls are approved automatically, so step-up would never apply; use mutating, destructive or unclassified")
 		}
 	}
+	for i, t := range tools {
+		t.StepUp.validate(fmt.Sprintf("tools[%d].step_up", i), t, w, p)
+	}
 	if s.on() && (!w.enabled() || w.OIDC == nil) {
 		p.add("step_up", "step-up is a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove step_up")
+	}
+}
+
+// ToolStepUpDecl is tools[].step_up: the least authentication an
+// approval of the tool needs, recorded on every decision
+// (docs/identity.md, "Assurance").
+type ToolStepUpDecl struct {
+	// Method is oidc (a console session opened at the identity
+	// provider), oidc_step_up (a fresh sign-in there, within
+	// step_up.within) or passkey (a fresh passkey in the console).
+	Method string `yaml:"method"`
+}
+
+func (d *ToolStepUpDecl) validate(key string, t ToolConfig, w WebConfig, p *problems) {
+	if d == nil {
+		return
+	}
+	a, err := policy.ParseAssurance(d.Method)
+	if err != nil {
+		p.add(key+".method", "%v", err)
+		return
+	}
+	if len(t.Grants.Allow) > 0 {
+		p.add(key+".method", "every approval of %s needs %s, and a standing grant (grants.allow) would approve later calls without one; remove one of them", t.Name, a.Label())
+	}
+	switch {
+	case !w.enabled() || w.OIDC == nil:
+		p.add(key, "%s is an authentication in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove it", a.Label())
+	case a == policy.AssurancePasskey:
+		p.add(key+".method", "passkey step-up is not available in this version of Countersign; use oidc_step_up (a fresh sign-in at the identity provider)")
 	}
 }
 

@@ -44,7 +44,7 @@ func docBlocks(t *testing.T, page string) []readmeBlock {
 // goes to stderr.
 func TestDocsPaste(t *testing.T) {
 	t.Parallel()
-	for _, page := range []string{"actions.md", "integrations.md", "policy.md"} {
+	for _, page := range []string{"actions.md", "integrations.md", "web.md", "policy.md"} {
 		t.Run(page, func(t *testing.T) {
 			b, err := os.ReadFile("../../docs/" + page)
 			if err != nil {

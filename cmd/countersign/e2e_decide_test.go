@@ -12,7 +12,7 @@ import (
 // TestOneDecisionRuleE2E plays issue 9.4's attack against the real server:
 // a member-role key of kind agent confirming a held medication change, a
 // member-role service key writing as the trusted source to skip the gate.
-// Both held before the one decision rule (policy.DecisionRefusal) was used
+// Both held before the one decision rule (policy.Decide) was used
 // by every decision.
 func TestOneDecisionRuleE2E(t *testing.T) {
 	t.Parallel()

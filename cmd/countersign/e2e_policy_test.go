@@ -109,7 +109,9 @@ func consoleDecide(t *testing.T, e *testEnv, c *http.Client, reqID, button strin
 
 var editLabelRE = regexp.MustCompile(`<label for="edit_(\d+)">([^<]+)</label>`)
 
-const policyE2EConfig = `groups:
+const policyE2EConfig = `http:
+  rate_burst: 1000
+groups:
   doctors: [dr_smith, ph_kim]
   pharmacists: [ph_kim]
 tools:

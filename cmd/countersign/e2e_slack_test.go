@@ -391,7 +391,7 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 	}
 	clickWith("t-act", approveValue)
 	waitFor(t, "the message to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
-	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, "countersign.approve") {
+	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") || strings.Contains(ub, "countersign.approve") {
 		t.Fatalf("updated request:\n%s", ub)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})

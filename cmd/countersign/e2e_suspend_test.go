@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -253,4 +256,101 @@ func TestSlackSocketModeDeactivationSuspends(t *testing.T) {
 	waitFor(t, "dr_smith suspended", func() bool {
 		return strings.Contains(e.MustOK(admin, "list_suspensions", map[string]any{}).Text, "dr_smith  slack: the Slack account was deactivated")
 	})
+}
+
+// slackClickAt is a signed Approve click of user on item id, with the
+// button's value, posted to the replica at base.
+func slackClickAt(t *testing.T, base, user, trigger, id, value string) {
+	t.Helper()
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": trigger,
+		"user": map[string]any{"id": user}, "team": map[string]any{"id": "T1"},
+		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": "1767225600.000001"},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + id, "value": value, "action_ts": "1.1"}},
+	})
+	if code, body := postSlack(t, base, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("click answered %d %s", code, body)
+	}
+}
+
+// TestReplicasHoldASuspension: two serve processes on one PostgreSQL
+// database. Slack's deactivation event reaches one replica; on the other,
+// at once, the approval the person gave no longer counts and their next
+// click is refused: the suspension is read from the database in the
+// deciding transaction, never from a replica's memory.
+func TestReplicasHoldASuspension(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	dsn := testDSN(t)
+	f := newSlackFake(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
+		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") +
+		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\n" + suspendConfig(f)
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret}
+	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
+	agent := e.CreateKey("ward_bot", "agent")
+	var envList []string
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
+	lead := -1
+	waitFor(t, "a leader", func() bool {
+		for i, r := range reps {
+			if strings.Contains(r.logs.String(), "this replica leads") {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	// Slack's clicks are decided by the leader's click workers; the event
+	// goes to the other replica.
+	leader, other := reps[lead], reps[1-lead]
+	status := func(r *replica, rid string) map[string]any {
+		t.Helper()
+		st, m, err := r.call(agent, "action_status", map[string]any{"request_id": rid})
+		if err != nil || st != 200 {
+			t.Fatalf("action_status: %d %v %v", st, m, err)
+		}
+		return data(m)
+	}
+	st, m, err := other.call(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	if err != nil || st != 200 {
+		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+	}
+	rid, item := data(m)["request_id"].(string), fmt.Sprint(data(m)["item_id"])
+	waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })
+	v := approveValueRE.FindStringSubmatch(slackJSON(f.Calls("chat.postMessage")[0].Form.Get("blocks")))
+	if v == nil {
+		t.Fatal("the card has no Approve")
+	}
+	value := v[1] + ":" + v[2]
+	slackClickAt(t, leader.URL, "U0123ABC", "t-1", item, value)
+	waitFor(t, "an answer to dr_smith's click", func() bool { return len(f.Calls("chat.postEphemeral")) > 0 })
+	if d := status(leader, rid); d["tally"] != "1 of 2 approvals: dr_smith" {
+		t.Fatalf("after dr_smith's click (%s): %v", f.Calls("chat.postEphemeral")[0].Form.Get("text"), d)
+	}
+
+	if code, body := postSlackEvent(t, other.URL, userDeactivated("Ev1", "T1", "U0123ABC"), e2eSlackSecret); code != 200 {
+		t.Fatalf("the event on the other replica answered %d %s", code, body)
+	}
+	if d := status(leader, rid); d["tally"] != "0 of 2 approvals" {
+		t.Fatalf("the leader right after the suspension on the other replica: %v", d)
+	}
+	before := len(f.Calls("chat.postEphemeral"))
+	slackClickAt(t, leader.URL, "U0123ABC", "t-2", item, value)
+	waitFor(t, "the refusal", func() bool { return len(f.Calls("chat.postEphemeral")) > before })
+	if eph := f.Calls("chat.postEphemeral")[before].Form.Get("text"); !strings.Contains(eph, "is suspended from approving") {
+		t.Fatalf("the suspended approver's click on the leader answered %q", eph)
+	}
+	if d := status(leader, rid); d["status"] != "pending" || d["tally"] != "0 of 2 approvals" {
+		t.Fatalf("after the refused click: %v", d)
+	}
 }

@@ -294,8 +294,8 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 // TestGatewayMRTRQuorumAndRetryRunOnce: a 2026-07-28 client (the go-sdk)
 // calls a quorum-2 upstream tool through the gateway and follows MRTR
 // rounds; one approval is not enough; the second runs the write once; a
-// host that retries with the same requestState afterwards gets an error
-// naming the first run, and nothing runs again.
+// host that retries with the same requestState afterwards gets the
+// recorded answer of that run, and nothing runs again.
 func TestGatewayMRTRQuorumAndRetryRunOnce(t *testing.T) {
 	t.Parallel()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
@@ -359,8 +359,9 @@ gateway:
 			text.WriteString(tc.Text)
 		}
 	}
-	if !r.IsError || !strings.Contains(text.String(), "already redeemed") {
-		t.Fatalf("a retry after the run answered %v %q, want an error naming the earlier run", r.IsError, text.String())
+	m, _ := r.Meta["io.countersign/request"].(map[string]any)
+	if r.IsError || !strings.Contains(text.String(), "Successfully wrote") || m["request_id"] != id || m["replayed"] != true {
+		t.Fatalf("a retry after the run answered %v %q (meta %v), want the recorded answer of %s, replayed", r.IsError, text.String(), r.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
 		t.Fatalf("the retry ran the write again: file holds %q", b)
@@ -483,5 +484,121 @@ func TestGatewayDocsPaste(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("docs/gateway.md has no yaml block")
+	}
+}
+
+// TestGatewayDryRunCompanion: a write classified destructive with a
+// read-only companion (read_text_file, given the call's own arguments):
+// the card shows the companion's answer, the file's current content, as
+// the dry-run plan, before anyone approves; nothing is written meanwhile.
+func TestGatewayDryRunCompanion(t *testing.T) {
+	f := newSlackFake(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "orders.txt")
+	if err := os.WriteFile(path, []byte("warfarin 5mg nightly"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, `slack:
+  mode: http
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: `+f.srv.GetAPIURL()+`
+  team_id: T1
+  channels: {default: C0DEFAULT}
+principals:
+  - name: dr_smith
+    role: member
+    slack: U0123ABC
+mcp:
+  max_call_wait: 1s
+gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      tools:
+        - {match: "read_*", category: read-only}
+        - {match: write_file, category: destructive, dry_run: {tool: read_text_file}}
+`)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	e.env["PATH"] = os.Getenv("PATH")
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	cs := e.mcpSessionVersion(agent, "2025-06-18")
+	text, r := mcpCall(t, cs, "fs__write_file", map[string]any{"path": path, "content": "warfarin 2mg nightly"})
+	if sc, _ := r.StructuredContent.(map[string]any); !r.IsError || sc["status"] != "pending" {
+		t.Fatalf("the write answered %v %q, want pending", r.IsError, text)
+	}
+	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	blocks := f.Calls("chat.postMessage")[0].Form.Get("blocks")
+	for _, want := range []string{"Dry run by upstream fs's read_text_file", "warfarin 5mg nightly"} {
+		if !strings.Contains(blocks, want) {
+			t.Errorf("the card lacks %q:\n%s", want, blocks)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != "warfarin 5mg nightly" {
+		t.Fatalf("the file changed before a decision: %q", b)
+	}
+}
+
+// TestGatewayDryRunMustBeReadOnly: a dry_run companion the upstream's
+// rules do not classify read-only stops the config.
+func TestGatewayDryRunMustBeReadOnly(t *testing.T) {
+	_, err := parseConfig([]byte(`gateway:
+  upstreams:
+    - name: fs
+      command: srv
+      default: {category: mutating, dry_run: {tool: x}}
+      tools:
+        - {match: write_file, category: destructive, dry_run: {tool: edit_file}}
+        - {match: move_file, category: destructive, dry_run: {}}
+`), t.TempDir())
+	for _, want := range []string{
+		"gateway.upstreams[0].tools[0].dry_run.tool: edit_file is not classified read-only",
+		"gateway.upstreams[0].tools[1].dry_run.tool: required",
+		"gateway.upstreams[0].default.dry_run: ",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error lacks %q: %v", want, err)
+		}
+	}
+}
+
+// TestGatewayUpstreamPrincipals: an upstream limited to ward_bot refuses
+// another agent's call, even of a read-only tool, and serves ward_bot's.
+func TestGatewayUpstreamPrincipals(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "a.txt")
+	if err := os.WriteFile(path, []byte("ward 7"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, `gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      principals: [ward_bot]
+      tools:
+        - {match: "read_*", category: read-only}
+`)
+	e.env["PATH"] = os.Getenv("PATH")
+	ward := e.CreateKey("ward_bot", "agent")
+	other := e.CreateKey("night_bot", "agent")
+	e.Start()
+	text, r := mcpCall(t, e.mcpSession(other), "fs__read_text_file", map[string]any{"path": path})
+	if !r.IsError || !strings.Contains(text, "Access denied") || strings.Contains(text, "ward 7") {
+		t.Fatalf("night_bot's read answered %v %q, want Access denied", r.IsError, text)
+	}
+	text, r = mcpCall(t, e.mcpSession(ward), "fs__read_text_file", map[string]any{"path": path})
+	if r.IsError || !strings.Contains(text, "ward 7") {
+		t.Fatalf("ward_bot's read answered %v %q", r.IsError, text)
 	}
 }

@@ -113,7 +113,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 
 	// As under serve: record unclean_restart if the last run did not stop
 	// cleanly, and queue the audit of read verdicts.
-	readAudit, err := a.bot.StartReadAudit(ctx, cfg.Audit.readAudit())
+	readAudit, err := a.bot.StartReadAudit(ctx, a.readAuditOptions())
 	if err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	err = mcp.ServeStdio(ctx, mcp.Options{
 		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
 		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
-		Gateway: a.gateway, Audit: a.gatewayAudit(), // wire_gateway.go
+		Gateway: a.gateway, Audit: a.gatewayAudit(), AuditRead: a.gatewayAuditRead(), Store: a.gatewayStore(), // wire_gateway.go
 	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {

@@ -461,8 +461,8 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 	}
 	// Were its role ever to hold approve, the one decision rule would still
 	// refuse it: it is an agent, not a person.
-	if got := localCaller().MayDecide(policy.Decidable{Ref: id}); !strings.HasPrefix(got, "Access denied: local [local] is an agent principal.") {
-		t.Fatalf("the decision rule on the local agent: %q", got)
+	if got := localCaller().MayDecide(policy.Decidable{Ref: id}); got == nil || got.Check != policy.CheckPerson || !strings.HasPrefix(got.Message, "Access denied: local [local] is an agent principal.") {
+		t.Fatalf("the decision rule on the local agent: %+v, want a %v refusal", got, policy.CheckPerson)
 	}
 	text, r = mcpCall(t, cs, "create_principal", map[string]any{"name": "backdoor", "role": "admin"})
 	if !r.IsError || text != "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {

@@ -16,8 +16,9 @@ import (
 // BenchmarkEngines is BENCHMARKS.md's PostgreSQL table: the whole server
 // (run serve, in process) on bbolt and on PostgreSQL with fsync on, in one
 // run: remember from 1 and 64 writers, check_before_act from 1 and 32
-// clients; and the floor, a bare pgx INSERT per transaction from 1 and 64
-// writers on the same PostgreSQL server.
+// clients; and the floors, a bare pgx INSERT per transaction from 1 and 64
+// writers and a bare pgx SELECT by key from 1 and 32 clients, on the same
+// PostgreSQL server.
 //
 //	go test -run '^$' -bench Engines -benchtime 3s ./cmd/countersign
 func BenchmarkEngines(b *testing.B) {
@@ -80,6 +81,30 @@ func BenchmarkEngines(b *testing.B) {
 				parallel(b, writers, func() error {
 					_, err := pool.Exec(ctx, `INSERT INTO floor (id, v) VALUES ($1, $2)`, n.Add(1), val)
 					return err
+				})
+			})
+		}
+	})
+	// The floor of a read: one SELECT round trip by primary key.
+	b.Run("floor=pgx-select", func(b *testing.B) {
+		dsn, err := c.CreateDatabase(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pool.Close()
+		if _, err := pool.Exec(ctx, `CREATE TABLE floor (id bigint PRIMARY KEY, v bytea); INSERT INTO floor SELECT g, '\x00' FROM generate_series(1, 1000) g`); err != nil {
+			b.Fatal(err)
+		}
+		var n atomic.Int64
+		for _, clients := range []int{1, 32} {
+			b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+				parallel(b, clients, func() error {
+					var v []byte
+					return pool.QueryRow(ctx, `SELECT v FROM floor WHERE id = $1`, n.Add(1)%1000+1).Scan(&v)
 				})
 			})
 		}

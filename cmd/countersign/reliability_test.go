@@ -133,6 +133,17 @@ func TestBadInputIsRefusedAndLeavesNothing(t *testing.T) {
 		run()
 	}
 	g1, f1 := settle(t)
+	if (g1 > g0 || f1 > f0) && os.Getenv(testStoreEnv) == enginePostgres {
+		// PostgreSQL's connection pool may open one more connection (a
+		// goroutine and a socket) the first time the load needs it, and
+		// keeps it: that is a pool filling, not a leak, if three more
+		// rounds leave nothing more behind.
+		g0, f0 = g1, f1
+		for i := 0; i < 3; i++ {
+			run()
+		}
+		g1, f1 = settle(t)
+	}
 	if g1 > g0 || f1 > f0 {
 		buf := make([]byte, 1<<20)
 		t.Errorf("after the bad input: goroutines %d -> %d, open files %d -> %d\n%s", g0, g1, f0, f1, buf[:runtime.Stack(buf, true)])

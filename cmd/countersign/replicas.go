@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -61,6 +62,20 @@ func (a *app) shareWithReplicas() {
 			return pg.Listen(ctx, watchedBuckets, leaderInterval, a.onReplicaWrite)
 		}},
 	}
+	a.runners = append(a.runners, a.replicaRunners...)
+}
+
+// readAuditOptions are the run's audit of read verdicts (audit:); on
+// PostgreSQL each run claims itself on the database, so that its running
+// marker is its own and a replica that starts while others run does not
+// report them as stopped uncleanly (bot.Runs).
+func (a *app) readAuditOptions() bot.ReadAuditOptions {
+	o := a.cfg.Audit.readAudit()
+	if pg, ok := a.db.(*postgres.DB); ok {
+		o.Runs = pg.Runs()
+		o.Host, _ = os.Hostname()
+	}
+	return o
 }
 
 // onReplicaWrite is told of every committed write to a watched bucket, by

@@ -242,7 +242,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	// The run's audit of read verdicts: it records unclean_restart if the
 	// last run did not stop cleanly, and (queued mode) starts the appender.
-	readAudit, err := a.bot.StartReadAudit(ctx, cfg.Audit.readAudit())
+	readAudit, err := a.bot.StartReadAudit(ctx, a.readAuditOptions())
 	if err != nil {
 		ln.Close()
 		return err

@@ -61,10 +61,10 @@ func (s StoreConfig) validate(p *problems) {
 	default:
 		p.add("store.engine", "%q is not an engine: bbolt (one process, the default) or postgres (several replicas on one database)", s.Engine)
 	}
-	if s.Postgres.MaxConns < 4 || s.Postgres.MaxConns > 1000 {
-		// Two connections are held for good (leadership, wake-ups), one
-		// writes, and reads need the rest.
-		p.add("store.postgres.max_conns", "must be between 4 and 1000 (two connections are held by every replica for leadership and wake-ups)")
+	if s.Postgres.MaxConns < 5 || s.Postgres.MaxConns > 1000 {
+		// Three connections are held for good (leadership, wake-ups, the
+		// run's claim), one writes, and reads need the rest.
+		p.add("store.postgres.max_conns", "must be between 5 and 1000 (three connections are held by every replica for leadership, wake-ups and its running marker)")
 	}
 	if s.Postgres.StatementTimeout < 100*time.Millisecond {
 		p.add("store.postgres.statement_timeout", "must be at least 100ms (for example 5s)")
@@ -154,7 +154,7 @@ func readiness(db kv.Store) func() error {
 
 const storeUsage = `usage:
   countersign store copy --from-config A --to-config B
-  countersign store compact [--config FILE]
+  countersign store compact [--config FILE] [--full]
   countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
   countersign store restore --from FILE [--config FILE]
 
@@ -164,12 +164,14 @@ audit chain on B. Stop every server of both stores first.
 backup downloads a consistent copy of the bbolt store from the running
 server (an admin key), checks it and writes it to FILE; restore checks a
 backup and makes it the store of the config (docs/operations.md, "Backups
-and restore"). compact rewrites a bbolt store without its free pages (store_cmd.go)`
+and restore"). compact rewrites a bbolt store without its free pages (server
+stopped); on PostgreSQL it vacuums the tables while the replicas serve, and
+--full rewrites them, locking each while it does (store_cmd.go)`
 
 // cmdStore runs the store subcommands.
 func cmdStore(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "compact" {
-		return cmdStoreCompact(args[1:], stdout, stderr)
+		return cmdStoreCompact(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "backup" {
 		return cmdStoreBackup(ctx, args[1:], getenv, stdout, stderr) // store_backup.go

@@ -93,7 +93,7 @@ func TestWebInsights(t *testing.T) {
 	for id, want := range map[string]string{
 		"queue":     "2 item(s) await a decision: 1 under 5 min, 1 2–12 h. The oldest has waited 3h1m.",
 		"decisions": "4 decisions in the last 14 days: 2 approved, 1 by grant, 1 denied. The busiest day had 3.",
-		"latency":   "Time from the card appearing to the decision: delete_database median 10m, p90 10m (1 decisions); restart_service median 2s, p90 20m (2 decisions).",
+		"latency":   "Time from the card appearing to the decision: delete_database median 10m, p90 10m (1 decision); restart_service median 2s, p90 20m (2 decisions).",
 		"quick":     "Approvals made within 5s of the card appearing, of all approvals: ph_lee 1 of 2.",
 	} {
 		if got := desc(id); got != want {
@@ -149,5 +149,34 @@ func TestWebInsights(t *testing.T) {
 		if got := metricValue(m, sample); got != want {
 			t.Errorf("%s = %v, want %v", sample, got, want)
 		}
+	}
+}
+
+// TestWebInsightsSensitiveTool: on the Insights page a sensitive tool's
+// name is shown to people who may see its details (an approver of the
+// space) and withheld from a viewer, whose figures still count it.
+func TestWebInsightsSensitiveTool(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, `tools:
+  - name: release_records
+    category: mutating
+    sensitive: true
+principals:
+  - {name: dr_smith, role: member, web: s@x.example}
+  - {name: clerk, role: viewer, web: c@x.example}
+`)
+	agent := e.CreateKey("ward_bot", "agent")
+	lee := e.CreateKey("ph_lee", "member")
+	e.Start()
+	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_a", "tool": "release_records", "arguments": map[string]any{"patient": "jane"}, "summary": "Release Jane's records"})
+	e.MustOK(lee, "approve_action", map[string]any{"request_id": r.Data["request_id"]})
+
+	_, approver := webDo(t, signInHTTP(t, e, "dr_smith"), "GET", e.URL+"/ui/insights", nil)
+	_, viewer := webDo(t, signInHTTP(t, e, "clerk"), "GET", e.URL+"/ui/insights", nil)
+	if !strings.Contains(approver, "release_records median") {
+		t.Errorf("an approver of the space does not see the tool's name:\n%s", approver)
+	}
+	if strings.Contains(viewer, "release_records") || strings.Contains(viewer, "jane") || !strings.Contains(viewer, "(sensitive action) median") || !strings.Contains(viewer, "1 decision in the last 14 days: 1 approved.") {
+		t.Errorf("the viewer's insights:\n%s", viewer)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/web"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"github.com/oauth2-proxy/mockoidc"
@@ -31,7 +32,7 @@ func TestWebOnlyPeopleSignIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := readSigningKey(cfg.Audit.SigningKey)
+	key, err := approvals.ReadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		t.Fatal(err)
 	}

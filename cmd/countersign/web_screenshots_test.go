@@ -9,7 +9,7 @@ import (
 )
 
 // TestWebScreenshots writes the screenshots docs/web.md shows (the inbox,
-// a memory proposal, an action and the audit log, at desktop and phone
+// a memory proposal, an action, memory, the audit log and insights, at desktop and phone
 // widths) into docs/img/. It runs only with COUNTERSIGN_SCREENSHOTS=1:
 //
 //	COUNTERSIGN_SCREENSHOTS=1 go test ./cmd/countersign -run TestWebScreenshots
@@ -33,12 +33,16 @@ tools:
     schema: {type: object, required: [db_name]}
     approvers: {roles: [member, admin]}
     quorum: 2
+  - name: restart_service
+    category: mutating
+    grants: {max: 8h, allow: [once, session, duration]}
 principals:
   - name: dr_smith
     role: admin
     web: dr.smith@hospital.example
 `)
 	agent := e.CreateKey("ward_agent", "agent")
+	lee := e.CreateKey("ph_lee", "member")
 	e.Start()
 	p42 := map[string]any{"user_id": "patient_42"}
 	with := func(m map[string]any) map[string]any {
@@ -52,6 +56,20 @@ principals:
 	e.MustOK(agent, "remember", with(map[string]any{"subject": "active_medication", "value": "warfarin 5mg daily", "text": "Family says she switched to warfarin 5mg daily last month.", "source": "ward round", "confidence": 0.7}))
 	e.MustOK(agent, "remember", with(map[string]any{"subject": "code_status", "value": "DNR", "text": "Daughter mentioned a DNR order from the GP.", "source": "phone call", "confidence": 0.6}))
 	e.MustOK(agent, "confirm_action", actDelete(""))
+	// Decisions for the Insights charts: two approvals (one with a grant,
+	// which approves the next identical call), a denial.
+	for i, svc := range []string{"pumps", "lab", "beds"} {
+		r := e.MustOK(agent, "confirm_action", with(map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": svc}, "summary": "Restart " + svc}))
+		switch i {
+		case 0:
+			e.MustOK(lee, "approve_action", map[string]any{"request_id": r.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}})
+			e.MustOK(agent, "confirm_action", with(map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": svc}, "summary": "Restart " + svc}))
+		case 1:
+			e.MustOK(lee, "approve_action", map[string]any{"request_id": r.Data["request_id"]})
+		case 2:
+			e.MustOK(lee, "deny_action", map[string]any{"request_id": r.Data["request_id"], "reason": "beds are fine"})
+		}
+	}
 
 	doc := person(t)
 	signInWithLink(t, doc, e.URL, e.webLink("dr_smith"), "dr_smith")
@@ -63,6 +81,7 @@ principals:
 		{"action", "/ui/items/" + act},
 		{"memory", "/ui/memory?space=patient_42"},
 		{"audit", "/ui/audit"},
+		{"insights", "/ui/insights"},
 	}
 	for _, size := range []struct {
 		name          string

@@ -90,6 +90,9 @@ func toolSpec(t ToolConfig) actiontools.ToolSpec {
 		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow, Budget: t.Grants.Budget.budget()},
 		Context:   t.Context,
 	}
+	if t.StepUp != nil {
+		spec.StepUpMethod = t.StepUp.Method
+	}
 	for _, c := range t.Commands {
 		spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
 	}

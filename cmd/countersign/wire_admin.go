@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
+	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
@@ -51,7 +52,19 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	// The bucket is the bot's: every tool call takes a token in bot.Call,
 	// whatever the surface; the HTTP edge takes it first (ChargeCalls) so
 	// that a limited call is answered 429 before any work is done.
-	a.bot.SetRateLimiter(bot.NewRateLimiter(h.RatePerMinute, h.RateBurst, a.bot.Now))
+	// On PostgreSQL the buckets are in the database, so that replicas
+	// share them: a key's limit is the same with one replica or five.
+	newLimiter := func(name string, perMinute, burst int) *bot.RateLimiter {
+		return bot.NewRateLimiter(perMinute, burst, a.bot.Now)
+	}
+	if pg, ok := a.db.(*postgres.DB); ok {
+		rl := pg.RateLimits()
+		newLimiter = func(name string, perMinute, burst int) *bot.RateLimiter {
+			return bot.SharedRateLimiter(name, perMinute, burst, a.bot.Now, rl)
+		}
+		a.bot.OnSweep("rate_limits", rl.Prune)
+	}
+	a.bot.SetRateLimiter(newLimiter("calls", h.RatePerMinute, h.RateBurst))
 	idem := webhook.NewIdempotency(webhook.IdempotencyOptions{
 		Store:    a.bot.Store(),
 		Now:      a.bot.Now,
@@ -73,10 +86,12 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		Now:         a.bot.Now,
 		Gateway:     a.gateway, // wire_gateway.go
 		Audit:       a.gatewayAudit(),
+		AuditRead:   a.gatewayAuditRead(),
+		Store:       a.gatewayStore(),
 		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.
-		ChargeProtocol: bot.NewRateLimiter(protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst, a.bot.Now).Charge,
+		ChargeProtocol: newLimiter("mcp_protocol", protocolFactor*h.RatePerMinute, protocolFactor*h.RateBurst).Charge,
 	})
 	// Host and Origin are checked in front of every route (app.handler).
 	for _, wrap := range []func(http.Handler) http.Handler{

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/kv"
 )
 
 // wireGateway makes the gateway of gateway.upstreams, for the MCP
@@ -39,9 +42,17 @@ func (a *app) wireGateway(context.Context) error {
 	}
 	a.gateway = gw
 	a.closers = append(a.closers, gw.Close)
+	// The upstream answers kept for retries (adapters/mcp/forwarding.go)
+	// outlive any requestState (5 minutes) by far after a day.
+	a.bot.OnSweep("gateway_results", func(ctx context.Context, now time.Time) (int, error) {
+		return mcp.PruneResults(ctx, a.bot.Store(), now.Add(-resultsKept))
+	})
 	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run})
 	return nil
 }
+
+// resultsKept is how long an upstream's answer is kept for a retry.
+const resultsKept = 24 * time.Hour
 
 // connectGateway starts every upstream and lists its tools; a tool served
 // under one of Countersign's names stops the start. An upstream that does
@@ -50,6 +61,19 @@ func (a *app) wireGateway(context.Context) error {
 func (a *app) connectGateway(ctx context.Context) error {
 	if a.gateway == nil {
 		return nil
+	}
+	// What the last run left forwarding: outcome unknown, never re-run.
+	report := func(ctx context.Context, caller *bot.Caller, id, detail, note string) error {
+		item, err := a.bot.Items().OfRequest(ctx, id)
+		if err != nil {
+			return err
+		}
+		return a.bot.Chat().AuditNote(ctx, caller, bot.Space{UserID: "default"}, "gateway_outcome_unknown", detail, item, note)
+	}
+	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), report); err != nil {
+		return fmt.Errorf("gateway: reading the calls the last run left forwarding: %w", err)
+	} else if n > 0 {
+		a.log.Error("gateway: the last run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)
 	}
 	if err := a.gateway.Connect(ctx); err != nil {
 		return err
@@ -67,6 +91,25 @@ func (a *app) gatewayAudit() mcp.AuditFunc {
 	return func(ctx context.Context, caller *bot.Caller, action, detail string) error {
 		return a.bot.Chat().Audit(ctx, caller, bot.Space{UserID: "default"}, action, detail)
 	}
+}
+
+// gatewayAuditRead records a read-only call passed through, as read
+// verdicts are (audit.read_verdicts: queued, or durable).
+func (a *app) gatewayAuditRead() mcp.AuditFunc {
+	if a.gateway == nil {
+		return nil
+	}
+	return func(ctx context.Context, caller *bot.Caller, action, detail string) error {
+		return a.bot.Chat().AuditRead(ctx, caller, bot.Space{UserID: "default"}, action, detail)
+	}
+}
+
+// gatewayStore keeps the gateway's forwarding markers.
+func (a *app) gatewayStore() kv.Store {
+	if a.gateway == nil {
+		return nil
+	}
+	return a.bot.Store()
 }
 
 // degraded names the upstreams down now, for /readyz.

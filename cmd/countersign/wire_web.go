@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
@@ -205,7 +206,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// GET / is the console's front door (a browser opening the server's
 	// address); the API stays under /v1/.
 	a.mounts["GET /{$}"] = http.RedirectHandler("/ui/", http.StatusSeeOther)
-	return a.bot.Register(a.webLinkTool(key, o.People))
+	return a.bot.Register(h.LinkTool(base))
 }
 
 // consoleURL is where serve says the console is: web.public_url, else
@@ -289,7 +290,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 			return err
 		}
 	}
-	sk, err := readSigningKey(cfg.Audit.SigningKey)
+	sk, err := approvals.ReadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,16 @@ func Split(name string) (upstream, tool string, ok bool) {
 type Rule struct {
 	Match    string
 	Category string
+	// DryRun, when set, names a read-only companion tool of the same
+	// upstream whose answer is the plan shown to the approver.
+	DryRun *DryRun
+}
+
+// DryRun is a companion call made before a person is asked: Tool with
+// Arguments, or with the call's own arguments when Arguments is nil.
+type DryRun struct {
+	Tool      string
+	Arguments map[string]any
 }
 
 // CheckRule reports what is wrong with a rule's match, or nil.

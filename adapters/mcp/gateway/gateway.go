@@ -37,6 +37,9 @@ type Upstream struct {
 	// of a tool no rule matches ("" is unclassified: a confirmation).
 	Rules   []Rule
 	Default string
+	// Principals, when set, are the only principals (by name) whose calls
+	// of its tools are taken; empty: any caller the call path allows.
+	Principals []string
 }
 
 // Category is the configured category of tool: its rule's, else the
@@ -46,6 +49,14 @@ func (u Upstream) Category(tool string) string {
 		return u.Rules[i].Category
 	}
 	return u.Default
+}
+
+// DryRunOf is the dry-run companion of tool: its rule's, or nil.
+func (u Upstream) DryRunOf(tool string) *DryRun {
+	if i := Classify(u.Rules, tool); i >= 0 {
+		return u.Rules[i].DryRun
+	}
+	return nil
 }
 
 // secrets are the values that must never reach a log line: the
@@ -106,6 +117,8 @@ type Tool struct {
 	Description string
 	InputSchema map[string]any
 	Annotations *sdk.ToolAnnotations
+	// DryRun is the configured dry-run companion, or nil.
+	DryRun *DryRun
 }
 
 // Gateway holds the upstream connections.
@@ -279,6 +292,24 @@ func (g *Gateway) Category(name string) (category string, ok bool) {
 		return "", false
 	}
 	return g.byName[up].spec.Category(tool), true
+}
+
+// MayCall reports whether principal may call the tools of upstream (its
+// Principals list, when it has one).
+func (g *Gateway) MayCall(upstream, principal string) bool {
+	u := g.byName[upstream]
+	if u == nil {
+		return false
+	}
+	if len(u.spec.Principals) == 0 {
+		return true
+	}
+	for _, p := range u.spec.Principals {
+		if p == principal {
+			return true
+		}
+	}
+	return false
 }
 
 // Down names each upstream that is down now with why, sorted.
@@ -487,7 +518,7 @@ func (u *upstream) list(ctx context.Context, session *sdk.ClientSession) ([]Tool
 			continue
 		}
 		out = append(out, Tool{
-			Name: name, Upstream: u.spec.Name, UpstreamTool: t.Name, Category: u.spec.Category(t.Name),
+			Name: name, Upstream: u.spec.Name, UpstreamTool: t.Name, Category: u.spec.Category(t.Name), DryRun: u.spec.DryRunOf(t.Name),
 			Description: t.Description, InputSchema: schema, Annotations: t.Annotations,
 		})
 	}

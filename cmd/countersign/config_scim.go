@@ -1,0 +1,65 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/countersign/countersign/policy"
+)
+
+// ---- scim ----
+
+// SCIMConfig is the scim section (docs/identity.md): the SCIM 2.0 service
+// provider at /scim/v2/Users and /scim/v2/Groups, for the organisation's
+// identity provider (Okta, Microsoft Entra ID). Absent: off.
+type SCIMConfig struct {
+	// TokenEnv names the environment variable holding the bearer token
+	// the identity provider sends. Required.
+	TokenEnv string `yaml:"token_env"`
+	// Role is the role of a person the directory provisions that
+	// principals: does not declare (default member; never agent).
+	Role string `yaml:"role"`
+}
+
+func (s *SCIMConfig) defaults() {
+	if s.Role == "" {
+		s.Role = string(policy.RoleMember)
+	}
+}
+
+func (s SCIMConfig) validate(p *problems) {
+	if strings.TrimSpace(s.TokenEnv) == "" {
+		p.add("scim.token_env", "required: the name of the environment variable holding the bearer token the identity provider sends, such as COUNTERSIGN_SCIM_TOKEN")
+	}
+	role, err := policy.ParseRole(s.Role)
+	switch {
+	case err != nil:
+		p.add("scim.role", "%v", err)
+	case role == policy.RoleAgent:
+		p.add("scim.role", "the directory provisions people, and the role agent is an agent's identity; use member (or viewer, auditor, admin)")
+	}
+}
+
+// scimMatch returns the name of the principal principals: declares for a
+// directory user, or "": config.yaml is authoritative where both exist.
+// A user is that principal when their userName is its name, or their
+// userName or one of their email addresses is its email or web mapping
+// (case-insensitive).
+func scimMatch(ps []PrincipalDecl) func(userName string, emails []string) string {
+	return func(userName string, emails []string) string {
+		for _, pr := range ps {
+			if strings.EqualFold(pr.Name, userName) {
+				return pr.Name
+			}
+		}
+		ids := append([]string{userName}, emails...)
+		for _, pr := range ps {
+			for _, id := range ids {
+				id = strings.TrimSpace(id)
+				if id != "" && (strings.EqualFold(pr.Email, id) || strings.EqualFold(pr.Web, id)) {
+					return pr.Name
+				}
+			}
+		}
+		return ""
+	}
+}

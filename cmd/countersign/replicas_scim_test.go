@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReplicasSCIMDeactivationDuringQuorum: two serve processes on one
+// PostgreSQL database, Slack on a fake. A request needs two approvals;
+// dr_smith approves it by a Slack click (on the leader, replica 0); the
+// directory deactivates dr_smith through SCIM on replica 1 (Okta's
+// PATCH). Then, read on replica 0 at once: dr_smith's approval no longer
+// counts (and the card's tally says 0 of 2), dr_jones's approval is the
+// first of two, not the second, and dr_smith's next Slack click is refused
+// with the suspension; after the directory reactivates them (Entra's
+// PATCH, on replica 1) their click approves it.
+func TestReplicasSCIMDeactivationDuringQuorum(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	dsn := testDSN(t)
+	f := newSlackFake(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
+		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") + `
+slack:
+  mode: http
+  team_id: T1
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: ` + f.srv.GetAPIURL() + `
+  channels: {default: C0DEFAULT}
+tools:
+  - name: order_medication
+    category: mutating
+    approvers: {roles: [member]}
+    quorum: 2
+principals:
+  - name: dr_smith
+    role: member
+    slack: U0123ABC
+    email: dr.smith@hospital.example
+  - name: dr_jones
+    role: member
+    slack: U0456DEF
+scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
+`
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret, "COUNTERSIGN_SCIM_TOKEN": e2eSCIMToken}
+	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
+	agent := e.CreateKey("ward_bot", "agent")
+	var envList []string
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
+	// Slack clicks go to the leader: a follower acknowledges a click over
+	// HTTP but decides it only once it leads (its click workers run with
+	// the leader's loops). The directory's requests go to the other one.
+	lead := -1
+	waitFor(t, "a leader", func() bool {
+		for i, r := range reps {
+			if strings.Contains(r.logs.String(), "this replica leads") {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	reps = []*replica{reps[lead], reps[1-lead]}
+
+	st, m, err := reps[0].call(agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "order_medication", "arguments": map[string]any{"drug": "amoxicillin", "dose_mg": 500}})
+	if err != nil || st != 200 || data(m)["status"] != "pending" {
+		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+	}
+	reqID := data(m)["request_id"].(string)
+	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	post := f.Calls("chat.postMessage")[0]
+	var blocks []map[string]any
+	if err := json.Unmarshal([]byte(post.Form.Get("blocks")), &blocks); err != nil {
+		t.Fatal(err)
+	}
+	var itemID, approveValue string
+	for _, b := range blocks {
+		if id, ok := strings.CutPrefix(fmt.Sprint(b["block_id"]), "countersign:"); ok {
+			itemID = id
+		}
+		els, _ := b["elements"].([]any)
+		for _, el := range els {
+			if el, _ := el.(map[string]any); el["action_id"] == "countersign.approve" {
+				approveValue, _ = el["value"].(string)
+			}
+		}
+	}
+	if itemID == "" || approveValue == "" {
+		t.Fatalf("no item or Approve button on the card: %s", post.Form.Get("blocks"))
+	}
+	ephemerals := func() int { return len(f.Calls("chat.postEphemeral")) }
+	click := func(r *replica, user, trigger string) {
+		t.Helper()
+		var msgBlocks any
+		_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
+		p, _ := json.Marshal(map[string]any{
+			"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
+			"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
+			"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
+			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": approveValue, "action_ts": trigger}},
+		})
+		if code, body := postSlack(t, r.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+			t.Fatalf("click answered %d: %s", code, body)
+		}
+	}
+	status := func(r *replica) map[string]any {
+		t.Helper()
+		_, m, err := r.call(agent, "action_status", map[string]any{"request_id": reqID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data(m)
+	}
+	counting := func(d map[string]any) []string {
+		var out []string
+		votes, _ := d["votes"].([]any)
+		for _, v := range votes {
+			v, _ := v.(map[string]any)
+			if v["counts"] == true {
+				out = append(out, fmt.Sprint(v["by"]))
+			}
+		}
+		return out
+	}
+
+	// dr_smith approves on replica 0: 1 of 2.
+	click(reps[0], "U0123ABC", "t1")
+	waitFor(t, "dr_smith's approval to count", func() bool { return len(counting(status(reps[1]))) == 1 })
+
+	// The directory provisions and then deactivates dr_smith, on replica 1.
+	base := reps[1].URL + "/scim/v2"
+	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","emails":[{"primary":true,"value":"dr.smith@hospital.example","type":"work"}],"active":true}`))
+	if st != http.StatusCreated {
+		t.Fatalf("SCIM create: %d %v", st, user)
+	}
+	uid := user["id"].(string)
+	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":false}}]}`)); st != 200 || body["active"] != false {
+		t.Fatalf("SCIM deactivate: %d %v", st, body)
+	}
+	// At once, read on the other replica: the vote no longer counts, and
+	// it says why.
+	d := status(reps[0])
+	if d["status"] != "pending" || len(counting(d)) != 0 {
+		t.Fatalf("after the deactivation, on replica 0: %v", d)
+	}
+	votes, _ := d["votes"].([]any)
+	if len(votes) != 1 || !strings.Contains(fmt.Sprint(votes[0].(map[string]any)["void"]), "suspended from approving: scim: deactivated in the organisation's directory") {
+		t.Fatalf("the void vote: %v", d["votes"])
+	}
+	waitFor(t, "the card's tally to drop", func() bool {
+		for _, c := range f.Calls("chat.update") {
+			if strings.Contains(c.Form.Get("blocks"), "0 of 2 approvals") {
+				return true
+			}
+		}
+		return false
+	})
+
+	// dr_jones approves on replica 0: the first of two, not the second.
+	click(reps[0], "U0456DEF", "t2")
+	waitFor(t, "dr_jones's approval to count", func() bool { return len(counting(status(reps[1]))) == 1 })
+	if d := status(reps[1]); d["status"] != "pending" {
+		t.Fatalf("dr_jones's approval decided a request whose other approver was deactivated: %v", d)
+	}
+
+	// dr_smith clicks again, on replica 1: refused, privately, saying why.
+	n := ephemerals()
+	click(reps[0], "U0123ABC", "t3")
+	waitFor(t, "the refusal", func() bool { return ephemerals() > n })
+	if msg := f.Calls("chat.postEphemeral")[n].Form.Get("text"); !strings.Contains(msg, "suspended") || !strings.Contains(msg, "deactivated in the organisation's directory") {
+		t.Fatalf("dr_smith's click after the deactivation was answered %q", msg)
+	}
+	if d := status(reps[0]); d["status"] != "pending" || len(counting(d)) != 1 {
+		t.Fatalf("after the refused click: %v", d)
+	}
+
+	// Reactivated (Entra's form of the PATCH, on replica 0), dr_smith's
+	// click is the second approval.
+	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"Replace","path":"active","value":true}]}`)); st != 200 || body["active"] != true {
+		t.Fatalf("SCIM reactivate: %d %v", st, body)
+	}
+	click(reps[0], "U0123ABC", "t4")
+	waitFor(t, "the approval", func() bool { return status(reps[0])["status"] == "approved" })
+}

@@ -191,14 +191,35 @@ func New(o Options) (*Adapter, error) {
 	return a, nil
 }
 
-// Run drains the outbox to Slack, decides acknowledged clicks on the worker
-// pool and, in Socket Mode, keeps the WebSocket open, until ctx ends. Clicks
-// already acknowledged are still decided, within a few seconds, on the way out.
+// Run is RunClicks and RunOutbox together, until ctx ends: what one
+// process serving Slack alone runs.
 func (a *Adapter) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.RunClicks(ctx) })
+	wg.Go(func() { _ = a.RunOutbox(ctx) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// RunClicks decides the clicks and commands this process acknowledged, on
+// the worker pool, until ctx ends; those already acknowledged are still
+// decided, within a few seconds, on the way out. Every process that
+// serves Slack's HTTP routes runs it (each replica: a click is decided by
+// the replica that acknowledged it).
+func (a *Adapter) RunClicks(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range a.workers {
 		wg.Go(func() { a.work(ctx) })
 	}
+	wg.Wait()
+	return ctx.Err()
+}
+
+// RunOutbox drains the outbox to Slack and, in Socket Mode, keeps the
+// WebSocket open, until ctx ends. Of several replicas only the leader runs
+// it: each event is delivered once, and one connection receives events.
+func (a *Adapter) RunOutbox(ctx context.Context) error {
+	var wg sync.WaitGroup
 	wg.Go(func() {
 		if err := a.bot.Outbox().Serve(ctx, Sink, a.poll, a.Renderer()); err != nil && !errors.Is(err, context.Canceled) {
 			a.log.Error("outbox worker stopped", "err", err)

@@ -232,19 +232,34 @@ func New(o Options) (*Adapter, error) {
 	return a, nil
 }
 
-// Run drains the outbox to Teams and answers acknowledged commands on the
-// workers until ctx ends.
+// Run is RunActivities and RunOutbox together, until ctx ends: what one
+// process serving Teams alone runs.
 func (a *Adapter) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = a.RunActivities(ctx) })
+	wg.Go(func() { _ = a.RunOutbox(ctx) })
+	wg.Wait()
+	return ctx.Err()
+}
+
+// RunActivities runs the work this process acknowledged (commands and
+// their answers) on the worker pool until ctx ends. Every process that
+// serves POST /teams/messages runs it (each replica).
+func (a *Adapter) RunActivities(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range a.workers {
 		wg.Go(func() { a.work(ctx) })
 	}
-	wg.Go(func() {
-		if err := a.bot.Outbox().Serve(ctx, Sink, a.poll, a.Renderer()); err != nil && !errors.Is(err, context.Canceled) {
-			a.log.Error("outbox worker stopped", "err", err)
-		}
-	})
 	wg.Wait()
+	return ctx.Err()
+}
+
+// RunOutbox drains the outbox to Teams until ctx ends. Of several
+// replicas only the leader runs it: each event is delivered once.
+func (a *Adapter) RunOutbox(ctx context.Context) error {
+	if err := a.bot.Outbox().Serve(ctx, Sink, a.poll, a.Renderer()); err != nil && !errors.Is(err, context.Canceled) {
+		a.log.Error("outbox worker stopped", "err", err)
+	}
 	return ctx.Err()
 }
 

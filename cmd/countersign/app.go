@@ -55,6 +55,10 @@ type app struct {
 type runner struct {
 	name string
 	run  func(ctx context.Context) error
+	// everyReplica: on PostgreSQL it runs on every replica, outside
+	// leadership (the work this process acknowledged, the upstream
+	// processes it started), not only on the leader (replicas.go).
+	everyReplica bool
 }
 
 func fileExists(p string) bool {

@@ -310,8 +310,7 @@ func TestReplicasHoldASuspension(t *testing.T) {
 		}
 		return false
 	})
-	// Slack's clicks are decided by the leader's click workers; the event
-	// goes to the other replica.
+	// Slack's clicks go to the leader; the event goes to the other replica.
 	leader, other := reps[lead], reps[1-lead]
 	status := func(r *replica, rid string) map[string]any {
 		t.Helper()
@@ -353,4 +352,80 @@ func TestReplicasHoldASuspension(t *testing.T) {
 	if d := status(leader, rid); d["status"] != "pending" || d["tally"] != "0 of 2 approvals" {
 		t.Fatalf("after the refused click: %v", d)
 	}
+}
+
+// TestReplicasDecideClicksOnEveryReplica: two serve processes on one
+// PostgreSQL database; Slack's clicks reach whichever replica the load
+// balancer picks. A click acknowledged by the follower is decided (it
+// was answered 200 and then never decided while only the leader ran
+// the click workers), and the leader, which delivers, updates the card.
+func TestReplicasDecideClicksOnEveryReplica(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	dsn := testDSN(t)
+	f := newSlackFake(t)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
+		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") +
+		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\n" + suspendConfig(f)
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret}
+	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
+	agent := e.CreateKey("ward_bot", "agent")
+	var envList []string
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
+	lead := -1
+	waitFor(t, "a leader", func() bool {
+		for i, r := range reps {
+			if strings.Contains(r.logs.String(), "this replica leads") {
+				lead = i
+				return true
+			}
+		}
+		return false
+	})
+	leader, follower := reps[lead], reps[1-lead]
+	status := func(rid string) map[string]any {
+		t.Helper()
+		st, m, err := leader.call(agent, "action_status", map[string]any{"request_id": rid})
+		if err != nil || st != 200 {
+			t.Fatalf("action_status: %d %v %v", st, m, err)
+		}
+		return data(m)
+	}
+	st, m, err := leader.call(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
+	if err != nil || st != 200 {
+		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+	}
+	rid, item := data(m)["request_id"].(string), fmt.Sprint(data(m)["item_id"])
+	waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })
+	v := approveValueRE.FindStringSubmatch(slackJSON(f.Calls("chat.postMessage")[0].Form.Get("blocks")))
+	if v == nil {
+		t.Fatal("the card has no Approve")
+	}
+	value := v[1] + ":" + v[2]
+
+	slackClickAt(t, follower.URL, "U0123ABC", "t-f1", item, value)
+	waitFor(t, "dr_smith's click on the follower to count", func() bool { return status(rid)["tally"] == "1 of 2 approvals: dr_smith" })
+	slackClickAt(t, follower.URL, "U0456DEF", "t-f2", item, value)
+	waitFor(t, "nurse_jo's click on the follower to approve", func() bool { return status(rid)["status"] == "approved" })
+	if d := status(rid); fmt.Sprint(d["decided_by"]) == "" {
+		t.Errorf("approved without deciders: %v", d)
+	}
+	waitFor(t, "the leader to update the card", func() bool {
+		for _, c := range f.Calls("chat.update") {
+			if strings.Contains(c.Form.Get("blocks"), "Approved") {
+				return true
+			}
+		}
+		return false
+	})
 }

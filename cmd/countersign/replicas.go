@@ -15,7 +15,8 @@ import (
 
 // Several replicas on one PostgreSQL database (docs/operations.md, "Running
 // several replicas"). Every replica serves HTTP, MCP and the chat platforms'
-// HTTP callbacks; one of them, the leader, also runs every background loop:
+// HTTP callbacks, and decides the clicks it acknowledged on its own click
+// workers; one of them, the leader, also runs every other background loop:
 // the sweeper, the outbox workers (chat posts and updates, callbacks) and
 // the chat connections (Slack Socket Mode, the Discord gateway). So a
 // request expires once, each event is delivered by one replica, and one
@@ -48,7 +49,14 @@ func (a *app) shareWithReplicas() {
 	if !ok {
 		return
 	}
-	loops := a.runners
+	var loops, everywhere []runner
+	for _, r := range a.runners {
+		if r.everyReplica {
+			everywhere = append(everywhere, r)
+		} else {
+			loops = append(loops, r)
+		}
+	}
 	a.runners = []runner{
 		{name: "leader", run: func(ctx context.Context) error {
 			return pg.Lead(ctx, leaderLock, leaderInterval, func(ctx context.Context) error {
@@ -62,6 +70,7 @@ func (a *app) shareWithReplicas() {
 			return pg.Listen(ctx, watchedBuckets, leaderInterval, a.onReplicaWrite)
 		}},
 	}
+	a.runners = append(a.runners, everywhere...)
 	a.runners = append(a.runners, a.replicaRunners...)
 }
 

@@ -64,9 +64,9 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 		envList = append(envList, k+"="+v)
 	}
 	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
-	// Slack clicks go to the leader: a follower acknowledges a click over
-	// HTTP but decides it only once it leads (its click workers run with
-	// the leader's loops). The directory's requests go to the other one.
+	// Slack clicks go to the leader, the directory's requests to the other
+	// replica (every replica decides the clicks it acknowledges:
+	// TestReplicasDecideClicksOnEveryReplica).
 	lead := -1
 	waitFor(t, "a leader", func() bool {
 		for i, r := range reps {

@@ -52,16 +52,16 @@ func (a *app) wireDiscord(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.runners = append(a.runners, runner{"discord outbox", ad.RunOutbox})
+	a.runners = append(a.runners, runner{name: "discord outbox", run: ad.RunOutbox})
 	switch d.Mode {
 	case "http":
 		a.mounts["POST /discord/interactions"] = ad.Handler()
 		a.trust["POST /discord/interactions"] = webhook.TrustSigned // signed by Discord (Ed25519)
 	case "gateway":
-		a.runners = append(a.runners, runner{"discord gateway", ad.RunGateway})
+		a.runners = append(a.runners, runner{name: "discord gateway", run: ad.RunGateway})
 	}
 	if d.ApplicationID != "" {
-		a.runners = append(a.runners, runner{"discord commands", ad.RegisterCommands})
+		a.runners = append(a.runners, runner{name: "discord commands", run: ad.RegisterCommands})
 	}
 	return nil
 }

@@ -47,7 +47,8 @@ func (a *app) wireGateway(context.Context) error {
 	a.bot.OnSweep("gateway_results", func(ctx context.Context, now time.Time) (int, error) {
 		return mcp.PruneResults(ctx, a.bot.Store(), now.Add(-resultsKept))
 	})
-	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run})
+	// Each replica supervises the upstreams it started itself.
+	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run, everyReplica: true})
 	return nil
 }
 

@@ -74,7 +74,9 @@ func (a *app) wireSlack(ctx context.Context) error {
 		a.trust["POST /slack/commands"] = webhook.TrustSigned
 		a.trust["POST /slack/events"] = webhook.TrustSigned
 	}
-	a.runners = append(a.runners, runner{name: "slack", run: ad.Run})
+	a.runners = append(a.runners,
+		runner{name: "slack clicks", run: ad.RunClicks, everyReplica: true},
+		runner{name: "slack", run: ad.RunOutbox})
 	return nil
 }
 

@@ -51,7 +51,9 @@ func (a *app) wireTeams(ctx context.Context) error {
 	// The Bot Framework calls it with the Host of the messaging endpoint
 	// it was given, and signs every request: no Host or Origin check.
 	a.trust["POST /teams/messages"] = webhook.TrustSigned
-	a.runners = append(a.runners, runner{name: "teams", run: ad.Run})
+	a.runners = append(a.runners,
+		runner{name: "teams activities", run: ad.RunActivities, everyReplica: true},
+		runner{name: "teams", run: ad.RunOutbox})
 	return nil
 }
 

@@ -76,6 +76,11 @@ type Grant struct {
 	RevokedAt time.Time `json:"revoked_at,omitzero"`
 	Uses      int       `json:"uses,omitempty"`
 	LastUseAt time.Time `json:"last_use_at,omitzero"`
+	// Spent are the uses a budget counts (budget.go), pruned to its
+	// window at each use; Base the values of the arguments a budget holds
+	// within a range, as approved when the grant was made.
+	Spent []GrantUse         `json:"spent,omitempty"`
+	Base  map[string]float64 `json:"base,omitempty"`
 }
 
 // Name is the grant as people see it: "grant #4".

@@ -51,6 +51,9 @@ type Party struct {
 	Kind    string `json:"kind,omitempty"`    // person, agent or service
 	Display string `json:"display"`           // "name [id]", as the caller is shown
 	Surface string `json:"surface,omitempty"` // http, mcp, slack, discord...
+	// Scopes are the requester's scopes when it asked (tools[].rules read
+	// them as requester.scopes); empty on a vote.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 // Same reports whether p and o are the same principal: same id, or same
@@ -89,6 +92,11 @@ type Vote struct {
 	// Seen is what the voter was shown (the rendered card or page); nil
 	// when the surface showed nothing (an API call, a typed command).
 	Seen *Seen `json:"seen,omitempty"`
+	// Stage is the stage (1-based) of a request signed off in stages that
+	// the approval counts for; 0 on a request without stages, and on an
+	// edit of a staged request (an edit restarts at the first stage and
+	// counts for none).
+	Stage int `json:"stage,omitempty"`
 	// Void, when set, says why the vote no longer counts although it was
 	// cast on the version up now: its voter was suspended from approving
 	// while the request was pending (VoidVotes). It stays void.
@@ -259,6 +267,12 @@ type Request struct {
 	// the identity provider must be (set at creation from step_up: in the
 	// config; see policy.Decidable.StepUp).
 	StepUp time.Duration `json:"step_up,omitempty"`
+	// Stages, when set, are the ordered sign-off the request needs
+	// (stages.go): they stand in for Approvers, Quorum and StepUp.
+	Stages []policy.Stage `json:"stages,omitempty"`
+	// Rule is the tools[].rules entry that set the request's policy, and
+	// why; nil when no rule matched.
+	Rule *RuleMatch `json:"rule,omitempty"`
 	// MinAssurance, when set, is the least assurance an approval needs
 	// (tools[].step_up.method; see policy.Decidable.MinAssurance).
 	MinAssurance policy.Assurance `json:"min_assurance,omitempty"`
@@ -337,6 +351,9 @@ func (r *Request) Decidable() policy.Decidable {
 	}
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
+	}
+	if len(r.Stages) > 0 {
+		r.stageDecidable(&it)
 	}
 	return it
 }
@@ -473,15 +490,19 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		// An edit is never a repeat: it changed the version, so it is
 		// recorded (the editor's earlier vote on these bytes, if any,
 		// still counts once).
-		if !edit && v.By.Same(d) && v.Approve && approve && v.Void == "" && r.voteVersion(v) == cur && v.Round == r.Round {
+		if !edit && v.By.Same(d) && v.Approve && approve && v.Void == "" && r.voteVersion(v) == cur && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0) {
 			return OutcomeRepeat
 		}
 	}
 	if approve && r.Full(d) != "" {
 		return OutcomeFull
 	}
+	stage := 0
+	if len(r.Stages) > 0 && approve && !edit {
+		stage = r.OpenStage() + 1
+	}
 	r.Votes = append(r.Votes, Vote{By: d, Approve: approve, Reason: reason, At: now, ArgsSHA256: cur, Edit: edit,
-		Round: r.Round, Facts: slices.Clone(basis.Facts), Seen: basis.Seen, Assurance: basis.Assurance})
+		Round: r.Round, Facts: slices.Clone(basis.Facts), Seen: basis.Seen, Stage: stage, Assurance: basis.Assurance})
 	if !approve {
 		r.Status = StatusDenied
 		r.DecidedBy = []string{d.Display}
@@ -491,7 +512,11 @@ func (r *Request) decide(d Party, approve bool, reason string, now time.Time, ed
 		return OutcomeDecided
 	}
 	approvers := r.Approvals()
-	if len(approvers) < max(r.Quorum, 1) {
+	if len(r.Stages) > 0 {
+		if r.OpenStage() < len(r.Stages) {
+			return OutcomeCounted
+		}
+	} else if len(approvers) < max(r.Quorum, 1) {
 		return OutcomeCounted
 	}
 	r.Status = StatusApproved
@@ -587,7 +612,7 @@ func (r *Request) voteVersion(v Vote) string {
 // counts reports whether v is an approval that counts: one cast on the
 // version now up for approval.
 func (r *Request) counts(v Vote) bool {
-	return v.Approve && v.Void == "" && r.voteVersion(v) == r.version() && v.Round == r.Round
+	return v.Approve && v.Void == "" && r.voteVersion(v) == r.version() && v.Round == r.Round && (len(r.Stages) == 0 || v.Stage > 0)
 }
 
 // VoidVotes makes the approvals of the principal named name (compared as
@@ -673,6 +698,9 @@ func (r *Request) Approvals() []string {
 // Tally renders the quorum count, as "1 of 2 approvals: dr_smith": for an
 // action, of the version now up for approval.
 func (r *Request) Tally() string {
+	if len(r.Stages) > 0 {
+		return r.stageTally()
+	}
 	var names []string
 	var seen []Party
 	for _, v := range r.Votes {

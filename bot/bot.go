@@ -49,6 +49,16 @@ type Options struct {
 	// Tracing, when set, makes the core's spans (trace.go): a tool call, a
 	// chat decision, an outbox delivery. nil makes none.
 	Tracing trace.TracerProvider
+	// Groups are the configured approver groups (groups: in config.yaml).
+	// Every call's caller belongs to those that list it by name, besides
+	// the groups its identity provider asserts (Caller.Groups): resolved
+	// on each call, so the one decision rule sees membership as it is
+	// when the decision is made.
+	Groups policy.Groups
+	// OnCall are the on-call rotations (oncall: in config.yaml), by name:
+	// each works as a group whose member is whoever is on call at the
+	// time of the call.
+	OnCall map[string]policy.Rotation
 }
 
 // Bot is the application core. Build it with New, then Register tools.
@@ -68,16 +78,18 @@ type Bot struct {
 	sweepSteps   []namedStep
 	deliveryTTL  time.Duration
 	directory    *Directory
-	observer     Observer                  // told about every finished call (observe.go)
-	readAudit    atomic.Pointer[ReadAudit] // the running queue of read audits, if any (auditq.go)
-	limiter      *RateLimiter              // one token per tool call, per principal (ratelimit.go); nil: none
-	web          webConsole                // the web console's links (web.go); zero: no console
-	authCache    *authCache                // Options.CachePrincipals; nil: off
-	authGen      atomic.Uint64             // bumped after every committed principal change
-	queueBuilt   atomic.Bool               // every open item is filed in the queue (queue.go)
-	maxOpen      int                       // Options.MaxOpenItems, resolved; 0: no limit
-	tracer       trace.Tracer              // Options.Tracing's; nil: no spans (trace.go)
-	suspendHooks []SuspendHook             // told about every new suspension (people.go)
+	observer     Observer                   // told about every finished call (observe.go)
+	readAudit    atomic.Pointer[ReadAudit]  // the running queue of read audits, if any (auditq.go)
+	limiter      *RateLimiter               // one token per tool call, per principal (ratelimit.go); nil: none
+	web          webConsole                 // the web console's links (web.go); zero: no console
+	authCache    *authCache                 // Options.CachePrincipals; nil: off
+	authGen      atomic.Uint64              // bumped after every committed principal change
+	queueBuilt   atomic.Bool                // every open item is filed in the queue (queue.go)
+	maxOpen      int                        // Options.MaxOpenItems, resolved; 0: no limit
+	tracer       trace.Tracer               // Options.Tracing's; nil: no spans (trace.go)
+	suspendHooks []SuspendHook              // told about every new suspension (people.go)
+	groups       policy.Groups              // Options.Groups
+	onCall       map[string]policy.Rotation // Options.OnCall
 }
 
 // New returns a Bot with no tools registered.
@@ -97,7 +109,7 @@ func New(o Options) (*Bot, error) {
 	b := &Bot{
 		store: o.Store, key: o.SigningKey, log: o.Logger, now: o.Now,
 		sinks: o.Sinks, tools: map[string]*Tool{}, kinds: map[ItemKind]ItemSource{},
-		closing: make(chan struct{}),
+		closing: make(chan struct{}), groups: o.Groups, onCall: o.OnCall,
 	}
 	b.outbox = &Outbox{b: b, wake: make(chan struct{})}
 	if o.CachePrincipals {
@@ -219,6 +231,7 @@ func (b *Bot) Call(ctx context.Context, caller *Caller, name string, raw []byte)
 	if err := b.pay(ctx, caller); err != nil {
 		return Result{}, err
 	}
+	caller = b.withGroups(caller)
 	c = &Call{bot: b, Tool: t, Caller: caller, Now: b.now()}
 	if !policy.Grants(caller.Role, t.Capability) {
 		// The denial is audited under the space the call named (when its

@@ -86,6 +86,7 @@ type ItemDecider interface {
 // of it back. The rate limit charges one token, as for a Call.
 func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decided, err error) {
 	start := time.Now()
+	caller = b.withGroups(caller) // the groups it belongs to now, as in Call
 	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "decide"}}
 	var span Span
 	defer func() {

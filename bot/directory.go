@@ -157,13 +157,13 @@ func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
 		if !found {
 			return nil, nil
 		}
-		return withSuspension(tx, &Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}})
+		return withSuspension(tx, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 	}
 	p, err := LoadPrincipal(tx, id)
 	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
 		return nil, err
 	}
-	return withSuspension(tx, &Caller{Principal: *p})
+	return withSuspension(tx, ch.b.withGroups(&Caller{Principal: *p}))
 }
 
 // withSuspension sets c.Suspended from the store (suspensions.go).

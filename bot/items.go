@@ -113,6 +113,13 @@ type Item struct {
 	// Revised reports an action request edited since it was created: an
 	// approval of it must name its Version.
 	Revised bool `json:"revised,omitempty"`
+	// Batch, on a pending item a person may approve together with others,
+	// names the items it may be batched with (the same tool under the
+	// same rule: "order_medication, no rule"); "" when it is never
+	// batched (not an action, destructive, signed off in stages, quorum
+	// above 1, step-up). Each item of a batch is still decided on its
+	// own, under the one rule.
+	Batch string `json:"batch,omitempty"`
 
 	// The card's lines for the person clicking (card.go), computed by the
 	// item's source from the item, never taken from the agent's words:

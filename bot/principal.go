@@ -53,6 +53,11 @@ type Caller struct {
 	// API keys never do. Step-up (policy.Decidable.StepUp) checks them.
 	AuthAt     time.Time
 	AuthMethod string
+	// Groups are the approver groups the caller belongs to: those its
+	// identity provider asserts (the OIDC groups claim of a console
+	// sign-in) and, once a call is under way (Bot.Call), the configured
+	// groups that list it.
+	Groups []string
 	// Suspended, when set, says why the principal is suspended from
 	// approving (suspensions.go): the store's word, read in every deciding
 	// transaction. The one decision rule refuses them.
@@ -68,6 +73,27 @@ type Caller struct {
 // recorded on every vote, shown on cards and in receipts.
 func (c *Caller) Assurance(within time.Duration, now time.Time) policy.Assurance {
 	return policy.AssuranceOf(c.Decider(), within, now)
+}
+
+// withGroups is caller with the configured groups that list it, and the
+// on-call rotations it is on call for now, added to its own: a copy, so a
+// caller shared between calls is never changed.
+func (b *Bot) withGroups(caller *Caller) *Caller {
+	if caller == nil || len(b.groups) == 0 && len(b.onCall) == 0 {
+		return caller
+	}
+	c := *caller
+	var onCall []string
+	if len(b.onCall) > 0 {
+		now := b.now()
+		for name, r := range b.onCall {
+			if who := r.OnCall(now); who != "" && strings.EqualFold(who, caller.Name) {
+				onCall = append(onCall, name)
+			}
+		}
+	}
+	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name), onCall)
+	return &c
 }
 
 // String renders the caller as the seeds' "name [id]": the principal id, or
@@ -89,7 +115,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh

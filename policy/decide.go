@@ -22,6 +22,11 @@ type Decider struct {
 	// identities, API keys and sign-in links: they never carry one.
 	AuthAt     time.Time
 	AuthMethod string
+	// Groups are the approver groups the decider belongs to at the time
+	// of the decision: the configured groups that list it, and those its
+	// identity provider asserts (the OIDC groups claim of a console
+	// sign-in). Names compare case-insensitively.
+	Groups []string
 	// Suspended, when set, says why the decider is suspended from
 	// approving (their chat account was deactivated or left the
 	// workspace): the rule refuses them everything until an admin lifts
@@ -35,10 +40,18 @@ type Decider struct {
 }
 
 // Approvers says who may decide an item: any principal holding one of
-// Roles, or named in Principals. Both empty: anyone holding approve.
+// Roles, named in Principals, or belonging to one of Groups. All empty:
+// anyone holding approve.
 type Approvers struct {
 	Roles      []string `json:"roles,omitempty"`
 	Principals []string `json:"principals,omitempty"`
+	Groups     []string `json:"groups,omitempty"`
+}
+
+// IsZero reports whether a names nobody in particular (anyone holding
+// approve decides).
+func (a Approvers) IsZero() bool {
+	return len(a.Roles) == 0 && len(a.Principals) == 0 && len(a.Groups) == 0
 }
 
 // String renders the approvers for a refusal.
@@ -50,22 +63,31 @@ func (a Approvers) String() string {
 	if len(a.Principals) > 0 {
 		parts = append(parts, "principals "+strings.Join(a.Principals, ", "))
 	}
+	if len(a.Groups) > 0 {
+		parts = append(parts, "groups "+strings.Join(a.Groups, ", "))
+	}
 	if len(parts) == 0 {
 		return "anyone holding the approve capability"
 	}
 	return strings.Join(parts, " or ")
 }
 
-// allows reports whether a principal with role and name is among the
-// approvers (roles and names compare case-insensitively).
-func (a Approvers) allows(role Role, name string) bool {
-	if len(a.Roles) == 0 && len(a.Principals) == 0 {
+// allows reports whether decider d is among the approvers: by role, by
+// name, or by one of the groups it belongs to now (all compare
+// case-insensitively).
+func (a Approvers) allows(d Decider) bool {
+	if a.IsZero() {
 		return true
 	}
-	if slices.ContainsFunc(a.Roles, func(r string) bool { return strings.EqualFold(r, string(role)) }) {
+	if slices.ContainsFunc(a.Roles, func(r string) bool { return strings.EqualFold(r, string(d.Role)) }) {
 		return true
 	}
-	return slices.ContainsFunc(a.Principals, func(p string) bool { return strings.EqualFold(p, name) })
+	if slices.ContainsFunc(a.Principals, func(p string) bool { return strings.EqualFold(p, d.Name) }) {
+		return true
+	}
+	return slices.ContainsFunc(a.Groups, func(g string) bool {
+		return slices.ContainsFunc(d.Groups, func(h string) bool { return strings.EqualFold(g, h) })
+	})
 }
 
 // Decidable is what a decision is taken on, as the decision rule needs it.
@@ -93,10 +115,26 @@ type Decidable struct {
 	// At is when the decision is taken (the caller's clock: policy reads
 	// none). A StepUp with a zero At refuses.
 	At time.Time
+	// Stage names the stage of an item signed off in ordered stages that
+	// is open now ("pharmacist, stage 2 of 2"); Approvers and StepUp are
+	// then that stage's. Empty for an item without stages.
+	Stage string
+	// EarlierStages are the people who approved an earlier stage of the
+	// item (of the arguments and round now up for approval): one person
+	// approves at most one stage, so they may not approve this one. Set
+	// for an approval only (refusing is never held back).
+	EarlierStages []StageApproval
 	// MinAssurance, when set, is the least assurance an approval needs
 	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
 	// tools[].step_up.method. Set for approving, never for refusing.
 	MinAssurance Assurance
+}
+
+// StageApproval is one person's approval of a stage, as the decision rule
+// needs it.
+type StageApproval struct {
+	ID, Name string
+	Stage    string // the stage's name
 }
 
 // StepUpSkew is how far in the future of At a decider's AuthAt may lie
@@ -141,7 +179,9 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // item's memory space in scope, and be among the item's eligible approvers.
 // It returns the refusal ("Access denied: …"), or "" when d may decide. The
 // order of the checks is part of the contract: identity, suspension,
-// person, capability, requester, scope, approvers, step-up (an item that requires
+// person, capability, requester, scope, approvers (of the open stage, for
+// an item signed off in stages, with the groups the decider belongs to
+// now), stage (one person approves at most one stage), step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
 // is within it.StepUp of it.At), assurance (an item with MinAssurance is
 // approved only by a decider authenticated at least so, AssuranceOf).
@@ -161,6 +201,7 @@ const (
 	CheckRequester                       // the caller asked for it
 	CheckScope                           // the item's space is outside the caller's scope
 	CheckApprovers                       // the caller is not among the item's approvers
+	CheckStage                           // the caller approved an earlier stage of the item
 	CheckStepUp                          // approving needs a fresh sign-in the caller does not have
 	// CheckSuspended: the caller is suspended from approving (Decider.Suspended).
 	// It is made right after the identity check; listed last so the other
@@ -249,12 +290,18 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckRequester, Message: fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", it.Ref, it.RequesterDisplay)}
 	case !InScope(d.Role, d.Scopes, it.SpaceUserID):
 		return Refusal{Check: CheckScope, Message: fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", it.Ref)}
-	case !it.Approvers.allows(d.Role, d.Name):
+	case !it.Approvers.allows(d):
 		what := it.ApproversOf
 		if what == "" {
 			what = it.Ref
 		}
+		if it.Stage != "" {
+			return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: the open stage of %s (%s) is decided by %s; %s is not among them. Stages are configured under tools[].stages or tools[].rules[].stages in config.yaml.", it.Ref, it.Stage, it.Approvers, display)}
+		}
 		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
+	case slices.ContainsFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) }):
+		i := slices.IndexFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) })
+		return Refusal{Check: CheckStage, Message: fmt.Sprintf("Access denied: %s approved the %s stage of %s, and one person approves at most one stage. Another approver decides the open stage (%s).", display, it.EarlierStages[i].Stage, it.Ref, it.Stage)}
 	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
 		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
 	case it.MinAssurance != "" && !AssuranceOf(d, it.StepUp, it.At).AtLeast(it.MinAssurance):
@@ -316,6 +363,8 @@ func (r Refusal) Short(role Role) string {
 		return "you requested it"
 	case CheckScope:
 		return "outside your scope"
+	case CheckStage:
+		return "you approved an earlier stage"
 	case CheckStepUp:
 		return "approving needs a fresh sign-in (step-up)"
 	case CheckSuspended:

@@ -186,3 +186,49 @@ func TestSuspensionComesRightAfterIdentity(t *testing.T) {
 		t.Error("a suspended principal sees a sensitive item's details as an approver")
 	}
 }
+
+// TestDecisionRuleGroupsAndStages: a group among the approvers admits a
+// decider who belongs to it (any case), nobody else; an approver of an
+// earlier stage is refused, after the approvers check and before
+// step-up; the short reason says so.
+func TestDecisionRuleGroupsAndStages(t *testing.T) {
+	lee := Decider{ID: "prin_lee", Name: "ph_lee", Kind: "person", Role: RoleMember, Groups: []string{"Pharmacists"}}
+	smith := Decider{ID: "prin_smith", Name: "dr_smith", Kind: "person", Role: RoleMember}
+	it := Decidable{Ref: "req_1", Approvers: Approvers{Groups: []string{"pharmacists"}}, Stage: "pharmacist, stage 2 of 2"}
+	if r := CheckDecision(lee, it); r.Check != CheckAllowed {
+		t.Errorf("a pharmacist: %+v", r)
+	}
+	if r := CheckDecision(smith, it); r.Check != CheckApprovers || !strings.Contains(r.Message, "is decided by groups pharmacists") {
+		t.Errorf("not a pharmacist: %+v", r)
+	}
+	it.EarlierStages = []StageApproval{{ID: "prin_other", Name: "PH_LEE", Stage: "prescriber"}}
+	it.StepUp, it.At = time.Minute, time.Now()
+	r := CheckDecision(lee, it)
+	if r.Check != CheckStage || !strings.Contains(r.Message, "approved the prescriber stage of req_1, and one person approves at most one stage") {
+		t.Errorf("the prescriber at the pharmacist stage: %+v", r)
+	}
+	if got := r.Short(RoleMember); got != "you approved an earlier stage" {
+		t.Errorf("Short = %q", got)
+	}
+	if r := CheckDecision(smith, it); r.Check != CheckApprovers {
+		t.Errorf("approvers come before the stage check: %+v", r)
+	}
+}
+
+// TestRotation: turns of Length each from Start, round and round;
+// nobody before Start or without people.
+func TestRotation(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	r := Rotation{People: []string{"alice", "bob", "carol"}, Start: t0, Length: 24 * time.Hour}
+	for _, tc := range []struct {
+		at   time.Duration
+		want string
+	}{{-time.Minute, ""}, {0, "alice"}, {23 * time.Hour, "alice"}, {24 * time.Hour, "bob"}, {71 * time.Hour, "carol"}, {72 * time.Hour, "alice"}} {
+		if got := r.OnCall(t0.Add(tc.at)); got != tc.want {
+			t.Errorf("OnCall(start%+v) = %q, want %q", tc.at, got, tc.want)
+		}
+	}
+	if got := (Rotation{Start: t0, Length: time.Hour}).OnCall(t0); got != "" {
+		t.Errorf("a rotation without people: %q", got)
+	}
+}

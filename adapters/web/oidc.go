@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/countersign/countersign/bot"
@@ -271,7 +272,40 @@ func (h *Handler) oidcCallback(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
+	st.Groups = oidcGroups(claims["groups"])
 	h.signInWith(w, r, ref, "oidc", st)
+}
+
+// Bounds of the groups claim a session keeps.
+const (
+	maxClaimGroups    = 100
+	maxClaimGroupName = 128
+)
+
+// oidcGroups reads the ID token's groups claim: a list of strings (a
+// single string is one group); anything else, and names that are empty,
+// too long or hold control characters, are ignored, and at most
+// maxClaimGroups are kept. The groups only ever widen who may approve
+// through groups: a tool names, never a role or a scope.
+func oidcGroups(v any) []string {
+	var raw []any
+	switch x := v.(type) {
+	case string:
+		raw = []any{x}
+	case []any:
+		raw = x
+	}
+	var out []string
+	for _, g := range raw {
+		s, ok := g.(string)
+		if !ok || strings.TrimSpace(s) == "" || len(s) > maxClaimGroupName || strings.ContainsFunc(s, unicode.IsControl) {
+			continue
+		}
+		if out = append(out, s); len(out) == maxClaimGroups {
+			break
+		}
+	}
+	return out
 }
 
 // emailVerified reads the email_verified claim: true, or the string "true"

@@ -55,6 +55,10 @@ type session struct {
 	// for a link. Step-up checks it (bot.Caller.AuthAt).
 	AuthAt     time.Time `json:"auth_at,omitzero"`
 	AuthMethod string    `json:"auth_method,omitempty"`
+	// Groups are the ID token's groups claim of an OIDC sign-in: approver
+	// groups (groups: in config.yaml) the provider asserts; none for a
+	// link. The one decision rule reads them as bot.Caller.Groups.
+	Groups []string `json:"groups,omitempty"`
 }
 
 func randomToken(n int) (string, error) {
@@ -238,6 +242,7 @@ func (h *Handler) newSession(ctx context.Context, caller *bot.Caller, ref, via s
 	if !st.AuthAt.IsZero() {
 		s.AuthAt, s.AuthMethod = st.AuthAt, via
 	}
+	s.Groups = st.Groups
 	b, err := json.Marshal(s)
 	if err != nil {
 		return "", err

@@ -38,6 +38,9 @@ type signInState struct {
 	AuthAt time.Time // the provider's auth_time; zero: none
 	StepUp bool      // a step-up sign-in (prompt=login)
 	Next   string    // where the browser lands; "" the inbox
+	// Groups are the ID token's groups claim (oidcGroups): approver
+	// groups the provider asserts for the person.
+	Groups []string
 }
 
 // auditNote is what the sign-in's audit entry adds.

@@ -348,6 +348,7 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 			caller, err = h.resolve(r.Context(), s.Ref)
 			if caller != nil {
 				caller.AuthAt, caller.AuthMethod = s.AuthAt, s.AuthMethod // step-up: the session's last sign-in at the provider
+				caller.Groups = s.Groups                                  // the provider's groups claim (approver groups)
 				caller.SignIn = s.Via                                     // assurance: how the session was opened
 			}
 			if err != nil {

@@ -65,6 +65,12 @@ type ToolSpec struct {
 	// verdicts, each approval records their versions, and a receipt is
 	// not redeemed once one of them changed (facts.go).
 	Context []string
+	// Rules are CEL conditions on the call (rules.go), in order: the
+	// first that matches sets the request's policy keys.
+	Rules []RuleSpec
+	// Stages, when set, are the ordered sign-off every request of the
+	// tool needs (a matching rule's stages replace them).
+	Stages []StageSpec
 	// StepUpMethod, when set, is the least assurance an approval of its
 	// requests needs (tools[].step_up.method: oidc, oidc_step_up or
 	// passkey; policy.ParseAssurance). A fresh one (oidc_step_up,
@@ -209,6 +215,11 @@ type toolDef struct {
 	timeout  time.Duration
 	channel  string
 	context  []string // resolved context subjects
+	rules    []*rule  // compiled Rules (rules.go)
+	// ruleFacts are the subjects the rules' conditions read, by the name
+	// a condition uses (facts.X) to the subject the memory stores it
+	// under (an alias resolved to its slot).
+	ruleFacts map[string]string
 	// minAssurance is StepUpMethod, parsed; "" for none.
 	minAssurance policy.Assurance
 }
@@ -355,13 +366,23 @@ func compileTool(t ToolSpec, defaultTimeout time.Duration, subject func(string) 
 			def.context = append(def.context, sub)
 		}
 	}
-	for j, r := range t.Approvers.Roles {
-		role, err := policy.ParseRole(r)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("approvers.roles[%d]: %w", j, err))
-		} else if !policy.Grants(role, policy.CapApprove) {
-			errs = append(errs, fmt.Errorf("approvers.roles[%d]: role %q cannot approve; only admin and member hold the approve capability", j, r))
+	errs = append(errs, checkApprovers("approvers", t.Approvers)...)
+	rules, facts, err := compileRules(t)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	def.rules = rules
+	for _, f := range facts {
+		if sub := subject(f); sub != "" {
+			if def.ruleFacts == nil {
+				def.ruleFacts = map[string]string{}
+			}
+			def.ruleFacts[f] = sub
 		}
+	}
+	errs = append(errs, checkStages("stages", t.Stages)...)
+	if len(t.Stages) > 0 && t.Quorum > 1 {
+		errs = append(errs, errors.New("quorum: set quorum on each stage, not beside stages"))
 	}
 	return def, errors.Join(errs...)
 }

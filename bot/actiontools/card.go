@@ -49,7 +49,7 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 	if r.Status == approvals.StatusPending && r.Reopened != "" {
 		it.Reopened = r.Reopened
 	}
-	if q := max(r.Quorum, 1); q > 1 {
+	if q := max(r.Quorum, 1); q > 1 || len(r.Stages) > 0 {
 		it.Tally = r.Tally()
 	}
 
@@ -72,7 +72,14 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 	detail("Configured", fmt.Sprintf("category %s, mechanics %s", a.Category, a.Mechanics))
 	detail("Category stated by the agent", a.StatedCategory)
 	detail("Approvals", fmt.Sprintf("%s (quorum %d)", r.Tally(), max(r.Quorum, 1)))
-	detail("Approvers", approversText(r.Approvers))
+	if len(r.Stages) > 0 {
+		detail("Stages", stagesText(r))
+	} else {
+		detail("Approvers", approversText(r.Approvers))
+	}
+	if r.Rule != nil {
+		detail("Rule", r.Rule.String())
+	}
 	detail("Requested by", r.Requester.Display)
 	if len(r.DecidedBy) > 0 {
 		detail("Decided by", strings.Join(r.DecidedBy, ", "))
@@ -81,8 +88,8 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 	if !r.EscalatedAt.IsZero() {
 		detail("Escalated", "at "+stamp(r.EscalatedAt))
 	}
-	if r.StepUp > 0 {
-		detail("Step-up", stepUpField(r.StepUp))
+	if su := r.Decidable().StepUp; su > 0 && r.Status == approvals.StatusPending || r.StepUp > 0 {
+		detail("Step-up", stepUpField(max(su, r.StepUp)))
 	}
 	if r.Round > 0 {
 		detail("Round", fmt.Sprintf("%d (back for a new decision %d time(s): %s)", r.Round, r.Round, r.Reopened))
@@ -148,11 +155,18 @@ func askedFor(r *approvals.Request, def *toolDef) string {
 	default:
 		why = fmt.Sprintf("%s is configured as %s, so a person approves every call", a.Tool, a.Category)
 	}
-	if q := max(r.Quorum, 1); q > 1 {
-		why += fmt.Sprintf(", %d different people", q)
+	if len(r.Stages) > 0 {
+		why += fmt.Sprintf(", in %d stages, in order, each by a different person: %s", len(r.Stages), stagesText(r))
+	} else {
+		if q := max(r.Quorum, 1); q > 1 {
+			why += fmt.Sprintf(", %d different people", q)
+		}
+		if who := approversText(r.Approvers); who != "" {
+			why += "; only " + who + " may approve"
+		}
 	}
-	if who := approversText(r.Approvers); who != "" {
-		why += "; only " + who + " may approve"
+	if r.Rule != nil {
+		why += "; asked by " + r.Rule.String()
 	}
 	if r.StepUp > 0 {
 		why += fmt.Sprintf("; approving needs a fresh sign-in (within %s)", ttlText(r.StepUp))
@@ -161,6 +175,27 @@ func askedFor(r *approvals.Request, def *toolDef) string {
 		why += "; the approval rests on " + andList(r.Context) + " as they are when you approve"
 	}
 	return why + "."
+}
+
+// stagesText lists a request's stages with who decides each: "prescriber
+// (roles member), then pharmacist (groups pharmacists, fresh sign-in)".
+func stagesText(r *approvals.Request) string {
+	parts := make([]string, len(r.Stages))
+	for i, st := range r.Stages {
+		who := approversText(st.Approvers)
+		if who == "" {
+			who = "anyone who may approve"
+		}
+		p := st.Name + " (" + who
+		if st.Need() > 1 {
+			p += fmt.Sprintf(", %d people", st.Need())
+		}
+		if st.StepUp > 0 {
+			p += ", fresh sign-in"
+		}
+		parts[i] = p + ")"
+	}
+	return strings.Join(parts, ", then ")
 }
 
 // dangerOf is the warning and the confirmation of a call that cannot be
@@ -230,6 +265,9 @@ func approversText(a approvals.Approvers) string {
 	}
 	if len(a.Principals) > 0 {
 		parts = append(parts, strings.Join(a.Principals, ", "))
+	}
+	if len(a.Groups) > 0 {
+		parts = append(parts, "group "+strings.Join(a.Groups, " or "))
 	}
 	return strings.Join(parts, ", or ")
 }

@@ -130,10 +130,10 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	case ck.refusal != "":
 		return bot.Result{}, c.Deny(ctx, ck.refusal)
 	}
-	def, canon, cat, mech, command := ck.def, ck.canon, ck.cat, ck.mech, ck.command
+	def, canon, command := ck.def, ck.canon, ck.command
 
 	// 4. A destructive call shows its plan first.
-	if mech == policy.MechanicsDryRunConfirm && !args.Headless && strings.TrimSpace(string(args.DryRun)) == "" {
+	if ck.mech == policy.MechanicsDryRunConfirm && !args.Headless && strings.TrimSpace(string(args.DryRun)) == "" {
 		return bot.Result{}, bot.Invalid("dry_run", "%s is destructive: send the dry-run plan the approver reviews (what would be changed or deleted, and how much) in dry_run, then ask again. Nothing is asked of a person without a plan.", callName(args.Tool, command))
 	}
 
@@ -153,6 +153,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 	var existing bool
 	err = c.Update(ctx, func(tx *bot.Tx) error {
 		req, existing = nil, false
+		cat, mech := ck.cat, ck.mech // a rule may change them (rules.go)
 		if args.ActionID != "" {
 			prev, err := approvals.LookupActionID(tx, c.Caller.ID, args.ActionID)
 			if err != nil {
@@ -220,7 +221,29 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			}
 		}
 		r.ExpiresAt = c.Now.Add(timeout)
+		if def != nil && (len(def.rules) > 0 || len(def.spec.Stages) > 0) {
+			// Policy that reads the request: the first rule that matches
+			// the call (facts as they stand in this transaction) sets it.
+			var m ruleMatch
+			if len(def.rules) > 0 {
+				r.Requester.Scopes = slices.Clone(c.Caller.Scopes)
+				in, err := conditionInput(tx, def, args.Tool, canon, r.Requester, c.Caller.Scopes, c.Space, c.Now)
+				if err != nil {
+					return err
+				}
+				m = def.match(in)
+			}
+			s.applyRule(r, def, m, cat)
+			cat, mech = policy.Category(r.Action.Category), policy.Mechanics(r.Action.Mechanics)
+			r.StepUp = max(r.StepUp, s.stepUp.requires(args.Tool, cat))
+			if mech == policy.MechanicsDryRunConfirm && !args.Headless && strings.TrimSpace(string(args.DryRun)) == "" {
+				return bot.Invalid("dry_run", "%s is destructive under %s: send the dry-run plan the approver reviews (what would be changed or deleted, and how much) in dry_run, then ask again. Nothing is asked of a person without a plan.", callName(args.Tool, command), r.Rule)
+			}
+		}
 		detail := fmt.Sprintf("%s %s category=%s mechanics=%s args_sha256=%s", r.ID, callName(args.Tool, command), cat, mech, r.Action.ArgsSHA256)
+		if r.Rule != nil {
+			detail += " " + r.Rule.String()
+		}
 		var due time.Time
 		granted := false
 		if mech != policy.MechanicsAuto {

@@ -96,6 +96,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if refusal = canDecide(c, r, approve); refusal != nil {
 				return tx.Refuse(refusal)
 			}
+			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {
 				if err := s.stale(c.Caller.Decider(), r, args.ArgsSHA256, editing); err != nil {
 					return err
@@ -125,6 +126,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
+				if err == nil {
+					var why string
+					if why, err = s.ruleOfEdit(tx, r, s.tools[r.Action.Tool], canon, c.Now); err == nil && why != "" {
+						err = bot.Invalid("arguments", "%s", why)
+					}
+				}
 				if err != nil {
 					if r.Status == approvals.StatusPending {
 						return err
@@ -157,15 +164,22 @@ func (s *Service) decide(approve bool) bot.Handler {
 					detail = fmt.Sprintf("%s approve with changes by %s: args_sha256=%s approved_args_sha256=%s (the count restarts on the edited arguments): %s",
 						r.ID, d.Display, r.Action.ArgsSHA256, r.Action.ApprovedArgsSHA256, r.Tally())
 				}
-				if err := tx.Audit(string(r.Kind)+"_vote", detail+stepUpNote(c, r, approve)); err != nil {
+				if err := tx.Audit(string(r.Kind)+"_vote", detail+stepUpNote(c, stepUp, approve)); err != nil {
 					return err
 				}
-				return tx.Emit(r.ItemID, bot.EventUpdated, r.Tally())
+				if err := tx.Emit(r.ItemID, bot.EventUpdated, r.Tally()); err != nil {
+					return err
+				}
+				if len(r.Stages) > 0 {
+					// The card's thread says which stage is open now, and who decides it.
+					return tx.Emit(r.ItemID, bot.EventNote, stageNote(r, edited))
+				}
+				return nil
 			case approvals.OutcomeDecided:
 				if err := approvals.PutRequest(tx, r, time.Time{}); err != nil {
 					return err
 				}
-				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", ")) + stepUpNote(c, r, approve)
+				detail := fmt.Sprintf("%s by %s", r.ID, strings.Join(r.DecidedBy, ", ")) + stepUpNote(c, stepUp, approve)
 				if a := r.Action; a != nil {
 					detail += fmt.Sprintf(" %s args_sha256=%s", callName(a.Tool, a.Command), a.ArgsSHA256)
 					if a.Edited {
@@ -208,7 +222,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 			if restarted != "" {
 				res.Text = fmt.Sprintf("Counted: %s on %s. The facts changed since the earlier approvals (%s), so they no longer count: it stays pending until the quorum approves on the facts as they are now.", req.Tally(), req.ID, restarted)
 			}
-			if edited {
+			if len(req.Stages) > 0 {
+				res.Text = fmt.Sprintf("Counted: %s on %s. %s", req.Tally(), req.ID, stageNote(req, edited))
+			} else if edited {
 				res.Text = fmt.Sprintf("Counted your approval with changes (%s): %s on %s. Approvals of the earlier arguments no longer count: each approver approves the same bytes, so it stays pending until the quorum approves the edited arguments (approved_args_sha256 %s).",
 					changesText(req.Action), req.Tally(), req.ID, req.Action.ApprovedArgsSHA256)
 			}
@@ -329,6 +345,10 @@ func (s *Service) checkEdit(r *approvals.Request, edit Object) (json.RawMessage,
 	ck, err := s.checkCall(a.Tool, edit)
 	if err != nil {
 		return nil, "", err
+	}
+	if ck.def != nil && ck.mech != "" {
+		ck.cat = ck.def.categoryUnder(r.Rule, ck.cat)
+		ck.mech = policy.MechanicsFor(ck.cat)
 	}
 	switch {
 	case len(ck.missing) > 0:
@@ -501,4 +521,30 @@ func chosen(q *approvals.Question, a *AnswerArgs) ([]string, error) {
 		return nil, bot.Invalid("answers", "this question takes one answer, not %d", len(out))
 	}
 	return out, nil
+}
+
+// stageNote says which stage of pending staged request r is open and who
+// decides it; after an edit, that the sign-off restarted there.
+func stageNote(r *approvals.Request, edited bool) string {
+	i := r.OpenStage()
+	if i >= len(r.Stages) {
+		return ""
+	}
+	st := r.Stages[i]
+	who := approversText(st.Approvers)
+	if who == "" {
+		who = "anyone who may approve"
+	}
+	note := fmt.Sprintf("The %s stage (%d of %d) is open: %s approves it", st.Name, i+1, len(r.Stages), who)
+	if i > 0 {
+		note += ", someone who approved no earlier stage"
+	}
+	if st.StepUp > 0 {
+		note += ", after a fresh sign-in in the web console"
+	}
+	note += "."
+	if edited {
+		note = fmt.Sprintf("The arguments were edited (%s), so the sign-off starts again at the first stage: every stage approves the edited arguments. ", changesText(r.Action)) + note
+	}
+	return note
 }

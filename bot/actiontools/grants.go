@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,6 +23,10 @@ import (
 type GrantPolicy struct {
 	Max   time.Duration // the longest a grant of any kind lasts
 	Allow []string      // once, session, duration
+	// Budget bounds what each grant approves (uses per window, a sum of a
+	// numeric argument, a range around the approved value); checked and
+	// counted in the confirming transaction (approvals.Grant.Spend).
+	Budget approvals.GrantBudget
 }
 
 // grantsOf compiles a tool's grant policy. A destructive tool, or one whose
@@ -44,12 +49,16 @@ func grantsOf(t ToolSpec, cat policy.Category) error {
 			errs = append(errs, fmt.Errorf("grants: the command %q of %s is destructive, and a destructive call never takes standing grants. Split the destructive commands into a tool without grants", c.Command, t.Name))
 		}
 	}
+	if len(t.Stages) > 0 {
+		errs = append(errs, fmt.Errorf("grants: %s is signed off in stages, and a standing grant would approve later calls on one person's word, a path around them. Remove grants or stages", t.Name))
+	}
 	if t.Quorum > 1 {
 		errs = append(errs, fmt.Errorf("grants: %s needs a quorum of %d, and a standing grant would approve later calls on one person's word, a path around the quorum. Remove grants or set quorum 1", t.Name, t.Quorum))
 	}
 	if g.Max <= 0 {
 		errs = append(errs, errors.New("grants.max: required when grants are allowed: the longest a grant lasts, for example 8h"))
 	}
+	errs = append(errs, budgetErrors(g.Budget)...)
 	for i, k := range g.Allow {
 		if _, err := approvals.ParseGrantKind(k); err != nil {
 			errs = append(errs, fmt.Errorf("grants.allow[%d]: %v", i, err))
@@ -162,6 +171,8 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 	def := s.def(r.Action.Tool)
 	a := r.Action
 	switch {
+	case len(r.Stages) > 0:
+		return nil, bot.Invalid("grant", "%s is signed off in stages, and a standing grant would approve later calls on one person's word. Approve without a grant", a.Tool)
 	case r.StepUp > 0 || r.MinAssurance != "":
 		return nil, bot.Invalid("grant", "%s requires step-up (a fresh sign-in for every approval), and a standing grant would approve later calls without one. Approve without a grant", a.Tool)
 	case a.Edited:
@@ -201,6 +212,13 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 		CreatedBy: principalParty(c.Caller), FromRequest: r.ID, ItemID: r.ItemID,
 		CreatedAt: c.Now, ExpiresAt: c.Now.Add(life),
 	}
+	if b := def.spec.Grants.Budget; b.WithinArgument != "" {
+		v, ok := approvals.NumberArgument(a.Arguments, b.WithinArgument)
+		if !ok {
+			return nil, bot.Invalid("grant", "the grants of %s hold %s within %s%% of the approved value, and %s's %s is not a number; approve without a grant", a.Tool, b.WithinArgument, fmtNum(b.WithinPercent), r.ID, b.WithinArgument)
+		}
+		g.Base = map[string]float64{b.WithinArgument: v}
+	}
 	if len(ga.Match) == 0 {
 		g.ArgsSHA256 = a.ArgsSHA256
 		return g, nil
@@ -239,8 +257,8 @@ func (s *Service) newGrant(c *bot.Call, r *approvals.Request, approve bool, ga *
 func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *toolDef) (bool, error) {
 	a := r.Action
 	if def == nil || len(def.spec.Grants.Allow) == 0 || a.Mechanics == string(policy.MechanicsDryRunConfirm) ||
-		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" {
-		return false, nil // never a path around the dry run, the quorum or step-up
+		a.Category == string(policy.CategoryDestructive) || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" || len(r.Stages) > 0 {
+		return false, nil // never a path around the dry run, the quorum, step-up or stages
 	}
 	g, err := approvals.FindGrant(tx, approvals.GrantCall{
 		Tool: a.Tool, Command: a.Command, ArgsSHA256: a.ArgsSHA256, Arguments: a.Arguments,
@@ -259,8 +277,20 @@ func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *t
 	if ok, err := s.makerMayDecide(tx, g, r.Decidable()); err != nil || !ok {
 		return false, err
 	}
-	g.Uses++
-	g.LastUseAt = c.Now
+	// The budget is checked and counted here, in the confirming
+	// transaction, on the grant's record: every replica counts on it.
+	why, left := g.Spend(def.spec.Grants.Budget, a.Arguments, c.Now)
+	if why != "" {
+		if err := tx.Audit("grant_budget_spent", fmt.Sprintf("%s not used for %s: %s; a person decides", g.Name(), r.ID, why)); err != nil {
+			return false, err
+		}
+		if g.ItemID != 0 {
+			if err := tx.Emit(g.ItemID, bot.EventNote, fmt.Sprintf("%s did not approve %s: %s. A person decides it.", g.Name(), r.ID, why)); err != nil {
+				return false, err
+			}
+		}
+		return false, nil
+	}
 	if err := approvals.PutGrant(tx, g); err != nil {
 		return false, err
 	}
@@ -280,6 +310,9 @@ func (s *Service) grantFor(tx *bot.Tx, c *bot.Call, r *approvals.Request, def *t
 		note := fmt.Sprintf("Auto-approved %s (%s) under %s by %s.", r.ID, callName(a.Tool, a.Command), g.Name(), g.CreatedBy.Display)
 		if g.Kind == approvals.GrantOnce {
 			note += " It was a once grant, now used up."
+		}
+		if left != "" {
+			note += " Budget: " + left + "."
 		}
 		if err := tx.Emit(g.ItemID, bot.EventNote, note); err != nil {
 			return false, err
@@ -307,7 +340,7 @@ func grantNote(res bot.Result, g *approvals.Grant) bot.Result {
 // for the surfaces' buttons: none unless the tool allows them and r could
 // take one.
 func (s *Service) grantOptions(r *approvals.Request) []bot.GrantOption {
-	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" ||
+	if r.Action == nil || r.Status != approvals.StatusPending || r.Quorum > 1 || r.StepUp > 0 || r.MinAssurance != "" || len(r.Stages) > 0 ||
 		r.Action.Mechanics == string(policy.MechanicsDryRunConfirm) || r.Action.Category == string(policy.CategoryDestructive) {
 		return nil
 	}
@@ -664,3 +697,33 @@ func withhold(g *approvals.Grant) {
 	}
 	g.Match = names
 }
+
+// budgetErrors checks a grant budget.
+func budgetErrors(b approvals.GrantBudget) []error {
+	var errs []error
+	if b.Uses < 0 || b.Per < 0 {
+		errs = append(errs, errors.New("grants.budget.uses, grants.budget.per: must not be negative"))
+	}
+	if b.Per > 0 && b.Uses == 0 {
+		errs = append(errs, errors.New("grants.budget.per: set uses too (at most uses calls per this window)"))
+	}
+	if b.SumArgument != "" && b.SumMax <= 0 {
+		errs = append(errs, fmt.Errorf("grants.budget.sum.max: required with sum.argument %s: the most its calls add up to, above 0", b.SumArgument))
+	}
+	if b.SumArgument == "" && (b.SumMax != 0 || b.SumPer != 0) {
+		errs = append(errs, errors.New("grants.budget.sum.argument: name the numeric argument whose sum is bounded"))
+	}
+	if b.SumPer < 0 {
+		errs = append(errs, errors.New("grants.budget.sum.per: must not be negative"))
+	}
+	if b.WithinArgument != "" && (b.WithinPercent < 0 || b.WithinPercent > 100) {
+		errs = append(errs, errors.New("grants.budget.within.percent: between 0 and 100"))
+	}
+	if b.WithinArgument == "" && b.WithinPercent != 0 {
+		errs = append(errs, errors.New("grants.budget.within.argument: name the numeric argument held within the range"))
+	}
+	return errs
+}
+
+// fmtNum renders a number briefly: 500, 12.5.
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

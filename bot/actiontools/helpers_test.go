@@ -50,6 +50,10 @@ type env struct {
 	b     *bot.Bot
 	s     *Service
 	opts  Options
+	// groups are the bot's configured approver groups (groups:), oncall
+	// its on-call rotations (oncall:).
+	groups policy.Groups
+	oncall map[string]policy.Rotation
 }
 
 // newEnv opens a bbolt file in a temp dir and registers the service on a
@@ -70,7 +74,7 @@ func (e *env) open() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}})
+	b, err := bot.New(bot.Options{Store: kvtest.Twice(db), SigningKey: e.key, Now: e.clock.Now, Sinks: []string{"slack"}, Groups: e.groups, OnCall: e.oncall})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -84,10 +84,11 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.Editable = &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(cur)}
 		}
 		it.Sensitive = a.Sensitive
-		if r.StepUp > 0 {
-			it.StepUp = r.StepUp
+		if su := r.Decidable().StepUp; su > 0 { // the open stage's, when staged
+			it.StepUp = su
 		}
 		it.Grants = src.s.grantOptions(r)
+		it.Batch = batchKey(r)
 	case r.Consent != nil:
 		c := r.Consent
 		name := bot.NameOf(r.Requester.Display)

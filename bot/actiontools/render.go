@@ -98,6 +98,12 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 		}
 		d["quorum"] = max(r.Quorum, 1)
 		d["tally"] = r.Tally()
+		if r.Rule != nil {
+			d["rule"] = map[string]any{"index": r.Rule.Index, "when": r.Rule.When, "why": r.Rule.Why, "error": r.Rule.Error}
+		}
+		if len(r.Stages) > 0 {
+			d["stages"] = stagesData(r)
+		}
 		d["approvals"] = nonNil(r.Approvals())
 		d["votes"] = votesData(r)
 		if len(r.Context) > 0 {
@@ -113,7 +119,7 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 			d["reopened"] = r.Reopened
 		}
 		d["headless"] = a.Headless
-		if r.StepUp > 0 {
+		if r.Decidable().StepUp > 0 {
 			// Approved only after a fresh sign-in, in the console: a
 			// surface that can send the person there (MCP's URL-mode
 			// elicitation) reads it.
@@ -278,4 +284,30 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// stagesData is a staged request's sign-off as action_status gives it:
+// each stage's name, approvers, quorum, who approved it, and whether it
+// is open (the receipt's approvers are every stage's, in order).
+func stagesData(r *approvals.Request) []map[string]any {
+	open := r.OpenStage()
+	out := make([]map[string]any, len(r.Stages))
+	for i, st := range r.Stages {
+		by := []string{}
+		for _, p := range r.StageApprovers(i) {
+			by = append(by, p.Display)
+		}
+		state := "done"
+		switch {
+		case r.Status == approvals.StatusPending && i == open:
+			state = "open"
+		case r.Status == approvals.StatusPending && i > open:
+			state = "waiting"
+		case r.Status != approvals.StatusApproved && i >= open:
+			state = "not reached"
+		}
+		out[i] = map[string]any{"name": st.Name, "approvers": st.Approvers.String(), "quorum": st.Need(),
+			"step_up": st.StepUp > 0, "approved_by": by, "state": state}
+	}
+	return out
 }

@@ -83,15 +83,16 @@ func canDecide(c *bot.Call, r *approvals.Request, approve bool) *policy.Refusal 
 	it := r.Decidable()
 	it.At = c.Now
 	if !approve {
-		it.StepUp, it.MinAssurance = 0, ""
+		it.StepUp, it.MinAssurance, it.EarlierStages = 0, "", nil
 	}
 	return c.Caller.MayDecide(it)
 }
 
 // stepUpNote is what an approval's audit entry adds about step-up: how
-// and when the approver signed in, when the request required it.
-func stepUpNote(c *bot.Call, r *approvals.Request, approve bool) string {
-	if r.StepUp <= 0 || !approve {
+// and when the approver signed in, when the approval required it
+// (stepUp: the request's, or its open stage's).
+func stepUpNote(c *bot.Call, stepUp time.Duration, approve bool) string {
+	if stepUp <= 0 || !approve {
 		return ""
 	}
 	if n := c.Caller.StepUpNote(); n != "" {

@@ -114,6 +114,9 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 	case CmdShow:
 		return s.show(ctx, c.ID)
 	case CmdApprove:
+		if ids := c.BatchIDs(); len(ids) > 1 {
+			return s.batch(ctx, ids)
+		}
 		return s.decide(ctx, c.ID, true, "", c.Version, c.Confirm)
 	case CmdReject:
 		return s.decide(ctx, c.ID, false, c.Reason, "", "")
@@ -140,6 +143,7 @@ func (s session) help() string {
 	b.WriteString("  pending — what awaits a decision, soonest to expire first (`pending after <id>`: the next page)\n")
 	b.WriteString("  show <id> — one item: what is asked, its fields, its version, its status and who decided\n")
 	b.WriteString("  approve <id> [version] — approve an item (people whose role holds approve); an edited request needs the version `show` gives\n")
+	b.WriteString("  approve <id> <id>… — approve several pending items of the same tool and rule at once, each decided on its own (not destructive ones, stages or a quorum)\n")
 	b.WriteString("  approve <id> confirm <name> — approve an item that cannot be undone, typing the name of what it acts on\n")
 	b.WriteString("  reject <id> <reason> — reject an item, saying why (people whose role holds approve)\n")
 	b.WriteString("  history <subject> [space] — every value a memory subject has held\n")
@@ -613,4 +617,36 @@ func RoundDuration(d time.Duration) string {
 		}
 		return fmt.Sprintf("%dd", days)
 	}
+}
+
+// batch approves several items at once ("approve 12 13 14"): every one
+// must be pending and of one batch (bot.Item.Batch: the same tool under
+// the same rule, never destructive, staged, under a quorum or step-up),
+// else nothing is decided. Each is then decided on its own through
+// Decide, so the one rule, the scope and the audit apply to each.
+func (s session) batch(ctx context.Context, ids []uint64) string {
+	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s %d items", Approve, len(ids))); !ok {
+		return msg
+	}
+	batch := ""
+	for _, id := range ids {
+		it, err := s.b.Items().Get(ctx, id)
+		if err != nil || !s.caller.InScope(it.Space.UserID) {
+			return fmt.Sprintf("#%d is not an item you can see, so I approved none of them. `pending` lists yours.", id)
+		}
+		switch {
+		case !it.Pending():
+			return fmt.Sprintf("#%d is already decided, so I approved none of them. Approve the others again without it.", id)
+		case it.Batch == "":
+			return fmt.Sprintf("#%d cannot be approved in a batch (it is destructive, signed off in stages, needs several approvers or a fresh sign-in, or is not an action request), so I approved none of them. Approve it on its own: `approve %d`.", id, id)
+		case batch != "" && it.Batch != batch:
+			return fmt.Sprintf("#%d is %s, but #%d is %s: a batch is items of one tool under one rule, so I approved none of them.", id, it.Batch, ids[0], batch)
+		}
+		batch = it.Batch
+	}
+	lines := []string{fmt.Sprintf("Approving %d items (%s), each on its own:", len(ids), batch)}
+	for _, id := range ids {
+		lines = append(lines, s.decide(ctx, id, true, "", "", ""))
+	}
+	return strings.Join(lines, "\n")
 }

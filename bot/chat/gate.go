@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -71,6 +72,22 @@ func ScopeKinds() []ScopeKind {
 		ScopeNotADecision, ScopeUnknown, ScopeTooLong, ScopeOutOfLane}
 }
 
+// BatchIDs are the items of a batch approval (Batch), nil for any other
+// command.
+func (c ChatCommand) BatchIDs() []uint64 {
+	var out []uint64
+	for _, w := range strings.Fields(c.Batch) {
+		if n, err := strconv.ParseUint(w, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// MaxBatch is the most items one approve command decides ("approve 12 13
+// 14").
+const MaxBatch = 20
+
 // InLane reports whether the verdict is answered rather than refused.
 func (v ScopeKind) InLane() bool { return v != ScopeOutOfLane }
 
@@ -105,6 +122,10 @@ type ChatCommand struct {
 	// orders_prod").
 	Confirm string
 	Reason  string // reject: the rest of the line after the id, as typed
+	// Batch lists the items of a batch approval ("approve 12 13 14"), as
+	// "12 13 14": two to MaxBatch ids, each decided on its own
+	// (BatchIDs). A string, so that a command stays comparable.
+	Batch   string
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
 }
@@ -354,6 +375,25 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 		// "approve 12 <version>": the version of an edited request.
 		if name == CmdApprove && len(args) == 2 && id != 0 && isVersion(args[1].text) {
 			return ChatCommand{Name: name, ID: id, Version: strings.ToLower(args[1].text)}, true, ChatCommand{}
+		}
+		if name == CmdApprove && id != 0 && len(args) >= 2 && len(args) <= MaxBatch {
+			// "approve 12 13 14": a batch, every word an item id.
+			ids := []uint64{id}
+			for _, a := range args[1:] {
+				n, ok := parseChatID(a.text)
+				if !ok || slices.Contains(ids, n) {
+					ids = nil
+					break
+				}
+				ids = append(ids, n)
+			}
+			if ids != nil {
+				words := make([]string, len(ids))
+				for i, n := range ids {
+					words[i] = strconv.FormatUint(n, 10)
+				}
+				return ChatCommand{Name: name, ID: id, Batch: strings.Join(words, " ")}, true, ChatCommand{}
+			}
 		}
 		if name == CmdApprove && id != 0 && len(args) == 3 && strings.EqualFold(args[1].text, confirmWord) && validChatArg(args[2].text) {
 			// The confirmation of an item that cannot be undone: the

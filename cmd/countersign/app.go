@@ -130,7 +130,9 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.
 		CachePrincipals: cfg.Store.Engine == engineBolt,
-		Tracing:         a.tracing.Provider()}) // nil: off (tracing.go)
+		Tracing:         a.tracing.Provider(), // nil: off (tracing.go)
+		Groups:          cfg.Groups,
+		OnCall:          cfg.rotations()})
 	if err != nil {
 		a.close()
 		return nil, err

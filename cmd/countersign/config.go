@@ -45,6 +45,10 @@ type Config struct {
 
 	Memory MemoryConfig `yaml:"memory"`
 
+	Groups map[string][]string `yaml:"groups"` // config_policy.go
+
+	OnCall map[string]RotationDecl `yaml:"oncall"` // config_policy.go
+
 	Tools []ToolConfig `yaml:"tools"`
 
 	ToolPolicy ToolPolicy `yaml:"tool_policy"`
@@ -232,6 +236,7 @@ func (c *Config) validate(p *problems) {
 	validateLadder(c, p) // config_email.go
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
+	c.validatePolicy(p)                  // config_policy.go
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
@@ -531,6 +536,11 @@ type ToolConfig struct {
 	// receipt is not redeemed once one of them changed since the approval
 	// (the request goes back for a new decision).
 	Context []string `yaml:"context"`
+	// Rules are CEL conditions on the call, in order; the first that
+	// matches sets policy keys for the request (config_policy.go).
+	Rules []RuleDecl `yaml:"rules"`
+	// Stages are the ordered sign-off every request of the tool needs.
+	Stages []StageDecl `yaml:"stages"`
 	// StepUp is the least authentication an approval of the tool needs
 	// (config_stepup.go); absent: none beyond step_up:'s.
 	StepUp *ToolStepUpDecl `yaml:"step_up"`
@@ -541,6 +551,9 @@ type ToolConfig struct {
 type GrantsDecl struct {
 	Max   time.Duration `yaml:"max"`
 	Allow []string      `yaml:"allow"`
+	// Budget bounds each grant (config_policy.go): uses per window, a sum
+	// of a numeric argument, a range around the approved value.
+	Budget *BudgetDecl `yaml:"budget"`
 }
 
 // validate checks a tool's grants: at key (tools[i].grants).
@@ -578,6 +591,9 @@ func (g GrantsDecl) validate(key string, t ToolConfig, p *problems) {
 type ApproversDecl struct {
 	Roles      []string `yaml:"roles"`
 	Principals []string `yaml:"principals"`
+	// Groups are approver groups (groups:, or the identity provider's
+	// groups claim).
+	Groups []string `yaml:"groups"`
 }
 
 // CommandDecl is one allowlisted command of an exec-style tool.

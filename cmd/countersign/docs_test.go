@@ -37,14 +37,14 @@ func docBlocks(t *testing.T, page string) []readmeBlock {
 	return blocks
 }
 
-// TestDocsPaste is issue 20 item 5: docs/actions.md and
-// docs/integrations.md run clean when pasted block by block, each on a
+// TestDocsPaste is issue 20 item 5: docs/actions.md,
+// docs/integrations.md and docs/policy.md run clean when pasted block by block, each on a
 // fresh store in an empty directory, as TestReadmeWalkthrough runs the
 // README: every ```sh block prints what its comments promise, and nothing
 // goes to stderr.
 func TestDocsPaste(t *testing.T) {
 	t.Parallel()
-	for _, page := range []string{"actions.md", "integrations.md", "web.md"} {
+	for _, page := range []string{"actions.md", "integrations.md", "web.md", "policy.md"} {
 		t.Run(page, func(t *testing.T) {
 			b, err := os.ReadFile("../../docs/" + page)
 			if err != nil {

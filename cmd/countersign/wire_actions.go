@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
 	"github.com/robfig/cron/v3"
@@ -83,12 +82,12 @@ func toolSpec(t ToolConfig) actiontools.ToolSpec {
 		Name:      t.Name,
 		Category:  t.Category,
 		Schema:    t.Schema,
-		Approvers: approvals.Approvers{Roles: t.Approvers.Roles, Principals: t.Approvers.Principals},
+		Approvers: t.Approvers.approvers(),
 		Quorum:    t.Quorum,
 		Timeout:   t.Timeout,
 		Channels:  t.Channels,
 		Sensitive: t.Sensitive,
-		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow},
+		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow, Budget: t.Grants.Budget.budget()},
 		Context:   t.Context,
 	}
 	if t.StepUp != nil {
@@ -97,6 +96,7 @@ func toolSpec(t ToolConfig) actiontools.ToolSpec {
 	for _, c := range t.Commands {
 		spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
 	}
+	t.policySpec(&spec) // config_policy.go: rules and stages
 	return spec
 }
 

@@ -67,7 +67,10 @@ func NewEnv(path string, o EnvOptions) (*Env, error) {
 		db.Close()
 		return nil, err
 	}
-	b, err := bot.New(bot.Options{Store: store, SigningKey: ed25519.NewKeyFromSeed(seed), Logger: slog.New(slog.DiscardHandler)})
+	b, err := bot.New(bot.Options{Store: store, SigningKey: ed25519.NewKeyFromSeed(seed), Logger: slog.New(slog.DiscardHandler),
+		// The workloads keep thousands of requests of one agent awaiting a
+		// decision on purpose (a queue at scale): no per-requester cap.
+		MaxOpenItems: -1})
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -14,3 +14,9 @@ func (b *Bot) SignReceipt(p receipt.Payload) (string, error) {
 	p.Key = receipt.KeyID(b.PublicKey())
 	return receipt.Sign(p, func(msg []byte) []byte { return ed25519.Sign(b.key, msg) })
 }
+
+// ArgsHash is the SHA-256 an approval names for tool's arguments
+// (args_sha256, approved_args_sha256): over the tool's name and the
+// arguments' canonical JSON. A surface that runs an approved call checks
+// the bytes it is about to run against it.
+func ArgsHash(tool string, args []byte) (string, error) { return receipt.ArgsHash(tool, args) }

@@ -444,7 +444,7 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 		}
 		return red.res
 	}
-	approved, sum, err := approvedArguments(red, args)
+	approved, sum, err := approvedArguments(t.Name, red, args)
 	if err != nil {
 		_ = w.audit(ctx, caller, "gateway_refused", fmt.Sprintf("%s %s: %v", id, t.Name, err))
 		return toolError(fmt.Sprintf("%s was not run: %v. Request %s is recorded as executed; ask again for a new decision.", t.Name, err, id), map[string]any{"request_id": id})
@@ -479,13 +479,16 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 // approvedArguments reads what was approved from redeem_receipt's answer:
 // its approved_arguments; or, when the details are withheld from the
 // requester and the approval is of the proposal unedited (the approved
-// hash is the proposal's), the call's own arguments.
-func approvedArguments(red outcome, args json.RawMessage) (json.RawMessage, string, error) {
+// hash is the proposal's), the call's own arguments. Either way the bytes
+// returned hash to the approval's approved_args_sha256 for tool, or
+// nothing is returned: what runs is what was approved.
+func approvedArguments(tool string, red outcome, args json.RawMessage) (json.RawMessage, string, error) {
 	data := red.data
 	sum, _ := data["approved_args_sha256"].(string)
 	if sum == "" {
 		return nil, "", errors.New("the approval names no approved arguments")
 	}
+	var approved json.RawMessage
 	if _, ok := data["approved_arguments"]; ok {
 		// The bytes as the core wrote them (structured keeps them raw),
 		// not a float64 round trip.
@@ -494,15 +497,19 @@ func approvedArguments(red outcome, args json.RawMessage) (json.RawMessage, stri
 		if err := json.Unmarshal(raw, &fields); err != nil {
 			return nil, "", errors.New("the approval could not be read")
 		}
-		b := bytes.TrimSpace(fields["approved_arguments"])
-		if len(b) == 0 || b[0] != '{' {
+		approved = bytes.TrimSpace(fields["approved_arguments"])
+		if len(approved) == 0 || approved[0] != '{' {
 			return nil, "", errors.New("the approved arguments are not a JSON object")
 		}
-		return b, sum, nil
+	} else {
+		proposed, _ := data["args_sha256"].(string)
+		if edited, _ := data["edited"].(bool); edited || proposed != sum {
+			return nil, "", errors.New("the approved arguments are withheld from this caller, and they differ from the call's")
+		}
+		approved = args
 	}
-	proposed, _ := data["args_sha256"].(string)
-	if edited, _ := data["edited"].(bool); !edited && proposed == sum {
-		return args, sum, nil
+	if h, err := bot.ArgsHash(tool, approved); err != nil || h != sum {
+		return nil, "", errors.New("the arguments to run do not hash to the approval's approved_args_sha256")
 	}
-	return nil, "", errors.New("the approved arguments are withheld from this caller, and they differ from the call's")
+	return approved, sum, nil
 }

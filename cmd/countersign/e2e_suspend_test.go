@@ -273,30 +273,27 @@ func slackClickAt(t *testing.T, base, user, trigger, id, value string) {
 	}
 }
 
-// TestReplicasHoldASuspension: two serve processes on one PostgreSQL
-// database. Slack's deactivation event reaches one replica; on the other,
-// at once, the approval the person gave no longer counts and their next
-// click is refused: the suspension is read from the database in the
-// deciding transaction, never from a replica's memory.
-func TestReplicasHoldASuspension(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two servers")
-	}
-	dsn := testDSN(t)
-	f := newSlackFake(t)
+// slackReplicas starts two serve processes on one throwaway PostgreSQL
+// database with config (below listen, store and audit) and the Slack
+// environment plus env, creates the agent key ward_bot, and returns the
+// replicas leader first, with the key.
+func slackReplicas(t *testing.T, config string, env map[string]string) (leader, follower *replica, agent string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
-	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
-		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") +
-		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\n" + suspendConfig(f)
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+	full := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
+		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") + "\n" + config
+	if err := os.WriteFile(cfg, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret}
-	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
-	agent := e.CreateKey("ward_bot", "agent")
-	var envList []string
+	all := map[string]string{"COUNTERSIGN_DATABASE_URL": testDSN(t), "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret}
 	for k, v := range env {
+		all[k] = v
+	}
+	e := &testEnv{t: t, dir: dir, cfg: cfg, env: all}
+	agent = e.CreateKey("ward_bot", "agent")
+	var envList []string
+	for k, v := range all {
 		envList = append(envList, k+"="+v)
 	}
 	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
@@ -310,8 +307,21 @@ func TestReplicasHoldASuspension(t *testing.T) {
 		}
 		return false
 	})
+	return reps[lead], reps[1-lead], agent
+}
+
+// TestReplicasHoldASuspension: two serve processes on one PostgreSQL
+// database. Slack's deactivation event reaches one replica; on the other,
+// at once, the approval the person gave no longer counts and their next
+// click is refused: the suspension is read from the database in the
+// deciding transaction, never from a replica's memory.
+func TestReplicasHoldASuspension(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two servers")
+	}
+	f := newSlackFake(t)
 	// Slack's clicks go to the leader; the event goes to the other replica.
-	leader, other := reps[lead], reps[1-lead]
+	leader, other, agent := slackReplicas(t, "http:\n  rate_per_minute: 600000\n  rate_burst: 100000\n"+suspendConfig(f), nil)
 	status := func(r *replica, rid string) map[string]any {
 		t.Helper()
 		st, m, err := r.call(agent, "action_status", map[string]any{"request_id": rid})
@@ -364,35 +374,8 @@ func TestReplicasDecideClicksOnEveryReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two servers")
 	}
-	dsn := testDSN(t)
 	f := newSlackFake(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
-		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") +
-		"\nhttp:\n  rate_per_minute: 600000\n  rate_burst: 100000\n" + suspendConfig(f)
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret}
-	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
-	agent := e.CreateKey("ward_bot", "agent")
-	var envList []string
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
-	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
-	lead := -1
-	waitFor(t, "a leader", func() bool {
-		for i, r := range reps {
-			if strings.Contains(r.logs.String(), "this replica leads") {
-				lead = i
-				return true
-			}
-		}
-		return false
-	})
-	leader, follower := reps[lead], reps[1-lead]
+	leader, follower, agent := slackReplicas(t, "http:\n  rate_per_minute: 600000\n  rate_burst: 100000\n"+suspendConfig(f), nil)
 	status := func(rid string) map[string]any {
 		t.Helper()
 		st, m, err := leader.call(agent, "action_status", map[string]any{"request_id": rid})

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,13 +23,8 @@ func TestReplicasSCIMDeactivationDuringQuorum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two servers")
 	}
-	dsn := testDSN(t)
 	f := newSlackFake(t)
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "config.yaml")
-	config := "listen: 127.0.0.1:0\nstore:\n  engine: postgres\n  path: " + filepath.Join(dir, "unused.db") +
-		"\naudit:\n  signing_key: " + filepath.Join(dir, "sign.key") + `
-slack:
+	config := `slack:
   mode: http
   team_id: T1
   bot_token_env: SLACK_BOT_TOKEN
@@ -53,31 +46,11 @@ principals:
     slack: U0456DEF
 scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 `
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"COUNTERSIGN_DATABASE_URL": dsn, "SLACK_BOT_TOKEN": "xoxb-e2e", "SLACK_SIGNING_SECRET": e2eSlackSecret, "COUNTERSIGN_SCIM_TOKEN": e2eSCIMToken}
-	e := &testEnv{t: t, dir: dir, cfg: cfg, env: env}
-	agent := e.CreateKey("ward_bot", "agent")
-	var envList []string
-	for k, v := range env {
-		envList = append(envList, k+"="+v)
-	}
-	reps := []*replica{startReplica(t, cfg, envList), startReplica(t, cfg, envList)}
 	// Slack clicks go to the leader, the directory's requests to the other
 	// replica (every replica decides the clicks it acknowledges:
 	// TestReplicasDecideClicksOnEveryReplica).
-	lead := -1
-	waitFor(t, "a leader", func() bool {
-		for i, r := range reps {
-			if strings.Contains(r.logs.String(), "this replica leads") {
-				lead = i
-				return true
-			}
-		}
-		return false
-	})
-	reps = []*replica{reps[lead], reps[1-lead]}
+	leader, other, agent := slackReplicas(t, config, map[string]string{"COUNTERSIGN_SCIM_TOKEN": e2eSCIMToken})
+	reps := []*replica{leader, other}
 
 	st, m, err := reps[0].call(agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "order_medication", "arguments": map[string]any{"drug": "amoxicillin", "dose_mg": 500}})
 	if err != nil || st != 200 || data(m)["status"] != "pending" {

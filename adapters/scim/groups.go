@@ -220,12 +220,7 @@ func (h groups) GetAll(r *http.Request, params scimlib.ListRequestParams) (sciml
 	if err != nil {
 		return scimlib.Page{}, err
 	}
-	page := scimlib.Page{TotalResults: len(all), Resources: []scimlib.Resource{}}
-	start := max(params.StartIndex, 1) - 1
-	for i := start; i < len(all) && len(page.Resources) < params.Count; i++ {
-		page.Resources = append(page.Resources, all[i].resource())
-	}
-	return page, nil
+	return pageOf(all, params), nil
 }
 
 // Replace sets every attribute of a group (PUT).
@@ -241,13 +236,9 @@ func (h groups) Replace(r *http.Request, id string, attrs scimlib.ResourceAttrib
 // list), the displayName replaced.
 func (h groups) Patch(r *http.Request, id string, ops []scimlib.PatchOperation) (scimlib.Resource, error) {
 	return h.change(r, id, func(g *groupRec) error {
-		for _, op := range ops {
-			if err := applyOp(g.Attrs, op); err != nil {
-				return err
-			}
-		}
-		g.Attrs = cleanAttrs(g.Attrs)
-		return nil
+		attrs, err := applyOps(g.Attrs, ops)
+		g.Attrs = attrs
+		return err
 	})
 }
 

@@ -205,3 +205,23 @@ func union(list, add []any) []any {
 	}
 	return out
 }
+
+// applyOps applies a PATCH request's operations in order to attrs, and
+// returns the attributes as stored (cleanAttrs).
+func applyOps(attrs map[string]any, ops []scimlib.PatchOperation) (map[string]any, error) {
+	for _, op := range ops {
+		if err := applyOp(attrs, op); err != nil {
+			return attrs, err
+		}
+	}
+	return cleanAttrs(attrs), nil
+}
+
+// pageOf is the page params asks for of all (StartIndex is 1-based).
+func pageOf[R interface{ resource() scimlib.Resource }](all []R, params scimlib.ListRequestParams) scimlib.Page {
+	page := scimlib.Page{TotalResults: len(all), Resources: []scimlib.Resource{}}
+	for i := max(params.StartIndex, 1) - 1; i < len(all) && len(page.Resources) < params.Count; i++ {
+		page.Resources = append(page.Resources, all[i].resource())
+	}
+	return page
+}

@@ -212,12 +212,7 @@ func (h users) GetAll(r *http.Request, params scimlib.ListRequestParams) (scimli
 	if err != nil {
 		return scimlib.Page{}, err
 	}
-	page := scimlib.Page{TotalResults: len(all), Resources: []scimlib.Resource{}}
-	start := max(params.StartIndex, 1) - 1
-	for i := start; i < len(all) && len(page.Resources) < params.Count; i++ {
-		page.Resources = append(page.Resources, all[i].resource())
-	}
-	return page, nil
+	return pageOf(all, params), nil
 }
 
 // Replace sets every attribute of a user (PUT).
@@ -232,13 +227,9 @@ func (h users) Replace(r *http.Request, id string, attrs scimlib.ResourceAttribu
 // Replace active, userName, emails[type eq "work"].value, …).
 func (h users) Patch(r *http.Request, id string, ops []scimlib.PatchOperation) (scimlib.Resource, error) {
 	return h.change(r, id, func(u *userRec) error {
-		for _, op := range ops {
-			if err := applyOp(u.Attrs, op); err != nil {
-				return err
-			}
-		}
-		u.Attrs = cleanAttrs(u.Attrs)
-		return nil
+		attrs, err := applyOps(u.Attrs, ops)
+		u.Attrs = attrs
+		return err
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/config"
 )
 
@@ -196,7 +197,7 @@ func TestBackupRefusals(t *testing.T) {
 	auditor := e.CreateKey("reviewer", "auditor")
 	e.Start()
 	get := func(key string) (int, string) {
-		req, _ := http.NewRequest("GET", e.URL+backupPath, nil)
+		req, _ := http.NewRequest("GET", e.URL+client.BackupPath, nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
@@ -229,10 +230,10 @@ func TestBackupRefusals(t *testing.T) {
 		}
 	}
 
-	req, _ := http.NewRequest("HEAD", e.URL+backupPath, nil)
+	req, _ := http.NewRequest("HEAD", e.URL+client.BackupPath, nil)
 	req.Header.Set("Authorization", "Bearer "+admin)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("HEAD %s: %v %v, want 400 (a backup is taken with GET)", backupPath, err, resp)
+		t.Errorf("HEAD %s: %v %v, want 400 (a backup is taken with GET)", client.BackupPath, err, resp)
 	}
 
 	dir := t.TempDir()

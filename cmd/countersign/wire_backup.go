@@ -11,15 +11,9 @@ import (
 
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/policy"
 )
-
-// backupPath is the route of online backups (`countersign store backup`).
-const backupPath = "/v1/admin/backup"
-
-// backupKeyHeader carries the audit chain's public key (hex) with a backup,
-// so that `store backup` can verify the copy it received.
-const backupKeyHeader = "Countersign-Audit-Public-Key"
 
 // snapshotter is a store that writes a consistent copy of itself while it
 // serves (adapters/bolt's Backup).
@@ -35,7 +29,7 @@ type snapshotter interface {
 func (a *app) wireBackup(context.Context) error {
 	snap, _ := a.db.(snapshotter)
 	var h http.Handler = backupHandler{app: a, snap: snap, pub: hex.EncodeToString(a.key.Public().(ed25519.PublicKey))}
-	a.mounts["GET "+backupPath] = webhook.Authenticate(a.bot, a.log, "http")(h)
+	a.mounts["GET "+client.BackupPath] = webhook.Authenticate(a.bot, a.log, "http")(h)
 	return nil
 }
 
@@ -52,7 +46,7 @@ func (h backupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// GET routes also match HEAD: a HEAD would be audited and copied
 		// for nothing.
 		w.Header().Set("Allow", http.MethodGet)
-		webhook.WriteError(w, r, a.log, bot.Invalid("", "a backup is taken with GET %s", backupPath))
+		webhook.WriteError(w, r, a.log, bot.Invalid("", "a backup is taken with GET %s", client.BackupPath))
 		return
 	}
 	caller := webhook.CallerFrom(r.Context())
@@ -83,7 +77,7 @@ func (h backupHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hd.Set("Content-Length", strconv.FormatInt(size, 10))
 		hd.Set("Content-Disposition", `attachment; filename="countersign-backup.db"`)
 		hd.Set("Cache-Control", "no-store")
-		hd.Set(backupKeyHeader, h.pub)
+		hd.Set(client.BackupKeyHeader, h.pub)
 		w.WriteHeader(http.StatusOK)
 		started = true
 		return nil

@@ -19,19 +19,11 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
-// webPeople are the configured principals who may sign in to the console.
-func webPeople(ps []config.PrincipalDecl) map[string]web.Person {
+// webPeople are the configured people who may sign in to the console.
+func webPeople(d *bot.Directory) map[string]web.Person {
 	out := map[string]web.Person{}
-	for _, p := range ps {
-		r, err := policy.ParseRole(p.Role)
-		if err != nil {
-			continue
-		}
-		scopes, err := config.ParseScopes(p.Scopes)
-		if err != nil {
-			continue // validate reported it
-		}
-		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: r, Scopes: scopes}, Web: strings.TrimSpace(p.Web)}
+	for _, p := range d.People() {
+		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
 	}
 	return out
 }
@@ -45,7 +37,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	}
 	o := web.Options{
 		Bot:        a.bot,
-		People:     webPeople(a.cfg.Principals),
+		People:     webPeople(a.people),
 		LinkKey:    web.LinkKey(a.key.Seed()),
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,

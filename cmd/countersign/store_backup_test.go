@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/config"
 )
@@ -273,5 +274,15 @@ func TestBackupRefusals(t *testing.T) {
 	}
 	if fileExists(filepath.Join(e.dir, "countersign.db")) {
 		t.Error("a refused restore created the store file")
+	}
+}
+
+// TestBackupRouteIsTheClients: the server's backup route and key header
+// are the ones client.API.Backup asks for (client imports nothing of the
+// server, so each holds its own copy).
+func TestBackupRouteIsTheClients(t *testing.T) {
+	t.Parallel()
+	if webhook.BackupPath != client.BackupPath || webhook.BackupKeyHeader != client.BackupKeyHeader {
+		t.Errorf("server %s %s, client %s %s: want the same route and header", webhook.BackupPath, webhook.BackupKeyHeader, client.BackupPath, client.BackupKeyHeader)
 	}
 }

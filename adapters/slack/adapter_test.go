@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/countersign/countersign/adapters/slack/slacktest"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,12 +44,12 @@ func actionTestItem() testItem {
 // blockJSON is the blocks of a call as JSON, for substring assertions, with
 // json.Marshal's HTML escapes (\u003c, \u003e, \u0026) undone so that a
 // live <!channel> cannot hide from a check.
-func blockJSON(c apiCall) string {
+func blockJSON(c slacktest.Call) string {
 	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(c.Form.Get("blocks"))
 }
 
 // buttons returns the action_id -> value of the call's actions blocks.
-func buttons(t *testing.T, c apiCall) map[string]string {
+func buttons(t *testing.T, c slacktest.Call) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, b := range c.Blocks(t) {

@@ -2,6 +2,7 @@ package slack
 
 import (
 	"fmt"
+	"github.com/countersign/countersign/adapters/slack/slacktest"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +20,7 @@ func socketEnv(t *testing.T) *env {
 }
 
 // ackOf returns the frames the bot sent for envelope.
-func ackOf(f *fakeSlack, envelope string) []map[string]any {
+func ackOf(f *slacktest.Server, envelope string) []map[string]any {
 	var out []map[string]any
 	for _, a := range f.Acks() {
 		if a["envelope_id"] == envelope {
@@ -110,12 +111,12 @@ func TestSocketModeReconnects(t *testing.T) {
 	})
 	eventually(t, "the socket to open", func() bool { return e.fake.Opens() == 1 })
 	// Slack refreshes the connection.
-	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	e.fake.Disconnect()
 	eventually(t, "a reconnect", func() bool { return e.fake.Opens() == 2 })
 	// A fatal answer (invalid_auth) ends slack-go's loop; the adapter's
 	// supervisor starts it again, and clicks flow once it is back.
 	e.fake.SlackError("apps.connections.open", "invalid_auth")
-	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	e.fake.Disconnect()
 	eventually(t, "the supervisor to reconnect", func() bool { return e.fake.Opens() >= 4 })
 	id := e.create(bot.KindAction, "ops", actionTestItem())
 	e.drain()

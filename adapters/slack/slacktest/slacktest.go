@@ -28,6 +28,7 @@ type Call struct {
 	Form   url.Values     // form-encoded methods (chat.*)
 	JSON   map[string]any // JSON methods (views.open)
 	Auth   string         // the Authorization header
+	TS     string         // the ts the fake answered a chat.postMessage with
 }
 
 // Blocks decodes the call's blocks (chat.* form field, or the view's).
@@ -146,13 +147,16 @@ func (f *Server) handler(method string) http.HandlerFunc {
 			c.Form = r.PostForm
 		}
 		f.mu.Lock()
-		f.calls = append(f.calls, c)
 		var fail func(http.ResponseWriter)
 		if q := f.failures[method]; len(q) > 0 {
 			fail, f.failures[method] = q[0], q[1:]
 		}
 		f.ts++
 		ts := fmt.Sprintf("1767225600.%06d", f.ts)
+		if method == "chat.postMessage" && fail == nil {
+			c.TS = ts
+		}
+		f.calls = append(f.calls, c)
 		if method == "apps.connections.open" {
 			f.opens++
 		}

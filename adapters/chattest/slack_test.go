@@ -32,15 +32,15 @@ const (
 // (clicks are decided in the order they were acknowledged), its handlers
 // on a loopback port and slacktest behind it.
 type slackSurface struct {
-	t    *testing.T
-	w    *world
-	fake *slacktest.Server
-	ad   *slack.Adapter
-	url  string
-	last *http.Request // the last click, to replay
-	body string
+	t       *testing.T
+	w       *world
+	fake    *slacktest.Server
+	ad      *slack.Adapter
+	url     string
+	last    *http.Request // the last click, to replay
+	body    string
 	lastWho person // who sent the last click
-	seq  atomic.Int64
+	seq     atomic.Int64
 }
 
 func newSlack(t *testing.T) surface {
@@ -212,7 +212,7 @@ func (s *slackSurface) settle(p person, before int) answer {
 		"type": "block_actions", "trigger_id": s.trigger(),
 		"user": map[string]any{"id": people.slack[approver], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
 		"container": map[string]any{"type": "message", "channel_id": slackOps, "message_ts": "1.1"},
-		"actions": []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + slackProbe, "value": slackProbe, "action_ts": "1.1"}},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + slackProbe, "value": slackProbe, "action_ts": "1.1"}},
 	}
 	probes := len(s.probes())
 	if code := s.do(s.signed(probe, slackSecret, time.Now())); code != http.StatusOK {

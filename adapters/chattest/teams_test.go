@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -97,8 +98,25 @@ func verbs(c map[string]any) map[string]map[string]any {
 	return out
 }
 
+// unmark undoes the Markdown escapes of a Teams text, for reading it.
+var unmark = regexp.MustCompile("\\\\([\\\\`*_{}\\[\\]()<>#+\\-.!|~])")
+
+// notice is the private line on top of a card answered to the clicker
+// (itemCard's notice) when it is a warning: a refusal or a note.
+func notice(c map[string]any) string {
+	body, _ := c["body"].([]any)
+	if len(body) == 0 {
+		return ""
+	}
+	tb, _ := body[0].(map[string]any)
+	if tb["type"] != "TextBlock" || tb["weight"] != "Bolder" || tb["color"] != "attention" {
+		return ""
+	}
+	return unmark.ReplaceAllString(fmt.Sprint(tb["text"]), "$1")
+}
+
 func (s *teamsSurface) cardOf(c map[string]any) card {
-	out := card{text: strings.Join(texts(c), "\n")}
+	out := card{text: unmark.ReplaceAllString(strings.Join(texts(c), "\n"), "$1")}
 	for v, d := range verbs(c) {
 		if v == "refresh" || v == "details" {
 			continue
@@ -236,7 +254,11 @@ func (s *teamsSurface) send(act map[string]any) teamsAnswer {
 		out := teamsAnswer{raw: c}
 		if d := verbs(c)["approve_confirm"]; d != nil {
 			out.step, s.step = true, strData(d)
-			out.private = strings.Join(texts(c), "\n")
+			out.private = unmark.ReplaceAllString(strings.Join(texts(c), "\n"), "$1")
+			return out
+		}
+		if n := notice(c); n != "" {
+			out.private = n
 			return out
 		}
 		cc := s.cardOf(c)

@@ -1,6 +1,8 @@
 package chattest
 
 import (
+	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -10,8 +12,10 @@ import (
 
 // TestEligibleClickApprovesAndUpdatesTheCard: the card is posted with
 // Approve and Reject; a mapped member's click approves it as that member
-// (surface id included), answers nobody privately, and the card is
-// updated in place without buttons, saying who approved.
+// (surface id included), with no private answer (on Discord and Teams
+// the clicked card is answered in place, decided); the card is then
+// updated once in place, without buttons, saying who approved and when,
+// and still showing what was asked.
 func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
@@ -34,8 +38,11 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 			if a.private != "" {
 				t.Errorf("the approver was told privately %q, want nothing", a.private)
 			}
-			if a.card != nil && (len(a.card.buttons) != 0 || !has(a.card.text, "Approved", "dr_smith")) {
-				t.Errorf("the card answered in place: buttons %v text\n%s\nwant no buttons, Approved by dr_smith", a.card.buttons, a.card.text)
+			switch {
+			case sc.inPlace && a.card == nil:
+				t.Errorf("the click was not answered with the card in place")
+			case a.card != nil && (len(a.card.buttons) != 0 || !has(a.card.text, sc.approved...)):
+				t.Errorf("the card answered in place: buttons %v text\n%s\nwant no buttons and %q", a.card.buttons, a.card.text, sc.approved)
 			}
 			it := w.item(id)
 			if want := []string{s.who(approver)}; it.Status != "approved" || !slices.Equal(it.DecidedBy, want) {
@@ -49,32 +56,33 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 				t.Errorf("%d updates of the card's message, want 1", n)
 			}
 			c := s.card(approver, id)
-			if len(c.buttons) != 0 || !has(c.text, "Approved", "dr_smith") {
-				t.Errorf("updated card: buttons %v text\n%s\nwant no buttons, Approved by dr_smith", c.buttons, c.text)
+			if len(c.buttons) != 0 || !has(c.text, sc.approved...) || !has(c.text, "restart_service", "payments") {
+				t.Errorf("updated card: buttons %v text\n%s\nwant no buttons, %q, and the call", c.buttons, c.text, sc.approved)
 			}
 		})
 	}
 }
 
-var _ = strings.Contains
-
-// TestIneligibleClicksAreRefusedPrivatelyAndAudited: an unmapped person,
-// a viewer (no approve capability) and the requester themself are each
-// refused in a private answer that says why; the refusal is audited under
-// the clicker's surface identity; the item stays pending and its card is
-// not touched.
+// TestIneligibleClicksAreRefusedPrivatelyAndAudited: an unmapped person
+// (on Approve or on Reject), a viewer (no approve capability) and the
+// requester themself are each refused in a private answer that says why;
+// the refusal is audited once, under the clicker's surface identity and
+// with its reason, even when the click is delivered again; the item
+// stays pending and its card is not touched.
 func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 	cases := []struct {
-		name string
-		who  person
+		name   string
+		who    person
+		button string
 		// own: the request is the clicker's own (dr_smith asked it with
 		// an API key).
 		own  bool
 		want string
 	}{
-		{"unmapped", stranger, false, "is not mapped to a Countersign principal"},
-		{"no approve capability", viewer, false, "Access denied"},
-		{"the requester's own request", approver, true, "is never decided by its own requester"},
+		{"unmapped", stranger, "approve", false, "is not mapped to a Countersign principal"},
+		{"unmapped, on Reject", stranger, "reject", false, "is not mapped to a Countersign principal"},
+		{"no approve capability", viewer, "approve", false, "requires the 'approve' capability"},
+		{"the requester's own request", approver, "approve", true, "is never decided by its own requester"},
 	}
 	for _, sc := range surfaces {
 		for _, c := range cases {
@@ -88,7 +96,7 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 				s.drain()
 				before := len(w.entries("access_denied"))
 
-				a := s.click(c.who, id, "approve")
+				a := s.click(c.who, id, c.button)
 				if !strings.Contains(a.private, c.want) {
 					t.Errorf("private answer %q, want one saying %q", a.private, c.want)
 				}
@@ -100,7 +108,18 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 				}
 				d := w.entries("access_denied")
 				if len(d) != before+1 || d[len(d)-1].Principal != s.who(c.who) {
-					t.Errorf("access_denied entries %+v, want one more, by %s", d[before:], s.who(c.who))
+					t.Fatalf("access_denied entries %+v, want one more, by %s", d[before:], s.who(c.who))
+				}
+				audit := []string{c.want}
+				if c.who == stranger {
+					audit = []string{fmt.Sprintf("%s: %s #%d refused", sc.name, c.button, id), "is not mapped to a principal"}
+				}
+				if en := d[len(d)-1]; !has(en.Detail, audit...) {
+					t.Errorf("the refusal's audit detail %q, want %q", en.Detail, audit)
+				}
+				s.replay()
+				if n := len(w.entries("access_denied")); n != before+1 {
+					t.Errorf("%d access_denied entries after the refused click was delivered again, want %d", n, before+1)
 				}
 				s.drain()
 				if n := s.edits(id); n != 0 {
@@ -113,9 +132,10 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 
 // TestReplayedDeliveryIsAppliedOnce: the same click delivered again (the
 // platform's retry, or a replay of the signed request) decides nothing
-// more and audits nothing more; a new click by someone else on the
-// decided item is told the recorded outcome privately and changes
-// nothing; the card is updated once.
+// more and audits nothing more; it is dropped silently on Slack and
+// answered with the recorded outcome elsewhere. A new click by someone
+// else on the decided item is told the recorded outcome privately and
+// changes nothing; the card is updated once.
 func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
@@ -124,8 +144,15 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 			id := w.restart()
 			s.drain()
 			s.click(approver, id, "approve")
+			recorded := fmt.Sprintf("#%d was already approved by %s at 2026-03-01 09:00 UTC. Nothing was changed.", id, s.who(approver))
 			for range 2 {
-				s.replay()
+				a := s.replay()
+				if sc.replaySilent && a.private != "" {
+					t.Errorf("a replayed delivery was answered %q, want it dropped silently", a.private)
+				}
+				if !sc.replaySilent && !strings.Contains(a.private, recorded) {
+					t.Errorf("a replayed delivery was answered %q, want %q", a.private, recorded)
+				}
 			}
 			if n := len(w.entries("action_approved")); n != 1 {
 				t.Errorf("%d action_approved entries after a click delivered three times, want 1", n)
@@ -134,10 +161,10 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 				t.Errorf("item: status %q decided_by %v, want approved once", it.Status, it.DecidedBy)
 			}
 			late := s.click(second, id, "approve")
-			if want := "was already approved by " + s.who(approver); !has(late.private, want, "Nothing was changed") {
-				t.Errorf("late click answered %q, want %q and Nothing was changed", late.private, want)
+			if !strings.Contains(late.private, recorded) {
+				t.Errorf("late click answered %q, want %q", late.private, recorded)
 			}
-			if it := w.item(id); len(it.DecidedBy) != 1 {
+			if it := w.item(id); len(it.DecidedBy) != 1 || len(w.entries("action_approved")) != 1 {
 				t.Errorf("a late click changed the decision: decided_by %v", it.DecidedBy)
 			}
 			s.drain()
@@ -150,7 +177,8 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 
 // TestForgedDeliveriesAreRefused: a click whose signature or token does
 // not check out (another key, a stale or future time, a changed body, no
-// signature at all) is refused with 401 and decides nothing.
+// signature at all) is refused with 401 and reaches nothing; the genuine
+// click still decides.
 func TestForgedDeliveriesAreRefused(t *testing.T) {
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
@@ -160,10 +188,10 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 			s.drain()
 			got := s.forged(id)
 			if len(got) < 5 {
-				t.Errorf("only %d forgeries tried: %v", len(got), got)
+				t.Errorf("only %d forgeries tried (%v), want at least 5", len(got), got)
 			}
 			for name, status := range got {
-				if status != 401 {
+				if status != http.StatusUnauthorized {
 					t.Errorf("%s: answered %d, want 401", name, status)
 				}
 			}
@@ -171,12 +199,34 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 				t.Errorf("item after forged clicks: %q, want pending", it.Status)
 			}
 			if d := w.entries("access_denied"); len(d) != 0 {
-				t.Errorf("forged deliveries reached the decision: access_denied %+v", d)
+				t.Errorf("forged deliveries reached the decision: access_denied %+v, want none", d)
 			}
-			// The same click, genuine, still decides.
 			s.click(approver, id, "approve")
 			if it := w.item(id); it.Status != "approved" {
 				t.Errorf("the genuine click after the forgeries: item %q, want approved", it.Status)
+			}
+		})
+	}
+}
+
+// TestDuplicateKeysInAClickAreRefused: a genuine, signed click whose JSON
+// gives the deciding key twice (a harmless value, then Approve) is
+// refused with a 400 naming the key, and nothing is decided: two readers
+// of the body could see different buttons.
+func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			status, body, key := s.doubled(id)
+			if want := key + ": is given more than once"; status != http.StatusBadRequest || !strings.Contains(body, want) {
+				t.Errorf("a click with %s twice answered %d %q, want 400 saying %q", key, status, body, want)
+			}
+			s.click(viewer, id, "approve") // a later click: the doubled one, had it been queued, was decided before it
+			if it := w.item(id); it.Status != "pending" || len(w.entries("action_approved")) != 0 {
+				t.Errorf("the refused click decided the item: status %q", it.Status)
 			}
 		})
 	}
@@ -188,7 +238,6 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 // dialog's mark) decides nothing and says what is missing; through the
 // step it is approved by the person who confirmed.
 func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
-	wantStep := map[string]string{"slack": "takes a confirmation", "discord": "cannot be undone", "teams": "It cannot be undone"}
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
 			s := sc.new(t)
@@ -196,14 +245,14 @@ func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
 			id := w.destructive()
 			s.drain()
 			c := s.card(approver, id)
-			if c.danger == "" || !c.has("approve") {
-				t.Errorf("destructive card: buttons %v danger %q, want a dangerous Approve", c.buttons, c.danger)
+			if c.danger == "" || !c.has("approve") || !c.has("reject") {
+				t.Errorf("destructive card: buttons %v danger %q, want a dangerous Approve and a Reject", c.buttons, c.danger)
 			}
 			a := s.unconfirmed(approver, id)
-			if !strings.Contains(a.private, wantStep[sc.name]) {
-				t.Errorf("approving without the confirmation answered %q, want %q", a.private, wantStep[sc.name])
+			if !strings.Contains(a.private, sc.step) {
+				t.Errorf("approving without the confirmation answered %q, want %q", a.private, sc.step)
 			}
-			if it := w.item(id); it.Status != "pending" {
+			if it := w.item(id); it.Status != "pending" || len(w.entries("action_approved")) != 0 {
 				t.Fatalf("approving without the confirmation decided: %q, want pending", it.Status)
 			}
 			s.click(approver, id, "approve")
@@ -215,8 +264,8 @@ func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
 }
 
 // TestExpiredItemLosesItsButtons: an item the sweeper expires is updated
-// in place without buttons, saying it expired; a click on it afterwards
-// is told so privately and decides nothing.
+// once in place, without buttons, saying it expired and when; a click on
+// it afterwards is told so privately and decides nothing.
 func TestExpiredItemLosesItsButtons(t *testing.T) {
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
@@ -231,14 +280,14 @@ func TestExpiredItemLosesItsButtons(t *testing.T) {
 				t.Errorf("%d updates of the card after it expired, want 1", n)
 			}
 			c := s.card(approver, id)
-			if len(c.buttons) != 0 || !strings.Contains(c.text, "Expired") {
-				t.Errorf("expired card: buttons %v text\n%s\nwant no buttons, Expired", c.buttons, c.text)
+			if len(c.buttons) != 0 || !has(c.text, sc.expired...) {
+				t.Errorf("expired card: buttons %v text\n%s\nwant no buttons and %q", c.buttons, c.text, sc.expired)
 			}
 			a := s.click(approver, id, "approve")
-			if !strings.Contains(a.private, "expired") {
-				t.Errorf("a click on the expired item answered %q, want it said to have expired", a.private)
+			if want := fmt.Sprintf("#%d was already expired at 2026-03-01 09:31 UTC. Nothing was changed.", id); !strings.Contains(a.private, want) {
+				t.Errorf("a click on the expired item answered %q, want %q", a.private, want)
 			}
-			if it := w.item(id); it.Status != "expired" {
+			if it := w.item(id); it.Status != "expired" || len(w.entries("action_approved")) != 0 {
 				t.Errorf("item %q after the late click, want expired", it.Status)
 			}
 		})
@@ -246,7 +295,8 @@ func TestExpiredItemLosesItsButtons(t *testing.T) {
 }
 
 // TestConcurrentClicksDecideOnce: two approvers clicking at once make one
-// decision; the other is told privately who decided it.
+// decision; the winner's click is answered as a decision, the other is
+// told privately who decided it.
 func TestConcurrentClicksDecideOnce(t *testing.T) {
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
@@ -264,12 +314,15 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 			if it.Status != "approved" || len(it.DecidedBy) != 1 || len(w.entries("action_approved")) != 1 {
 				t.Fatalf("two concurrent clicks: status %q decided_by %v, want approved once", it.Status, it.DecidedBy)
 			}
-			loser := 1
+			winner, loser := 0, 1
 			if it.DecidedBy[0] == s.who(second) {
-				loser = 0
+				winner, loser = 1, 0
 			}
 			if want := "approved by " + it.DecidedBy[0]; !strings.Contains(answers[loser].private, want) {
 				t.Errorf("the other clicker was told %q, want %q", answers[loser].private, want)
+			}
+			if a := answers[winner]; a.private != "" || (sc.inPlace && a.card == nil) {
+				t.Errorf("the winner was answered %+v, want the decision (no private answer)", a)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,11 +31,9 @@ type discordSurface struct {
 	ad   *discord.Adapter
 	url  string
 	key  ed25519.PrivateKey
+	mu   sync.Mutex
 	seq  int
 	last []byte // the last interaction's body, to replay
-	// step is the confirmation step a destructive Approve opened: its
-	// confirm button's custom id.
-	step string
 }
 
 func newDiscord(t *testing.T) surface {
@@ -87,7 +86,7 @@ func (s *discordSurface) drain() {
 // buttons by the action of their custom id (cs:ACTION:ITEM…).
 func (s *discordSurface) cardOf(m map[string]any) card {
 	s.t.Helper()
-	c := card{text: unescape.Replace(strings.Join(texts(m), "\n"))}
+	c := card{text: unmarked(strings.Join(texts(m), "\n"))}
 	rows, _ := m["components"].([]any)
 	for _, r := range rows {
 		cs, _ := r.(map[string]any)["components"].([]any)
@@ -105,9 +104,6 @@ func (s *discordSurface) cardOf(m map[string]any) card {
 	}
 	return c
 }
-
-// unescape undoes the Markdown escapes of a Discord text, for reading it.
-var unescape = strings.NewReplacer(`\_`, "_", `\*`, "*", `\[`, "[", `\]`, "]", `\<`, "<", `\>`, ">", `\~`, "~", `\|`, "|", "\\`", "`")
 
 // wantNoMentions fails unless m carries allowed_mentions with an empty
 // parse list: Discord never pings anyone from a card or an answer.
@@ -158,7 +154,7 @@ func (s *discordSurface) click(p person, id uint64, button string) answer {
 	s.t.Helper()
 	a := s.send(p, id, s.customID(id, button))
 	if a.step { // a destructive Approve: press the step's confirm button
-		return s.send(p, id, s.step)
+		return s.send(p, id, a.confirm)
 	}
 	return a
 }
@@ -170,15 +166,21 @@ func (s *discordSurface) unconfirmed(p person, id uint64) answer {
 
 func (s *discordSurface) send(p person, id uint64, custom string) answer {
 	s.t.Helper()
-	s.seq++
 	r := ref(s.t, s.w, discord.Sink, id)
-	s.last = discordtest.Marshal(s.t, discordtest.Click("i"+strconv.Itoa(s.seq), s.clicker(p), r.ChannelID, r.MessageID, custom))
-	return s.post(s.last)
+	s.mu.Lock()
+	s.seq++
+	body := discordtest.Marshal(s.t, discordtest.Click("i"+strconv.Itoa(s.seq), s.clicker(p), r.ChannelID, r.MessageID, custom))
+	s.last = body
+	s.mu.Unlock()
+	return s.post(body)
 }
 
 func (s *discordSurface) replay() answer {
 	s.t.Helper()
-	return s.post(s.last)
+	s.mu.Lock()
+	body := s.last
+	s.mu.Unlock()
+	return s.post(body)
 }
 
 // post signs body now and normalises the interaction response.
@@ -199,7 +201,7 @@ func (s *discordSurface) post(body []byte) answer {
 			s.t.Fatalf("reply flags %v, want 64 (ephemeral): %v", d["flags"], d)
 		}
 		c := s.cardOf(d)
-		a := answer{private: unescape.Replace(fmt.Sprint(d["content"]))}
+		a := answer{private: unmarked(fmt.Sprint(d["content"]))}
 		for _, b := range c.buttons {
 			if b == "confirm" {
 				a.step = true
@@ -207,7 +209,7 @@ func (s *discordSurface) post(body []byte) answer {
 				for _, r := range rows {
 					for _, b := range r.(map[string]any)["components"].([]any) {
 						if id := fmt.Sprint(b.(map[string]any)["custom_id"]); strings.HasPrefix(id, "cs:confirm:") {
-							s.step = id
+							a.confirm = id
 						}
 					}
 				}
@@ -258,4 +260,16 @@ func (s *discordSurface) forged(id uint64) map[string]int {
 		"no timestamp":               send("", discordtest.Sign(s.key, "", body), body),
 		"signature not hex":          send(stamp(now), "zz", body),
 	}
+}
+
+func (s *discordSurface) doubled(id uint64) (int, string, string) {
+	s.t.Helper()
+	r := ref(s.t, s.w, discord.Sink, id)
+	body := string(discordtest.Marshal(s.t, discordtest.Click("i-dup", s.clicker(approver), r.ChannelID, r.MessageID, s.customID(id, "approve"))))
+	doubled := strings.Replace(body, `"custom_id":"`, `"custom_id":"nothing","custom_id":"`, 1)
+	if doubled == body {
+		s.t.Fatalf("no custom_id in %s", body)
+	}
+	status, resp := discordtest.Post(s.t, s.url, s.key, s.w.clock.Now(), []byte(doubled))
+	return status, fmt.Sprint(resp["error"]), "data.custom_id"
 }

@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,23 +26,26 @@ import (
 const (
 	slackSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 	slackOps    = "C0OPS"
-	// slackProbe is the item a probe click names: there is none.
-	slackProbe = "999999"
 )
 
 // slackSurface is the Slack adapter in HTTP mode with one click worker
 // (clicks are decided in the order they were acknowledged), its handlers
 // on a loopback port and slacktest behind it.
 type slackSurface struct {
-	t       *testing.T
-	w       *world
-	fake    *slacktest.Server
-	ad      *slack.Adapter
-	url     string
-	last    *http.Request // the last click, to replay
-	body    string
-	lastWho person // who sent the last click
-	seq     atomic.Int64
+	t    *testing.T
+	w    *world
+	fake *slacktest.Server
+	ad   *slack.Adapter
+	url  string
+	seq  atomic.Int64
+	mu   sync.Mutex
+	// clicked is, by Slack user id, how many private answers had been
+	// sent when that user last clicked: an answer after it may be theirs.
+	clicked     map[string]int
+	last        *http.Request // the last click, to replay
+	body        string
+	lastWho     person // who sent the last click, in which channel
+	lastChannel string
 }
 
 func newSlack(t *testing.T) surface {
@@ -68,7 +73,7 @@ func newSlack(t *testing.T) surface {
 		cancel()
 		<-done
 	})
-	return &slackSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/slack/interactions"}
+	return &slackSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/slack/interactions", clicked: map[string]int{}}
 }
 
 func (s *slackSurface) world() *world { return s.w }
@@ -174,7 +179,10 @@ func (s *slackSurface) unconfirmed(p person, id uint64) answer {
 func (s *slackSurface) send(p person, id uint64, button, value string, blocks any) answer {
 	s.t.Helper()
 	r := ref(s.t, s.w, slack.Sink, id)
-	before := len(s.ephemerals(p))
+	before := len(s.fake.Calls("chat.postEphemeral"))
+	s.mu.Lock()
+	s.clicked[people.slack[p]] = before
+	s.mu.Unlock()
 	payload := map[string]any{
 		"type": "block_actions", "trigger_id": s.trigger(),
 		"user": map[string]any{"id": people.slack[p], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
@@ -185,58 +193,78 @@ func (s *slackSurface) send(p person, id uint64, button, value string, blocks an
 			"block_id": "countersign:" + strconv.FormatUint(id, 10), "value": value, "action_ts": "1767225601.000001"}},
 	}
 	req := s.signed(payload, slackSecret, time.Now())
-	s.last, s.body, s.lastWho = req, req.Header.Get("X-Body"), p
-	if code := s.do(req); code != http.StatusOK {
-		s.t.Fatalf("click answered %d, want 200", code)
+	s.mu.Lock()
+	s.last, s.body, s.lastWho, s.lastChannel = req, req.Header.Get("X-Body"), p, r.ChannelID
+	s.mu.Unlock()
+	if code, body := s.do(req); code != http.StatusOK || body != "" {
+		s.t.Fatalf("click answered %d %q, want an empty 200", code, body)
 	}
-	return s.settle(p, before)
+	return s.settle(p, r.ChannelID, before)
 }
 
 func (s *slackSurface) replay() answer {
 	s.t.Helper()
-	before := len(s.ephemerals(s.lastWho))
+	before := len(s.fake.Calls("chat.postEphemeral"))
+	s.mu.Lock()
 	req, _ := http.NewRequest("POST", s.url, strings.NewReader(s.body))
 	req.Header = s.last.Header.Clone()
-	if code := s.do(req); code != http.StatusOK {
-		s.t.Fatalf("replayed click answered %d, want 200", code)
+	who, channel := s.lastWho, s.lastChannel
+	s.mu.Unlock()
+	if code, body := s.do(req); code != http.StatusOK || body != "" {
+		s.t.Fatalf("replayed click answered %d %q, want an empty 200", code, body)
 	}
-	return s.settle(s.lastWho, before)
+	return s.settle(who, channel, before)
 }
 
 // settle queues a probe (approver's click on an item that does not
-// exist), waits for its answer, and returns the private answers to p
-// since before, the probe's left out.
-func (s *slackSurface) settle(p person, before int) answer {
+// exist, its own number from 900000 up), waits for its answer, and
+// returns the private answers to p since the before-th, the probes' left
+// out. A private answer to anyone but p (and the others clicking at the
+// same time), or in another channel than the item's, fails the test.
+func (s *slackSurface) settle(p person, channel string, before int) answer {
 	s.t.Helper()
-	probe := map[string]any{
+	probe := strconv.FormatInt(900000+s.seq.Add(1), 10)
+	payload := map[string]any{
 		"type": "block_actions", "trigger_id": s.trigger(),
 		"user": map[string]any{"id": people.slack[approver], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
 		"container": map[string]any{"type": "message", "channel_id": slackOps, "message_ts": "1.1"},
-		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + slackProbe, "value": slackProbe, "action_ts": "1.1"}},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + probe, "value": probe, "action_ts": "1.1"}},
 	}
-	probes := len(s.probes())
-	if code := s.do(s.signed(probe, slackSecret, time.Now())); code != http.StatusOK {
+	if code, _ := s.do(s.signed(payload, slackSecret, time.Now())); code != http.StatusOK {
 		s.t.Fatalf("probe answered %d", code)
 	}
-	wait(s.t, "the click worker to answer the probe", func() bool { return len(s.probes()) > probes })
-	var a answer
-	for _, c := range s.ephemerals(p)[before:] {
-		if !strings.Contains(c.Form.Get("text"), "#"+slackProbe) {
-			a.private = strings.TrimSpace(a.private + "\n" + c.Form.Get("text"))
+	wait(s.t, "the click worker to answer probe #"+probe, func() bool {
+		for _, c := range s.ephemerals(approver) {
+			if strings.Contains(c.Form.Get("text"), "#"+probe) {
+				return true
+			}
 		}
+		return false
+	})
+	var a answer
+	for i, c := range s.fake.Calls("chat.postEphemeral")[before:] {
+		text := c.Form.Get("text")
+		if probeAnswer.MatchString(text) {
+			continue
+		}
+		u, ch := c.Form.Get("user"), c.Form.Get("channel")
+		s.mu.Lock()
+		at, ok := s.clicked[u]
+		s.mu.Unlock()
+		if u != people.slack[p] && ok && at <= before+i {
+			continue // the answer to another's click (concurrent clicks)
+		}
+		if u != people.slack[p] || ch != channel {
+			s.t.Errorf("a private answer went to %s in %s, want only the clicker %s in the item's channel %s: %q", u, ch, people.slack[p], channel, text)
+			continue
+		}
+		a.private = strings.TrimSpace(a.private + "\n" + text)
 	}
 	return a
 }
 
-func (s *slackSurface) probes() []slacktest.Call {
-	var out []slacktest.Call
-	for _, c := range s.ephemerals(approver) {
-		if strings.Contains(c.Form.Get("text"), "#"+slackProbe) {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+// probeAnswer matches the answer to a probe.
+var probeAnswer = regexp.MustCompile(`#9\d{5}\b`)
 
 func (s *slackSurface) ephemerals(p person) []slacktest.Call {
 	var out []slacktest.Call
@@ -273,15 +301,21 @@ func slackSign(secret string, ts int64, body string) string {
 	return "v0=" + hex.EncodeToString(mac.Sum(nil))
 }
 
-func (s *slackSurface) do(req *http.Request) int {
+// do sends req and returns the status and body of the answer.
+func (s *slackSurface) do(req *http.Request) (int, string) {
 	s.t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (s *slackSurface) status(req *http.Request) int {
+	code, _ := s.do(req)
+	return code
 }
 
 func (s *slackSurface) forged(id uint64) map[string]int {
@@ -296,17 +330,45 @@ func (s *slackSurface) forged(id uint64) map[string]int {
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + strconv.FormatUint(id, 10), "value": v, "action_ts": "1.1"}},
 	}
 	out := map[string]int{
-		"signed with another secret": s.do(s.signed(payload, "wrong-secret", time.Now())),
-		"6 minutes old":              s.do(s.signed(payload, slackSecret, time.Now().Add(-6*time.Minute))),
-		"6 minutes ahead":            s.do(s.signed(payload, slackSecret, time.Now().Add(6*time.Minute))),
+		"signed with another secret": s.status(s.signed(payload, "wrong-secret", time.Now())),
+		"6 minutes old":              s.status(s.signed(payload, slackSecret, time.Now().Add(-6*time.Minute))),
+		"6 minutes ahead":            s.status(s.signed(payload, slackSecret, time.Now().Add(6*time.Minute))),
 	}
 	unsigned := s.signed(payload, slackSecret, time.Now())
 	unsigned.Header.Del("X-Slack-Signature")
 	unsigned.Header.Del("X-Slack-Request-Timestamp")
-	out["unsigned"] = s.do(unsigned)
+	out["unsigned"] = s.status(unsigned)
 	good := s.signed(payload, slackSecret, time.Now())
 	tampered, _ := http.NewRequest("POST", s.url, strings.NewReader(good.Header.Get("X-Body")+"x"))
 	tampered.Header = good.Header.Clone()
-	out["body changed after signing"] = s.do(tampered)
+	out["body changed after signing"] = s.status(tampered)
 	return out
+}
+
+func (s *slackSurface) doubled(id uint64) (int, string, string) {
+	s.t.Helper()
+	v, blocks := s.value(id, "approve")
+	r := ref(s.t, s.w, slack.Sink, id)
+	b, err := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": s.trigger(),
+		"user": map[string]any{"id": people.slack[approver], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
+		"container": map[string]any{"type": "message", "channel_id": r.ChannelID, "message_ts": r.MessageID},
+		"message":   map[string]any{"ts": r.MessageID, "blocks": blocks},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + strconv.FormatUint(id, 10), "value": v, "action_ts": "1.1"}},
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	payload := strings.Replace(string(b), `"value":"`+v+`"`, `"value":"0","value":"`+v+`"`, 1)
+	if payload == string(b) {
+		s.t.Fatalf("no value in %s", b)
+	}
+	body := url.Values{"payload": {payload}}.Encode()
+	now := time.Now()
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set("X-Slack-Signature", slackSign(slackSecret, now.Unix(), body))
+	code, answer := s.do(req)
+	return code, answer, "payload.actions[0].value"
 }

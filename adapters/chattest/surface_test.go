@@ -3,8 +3,7 @@ package chattest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
+	"regexp"
 	"testing"
 
 	"github.com/countersign/countersign/bot"
@@ -46,6 +45,11 @@ type surface interface {
 	// must refuse (a bad signature or token, a stale or future time,
 	// a changed body…): the status each got, by name.
 	forged(id uint64) map[string]int
+	// doubled sends approver's genuine, signed Approve of item id with
+	// the key that names what is decided given twice (a harmless value,
+	// then the real one): the status and body of the answer, and the
+	// key's path as the refusal must name it.
+	doubled(id uint64) (status int, body, key string)
 }
 
 // card is a card as its channel shows it.
@@ -71,17 +75,50 @@ type answer struct {
 	private string // what only the clicker was shown ("" nothing)
 	card    *card  // the card shown in place of the clicked one (Discord, Teams)
 	step    bool   // a confirmation step was opened
+	// confirm is the step's confirming button, as the surface sends it
+	// (Discord's custom id).
+	confirm string
 }
 
-// surfaces is the table every test runs: one case per surface.
+// surfaces is the table every test runs: one case per surface, with what
+// that surface shows where the surfaces differ in form.
 var surfaces = []struct {
 	name string
 	new  func(t *testing.T) surface
+	// inPlace: a click is answered with the clicked card itself (Discord's
+	// and Teams' interaction responses); Slack answers a click later, by
+	// a private message or by the outbox's update.
+	inPlace bool
+	// approved and expired are what a card so decided says, in the
+	// surface's markup; dates as chat.Stamp writes them.
+	approved, expired []string
+	// replaySilent: a replayed delivery is dropped without an answer
+	// (Slack retries a click it got no 200 for; nobody waits on it);
+	// otherwise it is answered with the recorded outcome.
+	replaySilent bool
+	// step is what approving a destructive item without its
+	// confirmation says.
+	step string
 }{
-	{"slack", newSlack},
-	{"discord", newDiscord},
-	{"teams", newTeams},
+	{name: "slack", new: newSlack,
+		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
+		expired:      []string{"⌛ *Expired* on <!date^1772357460^", "|2026-03-01 09:31 UTC>", "Expired: asked by the tests"},
+		replaySilent: true, step: "takes a confirmation"},
+	{name: "discord", new: newDiscord, inPlace: true,
+		approved: []string{"✅ action request approved by dr_smith [111].", "Outcome\n✅ Approved", "Decided by\ndr_smith (chat click)", "Decided at\n2026-03-01 09:00 UTC"},
+		expired:  []string{"⌛ action request expired.", "Outcome\n⌛ Expired", "Decided at\n2026-03-01 09:31 UTC"},
+		step:     "cannot be undone"},
+	{name: "teams", new: newTeams, inPlace: true,
+		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
+		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
+		step:     "It cannot be undone"},
 }
+
+// unmark undoes the Markdown escapes of a Discord or Teams text, for
+// reading it.
+var unmark = regexp.MustCompile("\\\\([\\\\`*_{}\\[\\]()<>#+\\-.!|~])")
+
+func unmarked(s string) string { return unmark.ReplaceAllString(s, "$1") }
 
 // ref returns item id's one message on surface sink.
 func ref(t *testing.T, w *world, sink string, id uint64) bot.MessageRef {
@@ -98,8 +135,9 @@ func ref(t *testing.T, w *world, sink string, id uint64) bot.MessageRef {
 	return out[0]
 }
 
-// texts are the string values of every "text", "title", "value" and
-// "content" key of a JSON document, in document order.
+// texts are the string values of the "title", "text", "content", "name",
+// "value" and "description" keys of a JSON document: an object's in that
+// order, arrays in order, an object's other members in no set order.
 func texts(v any) []string {
 	var out []string
 	var walk func(v any)
@@ -137,7 +175,3 @@ func decode(t *testing.T, raw string) any {
 }
 
 func background() context.Context { return context.Background() }
-
-func itemRef(id uint64) string { return fmt.Sprintf("#%d", id) }
-
-var _ = strings.Contains

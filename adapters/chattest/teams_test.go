@@ -3,10 +3,11 @@ package chattest
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/countersign/countersign/adapters/teams"
@@ -31,10 +32,9 @@ type teamsSurface struct {
 	fake *teamstest.Server
 	ad   *teams.Adapter
 	url  string
+	mu   sync.Mutex
 	seq  int
 	last map[string]any // the last activity, to replay
-	// step is the confirmation step's approve_confirm data.
-	step map[string]string
 }
 
 func mri(p person) string { return "29:1-" + people.teams[p][len(people.teams[p])-4:] }
@@ -98,9 +98,6 @@ func verbs(c map[string]any) map[string]map[string]any {
 	return out
 }
 
-// unmark undoes the Markdown escapes of a Teams text, for reading it.
-var unmark = regexp.MustCompile("\\\\([\\\\`*_{}\\[\\]()<>#+\\-.!|~])")
-
 // notice is the private line on top of a card answered to the clicker
 // (itemCard's notice) when it is a warning: a refusal or a note.
 func notice(c map[string]any) string {
@@ -112,11 +109,11 @@ func notice(c map[string]any) string {
 	if tb["type"] != "TextBlock" || tb["weight"] != "Bolder" || tb["color"] != "attention" {
 		return ""
 	}
-	return unmark.ReplaceAllString(fmt.Sprint(tb["text"]), "$1")
+	return unmarked(fmt.Sprint(tb["text"]))
 }
 
 func (s *teamsSurface) cardOf(c map[string]any) card {
-	out := card{text: unmark.ReplaceAllString(strings.Join(texts(c), "\n"), "$1")}
+	out := card{text: unmarked(strings.Join(texts(c), "\n"))}
 	for v, d := range verbs(c) {
 		if v == "refresh" || v == "details" {
 			continue
@@ -185,7 +182,7 @@ func (s *teamsSurface) click(p person, id uint64, button string) answer {
 	s.t.Helper()
 	a := s.invoke(p, id, button, s.data(id, button))
 	if a.step {
-		return s.invoke(p, id, "approve_confirm", s.step).answer
+		return s.invoke(p, id, "approve_confirm", a.stepData).answer
 	}
 	return a.answer
 }
@@ -197,20 +194,27 @@ func (s *teamsSurface) unconfirmed(p person, id uint64) answer {
 
 func (s *teamsSurface) replay() answer {
 	s.t.Helper()
-	return s.send(s.last).answer
+	s.mu.Lock()
+	act := s.last
+	s.mu.Unlock()
+	return s.send(act).answer
 }
 
 type teamsAnswer struct {
 	answer
-	raw map[string]any // the card answered
+	raw      map[string]any    // the card answered
+	stepData map[string]string // the confirmation step's approve_confirm data
 }
 
 // activity is an adaptiveCard/action invoke from p on item id's card.
 func (s *teamsSurface) activity(p person, id uint64, verb string, data map[string]string) map[string]any {
-	s.seq++
 	msg := ref(s.t, s.w, teams.Sink, id).MessageID
+	s.mu.Lock()
+	s.seq++
+	n := s.seq
+	s.mu.Unlock()
 	return map[string]any{
-		"type": "invoke", "name": "adaptiveCard/action", "id": fmt.Sprintf("act-%d", s.seq), "channelId": "msteams",
+		"type": "invoke", "name": "adaptiveCard/action", "id": fmt.Sprintf("act-%d", n), "channelId": "msteams",
 		"serviceUrl": s.fake.APIURL, "timestamp": s.w.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 		"from":         map[string]any{"id": mri(p), "aadObjectId": people.teams[p], "name": "someone"},
 		"recipient":    map[string]any{"id": "28:" + teamsAppID, "name": "Countersign"},
@@ -225,7 +229,9 @@ func (s *teamsSurface) invoke(p person, id uint64, verb string, data map[string]
 	s.t.Helper()
 	act := s.activity(p, id, verb, data)
 	if verb != "refresh" {
+		s.mu.Lock()
 		s.last = act
+		s.mu.Unlock()
 	}
 	return s.send(act)
 }
@@ -253,8 +259,8 @@ func (s *teamsSurface) send(act map[string]any) teamsAnswer {
 		_ = json.Unmarshal(r.Value, &c)
 		out := teamsAnswer{raw: c}
 		if d := verbs(c)["approve_confirm"]; d != nil {
-			out.step, s.step = true, strData(d)
-			out.private = unmark.ReplaceAllString(strings.Join(texts(c), "\n"), "$1")
+			out.step, out.stepData = true, strData(d)
+			out.private = unmarked(strings.Join(texts(c), "\n"))
 			return out
 		}
 		if n := notice(c); n != "" {
@@ -294,4 +300,27 @@ func (s *teamsSurface) forged(id uint64) map[string]int {
 	moved["serviceUrl"] = "https://attacker.example/"
 	out["naming another service URL than its token"], _ = s.fake.Send(s.url, moved, s.fake.Sign(s.fake.Claims(now)))
 	return out
+}
+
+func (s *teamsSurface) doubled(id uint64) (int, string, string) {
+	s.t.Helper()
+	act := s.activity(approver, id, "approve", s.data(id, "approve"))
+	b, err := json.Marshal(act)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	doubled := strings.Replace(string(b), `"verb":"approve"`, `"verb":"refresh","verb":"approve"`, 1)
+	if doubled == string(b) {
+		s.t.Fatalf("no verb in %s", b)
+	}
+	req, _ := http.NewRequest("POST", s.url, strings.NewReader(doubled))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+s.fake.Sign(s.fake.Claims(s.w.clock.Now())))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), "activity.value.action.verb"
 }

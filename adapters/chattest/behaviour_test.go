@@ -97,8 +97,8 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 				before := len(w.entries("access_denied"))
 
 				a := s.click(c.who, id, c.button)
-				if !strings.Contains(a.private, c.want) {
-					t.Errorf("private answer %q, want one saying %q", a.private, c.want)
+				if !strings.Contains(a.private, c.want) || (sc.name == "slack" && a.n != 1) {
+					t.Errorf("private answer %q (in %d messages), want one saying %q", a.private, a.n, c.want)
 				}
 				if a.card != nil {
 					t.Errorf("a refused click changed the clicker's card: %+v", *a.card)

@@ -259,6 +259,7 @@ func (s *slackSurface) settle(p person, channel string, before int) answer {
 			continue
 		}
 		a.private = strings.TrimSpace(a.private + "\n" + text)
+		a.n++
 	}
 	return a
 }

@@ -73,6 +73,7 @@ func (c card) has(button string) bool {
 // answer is what the clicker was shown.
 type answer struct {
 	private string // what only the clicker was shown ("" nothing)
+	n       int    // in how many private answers (Slack's may be several)
 	card    *card  // the card shown in place of the clicked one (Discord, Teams)
 	step    bool   // a confirmation step was opened
 	// confirm is the step's confirming button, as the surface sends it

@@ -28,10 +28,10 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 				t.Errorf("posted card's buttons = %v, want approve and reject", posted.buttons)
 			}
 			if !has(posted.text, "restart_service", "payments") {
-				t.Errorf("posted card does not name the call (restart_service on payments):\n%s", posted.text)
+				t.Errorf("posted card says\n%s\nwant it to name the call: restart_service on payments", posted.text)
 			}
 			if posted.danger != "" {
-				t.Errorf("a mutating call's Approve is styled dangerous: %q", posted.danger)
+				t.Errorf("a mutating call's Approve is styled dangerous (%q), want a plain Approve", posted.danger)
 			}
 
 			a := s.click(approver, id, "approve")
@@ -40,7 +40,7 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 			}
 			switch {
 			case sc.inPlace && a.card == nil:
-				t.Errorf("the click was not answered with the card in place")
+				t.Errorf("the click was answered %+v, want the decided card in place", a)
 			case a.card != nil && (len(a.card.buttons) != 0 || !has(a.card.text, sc.approved...)):
 				t.Errorf("the card answered in place: buttons %v text\n%s\nwant no buttons and %q", a.card.buttons, a.card.text, sc.approved)
 			}
@@ -101,7 +101,7 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 					t.Errorf("private answer %q (in %d messages), want one saying %q", a.private, a.n, c.want)
 				}
 				if a.card != nil {
-					t.Errorf("a refused click changed the clicker's card: %+v", *a.card)
+					t.Errorf("a refused click answered the card %+v in place, want only a private answer", *a.card)
 				}
 				if it := w.item(id); it.Status != "pending" || len(it.DecidedBy) != 0 {
 					t.Errorf("item after a refused click: status %q decided_by %v, want pending", it.Status, it.DecidedBy)
@@ -165,7 +165,7 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 				t.Errorf("late click answered %q, want %q", late.private, recorded)
 			}
 			if it := w.item(id); len(it.DecidedBy) != 1 || len(w.entries("action_approved")) != 1 {
-				t.Errorf("a late click changed the decision: decided_by %v", it.DecidedBy)
+				t.Errorf("after a late click: decided_by %v, want only %s", it.DecidedBy, s.who(approver))
 			}
 			s.drain()
 			if n := s.edits(id); n != 1 {
@@ -226,7 +226,7 @@ func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
 			}
 			s.click(viewer, id, "approve") // a later click: the doubled one, had it been queued, was decided before it
 			if it := w.item(id); it.Status != "pending" || len(w.entries("action_approved")) != 0 {
-				t.Errorf("the refused click decided the item: status %q", it.Status)
+				t.Errorf("after the refused click: status %q, want pending", it.Status)
 			}
 		})
 	}

@@ -120,7 +120,7 @@ func (s *discordSurface) card(_ person, id uint64) card {
 	s.t.Helper()
 	m := s.fake.Message(ref(s.t, s.w, discord.Sink, id).MessageID)
 	if m == nil {
-		s.t.Fatalf("the fake holds no message of item %d", id)
+		s.t.Fatalf("the fake holds no message of item %d, want its posted card", id)
 	}
 	return s.cardOf(m)
 }
@@ -220,7 +220,7 @@ func (s *discordSurface) post(body []byte) answer {
 		c := s.cardOf(d)
 		return answer{card: &c}
 	}
-	s.t.Fatalf("interaction response of type %v: %v", resp["type"], resp)
+	s.t.Fatalf("interaction response of type %v (%v), want 4 (a reply) or 7 (the message updated)", resp["type"], resp)
 	return answer{}
 }
 
@@ -268,7 +268,7 @@ func (s *discordSurface) doubled(id uint64) (int, string, string) {
 	body := string(discordtest.Marshal(s.t, discordtest.Click("i-dup", s.clicker(approver), r.ChannelID, r.MessageID, s.customID(id, "approve"))))
 	doubled := strings.Replace(body, `"custom_id":"`, `"custom_id":"nothing","custom_id":"`, 1)
 	if doubled == body {
-		s.t.Fatalf("no custom_id in %s", body)
+		s.t.Fatalf("click body %s, want a custom_id to give twice", body)
 	}
 	status, resp := discordtest.Post(s.t, s.url, s.key, s.w.clock.Now(), []byte(doubled))
 	return status, fmt.Sprint(resp["error"]), "data.custom_id"

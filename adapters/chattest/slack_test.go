@@ -106,7 +106,7 @@ func (s *slackSurface) message(id uint64) slacktest.Call {
 		}
 	}
 	if last == nil {
-		s.t.Fatalf("no post of item %d's message %s", id, r.MessageID)
+		s.t.Fatalf("no chat.postMessage answered with ts %s, want item %d's card posted", r.MessageID, id)
 	}
 	return *last
 }
@@ -231,7 +231,7 @@ func (s *slackSurface) settle(p person, channel string, before int) answer {
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + probe, "value": probe, "action_ts": "1.1"}},
 	}
 	if code, _ := s.do(s.signed(payload, slackSecret, time.Now())); code != http.StatusOK {
-		s.t.Fatalf("probe answered %d", code)
+		s.t.Fatalf("probe answered %d, want 200", code)
 	}
 	wait(s.t, "the click worker to answer probe #"+probe, func() bool {
 		for _, c := range s.ephemerals(approver) {
@@ -362,7 +362,7 @@ func (s *slackSurface) doubled(id uint64) (int, string, string) {
 	}
 	payload := strings.Replace(string(b), `"value":"`+v+`"`, `"value":"0","value":"`+v+`"`, 1)
 	if payload == string(b) {
-		s.t.Fatalf("no value in %s", b)
+		s.t.Fatalf("click payload %s, want a value to give twice", b)
 	}
 	body := url.Values{"payload": {payload}}.Encode()
 	now := time.Now()

@@ -170,7 +170,7 @@ func decode(t *testing.T, raw string) any {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal([]byte(raw), &v); err != nil {
-		t.Fatalf("not JSON (%v): %s", err, raw)
+		t.Fatalf("%s is not JSON (%v), want JSON", raw, err)
 	}
 	return v
 }

@@ -131,7 +131,7 @@ func (s *teamsSurface) shared(id uint64) map[string]any {
 	s.t.Helper()
 	m, ok := s.fake.Message(ref(s.t, s.w, teams.Sink, id).MessageID)
 	if !ok || m.Card() == nil {
-		s.t.Fatalf("the fake holds no card of item %d", id)
+		s.t.Fatalf("the fake holds no card of item %d, want its posted card", id)
 	}
 	return m.Card()
 }
@@ -251,7 +251,7 @@ func (s *teamsSurface) send(act map[string]any) teamsAnswer {
 		Value      json.RawMessage `json:"value"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil || r.StatusCode != 200 {
-		s.t.Fatalf("invoke response %s is not an adaptiveCard/action answer (%v)", body, err)
+		s.t.Fatalf("invoke response %s (%v), want an adaptiveCard/action answer with statusCode 200", body, err)
 	}
 	switch r.Type {
 	case "application/vnd.microsoft.card.adaptive":
@@ -275,7 +275,7 @@ func (s *teamsSurface) send(act map[string]any) teamsAnswer {
 		_ = json.Unmarshal(r.Value, &text)
 		return teamsAnswer{answer: answer{private: text}}
 	}
-	s.t.Fatalf("invoke response of type %q", r.Type)
+	s.t.Fatalf("invoke response of type %q, want a card or a message", r.Type)
 	return teamsAnswer{}
 }
 
@@ -311,7 +311,7 @@ func (s *teamsSurface) doubled(id uint64) (int, string, string) {
 	}
 	doubled := strings.Replace(string(b), `"verb":"approve"`, `"verb":"refresh","verb":"approve"`, 1)
 	if doubled == string(b) {
-		s.t.Fatalf("no verb in %s", b)
+		s.t.Fatalf("activity %s, want a verb to give twice", b)
 	}
 	req, _ := http.NewRequest("POST", s.url, strings.NewReader(doubled))
 	req.Header.Set("Content-Type", "application/json")

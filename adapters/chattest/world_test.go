@@ -126,7 +126,7 @@ func (w *world) request(by *bot.Caller, tool string, args map[string]any) uint64
 	}
 	res, err := w.bot.Call(context.Background(), by, "confirm_action", raw)
 	if err != nil {
-		w.t.Fatalf("confirm_action %s: %v", tool, err)
+		w.t.Fatalf("confirm_action %s: %v, want a pending request", tool, err)
 	}
 	data, _ := json.Marshal(res.Data)
 	var d struct {
@@ -209,7 +209,7 @@ func wait(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited 10 s, want %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

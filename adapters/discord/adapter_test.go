@@ -946,4 +946,3 @@ func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
 		t.Fatalf("item refs = %+v, %v; want both messages recorded so both are updated", it.Messages, err)
 	}
 }
-

@@ -56,4 +56,3 @@ func TestSocketModeClickFromAnotherWorkspaceIsRefused(t *testing.T) {
 		t.Errorf("audit denials %+v, want one more by unmapped [T2/%s]", d, drSmith)
 	}
 }
-

@@ -1,10 +1,13 @@
 package slack
 
 import (
+	"bytes"
 	"fmt"
 	"github.com/countersign/countersign/adapters/slack/slacktest"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,5 +154,52 @@ func TestSocketModeEditErrorsGoInTheAck(t *testing.T) {
 	}
 	if st := e.state(id); st.Status != "approved" || st.EditedBy != "dr_smith [U0123ABC]" {
 		t.Fatalf("after the edit over the socket: %+v", st)
+	}
+}
+
+// lockedBuffer is a log destination safe for the adapter's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSocketModeLogsNoConnectionTicket: the WebSocket URL Slack hands out
+// carries a one-time ticket that opens the app's event stream; when
+// dialling it fails, the errors slack-go reports (and logs, at debug)
+// quote the URL, and the adapter's logs say what failed with the ticket
+// redacted.
+func TestSocketModeLogsNoConnectionTicket(t *testing.T) {
+	const ticket = "tkt-0123456789secret"
+	logs := &lockedBuffer{}
+	// A fake of its own, set before the socket first opens (newEnv opens
+	// it at once): a URL with a ticket that cannot even be parsed.
+	f := slacktest.New(t)
+	f.SocketURL("ws://127.0.0.1:%zz/link/?ticket=" + ticket + "&app_id=A0APP")
+	newEnv(t, func(o *Options) {
+		o.Mode, o.AppToken, o.SigningSecret = ModeSocket, "xapp-test", ""
+		o.APIURL = f.URL()
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	eventually(t, "the failed connection to be logged", func() bool {
+		return strings.Contains(logs.String(), "connection_error") || strings.Contains(logs.String(), "reconnecting")
+	})
+	got := logs.String()
+	if strings.Contains(got, ticket) {
+		t.Errorf("the logs quote the connection ticket %q, want it redacted:\n%s", ticket, got)
+	}
+	if !strings.Contains(got, "ticket=[redacted]") {
+		t.Errorf("the logs do not show the failed URL with its ticket redacted (ticket=[redacted]):\n%s", got)
 	}
 }

@@ -57,7 +57,8 @@ type Server struct {
 	opens    int                                    // apps.connections.open calls
 	conns    []*websocket.Conn
 
-	frames chan string // Socket Mode frames to send to the bot
+	frames    chan string // Socket Mode frames to send to the bot
+	socketURL string      // what apps.connections.open answers ("": the fake's socket)
 }
 
 // New starts a fake Slack on a loopback port; it stops when the test
@@ -177,7 +178,13 @@ func (f *Server) handler(method string) http.HandlerFunc {
 		case "views.open":
 			resp = map[string]any{"ok": true, "view": map[string]any{"id": "V" + ts}}
 		case "apps.connections.open":
-			resp = map[string]any{"ok": true, "url": "ws://" + f.srv.ServerAddr + "/ws"}
+			f.mu.Lock()
+			u := f.socketURL
+			f.mu.Unlock()
+			if u == "" {
+				u = "ws://" + f.srv.ServerAddr + "/ws"
+			}
+			resp = map[string]any{"ok": true, "url": u}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
 	}
@@ -240,6 +247,15 @@ func (f *Server) socket(w http.ResponseWriter, r *http.Request) {
 func (f *Server) Send(envelopeType, envelopeID string, payload any) {
 	b, _ := json.Marshal(map[string]any{"type": envelopeType, "envelope_id": envelopeID, "payload": payload, "accepts_response_payload": true})
 	f.frames <- string(b)
+}
+
+// SocketURL makes apps.connections.open answer u from now on instead of
+// the fake's own socket ("" restores it): a URL with a ticket, one that
+// cannot be dialled.
+func (f *Server) SocketURL(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.socketURL = u
 }
 
 // Disconnect asks the connected Socket Mode client to reconnect, as Slack

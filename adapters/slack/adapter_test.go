@@ -84,7 +84,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 			t.Errorf("item %d posted to %s, want %s", id, got, wantChannel[id])
 		}
 		if p.Form.Get("token") != "xoxb-test" {
-			t.Errorf("item %d: not posted with the bot token", id)
+			t.Errorf("item %d posted with token %q, want the bot token xoxb-test", id, p.Form.Get("token"))
 		}
 		v := strconv.FormatUint(id, 10)
 		if b := buttons(t, p); b[actionApprove] != v || b[actionReject] != v || len(b) != 2 {
@@ -92,7 +92,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		}
 		ref := e.ref(id)
 		if ref.ChannelID != wantChannel[id] || ref.MessageID == "" {
-			t.Errorf("item %d message ref = %+v", id, ref)
+			t.Errorf("item %d message ref = %+v, want channel %s and a message id", id, ref, wantChannel[id])
 		}
 	}
 	memBlocks := blockJSON(posts[0])
@@ -109,7 +109,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		}
 	}
 	if !strings.HasPrefix(posts[1].Form.Get("text"), "Approval needed: delete_database") {
-		t.Errorf("notification text = %q", posts[1].Form.Get("text"))
+		t.Errorf("notification text = %q, want it to start Approval needed: delete_database", posts[1].Form.Get("text"))
 	}
 
 	// Delivering again posts nothing twice.
@@ -117,7 +117,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := len(e.fake.Calls("chat.postMessage")); n != 3 {
-		t.Errorf("a repeated created event posted again: %d posts", n)
+		t.Errorf("%d posts after a repeated created event, want still 3", n)
 	}
 }
 
@@ -149,7 +149,7 @@ func TestSignatureAndTimestampAreChecked(t *testing.T) {
 	}
 	select {
 	case c := <-e.cmds:
-		t.Fatalf("a rejected command ran: %+v", c)
+		t.Fatalf("a rejected command ran (%+v), want none run", c)
 	default:
 	}
 	// Signed but not a Slack form: 400, never 500.
@@ -190,14 +190,14 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 	})
 	st := e.state(id)
 	if st.Decisions != 1 || len(st.DecidedBy) != 1 {
-		t.Fatalf("two concurrent clicks: %+v", st)
+		t.Fatalf("two concurrent clicks: %+v, want one decision by one approver", st)
 	}
 	loser := drSmith
 	if st.DecidedBy[0] == "dr_smith [U0123ABC]" {
 		loser = nurseJo
 	}
 	if eph := e.ephemerals(loser); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "approved by "+st.DecidedBy[0]) {
-		t.Errorf("the second clicker was told %+v", eph)
+		t.Errorf("the second clicker was told %+v, want one private answer saying approved by %s", eph, st.DecidedBy[0])
 	}
 }
 
@@ -218,13 +218,13 @@ func TestRejectOpensModalAndRequiresReason(t *testing.T) {
 	view := opens[0].JSON["view"].(map[string]any)
 	meta := view["private_metadata"].(string)
 	if opens[0].JSON["trigger_id"] != trigger || view["callback_id"] != callbackReject || meta != strconv.FormatUint(id, 10)+"|"+chOps {
-		t.Fatalf("views.open = %v", opens[0].JSON)
+		t.Fatalf("views.open = %v, want trigger %s, callback %s and metadata %d|%s", opens[0].JSON, trigger, callbackReject, id, chOps)
 	}
 	if !strings.HasPrefix(opens[0].Auth, "Bearer xoxb-test") {
-		t.Errorf("views.open authorised with %q", opens[0].Auth)
+		t.Errorf("views.open authorised with %q, want Bearer xoxb-test", opens[0].Auth)
 	}
 	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("opening the form decided the item: %+v", st)
+		t.Fatalf("after opening the form: %+v, want the item pending", st)
 	}
 
 	// An empty (whitespace) reason keeps the form open with an error.
@@ -234,11 +234,11 @@ func TestRejectOpensModalAndRequiresReason(t *testing.T) {
 		Errors map[string]string `json:"errors"`
 	}
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.Action != "errors" || resp.Errors[reasonBlock] == "" {
-		t.Fatalf("empty reason answered %d %s", code, body)
+		t.Fatalf("empty reason answered %d %s, want 200 with response_action errors on the reason block", code, body)
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("an empty reason decided the item: %+v", st)
+		t.Fatalf("after an empty reason: %+v, want the item pending", st)
 	}
 
 	code, body = e.interact(submitPayload(nurseJo, meta, "Not during the freeze <!channel>", newTrigger()))
@@ -248,13 +248,13 @@ func TestRejectOpensModalAndRequiresReason(t *testing.T) {
 	e.barrier()
 	st := e.state(id)
 	if st.Status != "rejected" || st.Reason != "Not during the freeze <!channel>" || st.DecidedBy[0] != "nurse_jo [U0456DEF]" {
-		t.Fatalf("after the reason: %+v", st)
+		t.Fatalf("after the reason: %+v, want rejected by nurse_jo [U0456DEF] with the reason as given", st)
 	}
 	e.drain()
 	u := e.fake.Calls("chat.update")
 	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo on") ||
 		!strings.Contains(blockJSON(u[0]), "Not during the freeze &lt;!channel&gt;") {
-		t.Fatalf("rejected message: %+v", u)
+		t.Fatalf("rejected message updates: %+v, want one, without buttons, saying Rejected by nurse_jo with the reason escaped", u)
 	}
 }
 
@@ -275,7 +275,7 @@ func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
 		t.Fatalf("after a restart: chat.update %+v, want the message posted before (%+v)", u, ref)
 	}
 	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
-		t.Errorf("%d posts; the restart must not post again", n)
+		t.Errorf("%d posts after the restart, want still 1", n)
 	}
 }
 
@@ -293,7 +293,7 @@ func TestItemsCreatedWhileDownArePostedAfterwards(t *testing.T) {
 	e.open()
 	e.drain()
 	if p := e.fake.Calls("chat.postMessage"); len(p) != 1 || buttons(t, p[0])[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Fatalf("item created while down: posts %+v", p)
+		t.Fatalf("item created while down: posts %+v, want one with its Approve button", p)
 	}
 }
 
@@ -310,12 +310,12 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.barrier()
 	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "1 of 2 approvals") {
-		t.Fatalf("first of two approvers was told %+v", eph)
+		t.Fatalf("first of two approvers was told %+v, want one private answer saying 1 of 2 approvals", eph)
 	}
 	e.drain()
 	u := e.fake.Calls("chat.update")
 	if len(u) != 1 || !strings.Contains(blockJSON(u[0]), "1 of 2 approvals: dr_smith [U0123ABC]") || len(buttons(t, u[0])) != 2 {
-		t.Fatalf("tally update: %+v", u)
+		t.Fatalf("tally update: %+v, want one chat.update showing 1 of 2 approvals: dr_smith [U0123ABC] and both buttons", u)
 	}
 
 	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "Reminder: @here <!channel> waited 10m"); err != nil {
@@ -331,20 +331,20 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	rem, esc, moved := posts[1], posts[2], posts[3]
 	if rem.Form.Get("thread_ts") != ref.MessageID || rem.Form.Get("channel") != ref.ChannelID || rem.Form.Get("reply_broadcast") != "" {
-		t.Errorf("reminder not in the item's thread: %v", rem.Form)
+		t.Errorf("reminder posted with %v, want it in the item's thread (thread_ts %s, channel %s) and not broadcast", rem.Form, ref.MessageID, ref.ChannelID)
 	}
 	if got := rem.Form.Get("text"); got != "⏰ Reminder: @\u2060here &lt;!channel&gt; waited 10m" {
-		t.Errorf("reminder text = %q", got)
+		t.Errorf("reminder text = %q, want the note with its markup inert", got)
 	}
 	want := "📣 Escalated: #" + strconv.FormatUint(id, 10) + " still awaits a decision. Escalated to role member: <@U0123ABC> <@U0456DEF>"
 	if esc.Form.Get("thread_ts") != ref.MessageID || esc.Form.Get("reply_broadcast") != "true" || esc.Form.Get("text") != want {
 		t.Errorf("escalation: %v, want text %q", esc.Form, want)
 	}
 	if moved.Form.Get("channel") != chOps || len(buttons(t, moved)) != 2 || moved.Form.Get("thread_ts") != "" {
-		t.Errorf("item in the escalation channel: %v", moved.Form)
+		t.Errorf("item in the escalation channel posted with %v, want a top-level post in %s with both buttons", moved.Form, chOps)
 	}
 	if n := len(refs(e.item(id))); n != 2 {
-		t.Fatalf("the escalation channel's message is not recorded with the item (%d refs)", n)
+		t.Fatalf("%d message refs, want 2 (the escalation channel's message recorded with the item)", n)
 	}
 	// The same escalation again does not post the item a third time.
 	if err := emitNote(context.Background(), e.bot, id, bot.EventEscalated, "channel=ops"); err != nil {
@@ -360,13 +360,13 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "approved" {
-		t.Fatalf("quorum reached: %+v", st)
+		t.Fatalf("quorum reached: %+v, want approved", st)
 	}
 	e.drain()
 	ups := e.fake.Calls("chat.update")
 	if len(ups) != 3 || ups[1].Form.Get("channel") != chDefault || ups[2].Form.Get("channel") != chOps ||
 		len(buttons(t, ups[1])) != 0 || len(buttons(t, ups[2])) != 0 {
-		t.Fatalf("both messages must be updated without buttons: %+v", ups)
+		t.Fatalf("chat.update calls %+v, want both messages (%s, %s) updated without buttons", ups, chDefault, chOps)
 	}
 	// A reminder queued after the decision is not posted.
 	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "late"); err != nil {
@@ -374,7 +374,7 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.drain()
 	if n := len(e.fake.Calls("chat.postMessage")); n != 6 {
-		t.Errorf("a reminder for a decided item was posted (%d posts)", n)
+		t.Errorf("%d posts after a reminder for a decided item, want still 6 (not posted)", n)
 	}
 }
 
@@ -396,12 +396,12 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	e.clock.Advance(6 * time.Second)
 	e.drain()
 	if n := len(e.fake.Calls("chat.postMessage")); n != 2 {
-		t.Fatalf("retried before Retry-After: %d calls", n)
+		t.Fatalf("%d chat.postMessage calls before Retry-After, want 2 (no retry yet)", n)
 	}
 	e.clock.Advance(2 * time.Second)
 	e.drain()
 	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 0 || len(e.fake.Calls("chat.postMessage")) != 3 {
-		t.Fatalf("not delivered after Retry-After: depth %d", n)
+		t.Fatalf("outbox depth %d after Retry-After, want 0 and the third post made", n)
 	}
 	ref := e.ref(id)
 
@@ -413,16 +413,16 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "approved" {
-		t.Fatalf("decision waited on Slack: %+v", st)
+		t.Fatalf("after the click: %+v, want approved without waiting on Slack", st)
 	}
 	e.drain()
 	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 1 {
-		t.Fatalf("the rate-limited update was dropped (depth %d)", n)
+		t.Fatalf("outbox depth %d, want 1 (the rate-limited update kept)", n)
 	}
 	e.clock.Advance(31 * time.Second)
 	e.drain()
 	if u := e.fake.Calls("chat.update"); len(u) != 2 || len(buttons(t, u[1])) != 0 {
-		t.Fatalf("update after the rate limit: %+v", u)
+		t.Fatalf("chat.update calls after the rate limit: %+v, want 2, the last without buttons", u)
 	}
 }
 
@@ -490,7 +490,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	}
 	e.fake.SlackError("chat.update", "message_not_found")
 	if err := e.deliver(bot.Event{Type: bot.EventUpdated, ItemID: id}); err != nil {
-		t.Fatalf("update with one deleted message: %v", err)
+		t.Fatalf("update with one deleted message: %v, want nil (the deleted one skipped)", err)
 	}
 	if n := len(e.fake.Calls("chat.update")); n != 2 {
 		t.Errorf("%d chat.update calls, want both messages tried", n)
@@ -537,7 +537,7 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	all := strings.Join(parsed, "\n") + p.Form.Get("text")
 	for _, bad := range []string{"<!channel>", "<!here>", "<@U0123ABC>", "<https://", "@everyone", "@here"} {
 		if strings.Contains(all, bad) {
-			t.Errorf("posted message holds live markup %q:\n%s", bad, all)
+			t.Errorf("posted message holds live markup %q, want it inert:\n%s", bad, all)
 		}
 	}
 	for _, want := range []string{"&lt;!channel&gt; @\u2060everyone &lt;@U0123ABC&gt; &lt;https://evil.example|approve here&gt; @\u2060here", "&lt;!here&gt; approve me -&gt; now"} {
@@ -549,15 +549,15 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	// (issue 14); an invisible word joiner after "<" keeps even a client
 	// that parsed it from seeing a mention.
 	if !slices.Contains(literal, "<\u2060!here> approve me -> now") {
-		t.Errorf("the header does not show the title literally: %q", literal)
+		t.Errorf("header plain_text %q, want the title shown literally with a word joiner after <", literal)
 	}
 	for _, l := range literal {
 		if strings.Contains(l, "&gt;") || strings.Contains(l, "&lt;") || strings.Contains(l, "&amp;") {
-			t.Errorf("plain_text holds an HTML entity Slack would show literally: %q", l)
+			t.Errorf("plain_text %q holds an HTML entity Slack would show literally, want none", l)
 		}
 	}
 	if b := buttons(t, p); len(b) != 2 || b[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Errorf("buttons %v", b)
+		t.Errorf("buttons %v, want approve and reject with value %d", b, id)
 	}
 }
 
@@ -569,16 +569,16 @@ func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
 	e.drain()
 	p := e.fake.Calls("chat.postMessage")
 	if len(p) != 1 {
-		t.Fatalf("%d posts", len(p))
+		t.Fatalf("%d posts, want 1", len(p))
 	}
 	ch := blockJSON(p[0]) + p[0].Form.Get("text")
 	for _, secret := range []string{"warfarin", "apixaban", "Switch her"} {
 		if strings.Contains(ch, secret) {
-			t.Errorf("channel message shows %q of a sensitive item:\n%s", secret, ch)
+			t.Errorf("channel message shows %q of a sensitive item, want it withheld:\n%s", secret, ch)
 		}
 	}
 	if !strings.Contains(ch, "A change to a sensitive slot awaits approval") || len(buttons(t, p[0])) != 2 {
-		t.Errorf("channel message: %s", ch)
+		t.Errorf("channel message %s, want the neutral title and both buttons", ch)
 	}
 	eph := e.fake.Calls("chat.postEphemeral")
 	if len(eph) != 2 || eph[0].Form.Get("user") != drSmith || eph[1].Form.Get("user") != nurseJo {
@@ -586,7 +586,7 @@ func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
 	}
 	for _, d := range eph {
 		if !strings.Contains(blockJSON(d), "apixaban 5mg twice daily") || len(buttons(t, d)) != 0 || d.Form.Get("channel") != chDefault {
-			t.Errorf("private detail: %v", d.Form)
+			t.Errorf("private detail %v, want the proposal, no buttons, in %s", d.Form, chDefault)
 		}
 	}
 	_ = id
@@ -600,7 +600,7 @@ func TestQuestionOptionsAreAnswered(t *testing.T) {
 	posts := e.fake.Calls("chat.postMessage")
 	sid := strconv.FormatUint(single, 10)
 	if b := buttons(t, posts[0]); b[actionAnswer+"1"] != sid+":1" || b[actionReject] != sid {
-		t.Fatalf("question buttons: %v", b)
+		t.Fatalf("question buttons %v, want answer 1 = %s:1 and reject = %s", b, sid, sid)
 	}
 	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"1", sid+":1", e.ref(single), newTrigger())); code != http.StatusOK {
 		t.Fatal(code)
@@ -618,13 +618,13 @@ func TestQuestionOptionsAreAnswered(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(single); st.Status != "answered" || len(st.Answers) != 1 || st.Answers[0] != "us-east-1" {
-		t.Errorf("single answer: %+v", st)
+		t.Errorf("single answer: %+v, want answered us-east-1", st)
 	}
 	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not one of") {
-		t.Errorf("bad option answers: %+v", eph)
+		t.Errorf("answers to the bad option: %+v, want one private answer saying not one of", eph)
 	}
 	if st := e.state(multi); st.Status != "answered" || strings.Join(st.Answers, ",") != "lint,integration" {
-		t.Errorf("multi answer: %+v", st)
+		t.Errorf("multi answer: %+v, want answered lint,integration", st)
 	}
 }
 
@@ -634,11 +634,11 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
-		t.Fatalf("command answered %d %s", code, body)
+		t.Fatalf("command answered %d %s, want 200 with a JSON reply", code, body)
 	}
 	got := <-e.cmds
 	if got.Text != "pending --all" || got.UserID != team+"/"+drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
-		t.Fatalf("chat got %+v", got)
+		t.Fatalf("chat got %+v, want pending --all from %s/%s as dr_smith [U0123ABC]", got, team, drSmith)
 	}
 	if resp.ResponseType != "ephemeral" || resp.Text != "ran &lt;pending --all&gt; @\u2060here" {
 		t.Fatalf("answer %+v, want the reply escaped and ephemeral", resp)
@@ -646,11 +646,11 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	// A replay of the same delivery does not run the command again.
 	code, body = e.post("/slack/commands", form, testSecret, time.Now())
 	if code != http.StatusOK || !strings.Contains(body, "already received") {
-		t.Fatalf("replayed command answered %d %s", code, body)
+		t.Fatalf("replayed command answered %d %s, want 200 saying already received", code, body)
 	}
 	select {
 	case c := <-e.cmds:
-		t.Fatalf("replayed command ran: %+v", c)
+		t.Fatalf("replayed command ran (%+v), want it run once", c)
 	default:
 	}
 	// An unmapped user reaches package chat with no caller (chat refuses).
@@ -660,7 +660,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 		t.Fatal(code)
 	}
 	if got := <-e.cmds; got.Caller != nil || got.UserID != team+"/"+stranger {
-		t.Fatalf("unmapped command: %+v", got)
+		t.Fatalf("unmapped command reached chat as %+v, want no caller and user %s/%s", got, team, stranger)
 	}
 }
 
@@ -670,7 +670,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
-		t.Fatalf("command answered %d %s", code, body)
+		t.Fatalf("command answered %d %s, want 200 with a JSON reply", code, body)
 	}
 	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("slack", team+"/"+drSmith, nil), Sink, team+"/"+drSmith, "help")
 	wantType := "ephemeral"
@@ -690,7 +690,7 @@ func TestFullQueueIsNotAcknowledged(t *testing.T) {
 	e.drain()
 	ref := e.ref(id)
 	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
-		t.Fatalf("first click: %d", code)
+		t.Fatalf("first click answered %d, want 200", code)
 	}
 	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusServiceUnavailable {
 		t.Fatalf("click on a full queue: %d, want 503 (Slack then tells the user it failed)", code)
@@ -735,6 +735,6 @@ func TestRunPostsFromTheOutbox(t *testing.T) {
 	eventually(t, "the message to be updated", func() bool { return len(e.fake.Calls("chat.update")) == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run returned %v", err)
+		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 }

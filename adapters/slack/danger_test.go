@@ -44,7 +44,7 @@ func (e *env) posted(t *testing.T, id uint64) (blocks []any, approve string) {
 			return blocks, approve
 		}
 	}
-	t.Fatalf("no card posted for #%d", id)
+	t.Fatalf("no card posted for #%d, want one with an Approve button", id)
 	return nil, ""
 }
 
@@ -60,7 +60,7 @@ func TestDangerousCardClicks(t *testing.T) {
 	id := e.create(bot.KindAction, "ops", dangerItem("DROP DATABASE orders_prod;"))
 	_, value := e.posted(t, id)
 	if !strings.HasSuffix(value, confirmedMark) {
-		t.Fatalf("the dangerous Approve's value %q carries no confirmation mark", value)
+		t.Fatalf("the dangerous Approve's value is %q, want it to end with the confirmation mark %q", value, confirmedMark)
 	}
 	ref := e.ref(id)
 
@@ -68,7 +68,7 @@ func TestDangerousCardClicks(t *testing.T) {
 	e.interact(clickPayload("U0123ABC", actionDetails, itoa(id), ref, newTrigger()))
 	e.barrier()
 	if eph := e.ephemerals("U0123ABC"); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "req_0123456789abcdef") || !strings.Contains(eph[0].Form.Get("text"), "deploy_bot [prin_deploy_bot]") {
-		t.Fatalf("the Details answer: %v", eph)
+		t.Fatalf("the Details answer: %v, want one private answer naming req_0123456789abcdef and deploy_bot [prin_deploy_bot]", eph)
 	}
 
 	// A card cut to fit: refused even through the dialog.
@@ -80,10 +80,10 @@ func TestDangerousCardClicks(t *testing.T) {
 	e.interact(p)
 	e.barrier()
 	if st := e.state(long); st.Status != "pending" {
-		t.Fatalf("a truncated dangerous card was approved: %+v", st)
+		t.Fatalf("after a click on a truncated dangerous card: %+v, want pending", st)
 	}
 	if eph := e.ephemerals("U0123ABC"); len(eph) != 2 || !strings.Contains(eph[1].Form.Get("text"), "was cut to fit") || !strings.Contains(eph[1].Form.Get("text"), "web console") {
-		t.Fatalf("the private answer to a truncated card: %v", eph)
+		t.Fatalf("the private answer to a truncated card: %v, want one saying it was cut to fit and pointing at the web console", eph)
 	}
 }
 

@@ -359,7 +359,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited 10 s, want %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -50,7 +50,7 @@ func TestSocketModeClickFromAnotherWorkspaceIsRefused(t *testing.T) {
 	e.fake.Send("interactive", "env-other", click)
 	eventually(t, "the refusal", func() bool { return len(e.ephemerals(drSmith)) == 1 })
 	if st := e.state(id); st.Status != "pending" || st.Decisions != 0 {
-		t.Fatalf("a click from another workspace changed the item: %+v", st)
+		t.Fatalf("after a click from another workspace: %+v, want pending, no decision", st)
 	}
 	if d := e.denials(); len(d) != before+1 || d[len(d)-1].Principal != "unmapped [T2/"+drSmith+"]" {
 		t.Errorf("audit denials %+v, want one more by unmapped [T2/%s]", d, drSmith)

@@ -52,7 +52,7 @@ func respData(t *testing.T, r map[string]any) map[string]any {
 	t.Helper()
 	d, ok := r["data"].(map[string]any)
 	if !ok {
-		t.Fatalf("response has no data: %v", r)
+		t.Fatalf("response %v has no data, want a data object", r)
 	}
 	return d
 }
@@ -72,7 +72,7 @@ func wantPrivate(t *testing.T, r map[string]any, parts ...string) string {
 	content, _ := d["content"].(string)
 	for _, p := range parts {
 		if !strings.Contains(content, p) {
-			t.Errorf("private reply %q does not contain %q", content, p)
+			t.Errorf("private reply %q, want it to contain %q", content, p)
 		}
 	}
 	return content
@@ -84,7 +84,7 @@ func wantNoMentions(t *testing.T, m map[string]any) {
 	t.Helper()
 	am, ok := m["allowed_mentions"].(map[string]any)
 	if !ok {
-		t.Fatalf("no allowed_mentions in %v", m)
+		t.Fatalf("no allowed_mentions in %v, want {parse: []}", m)
 	}
 	p, ok := am["parse"].([]any)
 	if !ok || len(p) != 0 {
@@ -113,7 +113,7 @@ func embed(t *testing.T, m map[string]any) map[string]any {
 	t.Helper()
 	es, _ := m["embeds"].([]any)
 	if len(es) == 0 {
-		t.Fatalf("message has no embed: %v", m)
+		t.Fatalf("message %v has no embed, want one", m)
 	}
 	return es[0].(map[string]any)
 }
@@ -182,7 +182,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 			}
 			ref := e.ref(tc.id)
 			if ref.ChannelID != tc.channel || e.fake.Message(ref.MessageID) == nil {
-				t.Errorf("recorded ref %+v does not point at the posted message", ref)
+				t.Errorf("recorded ref %+v, want channel %s and the posted message", ref, tc.channel)
 			}
 		})
 	}
@@ -226,17 +226,17 @@ func TestMappedMemberApproves(t *testing.T) {
 			d := respData(t, resp)
 			wantNoMentions(t, d)
 			if ids := customIDs(d); len(ids) != 0 {
-				t.Errorf("buttons %v left on a decided message", ids)
+				t.Errorf("buttons %v left on a decided message, want none", ids)
 			}
 			em := embed(t, d)
 			if v, _ := fieldValue(em, "Outcome"); v != "✅ Approved" {
-				t.Errorf("Outcome %q", v)
+				t.Errorf("Outcome %q, want ✅ Approved", v)
 			}
 			if v, _ := fieldValue(em, "Decided by"); v != clip(chat.NameOf(tc.decidedBy), 100, inline) { // the name; the id is under Details
 				t.Errorf("Decided by %q, want %q", v, tc.decidedBy)
 			}
 			if v, _ := fieldValue(em, "Decided at"); v != "2026-03-01 09:01 UTC" { // chat.Stamp: one time format on every surface
-				t.Errorf("Decided at %q", v)
+				t.Errorf("Decided at %q, want 2026-03-01 09:01 UTC", v)
 			}
 
 			it := e.item(id)
@@ -244,7 +244,7 @@ func TestMappedMemberApproves(t *testing.T) {
 				t.Errorf("item: status %s decided_by %v, want approved by %s", it.Status, it.DecidedBy, tc.decidedBy)
 			}
 			if !e.auditHas(tc.decidedBy, "test_decide") {
-				t.Errorf("no audit entry for the decision by %s: %v", tc.decidedBy, e.audit())
+				t.Errorf("audit %v, want an entry for the decision by %s", e.audit(), tc.decidedBy)
 			}
 
 			// The outbox then edits the message in place.
@@ -256,10 +256,10 @@ func TestMappedMemberApproves(t *testing.T) {
 			m := edits[0].JSON()
 			wantNoMentions(t, m)
 			if v, _ := fieldValue(embed(t, m), "Decided by"); v != clip(chat.NameOf(tc.decidedBy), 100, inline) {
-				t.Errorf("edited Decided by %q", v)
+				t.Errorf("edited Decided by %q, want %q", v, clip(chat.NameOf(tc.decidedBy), 100, inline))
 			}
 			if ids := customIDs(m); len(ids) != 0 {
-				t.Errorf("edit keeps buttons %v", ids)
+				t.Errorf("edit keeps buttons %v, want none", ids)
 			}
 		})
 	}
@@ -299,7 +299,7 @@ func TestRefusalsArePrivateAndAudited(t *testing.T) {
 				t.Errorf("item is %s after a refused click, want pending", it.Status)
 			}
 			if !e.auditHas(tc.audit...) {
-				t.Errorf("no audit entry with %q: %v", tc.audit, e.audit())
+				t.Errorf("audit %v, want an entry with %q", e.audit(), tc.audit)
 			}
 			e.drain()
 			if n := len(e.fake.CallsTo("PATCH", "channels/")); n != 0 {
@@ -390,7 +390,7 @@ func TestRejectAsksForAReason(t *testing.T) {
 	}
 	d := respData(t, modal)
 	if d["custom_id"] != customID(actReason, id) {
-		t.Errorf("modal custom_id %v", d["custom_id"])
+		t.Errorf("modal custom_id %v, want %s", d["custom_id"], customID(actReason, id))
 	}
 	if it := e.item(id); it.Status != "pending" {
 		t.Fatalf("item %s after opening the modal, want pending", it.Status)
@@ -406,13 +406,13 @@ func TestRejectAsksForAReason(t *testing.T) {
 	}
 	em := embed(t, respData(t, resp))
 	if v, _ := fieldValue(em, "Outcome"); v != "⛔ Rejected" {
-		t.Errorf("Outcome %q", v)
+		t.Errorf("Outcome %q, want ⛔ Rejected", v)
 	}
 	if v, _ := fieldValue(em, "Reason"); v != "INR too high; keep warfarin until the cardiology review" {
-		t.Errorf("Reason %q", v)
+		t.Errorf("Reason %q, want the reason as submitted", v)
 	}
 	if st := e.state(id); st.Status != "rejected" || st.Reason != "INR too high; keep warfarin until the cardiology review" || !slices.Equal(st.DecidedBy, []string{"dr_smith [111]"}) {
-		t.Errorf("state %+v", st)
+		t.Errorf("state %+v, want rejected by dr_smith [111] with the reason", st)
 	}
 
 	// An unmapped user submitting the form is refused and audited.
@@ -422,7 +422,7 @@ func TestRejectAsksForAReason(t *testing.T) {
 	_, resp = e.post(discordtest.Submit("r4", stranger, ref2.ChannelID, ref2.MessageID, customID(actReason, id2), "no"))
 	wantPrivate(t, resp, "not mapped")
 	if it := e.item(id2); it.Status != "pending" {
-		t.Errorf("item %s after an unmapped submit", it.Status)
+		t.Errorf("item %s after an unmapped submit, want pending", it.Status)
 	}
 }
 
@@ -437,10 +437,10 @@ func TestQuorumShowsLiveTally(t *testing.T) {
 	resp := e.click("q1", smith, id, customID(actApprove, id))
 	d := respData(t, resp)
 	if respType(resp) != 7 {
-		t.Fatalf("first approval answered %v", resp)
+		t.Fatalf("first approval answered %v, want type 7", resp)
 	}
 	if v, _ := fieldValue(embed(t, d), "Approvals"); v != clip("1 of 2 approvals: dr_smith [111]", 200, inline) {
-		t.Errorf("tally %q", v)
+		t.Errorf("tally %q, want %q", v, clip("1 of 2 approvals: dr_smith [111]", 200, inline))
 	}
 	if ids := customIDs(d); len(ids) != 2 {
 		t.Errorf("buttons %v, want Approve and Reject still there", ids)
@@ -452,15 +452,15 @@ func TestQuorumShowsLiveTally(t *testing.T) {
 		t.Fatalf("%d edits after the first approval, want 1 (the tally)", len(edits))
 	}
 	if v, _ := fieldValue(embed(t, edits[0].JSON()), "Approvals"); !strings.Contains(v, "1 of 2") {
-		t.Errorf("edited tally %q", v)
+		t.Errorf("edited tally %q, want 1 of 2", v)
 	}
 
 	resp = e.click("q3", oncall, id, customID(actApprove, id))
 	if v, _ := fieldValue(embed(t, respData(t, resp)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("Outcome %q after the second approval", v)
+		t.Errorf("Outcome %q after the second approval, want ✅ Approved", v)
 	}
 	if it := e.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
-		t.Errorf("item %s decided by %v", it.Status, it.DecidedBy)
+		t.Errorf("item %s decided by %v, want approved by two", it.Status, it.DecidedBy)
 	}
 }
 
@@ -542,12 +542,12 @@ func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 		t.Fatalf("%d posts, want 2 attempts so far (no retry inside the call)", n)
 	}
 	if evs, _ := e.bot.Outbox().Due(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
-		t.Errorf("event due again before its retry_after: %+v", evs)
+		t.Errorf("events due before their retry_after: %+v, want none", evs)
 	}
 	e.clock.Advance(3 * time.Second)
 	e.drain()
 	if got := refs(e.item(id)); len(got) != 1 {
-		t.Fatalf("item not posted after retry_after: refs %v", got)
+		t.Fatalf("refs %v after retry_after, want the item posted once", got)
 	}
 }
 
@@ -584,7 +584,7 @@ func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
 	e.clock.Advance(time.Hour)
 	resp := e.click("after-restart", smith, id, customID(actApprove, id))
 	if respType(resp) != 7 {
-		t.Fatalf("click after restart answered %v", resp)
+		t.Fatalf("click after restart answered %v, want type 7", resp)
 	}
 	e.drain()
 	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
@@ -592,7 +592,7 @@ func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
 		t.Fatalf("%d edits of the original message after the restart, want 1", len(edits))
 	}
 	if v, _ := fieldValue(embed(t, e.fake.Message(ref.MessageID)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("original message Outcome %q", v)
+		t.Errorf("original message Outcome %q, want ✅ Approved", v)
 	}
 	if got := refs(e.item(late)); len(got) != 1 || got[0].ChannelID != chOps {
 		t.Errorf("item created while down: refs %v, want posted in %s", got, chOps)
@@ -620,12 +620,12 @@ func TestInjectedMentionsRenderInert(t *testing.T) {
 	raw, _ := json.Marshal(m)
 	for _, live := range []string{"<@123>", "<@&456>", "<@789>"} {
 		if strings.Contains(string(raw), live) {
-			t.Errorf("a live mention %s is in the message: %s", live, raw)
+			t.Errorf("a live mention %s is in the message, want none: %s", live, raw)
 		}
 	}
 	for _, s := range []string{string(raw), fmt.Sprint(resp)} {
 		if strings.Contains(strings.ReplaceAll(s, "@"+zwsp, ""), "@everyone") {
-			t.Errorf("a live @everyone is in %s", s)
+			t.Errorf("a live @everyone is in %s, want none", s)
 		}
 	}
 	// allowed_mentions is empty on every message sent: posts, edits and
@@ -633,7 +633,7 @@ func TestInjectedMentionsRenderInert(t *testing.T) {
 	wantNoMentions(t, respData(t, resp))
 	calls := e.fake.Calls()
 	if len(calls) < 2 {
-		t.Fatalf("calls %v", calls)
+		t.Fatalf("calls %v, want at least the post and the edit", calls)
 	}
 	for _, c := range calls {
 		if c.Method == "POST" || c.Method == "PATCH" {
@@ -654,11 +654,11 @@ func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
 	raw, _ := json.Marshal(m)
 	for _, secret := range []string{"hiv", "positive", "negative", "agent\\\\_x"} {
 		if strings.Contains(string(raw), secret) {
-			t.Errorf("the channel message shows %q: %s", secret, raw)
+			t.Errorf("the channel message shows %q, want it withheld: %s", secret, raw)
 		}
 	}
 	if title := fmt.Sprint(embed(t, m)["title"]); title != "A change to a sensitive slot awaits approval" {
-		t.Errorf("title %q", title)
+		t.Errorf("title %q, want A change to a sensitive slot awaits approval", title)
 	}
 	want := []string{customID(actApprove, id), customID(actReject, id), customID(actDetails, id)}
 	if got := customIDs(m); !slices.Equal(got, want) {
@@ -671,11 +671,11 @@ func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
 		t.Errorf("details Proposed %q, want the full value", v)
 	}
 	if !e.auditHas("dr_smith [111]", "view_sensitive", fmt.Sprintf("#%d", id)) {
-		t.Errorf("the details view is not audited: %v", e.audit())
+		t.Errorf("audit %v, want the details view audited (view_sensitive #%d by dr_smith [111])", e.audit(), id)
 	}
 	wantPrivate(t, e.click("d2", viewer, id, customID(actDetails, id)), "shown only to approvers")
 	if !e.auditHas("access_denied", "details #") {
-		t.Errorf("the refused details view is not audited: %v", e.audit())
+		t.Errorf("audit %v, want the refused details view audited", e.audit())
 	}
 	wantPrivate(t, e.click("d3", stranger, id, customID(actDetails, id)), "not mapped")
 
@@ -683,7 +683,7 @@ func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
 	_, resp = e.post(discordtest.Submit("d4", smith, chDefault, e.ref(id).MessageID, customID(actReason, id), "confirmed positive by lab"))
 	raw, _ = json.Marshal(resp)
 	if strings.Contains(string(raw), "lab") {
-		t.Errorf("a sensitive item's reason is shown in the channel: %s", raw)
+		t.Errorf("a sensitive item's reason is shown in the channel (%s), want it withheld", raw)
 	}
 }
 
@@ -699,23 +699,23 @@ func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
 	}
 	resp := e.click("a1", smith, one, customID(actAnswer, one, 1))
 	if respType(resp) != 7 {
-		t.Fatalf("answer click: %v", resp)
+		t.Fatalf("answer click answered %v, want type 7", resp)
 	}
 	if st := e.state(one); st.Status != "answered" || !slices.Equal(st.Answers, []string{"us-east-1"}) {
-		t.Errorf("state %+v", st)
+		t.Errorf("state %+v, want answered us-east-1", st)
 	}
 
 	m = e.fake.Message(e.ref(multi).MessageID)
 	if got := customIDs(m); !slices.Equal(got, []string{customID(actSelect, multi), customID(actReject, multi)}) {
-		t.Errorf("select %v", got)
+		t.Errorf("components %v, want the select and Decline", got)
 	}
 	wantPrivate(t, e.click("a2", smith, multi, customID(actSelect, multi), "0", "7"), "not one of")
 	resp = e.click("a3", smith, multi, customID(actSelect, multi), "0", "2")
 	if respType(resp) != 7 {
-		t.Fatalf("select: %v", resp)
+		t.Fatalf("select answered %v, want type 7", resp)
 	}
 	if st := e.state(multi); !slices.Equal(st.Answers, []string{"lint", "e2e"}) {
-		t.Errorf("answers %v", st.Answers)
+		t.Errorf("answers %v, want lint and e2e", st.Answers)
 	}
 
 	// Decline opens a modal whose reason is optional.
@@ -723,15 +723,15 @@ func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
 	e.drain()
 	modal := e.click("a4", smith, third, customID(actReject, third))
 	if respType(modal) != 9 {
-		t.Fatalf("decline: %v", modal)
+		t.Fatalf("decline answered %v, want type 9 (a modal)", modal)
 	}
 	ref := e.ref(third)
 	_, resp = e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
 	if respType(resp) != 7 {
-		t.Fatalf("decline submit: %v", resp)
+		t.Fatalf("decline submit answered %v, want type 7", resp)
 	}
 	if st := e.state(third); st.Status != "rejected" {
-		t.Errorf("declined question state %s", st.Status)
+		t.Errorf("declined question state %s, want rejected", st.Status)
 	}
 }
 
@@ -744,7 +744,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 	}
 	wantPrivate(t, e.click("u-missing", smith, id, customID(actApprove, 4242)), "No item #4242")
 	if it := e.item(id); it.Status != "pending" {
-		t.Errorf("item %s", it.Status)
+		t.Errorf("item %s, want pending", it.Status)
 	}
 }
 
@@ -763,7 +763,7 @@ func TestSlashCommandRunsChatops(t *testing.T) {
 	_, resp = e.post(discordtest.Command("s2", discordtest.Clicker{UserID: uSmith}, chDefault, "pending"))
 	wantPrivate(t, resp, "configured Discord server")
 	if !e.auditHas("access_denied", "command refused") {
-		t.Errorf("refused command not audited: %v", e.audit())
+		t.Errorf("audit %v, want the refused command audited", e.audit())
 	}
 }
 
@@ -800,7 +800,7 @@ func TestGatewayModeEndToEnd(t *testing.T) {
 		t.Fatalf("callback %v, want type 7", r)
 	}
 	if it := e.item(id); it.Status != "approved" || !slices.Equal(it.DecidedBy, []string{"oncall [222]"}) {
-		t.Errorf("item %s by %v", it.Status, it.DecidedBy)
+		t.Errorf("item %s by %v, want approved by oncall [222]", it.Status, it.DecidedBy)
 	}
 	e.fake.Wait("the outbox edit", func() bool {
 		return len(e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)) == 1
@@ -830,10 +830,10 @@ func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
 	})
 	logs := e.logs.String()
 	if strings.Contains(logs, "tok-g9") {
-		t.Errorf("the log quotes the interaction token:\n%s", logs)
+		t.Errorf("the log quotes the interaction token, want it redacted:\n%s", logs)
 	}
 	if !strings.Contains(logs, "[redacted]") || !strings.Contains(logs, "interaction=g9") {
-		t.Errorf("the log does not say which interaction failed and where (redacted):\n%s", logs)
+		t.Errorf("the log does not say which interaction failed, want interaction=g9 and the URL [redacted]:\n%s", logs)
 	}
 }
 
@@ -844,12 +844,12 @@ func TestRegisterCommands(t *testing.T) {
 	}
 	calls := e.fake.CallsTo("POST", "applications/"+testAppID+"/guilds/"+guild+"/commands")
 	if len(calls) != 1 {
-		t.Fatalf("calls %v", e.fake.Calls())
+		t.Fatalf("calls %v, want one command registration", e.fake.Calls())
 	}
 	m := calls[0].JSON()
 	opts, _ := m["options"].([]any)
 	if m["name"] != CommandName || len(opts) != 1 || opts[0].(map[string]any)["name"] != "command" {
-		t.Errorf("command %v", m)
+		t.Errorf("command %v, want %s with one option named command", m, CommandName)
 	}
 }
 
@@ -911,7 +911,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		})
 	}
 	if _, err := New(base); err != nil {
-		t.Errorf("New with good options: %v", err)
+		t.Errorf("New with good options: %v, want nil", err)
 	}
 }
 

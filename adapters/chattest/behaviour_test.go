@@ -327,3 +327,49 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestRejectAsksForAReason: Reject opens a form for the reason and
+// decides nothing; an empty (blank) reason is refused, privately, and the
+// form stays; a reason rejects the item as the person who gave it, and
+// the card is updated once, without buttons, showing the reason with its
+// markup inert.
+func TestRejectAsksForAReason(t *testing.T) {
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			a := s.reject(second, id, "   \n ")
+			if !strings.Contains(a.private, sc.noReason) {
+				t.Errorf("a blank reason answered %q, want %q", a.private, sc.noReason)
+			}
+			if it := w.item(id); it.Status != "pending" {
+				t.Fatalf("after a blank reason: %q, want pending", it.Status)
+			}
+			const reason = "Not during the freeze <!channel> @here"
+			a = s.reject(second, id, reason)
+			if a.private != "" {
+				t.Errorf("the rejection answered privately %q, want nothing", a.private)
+			}
+			switch {
+			case sc.inPlace && a.card == nil:
+				t.Errorf("the rejection was answered %+v, want the decided card in place", a)
+			case a.card != nil && (len(a.card.buttons) != 0 || !has(a.card.text, sc.rejected...)):
+				t.Errorf("the card answered in place: buttons %v text\n%s\nwant no buttons and %q", a.card.buttons, a.card.text, sc.rejected)
+			}
+			it := w.item(id)
+			if it.Status != "denied" || it.Reason != reason || !slices.Equal(it.DecidedBy, []string{s.who(second)}) {
+				t.Fatalf("after the reason: status %q reason %q decided_by %v, want denied by %s with the reason as given", it.Status, it.Reason, it.DecidedBy, s.who(second))
+			}
+			s.drain()
+			if n := s.edits(id); n != 1 {
+				t.Errorf("%d updates of the card, want 1", n)
+			}
+			c := s.card(second, id)
+			if len(c.buttons) != 0 || !has(c.text, sc.rejected...) {
+				t.Errorf("rejected card: buttons %v text\n%s\nwant no buttons and %q", c.buttons, c.text, sc.rejected)
+			}
+		})
+	}
+}

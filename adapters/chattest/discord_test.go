@@ -192,7 +192,7 @@ func (s *discordSurface) post(body []byte) answer {
 	}
 	typ, _ := resp["type"].(float64)
 	d, _ := resp["data"].(map[string]any)
-	if d != nil {
+	if d != nil && int(typ) != 9 { // a message (not a modal): it pings nobody
 		wantNoMentions(s.t, d)
 	}
 	switch int(typ) {
@@ -216,6 +216,8 @@ func (s *discordSurface) post(body []byte) answer {
 			}
 		}
 		return a
+	case 9: // a modal: the reason form
+		return answer{form: fmt.Sprint(d["custom_id"])}
 	case 7: // the clicked message updated in place
 		c := s.cardOf(d)
 		return answer{card: &c}
@@ -272,4 +274,22 @@ func (s *discordSurface) doubled(id uint64) (int, string, string) {
 	}
 	status, resp := discordtest.Post(s.t, s.url, s.key, s.w.clock.Now(), []byte(doubled))
 	return status, fmt.Sprint(resp["error"]), "data.custom_id"
+}
+
+func (s *discordSurface) reject(p person, id uint64, reason string) answer {
+	s.t.Helper()
+	a := s.send(p, id, s.customID(id, "reject"))
+	if a.form == "" {
+		return a // refused before the form
+	}
+	if want := "cs:reason:" + strconv.FormatUint(id, 10); a.form != want {
+		s.t.Fatalf("the reason modal's custom_id is %q, want %q", a.form, want)
+	}
+	r := ref(s.t, s.w, discord.Sink, id)
+	s.mu.Lock()
+	s.seq++
+	body := discordtest.Marshal(s.t, discordtest.Submit("i"+strconv.Itoa(s.seq), s.clicker(p), r.ChannelID, r.MessageID, a.form, reason))
+	s.last = body
+	s.mu.Unlock()
+	return s.post(body)
 }

@@ -46,6 +46,7 @@ type slackSurface struct {
 	body        string
 	lastWho     person // who sent the last click, in which channel
 	lastChannel string
+	lastTrigger string
 }
 
 func newSlack(t *testing.T) surface {
@@ -183,8 +184,9 @@ func (s *slackSurface) send(p person, id uint64, button, value string, blocks an
 	s.mu.Lock()
 	s.clicked[people.slack[p]] = before
 	s.mu.Unlock()
+	trigger := s.trigger()
 	payload := map[string]any{
-		"type": "block_actions", "trigger_id": s.trigger(),
+		"type": "block_actions", "trigger_id": trigger,
 		"user": map[string]any{"id": people.slack[p], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
 		"container": map[string]any{"type": "message", "channel_id": r.ChannelID, "message_ts": r.MessageID},
 		"channel":   map[string]any{"id": r.ChannelID},
@@ -194,7 +196,7 @@ func (s *slackSurface) send(p person, id uint64, button, value string, blocks an
 	}
 	req := s.signed(payload, slackSecret, time.Now())
 	s.mu.Lock()
-	s.last, s.body, s.lastWho, s.lastChannel = req, req.Header.Get("X-Body"), p, r.ChannelID
+	s.last, s.body, s.lastWho, s.lastChannel, s.lastTrigger = req, req.Header.Get("X-Body"), p, r.ChannelID, trigger
 	s.mu.Unlock()
 	if code, body := s.do(req); code != http.StatusOK || body != "" {
 		s.t.Fatalf("click answered %d %q, want an empty 200", code, body)
@@ -372,4 +374,48 @@ func (s *slackSurface) doubled(id uint64) (int, string, string) {
 	req.Header.Set("X-Slack-Signature", slackSign(slackSecret, now.Unix(), body))
 	code, answer := s.do(req)
 	return code, answer, "payload.actions[0].value"
+}
+
+func (s *slackSurface) reject(p person, id uint64, reason string) answer {
+	s.t.Helper()
+	opens := len(s.fake.Calls("views.open"))
+	if a := s.click(p, id, "reject"); a.private != "" {
+		return a // refused before the form
+	}
+	views := s.fake.Calls("views.open")
+	if len(views) != opens+1 {
+		s.t.Fatalf("%d views.open after Reject, want the reason form opened once", len(views)-opens)
+	}
+	open := views[len(views)-1]
+	view, _ := open.JSON["view"].(map[string]any)
+	r := ref(s.t, s.w, slack.Sink, id)
+	if open.JSON["trigger_id"] != s.lastTrigger || view["callback_id"] != "countersign.reject" ||
+		view["private_metadata"] != fmt.Sprintf("%d|%s", id, r.ChannelID) || open.Auth != "Bearer xoxb-test" {
+		s.t.Fatalf("views.open %v (auth %q), want the click's trigger %s, callback countersign.reject, metadata %d|%s and the bot token",
+			open.JSON, open.Auth, s.lastTrigger, id, r.ChannelID)
+	}
+	before := len(s.fake.Calls("chat.postEphemeral"))
+	submit := map[string]any{
+		"type": "view_submission", "trigger_id": s.trigger(),
+		"user": map[string]any{"id": people.slack[p], "team_id": slackTeam}, "team": map[string]any{"id": slackTeam},
+		"view": map[string]any{
+			"id": "V" + s.trigger(), "callback_id": view["callback_id"], "private_metadata": view["private_metadata"],
+			"state": map[string]any{"values": map[string]any{"reason_block": map[string]any{"reason": map[string]any{"type": "plain_text_input", "value": reason}}}},
+		},
+	}
+	code, body := s.do(s.signed(submit, slackSecret, time.Now()))
+	if code != http.StatusOK {
+		s.t.Fatalf("reason submitted: %d %q, want 200", code, body)
+	}
+	if body != "" { // the form stays open with the problem
+		var resp struct {
+			Action string            `json:"response_action"`
+			Errors map[string]string `json:"errors"`
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil || resp.Action != "errors" {
+			s.t.Fatalf("reason submitted: %q (%v), want empty or response_action errors", body, err)
+		}
+		return answer{private: resp.Errors["reason_block"], n: 1}
+	}
+	return s.settle(p, r.ChannelID, before)
 }

@@ -38,6 +38,11 @@ type surface interface {
 	// the step), a Slack click without the dialog's mark (an old card,
 	// a forged value).
 	unconfirmed(p person, id uint64) answer
+	// reject has p press Reject on item id's card and submit the reason
+	// form it opens with reason; it returns what p was shown when the
+	// form was submitted (a refused reason keeps the form open with the
+	// problem: private).
+	reject(p person, id uint64, reason string) answer
 	// replay delivers the last click again, as the platform's retry or
 	// a replay of the same delivery would.
 	replay() answer
@@ -76,6 +81,8 @@ type answer struct {
 	n       int    // in how many private answers (Slack's may be several)
 	card    *card  // the card shown in place of the clicked one (Discord, Teams)
 	step    bool   // a confirmation step was opened
+	// form is the form the click opened (Discord's modal custom id).
+	form string
 	// confirm is the step's confirming button, as the surface sends it
 	// (Discord's custom id).
 	confirm string
@@ -100,19 +107,30 @@ var surfaces = []struct {
 	// step is what approving a destructive item without its
 	// confirmation says.
 	step string
+	// noReason is what a blank reason for a rejection says; rejected
+	// what the rejected card says (the reason with its markup inert).
+	noReason string
+	rejected []string
 }{
 	{name: "slack", new: newSlack,
 		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
 		expired:      []string{"⌛ *Expired* on <!date^1772357460^", "|2026-03-01 09:31 UTC>", "Expired: asked by the tests"},
-		replaySilent: true, step: "takes a confirmation"},
+		replaySilent: true, step: "takes a confirmation",
+		noReason: "Give a reason: it is recorded with the decision.",
+		rejected: []string{"⛔ *Denied* by nurse_jo (chat click) on <!date^", "```Not during the freeze &lt;!channel&gt; @\u2060here```", "Denied: asked by the tests"}},
 	{name: "discord", new: newDiscord, inPlace: true,
 		approved: []string{"✅ action request approved by dr_smith [111].", "Outcome\n✅ Approved", "Decided by\ndr_smith (chat click)", "Decided at\n2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ action request expired.", "Outcome\n⌛ Expired", "Decided at\n2026-03-01 09:31 UTC"},
-		step:     "cannot be undone"},
+		step:     "cannot be undone",
+		noReason: "A reason is required to reject #",
+		rejected: []string{"⛔ action request denied by nurse_jo [444].", "Outcome\n⛔ Denied", "Decided by\nnurse_jo (chat click)", "Reason\nNot during the freeze <\u200b!channel> @\u200bhere"}},
 	{name: "teams", new: newTeams, inPlace: true,
 		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
-		step:     "It cannot be undone"},
+		step:     "It cannot be undone",
+		// A TextRun shows its text literally: no markup to make inert.
+		noReason: "A reason is required to reject #",
+		rejected: []string{"⛔ Denied · #", "⛔ Denied\n by nurse_jo (chat click)", "Reason: \nNot during the freeze <!channel> @here"}},
 }
 
 // unmark undoes the Markdown escapes of a Discord or Teams text, for

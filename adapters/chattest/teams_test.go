@@ -204,6 +204,7 @@ type teamsAnswer struct {
 	answer
 	raw      map[string]any    // the card answered
 	stepData map[string]string // the confirmation step's approve_confirm data
+	formData map[string]string // the reason form's reject_submit data
 }
 
 // activity is an adaptiveCard/action invoke from p on item id's card.
@@ -258,6 +259,10 @@ func (s *teamsSurface) send(act map[string]any) teamsAnswer {
 		var c map[string]any
 		_ = json.Unmarshal(r.Value, &c)
 		out := teamsAnswer{raw: c}
+		if d := verbs(c)["reject_submit"]; d != nil && notice(c) == "" {
+			out.form, out.formData = "reject_submit", strData(d)
+			return out
+		}
 		if d := verbs(c)["approve_confirm"]; d != nil {
 			out.step, out.stepData = true, strData(d)
 			out.private = unmarked(strings.Join(texts(c), "\n"))
@@ -323,4 +328,18 @@ func (s *teamsSurface) doubled(id uint64) (int, string, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), "activity.value.action.verb"
+}
+
+func (s *teamsSurface) reject(p person, id uint64, reason string) answer {
+	s.t.Helper()
+	a := s.invoke(p, id, "reject", s.data(id, "reject"))
+	if a.form == "" {
+		return a.answer // refused before the form
+	}
+	data := map[string]string{}
+	for k, v := range a.formData {
+		data[k] = v
+	}
+	data["reason"] = reason // the form's input, as Teams merges it into the data
+	return s.invoke(p, id, "reject_submit", data).answer
 }

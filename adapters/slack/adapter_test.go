@@ -201,63 +201,6 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 	}
 }
 
-func TestRejectOpensModalAndRequiresReason(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	ref := e.ref(id)
-	trigger := newTrigger()
-	if code, _ := e.interact(clickPayload(nurseJo, actionReject, strconv.FormatUint(id, 10), ref, trigger)); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	opens := e.fake.Calls("views.open")
-	if len(opens) != 1 {
-		t.Fatalf("%d views.open calls, want 1", len(opens))
-	}
-	view := opens[0].JSON["view"].(map[string]any)
-	meta := view["private_metadata"].(string)
-	if opens[0].JSON["trigger_id"] != trigger || view["callback_id"] != callbackReject || meta != strconv.FormatUint(id, 10)+"|"+chOps {
-		t.Fatalf("views.open = %v, want trigger %s, callback %s and metadata %d|%s", opens[0].JSON, trigger, callbackReject, id, chOps)
-	}
-	if !strings.HasPrefix(opens[0].Auth, "Bearer xoxb-test") {
-		t.Errorf("views.open authorised with %q, want Bearer xoxb-test", opens[0].Auth)
-	}
-	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("after opening the form: %+v, want the item pending", st)
-	}
-
-	// An empty (whitespace) reason keeps the form open with an error.
-	code, body := e.interact(submitPayload(nurseJo, meta, "   \n ", newTrigger()))
-	var resp struct {
-		Action string            `json:"response_action"`
-		Errors map[string]string `json:"errors"`
-	}
-	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.Action != "errors" || resp.Errors[reasonBlock] == "" {
-		t.Fatalf("empty reason answered %d %s, want 200 with response_action errors on the reason block", code, body)
-	}
-	e.barrier()
-	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("after an empty reason: %+v, want the item pending", st)
-	}
-
-	code, body = e.interact(submitPayload(nurseJo, meta, "Not during the freeze <!channel>", newTrigger()))
-	if code != http.StatusOK || body != "" {
-		t.Fatalf("reason submitted: %d %q, want an empty 200 (closes the form)", code, body)
-	}
-	e.barrier()
-	st := e.state(id)
-	if st.Status != "rejected" || st.Reason != "Not during the freeze <!channel>" || st.DecidedBy[0] != "nurse_jo [U0456DEF]" {
-		t.Fatalf("after the reason: %+v, want rejected by nurse_jo [U0456DEF] with the reason as given", st)
-	}
-	e.drain()
-	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo on") ||
-		!strings.Contains(blockJSON(u[0]), "Not during the freeze &lt;!channel&gt;") {
-		t.Fatalf("rejected message updates: %+v, want one, without buttons, saying Rejected by nurse_jo with the reason escaped", u)
-	}
-}
-
 func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
 	e := newEnv(t)
 	id := e.create(bot.KindMemoryChange, "default", memoryTestItem())

@@ -2,6 +2,7 @@ package chattest
 
 import (
 	"fmt"
+	"github.com/countersign/countersign/bot"
 	"net/http"
 	"slices"
 	"strings"
@@ -369,6 +370,48 @@ func TestRejectAsksForAReason(t *testing.T) {
 			c := s.card(second, id)
 			if len(c.buttons) != 0 || !has(c.text, sc.rejected...) {
 				t.Errorf("rejected card: buttons %v text\n%s\nwant no buttons and %q", c.buttons, c.text, sc.rejected)
+			}
+		})
+	}
+}
+
+// TestRemindersAndEscalationsReplyInTheThread: a reminder and an
+// escalation are posted as replies in the thread of the item's card, the
+// agent-supplied note with its markup inert, the escalation naming the
+// role (and, on Slack and Teams, mentioning its members); once the item is decided, a reminder is no longer posted.
+func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
+	const note = "Reminder: waited 10m @here <!channel> <@&456>"
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			w.emit(id, bot.EventReminder, note)
+			w.emit(id, bot.EventEscalated, "role=member")
+			s.drain()
+			got := s.replies(id)
+			if len(got) != 2 {
+				t.Fatalf("replies in the card's thread %q, want a reminder and an escalation", got)
+			}
+			if !has(got[0], sc.reminder...) {
+				t.Errorf("reminder %q, want %q", got[0], sc.reminder)
+			}
+			if !has(got[1], sc.escalation...) {
+				t.Errorf("escalation %q, want %q", got[1], sc.escalation)
+			}
+			for _, live := range sc.live {
+				for _, r := range got {
+					if strings.Contains(r, live) {
+						t.Errorf("reply %q holds the live markup %q, want it inert", r, live)
+					}
+				}
+			}
+			s.click(approver, id, "approve")
+			w.emit(id, bot.EventReminder, "late")
+			s.drain()
+			if n := len(s.replies(id)); n != 2 {
+				t.Errorf("%d replies after a reminder for the decided item, want still 2 (not posted)", n)
 			}
 		})
 	}

@@ -293,3 +293,15 @@ func (s *discordSurface) reject(p person, id uint64, reason string) answer {
 	s.mu.Unlock()
 	return s.post(body)
 }
+
+func (s *discordSurface) replies(id uint64) []string {
+	r := ref(s.t, s.w, discord.Sink, id)
+	var out []string
+	for _, c := range s.fake.CallsTo("POST", "channels/"+r.ChannelID+"/messages") {
+		m := c.JSON()
+		if mr, _ := m["message_reference"].(map[string]any); mr["message_id"] == r.MessageID && mr["channel_id"] == r.ChannelID {
+			out = append(out, fmt.Sprint(m["content"]))
+		}
+	}
+	return out
+}

@@ -419,3 +419,14 @@ func (s *slackSurface) reject(p person, id uint64, reason string) answer {
 	}
 	return s.settle(p, r.ChannelID, before)
 }
+
+func (s *slackSurface) replies(id uint64) []string {
+	r := ref(s.t, s.w, slack.Sink, id)
+	var out []string
+	for _, c := range s.fake.Calls("chat.postMessage") {
+		if c.Form.Get("channel") == r.ChannelID && c.Form.Get("thread_ts") == r.MessageID {
+			out = append(out, c.Form.Get("text"))
+		}
+	}
+	return out
+}

@@ -26,6 +26,9 @@ type surface interface {
 	// card is item id's card in its channel now, as p's client shows
 	// it (on Teams the card a person sees is refreshed for them).
 	card(p person, id uint64) card
+	// replies are the texts posted in the thread of item id's message
+	// (reminders, escalations), oldest first.
+	replies(id uint64) []string
 	// edits counts the updates of item id's first message.
 	edits(id uint64) int
 	// click has p press button (approve, reject) on item id's card, as
@@ -111,6 +114,10 @@ var surfaces = []struct {
 	// what the rejected card says (the reason with its markup inert).
 	noReason string
 	rejected []string
+	// reminder and escalation are what those replies say (besides the
+	// escalation's first sentence), live the markup of the note that
+	// must not reach the surface as written (it would ping).
+	reminder, escalation, live []string
 }{
 	{name: "slack", new: newSlack,
 		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
@@ -123,14 +130,23 @@ var surfaces = []struct {
 		expired:  []string{"⌛ action request expired.", "Outcome\n⌛ Expired", "Decided at\n2026-03-01 09:31 UTC"},
 		step:     "cannot be undone",
 		noReason: "A reason is required to reject #",
-		rejected: []string{"⛔ action request denied by nurse_jo [444].", "Outcome\n⛔ Denied", "Decided by\nnurse_jo (chat click)", "Reason\nNot during the freeze <\u200b!channel> @\u200bhere"}},
+		rejected: []string{"⛔ action request denied by nurse_jo [444].", "Outcome\n⛔ Denied", "Decided by\nnurse_jo (chat click)", "Reason\nNot during the freeze <\u200b!channel> @\u200bhere"},
+		reminder: []string{"⏰ **Countersign #", " reminder: Reminder: waited 10m @\u200bhere \\<\u200b!channel> \\<\u200b@&456>"},
+		// Discord names the role and mentions nobody: the config maps
+		// people to Discord users, not roles to their members.
+		escalation: []string{"📣 **Countersign #", " escalation: \\#", " still awaits approval, past the escalation time. Escalated to role member."},
+		live:       []string{"<@&456>", " @here"}},
 	{name: "teams", new: newTeams, inPlace: true,
 		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
 		step:     "It cannot be undone",
 		// A TextRun shows its text literally: no markup to make inert.
 		noReason: "A reason is required to reject #",
-		rejected: []string{"⛔ Denied · #", "⛔ Denied\n by nurse_jo (chat click)", "Reason: \nNot during the freeze <!channel> @here"}},
+		rejected: []string{"⛔ Denied · #", "⛔ Denied\n by nurse_jo (chat click)", "Reason: \nNot during the freeze <!channel> @here"},
+		// A mention is an entity the bot adds (never one from a note).
+		reminder:   []string{"⏰ Reminder: waited 10m @here \\<\\!channel\\> \\<@&456\\>"},
+		escalation: []string{"📣 Escalated: #", " still awaits a decision. Escalated to role member: <at>dr\\_smith</at> <at>nurse\\_jo</at>"},
+		live:       []string{"<!channel>", "<@&456>"}},
 }
 
 // unmark undoes the Markdown escapes of a Discord or Teams text, for

@@ -343,3 +343,14 @@ func (s *teamsSurface) reject(p person, id uint64, reason string) answer {
 	data["reason"] = reason // the form's input, as Teams merges it into the data
 	return s.invoke(p, id, "reject_submit", data).answer
 }
+
+func (s *teamsSurface) replies(id uint64) []string {
+	r := ref(s.t, s.w, teams.Sink, id)
+	var out []string
+	for _, m := range s.fake.Messages(r.ChannelID) {
+		if m.ReplyTo == r.MessageID {
+			out = append(out, fmt.Sprint(m.Activity["text"]))
+		}
+	}
+	return out
+}

@@ -194,6 +194,17 @@ func (w *world) entries(action string) []approvals.Entry {
 	return out
 }
 
+// emit queues an outbox event of typ (a reminder, an escalation) with
+// note for item id, as the sweeper does.
+func (w *world) emit(id uint64, typ, note string) {
+	w.t.Helper()
+	if err := w.bot.Update(context.Background(), w.bot.SystemCall(w.clock.Now()), func(tx *bot.Tx) error {
+		return tx.Emit(id, typ, note)
+	}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 // sweep runs the sweeper as the server's ticker does.
 func (w *world) sweep() {
 	w.t.Helper()

@@ -463,38 +463,6 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 	}
 }
 
-func TestRemindersReplyInTheItemsThread(t *testing.T) {
-	e := newEnv(t)
-	id := e.newItem(bot.KindAction, "ops", destructiveAction())
-	e.drain()
-	ref := e.ref(id)
-	for _, ev := range []string{bot.EventReminder, bot.EventEscalated} {
-		err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
-			return tx.Emit(id, ev, "still waiting after 10m @here <@&456>")
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	e.drain()
-	posts := e.fake.CallsTo("POST", "channels/"+chOps+"/messages")
-	if len(posts) != 3 {
-		t.Fatalf("%d posts, want the item, a reminder and an escalation", len(posts))
-	}
-	for i, want := range []string{"reminder", "escalation"} {
-		m := posts[i+1].JSON()
-		wantNoMentions(t, m)
-		ref2, _ := m["message_reference"].(map[string]any)
-		if ref2["message_id"] != ref.MessageID || ref2["channel_id"] != ref.ChannelID {
-			t.Errorf("%s message_reference %v, want the item's message %s", want, ref2, ref.MessageID)
-		}
-		c := fmt.Sprint(m["content"])
-		if !strings.Contains(c, want) || !strings.Contains(c, "@"+zwsp+"here") || strings.Contains(c, "<@&456>") {
-			t.Errorf("%s content %q: want the note with its mentions neutralised", want, c)
-		}
-	}
-}
-
 func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
 	e := newEnv(t)
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // Item buckets.
@@ -120,6 +121,13 @@ type Item struct {
 	// above 1, step-up). Each item of a batch is still decided on its
 	// own, under the one rule.
 	Batch string `json:"batch,omitempty"`
+	// Decidable, on a pending item whose source says who decides it, is
+	// the item as the one decision rule sees it now: the approvers (the
+	// open stage's, when signed off in stages), the people who approved
+	// an earlier stage. Hints read it (Items.ReadOnly); the decision
+	// itself reads the item's state in its own transaction. nil: the
+	// source says nothing more than the requester and the space.
+	Decidable *policy.Decidable `json:"-"`
 
 	// The card's lines for the person clicking (card.go), computed by the
 	// item's source from the item, never taken from the agent's words:

@@ -66,6 +66,10 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.Fields = append(it.Fields, bot.Field{Label: label, Value: value})
 		}
 	}
+	if r.Status == approvals.StatusPending {
+		d := r.Decidable() // the open stage's, when staged
+		it.Decidable = &d
+	}
 	switch {
 	case r.Action != nil:
 		a := r.Action

@@ -400,6 +400,10 @@ const (
 	// EventNote posts Note in the item's thread whatever the item's state
 	// (a call approved under a standing grant made on this item).
 	EventNote = "note"
+	// EventPost posts the item's card in the configured channel Note
+	// names, beside its other cards, unless it has a card there already
+	// (a stage that opened: tools[].stages[].channels).
+	EventPost = "post"
 )
 
 // Event is one outbox entry for one sink.

@@ -112,7 +112,9 @@ func TestStageChannelsEndToEnd(t *testing.T) {
 		t.Errorf("confirmed by %v, want both stages' approvers", got)
 	}
 	for ch, c := range cards() {
-		waitFor(t, "the "+ch+" card to show the approval", func() bool { return updated(ch, c.TS, "ph_kim") && !strings.Contains(lastUpdate(f, ch, c.TS), "countersign.approve") })
+		waitFor(t, "the "+ch+" card to show the approval", func() bool {
+			return updated(ch, c.TS, "ph_kim") && !strings.Contains(lastUpdate(f, ch, c.TS), "countersign.approve")
+		})
 	}
 	if n := len(cards()); n != 3 {
 		t.Errorf("%d cards, want 3 (one per channel)", n)

@@ -139,6 +139,11 @@ type Fact struct {
 	Resolved     Resolution `json:"resolved,omitempty"`
 	DecidedBy    string     `json:"decided_by,omitempty"` // the authenticated decider, "name [id]"
 	DecidedAt    time.Time  `json:"decided_at,omitzero"`
+	// Assurance is how the decider was authenticated for the decision
+	// (policy.AssuranceOf), as an action's votes record it; "" for a
+	// proposal closed without a person (stale, expired) or decided before
+	// decisions carried one.
+	Assurance policy.Assurance `json:"assurance,omitempty"`
 	Note         string     `json:"note,omitempty"`   // the decided_by note the decider passed
 	Reason       string     `json:"reason,omitempty"` // the decider's reason, or why it was closed
 	ItemID       uint64     `json:"item_id,omitempty"`

@@ -33,7 +33,7 @@ type StageDecl struct {
 	Approvers ApproversDecl `yaml:"approvers"`
 	Quorum    int           `yaml:"quorum"`
 	StepUp    bool          `yaml:"step_up"`
-	Channels  []string      `yaml:"channels"` // config_console.go
+	Channels  []string      `yaml:"channels"` // console.go
 }
 
 // validatePolicy checks groups:, and every tool's rules and stages: each

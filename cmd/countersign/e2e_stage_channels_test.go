@@ -132,23 +132,3 @@ func lastUpdate(f *slackFake, channel, ts string) string {
 	}
 	return last
 }
-
-// TestStageChannelsConfig: a stage's channels must be defined on a chat
-// surface, named once each; start refuses otherwise, naming the key.
-func TestStageChannelsConfig(t *testing.T) {
-	t.Parallel()
-	base := stageChannelsConfig("http://127.0.0.1:1/api/")
-	if _, err := parseConfig([]byte(base), t.TempDir()); err != nil {
-		t.Fatalf("the valid config: %v", err)
-	}
-	for _, tc := range []struct{ from, to, key string }{
-		{"channels: [pharmacy]}", "channels: [pharmacie]}", `tools[0].rules[0].stages[1].channels[0]: channel "pharmacie" is not defined`},
-		{"channels: [doctors]}", "channels: [doctors, doctors]}", `tools[0].rules[0].stages[0].channels[1]: channel "doctors" is named twice`},
-	} {
-		cfg := strings.Replace(base, tc.from, tc.to, 1)
-		_, err := parseConfig([]byte(cfg), t.TempDir())
-		if err == nil || !strings.Contains(err.Error(), tc.key) {
-			t.Errorf("%s: the config's problems %v do not name %q", tc.to, err, tc.key)
-		}
-	}
-}

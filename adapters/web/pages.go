@@ -190,9 +190,10 @@ type inboxData struct {
 	Decidable int
 	Total     int
 	// Pickable counts the rows that may be selected for a batch
-	// approval: the selection form is offered from two.
+	// approval: those of a batch with two rows or more on this page. The
+	// selection form is offered when there is one (Batching).
 	Pickable int
-	Batching bool // Pickable is at least two
+	Batching bool
 	Kinds    []kindCount
 	Spaces   []string
 	Channels []string
@@ -276,13 +277,27 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 			d.Decidable++
 			if it.Batch != "" {
 				row.Pick, row.Batch = true, it.Batch
-				d.Pickable++
 			}
 		}
 		d.Rows = append(d.Rows, row)
 	}
 	d.Total = len(d.Rows)
-	d.Batching = d.Pickable >= 2
+	// A checkbox only where there is something to batch it with.
+	perBatch := map[string]int{}
+	for _, row := range d.Rows {
+		if row.Pick {
+			perBatch[row.Batch]++
+		}
+	}
+	for i := range d.Rows {
+		if d.Rows[i].Pick && perBatch[d.Rows[i].Batch] < 2 {
+			d.Rows[i].Pick = false
+		}
+		if d.Rows[i].Pick {
+			d.Pickable++
+		}
+	}
+	d.Batching = d.Pickable > 0
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
 		n := strconv.Itoa(facets.Kinds[k])
 		if facets.Capped[k] {

@@ -71,3 +71,44 @@ func TestSuspensionSendsAStagedRequestBack(t *testing.T) {
 		t.Fatalf("after every stage signed off again: %v confirmed by %v", got["status"], got["confirmed_by"])
 	}
 }
+
+// TestReadOnlyHintReadsTheOpenStage: the hint a surface shows before a
+// decision (bot.Items.ReadOnly) is the one decision rule on the item's
+// open stage: a member who is no pharmacist sees a stage-2 item read-only
+// and why, a pharmacist by the configured groups (not carried on the
+// caller) may decide it, and the prescriber is told they approved an
+// earlier stage. Step-up is left to the surface.
+func TestReadOnlyHintReadsTheOpenStage(t *testing.T) {
+	e := newRulesEnv(t)
+	agent := e.principal("ward_bot", policy.RoleAgent, "agent")
+	drB := e.principal("dr_b", policy.RoleMember, "person")
+	lee := e.principal("ph_lee", policy.RoleMember, "person")
+	kim := e.principal("ph_kim", policy.RoleMember, "person")
+	d, _ := e.ok(agent, "confirm_action", medCall(map[string]any{"drug": "apixaban", "dose_mg": 50}))
+	item := func() bot.Item {
+		it, err := e.b.Items().Get(context.Background(), e.request(d["request_id"].(string)).ItemID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	if why, ro := e.b.Items().ReadOnly(drB, item()); ro {
+		t.Fatalf("a member at the prescriber stage: read-only (%s)", why)
+	}
+	e.ok(lee, "approve_action", map[string]any{"request_id": d["request_id"]})
+	it := item()
+	for _, tc := range []struct {
+		who  *bot.Caller
+		want string // "" may decide
+	}{
+		{drB, "the open stage (pharmacist, stage 2 of 2) is decided by groups pharmacists"},
+		{kim, ""},
+		{lee, "you approved an earlier stage"},
+		{agent, "agents and services do not decide"},
+	} {
+		why, ro := e.b.Items().ReadOnly(tc.who, it)
+		if why != tc.want || ro != (tc.want != "") {
+			t.Errorf("%s at the pharmacist stage: read-only %v (%q), want %q", tc.who.Name, ro, why, tc.want)
+		}
+	}
+}

@@ -55,6 +55,19 @@ const breakGlassCheckName = "break-glass refused"
 // MaxBreakGlassReason bounds a break-glass reason, as a denial's.
 const MaxBreakGlassReason = 2000
 
+// BreakGlassStepUp is the step-up window of a break-glass approval: the
+// stricter of the item's own (itemStepUp; 0: none) and break_glass's
+// (breakGlass; 0: DefaultFreshness). It is always positive.
+func BreakGlassStepUp(itemStepUp, breakGlass time.Duration) time.Duration {
+	if breakGlass <= 0 {
+		breakGlass = DefaultFreshness
+	}
+	if itemStepUp > 0 {
+		return min(itemStepUp, breakGlass)
+	}
+	return breakGlass
+}
+
 // checkBreakGlass is CheckDecision for an approval asked for as
 // break-glass (it.BreakGlass set): the rule's checks in their order, with
 // the requester check replaced by the exception's own, and the step-up
@@ -64,11 +77,7 @@ func checkBreakGlass(d Decider, it Decidable) Refusal {
 	base := it
 	base.BreakGlass = nil
 	base.RequesterID, base.RequesterName = "", "" // the one check excepted, when the exception holds (below)
-	within := bg.StepUp
-	if within <= 0 {
-		within = DefaultFreshness
-	}
-	base.StepUp = max(base.StepUp, within)
+	base.StepUp = BreakGlassStepUp(base.StepUp, bg.StepUp)
 	r := CheckDecision(d, base)
 	switch r.Check {
 	case CheckIdentity, CheckSuspended, CheckPerson, CheckCapability:

@@ -28,6 +28,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
 		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
 		StepUp:            cfg.StepUp.spec(),
+		BreakGlass:        cfg.BreakGlass.spec(),
 		// Context subjects resolve as the memory resolves a subject (a
 		// declared slot's name for an alias, else the folded subject).
 		Subject: func(s string) string { return (&memory.Options{Schema: cfg.schema}).Resolve(s).Subject },

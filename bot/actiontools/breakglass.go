@@ -453,8 +453,8 @@ func (src reviewSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			{Label: "Broken at", Value: rv.At.UTC().Format(time.RFC3339)},
 			{Label: "Review due", Value: rv.Due.UTC().Format(time.RFC3339)},
 			{Label: "Reviewers", Value: reviewersText(rv.Approvers)},
+			{Label: "Review", Value: rv.ID},
 		},
-		Details: []bot.Field{{Label: "Review", Value: rv.ID}},
 	}
 	for _, v := range rv.Votes {
 		if !v.Approve {

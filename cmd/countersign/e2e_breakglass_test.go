@@ -100,7 +100,9 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 			return res.Status == http.StatusOK && strings.Contains(res.Text, sub)
 		}
 	}
-	status := func(reqID string) toolResponse { return e.MustOK(admin, "action_status", map[string]any{"request_id": reqID}) }
+	status := func(reqID string) toolResponse {
+		return e.MustOK(admin, "action_status", map[string]any{"request_id": reqID})
+	}
 
 	// alice's own request: two approvers would be needed.
 	r := e.MustOK(aliceKey, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}})
@@ -154,13 +156,15 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 		t.Fatalf("the receipt: %+v (%v), want break_glass true", p, err)
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
-	if !regexp.MustCompile(reqID + ` by alice \[web:alice\] break_glass review=` + reviewID + ` restart_service args_sha256=[0-9a-f]{64} step-up oidc auth_time=`).MatchString(audit) ||
+	if !regexp.MustCompile(reqID+` by alice \[web:alice\] break_glass review=`+reviewID+` restart_service args_sha256=[0-9a-f]{64} step-up oidc auth_time=`).MatchString(audit) ||
 		!strings.Contains(audit, "alice [web:alice] approved their own restart_service request "+reqID+" as break-glass: payments down, on-call unreachable") {
 		t.Fatalf("the audit does not mark the break-glass:\n%s", audit)
 	}
 	// Broadcast at once: a note on the request's card for everyone it was
 	// posted to, and the review posted in the review channel.
-	waitFor(t, "the break-glass note", func() bool { return len(posts("C0OPS", "BREAK-GLASS: alice approved their own restart_service request")) == 1 })
+	waitFor(t, "the break-glass note", func() bool {
+		return len(posts("C0OPS", "BREAK-GLASS: alice approved their own restart_service request")) == 1
+	})
 	if n := posts("C0OPS", "BREAK-GLASS")[0]; n.Form.Get("thread_ts") != posts("C0OPS", "restart_service")[0].TS {
 		t.Errorf("the note is not in the card's thread: %v", n.Form)
 	}

@@ -2,6 +2,11 @@ package bot
 
 import "github.com/countersign/countersign/policy"
 
+// KindBreakGlassReview is the item kind of a break-glass review: a
+// person's approval of their own request, which reviewers countersign
+// (bot/actiontools/breakglass.go).
+const KindBreakGlassReview ItemKind = "break_glass_review"
+
 // MayOfferBreakGlass reports whether a surface offers the caller to
 // approve item it as break-glass (Item.BreakGlass): a pending item whose
 // tool is listed under break_glass.tools, requested by the caller

@@ -21,11 +21,8 @@ import (
 // every surface, marked in the receipt and the audit, and opens a review
 // (approvals.Review) that break_glass.review's approvers countersign
 // within its window, on every surface, as an item of kind
-// KindBreakGlassReview. The "break_glass" sweep step escalates an overdue
+// bot.KindBreakGlassReview. The "break_glass" sweep step escalates an overdue
 // review once; an overdue review blocks its breaker's next break-glass.
-
-// KindBreakGlassReview is the item kind of a break-glass review.
-const KindBreakGlassReview bot.ItemKind = "break_glass_review"
 
 // Defaults of BreakGlassSpec.
 const (
@@ -122,7 +119,7 @@ func (s *Service) registerBreakGlass(b *bot.Bot) error {
 	); err != nil {
 		return err
 	}
-	b.Items().RegisterKind(KindBreakGlassReview, reviewSource{s})
+	b.Items().RegisterKind(bot.KindBreakGlassReview, reviewSource{s})
 	b.OnSweep("break_glass", s.SweepReviews)
 	return nil
 }
@@ -184,7 +181,7 @@ func (s *Service) breakGlass(tx *bot.Tx, c *bot.Call, r *approvals.Request, args
 	if channel == "" {
 		channel = r.Channel
 	}
-	if rv.ItemID, err = tx.NewItem(KindBreakGlassReview, rv.ID, r.Space, channel, time.Time{}); err != nil {
+	if rv.ItemID, err = tx.NewItem(bot.KindBreakGlassReview, rv.ID, r.Space, channel, time.Time{}); err != nil {
 		return 0, nil, err
 	}
 	if err := approvals.PutReview(tx, rv); err != nil {

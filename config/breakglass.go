@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -100,13 +100,13 @@ func (b BreakGlassConfig) validate(c *Config, p *problems) {
 	if r.Channel != "" && !c.channelKnown(r.Channel) {
 		p.add("break_glass.review.channel", "%q is not a channel defined under slack.channels, discord.channels or teams.channels", r.Channel)
 	}
-	if !c.Web.enabled() || c.Web.OIDC == nil {
+	if !c.Web.Served() || c.Web.OIDC == nil {
 		p.add("break_glass", "break-glass needs a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove break_glass")
 	}
 }
 
-// spec is the section as actiontools takes it.
-func (b BreakGlassConfig) spec() actiontools.BreakGlassSpec {
+// Spec is the section as actiontools takes it.
+func (b BreakGlassConfig) Spec() actiontools.BreakGlassSpec {
 	return actiontools.BreakGlassSpec{
 		Tools: b.Tools, StepUp: b.StepUp,
 		ReviewApprovers: b.Review.Approvers.approvers(), ReviewQuorum: b.Review.Quorum,

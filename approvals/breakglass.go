@@ -124,7 +124,7 @@ func (rv *Review) Countersigners() []string {
 	var seen []Party
 	var out []string
 	for _, v := range rv.Votes {
-		if v.Approve && !slices.ContainsFunc(seen, v.By.Same) {
+		if v.Approve && v.Void == "" && !slices.ContainsFunc(seen, v.By.Same) {
 			seen = append(seen, v.By)
 			out = append(out, v.By.Display)
 		}
@@ -137,7 +137,7 @@ func (rv *Review) Tally() string {
 	var names []string
 	var seen []Party
 	for _, v := range rv.Votes {
-		if v.Approve && !slices.ContainsFunc(seen, v.By.Same) {
+		if v.Approve && v.Void == "" && !slices.ContainsFunc(seen, v.By.Same) {
 			seen = append(seen, v.By)
 			names = append(names, v.By.Name)
 		}
@@ -158,7 +158,7 @@ func (rv *Review) Countersign(d Party, reason string, now time.Time, as policy.A
 	if rv.Status != ReviewOpen {
 		return OutcomeConflict
 	}
-	if slices.ContainsFunc(rv.Votes, func(v Vote) bool { return v.Approve && v.By.Same(d) }) {
+	if slices.ContainsFunc(rv.Votes, func(v Vote) bool { return v.Approve && v.Void == "" && v.By.Same(d) }) {
 		return OutcomeRepeat
 	}
 	if len(rv.Votes) >= MaxVotes {
@@ -170,6 +170,23 @@ func (rv *Review) Countersign(d Party, reason string, now time.Time, as policy.A
 	}
 	rv.Status, rv.ClearedAt = ReviewCleared, now
 	return OutcomeDecided
+}
+
+// VoidVotes makes the countersignatures of the principal named name on
+// open review rv stop counting, saying why (they were suspended from
+// approving, as Request.VoidVotes). A cleared review is never changed. It
+// reports whether rv changed.
+func (rv *Review) VoidVotes(name, why string) bool {
+	if rv.Status != ReviewOpen || strings.TrimSpace(name) == "" {
+		return false
+	}
+	changed := false
+	for i := range rv.Votes {
+		if v := &rv.Votes[i]; v.Approve && v.Void == "" && policy.SamePrincipal("", name, "", v.By.Name) {
+			v.Void, changed = why, true
+		}
+	}
+	return changed
 }
 
 // Dispute records d's dispute of the break-glass, with reason: the

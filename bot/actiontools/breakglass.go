@@ -137,11 +137,15 @@ func (s *Service) breakGlass(tx *bot.Tx, c *bot.Call, r *approvals.Request, args
 		return 0, nil, bot.Invalid("break_glass", "a break-glass approval makes no standing grant: it is for this one call")
 	case r.Action == nil:
 		return 0, nil, bot.Invalid("break_glass", "%s is not an action request; break-glass is for action requests of the tools under break_glass.tools", r.ID)
-	case r.Status != approvals.StatusPending:
-		return approvals.OutcomeConflict, nil, nil
 	}
 	bg := s.o.BreakGlass
 	d := party(c.Caller)
+	if r.Status != approvals.StatusPending {
+		if r.BreakGlass != nil && r.BreakGlass.By.Same(d) {
+			return approvals.OutcomeRepeat, nil, nil // the same break-glass again: answered as recorded
+		}
+		return approvals.OutcomeConflict, nil, nil
+	}
 	overdue, err := approvals.OverdueReviewOf(tx, d.Name, c.Now)
 	if err != nil {
 		return 0, nil, err
@@ -424,7 +428,19 @@ type reviewSource struct{ s *Service }
 var (
 	_ bot.ItemSource  = reviewSource{}
 	_ bot.ItemDecider = reviewSource{}
+	_ bot.VoteVoider  = reviewSource{}
 )
+
+// VoidVotes makes the countersignatures of the principal named name on
+// the open review behind rec stop counting: they were suspended from
+// approving (bot.Tx.Suspend). A cleared review is not changed.
+func (reviewSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, error) {
+	rv, err := approvals.LoadReview(tx, rec.Key)
+	if err != nil || rv == nil || !rv.VoidVotes(name, why) {
+		return false, err
+	}
+	return true, approvals.PutReview(tx, rv)
+}
 
 // View renders the review behind rec.
 func (src reviewSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {

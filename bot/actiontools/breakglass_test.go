@@ -91,6 +91,9 @@ func TestBreakGlassInTheService(t *testing.T) {
 	}
 
 	got, _ := e.ok(fresh(alice), "approve_action", bg)
+	if _, text := e.ok(fresh(alice), "approve_action", bg); !strings.HasPrefix(text, "Already decided, as you decided it") {
+		t.Errorf("the same break-glass again: %q, want the recorded outcome", text)
+	}
 	r := e.request(id)
 	if got["status"] != "approved" || r.BreakGlass == nil || r.ConfirmedBy != fresh(alice).String() {
 		t.Fatalf("break-glass of a quorum-2 request: %v, request %+v", got, r.BreakGlass)
@@ -124,6 +127,18 @@ func TestBreakGlassInTheService(t *testing.T) {
 	}
 	if be := e.fail(memberAgent, "countersign_review", rid); !errors.Is(be, policy.CheckPerson) {
 		t.Errorf("an agent countersigning: %v", be)
+	}
+	// A suspended reviewer's countersignature stops counting.
+	dan := e.principal("dan", policy.RoleMember, "person")
+	e.ok(dan, "countersign_review", rid)
+	if err := e.b.Update(context.Background(), e.b.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		_, err := tx.Suspend(bot.Suspension{Name: "dan", Surface: "admin", Reason: "left", At: e.clock.Now(), By: "root"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.review(rv.ID); got.Status != approvals.ReviewOpen || got.Tally() != "0 of 2 countersignatures" {
+		t.Fatalf("after dan's suspension: %s, %s; want open with none", got.Status, got.Tally())
 	}
 	if _, text := e.ok(bob, "countersign_review", rid); !strings.HasPrefix(text, "Counted: 1 of 2 countersignatures: bob") {
 		t.Errorf("bob's countersignature: %q", text)

@@ -220,6 +220,12 @@ func breakGlassNote(r *approvals.Request, rv *approvals.Review) string {
 		bot.NameOf(rv.Breaker.Display), r.Action.Tool, r.ID, bot.OneLine(rv.Reason, 300), rv.ID, rv.ItemID, rv.Need(), reviewersText(rv.Approvers), rv.Due.UTC().Format("2006-01-02 15:04 UTC"))
 }
 
+// breakGlassLine is what a break-glass approval's card says of it.
+func breakGlassLine(r *approvals.Request) string {
+	b := r.BreakGlass
+	return fmt.Sprintf("approved by %s alone, their own request: %s (review %s)", bot.NameOf(b.By.Display), b.Reason, b.Review)
+}
+
 // reviewersText names a review's approvers for people.
 func reviewersText(a policy.Approvers) string {
 	if w := approversText(a); w != "" {

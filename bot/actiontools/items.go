@@ -90,6 +90,9 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		it.Grants = src.s.grantOptions(r)
 		it.Batch = batchKey(r)
 		it.BreakGlass = src.s.breakGlassOffer(r)
+		if r.BreakGlass != nil {
+			field("Break-glass", breakGlassLine(r))
+		}
 	case r.Consent != nil:
 		c := r.Consent
 		name := bot.NameOf(r.Requester.Display)

@@ -168,6 +168,14 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 	if n := posts("C0OPS", "BREAK-GLASS")[0]; n.Form.Get("thread_ts") != posts("C0OPS", "restart_service")[0].TS {
 		t.Errorf("the note is not in the card's thread: %v", n.Form)
 	}
+	waitFor(t, "the card updated, marked break-glass", func() bool {
+		for _, u := range f.Calls("chat.update") {
+			if strings.Contains(slackJSON(u.Form.Get("blocks")), "approved by alice alone, their own request: payments down, on-call unreachable (review "+reviewID+")") {
+				return true
+			}
+		}
+		return false
+	})
 	waitFor(t, "the review's card", func() bool { return len(posts("C0REVIEW", "Break-glass review")) == 1 })
 	review := posts("C0REVIEW", "Break-glass review")[0]
 	reviewItem := slackItemID(t, review)

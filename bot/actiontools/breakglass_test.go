@@ -15,8 +15,12 @@ import (
 
 func breakGlassOptions() Options {
 	o := sweepOpts()
+	o.Tools = append(testTools(), ToolSpec{Name: "order_medication", Category: "mutating", Stages: []StageSpec{
+		{Name: "prescriber", Approvers: approvals.Approvers{Roles: []string{"member"}}},
+		{Name: "pharmacist", Approvers: approvals.Approvers{Principals: []string{"ph_lee"}}},
+	}})
 	o.BreakGlass = BreakGlassSpec{
-		Tools: []string{"restart_service", "rollback_production"}, StepUp: 5 * time.Minute,
+		Tools: []string{"restart_service", "rollback_production", "order_medication"}, StepUp: 5 * time.Minute,
 		ReviewApprovers: approvals.Approvers{Roles: []string{"member"}}, ReviewQuorum: 2, ReviewWithin: 24 * time.Hour,
 	}
 	return o
@@ -185,5 +189,32 @@ func TestBreakGlassInTheService(t *testing.T) {
 	}
 	if got, _ := e.ok(fresh(alice), "approve_action", bg2); got["status"] != "approved" {
 		t.Fatalf("break-glass once the review is cleared: %v", got)
+	}
+}
+
+// TestBreakGlassUnderStages: a break-glass decides a request signed off in
+// stages at once, by its breaker alone, when the breaker may approve the
+// open stage; one whose open stage is another's (a pharmacist's) is not
+// theirs to break open.
+func TestBreakGlassUnderStages(t *testing.T) {
+	e := newEnv(t, breakGlassOptions())
+	alice := e.principal("alice", policy.RoleMember, "person")
+	fresh := steppedUp(alice, e.clock.Now(), time.Minute)
+	order := map[string]any{"tool": "order_medication", "arguments": map[string]any{"drug": "apixaban"}}
+	d, _ := e.ok(alice, "confirm_action", order)
+	id := d["request_id"].(string)
+	got, _ := e.ok(fresh, "approve_action", map[string]any{"request_id": id, "break_glass": true, "reason": "pharmacy closed, patient bleeding"})
+	if r := e.request(id); got["status"] != "approved" || r.BreakGlass == nil || len(r.Votes) != 1 || r.Votes[0].Stage != 1 {
+		t.Fatalf("break-glass of a staged request: %v, votes %+v", got, r.Votes)
+	}
+	// The prescriber stage approved by someone else: the open stage is the
+	// pharmacist's, which alice may not approve, so she may not break it open.
+	d, _ = e.ok(alice, "confirm_action", order)
+	id2 := d["request_id"].(string)
+	bob := e.principal("bob", policy.RoleMember, "person")
+	e.ok(bob, "approve_action", map[string]any{"request_id": id2})
+	be := e.fail(steppedUp(alice, e.clock.Now(), time.Minute), "approve_action", map[string]any{"request_id": id2, "break_glass": true, "reason": "x"})
+	if !errors.Is(be, policy.CheckApprovers) {
+		t.Fatalf("break-glass of another's stage: %v, want CheckApprovers", be)
 	}
 }

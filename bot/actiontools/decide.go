@@ -47,7 +47,6 @@ func auditName(r *approvals.Request) string {
 func (s *Service) decide(approve bool) bot.Handler {
 	return func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 		args := a.(*DecideArgs)
-		d := party(c.Caller)
 		editing := args.Arguments != nil
 		if editing && !approve {
 			return bot.Result{}, bot.Invalid("arguments", "only approve_action takes arguments (an approval with changes); a denial takes a reason, which reaches the agent")
@@ -95,6 +94,10 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			if refusal = canDecide(c, r, approve); refusal != nil {
 				return tx.Refuse(refusal)
+			}
+			d, err := voter(c, r, approve, args.Grant != nil)
+			if err != nil {
+				return err
 			}
 			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {

@@ -489,3 +489,16 @@ func (ch Chat) PersonOf(surface, account, within string) string {
 	}
 	return ""
 }
+
+// MayLend reports whether the caller may lend their approvals (an
+// unsuspended person whose role holds approve), and why not.
+func (c *Caller) MayLend() (why string, ok bool) {
+	if err := mayLend(c, ""); err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return e.Msg, false
+		}
+		return err.Error(), false
+	}
+	return "", true
+}

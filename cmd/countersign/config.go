@@ -233,7 +233,8 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.SoftApproval.validate(p)
-	validateLadder(c, p) // config_email.go
+	validateLadder(c, p)       // config_email.go
+	validateOnCallLadder(c, p) // config_delegation.go
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
 	c.validatePolicy(p)                  // config_policy.go
@@ -695,6 +696,7 @@ type ApprovalsConfig struct {
 	EscalateAfter     time.Duration `yaml:"escalate_after"`
 	EscalationChannel string        `yaml:"escalation_channel"`
 	EscalationRole    string        `yaml:"escalation_role"`
+	EscalationOnCall  string        `yaml:"escalation_oncall"` // config_delegation.go
 }
 
 func (a *ApprovalsConfig) defaults() {

@@ -62,12 +62,16 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 		}
 		return r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"]), m[1] + ":" + m[2]
 	}
-	status := func(rid string) toolResponse { return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}) }
+	status := func(rid string) toolResponse {
+		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
+	}
 	audit := func() string { return e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw }
 
 	rid, item, value := request(120)
 	slackApproveClick(t, e, "U0BOB", "t-1", item, value)
-	waitFor(t, "bob's refusal audited", func() bool { return strings.Contains(audit(), "transfer_funds requests are decided by principals alice") })
+	waitFor(t, "bob's refusal audited", func() bool {
+		return strings.Contains(audit(), "transfer_funds requests are decided by principals alice")
+	})
 	if st := status(rid); st.Data["status"] != "pending" {
 		t.Fatalf("bob's click before the delegation: %s, want pending", st)
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 // This file holds the configuration of on-call in the escalation ladder
 // (docs/policy.md, "On-call"): approvals.escalation_oncall names an

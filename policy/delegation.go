@@ -69,7 +69,8 @@ func CheckWindow(now, until time.Time) string {
 	case !until.After(now):
 		return fmt.Sprintf("the delegation would end at %s, which is not after now (%s); give a time to come", until.UTC().Format("2006-01-02 15:04 UTC"), now.UTC().Format("2006-01-02 15:04 UTC"))
 	case until.Sub(now) > MaxDelegation:
-		return fmt.Sprintf("a delegation runs at most 14 days (336h), and this one would run %s; for a longer absence change who approves in config.yaml (groups:, oncall:, tools[].approvers)", until.Sub(now).Round(time.Minute))
+		d := until.Sub(now).Round(time.Hour)
+		return fmt.Sprintf("a delegation runs at most 14 days, and this one would run %d days %d hours; for a longer absence change who approves in config.yaml (groups:, oncall:, tools[].approvers)", int(d.Hours())/24, int(d.Hours())%24)
 	}
 	return ""
 }

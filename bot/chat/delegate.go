@@ -13,6 +13,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -165,6 +166,10 @@ func (s session) delegate(ctx context.Context, c ChatCommand) string {
 		return "I delegated nothing: " + err.Error() + "."
 	}
 	d, err := s.b.Delegations().Set(ctx, s.caller, to, until)
+	var be *bot.Error
+	if errors.As(err, &be) && be.Kind == bot.KindInvalid {
+		return "I delegated nothing: " + be.Msg + "."
+	}
 	if err != nil {
 		return s.failure(err, couldNotComplete, "setting a delegation")
 	}

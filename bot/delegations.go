@@ -99,13 +99,24 @@ func (x Delegations) Running(ctx context.Context) ([]Delegation, error) {
 	return out, err
 }
 
-// Person returns the person named name as the one decision rule sees
+// people resolves people by name within one transaction, as the one
+// decision rule sees them now (person): the store's principals are read
+// at most once, however many names are asked.
+type people struct {
+	b      *Bot
+	tx     kv.Tx
+	stored []Principal
+	read   bool
+}
+
+// person returns the person named name as the one decision rule sees
 // them now: a principal of config.yaml (its role and scopes) or a person
 // stored in the store (provisioned by the directory, or created with a
 // key), with the configured groups and on-call turns they hold now and
 // their suspension; nil when there is no such person (or the name is
 // shared by two stored ones). Names compare case-insensitively.
-func (b *Bot) person(tx kv.Tx, name string) (*Caller, error) {
+func (ps *people) person(name string) (*Caller, error) {
+	b, tx := ps.b, ps.tx
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return nil, nil
@@ -124,17 +135,21 @@ func (b *Bot) person(tx kv.Tx, name string) (*Caller, error) {
 			return withSuspension(tx, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 		}
 	}
-	ps, err := ListPrincipals(tx)
-	if err != nil {
-		return nil, err
+	if !ps.read {
+		all, err := ListPrincipals(tx)
+		if err != nil {
+			return nil, err
+		}
+		ps.stored, ps.read = all, true
 	}
 	var found *Principal
-	for i := range ps {
-		if ps[i].Kind == "person" && !ps[i].Revoked && strings.EqualFold(ps[i].Name, name) {
+	for i := range ps.stored {
+		p := &ps.stored[i]
+		if p.Kind == "person" && !p.Revoked && strings.EqualFold(p.Name, name) {
 			if found != nil {
 				return nil, nil // two people of one name: neither
 			}
-			found = &ps[i]
+			found = p
 		}
 	}
 	if found == nil {
@@ -145,10 +160,12 @@ func (b *Bot) person(tx kv.Tx, name string) (*Caller, error) {
 
 // delegated reads, in a deciding transaction of a person, the delegations
 // lent to them that run at the call's time, each delegator as they stand
-// now, into the call's caller (Caller.Delegators).
+// now, into the call's caller (Caller.Delegators). A transaction that
+// decides nothing (a tool without the approve capability) reads none, so
+// it costs no extra read.
 func (tx *Tx) delegated() error {
 	c := tx.call
-	if c == nil || c.Caller == nil || c.Caller.Kind != "person" || strings.TrimSpace(c.Caller.Name) == "" {
+	if c == nil || c.Caller == nil || c.Caller.Kind != "person" || strings.TrimSpace(c.Caller.Name) == "" || !decides(c.Tool) {
 		return nil
 	}
 	ds, err := loadDelegations(tx.Tx)
@@ -156,11 +173,12 @@ func (tx *Tx) delegated() error {
 		return err
 	}
 	var lent []policy.Delegator
+	ps := &people{b: c.bot, tx: tx.Tx}
 	for _, d := range running(ds, c.Now) {
 		if !strings.EqualFold(d.To, c.Caller.Name) {
 			continue
 		}
-		p, err := c.bot.person(tx.Tx, d.From)
+		p, err := ps.person(d.From)
 		if err != nil {
 			return err
 		}
@@ -177,6 +195,16 @@ func (tx *Tx) delegated() error {
 	c.Caller = &cc
 	return nil
 }
+
+// decides reports whether a call of t may take a decision: a tool that
+// needs the approve capability, or Bot.Decide's transaction (which runs
+// the decision tool in it).
+func decides(t *Tool) bool {
+	return t != nil && (t.Capability == policy.CapApprove || t.Name == decideCall)
+}
+
+// decideCall names the call of Bot.Decide's transaction (decide.go).
+const decideCall = "decide"
 
 // Set lends caller's approvals to the person named to until until: the
 // caller and the delegate must both be unsuspended people whose role holds
@@ -199,7 +227,7 @@ func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until t
 		if policy.SamePrincipal("", me.Name, "", to) {
 			return Invalid("to", "you cannot delegate your approvals to yourself; name the person who decides for you while you are away")
 		}
-		dp, err := b.person(tx.Tx, to)
+		dp, err := (&people{b: b, tx: tx.Tx}).person(to)
 		if err != nil {
 			return err
 		}
@@ -400,8 +428,9 @@ func (b *Bot) delegationFields(tx kv.Tx, rec *ItemRecord, it Item) ([]Field, err
 	dec.StepUp, dec.MinAssurance, dec.At = 0, "", time.Time{}
 	sort.Slice(ds, func(i, j int) bool { return ds[i].From < ds[j].From })
 	var out []Field
+	ps := &people{b: b, tx: tx}
 	for _, d := range ds {
-		p, err := b.person(tx, d.From)
+		p, err := ps.person(d.From)
 		if err != nil {
 			return nil, err
 		}

@@ -100,8 +100,8 @@ func delegationEnd(phrase string, now time.Time) (time.Time, error) {
 	case "for":
 		if d, ok := strings.CutSuffix(rest, "d"); ok {
 			n, err := strconv.Atoi(d)
-			if err != nil || n <= 0 {
-				return time.Time{}, fmt.Errorf("%q is not a number of days", rest)
+			if err != nil || n <= 0 || n > 366 {
+				return time.Time{}, fmt.Errorf("%q is not a number of days (a delegation runs at most 14)", rest)
 			}
 			return now.Add(time.Duration(n) * 24 * time.Hour), nil
 		}

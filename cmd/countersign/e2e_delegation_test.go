@@ -119,12 +119,27 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 		t.Fatalf("the audit does not record the delegation and the approval under it:\n%s", a)
 	}
 
+	// alice ends it in the console, and lends her approvals again.
+	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/delegation/end", url.Values{"csrf": {csrf[1]}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/delegation?done=ended" {
+		t.Fatalf("ending it in the console answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if a := audit(); !strings.Contains(a, "alice no longer lends their approvals to bob (was until "+until.Format("2006-01-02 15:04")+" UTC): ended in the console by alice") {
+		t.Fatalf("the console's end is not audited:\n%s", a)
+	}
+	if _, page = webDo(t, c, "GET", e.URL+"/ui/delegation", nil); strings.Contains(page, line) || !strings.Contains(page, `id="no-delegation"`) {
+		t.Fatalf("an ended delegation is still shown:\n%s", page)
+	}
+	resp, _ = webDo(t, c, "POST", e.URL+"/ui/delegation", url.Values{"csrf": {csrf[1]}, "to": {"bob"}, "until": {until.Format("2006-01-02T15:04")}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/delegation?done=set" {
+		t.Fatalf("delegating again answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
 	// Slack deactivates alice: the delegation ends at once.
 	if code, body := postSlackEvent(t, e.URL, userDeactivated("Ev1", "T1", "U0ALICE"), e2eSlackSecret); code != 200 {
 		t.Fatalf("the user_change event answered %d %s", code, body)
 	}
 	waitFor(t, "the delegation ended", func() bool {
-		return strings.Contains(audit(), "alice no longer lends their approvals to bob")
+		return strings.Contains(audit(), "alice was suspended from approving")
 	})
 	rid2, item2, value2 := request(80)
 	slackApproveClick(t, e, "U0BOB", "t-3", item2, value2)

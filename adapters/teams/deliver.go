@@ -87,7 +87,7 @@ func (a *Adapter) replyText(it bot.Item, n bot.Note) (string, []entity) {
 		}
 		if l := n.OnCallLine(); l != "" {
 			msg += " " + escapeMarkdown(l)
-			if id := a.bot.Chat().Account(bot.SurfaceTeams, n.Person); id != "" {
+			if id := strings.ToLower(a.bot.Chat().Account(bot.SurfaceTeams, n.Person)); id != "" {
 				tag := "<at>" + escapeMarkdown(n.Person) + "</at>"
 				msg += " " + tag
 				ents = append(ents, entity{Type: "mention", Text: tag, Mentioned: &account{ID: id, Name: n.Person}})

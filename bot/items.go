@@ -345,6 +345,11 @@ func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = rec.CreatedAt
 	}
+	lent, err := b.delegationFields(tx, rec, it) // delegations.go
+	if err != nil {
+		return Item{}, err
+	}
+	it.Fields = append(it.Fields, lent...)
 	return it, nil
 }
 

@@ -179,7 +179,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights", "batch"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights", "batch", "delegation"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -216,6 +216,9 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET /ui/grants", h.authed(h.grants))                  // grants.go
 	h.mux.HandleFunc("POST /ui/grants/{n}/revoke", h.authed(h.revokeGrant)) // grants.go
 	h.mux.HandleFunc("GET /ui/insights", h.authed(h.insights))              // insights.go
+	h.mux.HandleFunc("GET /ui/delegation", h.authed(h.delegation))          // delegation.go
+	h.mux.HandleFunc("POST /ui/delegation", h.authed(h.delegate))           // delegation.go
+	h.mux.HandleFunc("POST /ui/delegation/end", h.authed(h.endDelegation))  // delegation.go
 	h.mux.HandleFunc("GET /ui/audit", h.authed(h.audit))
 	h.mux.HandleFunc("POST /ui/audit/verify", h.authed(h.verify))
 	h.mux.HandleFunc("GET /ui/audit/export", h.authed(h.export))

@@ -83,7 +83,7 @@ func canDecide(c *bot.Call, r *approvals.Request, approve bool) *policy.Refusal 
 	it := r.Decidable()
 	it.At = c.Now
 	if !approve {
-		it.StepUp, it.MinAssurance, it.EarlierStages = 0, "", nil
+		it.StepUp, it.MinAssurance, it.EarlierStages, it.Counted = 0, "", nil, nil
 	}
 	return c.Caller.MayDecide(it)
 }

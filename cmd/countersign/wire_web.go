@@ -31,6 +31,8 @@ type WebConfig struct {
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// OIDC, when set, offers single sign-on.
 	OIDC *WebOIDCConfig `yaml:"oidc"`
+	// Passkeys, when set, offers passkeys for step-up (config_passkeys.go).
+	Passkeys *WebPasskeysConfig `yaml:"passkeys"`
 	// RatePerMinute and RateBurst limit each console client's requests (a
 	// signed-in session, else an address); 0: 600 a minute, bursts of 120.
 	RatePerMinute int `yaml:"rate_per_minute"`
@@ -80,6 +82,7 @@ func (w WebConfig) validate(ps []PrincipalDecl, p *problems) {
 			bad("web.oidc.client_secret_env", "required: the name of the environment variable that holds the client secret")
 		}
 	}
+	w.Passkeys.validate(w, p) // config_passkeys.go
 	seen := map[string]string{}
 	for i, pr := range ps {
 		if pr.Web == "" {
@@ -127,6 +130,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 		// Per client: a session, else an address (web.go).
 		RatePerMinute: w.RatePerMinute,
 		RateBurst:     w.RateBurst,
+		Passkeys:      w.Passkeys.options(), // config_passkeys.go
 	}
 	if oc := w.OIDC; oc != nil {
 		secret := a.getenv(oc.ClientSecretEnv)

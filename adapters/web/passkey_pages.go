@@ -364,7 +364,7 @@ func (h *Handler) passkeyRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec := passkeyRecord{Ref: s.Ref, Name: caller.Name, Label: c.Label, Created: h.now(), Credential: *cred}
-	call := &bot.Call{Tool: &bot.Tool{Name: Surface}, Caller: caller, Now: h.now()}
+	call := h.callAs(caller, h.now())
 	refusal := ""
 	err = h.o.Bot.Update(r.Context(), call, func(tx *bot.Tx) error {
 		refusal = ""
@@ -432,7 +432,7 @@ func (h *Handler) passkeyRemove(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, msg)
 		return
 	}
-	call := &bot.Call{Tool: &bot.Tool{Name: Surface}, Caller: caller, Now: h.now()}
+	call := h.callAs(caller, h.now())
 	err = h.o.Bot.Update(r.Context(), call, func(tx *bot.Tx) error {
 		p, err := removePasskey(tx, ref, id)
 		if err != nil {
@@ -585,7 +585,7 @@ func (h *Handler) passkeyStepUp(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := recs[i]
 	now := h.now()
-	call := &bot.Call{Tool: &bot.Tool{Name: Surface}, Caller: caller, Now: now}
+	call := h.callAs(caller, now)
 	refusal := ""
 	err = h.o.Bot.Update(r.Context(), call, func(tx *bot.Tx) error {
 		refusal = ""
@@ -703,3 +703,12 @@ const passkeyAssurance = "passkey"
 
 // sessionFrom is the request's session from its context.
 func sessionFrom(ctx context.Context) *session { s, _ := ctx.Value(keySession).(*session); return s }
+
+// callAs is a call of caller on the console outside a tool (a passkey
+// registered, used or removed): its transaction audits as caller and
+// reads their suspension (Call.Caller.Suspended) in the transaction.
+func (h *Handler) callAs(caller *bot.Caller, now time.Time) *bot.Call {
+	c := h.o.Bot.SystemCall(now)
+	c.Caller, c.Tool = caller, &bot.Tool{Name: Surface}
+	return c
+}

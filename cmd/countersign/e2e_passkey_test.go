@@ -91,6 +91,10 @@ func authenticatorCredentials(t *testing.T, ctx context.Context, id webauthn.Aut
 //   - the step-up was for that item only: a second one still asks for the
 //     passkey, while restart_service (oidc_step_up) is approved with the
 //     fresh OIDC sign-in as before;
+//   - by hand: a challenge for one item is refused for another, an
+//     assertion posted twice is used once, a passkey whose counter went
+//     back (copied) is refused, a suspended principal's session begins no
+//     passkey step-up;
 //   - an admin removes dr_smith's passkey (audited), and the next item
 //     offers none.
 func TestPasskeyStepUpInBrowser(t *testing.T) {
@@ -236,7 +240,58 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 		t.Fatalf("the oidc_step_up item approved with the fresh OIDC sign-in: votes %v, want oidc_step_up", got)
 	}
 
-	// 6. An admin removes the passkey; dr_smith's next item offers none.
+	// 6. The ceremony by hand, with the browser's own WebAuthn: a
+	// challenge begun for one item is refused for another, and an
+	// assertion is used once (the replay finds no open challenge).
+	r4 := e.MustOK(agent, "confirm_action", map[string]any{"tool": "order_medication", "arguments": map[string]any{"drug": "insulin", "dose_mg": 2}})
+	item4 := fmt.Sprint(r4.Data["item_id"])
+	browse(t, smith, "open the fourth item", chromedp.Navigate(base+"/ui/items/"+item4), chromedp.WaitVisible(chromedp.CSS("#passkey-stepup")))
+	got := read(t, smith, "a challenge for one item, answered to another, then replayed", chromedp.Evaluate[[]string](passkeyByHand(item2, item4, 1), chromedp.EvalAwaitPromise))
+	if len(got) != 1 || !strings.Contains(got[0], "That passkey answer was asked for something else") {
+		t.Fatalf("an assertion for #%s posted to #%s: the page says\n%v", item2, item4, got)
+	}
+	got = read(t, smith, "an assertion posted twice", chromedp.Evaluate[[]string](passkeyByHand(item4, item4, 2), chromedp.EvalAwaitPromise))
+	if len(got) != 2 || !strings.Contains(got[0], `id="stepped-up"`) || !strings.Contains(got[1], "No passkey request is open in this session") {
+		t.Fatalf("an assertion posted twice: the pages say\n%v", got)
+	}
+
+	// 7. A copied passkey: the authenticator's counter set back is refused.
+	creds = authenticatorCredentials(t, smith, auth)
+	c := *creds[0]
+	if _, err := chromedp.Call(smith, webauthn.RemoveCredential, webauthn.RemoveCredentialParams{AuthenticatorID: auth, CredentialID: c.CredentialID}); err != nil {
+		t.Fatal(err)
+	}
+	c.SignCount = 0
+	if _, err := chromedp.Call(smith, webauthn.AddCredential, webauthn.AddCredentialParams{AuthenticatorID: auth, Credential: &c}); err != nil {
+		t.Fatal(err)
+	}
+	browse(t, smith, "step up with a passkey whose counter went back",
+		chromedp.Navigate(base+"/ui/items/"+item2),
+		chromedp.Click(chromedp.CSS("#passkey-stepup")),
+		chromedp.WaitVisible(chromedp.CSS(".problem")),
+	)
+	if msg := read(t, smith, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "signature counter went backwards") {
+		t.Fatalf("a passkey whose sign count went back: got %q, want the counter refusal", msg)
+	}
+	if n := read(t, smith, "approve buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve").length`)); n != 0 {
+		t.Fatal("a passkey whose sign count went back opened Approve")
+	}
+
+	// 8. Suspended, dr_smith's passkey steps nobody up: the console
+	// refuses the session before any passkey is asked.
+	e.MustOK(admin, "suspend_principal", map[string]any{"name": "dr_smith", "reason": "left the hospital"})
+	status := read(t, smith, "a passkey step-up begun while suspended", chromedp.Evaluate[int](`fetch("/ui/items/`+item2+`/passkey/begin", {method: "POST", redirect: "manual", body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if status != 401 {
+		t.Fatalf("a passkey step-up begun while suspended answered %d, want 401 (the session ended)", status)
+	}
+	browse(t, smith, "the item while suspended", chromedp.Navigate(base+"/ui/items/"+item2), chromedp.WaitVisible(chromedp.CSS("h1")))
+	if n := read(t, smith, "passkey buttons", chromedp.Evaluate[int](`document.querySelectorAll("#passkey-stepup, #approve, .me").length`)); n != 0 {
+		t.Fatal("a suspended principal's session still shows the item's step-up")
+	}
+	e.MustOK(admin, "lift_suspension", map[string]any{"name": "dr_smith", "reason": "back"})
+	signInWithLink(t, smith, base, e.webLink("dr_smith"), "dr_smith")
+
+	// 9. An admin removes the passkey; dr_smith's next item offers none.
 	ops := person(t)
 	signInWithLink(t, ops, base, e.webLink("ops_admin"), "ops_admin")
 	browse(t, ops, "the admin removes dr_smith's passkey",
@@ -256,4 +311,23 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	if n := read(t, smith, "passkey buttons", chromedp.Evaluate[int](`document.querySelectorAll("#passkey-stepup, #approve").length`)); n != 0 {
 		t.Fatal("a removed passkey is still offered, or Approve is")
 	}
+}
+
+// passkeyByHand is a script for the item page: it begins a passkey step-up
+// for item begin, gets the assertion from the browser's WebAuthn (the
+// virtual authenticator), and posts it times times to item finish's
+// passkey route, returning each page's text.
+func passkeyByHand(begin, finish string, times int) string {
+	return fmt.Sprintf(`(async () => {
+  const csrf = document.querySelector('form.reject input[name="csrf"]').value;
+  const d = await (await fetch("/ui/items/%s/passkey/begin", {method: "POST", body: new URLSearchParams({csrf})})).json();
+  if (d.problem) { return [d.problem]; }
+  const cred = await navigator.credentials.get({publicKey: PublicKeyCredential.parseRequestOptionsFromJSON(d.publicKey)});
+  const body = new URLSearchParams({csrf, credential: JSON.stringify(cred.toJSON())});
+  const out = [];
+  for (let i = 0; i < %d; i++) {
+    out.push(await (await fetch("/ui/items/%s/passkey", {method: "POST", body})).text());
+  }
+  return out;
+})()`, begin, times, finish)
 }

@@ -173,6 +173,10 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	// 3. A passkey item: the fresh OIDC step-up is not enough.
 	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "order_medication", "arguments": map[string]any{"drug": "warfarin", "dose_mg": 5}})
 	reqID, item := r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"])
+	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
+	if b := slackJSON(f.Calls("chat.postMessage")[0].Form.Get("blocks")); !strings.Contains(b, "approving needs a passkey step-up (within 5 minutes)") {
+		t.Fatalf("the card does not say it needs a passkey:\n%s", b)
+	}
 	browse(t, smith, "open the passkey item", chromedp.Navigate(base+"/ui/items/"+item), chromedp.WaitVisible(chromedp.CSS("#passkey-stepup")), chromedp.WaitVisible(chromedp.CSS("#passkey-note")))
 	if n := read(t, smith, "approve buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve, #stepup").length`)); n != 0 {
 		t.Fatal("a passkey item offers Approve or the OIDC step-up to a session without a passkey step-up")

@@ -84,7 +84,7 @@ func (h *Handler) registerRefusal(c *bot.Caller, ref string) string {
 	if msg := h.canReauthenticate(ref); msg != "" {
 		how = msg
 	}
-	return fmt.Sprintf("Adding a passkey needs a fresh sign-in at your identity provider (OIDC) within the last %s, in this session, so that a passkey is never a way around step-up. Nothing was registered: %s, then add the passkey.", RoundMinutes(PasskeyRegisterWithin), how)
+	return fmt.Sprintf("Adding a passkey needs a fresh sign-in at your identity provider (OIDC) within the last %s, in this session, so that a passkey is never a way around step-up. Nothing was registered: %s, then add the passkey.", roundMinutes(PasskeyRegisterWithin), how)
 }
 
 // canReauthenticate says why the principal of ref cannot sign in again at
@@ -100,8 +100,8 @@ func (h *Handler) canReauthenticate(ref string) string {
 	return ""
 }
 
-// RoundMinutes renders d as "5 minutes".
-func RoundMinutes(d time.Duration) string {
+// roundMinutes renders d as "5 minutes".
+func roundMinutes(d time.Duration) string {
 	m := int(d.Round(time.Minute) / time.Minute)
 	if m == 1 {
 		return "1 minute"
@@ -225,7 +225,7 @@ func (h *Handler) finishCeremony(r *http.Request, purpose string, item uint64) (
 	case c.Purpose != purpose || c.Item != item:
 		return nil, "That passkey answer was asked for something else (another item, or a registration). Nothing was done: try again from this page.", nil
 	case !h.now().Before(c.Expires):
-		return nil, fmt.Sprintf("The passkey request expired: it lasts %s. Nothing was done: try again.", RoundMinutes(passkeyCeremonyTTL)), nil
+		return nil, fmt.Sprintf("The passkey request expired: it lasts %s. Nothing was done: try again.", roundMinutes(passkeyCeremonyTTL)), nil
 	case !strings.EqualFold(c.Origin, h.base(r)):
 		return nil, "That passkey answer came from another address than the request. Nothing was done: try again from this page.", nil
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/chromedp/cdproto/webauthn"
 	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/internal/nodetest"
 	"github.com/oauth2-proxy/mockoidc"
 )
 
@@ -165,6 +168,17 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 		t.Fatalf("the authenticator holds %+v, want one credential for localhost", creds)
 	}
 	count0 := creds[0].SignCount
+	axe, err := os.ReadFile(filepath.Join(nodetest.Modules(t, "axe-core"), "axe-core", "axe.min.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	accessible := func(where string) {
+		t.Helper()
+		for _, v := range axeRun(t, smith, string(axe)) {
+			t.Errorf("%s: %s (%s): %s\n  %s", where, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+		}
+	}
+	accessible("the Passkeys page with a passkey")
 	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 100})
 	if !regexp.MustCompile(`passkey_registered .* web: dr_smith registered passkey "work laptop" \(id [A-Za-z0-9_-]{12}…\) after an OIDC sign-in at \d{4}-`).MatchString(audit.Text) {
 		t.Fatalf("the registration is not audited:\n%s", audit.Text)
@@ -181,6 +195,7 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	if n := read(t, smith, "approve buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve, #stepup").length`)); n != 0 {
 		t.Fatal("a passkey item offers Approve or the OIDC step-up to a session without a passkey step-up")
 	}
+	accessible("a passkey item's page")
 	forced := read(t, smith, "an approval forced with the OIDC step-up", chromedp.Evaluate[string](`fetch("/ui/items/`+item+`/decide", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "action=approve&nonce=forced&csrf=" + encodeURIComponent(document.querySelector('form.reject input[name="csrf"]').value)}).then(r => r.text())`, chromedp.EvalAwaitPromise))
 	if !strings.Contains(forced, "is approved only with a fresh passkey step-up in the console") || !strings.Contains(forced, "decided with OIDC step-up") {

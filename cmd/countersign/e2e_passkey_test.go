@@ -98,8 +98,8 @@ func authenticatorCredentials(t *testing.T, ctx context.Context, id webauthn.Aut
 //     assertion posted twice is used once, a passkey whose counter went
 //     back (copied) is refused, a suspended principal's session begins no
 //     passkey step-up;
-//   - an admin removes dr_smith's passkey (audited), and the next item
-//     offers none.
+//   - dr_smith removes their passkey and registers another, which an
+//     admin removes (each audited); the next item then offers none.
 func TestPasskeyStepUpInBrowser(t *testing.T) {
 	t.Parallel()
 	needBrowser(t)
@@ -310,7 +310,27 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	e.MustOK(admin, "lift_suspension", map[string]any{"name": "dr_smith", "reason": "back"})
 	signInWithLink(t, smith, base, e.webLink("dr_smith"), "dr_smith")
 
-	// 9. An admin removes the passkey; dr_smith's next item offers none.
+	// 9. dr_smith removes their passkey, signs in again at the provider
+	// and registers another; an admin removes that one, and dr_smith's
+	// next item offers none.
+	browse(t, smith, "dr_smith removes their passkey",
+		chromedp.Navigate(base+"/ui/passkeys"),
+		chromedp.Click(chromedp.CSS("#my-passkeys button.danger")),
+		chromedp.WaitVisible(chromedp.CSS(".notice")),
+		chromedp.WaitVisible(chromedp.CSS("#no-passkeys")),
+	)
+	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 100})
+	if !regexp.MustCompile(`passkey_removed .* web: dr_smith removed their own passkey "work laptop"`).MatchString(audit.Text) {
+		t.Fatalf("the removal is not audited:\n%s", audit.Text)
+	}
+	m.QueueUser(smithUser(time.Now()))
+	browse(t, smith, "sign in again and register another passkey",
+		chromedp.Click(chromedp.CSS("#passkey-signin")),
+		chromedp.WaitVisible(chromedp.CSS("#register-fresh")),
+		chromedp.SendKeys(chromedp.CSS("#passkey-label"), "phone"),
+		chromedp.Click(chromedp.CSS("#passkey-add")),
+		chromedp.WaitVisible(chromedp.CSS("#my-passkeys")),
+	)
 	ops := person(t)
 	signInWithLink(t, ops, base, e.webLink("ops_admin"), "ops_admin")
 	browse(t, ops, "the admin removes dr_smith's passkey",
@@ -323,7 +343,7 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 		t.Fatalf("after the removal the admin's page lists %d passkeys, want 0", n)
 	}
 	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 100})
-	if !regexp.MustCompile(`passkey_removed .* web: ops_admin removed dr_smith's passkey "work laptop"`).MatchString(audit.Text) {
+	if !regexp.MustCompile(`passkey_removed .* web: ops_admin removed dr_smith's passkey "phone"`).MatchString(audit.Text) {
 		t.Fatalf("the removal is not audited:\n%s", audit.Text)
 	}
 	browse(t, smith, "the second item after the removal", chromedp.Navigate(base+"/ui/items/"+item2), chromedp.WaitVisible(chromedp.CSS("#no-passkey")))

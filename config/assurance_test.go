@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 	const oidc = `web:
   oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
 `
-	cfg, err := parseConfig([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: OIDC_step_up}}\n"+oidc), t.TempDir())
+	cfg, err := Parse([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: OIDC_step_up}}\n"+oidc), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid minimum: %v", err)
 	}
@@ -23,11 +23,11 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 		t.Fatalf("tools[0].step_up: %+v", s)
 	}
 	const passkeys = "  passkeys: {rp_id: countersign.example.org, origins: [\"https://countersign.example.org\"]}\n"
-	cfg, err = parseConfig([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: passkey}}\n"+oidc+passkeys), t.TempDir())
+	cfg, err = Parse([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: passkey}}\n"+oidc+passkeys), t.TempDir())
 	if err != nil {
 		t.Fatalf("passkey with web.passkeys: %v", err)
 	}
-	if pk := cfg.Web.Passkeys.options(); pk == nil || pk.RPID != "countersign.example.org" || len(pk.Origins) != 1 {
+	if pk := cfg.Web.Passkeys.Options(); pk == nil || pk.RPID != "countersign.example.org" || len(pk.Origins) != 1 {
 		t.Fatalf("web.passkeys as the console takes it: %+v", pk)
 	}
 	for _, tt := range []struct {
@@ -43,7 +43,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 		{"no OIDC", "tools:\n  - {name: t, category: mutating, step_up: {method: oidc}}\n", "tools[0].step_up: OIDC is an authentication in the web console, so it needs web.enabled: true and web.oidc"},
 		{"an unknown key", "tools:\n  - {name: t, category: mutating, step_up: {methods: oidc}}\n" + oidc, "tools[0].step_up.methods"},
 	} {
-		_, err := parseConfig([]byte(tt.yaml), t.TempDir())
+		_, err := Parse([]byte(tt.yaml), t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"github.com/countersign/countersign/adapters/web"
@@ -20,8 +20,8 @@ type WebPasskeysConfig struct {
 	DisplayName string `yaml:"display_name"`
 }
 
-// options is the section as the console takes it.
-func (c *WebPasskeysConfig) options() *web.Passkeys {
+// Options is the section as the console takes it.
+func (c *WebPasskeysConfig) Options() *web.Passkeys {
 	if c == nil {
 		return nil
 	}
@@ -36,7 +36,7 @@ func (c *WebPasskeysConfig) validate(w WebConfig, p *problems) {
 	}
 	if c.RPID == "" {
 		p.add("web.passkeys.rp_id", "required: the console's host name (or a domain it is under), for example countersign.hospital.example; a passkey works only there")
-	} else if err := web.ValidatePasskeys(c.options(), w.PublicURL); err != nil {
+	} else if err := web.ValidatePasskeys(c.Options(), w.PublicURL); err != nil {
 		p.add("web.passkeys", "%v", err)
 	}
 	if w.OIDC == nil {

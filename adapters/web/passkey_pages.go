@@ -67,7 +67,7 @@ func (h *Handler) passkeysOff(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // registerFresh says until when the session may register a passkey: its
-// OIDC sign-in is at most PasskeyRegisterWithin old; "" when it may not.
+// OIDC sign-in is at most PasskeyRegisterWithin old; false when it may not.
 func (h *Handler) registerFresh(c *bot.Caller) (time.Time, bool) {
 	if c == nil || c.AuthMethod != "oidc" || !c.SteppedUp(PasskeyRegisterWithin, h.now()) {
 		return time.Time{}, false

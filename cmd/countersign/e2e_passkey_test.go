@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -38,6 +39,7 @@ principals:
     role: member
     slack: U0123ABC
     web: dr.smith@hospital.example
+    email: dr.smith@hospital.example
   - name: ops_admin
     role: admin
     web: ops.admin@hospital.example
@@ -47,6 +49,7 @@ web:
     client_id: ` + m.ClientID + `
     client_secret_env: OIDC_SECRET
   passkeys: {rp_id: localhost}
+scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 `
 }
 
@@ -96,8 +99,8 @@ func authenticatorCredentials(t *testing.T, ctx context.Context, id webauthn.Aut
 //     fresh OIDC sign-in as before;
 //   - by hand: a challenge for one item is refused for another, an
 //     assertion posted twice is used once, a passkey whose counter went
-//     back (copied) is refused, a suspended principal's session begins no
-//     passkey step-up;
+//     back (copied) is refused, and a principal deactivated by the
+//     directory (SCIM) or suspended by an admin begins no passkey step-up;
 //   - dr_smith removes their passkey and registers another, which an
 //     admin removes (each audited); the next item then offers none.
 func TestPasskeyStepUpInBrowser(t *testing.T) {
@@ -107,6 +110,7 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	m, _ := stepUpProvider(t)
 	e := newTestEnv(t, passkeyConfig(f, m))
 	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"], e.env["OIDC_SECRET"] = "xoxb-e2e", e2eSlackSecret, m.ClientSecret
+	e.env["COUNTERSIGN_SCIM_TOKEN"] = e2eSCIMToken
 	agent := e.CreateKey("ward_bot", "agent")
 	admin := e.CreateKey("root", "admin")
 	e.Start()
@@ -296,17 +300,38 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 		t.Fatal("a passkey whose sign count went back opened Approve")
 	}
 
-	// 8. Suspended, dr_smith's passkey steps nobody up: the console
-	// refuses the session before any passkey is asked.
+	// 8. Deactivated by the directory (SCIM), then suspended by an admin,
+	// dr_smith's passkey steps nobody up: the console refuses the session
+	// before any passkey is asked.
+	refused := func(why string) {
+		t.Helper()
+		status := read(t, smith, "a passkey step-up begun "+why, chromedp.Evaluate[int](`fetch("/ui/items/`+item2+`/passkey/begin", {method: "POST", redirect: "manual", body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
+		if status != 401 {
+			t.Fatalf("a passkey step-up begun %s answered %d, want 401 (the session ended)", why, status)
+		}
+		browse(t, smith, "the item "+why, chromedp.Navigate(base+"/ui/items/"+item2), chromedp.WaitVisible(chromedp.CSS("h1")))
+		if n := read(t, smith, "passkey buttons", chromedp.Evaluate[int](`document.querySelectorAll("#passkey-stepup, #approve, .me").length`)); n != 0 {
+			t.Fatalf("the session of a principal %s still shows the item's step-up", why)
+		}
+	}
+	scim := e.URL + "/scim/v2"
+	st2, user := scimDo(t, scim, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","active":true}`))
+	if st2 != http.StatusCreated {
+		t.Fatalf("SCIM create: %d %v", st2, user)
+	}
+	setActive := func(active bool) {
+		t.Helper()
+		if st, body := scimDo(t, scim, e2eSCIMToken, "PATCH", "/Users/"+user["id"].(string), jsonDoc(t, fmt.Sprintf(`{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":%v}}]}`, active))); st != 200 || body["active"] != active {
+			t.Fatalf("SCIM active %v: %d %v", active, st, body)
+		}
+	}
+	setActive(false)
+	refused("deactivated by the directory")
+	setActive(true)
+	signInWithLink(t, smith, base, e.webLink("dr_smith"), "dr_smith")
+	browse(t, smith, "the item after the reactivation", chromedp.Navigate(base+"/ui/items/"+item2), chromedp.WaitVisible(chromedp.CSS("#passkey-stepup")))
 	e.MustOK(admin, "suspend_principal", map[string]any{"name": "dr_smith", "reason": "left the hospital"})
-	status := read(t, smith, "a passkey step-up begun while suspended", chromedp.Evaluate[int](`fetch("/ui/items/`+item2+`/passkey/begin", {method: "POST", redirect: "manual", body: new URLSearchParams({csrf: document.querySelector('input[name="csrf"]').value})}).then(r => r.status)`, chromedp.EvalAwaitPromise))
-	if status != 401 {
-		t.Fatalf("a passkey step-up begun while suspended answered %d, want 401 (the session ended)", status)
-	}
-	browse(t, smith, "the item while suspended", chromedp.Navigate(base+"/ui/items/"+item2), chromedp.WaitVisible(chromedp.CSS("h1")))
-	if n := read(t, smith, "passkey buttons", chromedp.Evaluate[int](`document.querySelectorAll("#passkey-stepup, #approve, .me").length`)); n != 0 {
-		t.Fatal("a suspended principal's session still shows the item's step-up")
-	}
+	refused("suspended")
 	e.MustOK(admin, "lift_suspension", map[string]any{"name": "dr_smith", "reason": "back"})
 	signInWithLink(t, smith, base, e.webLink("dr_smith"), "dr_smith")
 

@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/kv"
 )
@@ -163,6 +166,41 @@ func TestValidatePasskeys(t *testing.T) {
 		err := ValidatePasskeys(&tt.pk, tt.publicURL)
 		if (err == nil) != tt.ok {
 			t.Errorf("%s: got %v, want ok=%v", tt.name, err, tt.ok)
+		}
+	}
+}
+
+// TestItemCallerPasskeyForOneItem: a session's passkey step-up makes its
+// caller decide that item, and no other, with AuthMethod passkey at the
+// moment of the step-up; a later sign-in at the provider is not undone.
+func TestItemCallerPasskeyForOneItem(t *testing.T) {
+	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	oidcAt := at.Add(-time.Minute)
+	request := func(pk *passkeyStepUp) *http.Request {
+		c := &bot.Caller{Principal: bot.Principal{ID: "web:dr_smith", Name: "dr_smith", Kind: "person"}, Surface: "web", AuthAt: oidcAt, AuthMethod: "oidc", SignIn: "oidc"}
+		ctx := context.WithValue(context.Background(), keyCaller, c)
+		ctx = context.WithValue(ctx, keySession, &session{Ref: "c:dr_smith", Passkey: pk})
+		return httptest.NewRequest("GET", "/ui/items/4", nil).WithContext(ctx)
+	}
+	for _, tt := range []struct {
+		name       string
+		pk         *passkeyStepUp
+		item       uint64
+		wantMethod string
+		wantAt     time.Time
+	}{
+		{"the item stepped up for", &passkeyStepUp{Item: 4, At: at}, 4, "passkey", at},
+		{"another item", &passkeyStepUp{Item: 4, At: at}, 5, "oidc", oidcAt},
+		{"no passkey step-up", nil, 4, "oidc", oidcAt},
+		{"a passkey older than the sign-in", &passkeyStepUp{Item: 4, At: oidcAt.Add(-time.Second)}, 4, "oidc", oidcAt},
+	} {
+		r := request(tt.pk)
+		c := itemCaller(r, tt.item)
+		if c.AuthMethod != tt.wantMethod || !c.AuthAt.Equal(tt.wantAt) {
+			t.Errorf("%s: got %s at %s, want %s at %s", tt.name, c.AuthMethod, c.AuthAt, tt.wantMethod, tt.wantAt)
+		}
+		if callerOf(r).AuthMethod != "oidc" {
+			t.Errorf("%s: the session's own caller was changed", tt.name)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,8 +139,9 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		var obj map[string]any
-		if json.Unmarshal(args, &obj) != nil || obj == nil {
+		// The SDK read params as JSON: arguments that start with '{' are
+		// an object. Only a gated call needs it decoded (its request).
+		if a := bytes.TrimLeft(args, " \t\r\n"); len(a) == 0 || a[0] != '{' {
 			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		t, ok := o.Gateway.Tool(name)
@@ -155,6 +157,10 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 		}
 		if t.Category == "read-only" {
 			return w.passThrough(ctx, o.Logger, caller, t, args), nil
+		}
+		var obj map[string]any
+		if json.Unmarshal(args, &obj) != nil || obj == nil {
+			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		return w.gated(ctx, o.Logger, req, caller, t, args, obj, log)
 	}
@@ -180,15 +186,15 @@ func (w *waiter) passThrough(ctx context.Context, log *slog.Logger, caller *bot.
 	if !caller.MayWrite() {
 		return errorResult(ctx, log, t.Name, &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call upstream tools; only a role that may call confirm_action (agent, member, admin) does.", caller)})
 	}
-	res, ferr := w.gw.Forward(ctx, t.Name, args)
-	detail := fmt.Sprintf("%s read-only args_sha256=%s %s", t.Name, digest(args), resultDetail(res, ferr))
+	ans, ferr := w.gw.Call(ctx, t.Name, args)
+	detail := t.Name + " read-only args_sha256=" + digest(args) + " " + resultDetail(ans, ferr)
 	if err := w.auditRead(ctx, caller, "gateway_passed", detail); err != nil {
 		return internalError(ctx, log, t.Name, fmt.Errorf("auditing a passed-through call: %w", err), nil)
 	}
 	if ferr != nil {
 		return toolError(ferr.Error(), map[string]any{"upstream": t.Upstream})
 	}
-	return res
+	return ans.Result
 }
 
 // digest is the SHA-256 of b, hex.
@@ -199,12 +205,11 @@ func digest(b []byte) string {
 
 // resultDetail describes an upstream's answer for the audit: its SHA-256,
 // isError and size, or the failure.
-func resultDetail(res *sdk.CallToolResult, err error) string {
+func resultDetail(a gateway.Answer, err error) string {
 	if err != nil {
-		return "upstream_error=" + fmt.Sprintf("%q", gateway.Clip(err.Error(), 300))
+		return "upstream_error=" + strconv.Quote(gateway.Clip(err.Error(), 300))
 	}
-	b, _ := json.Marshal(res)
-	return fmt.Sprintf("result_sha256=%s is_error=%t result_bytes=%d", digest(b), res.IsError, len(b))
+	return "result_sha256=" + digest(a.JSON) + " is_error=" + strconv.FormatBool(a.Result.IsError) + " result_bytes=" + strconv.Itoa(len(a.JSON))
 }
 
 // gated runs a call that needs a decision: confirm_action, the wait, then
@@ -377,8 +382,9 @@ func (w *waiter) dryRun(ctx context.Context, log *slog.Logger, caller *bot.Calle
 	if err != nil {
 		return refuse("has arguments that cannot be encoded")
 	}
-	res, ferr := w.gw.Forward(ctx, name, b)
-	if err := w.audit(ctx, caller, "gateway_dry_run", fmt.Sprintf("%s for %s args_sha256=%s %s", name, t.Name, digest(b), resultDetail(res, ferr))); err != nil {
+	ans, ferr := w.gw.Call(ctx, name, b)
+	res := ans.Result
+	if err := w.audit(ctx, caller, "gateway_dry_run", fmt.Sprintf("%s for %s args_sha256=%s %s", name, t.Name, digest(b), resultDetail(ans, ferr))); err != nil {
 		return "", internalError(ctx, log, t.Name, fmt.Errorf("auditing a dry run: %w", err), nil)
 	}
 	switch {
@@ -449,8 +455,9 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 		_ = w.audit(ctx, caller, "gateway_refused", fmt.Sprintf("%s %s: %v", id, t.Name, err))
 		return toolError(fmt.Sprintf("%s was not run: %v. Request %s is recorded as executed; ask again for a new decision.", t.Name, err, id), map[string]any{"request_id": id})
 	}
-	res, ferr := w.gw.Forward(ctx, t.Name, approved)
-	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(res, ferr))
+	ans, ferr := w.gw.Call(ctx, t.Name, approved)
+	res := ans.Result
+	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(ans, ferr))
 	if err := w.audit(ctx, caller, "gateway_forwarded", detail); err != nil {
 		// The upstream ran; its answer could not be recorded.
 		return internalError(ctx, lg, t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil)
@@ -458,9 +465,7 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 	if ferr != nil {
 		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream})
 	}
-	if raw, err := json.Marshal(res); err == nil {
-		kept = raw
-	}
+	kept = ans.JSON
 	edited, _ := red.data["edited"].(bool)
 	cp := *res
 	if cp.Meta == nil {

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 )
 
 // auditArchive runs `audit archive`: the live entries older than before
 // (all but the newest) are written to a new segment file, synced, and
 // replaced in the store by a signed checkpoint. The server must be stopped.
-func auditArchive(ctx context.Context, cfg *Config, getenv func(string) string, before, out string, stdout io.Writer) error {
+func auditArchive(ctx context.Context, cfg *config.Config, getenv func(string) string, before, out string, stdout io.Writer) error {
 	if before == "" || out == "" {
 		return errors.New("--before DATE and --out FILE are both required\n" + auditUsage)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/memory"
 )
@@ -31,9 +32,9 @@ const systemPrincipal = "countersign [system]"
 // openSigningKey returns the audit signing key for a store open for
 // writing: approvals.OpenSigningKey with audit.signing_key and serve's
 // --new-signing-key.
-func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
+func openSigningKey(cfg *config.Config, db kv.Store) (ed25519.PrivateKey, error) {
 	return approvals.OpenSigningKey(context.Background(), db, approvals.KeyFile{
-		Path: cfg.Audit.SigningKey, Rotate: cfg.Audit.newSigningKey, StateBuckets: auditStateBuckets(), Principal: systemPrincipal,
+		Path: cfg.Audit.SigningKey, Rotate: cfg.Audit.NewSigningKey, StateBuckets: auditStateBuckets(), Principal: systemPrincipal,
 	})
 }
 
@@ -41,7 +42,7 @@ func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
 // in the configured anchor file: Countersign does not append to a chain
 // that was rolled back, truncated or replaced. It returns the newest anchor
 // (zero when there is none).
-func checkAnchors(cfg *Config, db kv.Store) (approvals.Anchor, error) {
+func checkAnchors(cfg *config.Config, db kv.Store) (approvals.Anchor, error) {
 	path := cfg.Audit.Anchor.File
 	if path == "" {
 		return approvals.Anchor{}, nil
@@ -118,7 +119,7 @@ func (a *app) wireAudit(ctx context.Context) error {
 // against the stream's last anchor every audit.anchor.every and logs an
 // error when they disagree (at start, a disagreement refuses to serve:
 // checkAnchors).
-func (a *app) wireClusterAnchors(ac AnchorConfig) {
+func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
 	anchor := func(ctx context.Context, when string) {
 		last, err := lastClusterAnchor(ctx, ac.File, a.db)
 		if err != nil {

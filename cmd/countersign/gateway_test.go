@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/nodetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -507,7 +508,7 @@ func TestGatewayDocsPaste(t *testing.T) {
 		if err := os.WriteFile(path, []byte("store:\n  path: "+filepath.Join(filepath.Dir(path), "cs.db")+"\n"+block), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path); err != nil {
+		if _, err := config.Load(path); err != nil {
 			t.Errorf("docs/gateway.md yaml block %d does not load: %v\n%s", n, err, block)
 		}
 	}
@@ -577,7 +578,7 @@ gateway:
 // TestGatewayDryRunMustBeReadOnly: a dry_run companion the upstream's
 // rules do not classify read-only stops the config.
 func TestGatewayDryRunMustBeReadOnly(t *testing.T) {
-	_, err := parseConfig([]byte(`gateway:
+	_, err := config.Parse([]byte(`gateway:
   upstreams:
     - name: fs
       command: srv

@@ -10,73 +10,15 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 )
-
-// The store engines (store.engine).
-const (
-	engineBolt     = "bbolt"
-	enginePostgres = "postgres"
-)
-
-// PostgresConfig is store.postgres: the database of store.engine: postgres.
-type PostgresConfig struct {
-	// DSNEnv names the environment variable that holds the database URL
-	// (postgres://user:password@host:5432/db); the URL is never in the file.
-	// Default COUNTERSIGN_DATABASE_URL.
-	DSNEnv string `yaml:"dsn_env"`
-	// MaxConns bounds each replica's connection pool. Default 10.
-	MaxConns int `yaml:"max_conns"`
-	// StatementTimeout bounds every statement on the server. Default 5s.
-	StatementTimeout time.Duration `yaml:"statement_timeout"`
-}
-
-// engineDefaults fills the keys of store.engine and store.postgres.
-func (s *StoreConfig) engineDefaults() {
-	if s.Engine == "" {
-		s.Engine = engineBolt
-	}
-	if s.Postgres.DSNEnv == "" {
-		s.Postgres.DSNEnv = "COUNTERSIGN_DATABASE_URL"
-	}
-	if s.Postgres.MaxConns == 0 {
-		s.Postgres.MaxConns = 10
-	}
-	if s.Postgres.StatementTimeout == 0 {
-		s.Postgres.StatementTimeout = 5 * time.Second
-	}
-}
-
-// validate checks the store section.
-func (s StoreConfig) validate(p *problems) {
-	switch s.Engine {
-	case engineBolt, enginePostgres:
-	default:
-		p.add("store.engine", "%q is not an engine: bbolt (one process, the default) or postgres (several replicas on one database)", s.Engine)
-	}
-	if s.Postgres.MaxConns < 5 || s.Postgres.MaxConns > 1000 {
-		// Three connections are held for good (leadership, wake-ups, the
-		// run's claim), one writes, and reads need the rest.
-		p.add("store.postgres.max_conns", "must be between 5 and 1000 (three connections are held by every replica for leadership, wake-ups and its running marker)")
-	}
-	if s.Postgres.StatementTimeout < 100*time.Millisecond {
-		p.add("store.postgres.statement_timeout", "must be at least 100ms (for example 5s)")
-	}
-	if !envName.MatchString(s.Postgres.DSNEnv) {
-		// The value is not repeated: it may be the URL, password included.
-		p.add("store.postgres.dsn_env", "must name the environment variable that holds the database URL (for example COUNTERSIGN_DATABASE_URL); the URL itself never goes in the file")
-	}
-}
-
-// envName is the form of an environment variable's name.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // storeHandle is an open store of either engine.
 type storeHandle interface {
@@ -89,8 +31,8 @@ type storeHandle interface {
 
 // openEngine opens the configured store for writing (readOnly: for reading
 // only, which on bbolt does not take the writer's lock).
-func openEngine(ctx context.Context, cfg *Config, getenv func(string) string, readOnly bool) (storeHandle, error) {
-	if cfg.Store.Engine != enginePostgres {
+func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) string, readOnly bool) (storeHandle, error) {
+	if cfg.Store.Engine != config.EnginePostgres {
 		if readOnly {
 			return openStoreReadOnly(cfg)
 		}
@@ -107,7 +49,7 @@ func openEngine(ctx context.Context, cfg *Config, getenv func(string) string, re
 	db, err := postgres.Open(ctx, dsn, postgres.Options{
 		MaxConns:         int32(pc.MaxConns),
 		StatementTimeout: pc.StatementTimeout,
-		GroupCommit:      cfg.Store.groupCommit(),
+		GroupCommit:      cfg.Store.GroupCommitOn(),
 		Watch:            watchedBuckets,
 	})
 	if err != nil {
@@ -191,11 +133,11 @@ func cmdStore(ctx context.Context, args []string, getenv func(string) string, st
 	if *from == "" || *to == "" {
 		return errors.New("--from-config and --to-config are both required\n" + storeUsage)
 	}
-	src, err := loadConfig(*from)
+	src, err := config.Load(*from)
 	if err != nil {
 		return err
 	}
-	dst, err := loadConfig(*to)
+	dst, err := config.Load(*to)
 	if err != nil {
 		return err
 	}
@@ -206,7 +148,7 @@ func cmdStore(ctx context.Context, args []string, getenv func(string) string, st
 const copyBatch = 500
 
 // storeCopy copies src's store into dst's, then verifies the chain there.
-func storeCopy(ctx context.Context, src, dst *Config, getenv func(string) string, stdout io.Writer) error {
+func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string) string, stdout io.Writer) error {
 	pub, err := configuredPublicKey(src)
 	if err != nil {
 		return err
@@ -312,7 +254,7 @@ func copyBucket(ctx context.Context, from, to kv.Store, bucket string) (int, err
 // copySigningKey gives the target the source's audit signing key: written
 // to the target's audit.signing_key when that file does not exist, refused
 // when it holds another key (the chain verifies under one key only).
-func copySigningKey(src, dst *Config) error {
+func copySigningKey(src, dst *config.Config) error {
 	if src.Audit.SigningKey == dst.Audit.SigningKey {
 		return nil
 	}

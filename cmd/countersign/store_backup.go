@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 )
 
 // cmdStoreBackup runs `store backup`: it downloads a consistent copy of the
@@ -184,7 +185,7 @@ func cmdStoreRestore(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	if cfg.Store.Engine != engineBolt {
+	if cfg.Store.Engine != config.EngineBolt {
 		return fmt.Errorf("store restore: store.engine is %s; restore a PostgreSQL database with pg_restore (docs/operations.md, \"Backups\")", cfg.Store.Engine)
 	}
 	dst := cfg.Store.Path

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/config"
 )
 
 // drillConfig lifts the rate limits so that the writers of the drill are
@@ -207,7 +209,7 @@ func TestBackupRefusals(t *testing.T) {
 		b.ReadFrom(resp.Body)
 		return resp.StatusCode, b.String()
 	}
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		if st, body := get(admin); st != http.StatusConflict || !strings.Contains(body, "pg_dump") {
 			t.Fatalf("backup on PostgreSQL: %d %s; want 409 naming pg_dump", st, body)
 		}

@@ -80,7 +80,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	// MCP over streamable HTTP: the same keys, principals and tools.
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
-		MaxCallWait: a.cfg.MCP.MaxCallWait, // config_hooks.go
+		MaxCallWait: a.cfg.MCP.MaxCallWait, // config/hooks.go
 		StateKey:    mcp.StateKey(a.key.Seed()),
 		ItemURL:     a.bot.WebLinks().ItemURL,
 		Now:         a.bot.Now,

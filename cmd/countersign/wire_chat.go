@@ -7,6 +7,7 @@ import (
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -25,7 +26,7 @@ func (a *app) wireChat(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s.role: %v", key, err)
 		}
-		scopes, err := chatScopes(p.Scopes)
+		scopes, err := config.ParseScopes(p.Scopes)
 		if err != nil {
 			return fmt.Errorf("%s.scopes: %v", key, err)
 		}
@@ -38,7 +39,7 @@ func (a *app) wireChat(ctx context.Context) error {
 		ps = append(ps, bot.ChatPrincipal{
 			Name:         p.Name,
 			Role:         role,
-			Slack:        a.cfg.slackID(p),
+			Slack:        slackID(a.cfg, p),
 			Discord:      strings.TrimSpace(p.Discord),
 			DiscordRoles: roles,
 			Teams:        strings.ToLower(strings.TrimSpace(p.Teams)),
@@ -59,7 +60,7 @@ func (a *app) wireChat(ctx context.Context) error {
 // slackID is the directory's id of a principal's Slack user, WORKSPACE/USER
 // (slackadapter.QualifiedUser), or "" when Slack is off or the mapping is
 // invalid (wireSlack reports that and stops start-up).
-func (c *Config) slackID(p PrincipalDecl) string {
+func slackID(c *config.Config, p config.PrincipalDecl) string {
 	if c.Slack == nil || strings.TrimSpace(p.Slack) == "" {
 		return ""
 	}
@@ -68,33 +69,4 @@ func (c *Config) slackID(p PrincipalDecl) string {
 		return ""
 	}
 	return id
-}
-
-// chatScopes checks a chat principal's scopes: absent means every space; a
-// list present must name at least one user_id, with no blank entry, and "*"
-// only on its own (it means every space, as for a key).
-func chatScopes(in []string) ([]string, error) {
-	if in == nil {
-		return nil, nil
-	}
-	if len(in) == 0 {
-		return nil, fmt.Errorf("the list is empty; leave scopes out for every space, or list the user_ids this person may decide for")
-	}
-	out := make([]string, 0, len(in))
-	for i, s := range in {
-		s = strings.TrimSpace(s)
-		switch {
-		case s == "":
-			return nil, fmt.Errorf("entry %d is blank; list user_ids such as patient_42", i)
-		case s == "*" && len(in) > 1:
-			return nil, fmt.Errorf("\"*\" (every space) cannot be combined with other scopes")
-		case s == "*":
-			return nil, nil
-		}
-		if err := bot.ValidateSpace(bot.Space{UserID: s}); err != nil {
-			return nil, fmt.Errorf("entry %d: %v", i, err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }

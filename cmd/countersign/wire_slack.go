@@ -9,6 +9,7 @@ import (
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -82,11 +83,11 @@ func (a *app) wireSlack(ctx context.Context) error {
 
 // slackRoleMembers maps each role to the Slack user ids of the principals
 // holding it: an escalation to a role mentions them.
-func slackRoleMembers(cfg *Config) map[string][]string {
+func slackRoleMembers(cfg *config.Config) map[string][]string {
 	out := map[string][]string{}
 	for _, p := range cfg.Principals {
-		if r, err := policy.ParseRole(p.Role); err == nil && cfg.slackID(p) != "" {
-			out[string(r)] = append(out[string(r)], slackadapter.UserOf(cfg.slackID(p)))
+		if r, err := policy.ParseRole(p.Role); err == nil && slackID(cfg, p) != "" {
+			out[string(r)] = append(out[string(r)], slackadapter.UserOf(slackID(cfg, p)))
 		}
 	}
 	return out
@@ -95,12 +96,12 @@ func slackRoleMembers(cfg *Config) map[string][]string {
 // slackApprovers returns the Slack user ids of the mapped principals whose
 // role holds the approve capability: they receive the detail of sensitive
 // items privately.
-func slackApprovers(cfg *Config) []string {
+func slackApprovers(cfg *config.Config) []string {
 	var out []string
 	for _, p := range cfg.Principals {
 		r, err := policy.ParseRole(p.Role)
-		if err == nil && cfg.slackID(p) != "" && policy.Grants(r, policy.CapApprove) {
-			out = append(out, cfg.slackID(p)) // qualified (T…/U…): the directory's key
+		if err == nil && slackID(cfg, p) != "" && policy.Grants(r, policy.CapApprove) {
+			out = append(out, slackID(cfg, p)) // qualified (T…/U…): the directory's key
 		}
 	}
 	return out

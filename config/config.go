@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ import (
 // never in the file, only the names of the environment variables that hold
 // them.
 //
-// Loading has four steps, each in its own function: decode (config_decode.go:
+// Loading has four steps, each in its own function: decode (decode.go:
 // every unknown key and wrong type named by its key path), defaults (each
 // section's defaults method), validation (each section's validate method:
 // pure, it reads no file) and loading the files the config names
@@ -45,15 +45,15 @@ type Config struct {
 
 	Memory MemoryConfig `yaml:"memory"`
 
-	Groups map[string][]string `yaml:"groups"` // config_policy.go
+	Groups map[string][]string `yaml:"groups"` // policy.go
 
-	OnCall map[string]RotationDecl `yaml:"oncall"` // config_policy.go
+	OnCall map[string]RotationDecl `yaml:"oncall"` // policy.go
 
 	Tools []ToolConfig `yaml:"tools"`
 
 	ToolPolicy ToolPolicy `yaml:"tool_policy"`
 
-	StepUp StepUpConfig `yaml:"step_up"` // config_stepup.go
+	StepUp StepUpConfig `yaml:"step_up"` // stepup.go
 
 	Approvals ApprovalsConfig `yaml:"approvals"`
 
@@ -65,29 +65,29 @@ type Config struct {
 
 	Discord *DiscordConfig `yaml:"discord"`
 
-	Teams *TeamsConfig `yaml:"teams"` // config_teams.go
+	Teams *TeamsConfig `yaml:"teams"` // teams.go
 
-	Email *EmailConfig `yaml:"email"` // config_email.go
+	Email *EmailConfig `yaml:"email"` // email.go
 
-	SCIM *SCIMConfig `yaml:"scim"` // config_scim.go
+	SCIM *SCIMConfig `yaml:"scim"` // scim.go
 
 	Principals []PrincipalDecl `yaml:"principals"`
 
-	Web WebConfig `yaml:"web"` // wire_web.go
+	Web WebConfig `yaml:"web"` // web.go
 
 	Sweep SweepConfig `yaml:"sweep"`
 
-	Retention RetentionConfig `yaml:"retention"` // config_retention.go
+	Retention RetentionConfig `yaml:"retention"` // retention.go
 
 	Log LogConfig `yaml:"log"`
 
-	Limits LimitsConfig `yaml:"limits"` // config_limits.go
+	Limits LimitsConfig `yaml:"limits"` // limits.go
 
-	MCP MCPConfig `yaml:"mcp"` // config_hooks.go
+	MCP MCPConfig `yaml:"mcp"` // hooks.go
 
-	Hooks HooksConfig `yaml:"hooks"` // config_hooks.go
+	Hooks HooksConfig `yaml:"hooks"` // hooks.go
 
-	Gateway GatewayConfig `yaml:"gateway"` // config_gateway.go
+	Gateway GatewayConfig `yaml:"gateway"` // gateway.go
 
 	// source names where the config came from: the file's path, or
 	// "embedded default". Logged at start.
@@ -102,9 +102,9 @@ type Config struct {
 // embeddedSource is Config.source for the embedded default.
 const embeddedSource = "embedded default"
 
-// loadConfig reads path, or the embedded default when path is empty.
+// Load reads path, or the embedded default when path is empty.
 // Every problem is reported at once as "key: problem".
-func loadConfig(path string) (*Config, error) {
+func Load(path string) (*Config, error) {
 	data, dir, source := countersign.DefaultConfig, ".", embeddedSource
 	if path != "" {
 		b, err := os.ReadFile(path)
@@ -113,7 +113,7 @@ func loadConfig(path string) (*Config, error) {
 		}
 		data, dir, source = b, filepath.Dir(path), path
 	}
-	cfg, err := parseConfig(data, dir)
+	cfg, err := Parse(data, dir)
 	if err != nil {
 		return nil, fmt.Errorf("config %s:\n%w", source, err)
 	}
@@ -121,9 +121,9 @@ func loadConfig(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// parseConfig decodes, completes, validates and loads a config whose
+// Parse decodes, completes, validates and loads a config whose
 // relative paths resolve against dir.
-func parseConfig(data []byte, dir string) (*Config, error) {
+func Parse(data []byte, dir string) (*Config, error) {
 	cfg := &Config{dir: dir, source: embeddedSource}
 	p := &problems{}
 	if err := decodeConfig(data, cfg, p); err != nil {
@@ -233,18 +233,18 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.SoftApproval.validate(p)
-	validateLadder(c, p) // config_email.go
+	validateLadder(c, p) // email.go
 	c.Web.validate(c.Principals, p)
-	c.StepUp.validate(c.Tools, c.Web, p) // config_stepup.go
-	c.validatePolicy(p)                  // config_policy.go
+	c.StepUp.validate(c.Tools, c.Web, p) // stepup.go
+	c.validatePolicy(p)                  // policy.go
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)
 	c.Limits.validate(p)
-	c.Callbacks.validate(p) // config_callbacks.go
-	c.MCP.validate(p)       // config_hooks.go
+	c.Callbacks.validate(p) // callbacks.go
+	c.MCP.validate(p)       // hooks.go
 	c.Hooks.validate(p)
-	c.Gateway.validate(c, p) // config_gateway.go
+	c.Gateway.validate(c, p) // gateway.go
 }
 
 // loadFiles reads the files the config names (the slot schema) and checks
@@ -286,9 +286,9 @@ func (c *Config) loadFiles(p *problems) {
 	}
 }
 
-// gatedSlots names the declared memory slots whose changes need an
+// GatedSlots names the declared memory slots whose changes need an
 // approval (confirm: true).
-func (c *Config) gatedSlots() []string {
+func (c *Config) GatedSlots() []string {
 	var out []string
 	if c.schema == nil {
 		return out
@@ -299,6 +299,31 @@ func (c *Config) gatedSlots() []string {
 		}
 	}
 	return out
+}
+
+// Source names where the config came from: the file's path, or
+// "embedded default".
+func (c *Config) Source() string { return c.source }
+
+// Schema is the parsed slot schema (memory.slot_schema or memory.slots).
+func (c *Config) Schema() *memory.Schema { return c.schema }
+
+// Sinks are the outbox consumers the configuration turns on.
+func (c *Config) Sinks() []string {
+	var s []string
+	if c.Slack != nil {
+		s = append(s, "slack")
+	}
+	if c.Discord != nil {
+		s = append(s, "discord")
+	}
+	if c.Teams != nil {
+		s = append(s, "teams")
+	}
+	if c.Email != nil {
+		s = append(s, "email")
+	}
+	return s
 }
 
 // resolve makes a relative path relative to the config file's directory.
@@ -329,7 +354,7 @@ func (c *Config) channelKnown(name string) bool {
 // StoreConfig is the store section.
 type StoreConfig struct {
 	// Engine is bbolt (one process on a file, the default) or postgres
-	// (any number of replicas on one database: store.go).
+	// (any number of replicas on one database: cmd/countersign/store.go).
 	Engine   string         `yaml:"engine"`
 	Postgres PostgresConfig `yaml:"postgres"`
 	Path     string         `yaml:"path"`
@@ -353,12 +378,12 @@ func (s *StoreConfig) defaults(resolve func(string) string) {
 	s.engineDefaults()
 }
 
-// groupCommit reports whether group commit is on (the default).
-func (s StoreConfig) groupCommit() bool { return s.GroupCommit == nil || *s.GroupCommit }
+// GroupCommitOn reports whether group commit is on (the default).
+func (s StoreConfig) GroupCommitOn() bool { return s.GroupCommit == nil || *s.GroupCommit }
 
-// syncFreelist reports whether the freelist is written with every commit
+// SyncFreelistOn reports whether the freelist is written with every commit
 // (the default).
-func (s StoreConfig) syncFreelist() bool { return s.SyncFreelist == nil || *s.SyncFreelist }
+func (s StoreConfig) SyncFreelistOn() bool { return s.SyncFreelist == nil || *s.SyncFreelist }
 
 // ---- audit ----
 
@@ -383,11 +408,12 @@ type AuditConfig struct {
 	// Default 50ms.
 	ReadQueueWait time.Duration `yaml:"read_queue_wait"`
 	// Anchor writes the chain's signed head outside the store
-	// (audit_config.go).
+	// (anchor.go).
 	Anchor AnchorConfig `yaml:"anchor"`
-	// newSigningKey is serve's --new-signing-key: rotate to a new key
-	// when the configured one is missing or is not the chain's.
-	newSigningKey bool
+	// NewSigningKey is serve's --new-signing-key, not a key of the file:
+	// rotate to a new key when the configured one is missing or is not the
+	// chain's.
+	NewSigningKey bool `yaml:"-"`
 }
 
 func (a *AuditConfig) defaults(storePath string, resolve func(string) string) {
@@ -420,8 +446,8 @@ func (a AuditConfig) validate(p *problems) {
 	}
 }
 
-// readAudit is the audit section's read-audit options.
-func (a AuditConfig) readAudit() bot.ReadAuditOptions {
+// ReadAudit is the audit section's read-audit options.
+func (a AuditConfig) ReadAudit() bot.ReadAuditOptions {
 	return bot.ReadAuditOptions{Mode: a.ReadVerdicts, Size: a.ReadQueueSize, Wait: a.ReadQueueWait}
 }
 
@@ -537,12 +563,12 @@ type ToolConfig struct {
 	// (the request goes back for a new decision).
 	Context []string `yaml:"context"`
 	// Rules are CEL conditions on the call, in order; the first that
-	// matches sets policy keys for the request (config_policy.go).
+	// matches sets policy keys for the request (policy.go).
 	Rules []RuleDecl `yaml:"rules"`
 	// Stages are the ordered sign-off every request of the tool needs.
 	Stages []StageDecl `yaml:"stages"`
 	// StepUp is the least authentication an approval of the tool needs
-	// (config_stepup.go); absent: none beyond step_up:'s.
+	// (stepup.go); absent: none beyond step_up:'s.
 	StepUp *ToolStepUpDecl `yaml:"step_up"`
 }
 
@@ -551,7 +577,7 @@ type ToolConfig struct {
 type GrantsDecl struct {
 	Max   time.Duration `yaml:"max"`
 	Allow []string      `yaml:"allow"`
-	// Budget bounds each grant (config_policy.go): uses per window, a sum
+	// Budget bounds each grant (policy.go): uses per window, a sum
 	// of a numeric argument, a range around the approved value.
 	Budget *BudgetDecl `yaml:"budget"`
 }
@@ -689,7 +715,7 @@ type ApprovalsConfig struct {
 	DefaultTimeout time.Duration `yaml:"default_timeout"`
 	RemindAfter    time.Duration `yaml:"remind_after"`
 	// ReminderChannel, when "email", also emails the reminder to the
-	// people who may decide the item (config_email.go); reminders always
+	// people who may decide the item (email.go); reminders always
 	// go in the item's threads on the chat surfaces.
 	ReminderChannel   string        `yaml:"reminder_channel"`
 	EscalateAfter     time.Duration `yaml:"escalate_after"`
@@ -739,8 +765,8 @@ func (s SoftApprovalConfig) validate(p *problems) {
 	}
 }
 
-// modes are the parsed modes for actiontools (validate has checked them).
-func (s SoftApprovalConfig) modes() (policy.ApprovalMode, map[string]policy.ApprovalMode) {
+// Modes are the parsed modes for actiontools (validate has checked them).
+func (s SoftApprovalConfig) Modes() (policy.ApprovalMode, map[string]policy.ApprovalMode) {
 	def := policy.DefaultApprovalMode
 	if m, err := policy.ParseApprovalMode(s.Mode); err == nil {
 		def = m
@@ -863,10 +889,10 @@ type PrincipalDecl struct {
 	// the web console as this principal.
 	Web string `yaml:"web"`
 	// Teams is the person's Entra object id: their clicks in Microsoft
-	// Teams are decided as this principal (config_teams.go).
+	// Teams are decided as this principal (teams.go).
 	Teams string `yaml:"teams"`
 	// Email is where an escalation or a reminder by email reaches the
-	// person (config_email.go).
+	// person (email.go).
 	Email string `yaml:"email"`
 }
 
@@ -883,7 +909,7 @@ func (pr PrincipalDecl) validate(key string, p *problems) {
 	}
 	validateTeamsID(key+".teams", pr.Teams, p)
 	validateEmailAddress(key+".email", pr.Email, p)
-	if sc, err := chatScopes(pr.Scopes); err != nil {
+	if sc, err := ParseScopes(pr.Scopes); err != nil {
 		p.add(key+".scopes", "%v", err)
 	} else if len(sc) > 0 && strings.EqualFold(strings.TrimSpace(pr.Role), string(policy.RoleAdmin)) {
 		p.add(key+".scopes", "the admin role is never limited by scopes, so they would do nothing; remove them, or give this person the member role")
@@ -937,4 +963,33 @@ func (l LogConfig) validate(p *problems) {
 	default:
 		p.add("log.level", "%q: use debug, info, warn or error", l.Level)
 	}
+}
+
+// ParseScopes checks a chat principal's scopes: absent means every space; a
+// list present must name at least one user_id, with no blank entry, and "*"
+// only on its own (it means every space, as for a key).
+func ParseScopes(in []string) ([]string, error) {
+	if in == nil {
+		return nil, nil
+	}
+	if len(in) == 0 {
+		return nil, fmt.Errorf("the list is empty; leave scopes out for every space, or list the user_ids this person may decide for")
+	}
+	out := make([]string, 0, len(in))
+	for i, s := range in {
+		s = strings.TrimSpace(s)
+		switch {
+		case s == "":
+			return nil, fmt.Errorf("entry %d is blank; list user_ids such as patient_42", i)
+		case s == "*" && len(in) > 1:
+			return nil, fmt.Errorf("\"*\" (every space) cannot be combined with other scopes")
+		case s == "*":
+			return nil, nil
+		}
+		if err := bot.ValidateSpace(bot.Space{UserID: s}); err != nil {
+			return nil, fmt.Errorf("entry %d: %v", i, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }

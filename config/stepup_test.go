@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -18,15 +18,15 @@ func TestStepUpConfig(t *testing.T) {
 	const oidc = `web:
   oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
 `
-	cfg, err := parseConfig([]byte(tools+oidc+"step_up: {tools: [delete_database], categories: [Mutating]}\n"), t.TempDir())
+	cfg, err := Parse([]byte(tools+oidc+"step_up: {tools: [delete_database], categories: [Mutating]}\n"), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid step_up: %v", err)
 	}
-	if s := cfg.StepUp.spec(); s.Within != 5*time.Minute || s.Tools[0] != "delete_database" {
+	if s := cfg.StepUp.Spec(); s.Within != 5*time.Minute || s.Tools[0] != "delete_database" {
 		t.Fatalf("step_up as wired: %+v (want the 5m default)", s)
 	}
-	if cfg, err := parseConfig([]byte(tools), t.TempDir()); err != nil || cfg.StepUp.on() {
-		t.Fatalf("without step_up: on=%v, %v", cfg != nil && cfg.StepUp.on(), err)
+	if cfg, err := Parse([]byte(tools), t.TempDir()); err != nil || cfg.StepUp.On() {
+		t.Fatalf("without step_up: on=%v, %v", cfg != nil && cfg.StepUp.On(), err)
 	}
 	for _, tt := range []struct {
 		name, yaml string
@@ -43,7 +43,7 @@ func TestStepUpConfig(t *testing.T) {
 		{"with the console off", tools + "web: {enabled: false, oidc: {issuer: \"https://login.example.org\", client_id: cs, client_secret_env: S}}\nstep_up: {categories: [destructive]}\n", []string{"needs web.enabled: true and web.oidc"}},
 		{"an unknown key", tools + oidc + "step_up: {categories: [destructive], windw: 5m}\n", []string{"step_up.windw"}},
 	} {
-		_, err := parseConfig([]byte(tt.yaml), t.TempDir())
+		_, err := Parse([]byte(tt.yaml), t.TempDir())
 		for _, w := range tt.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: %v\nwant %q", tt.name, err, w)

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ type MCPConfig struct {
 	// gets the pending answer and polls again.
 	MaxCallWait time.Duration `yaml:"max_call_wait"`
 	// OAuth makes the HTTP API and MCP over HTTP an OAuth 2.1 resource
-	// server beside the API keys (wire_oauth.go, docs/mcp.md). Nil: keys
+	// server beside the API keys (cmd/countersign/wire_oauth.go, docs/mcp.md). Nil: keys
 	// only.
 	OAuth *MCPOAuthConfig `yaml:"oauth"`
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"time"
@@ -65,7 +65,7 @@ func (r RetentionConfig) validate(p *problems) {
 	}
 }
 
-// requests is the retention of the action tools' requests.
-func (r RetentionConfig) requests() actiontools.Retention {
+// Requests is the retention of the action tools' requests.
+func (r RetentionConfig) Requests() actiontools.Retention {
 	return actiontools.Retention{Actions: r.ActionRequests, Consents: r.ConsentRequests, Questions: r.Questions, ActionIDs: r.Idempotency}
 }

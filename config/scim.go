@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -39,12 +39,12 @@ func (s SCIMConfig) validate(p *problems) {
 	}
 }
 
-// scimMatch returns the name of the principal principals: declares for a
+// SCIMMatch returns the name of the principal principals: declares for a
 // directory user, or "": config.yaml is authoritative where both exist.
 // A user is that principal when their userName is its name, or their
 // userName or one of their email addresses is its email or web mapping
 // (case-insensitive).
-func scimMatch(ps []PrincipalDecl) func(userName string, emails []string) string {
+func SCIMMatch(ps []PrincipalDecl) func(userName string, emails []string) string {
 	return func(userName string, emails []string) string {
 		for _, pr := range ps {
 			if strings.EqualFold(pr.Name, userName) {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -30,7 +30,7 @@ tools:
       - when: "args.dose_mg < 1"
         category: read-only
 `
-	cfg, err := parseConfig([]byte(good), t.TempDir())
+	cfg, err := Parse([]byte(good), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid policy: %v", err)
 	}
@@ -56,7 +56,7 @@ tools:
         stages:
           - {approvers: {groups: [pharmacist]}, step_up: true}
 `
-	_, err = parseConfig([]byte(bad), t.TempDir())
+	_, err = Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad policy was accepted")
 	}
@@ -89,11 +89,11 @@ func TestBudgetConfig(t *testing.T) {
       allow: [duration]
       budget: {uses: 5, per: 1h, sum: {argument: amount, max: 500, per: 24h}, within: {argument: amount, percent: 10}}
 `
-	cfg, err := parseConfig([]byte(good), t.TempDir())
+	cfg, err := Parse([]byte(good), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid budget: %v", err)
 	}
-	if b := toolSpec(cfg.Tools[0]).Grants.Budget; b.Uses != 5 || b.SumArgument != "amount" || b.SumMax != 500 || b.WithinPercent != 10 {
+	if b := cfg.Tools[0].Spec().Grants.Budget; b.Uses != 5 || b.SumArgument != "amount" || b.SumMax != 500 || b.WithinPercent != 10 {
 		t.Fatalf("budget as wired: %+v", b)
 	}
 	const bad = `tools:
@@ -106,7 +106,7 @@ func TestBudgetConfig(t *testing.T) {
   - name: other
     grants: {budget: {uses: 1}}
 `
-	_, err = parseConfig([]byte(bad), t.TempDir())
+	_, err = Parse([]byte(bad), t.TempDir())
 	for _, want := range []string{
 		"tools[0].grants.budget.per: set uses too",
 		`tools[0].grants.budget.sum.argument: "customer" is not a number or integer property of refund's schema`,
@@ -130,11 +130,11 @@ func TestOnCallConfig(t *testing.T) {
 tools:
   - {name: restart_service, approvers: {groups: [ops]}}
 `
-	cfg, err := parseConfig([]byte(good), t.TempDir())
+	cfg, err := Parse([]byte(good), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid rotation: %v", err)
 	}
-	if r := cfg.rotations()["ops"]; len(r.People) != 2 || r.Length != 24*time.Hour || r.Start.Hour() != 9 {
+	if r := cfg.Rotations()["ops"]; len(r.People) != 2 || r.Length != 24*time.Hour || r.Start.Hour() != 9 {
 		t.Fatalf("the rotation as wired: %+v", r)
 	}
 	const bad = `groups: {ops: [carol]}
@@ -142,7 +142,7 @@ oncall:
   ops: {people: [alice], start: "2026-12-01T09:00:00Z", length: 24h}
   night: {start: "tomorrow"}
 `
-	_, err = parseConfig([]byte(bad), t.TempDir())
+	_, err = Parse([]byte(bad), t.TempDir())
 	for _, want := range []string{
 		`oncall.ops: "ops" is also a group`,
 		"oncall.night.people: required",

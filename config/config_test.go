@@ -1,21 +1,18 @@
-package main
+package config
 
 import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	countersign "github.com/countersign/countersign"
-	"github.com/countersign/countersign/bot"
 )
 
 func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig(countersign.DefaultConfig, t.TempDir())
+	cfg, err := Parse(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatalf("the default config.yaml does not load: %v", err)
 	}
@@ -32,7 +29,7 @@ func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
 
 func TestRootConfigIsTheEmbeddedOne(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../config.yaml")
+	b, err := os.ReadFile("../config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +62,7 @@ sweep:
 log:
   format: xml
 `
-	_, err := parseConfig([]byte(bad), t.TempDir())
+	_, err := Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad config loaded")
 	}
@@ -93,11 +90,11 @@ log:
 
 func TestConfigUnknownKeyIsAnError(t *testing.T) {
 	t.Parallel()
-	_, err := parseConfig([]byte("listen: 127.0.0.1:1\nstroe:\n  path: x.db\n"), t.TempDir())
+	_, err := Parse([]byte("listen: 127.0.0.1:1\nstroe:\n  path: x.db\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "stroe") {
 		t.Fatalf("err = %v, want the unknown key named", err)
 	}
-	_, err = parseConfig([]byte("listen: [\n"), t.TempDir())
+	_, err = Parse([]byte("listen: [\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "not valid YAML") {
 		t.Fatalf("err = %v", err)
 	}
@@ -123,7 +120,7 @@ func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
 		}
 	}
 	for name, want := range cases {
-		_, err := parseConfig([]byte("memory:\n  slot_schema: "+name+"\n"), dir)
+		_, err := Parse([]byte("memory:\n  slot_schema: "+name+"\n"), dir)
 		if err == nil || !strings.Contains(err.Error(), "memory.slot_schema") || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want memory.slot_schema, the file name and %q", name, err, want)
 		}
@@ -131,80 +128,12 @@ func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "ok.json"), []byte(`{"slots": [{"name": "active_medication", "aliases": ["meds"], "confirm": true}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := parseConfig([]byte("memory:\n  slot_schema: ok.json\n"), dir)
+	cfg, err := Parse([]byte("memory:\n  slot_schema: ok.json\n"), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s, ok := cfg.schema.Lookup("MEDS"); !ok || s.Name != "active_medication" {
 		t.Fatalf("alias lookup = %+v %v", s, ok)
-	}
-}
-
-func TestServeRefusesBadConfig(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	p := filepath.Join(dir, "c.yaml")
-	if err := os.WriteFile(p, []byte("sweep:\n  schedule: nope\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	err := run(t.Context(), []string{"serve", "--config", p}, func(string) string { return "" }, nil, os.Stdout, os.Stderr)
-	if err == nil || !strings.Contains(err.Error(), "sweep.schedule") {
-		t.Fatalf("serve with a bad config: %v", err)
-	}
-}
-
-func TestAuditAndStoreTuningKeys(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		yaml    string
-		wantErr []string // every problem reported; nil: valid
-		check   func(t *testing.T, c *Config)
-	}{
-		{"defaults", "", nil, func(t *testing.T, c *Config) {
-			ra := c.Audit.readAudit()
-			if ra.Mode != bot.ReadAuditQueued || ra.Size != bot.DefaultReadQueueSize || ra.Wait != bot.DefaultReadQueueWait {
-				t.Fatalf("read audit defaults: %+v", ra)
-			}
-			o := storeOptions(c)
-			if !o.GroupCommit || o.NoFreelistSync || !slices.Contains(o.Sequential, "audit") || !slices.Contains(o.Sequential, "mem_facts") {
-				t.Fatalf("store options: %+v", o)
-			}
-		}},
-		{"durable reads, scanned freelist", "audit:\n  read_verdicts: durable\n  read_queue_size: 16\n  read_queue_wait: 5ms\nstore:\n  sync_freelist: false\n", nil, func(t *testing.T, c *Config) {
-			ra := c.Audit.readAudit()
-			if ra.Mode != bot.ReadAuditDurable || ra.Size != 16 || ra.Wait != 5*time.Millisecond {
-				t.Fatalf("read audit: %+v", ra)
-			}
-			if !storeOptions(c).NoFreelistSync {
-				t.Fatal("sync_freelist: false did not turn the freelist sync off")
-			}
-		}},
-		{"bad values", "audit:\n  read_verdicts: later\n  read_queue_size: -1\n  read_queue_wait: -1s\n", []string{
-			`audit.read_verdicts: "later" is not queued or durable`,
-			"audit.read_queue_size: must be at least 1",
-			"audit.read_queue_wait: must not be negative",
-		}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseConfig([]byte(tt.yaml), t.TempDir())
-			if tt.wantErr != nil {
-				if err == nil {
-					t.Fatal("a bad config loaded")
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("missing problem %q in:\n%v", w, err)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, c)
-		})
 	}
 }
 
@@ -227,7 +156,7 @@ tools:
 log:
   format: xml
 `
-	_, err := parseConfig([]byte(bad), t.TempDir())
+	_, err := Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad config loaded")
 	}
@@ -255,14 +184,14 @@ func TestConfigCategoryCaseAgreesWithTheRegistry(t *testing.T) {
 	t.Parallel()
 	// policy.ParseCategory folds case, and so does the config check now:
 	// a category the tool registry accepts is never refused at load.
-	cfg, err := parseConfig([]byte("tools:\n  - name: drop\n    category: Destructive\n    commands:\n      - {command: kubectl delete, category: DESTRUCTIVE}\n"), t.TempDir())
+	cfg, err := Parse([]byte("tools:\n  - name: drop\n    category: Destructive\n    commands:\n      - {command: kubectl delete, category: DESTRUCTIVE}\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Tools[0].Category != "Destructive" {
 		t.Fatalf("category = %q", cfg.Tools[0].Category)
 	}
-	_, err = parseConfig([]byte("tools:\n  - name: e\n    commands:\n      - {command: \"rm; ls\", category: mutating}\n      - {command: ls}\n"), t.TempDir())
+	_, err = Parse([]byte("tools:\n  - name: e\n    commands:\n      - {command: \"rm; ls\", category: mutating}\n      - {command: ls}\n"), t.TempDir())
 	for _, want := range []string{"tools[0].commands[0]: command \"rm; ls\" holds the shell character", "tools[0].commands[1]: command \"ls\" needs a category"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)
@@ -313,7 +242,7 @@ func configKeyPaths(t reflect.Type, prefix string, out *[]string) {
 
 func TestConfigurationReferenceListsEveryKey(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/configuration.md")
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,24 +277,24 @@ func isSection(key string) bool {
 // lists; an entry of the wrong shape is refused with what to write.
 func TestConfigAllowedHostsAndOrigins(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig([]byte("listen: countersign.internal:8080\nweb:\n  public_url: https://cs.example.org:8443\nhttp:\n  allowed_hosts: [proxy.local]\n  allowed_origins: [https://console.example]\n"), t.TempDir())
+	cfg, err := Parse([]byte("listen: countersign.internal:8080\nweb:\n  public_url: https://cs.example.org:8443\nhttp:\n  allowed_hosts: [proxy.local]\n  allowed_origins: [https://console.example]\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(cfg.allowedHosts(), " "), "countersign.internal cs.example.org proxy.local"; got != want {
+	if got, want := strings.Join(cfg.AllowedHosts(), " "), "countersign.internal cs.example.org proxy.local"; got != want {
 		t.Errorf("allowedHosts = %q, want %q", got, want)
 	}
-	if got, want := strings.Join(cfg.allowedOrigins(), " "), "https://cs.example.org:8443 https://console.example"; got != want {
+	if got, want := strings.Join(cfg.AllowedOrigins(), " "), "https://cs.example.org:8443 https://console.example"; got != want {
 		t.Errorf("allowedOrigins = %q, want %q", got, want)
 	}
-	cfg, err = parseConfig([]byte("listen: 0.0.0.0:8080\n"), t.TempDir())
+	cfg, err = Parse([]byte("listen: 0.0.0.0:8080\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.allowedHosts(); len(got) != 0 {
+	if got := cfg.AllowedHosts(); len(got) != 0 {
 		t.Errorf("listen on 0.0.0.0 adds names %q, want none (IP addresses and localhost are always accepted)", got)
 	}
-	_, err = parseConfig([]byte("http:\n  allowed_hosts: [\"https://cs.example\", \"cs.example/ui\", \"cs.example:https\", ok.example]\n  allowed_origins: [cs.example, \"https://cs.example/ui\", \"http://localhost:3000\"]\n"), t.TempDir())
+	_, err = Parse([]byte("http:\n  allowed_hosts: [\"https://cs.example\", \"cs.example/ui\", \"cs.example:https\", ok.example]\n  allowed_origins: [cs.example, \"https://cs.example/ui\", \"http://localhost:3000\"]\n"), t.TempDir())
 	if err == nil {
 		t.Fatal("bad allowed_hosts and allowed_origins loaded")
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"slices"
@@ -14,11 +14,11 @@ import (
 // gets the same.
 func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
 	t.Parallel()
-	shipped, err := parseConfig(countersign.DefaultConfig, t.TempDir())
+	shipped, err := Parse(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	bare, err := parseConfig([]byte("{}"), t.TempDir())
+	bare, err := Parse([]byte("{}"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
 
 func TestHookConfigProblems(t *testing.T) {
 	t.Parallel()
-	_, err := parseConfig([]byte(`
+	_, err := Parse([]byte(`
 hooks:
   claude_code:
     wait: 2h

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"net/mail"
@@ -77,7 +77,7 @@ func (e EmailConfig) validate(c *Config, p *problems) {
 	if (e.SMTP.UsernameEnv == "") != (e.SMTP.PasswordEnv == "") {
 		p.add("email.smtp", "username_env and password_env go together: set both to authenticate, or neither")
 	}
-	if !c.Web.enabled() {
+	if !c.Web.Served() {
 		p.add("email", "needs the web console (web.enabled: true): every message links to the item's page there")
 	}
 	for _, ch := range []struct{ key, names string }{{"slack.channels", "slack"}, {"discord.channels", "discord"}, {"teams.channels", "teams"}} {

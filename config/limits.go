@@ -1,9 +1,8 @@
-package main
+package config
 
 import (
 	"fmt"
 	"math"
-	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -52,7 +51,7 @@ func (l *LimitsConfig) defaults() {
 }
 
 func (l LimitsConfig) validate(p *problems) {
-	if _, err := parseMemoryLimit(l.MemoryLimit); err != nil {
+	if _, err := ParseMemoryLimit(l.MemoryLimit); err != nil {
 		p.add("limits.memory_limit", "%v", err)
 	}
 	for _, f := range []struct {
@@ -68,10 +67,10 @@ func (l LimitsConfig) validate(p *problems) {
 	}
 }
 
-// parseMemoryLimit reads GOMEMLIMIT's syntax: a number of bytes with an
+// ParseMemoryLimit reads GOMEMLIMIT's syntax: a number of bytes with an
 // optional unit (B, KiB, MiB, GiB, TiB), or "off" (no limit:
 // math.MaxInt64).
-func parseMemoryLimit(s string) (int64, error) {
+func ParseMemoryLimit(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "off" {
 		return math.MaxInt64, nil
@@ -95,19 +94,4 @@ func parseMemoryLimit(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is below 64MiB: the collector would run all the time; raise it, or write off", s)
 	}
 	return n * mult, nil
-}
-
-// applyMemoryLimit sets the runtime's soft memory limit from the config,
-// unless GOMEMLIMIT is set in the environment (the runtime has read it
-// then). It returns the limit in force and where it came from.
-func applyMemoryLimit(l LimitsConfig, getenv func(string) string) (int64, string) {
-	if getenv("GOMEMLIMIT") != "" {
-		return debug.SetMemoryLimit(-1), "GOMEMLIMIT"
-	}
-	n, err := parseMemoryLimit(l.MemoryLimit)
-	if err != nil { // refused at load; keep the runtime's own
-		return debug.SetMemoryLimit(-1), "runtime"
-	}
-	debug.SetMemoryLimit(n)
-	return n, "limits.memory_limit"
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -14,7 +14,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 	const oidc = `web:
   oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
 `
-	cfg, err := parseConfig([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: OIDC_step_up}}\n"+oidc), t.TempDir())
+	cfg, err := Parse([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: OIDC_step_up}}\n"+oidc), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid minimum: %v", err)
 	}
@@ -31,7 +31,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 		{"no OIDC", "tools:\n  - {name: t, category: mutating, step_up: {method: oidc}}\n", "tools[0].step_up: OIDC is an authentication in the web console, so it needs web.enabled: true and web.oidc"},
 		{"an unknown key", "tools:\n  - {name: t, category: mutating, step_up: {methods: oidc}}\n" + oidc, "tools[0].step_up.methods"},
 	} {
-		_, err := parseConfig([]byte(tt.yaml), t.TempDir())
+		_, err := Parse([]byte(tt.yaml), t.TempDir())
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}

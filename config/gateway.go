@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -202,7 +202,7 @@ func (r GatewayRule) validate(key string, c *Config, p *problems) {
 		}
 	}
 	if len(sub.errs) == 0 {
-		if err := actiontools.CheckSpec(toolSpec(t), c.Approvals.DefaultTimeout); err != nil {
+		if err := actiontools.CheckSpec(t.Spec(), c.Approvals.DefaultTimeout); err != nil {
 			p.add(key, "%v", err)
 		}
 	}
@@ -239,6 +239,18 @@ func rulesOf(u UpstreamConfig) []gateway.Rule {
 		out = append(out, gr)
 	}
 	return out
+}
+
+// ResolvedUpstreams are the gateway's upstream declarations as the
+// gateway takes them (upstreams), or every unset variable as "key:
+// problem".
+func (g GatewayConfig) ResolvedUpstreams(getenv func(string) string) ([]gateway.Upstream, error) {
+	var p problems
+	ups := g.upstreams(getenv, &p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return ups, nil
 }
 
 // upstreams are the gateway's upstream declarations, with their
@@ -284,11 +296,11 @@ func (g GatewayConfig) upstreams(getenv func(string) string, p *problems) []gate
 	return out
 }
 
-// lookup declares the gateway's upstream tools to the confirm gate: a
+// Lookup declares the gateway's upstream tools to the confirm gate: a
 // served name takes its upstream's first matching rule, else the
 // default, else nothing (unclassified: a confirmation). Nothing the
 // upstream says enters into it.
-func (g GatewayConfig) lookup() func(string) (actiontools.ToolSpec, bool) {
+func (g GatewayConfig) Lookup() func(string) (actiontools.ToolSpec, bool) {
 	byName := map[string]UpstreamConfig{}
 	for _, u := range g.Upstreams {
 		byName[u.Name] = u
@@ -300,10 +312,10 @@ func (g GatewayConfig) lookup() func(string) (actiontools.ToolSpec, bool) {
 			return actiontools.ToolSpec{}, false
 		}
 		if i := gateway.Classify(rulesOf(u), tool); i >= 0 {
-			return toolSpec(u.Tools[i].tool(name)), true
+			return u.Tools[i].tool(name).Spec(), true
 		}
 		if u.Default != nil {
-			return toolSpec(u.Default.tool(name)), true
+			return u.Default.tool(name).Spec(), true
 		}
 		return actiontools.ToolSpec{Name: name}, true
 	}

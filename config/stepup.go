@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -22,8 +22,8 @@ type StepUpConfig struct {
 	Categories []string `yaml:"categories"`
 }
 
-// on reports whether anything requires step-up.
-func (s StepUpConfig) on() bool { return len(s.Tools) > 0 || len(s.Categories) > 0 }
+// On reports whether anything requires step-up.
+func (s StepUpConfig) On() bool { return len(s.Tools) > 0 || len(s.Categories) > 0 }
 
 func (s *StepUpConfig) defaults() {
 	if s.Within == 0 {
@@ -66,7 +66,7 @@ func (s StepUpConfig) validate(tools []ToolConfig, w WebConfig, p *problems) {
 	for i, t := range tools {
 		t.StepUp.validate(fmt.Sprintf("tools[%d].step_up", i), t, w, p)
 	}
-	if s.on() && (!w.enabled() || w.OIDC == nil) {
+	if s.On() && (!w.Served() || w.OIDC == nil) {
 		p.add("step_up", "step-up is a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove step_up")
 	}
 }
@@ -94,14 +94,14 @@ func (d *ToolStepUpDecl) validate(key string, t ToolConfig, w WebConfig, p *prob
 		p.add(key+".method", "every approval of %s needs %s, and a standing grant (grants.allow) would approve later calls without one; remove one of them", t.Name, a.Label())
 	}
 	switch {
-	case !w.enabled() || w.OIDC == nil:
+	case !w.Served() || w.OIDC == nil:
 		p.add(key, "%s is an authentication in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove it", a.Label())
 	case a == policy.AssurancePasskey:
 		p.add(key+".method", "passkey step-up is not available in this version of Countersign; use oidc_step_up (a fresh sign-in at the identity provider)")
 	}
 }
 
-// spec is the section as actiontools takes it.
-func (s StepUpConfig) spec() actiontools.StepUpSpec {
+// Spec is the section as actiontools takes it.
+func (s StepUpConfig) Spec() actiontools.StepUpSpec {
 	return actiontools.StepUpSpec{Within: s.Within, Tools: s.Tools, Categories: s.Categories}
 }

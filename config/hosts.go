@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// allowedHosts are the names the HTTP surfaces answer to besides localhost
+// AllowedHosts are the names the HTTP surfaces answer to besides localhost
 // and IP addresses, which are always accepted (webhook.HostGuard): the
 // listen address's host when it is a name, web.public_url's host, and
 // http.allowed_hosts.
-func (c *Config) allowedHosts() []string {
+func (c *Config) AllowedHosts() []string {
 	var out []string
 	if host, _, err := net.SplitHostPort(c.Listen); err == nil && host != "" && net.ParseIP(host) == nil {
 		out = append(out, host)
@@ -22,10 +22,10 @@ func (c *Config) allowedHosts() []string {
 	return append(out, c.HTTP.AllowedHosts...)
 }
 
-// allowedOrigins are the browser origins the HTTP surfaces accept besides
+// AllowedOrigins are the browser origins the HTTP surfaces accept besides
 // a request's own origin and the loopback ones: web.public_url's, and
 // http.allowed_origins.
-func (c *Config) allowedOrigins() []string {
+func (c *Config) AllowedOrigins() []string {
 	var out []string
 	if u, err := url.Parse(c.Web.PublicURL); c.Web.PublicURL != "" && err == nil && u.Host != "" {
 		out = append(out, u.Scheme+"://"+u.Host)

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -115,7 +115,7 @@ func (c *Config) validatePolicy(p *problems) {
 			u.Default.Grants.Budget.validate(fmt.Sprintf("gateway.upstreams[%d].default.grants.budget", i), u.Default.tool("default"), p)
 		}
 	}
-	if stepUp && (!c.Web.enabled() || c.Web.OIDC == nil) {
+	if stepUp && (!c.Web.Served() || c.Web.OIDC == nil) {
 		p.add("tools", "a rule or stage sets step_up, a fresh sign-in at your identity provider in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove step_up")
 	}
 }
@@ -298,9 +298,9 @@ func (c *Config) hasRotation(name string) bool {
 	return false
 }
 
-// rotations are the on-call rotations as the bot takes them (validate
+// Rotations are the on-call rotations as the bot takes them (validate
 // has checked them).
-func (c *Config) rotations() map[string]policy.Rotation {
+func (c *Config) Rotations() map[string]policy.Rotation {
 	if len(c.OnCall) == 0 {
 		return nil
 	}
@@ -310,4 +310,29 @@ func (c *Config) rotations() map[string]policy.Rotation {
 		out[name] = policy.Rotation{People: r.People, Start: start, Length: r.Length}
 	}
 	return out
+}
+
+// Spec is a tools[] declaration (or a gateway rule's, as one) for the
+// confirm gate.
+func (t ToolConfig) Spec() actiontools.ToolSpec {
+	spec := actiontools.ToolSpec{
+		Name:      t.Name,
+		Category:  t.Category,
+		Schema:    t.Schema,
+		Approvers: t.Approvers.approvers(),
+		Quorum:    t.Quorum,
+		Timeout:   t.Timeout,
+		Channels:  t.Channels,
+		Sensitive: t.Sensitive,
+		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow, Budget: t.Grants.Budget.budget()},
+		Context:   t.Context,
+	}
+	if t.StepUp != nil {
+		spec.StepUpMethod = t.StepUp.Method
+	}
+	for _, c := range t.Commands {
+		spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
+	}
+	t.policySpec(&spec) // policy.go: rules and stages
+	return spec
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ tools:
     category: mutating
     grants: {allow: [always]}
 `
-	_, err := parseConfig([]byte(bad), t.TempDir())
+	_, err := Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a config with grants on a destructive tool loaded")
 	}
@@ -42,11 +42,11 @@ tools:
 			t.Errorf("missing problem %q in:\n%v", want, err)
 		}
 	}
-	_, err = parseConfig([]byte("tools:\n  - name: r\n    grants: {max: 1h, alow: [once]}\n"), t.TempDir())
+	_, err = Parse([]byte("tools:\n  - name: r\n    grants: {max: 1h, alow: [once]}\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "alow") {
 		t.Fatalf("a misspelt grants key: %v", err)
 	}
-	cfg, err := parseConfig([]byte("tools:\n  - name: r\n    category: mutating\n    grants: {max: 8h, allow: [once, session, duration]}\n"), t.TempDir())
+	cfg, err := Parse([]byte("tools:\n  - name: r\n    category: mutating\n    grants: {max: 8h, allow: [once, session, duration]}\n"), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid grants config: %v", err)
 	}

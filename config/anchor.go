@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"path/filepath"
@@ -22,13 +22,13 @@ type AnchorConfig struct {
 	Channel string `yaml:"channel"`
 }
 
-// defaultAnchorEvery is audit.anchor.every's default.
-const defaultAnchorEvery = time.Minute
+// DefaultAnchorEvery is audit.anchor.every's default.
+const DefaultAnchorEvery = time.Minute
 
 func (a *AnchorConfig) defaults(resolve func(string) string) {
 	a.File = resolve(a.File)
 	if a.Every == 0 {
-		a.Every = defaultAnchorEvery
+		a.Every = DefaultAnchorEvery
 	}
 }
 
@@ -41,7 +41,7 @@ func (a AnchorConfig) validate(p *problems, store StoreConfig) {
 	if a.Channel != "" {
 		p.add("audit.anchor.channel", "posting anchors to chat is not supported yet; remove the key and set audit.anchor.file")
 	}
-	if a.File == "" || store.Engine == enginePostgres {
+	if a.File == "" || store.Engine == EnginePostgres {
 		return
 	}
 	af, err1 := filepath.Abs(a.File)

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"slices"
@@ -19,7 +19,7 @@ tools:
   - name: t
     context: [a, b, c, d, e, f, g, h, i]
 `
-	_, err := parseConfig([]byte(bad), t.TempDir())
+	_, err := Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a config with a bad context loaded")
 	}
@@ -32,7 +32,7 @@ tools:
 			t.Errorf("missing problem %q in:\n%v", want, err)
 		}
 	}
-	cfg, err := parseConfig([]byte("tools:\n  - name: order_medication\n    category: mutating\n    context: [allergy, active_medication]\n"), t.TempDir())
+	cfg, err := Parse([]byte("tools:\n  - name: order_medication\n    category: mutating\n    context: [allergy, active_medication]\n"), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid context: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 
 func TestRetentionDefaultsKeepDecisions(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig(countersign.DefaultConfig, t.TempDir())
+	cfg, err := Parse(countersign.DefaultConfig, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,21 +22,21 @@ func TestRetentionDefaultsKeepDecisions(t *testing.T) {
 		t.Fatalf("idempotency/deliveries defaults: %+v", r)
 	}
 	// Absent section: the same defaults.
-	cfg, err = parseConfig([]byte("listen: 127.0.0.1:1\n"), t.TempDir())
+	cfg, err = Parse([]byte("listen: 127.0.0.1:1\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Retention.Idempotency != 168*time.Hour || cfg.Retention.Deliveries != 168*time.Hour || cfg.Retention.ActionRequests != 0 {
 		t.Fatalf("no retention section: %+v", cfg.Retention)
 	}
-	if got := cfg.Retention.requests(); got.ActionIDs != 168*time.Hour || got.Actions != 0 {
+	if got := cfg.Retention.Requests(); got.ActionIDs != 168*time.Hour || got.Actions != 0 {
 		t.Fatalf("action tools retention: %+v", got)
 	}
 }
 
 func TestRetentionBadValuesNamed(t *testing.T) {
 	t.Parallel()
-	_, err := parseConfig([]byte("retention:\n  action_requests: -1h\n  memory_proposals: -5m\n  idempotency: 1h\n  deliveries: 5m\n"), t.TempDir())
+	_, err := Parse([]byte("retention:\n  action_requests: -1h\n  memory_proposals: -5m\n  idempotency: 1h\n  deliveries: 5m\n"), t.TempDir())
 	if err == nil {
 		t.Fatal("bad retention accepted")
 	}
@@ -50,11 +50,11 @@ func TestRetentionBadValuesNamed(t *testing.T) {
 			t.Errorf("missing %q in:\n%v", want, err)
 		}
 	}
-	cfg, err := parseConfig([]byte("retention:\n  action_requests: 8760h\n  questions: 720h\n  idempotency: 48h\n"), t.TempDir())
+	cfg, err := Parse([]byte("retention:\n  action_requests: 8760h\n  questions: 720h\n  idempotency: 48h\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := cfg.Retention.requests(); r.Actions != 8760*time.Hour || r.Questions != 720*time.Hour || r.Consents != 0 || r.ActionIDs != 48*time.Hour {
+	if r := cfg.Retention.Requests(); r.Actions != 8760*time.Hour || r.Questions != 720*time.Hour || r.Consents != 0 || r.ActionIDs != 48*time.Hour {
 		t.Fatalf("parsed: %+v", r)
 	}
 }

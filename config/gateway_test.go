@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -32,7 +32,7 @@ func TestGatewayConfigProblemsNameTheirKeys(t *testing.T) {
 tools:
   - name: web__delete
 `
-	_, err := parseConfig([]byte(bad), t.TempDir())
+	_, err := Parse([]byte(bad), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad gateway config was accepted")
 	}
@@ -64,7 +64,7 @@ tools:
 // (unclassified: a confirmation); a name of no upstream is not declared.
 func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
 	t.Parallel()
-	cfg, err := parseConfig([]byte(`gateway:
+	cfg, err := Parse([]byte(`gateway:
   upstreams:
     - name: fs
       command: srv
@@ -79,7 +79,7 @@ func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lookup := cfg.Gateway.lookup()
+	lookup := cfg.Gateway.Lookup()
 	for _, c := range []struct {
 		name, category string
 		quorum         int
@@ -107,7 +107,7 @@ func TestGatewayLookupFollowsTheRulesOnly(t *testing.T) {
 // config.yaml loads once uncommented.
 func TestConfigYAMLGatewayExampleLoads(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../config.yaml")
+	b, err := os.ReadFile("../config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestConfigYAMLGatewayExampleLoads(t *testing.T) {
 		}
 		block += strings.TrimPrefix(line, "# ") + "\n"
 	}
-	cfg, err := parseConfig([]byte(block), t.TempDir())
+	cfg, err := Parse([]byte(block), t.TempDir())
 	if err != nil {
 		t.Fatalf("the example does not load: %v\n%s", err, block)
 	}

@@ -31,9 +31,13 @@ type marker struct {
 	At        time.Time `json:"at"`
 }
 
-// mark commits the marker of request id, unless one is there already
-// (another call is forwarding it now, or the last run stopped while it
-// did): owned says whether this call holds it, and so may go on.
+// mark commits the marker of request id, unless a live one is there
+// (another call is forwarding it now): owned says whether this call holds
+// it, and so may go on. A marker older than staleAfter is a call that
+// stopped (a replica that died): the caller only marks a request that has
+// not run (its receipt is not redeemed, so the upstream was never
+// called), and the receipt is redeemed once whoever holds the marker, so
+// taking over a stale marker can never run a call twice.
 func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) (owned bool, err error) {
 	if w.store == nil {
 		return true, nil
@@ -51,7 +55,7 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 		if err != nil {
 			return err
 		}
-		if owned = prev == nil; !owned {
+		if owned = prev == nil || w.stale(prev); !owned {
 			return nil
 		}
 		return tx.Put(forwardingBucket, []byte(id), b)
@@ -59,19 +63,36 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	return owned && err == nil, err
 }
 
-// forwarding reports whether a marker of request id is there: a call is
-// forwarding it now.
-func (w *waiter) forwarding(ctx context.Context, id string) bool {
-	if w.store == nil {
-		return false
+// staleAfter is how old a forwarding marker is once no call can still be
+// forwarding under it: the gateway's call timeout and a minute.
+func (w *waiter) staleAfter() time.Duration {
+	d := time.Minute
+	if w.gw != nil {
+		d += w.gw.CallTimeout()
 	}
-	var found bool
+	return d
+}
+
+// stale reports whether the marker v is older than staleAfter (or
+// unreadable).
+func (w *waiter) stale(v []byte) bool {
+	var m marker
+	return json.Unmarshal(v, &m) != nil || w.now().Sub(m.At) >= w.staleAfter()
+}
+
+// forwarding reports whether a marker of request id is there, and whether
+// it is live (a call is forwarding it now) or stale (the call stopped:
+// whether the upstream ran it is unknown).
+func (w *waiter) forwarding(ctx context.Context, id string) (found, live bool) {
+	if w.store == nil {
+		return false, false
+	}
 	_ = w.store.View(ctx, func(tx kv.Tx) error {
 		b, err := tx.Get(forwardingBucket, []byte(id))
-		found = b != nil
+		found, live = b != nil, b != nil && !w.stale(b)
 		return err
 	})
-	return found
+	return found, live
 }
 
 // ReportFunc records that the outcome of request id is unknown: the audit
@@ -188,7 +209,7 @@ func (w *waiter) claimReplay(ctx context.Context, id string) (replay, running bo
 		}
 		if b == nil {
 			m, err := tx.Get(forwardingBucket, []byte(id))
-			running = m != nil
+			running = m != nil && !w.stale(m)
 			return err
 		}
 		var r recorded

@@ -56,8 +56,8 @@ func TestForwardingMarkerHasOneOwner(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d of 8 calls hold the marker of one request, want exactly 1", n)
 	}
-	if !w.forwarding(ctx, "req_1") {
-		t.Fatal("forwarding = false while the marker is held")
+	if found, live := w.forwarding(ctx, "req_1"); !found || !live {
+		t.Fatalf("forwarding = %v, %v while the marker is held, want found and live", found, live)
 	}
 	if replay, running, err := w.claimReplay(ctx, "req_1"); err != nil || replay || !running {
 		t.Fatalf("claimReplay while forwarding = %v, %v, %v; want running, no replay", replay, running, err)
@@ -65,7 +65,7 @@ func TestForwardingMarkerHasOneOwner(t *testing.T) {
 	if err := w.finish(ctx, "req_1", json.RawMessage(`{"content":[]}`)); err != nil {
 		t.Fatal(err)
 	}
-	if w.forwarding(ctx, "req_1") {
+	if found, _ := w.forwarding(ctx, "req_1"); found {
 		t.Fatal("the marker outlived finish")
 	}
 	if raw, at := w.recordedResult(ctx, "req_1"); string(raw) != `{"content":[]}` || !at.Equal(now) {
@@ -111,5 +111,36 @@ func TestReplayIsClaimedOnceWithinTheWindow(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStaleForwardingMarkerIsTakenOver: a marker older than the call
+// timeout and a minute is a call that stopped (a replica that died): it is
+// no longer reported as running, and a call of a request that has not run
+// may take it over (the receipt, redeemed once, keeps that to one run).
+func TestStaleForwardingMarkerIsTakenOver(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	w := forwardingWaiter(t, &now)
+	ctx := context.Background()
+	if ok, err := w.mark(ctx, nil, "req_1", "fs__write_file"); err != nil || !ok {
+		t.Fatalf("mark = %v, %v", ok, err)
+	}
+	now = now.Add(w.staleAfter() - time.Second)
+	if ok, _ := w.mark(ctx, nil, "req_1", "fs__write_file"); ok {
+		t.Fatal("a live marker was taken over")
+	}
+	now = now.Add(time.Second)
+	if found, live := w.forwarding(ctx, "req_1"); !found || live {
+		t.Fatalf("forwarding = %v, %v for a stale marker, want found, not live", found, live)
+	}
+	if _, running, _ := w.claimReplay(ctx, "req_1"); running {
+		t.Fatal("a stale marker is reported as running")
+	}
+	if ok, err := w.mark(ctx, nil, "req_1", "fs__write_file"); err != nil || !ok {
+		t.Fatalf("taking over a stale marker = %v, %v, want owned", ok, err)
+	}
+	if found, live := w.forwarding(ctx, "req_1"); !found || !live {
+		t.Fatalf("after the take-over forwarding = %v, %v, want a live marker", found, live)
 	}
 }

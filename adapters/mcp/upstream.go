@@ -526,9 +526,13 @@ func (w *waiter) replay(ctx context.Context, t gateway.Tool, id, why string, not
 	raw, at := w.recordedResult(ctx, id)
 	var r sdk.CallToolResult
 	if raw == nil || json.Unmarshal(raw, &r) != nil {
-		if w.forwarding(ctx, id) {
+		switch found, live := w.forwarding(ctx, id); {
+		case live:
 			text := fmt.Sprintf("%s is running now at upstream %s under request %s (approved, forwarded once). Nothing was run again. Call %s again with the same arguments shortly to get its answer.", t.Name, t.Upstream, id, t.Name)
 			return toolError(text, map[string]any{"request_id": id, "status": "running"}), true
+		case found:
+			text := fmt.Sprintf("%s was not run again: the call that forwarded request %s to upstream %s stopped before its answer was recorded, so whether the upstream ran it is unknown. It is not run again: check the upstream, then call %s again for a new decision.", t.Name, id, t.Upstream, t.Name)
+			return toolError(text, map[string]any{"request_id": id, "status": "outcome_unknown"}), false
 		}
 		text := fmt.Sprintf("%s was not run again: request %s already ran once (its receipt is redeemed), and no answer of the upstream is kept for it (the upstream failed, or whether it ran is unknown: check the audit log and the upstream). Call it again for a new decision.", t.Name, id)
 		if why != "" {

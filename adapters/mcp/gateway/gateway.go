@@ -365,6 +365,9 @@ func (g *Gateway) changed() {
 	}
 }
 
+// CallTimeout is the bound of one forwarded call.
+func (g *Gateway) CallTimeout() time.Duration { return g.o.CallTimeout }
+
 // DownError is a call to an upstream that is down.
 type DownError struct {
 	Upstream, Tool, Why string

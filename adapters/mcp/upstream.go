@@ -28,12 +28,16 @@ import (
 // becomes an action request through confirm_action, the path an agent
 // asking for approval takes (the one decision rule, quorum, step-up,
 // grants, edits, cards), and waits for it as confirm_action waits over
-// MCP (wait.go): MRTR for a 2026-07-28 client, a bounded wait for an older
-// one. Once approved, the gateway redeems the receipt itself (recorded as
-// executed, once) and calls the upstream with exactly the approved
-// arguments, an approver's edit included, never the call's own; a denial
-// or an expiry answers a tool error saying so. On any doubt (no receipt,
-// the approved arguments not readable, the store refusing) the call is
+// MCP (wait.go): a task handle for a client that supports tasks (tasks.go:
+// its tasks/get runs the call once approved), MRTR for another 2026-07-28
+// client, a bounded wait for an older one. Once approved, the gateway
+// redeems the receipt itself (recorded as executed, once) and calls the
+// upstream with exactly the approved arguments, an approver's edit
+// included, never the call's own; a denial or an expiry answers a tool
+// error saying so. A retry after the run (its requestState, its task, or
+// the first identical call soon after) gets the upstream's recorded answer
+// (forwarding.go), never a second run. On any doubt (no receipt, the
+// approved arguments not readable, the store refusing) the call is
 // refused, never let through.
 
 // AuditFunc appends one audit entry made by caller outside a tool call.

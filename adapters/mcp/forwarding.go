@@ -135,8 +135,9 @@ func RecoverForwarding(ctx context.Context, store kv.Store, report ReportFunc) (
 
 // Recorded results: the upstream's answer to a forwarded call, kept by
 // request id (in the transaction that drops its marker), so that a host
-// retrying with the call's requestState after the run gets the recorded
-// answer, never a second execution. PruneResults drops old ones.
+// retrying after the run (with the call's requestState, polling its task,
+// or, once, with an identical call: claimReplay) gets the recorded answer,
+// never a second execution. PruneResults drops old ones.
 
 // resultsBucket holds them, by request id.
 const resultsBucket = "gateway_results"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -236,4 +237,63 @@ func TestGatewayTasksExtensionGivesTheUpstreamAnswer(t *testing.T) {
 	if _, err := os.Stat(denied); err == nil {
 		t.Fatal("a denied call wrote its file")
 	}
+}
+
+// TestGatewayStdioTaskRunsAfterASlackClick: over stdio (`countersign mcp`,
+// which starts the upstream itself), the TypeScript SDK host's
+// task-augmented call of a gated upstream tool gets a task; dr_smith's
+// click in Slack (socket mode: the stdio process has no HTTP listener)
+// approves it, and the task's result is the upstream's answer, the file
+// written as proposed.
+func TestGatewayStdioTaskRunsAfterASlackClick(t *testing.T) {
+	t.Parallel()
+	f := newSlackFake(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsBin := nodetest.Bin(t, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
+	e := newTestEnv(t, longWaitConfig(f, "socket")+`gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      tools:
+        - {match: write_file, category: mutating, approvers: {roles: [member]}}
+`)
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_APP_TOKEN"] = "xoxb-e2e", "xapp-e2e"
+	e.env["PATH"] = os.Getenv("PATH")
+	agent := e.CreateKey("ward_bot", "agent")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"COUNTERSIGN_TEST_AS_MAIN": "1", "COUNTERSIGN_API_KEY": agent}
+	for k, v := range e.env {
+		env[k] = v
+	}
+	path := filepath.Join(dir, "stdio.txt")
+	events, wait := tsHost(t, map[string]any{"transport": "stdio", "command": self, "args": []string{"mcp", "--config", e.cfg}, "env": env,
+		"mode": "task", "tool": "fs__write_file", "arguments": map[string]any{"path": path, "content": "over stdio"}})
+	if tools := next(t, events, "tools"); !strings.Contains(string(tools.Execution), `"taskSupport":"optional"`) {
+		t.Fatalf("fs__write_file over stdio is listed with execution %s, want taskSupport optional", tools.Execution)
+	}
+	if created := next(t, events, "taskCreated"); created.Status != "working" {
+		t.Fatalf("task: %+v", created)
+	}
+	waitFor(t, "the socket to open", func() bool { return len(f.Calls("apps.connections.open")) >= 1 })
+	waitFor(t, "the card to be posted", func() bool { return len(f.Calls("chat.postMessage")) >= 1 })
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("the write ran before the click")
+	}
+	frame, _ := json.Marshal(map[string]any{"type": "interactive", "envelope_id": "env-click", "accepts_response_payload": false, "payload": json.RawMessage(cardApproveClick(t, f, 0))})
+	f.frames <- string(frame)
+	res := next(t, events, "result")
+	if res.Result.IsError || !strings.Contains(fmt.Sprint(res.Result.StructuredContent), "Successfully wrote") {
+		t.Fatalf("the task's result over stdio: %+v, want the upstream's answer", res.Result)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "over stdio" {
+		t.Fatalf("the file holds %q, want %q", b, "over stdio")
+	}
+	wait()
 }

@@ -23,12 +23,13 @@ import (
 
 // floorRounds is how many times each pair of blocks (floor, then tool) is
 // run; the figures reported are medians over the rounds.
-const floorRounds = 5
+const floorRounds = 7
 
 // BenchmarkPostgresFloors is BENCHMARKS.md's PostgreSQL ratios: each tool
 // call of the whole server (run serve, in process, over loopback HTTP)
-// beside its floor on the same PostgreSQL (fsync on), in alternating
-// blocks of b.N calls, floorRounds rounds: remember against a bare pgx
+// beside its floor on the same PostgreSQL (fsync on), floorRounds rounds
+// of b.N calls each (one writer or client: floor and tool call by call
+// alternating; many: a block of each): remember against a bare pgx
 // INSERT of a 300-byte row (one statement, its own transaction) at 1 and
 // 64 writers, check_before_act against a bare pgx SELECT by primary key at
 // 1 and 32 clients. Reported: the medians of the rounds' p50 per call (1
@@ -94,8 +95,12 @@ CREATE TABLE floor_r (id bigint PRIMARY KEY, v bytea); INSERT INTO floor_r SELEC
 		b.Run(s.name, func(b *testing.B) {
 			var tools, floors, ratios []float64
 			for range floorRounds {
-				f := timedBlock(b, s.k, b.N, s.floor)
-				t := timedBlock(b, s.k, b.N, s.tool)
+				var f, t float64
+				if s.k == 1 {
+					f, t = pairedBlock(b, b.N, s.floor, s.tool)
+				} else {
+					f, t = timedBlock(b, s.k, b.N, s.floor), timedBlock(b, s.k, b.N, s.tool)
+				}
 				floors, tools, ratios = append(floors, f), append(tools, t), append(ratios, t/f)
 			}
 			unit := "wall-µs/op"
@@ -108,6 +113,30 @@ CREATE TABLE floor_r (id bigint PRIMARY KEY, v bytea); INSERT INTO floor_r SELEC
 			b.Logf("%s: rounds' ratios %s", s.name, fmtRatios(ratios))
 		})
 	}
+}
+
+// pairedBlock runs n calls of each of floor and tool from one goroutine,
+// call by call alternating, so that both see the same moments of a shared
+// machine, and returns their median latencies in µs.
+func pairedBlock(b *testing.B, n int, floor, tool func() error) (f, t float64) {
+	b.Helper()
+	lf, lt := make([]time.Duration, n), make([]time.Duration, n)
+	for i := range n {
+		s := time.Now()
+		if err := floor(); err != nil {
+			b.Fatal(err)
+		}
+		m := time.Now()
+		if err := tool(); err != nil {
+			b.Fatal(err)
+		}
+		lf[i], lt[i] = m.Sub(s), time.Since(m)
+	}
+	p50 := func(l []time.Duration) float64 {
+		sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+		return float64(l[n/2].Nanoseconds()) / 1e3
+	}
+	return p50(lf), p50(lt)
 }
 
 // timedBlock runs n calls of fn from k goroutines and returns, with one

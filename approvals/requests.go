@@ -299,6 +299,9 @@ type Request struct {
 	// GrantID is the standing grant that approved the request at once
 	// (grants.go); 0 when a person decided it.
 	GrantID uint64 `json:"grant_id,omitempty"`
+	// BreakGlass, when set, marks a request approved by its own
+	// requester as break-glass (breakglass.go); nil otherwise.
+	BreakGlass *BreakGlassMark `json:"break_glass,omitempty"`
 
 	CallbackURL string `json:"callback_url,omitempty"`
 

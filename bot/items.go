@@ -128,6 +128,11 @@ type Item struct {
 	// itself reads the item's state in its own transaction. nil: the
 	// source says nothing more than the requester and the space.
 	Decidable *policy.Decidable `json:"-"`
+	// BreakGlass, when positive, says the item's requester may approve it
+	// themselves as break-glass (break_glass: in config.yaml), after a
+	// fresh sign-in within that long (Caller.MayOfferBreakGlass); zero:
+	// not offered. The one decision rule still decides.
+	BreakGlass time.Duration `json:"break_glass,omitempty"`
 
 	// The card's lines for the person clicking (card.go), computed by the
 	// item's source from the item, never taken from the agent's words:

@@ -489,6 +489,12 @@ type itemData struct {
 	// Seen is the SHA-256 of the page's card text as rendered (cardText):
 	// the forms send it, and the vote records it.
 	Seen string
+	// BreakGlass, on the caller's own pending request of a tool under
+	// break_glass.tools, offers to approve it alone (breakglass.go):
+	// BreakGlassStepUp is the window of the fresh sign-in it needs first,
+	// when the caller's is not fresh ("" once it is).
+	BreakGlass       bool
+	BreakGlassStepUp string
 }
 
 // factRow is one fact of the facts panel.
@@ -636,6 +642,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		}
 	}
 	d.Changes = chat.WithChanges(it)
+	h.breakGlassView(caller, it, &d) // breakglass.go
 	if d.Pending {
 		d.MatchArgs = matchArgs(it) // grants.go
 		d.Basis = chat.EditBasis(it)
@@ -854,6 +861,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		d.Basis = f.Get("basis")            // and the facts it showed
 		d.Confirm = f.Get("confirm")        // a dangerous item's target, typed
 		d.Seen = seenField(f.Get("seen"))
+	case "break_glass":
+		// One's own request, approved alone (breakglass.go): the one
+		// rule's exception decides, in approve_action.
+		d.Verb, d.BreakGlass = chat.Approve, true
+		d.ArgsSHA256, d.Basis, d.Confirm, d.Seen = f.Get("args_sha256"), f.Get("basis"), f.Get("confirm"), seenField(f.Get("seen"))
+		action = "approve"
 	case "reject", "decline":
 		d.Verb = chat.Reject
 		d.Seen = seenField(f.Get("seen"))
@@ -895,7 +908,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			d.Choices = append(d.Choices, n)
 		}
 	default:
-		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, edit, reject, answer or decline.")
+		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, edit, break_glass, reject, answer or decline.")
 		return
 	}
 	out := chat.Decide(r.Context(), h.o.Bot, d)

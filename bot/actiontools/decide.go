@@ -49,6 +49,9 @@ func (s *Service) decide(approve bool) bot.Handler {
 		args := a.(*DecideArgs)
 		d := party(c.Caller)
 		editing := args.Arguments != nil
+		if args.BreakGlass && !approve {
+			return bot.Result{}, bot.Invalid("break_glass", "only approve_action takes break_glass: a denial is never held back")
+		}
 		if editing && !approve {
 			return bot.Result{}, bot.Invalid("arguments", "only approve_action takes arguments (an approval with changes); a denial takes a reason, which reaches the agent")
 		}
@@ -92,6 +95,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 				// recorded now if the sweeper has not yet done it.
 				req, out = r, approvals.OutcomeConflict
 				return expire(tx, r, c.Now)
+			}
+			if args.BreakGlass && approve {
+				// The one rule's typed exception, and all that follows from it (breakglass.go).
+				req = r
+				out, refusal, err = s.breakGlass(tx, c, r, args, editing)
+				return err
 			}
 			if refusal = canDecide(c, r, approve); refusal != nil {
 				return tx.Refuse(refusal)

@@ -98,6 +98,10 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		}
 		it.Grants = src.s.grantOptions(r)
 		it.Batch = batchKey(r)
+		it.BreakGlass = src.s.breakGlassOffer(r)
+		if r.BreakGlass != nil {
+			field("Break-glass", breakGlassLine(r))
+		}
 	case r.Consent != nil:
 		c := r.Consent
 		name := bot.NameOf(r.Requester.Display)
@@ -220,7 +224,7 @@ func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any,
 		}
 		return "answer_question", a, nil
 	case bot.KindAction, bot.KindConsent:
-		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256}
+		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256, BreakGlass: d.BreakGlass}
 		if d.Seen != nil {
 			a.Seen = &SeenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated, Facts: d.Facts}
 		}

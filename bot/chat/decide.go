@@ -100,6 +100,10 @@ type Decision struct {
 	// refuses it, as Invalid, unless the item is of that batch as it
 	// stands then. "": a decision on its own.
 	Batch string
+	// BreakGlass, with Verb Approve, approves the person's own request of
+	// a tool under break_glass.tools as break-glass (breakglass.go): Reason
+	// is then mandatory, and the one decision rule decides whether they may.
+	BreakGlass bool
 }
 
 // caller is the principal the decision is taken as: the surface's own
@@ -246,6 +250,9 @@ func (s *stopped) Error() string { return fmt.Sprintf("chat: decision stopped: %
 func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now time.Time) (Outcome, string) {
 	if out, audit := admit(d, caller, it); out.Status != Ready {
 		return out, audit
+	}
+	if d.BreakGlass {
+		return breakGlassChecks(d, caller, it, bd), ""
 	}
 	approve := d.Verb != Reject
 	switch d.Verb {

@@ -440,12 +440,12 @@ var (
 // VoidVotes makes the countersignatures of the principal named name on
 // the open review behind rec stop counting: they were suspended from
 // approving (bot.Tx.Suspend). A cleared review is not changed.
-func (reviewSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, error) {
+func (reviewSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, string, error) {
 	rv, err := approvals.LoadReview(tx, rec.Key)
 	if err != nil || rv == nil || !rv.VoidVotes(name, why) {
-		return false, err
+		return false, "", err
 	}
-	return true, approvals.PutReview(tx, rv)
+	return true, "", approvals.PutReview(tx, rv)
 }
 
 // View renders the review behind rec.

@@ -133,6 +133,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 			}
+			open := r.OpenStage() // the stage open before this vote
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
 				if err == nil {
@@ -180,6 +181,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 				if len(r.Stages) > 0 {
+					if r.OpenStage() != open {
+						// The next stage opened: its channels get the card.
+						if err := postStage(tx, r); err != nil {
+							return err
+						}
+					}
 					// The card's thread says which stage is open now, and who decides it.
 					return tx.Emit(r.ItemID, bot.EventNote, stageNote(r, edited))
 				}

@@ -30,6 +30,9 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := reg.Register(newBreakGlassCollector(a.bot, a.log)); err != nil { // wire_breakglass.go
+		return fmt.Errorf("metrics: %w", err)
+	}
 	a.bot.SetObserver(func(ctx context.Context, ev bot.CallEvent) {
 		metrics.ObserveCall(ev)
 		webhook.LogCall(ctx, a.log, ev)

@@ -56,7 +56,9 @@ type Caller struct {
 	// Groups are the approver groups the caller belongs to: those its
 	// identity provider asserts (the OIDC groups claim of a console
 	// sign-in) and, once a call is under way (Bot.Call), the configured
-	// groups that list it.
+	// groups that list it. The directory's groups (SCIM) are read beside
+	// them in every deciding transaction, and decide the groups the
+	// directory provisions (withDirectory): Decider carries the union.
 	Groups []string
 	// Suspended, when set, says why the principal is suspended from
 	// approving (suspensions.go): the store's word, read in every deciding
@@ -69,6 +71,12 @@ type Caller struct {
 	// Delegators are the people who lend the caller their approvals now
 	// (delegations.go): read from the store in every deciding transaction.
 	Delegators []policy.Delegator
+	// dirOf are the directory's groups that list the caller and dirDrop
+	// the claimed groups the directory provisions (it decides them), read
+	// from the store in the deciding transaction when dirRead is set
+	// (withDirectory, people.go).
+	dirOf, dirDrop []string
+	dirRead        bool
 }
 
 // Assurance is how the caller is authenticated for a decision at now, a
@@ -118,7 +126,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.groupsNow(), Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -180,7 +188,20 @@ func (x Items) ReadOnly(caller *Caller, it Item) (why string, readOnly bool) {
 	}
 	d := *it.Decidable
 	d.StepUp, d.MinAssurance, d.At = 0, "", x.b.now()
-	r := policy.Decide(x.b.withGroups(caller).Decider(), d)
+	c := x.b.withGroups(caller)
+	if c != nil && !c.dirRead && len(d.Approvers.Groups) > 0 {
+		// The directory's groups, as a decision reads them; on a failed
+		// read the item is shown as the configuration alone says (the
+		// decision reads them again, and has the final word).
+		_ = x.b.View(context.Background(), func(tx kv.Tx) error {
+			cc, err := withDirectory(tx, x.b, c)
+			if err == nil {
+				c = cc
+			}
+			return err
+		})
+	}
+	r := policy.Decide(c.Decider(), d)
 	if r == nil {
 		return "", false
 	}

@@ -344,3 +344,26 @@ func (tx *Tx) recheckMembers(group string, names []string) error {
 	}
 	return nil
 }
+
+// EmptyDirectoryGroups lists the groups approvers a name that are the
+// directory's (config.yaml declares them under neither groups: nor
+// oncall:) and that list nobody now, read in tx: a card says so, since
+// nobody may approve for them until the directory adds someone (or a
+// console sign-in's groups claim names a group the directory has not
+// provisioned at all).
+func (b *Bot) EmptyDirectoryGroups(tx kv.Tx, a policy.Approvers) ([]string, error) {
+	var out []string
+	for _, g := range a.Groups {
+		if strings.TrimSpace(g) == "" || b.configuredGroup(g) {
+			continue
+		}
+		members, _, err := DirectoryGroupMembers(tx, g)
+		if err != nil {
+			return nil, err
+		}
+		if len(members) == 0 {
+			out = append(out, g)
+		}
+	}
+	return out, nil
+}

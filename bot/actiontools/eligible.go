@@ -1,6 +1,8 @@
 package actiontools
 
 import (
+	"fmt"
+
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
@@ -42,4 +44,24 @@ func (reviewSource) RecheckVotes(tx kv.Tx, rec bot.ItemRecord, name, group strin
 		return false, "", err
 	}
 	return true, "", approvals.PutReview(tx, rv)
+}
+
+// emptyGroups adds to the card of a pending request a line naming the
+// directory's groups among the approvers of d (the open stage's) that
+// list nobody now: nobody may approve for them until the directory adds
+// someone (bot.EmptyDirectoryGroups).
+func (s *Service) emptyGroups(tx kv.Tx, it *bot.Item, d policy.Decidable) error {
+	if len(d.Approvers.Groups) == 0 {
+		return nil
+	}
+	empty, err := s.b.EmptyDirectoryGroups(tx, d.Approvers)
+	if err != nil || len(empty) == 0 {
+		return err
+	}
+	who := "group " + orList(empty)
+	if d.Stage != "" {
+		who += " (the open stage: " + d.Stage + ")"
+	}
+	it.Fields = append(it.Fields, bot.Field{Label: "No approvers yet", Value: fmt.Sprintf("the organisation's directory lists nobody in %s now; until it adds someone (SCIM /scim/v2/Groups), nobody approves for that group", who)})
+	return nil
 }

@@ -70,6 +70,7 @@ func TestGroupResolution(t *testing.T) {
 		{"on call", person("alice"), []string{"ops"}},
 		{"the directory adds nobody to a rotation", person("bob"), nil},
 		{"a claim of a group config.yaml declares", person("dr_smith", "on_call_doctors"), []string{"Pharmacists", "on_call_doctors"}},
+		{"a claim of an on-call rotation puts nobody on call", person("bob", "ops", "OPS"), nil},
 		{"a claim of a group nobody provisions", person("bob", "radiology"), []string{"radiology"}},
 		{"a claim of a group the directory provisions", person("bob", "pharmacists"), nil},
 		{"a claim of an empty directory group", person("bob", "ICU"), nil},

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,6 +96,7 @@ func (b *Bot) withGroups(caller *Caller) *Caller {
 	}
 	c := *caller
 	var onCall []string
+	own := caller.Groups
 	if len(b.onCall) > 0 {
 		now := b.now()
 		for name, r := range b.onCall {
@@ -102,8 +104,11 @@ func (b *Bot) withGroups(caller *Caller) *Caller {
 				onCall = append(onCall, name)
 			}
 		}
+		// A claim naming a rotation puts nobody on call: only the
+		// rotation's turn does.
+		own = slices.DeleteFunc(slices.Clone(own), func(g string) bool { return b.configuredGroup(g) && !b.groups.Has(g) })
 	}
-	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name), onCall)
+	c.Groups = policy.MergeGroups(own, b.groups.Of(caller.Name), onCall)
 	return &c
 }
 

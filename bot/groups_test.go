@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -90,5 +91,44 @@ func TestGroupResolution(t *testing.T) {
 		if _, err := b.Call(ctx, person(name), "groups_now", []byte(`{}`)); err != nil || !slices.Equal(got, want) {
 			t.Errorf("after the removal, %s's groups %q (%v), want %q", name, got, err, want)
 		}
+	}
+}
+
+// BenchmarkDirectoryGroupsRead: what reading the directory's groups costs
+// a person's deciding call, with no directory groups and with 100 groups
+// of 100 members each (compare the two in one run).
+func BenchmarkDirectoryGroupsRead(bm *testing.B) {
+	for _, n := range []int{0, 100} {
+		bm.Run(fmt.Sprintf("groups=%d", n), func(bm *testing.B) {
+			b := testbot.New(bm, bot.Options{})
+			if err := b.Register(bot.Tool{Name: "groups_now", Capability: policy.CapApprove, Args: struct{}{},
+				Handler: func(ctx context.Context, c *bot.Call, _ any) (bot.Result, error) {
+					return bot.Result{}, c.Update(ctx, func(tx *bot.Tx) error { return nil })
+				}}); err != nil {
+				bm.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := b.Update(ctx, b.SystemCall(b.Now()), func(tx *bot.Tx) error {
+				for i := range n {
+					g := bot.DirectoryGroup{Name: fmt.Sprintf("group_%d", i)}
+					for j := range 100 {
+						g.Members = append(g.Members, fmt.Sprintf("person_%d_%d@hospital.example", i, j))
+					}
+					if err := bot.PutDirectoryGroup(tx, g); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				bm.Fatal(err)
+			}
+			caller := &bot.Caller{Principal: bot.Principal{ID: "chat:person_5_5@hospital.example", Name: "person_5_5@hospital.example", Role: policy.RoleMember, Kind: "person"}, Surface: "slack"}
+			bm.ResetTimer()
+			for range bm.N {
+				if _, err := b.Call(ctx, caller, "groups_now", []byte(`{}`)); err != nil {
+					bm.Fatal(err)
+				}
+			}
+		})
 	}
 }

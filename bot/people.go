@@ -18,8 +18,22 @@ import (
 
 // People buckets.
 const (
-	bucketDirGroups = "people_groups" // lower(group name) -> DirectoryGroup JSON
+	bucketDirGroups     = "people_groups"        // lower(group name) -> DirectoryGroup JSON
+	bucketDirGroupNames = "people_group_names"   // lower(group name) -> group name
+	bucketDirMembers    = "people_group_members" // lower(member) 0x00 lower(group name) -> group name
 )
+
+// memberKey is the key of member's place in group in bucketDirMembers;
+// memberRange the keys of every group of member (a principal name holds
+// no 0x00).
+func memberKey(member, group string) []byte {
+	return []byte(strings.ToLower(member) + "\x00" + strings.ToLower(group))
+}
+
+func memberRange(member string) (from, to []byte) {
+	m := strings.ToLower(member)
+	return []byte(m + "\x00"), []byte(m + "\x01")
+}
 
 // SuspendHook is told, in the suspending transaction (Tx.Suspend), that
 // the person named name was suspended for why: a domain ends what the
@@ -126,13 +140,25 @@ func PutDirectoryGroup(tx *Tx, g DirectoryGroup) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.Put(bucketDirGroups, []byte(strings.ToLower(g.Name)), v); err != nil {
+	key := []byte(strings.ToLower(g.Name))
+	if err := tx.Put(bucketDirGroups, key, v); err != nil {
+		return err
+	}
+	if err := tx.Put(bucketDirGroupNames, key, []byte(g.Name)); err != nil {
 		return err
 	}
 	var gone []string
 	for _, m := range old {
 		if !slices.ContainsFunc(g.Members, func(n string) bool { return strings.EqualFold(n, m) }) {
 			gone = append(gone, m)
+			if err := tx.Delete(bucketDirMembers, memberKey(m, g.Name)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, m := range g.Members {
+		if err := tx.Put(bucketDirMembers, memberKey(m, g.Name), []byte(g.Name)); err != nil {
+			return err
 		}
 	}
 	return tx.recheckMembers(g.Name, gone)
@@ -145,8 +171,17 @@ func DeleteDirectoryGroup(tx *Tx, name string) error {
 	if err != nil || !ok {
 		return err
 	}
-	if err := tx.Delete(bucketDirGroups, []byte(strings.ToLower(name))); err != nil {
+	key := []byte(strings.ToLower(name))
+	if err := tx.Delete(bucketDirGroups, key); err != nil {
 		return err
+	}
+	if err := tx.Delete(bucketDirGroupNames, key); err != nil {
+		return err
+	}
+	for _, m := range old {
+		if err := tx.Delete(bucketDirMembers, memberKey(m, name)); err != nil {
+			return err
+		}
 	}
 	return tx.recheckMembers(name, old)
 }
@@ -190,29 +225,31 @@ func (tx *Tx) Call() *Call { return tx.call }
 // declares is config.yaml's alone (it is authoritative), so a directory
 // group of the same name adds nobody to it.
 func DirectoryGroupsOf(tx kv.Tx, name string, configured func(group string) bool) ([]string, error) {
-	of, _, err := directoryMembership(tx, name, configured)
-	return of, err
+	if strings.TrimSpace(name) == "" {
+		return nil, nil
+	}
+	var out []string
+	from, to := memberRange(name)
+	err := tx.Ascend(bucketDirMembers, from, to, func(_, v []byte) error {
+		if g := string(v); configured == nil || !configured(g) {
+			out = append(out, g)
+		}
+		return nil
+	})
+	return out, err
 }
 
-// directoryMembership reads, in one scan of the directory's groups, the
-// groups that list the person named name (of) and every group the
-// directory provisions (provisioned), both leaving out the groups
-// configured reports config.yaml declares.
-func directoryMembership(tx kv.Tx, name string, configured func(group string) bool) (of, provisioned []string, err error) {
-	gs, err := DirectoryGroups(tx)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, g := range gs {
-		if configured != nil && configured(g.Name) {
-			continue
+// provisionedGroups lists every group the directory provisions, by name,
+// leaving out the groups configured reports config.yaml declares.
+func provisionedGroups(tx kv.Tx, configured func(group string) bool) ([]string, error) {
+	var out []string
+	err := tx.Ascend(bucketDirGroupNames, nil, nil, func(_, v []byte) error {
+		if g := string(v); configured == nil || !configured(g) {
+			out = append(out, g)
 		}
-		provisioned = append(provisioned, g.Name)
-		if strings.TrimSpace(name) != "" && slices.ContainsFunc(g.Members, func(m string) bool { return strings.EqualFold(m, name) }) {
-			of = append(of, g.Name)
-		}
-	}
-	return of, provisioned, nil
+		return nil
+	})
+	return out, err
 }
 
 // configuredGroup reports whether config.yaml declares group, under
@@ -244,11 +281,16 @@ func withDirectory(tx kv.Tx, b *Bot, c *Caller) (*Caller, error) {
 	if c == nil {
 		return nil, nil
 	}
-	of, provisioned, err := directoryMembership(tx, c.Name, b.configuredGroup)
+	of, err := DirectoryGroupsOf(tx, c.Name, b.configuredGroup)
 	if err != nil {
 		return nil, err
 	}
-	var drop []string
+	var provisioned, drop []string
+	if len(c.Groups) > 0 { // only a sign-in's claim can name a group the directory decides
+		if provisioned, err = provisionedGroups(tx, b.configuredGroup); err != nil {
+			return nil, err
+		}
+	}
 	for _, g := range c.Groups {
 		if slices.ContainsFunc(provisioned, func(p string) bool { return strings.EqualFold(p, g) }) {
 			drop = append(drop, g)

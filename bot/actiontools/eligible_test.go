@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
@@ -83,5 +84,41 @@ func TestDirectoryGroupDecides(t *testing.T) {
 	}
 	if got, _ := e.ok(kim, "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" {
 		t.Fatalf("ph_kim's approval: %v, want the first of two (pending)", got["status"])
+	}
+}
+
+// TestDirectoryGroupReviews: a break-glass review countersigned by a
+// group only the directory provides: a member's countersignature counts;
+// removed from the group, it stops counting at once, and the next one is
+// refused.
+func TestDirectoryGroupReviews(t *testing.T) {
+	o := breakGlassOptions()
+	o.BreakGlass.ReviewApprovers = approvals.Approvers{Groups: []string{"pharmacy_leads"}}
+	e := newEnv(t, o)
+	alice := e.principal("alice", policy.RoleMember, "person")
+	dan := e.principal("dan", policy.RoleMember, "person")
+	ctx := context.Background()
+	setGroup := func(members ...string) {
+		t.Helper()
+		if err := e.b.Update(ctx, e.b.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+			return bot.PutDirectoryGroup(tx, bot.DirectoryGroup{Name: "pharmacy_leads", Members: members})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setGroup("dan")
+	d, _ := e.ok(alice, "confirm_action", map[string]any{"tool": "rollback_production", "arguments": map[string]any{"to": "v41"}, "dry_run": "redeploy v41"})
+	id := d["request_id"].(string)
+	e.ok(steppedUp(alice, e.clock.Now(), time.Minute), "approve_action", map[string]any{"request_id": id, "break_glass": true, "reason": "outage, nobody answers"})
+	rid := map[string]any{"review_id": e.request(id).BreakGlass.Review}
+	if _, text := e.ok(dan, "countersign_review", rid); !strings.HasPrefix(text, "Counted: 1 of 2 countersignatures: dan") {
+		t.Fatalf("dan's countersignature: %q", text)
+	}
+	setGroup()
+	if got := e.review(rid["review_id"].(string)); got.Tally() != "0 of 2 countersignatures" || !strings.Contains(got.Votes[0].Void, "removed them from the group pharmacy_leads") {
+		t.Fatalf("after dan left the group: %s, vote %+v", got.Tally(), got.Votes[0])
+	}
+	if be := e.fail(dan, "countersign_review", rid); !errors.Is(be, policy.CheckApprovers) {
+		t.Fatalf("dan after leaving the group: %v, want refused by the approvers check", be)
 	}
 }

@@ -17,7 +17,8 @@ import (
 // says so; once it lists ph_lee, ph_lee's approval counts and ph_kim's is
 // refused as not among them. When the directory removes ph_lee, their
 // approval stops counting in that transaction (audited, the card
-// updated), and their next approval is refused.
+// updated), and their next approval is refused. Deleting the group takes
+// everyone's.
 func TestDirectoryGroupDecides(t *testing.T) {
 	e := newEnv(t, Options{Tools: append(testTools(), ToolSpec{Name: "dispense", Category: "mutating", Quorum: 2,
 		Approvers: approvals.Approvers{Groups: []string{"pharmacists"}}})})
@@ -84,6 +85,23 @@ func TestDirectoryGroupDecides(t *testing.T) {
 	}
 	if got, _ := e.ok(kim, "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" {
 		t.Fatalf("ph_kim's approval: %v, want the first of two (pending)", got["status"])
+	}
+
+	// The directory deletes the group: ph_kim's approval goes too, and
+	// the card says nobody is in it.
+	if err := e.b.Update(ctx, e.b.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+		return bot.DeleteDirectoryGroup(tx, "PHARMACISTS")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.request(id).Approvals(); len(got) != 0 {
+		t.Fatalf("after the group was deleted, counting: %v, want none", got)
+	}
+	if got := noApprovers(item); !strings.Contains(got, "lists nobody in group pharmacists now") {
+		t.Fatalf("the card once the group is deleted says %q", got)
+	}
+	if be := e.fail(kim, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckApprovers) {
+		t.Fatalf("ph_kim once the group is deleted: %v, want refused by the approvers check", be)
 	}
 }
 

@@ -137,6 +137,10 @@ type Decidable struct {
 	// a delegator's approval counts once (delegation.go). Set for an
 	// approval only.
 	Counted []StageApproval
+	// BreakGlass, when set, asks for the rule's one exception to the
+	// requester check (breakglass.go): set for an approval its decider
+	// asked to make as break-glass, never otherwise.
+	BreakGlass *BreakGlass
 }
 
 // StageApproval is one person's approval of a stage, as the decision rule
@@ -246,6 +250,9 @@ var checkNames = [...]string{
 
 // String names the check ("step-up required").
 func (c DecisionCheck) String() string {
+	if c == CheckBreakGlass {
+		return breakGlassCheckName
+	}
 	if int(c) < len(checkNames) && checkNames[c] != "" {
 		return checkNames[c]
 	}
@@ -287,6 +294,9 @@ func Decide(d Decider, it Decidable) *Refusal {
 // CheckDecision is DecisionRefusal with the check that refused, for a
 // surface that says briefly why an item is read-only (see Refusal.Short).
 func CheckDecision(d Decider, it Decidable) Refusal {
+	if it.BreakGlass != nil {
+		return checkBreakGlass(d, it)
+	}
 	display := d.Display
 	if display == "" {
 		display = fmt.Sprintf("%s [%s]", d.Name, d.ID)

@@ -31,7 +31,9 @@ import (
 // A delegation is not passed on: the delegate's own delegators are not
 // the delegator's (alice to bob to carol gives carol nothing of alice's).
 // A person who decides in their own right (among the item's approvers)
-// decides as themselves, whatever is lent to them.
+// decides as themselves, whatever is lent to them. A break-glass approval
+// (breakglass.go) rests on the breaker's own rights only: a delegation
+// never lets someone break glass on their own request.
 
 // MaxDelegation is the longest window a delegation may have: a person
 // away longer is replaced in the configuration (groups:, oncall:,

@@ -45,6 +45,18 @@ func TestDelegation(t *testing.T) {
 	freshBob := lent(bob, alice)
 	freshBob.AuthAt, freshBob.AuthMethod = at.Add(-time.Minute), "oidc"
 
+	// bob asks himself (a person-driven run) and would break glass on
+	// alice's lent rights; alice may on her own request.
+	breakGlass := pharm
+	breakGlass.RequesterID, breakGlass.RequesterName, breakGlass.RequesterDisplay = "chat:bob", "bob", "bob [chat:bob]"
+	breakGlass.BreakGlass = &BreakGlass{Listed: true, Reason: "pump failing", RequesterKind: "person"}
+	freshLentBob := lent(bob, alice)
+	freshLentBob.AuthAt, freshLentBob.AuthMethod = at.Add(-time.Minute), "oidc"
+	aliceBreaks := breakGlass
+	aliceBreaks.RequesterID, aliceBreaks.RequesterName, aliceBreaks.RequesterDisplay = "chat:alice", "alice", "alice [chat:alice]"
+	freshAlice := alice
+	freshAlice.AuthAt, freshAlice.AuthMethod = at.Add(-time.Minute), "oidc"
+
 	ownRequest := pharm
 	ownRequest.RequesterID, ownRequest.RequesterName, ownRequest.RequesterDisplay = "chat:alice", "alice", "alice [chat:alice]"
 
@@ -90,6 +102,8 @@ func TestDelegation(t *testing.T) {
 		{"carol's earlier stage, approved by bob for her", carol, stagedFor, CheckStage, ""},
 		{"not passed on: carol lent what bob was lent", lent(carol, lent(bob, alice)), Decidable{Ref: "req_2", SpaceUserID: "patient_42", At: at, Approvers: Approvers{Principals: []string{"alice"}}}, CheckApprovers, ""},
 		{"never one's own delegator", lent(alice, alice), Decidable{Ref: "req_3", At: at, Approvers: Approvers{Principals: []string{"zed"}}}, CheckApprovers, ""},
+		{"no break-glass on lent rights", freshLentBob, breakGlass, CheckApprovers, ""},
+		{"break-glass on one's own rights", freshAlice, aliceBreaks, CheckAllowed, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

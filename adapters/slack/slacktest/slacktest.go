@@ -1,4 +1,9 @@
-package slack
+// Package slacktest fakes Slack's Web API and Socket Mode on 127.0.0.1 for
+// tests that drive the Slack adapter's real slack-go client: slack-go's
+// own test server with handlers for the methods it lacks or cannot be
+// asserted on. It records every call under a mutex and can script
+// failures; Client and Dialer refuse to reach anything but loopback.
+package slacktest
 
 import (
 	"context"
@@ -14,19 +19,20 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/slack-go/slack/slacktest"
+	slackgo "github.com/slack-go/slack/slacktest"
 )
 
-// apiCall is one Web API call the fake received.
-type apiCall struct {
+// Call is one Web API call the fake received.
+type Call struct {
 	Method string
 	Form   url.Values     // form-encoded methods (chat.*)
 	JSON   map[string]any // JSON methods (views.open)
 	Auth   string         // the Authorization header
+	TS     string         // the ts the fake answered a chat.postMessage with
 }
 
 // Blocks decodes the call's blocks (chat.* form field, or the view's).
-func (c apiCall) Blocks(t *testing.T) []map[string]any {
+func (c Call) Blocks(t testing.TB) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	raw := c.Form.Get("blocks")
@@ -39,27 +45,28 @@ func (c apiCall) Blocks(t *testing.T) []map[string]any {
 	return out
 }
 
-// fakeSlack is Slack's Web API and Socket Mode on 127.0.0.1: slacktest's
-// server with handlers for the methods it lacks or cannot be asserted on.
-// It records every call under a mutex and can be scripted to fail.
-type fakeSlack struct {
-	srv *slacktest.Server
+// Server is a fake Slack.
+type Server struct {
+	srv *slackgo.Server
 
 	mu       sync.Mutex
-	calls    []apiCall
+	calls    []Call
 	ts       int
 	failures map[string][]func(http.ResponseWriter) // consumed in order, per method
 	acks     []map[string]any                       // Socket Mode frames the bot sent
 	opens    int                                    // apps.connections.open calls
 	conns    []*websocket.Conn
 
-	frames chan string // Socket Mode frames to send to the bot
+	frames    chan string // Socket Mode frames to send to the bot
+	socketURL string      // what apps.connections.open answers ("": the fake's socket)
 }
 
-func newFakeSlack(t *testing.T) *fakeSlack {
+// New starts a fake Slack on a loopback port; it stops when the test
+// ends.
+func New(t testing.TB) *Server {
 	t.Helper()
-	f := &fakeSlack{failures: map[string][]func(http.ResponseWriter){}, frames: make(chan string, 64)}
-	f.srv = slacktest.NewTestServer(func(c slacktest.Customize) {
+	f := &Server{failures: map[string][]func(http.ResponseWriter){}, frames: make(chan string, 64)}
+	f.srv = slackgo.NewTestServer(func(c slackgo.Customize) {
 		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "apps.connections.open"} {
 			c.Handle("/"+m, f.handler(m))
 		}
@@ -78,17 +85,17 @@ func newFakeSlack(t *testing.T) *fakeSlack {
 }
 
 // URL is the Web API base the adapter is pointed at.
-func (f *fakeSlack) URL() string { return f.srv.GetAPIURL() }
+func (f *Server) URL() string { return f.srv.GetAPIURL() }
 
 // Fail makes the next call of method answer with respond.
-func (f *fakeSlack) Fail(method string, respond func(http.ResponseWriter)) {
+func (f *Server) Fail(method string, respond func(http.ResponseWriter)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.failures[method] = append(f.failures[method], respond)
 }
 
 // RateLimit makes the next call of method answer 429 with Retry-After.
-func (f *fakeSlack) RateLimit(method string, seconds int) {
+func (f *Server) RateLimit(method string, seconds int) {
 	f.Fail(method, func(w http.ResponseWriter) {
 		w.Header().Set("Retry-After", fmt.Sprint(seconds))
 		w.WriteHeader(http.StatusTooManyRequests)
@@ -96,7 +103,7 @@ func (f *fakeSlack) RateLimit(method string, seconds int) {
 }
 
 // SlackError makes the next call of method answer ok:false with code.
-func (f *fakeSlack) SlackError(method, code string) {
+func (f *Server) SlackError(method, code string) {
 	f.Fail(method, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"ok":false,"error":%q}`, code)
@@ -104,10 +111,10 @@ func (f *fakeSlack) SlackError(method, code string) {
 }
 
 // Calls returns the recorded calls of method (all calls if method is "").
-func (f *fakeSlack) Calls(method string) []apiCall {
+func (f *Server) Calls(method string) []Call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []apiCall
+	var out []Call
 	for _, c := range f.calls {
 		if method == "" || c.Method == method {
 			out = append(out, c)
@@ -117,22 +124,22 @@ func (f *fakeSlack) Calls(method string) []apiCall {
 }
 
 // Acks returns the Socket Mode frames the bot sent.
-func (f *fakeSlack) Acks() []map[string]any {
+func (f *Server) Acks() []map[string]any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]map[string]any(nil), f.acks...)
 }
 
 // Opens counts apps.connections.open calls.
-func (f *fakeSlack) Opens() int {
+func (f *Server) Opens() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.opens
 }
 
-func (f *fakeSlack) handler(method string) http.HandlerFunc {
+func (f *Server) handler(method string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c := apiCall{Method: method, Auth: r.Header.Get("Authorization")}
+		c := Call{Method: method, Auth: r.Header.Get("Authorization")}
 		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 			body, _ := io.ReadAll(r.Body)
 			_ = json.Unmarshal(body, &c.JSON)
@@ -141,13 +148,16 @@ func (f *fakeSlack) handler(method string) http.HandlerFunc {
 			c.Form = r.PostForm
 		}
 		f.mu.Lock()
-		f.calls = append(f.calls, c)
 		var fail func(http.ResponseWriter)
 		if q := f.failures[method]; len(q) > 0 {
 			fail, f.failures[method] = q[0], q[1:]
 		}
 		f.ts++
 		ts := fmt.Sprintf("1767225600.%06d", f.ts)
+		if method == "chat.postMessage" && fail == nil {
+			c.TS = ts
+		}
+		f.calls = append(f.calls, c)
 		if method == "apps.connections.open" {
 			f.opens++
 		}
@@ -168,7 +178,13 @@ func (f *fakeSlack) handler(method string) http.HandlerFunc {
 		case "views.open":
 			resp = map[string]any{"ok": true, "view": map[string]any{"id": "V" + ts}}
 		case "apps.connections.open":
-			resp = map[string]any{"ok": true, "url": "ws://" + f.srv.ServerAddr + "/ws"}
+			f.mu.Lock()
+			u := f.socketURL
+			f.mu.Unlock()
+			if u == "" {
+				u = "ws://" + f.srv.ServerAddr + "/ws"
+			}
+			resp = map[string]any{"ok": true, "url": u}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
 	}
@@ -177,7 +193,7 @@ func (f *fakeSlack) handler(method string) http.HandlerFunc {
 // socket speaks Socket Mode: hello, then the queued frames; it pings every
 // 100 ms (the client treats missing pings as a dead connection) and records
 // every frame the bot sends.
-func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
+func (f *Server) socket(w http.ResponseWriter, r *http.Request) {
 	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }}
 	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
@@ -228,9 +244,24 @@ func (f *fakeSlack) socket(w http.ResponseWriter, r *http.Request) {
 }
 
 // Send queues a Socket Mode envelope for the bot.
-func (f *fakeSlack) Send(envelopeType, envelopeID string, payload any) {
+func (f *Server) Send(envelopeType, envelopeID string, payload any) {
 	b, _ := json.Marshal(map[string]any{"type": envelopeType, "envelope_id": envelopeID, "payload": payload, "accepts_response_payload": true})
 	f.frames <- string(b)
+}
+
+// SocketURL makes apps.connections.open answer u from now on instead of
+// the fake's own socket ("" restores it): a URL with a ticket, one that
+// cannot be dialled.
+func (f *Server) SocketURL(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.socketURL = u
+}
+
+// Disconnect asks the connected Socket Mode client to reconnect, as Slack
+// does before it rotates a connection.
+func (f *Server) Disconnect() {
+	f.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
 }
 
 // isLoopback reports whether host is a loopback address or localhost.
@@ -253,11 +284,13 @@ func (l loopbackOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	return l.next.RoundTrip(r)
 }
 
-func guardedClient() *http.Client {
+// Client is an HTTP client that connects only to loopback addresses.
+func Client() *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: loopbackOnly{http.DefaultTransport}}
 }
 
-func guardedDialer() *websocket.Dialer {
+// Dialer is a Socket Mode dialer that connects only to loopback addresses.
+func Dialer() *websocket.Dialer {
 	return &websocket.Dialer{
 		HandshakeTimeout: 5 * time.Second,
 		NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

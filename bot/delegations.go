@@ -44,11 +44,11 @@ func (d Delegation) Line() string {
 	return OneLine(fmt.Sprintf("%s, away; delegated to %s until %s", d.From, d.To, d.Until.UTC().Format("2006-01-02 15:04 UTC")), 300)
 }
 
-// DecidableSource is implemented by the item sources whose items say who
-// may decide them beyond the one rule's defaults (an action request's
-// approvers, its open stage): a card shows a delegation only on the items
-// its delegator may decide. ok is false for an item no one decides any
-// more.
+// DecidableSource is implemented by the item sources whose items a
+// delegate may decide (policy.Decidable.Delegable: action and consent
+// requests), with who may decide them (their approvers, their open
+// stage): a card shows a delegation only on the items its delegator may
+// decide. ok is false for an item no one decides any more.
 type DecidableSource interface {
 	Decidable(tx kv.Tx, rec ItemRecord) (it policy.Decidable, ok bool, err error)
 }
@@ -416,14 +416,13 @@ func (b *Bot) delegationFields(tx kv.Tx, rec *ItemRecord, it Item) ([]Field, err
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	name, id := splitDisplay(it.Requester)
-	dec := policy.Decidable{Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester, SpaceUserID: it.Space.UserID}
-	if src, ok := b.kinds[rec.Kind].(DecidableSource); ok {
-		d, ok, err := src.Decidable(tx, *rec)
-		if err != nil || !ok {
-			return nil, err
-		}
-		dec = d
+	src, ok := b.kinds[rec.Kind].(DecidableSource)
+	if !ok {
+		return nil, nil // an item no delegation reaches
+	}
+	dec, ok, err := src.Decidable(tx, *rec)
+	if err != nil || !ok || !dec.Delegable {
+		return nil, err
 	}
 	dec.StepUp, dec.MinAssurance, dec.At = 0, "", time.Time{}
 	sort.Slice(ds, func(i, j int) bool { return ds[i].From < ds[j].From })

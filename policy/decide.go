@@ -137,6 +137,11 @@ type Decidable struct {
 	// a delegator's approval counts once (delegation.go). Set for an
 	// approval only.
 	Counted []StageApproval
+	// Delegable says a delegate may decide the item in a delegator's name
+	// (delegation.go): set by an item that records for whom a vote was
+	// cast and gives Counted (action and consent requests). Unset, the
+	// rule lends nothing: the decider decides in their own right only.
+	Delegable bool
 	// BreakGlass, when set, asks for the rule's one exception to the
 	// requester check (breakglass.go): set for an approval its decider
 	// asked to make as break-glass, never otherwise.

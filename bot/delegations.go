@@ -359,6 +359,50 @@ func (tx *Tx) endDelegation(d Delegation, why string) error {
 	return tx.refreshOpenItems()
 }
 
+// expireDelegations is the "delegations" sweep step: it ends every
+// delegation whose time has come at now, audited as delegation_ended, so
+// the cards that showed it are updated (the rule stopped counting it at
+// its end already). It writes only when one has ended.
+func (b *Bot) expireDelegations(ctx context.Context, now time.Time) (int, error) {
+	var due int
+	if err := b.store.View(ctx, func(tx kv.Tx) error {
+		ds, err := loadDelegations(tx)
+		for _, d := range ds {
+			if !now.Before(d.Until) {
+				due++
+			}
+		}
+		return err
+	}); err != nil || due == 0 {
+		return 0, err
+	}
+	n := 0
+	err := b.Update(ctx, b.SystemCall(now), func(tx *Tx) error {
+		n = 0
+		ds, err := loadDelegations(tx.Tx)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if now.Before(d.Until) {
+				continue
+			}
+			if err := tx.Delete(bucketDelegations, delegationKey(d.From)); err != nil {
+				return err
+			}
+			if err := tx.Audit("delegation_ended", fmt.Sprintf("%s no longer lends their approvals to %s: its time came (%s)", d.From, d.To, d.Until.UTC().Format("2006-01-02 15:04 UTC"))); err != nil {
+				return err
+			}
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		return tx.refreshOpenItems()
+	})
+	return n, err
+}
+
 // endDelegationsOf ends, in a suspending transaction, every running
 // delegation from or to the person named name: a suspended person neither
 // lends nor takes approvals (the rule refuses them anyway; this ends the

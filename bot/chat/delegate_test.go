@@ -168,6 +168,16 @@ func TestDelegationEnds(t *testing.T) {
 	if out := chat.Decide(ctx, e.b, click(uWard, id7b, chat.Approve, "w3")); out.Status != chat.Refused {
 		t.Fatalf("ward after the window: %+v, want refused", out)
 	}
+	// The sweep records its end once, and the cards are updated.
+	for i, want := range []int{1, 0} {
+		rep, err := e.b.Sweep(ctx, e.clock.Now())
+		if err != nil || rep["delegations"] != want {
+			t.Fatalf("sweep %d: %v %v, want %d delegation ended", i+1, rep, err, want)
+		}
+	}
+	if got := e.audits("delegation_ended"); len(got) != 2 || !strings.Contains(got[0].Detail, "carol no longer lends their approvals to ward: its time came (2026-03-02 12:00 UTC)") {
+		t.Fatalf("delegation_ended audits: %+v", got)
+	}
 }
 
 // TestDelegateRefusals: what cannot be delegated says why, and records

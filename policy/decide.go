@@ -374,7 +374,11 @@ func stepUpRefusal(d Decider, it Decidable, display string) string {
 		}
 		why = fmt.Sprintf("%s's last %s was at %s, which is not within the last %s", display, method, d.AuthAt.UTC().Format(time.RFC3339), it.StepUp)
 	}
-	return fmt.Sprintf("Access denied: %s %s is approved only after a fresh sign-in at the identity provider within the last %s, and %s. Refusing it needs no step-up.", StepUpRequired, it.Ref, it.StepUp, why)
+	what := "a fresh sign-in at the identity provider"
+	if it.MinAssurance == AssurancePasskey {
+		what = "a passkey step-up in the console" // the tool's minimum (assurance.go)
+	}
+	return fmt.Sprintf("Access denied: %s %s is approved only after %s within the last %s, and %s. Refusing it needs no step-up.", StepUpRequired, it.Ref, what, it.StepUp, why)
 }
 
 func anOrA(word string) string {

@@ -215,10 +215,13 @@ const decideCall = "decide"
 func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until time.Time) (Delegation, error) {
 	b := x.b
 	var out Delegation
+	var denied *Error
 	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "delegate"}}
 	err := b.Update(ctx, c, func(tx *Tx) error {
 		me := c.Caller
+		denied = nil
 		if err := mayLend(me, "delegate your approvals"); err != nil {
+			errors.As(err, &denied)
 			return err
 		}
 		if why := policy.CheckWindow(c.Now, until); why != "" {
@@ -271,6 +274,9 @@ func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until t
 		}
 		return tx.refreshOpenItems()
 	})
+	if denied != nil {
+		return Delegation{}, c.Deny(ctx, denied.Msg) // the refusal, audited
+	}
 	return out, err
 }
 
@@ -312,12 +318,14 @@ func anAgent(kind string) string {
 func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) (*Delegation, error) {
 	b := x.b
 	var out *Delegation
+	var denied *Error
 	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "delegate"}}
 	err := b.Update(ctx, c, func(tx *Tx) error {
-		out = nil
+		out, denied = nil, nil
 		me := c.Caller
 		if me == nil || strings.TrimSpace(me.Name) == "" || me.Kind != "person" && !me.MayAdminister() {
-			return Errorf(KindDenied, "Access denied: ending a delegation needs an authenticated person (the delegator, the delegate) or an admin.")
+			denied = Errorf(KindDenied, "Access denied: ending a delegation needs an authenticated person (the delegator, the delegate) or an admin.")
+			return denied
 		}
 		if strings.TrimSpace(from) == "" {
 			from = me.Name
@@ -335,7 +343,8 @@ func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) 
 		}
 		mine := policy.SamePrincipal("", me.Name, "", d.From) || policy.SamePrincipal("", me.Name, "", d.To)
 		if !mine && !me.MayAdminister() {
-			return Errorf(KindDenied, "Access denied: the delegation of %s to %s is ended by %s, %s or an admin.", d.From, d.To, d.From, d.To)
+			denied = Errorf(KindDenied, "Access denied: the delegation of %s to %s is ended by %s, %s or an admin.", d.From, d.To, d.From, d.To)
+			return denied
 		}
 		out = &d
 		w := OneLine(why, 300)
@@ -344,6 +353,9 @@ func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) 
 		}
 		return tx.endDelegation(d, w)
 	})
+	if denied != nil {
+		return nil, c.Deny(ctx, denied.Msg) // the refusal, audited
+	}
 	return out, err
 }
 

@@ -204,6 +204,9 @@ func TestDelegateRefusals(t *testing.T) {
 	if got := e.audits("delegation_set"); len(got) != 0 {
 		t.Fatalf("refused delegations audited as set: %+v", got)
 	}
+	if got := e.audits("access_denied"); len(got) != 1 || got[0].Principal != "vic [U0VIEW]" || !strings.Contains(got[0].Detail, "delegate: Access denied: you cannot delegate your approvals") {
+		t.Fatalf("the viewer's refused delegation is not audited as theirs: %+v", got)
+	}
 	// A delegate who is away too takes nothing: not passed on.
 	if got := e.say(uBob, "delegate carol until 18:00"); !strings.HasPrefix(got, "Delegated") {
 		t.Fatalf("bob to carol: %q", got)
@@ -216,5 +219,8 @@ func TestDelegateRefusals(t *testing.T) {
 	var be *bot.Error
 	if !errors.As(err, &be) || be.Kind != bot.KindDenied {
 		t.Fatalf("alice ending bob's delegation: %v, want KindDenied", err)
+	}
+	if got := e.audits("access_denied"); len(got) != 2 || got[0].Principal != "alice [U0ALICE]" {
+		t.Fatalf("alice's refused end is not audited: %+v", got)
 	}
 }

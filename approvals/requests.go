@@ -356,7 +356,7 @@ func (r *Request) Decidable() policy.Decidable {
 		StepUp:       r.StepUp,
 		MinAssurance: r.MinAssurance,
 	}
-	it.Counted = r.counted()
+	it.Counted, it.Delegable = r.counted(), true // delegation.go
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
 	}

@@ -129,6 +129,7 @@ func New(o Options) (*Bot, error) {
 		b.maxOpen = o.MaxOpenItems
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
+	b.OnSweep("delegations", b.expireDelegations) // delegations.go
 	return b, nil
 }
 

@@ -416,3 +416,57 @@ func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
 		})
 	}
 }
+
+// TestQuorumShowsTheTally: with a quorum of two, the first approval is
+// counted and the item stays pending; the approver is shown the tally
+// (privately on Slack, on the card in place elsewhere), and the same
+// approval clicked again counts once; the card is updated with the tally
+// and keeps its buttons for the others; the second approver decides it.
+func TestQuorumShowsTheTally(t *testing.T) {
+	const tally = "1 of 2 approvals: dr_smith"
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.quorum()
+			s.drain()
+			for _, click := range []string{"the first approval", "the same approval again"} {
+				a := s.click(approver, id, "approve")
+				shown := a.private
+				if a.card != nil {
+					shown = a.card.text
+				}
+				if !strings.Contains(shown, tally) {
+					t.Errorf("%s showed the approver %q, want the tally %q", click, shown, tally)
+				}
+				if sc.inPlace && a.card == nil {
+					t.Errorf("%s was answered %+v, want the card in place", click, a)
+				}
+				if sc.name == "discord" && a.card != nil && !a.card.has("approve") {
+					// Discord's card is everyone's: its buttons stay for
+					// the others (Teams' is the approver's own view).
+					t.Errorf("%s answered the card with buttons %v, want Approve kept for the others", click, a.card.buttons)
+				}
+				if it := w.item(id); it.Status != "pending" || !strings.Contains(it.Tally, "1 of 2") {
+					t.Fatalf("after %s: status %q tally %q, want pending at 1 of 2", click, it.Status, it.Tally)
+				}
+			}
+			s.drain()
+			if n := s.edits(id); n != 1 {
+				t.Errorf("%d updates of the card after the first approval, want 1 (the tally)", n)
+			}
+			c := s.card(second, id)
+			if !c.has("approve") || !c.has("reject") || !strings.Contains(c.text, tally) {
+				t.Errorf("card after the first approval: buttons %v text\n%s\nwant Approve, Reject and %q", c.buttons, c.text, tally)
+			}
+			s.click(second, id, "approve")
+			if it := w.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
+				t.Errorf("after the second approval: status %q decided_by %v, want approved by both", it.Status, it.DecidedBy)
+			}
+			s.drain()
+			if c := s.card(second, id); len(c.buttons) != 0 || !has(c.text, "Approved") {
+				t.Errorf("card after the quorum: buttons %v text\n%s\nwant no buttons, Approved", c.buttons, c.text)
+			}
+		})
+	}
+}

@@ -71,6 +71,8 @@ func newWorld(t *testing.T, sink string) *world {
 	s, err := actiontools.Register(w.bot, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "restart_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
+		{Name: "scale_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
+			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Quorum: 2, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 		{Name: "delete_database", Category: "destructive", Schema: map[string]any{"type": "object", "required": []any{"db_name"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 	}})
@@ -147,6 +149,11 @@ func (w *world) request(by *bot.Caller, tool string, args map[string]any) uint64
 // one.
 func (w *world) restart() uint64 {
 	return w.request(w.agent, "restart_service", map[string]any{"service": "payments"})
+}
+
+// quorum is a request two approvers must approve.
+func (w *world) quorum() uint64 {
+	return w.request(w.agent, "scale_service", map[string]any{"service": "payments"})
 }
 
 func (w *world) destructive() uint64 {

@@ -396,44 +396,6 @@ func TestUnmappedReasonSubmitIsRefused(t *testing.T) {
 	}
 }
 
-func TestQuorumShowsLiveTally(t *testing.T) {
-	e := newEnv(t)
-	st := destructiveAction()
-	st.Quorum = 2
-	id := e.newItem(bot.KindAction, "ops", st)
-	e.drain()
-	ref := e.ref(id)
-
-	resp := e.click("q1", smith, id, customID(actApprove, id))
-	d := respData(t, resp)
-	if respType(resp) != 7 {
-		t.Fatalf("first approval answered %v, want type 7", resp)
-	}
-	if v, _ := fieldValue(embed(t, d), "Approvals"); v != clip("1 of 2 approvals: dr_smith [111]", 200, inline) {
-		t.Errorf("tally %q, want %q", v, clip("1 of 2 approvals: dr_smith [111]", 200, inline))
-	}
-	if ids := customIDs(d); len(ids) != 2 {
-		t.Errorf("buttons %v, want Approve and Reject still there", ids)
-	}
-	wantPrivate(t, e.click("q2", smith, id, customID(actApprove, id)), "You already approved")
-	e.drain()
-	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
-	if len(edits) != 1 {
-		t.Fatalf("%d edits after the first approval, want 1 (the tally)", len(edits))
-	}
-	if v, _ := fieldValue(embed(t, edits[0].JSON()), "Approvals"); !strings.Contains(v, "1 of 2") {
-		t.Errorf("edited tally %q, want 1 of 2", v)
-	}
-
-	resp = e.click("q3", oncall, id, customID(actApprove, id))
-	if v, _ := fieldValue(embed(t, respData(t, resp)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("Outcome %q after the second approval, want ✅ Approved", v)
-	}
-	if it := e.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
-		t.Errorf("item %s decided by %v, want approved by two", it.Status, it.DecidedBy)
-	}
-}
-
 // TestSweeperClosureEditsEveryMessage: a closed item's every message is
 // edited, a deleted one (404) skipped without holding the outbox. (The
 // expired card itself and a late click on it: adapters/chattest's

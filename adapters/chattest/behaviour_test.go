@@ -1,6 +1,7 @@
 package chattest
 
 import (
+	"errors"
 	"fmt"
 	"github.com/countersign/countersign/bot"
 	"net/http"
@@ -468,5 +469,69 @@ func TestQuorumShowsTheTally(t *testing.T) {
 				t.Errorf("card after the quorum: buttons %v text\n%s\nwant no buttons, Approved", c.buttons, c.text)
 			}
 		})
+	}
+}
+
+// TestDeliveryHonoursRetryAfter: a rate-limited post is a
+// bot.RetryAfterError of the wait the platform asked for; through the
+// outbox the event is kept, not due again before that wait, and posted
+// after it.
+func TestDeliveryHonoursRetryAfter(t *testing.T) {
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.throttle(sc.retryAfter)
+			err := w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: id})
+			var ra *bot.RetryAfterError
+			if !errors.As(err, &ra) || ra.After != sc.retryAfter {
+				t.Fatalf("a rate-limited post delivered as %v, want a RetryAfterError of %v", err, sc.retryAfter)
+			}
+			s.throttle(sc.retryAfter)
+			s.drain() // the queued event meets the rate limit again
+			if n := w.depth(s.name()); n != 1 {
+				t.Fatalf("outbox depth %d after a rate limit, want the event kept (1)", n)
+			}
+			early := w.clock.Now().Add(sc.retryAfter - time.Second)
+			if due, err := w.bot.Outbox().Due(background(), s.name(), early, 10); err != nil || len(due) != 0 {
+				t.Errorf("due a second before the wait ends: %+v (%v), want nothing", due, err)
+			}
+			w.clock.Advance(sc.retryAfter + time.Second)
+			s.drain()
+			if n := w.depth(s.name()); n != 0 {
+				t.Errorf("outbox depth %d after the wait, want 0", n)
+			}
+			if c := s.card(approver, id); !c.has("approve") {
+				t.Errorf("card posted after the wait: buttons %v, want Approve", c.buttons)
+			}
+		})
+	}
+}
+
+// TestDeliveryFailuresAreClassified: a post the platform refuses for
+// good (the channel is gone, the bot may not post there) is a
+// bot.PermanentError, which the outbox does not retry; one refused while
+// the platform is down is not, and is retried; an item that does not
+// exist is permanent.
+func TestDeliveryFailuresAreClassified(t *testing.T) {
+	for _, sc := range surfaces {
+		for _, permanent := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/permanent=%v", sc.name, permanent), func(t *testing.T) {
+				s := sc.new(t)
+				w := s.world()
+				id := w.restart()
+				s.refuse(permanent)
+				err := w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: id})
+				var perm *bot.PermanentError
+				if err == nil || errors.As(err, &perm) != permanent {
+					t.Errorf("delivered as %v (%T), want an error, permanent %v", err, err, permanent)
+				}
+				err = w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: 999})
+				if !errors.As(err, &perm) {
+					t.Errorf("an unknown item delivered as %v, want a PermanentError", err)
+				}
+			})
+		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/discord"
 	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -304,4 +305,19 @@ func (s *discordSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *discordSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *discordSurface) throttle(after time.Duration) {
+	s.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: http.StatusTooManyRequests,
+		Body: fmt.Sprintf(`{"message":"You are being rate limited.","retry_after":%g,"global":false}`, after.Seconds())})
+}
+
+func (s *discordSurface) refuse(permanent bool) {
+	status := http.StatusServiceUnavailable
+	if permanent {
+		status = http.StatusForbidden // Missing Access: the bot may not post there
+	}
+	s.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: status, Body: `{"message":"no","code":0}`})
 }

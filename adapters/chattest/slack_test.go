@@ -21,6 +21,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/slack/slacktest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -429,4 +430,18 @@ func (s *slackSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *slackSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *slackSurface) throttle(after time.Duration) {
+	s.fake.RateLimit("chat.postMessage", int(after/time.Second))
+}
+
+func (s *slackSurface) refuse(permanent bool) {
+	if permanent {
+		s.fake.SlackError("chat.postMessage", "channel_not_found")
+		return
+	}
+	s.fake.Fail("chat.postMessage", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 )
@@ -23,6 +24,16 @@ type surface interface {
 	who(p person) string
 	// drain delivers every due outbox event to the fake.
 	drain()
+	// renderer is the adapter's bot.Renderer (what the outbox delivers
+	// through).
+	renderer() bot.Renderer
+	// throttle makes the fake answer the next post of a card with a rate
+	// limit that asks to wait after; refuse makes it answer the next
+	// post with a failure: one that retrying cannot fix (permanent: the
+	// channel is gone, the bot may not post there) or one that it may
+	// (the platform is down).
+	throttle(after time.Duration)
+	refuse(permanent bool)
 	// card is item id's card in its channel now, as p's client shows
 	// it (on Teams the card a person sees is refreshed for them).
 	card(p person, id uint64) card
@@ -118,6 +129,9 @@ var surfaces = []struct {
 	// escalation's first sentence), live the markup of the note that
 	// must not reach the surface as written (it would ping).
 	reminder, escalation, live []string
+	// retryAfter is the wait a rate limit asks for in the tests, in the
+	// surface's resolution (Discord's is fractional seconds).
+	retryAfter time.Duration
 }{
 	{name: "slack", new: newSlack,
 		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
@@ -135,7 +149,8 @@ var surfaces = []struct {
 		// Discord names the role and mentions nobody: the config maps
 		// people to Discord users, not roles to their members.
 		escalation: []string{"📣 **Countersign #", " escalation: \\#", " still awaits approval, past the escalation time. Escalated to role member."},
-		live:       []string{"<@&456>", " @here"}},
+		live:       []string{"<@&456>", " @here"},
+		retryAfter: 2500 * time.Millisecond},
 	{name: "teams", new: newTeams, inPlace: true,
 		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
@@ -146,7 +161,8 @@ var surfaces = []struct {
 		// A mention is an entity the bot adds (never one from a note).
 		reminder:   []string{"⏰ Reminder: waited 10m @here \\<\\!channel\\> \\<@&456\\>"},
 		escalation: []string{"📣 Escalated: #", " still awaits a decision. Escalated to role member: <at>dr\\_smith</at> <at>nurse\\_jo</at>"},
-		live:       []string{"<!channel>", "<@&456>"}},
+		live:       []string{"<!channel>", "<@&456>"},
+		retryAfter: 2 * time.Second},
 }
 
 // unmark undoes the Markdown escapes of a Discord or Teams text, for

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/adapters/teams"
 	"github.com/countersign/countersign/adapters/teams/teamstest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -353,4 +355,19 @@ func (s *teamsSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *teamsSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *teamsSurface) throttle(after time.Duration) {
+	s.fake.Fail(teamstest.Failure{Method: "POST", PathPrefix: "v3/conversations/", Status: http.StatusTooManyRequests,
+		Header: map[string]string{"Retry-After": fmt.Sprint(int(after / time.Second))}, Body: `{"error":{"code":"TooManyRequests","message":"slow down"}}`})
+}
+
+func (s *teamsSurface) refuse(permanent bool) {
+	f := teamstest.Failure{Method: "POST", PathPrefix: "v3/conversations/", Status: http.StatusServiceUnavailable, Body: `{"error":{"code":"ServiceUnavailable","message":"down"}}`}
+	if permanent {
+		f.Status, f.Body = http.StatusForbidden, `{"error":{"code":"BotNotInConversationRoster","message":"not a member"}}`
+	}
+	s.fake.Fail(f)
 }

@@ -212,6 +212,22 @@ func (w *world) emit(id uint64, typ, note string) {
 	}
 }
 
+// deliver delivers one event through renderer as the outbox worker does
+// and returns its failure, classified and not yet acted on.
+func (w *world) deliver(sink string, r bot.Renderer, ev bot.Event) error {
+	return w.bot.Outbox().DeliverTo(sink, r)(context.Background(), ev)
+}
+
+// depth is how many events wait in sink's outbox.
+func (w *world) depth(sink string) int {
+	w.t.Helper()
+	n, err := w.bot.Outbox().Depth(context.Background(), sink)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
 // sweep runs the sweeper as the server's ticker does.
 func (w *world) sweep() {
 	w.t.Helper()

@@ -425,32 +425,6 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 	}
 }
 
-func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
-	e := newEnv(t)
-	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
-	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
-
-	err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
-	var ra *bot.RetryAfterError
-	if !errors.As(err, &ra) || ra.After != 2500*time.Millisecond {
-		t.Fatalf("Deliver = %v, want a RetryAfterError of 2.5s", err)
-	}
-
-	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
-	e.drain() // one attempt: 429
-	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
-		t.Fatalf("%d posts, want 2 attempts so far (no retry inside the call)", n)
-	}
-	if evs, _ := e.bot.Outbox().Due(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
-		t.Errorf("events due before their retry_after: %+v, want none", evs)
-	}
-	e.clock.Advance(3 * time.Second)
-	e.drain()
-	if got := refs(e.item(id)); len(got) != 1 {
-		t.Fatalf("refs %v after retry_after, want the item posted once", got)
-	}
-}
-
 func TestPermanentAndTransientFailures(t *testing.T) {
 	tests := []struct {
 		status int

@@ -535,3 +535,44 @@ func TestDeliveryFailuresAreClassified(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartUpdatesTheOriginalCard: after a restart, a click on a card
+// posted before it updates that card in place (the message is found from
+// the store), nothing is posted again, and an item created while the
+// surface was down is posted once it is back.
+func TestRestartUpdatesTheOriginalCard(t *testing.T) {
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			before := s.card(approver, id)
+			late := w.destructive() // queued, not yet delivered
+			s.restart()
+			w.clock.Advance(time.Minute)
+			a := s.click(approver, id, "approve")
+			if it := w.item(id); it.Status != "approved" {
+				t.Fatalf("a click after the restart: item %q, want approved", it.Status)
+			}
+			if sc.inPlace && a.card == nil {
+				t.Errorf("the click after the restart was answered %+v, want the decided card in place", a)
+			}
+			s.drain()
+			if n := s.edits(id); n != 1 {
+				t.Errorf("%d updates of the card posted before the restart, want 1", n)
+			}
+			if c := s.card(approver, id); len(c.buttons) != 0 || !has(c.text, "Approved") || len(before.buttons) == 0 {
+				t.Errorf("the original card after the restart: buttons %v text\n%s\nwant it updated, no buttons, Approved", c.buttons, c.text)
+			}
+			if got := w.item(late).Messages; len(got) != 1 || got[0].ChannelID != ref(t, w, s.name(), id).ChannelID {
+				t.Errorf("the item created before the restart has messages %+v, want it posted once, in its tool's channel", got)
+			} else if c := s.card(approver, late); !c.has("approve") {
+				t.Errorf("the item created before the restart was posted with buttons %v, want Approve", c.buttons)
+			}
+			if got := w.item(id).Messages; len(got) != 1 {
+				t.Errorf("the item posted before the restart has messages %+v, want still one (not posted again)", got)
+			}
+		})
+	}
+}

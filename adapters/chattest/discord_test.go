@@ -31,6 +31,8 @@ type discordSurface struct {
 	fake *discordtest.Server
 	ad   *discord.Adapter
 	url  string
+	stop func()
+	pub  ed25519.PublicKey
 	key  ed25519.PrivateKey
 	mu   sync.Mutex
 	seq  int
@@ -39,15 +41,23 @@ type discordSurface struct {
 
 func newDiscord(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, discord.Sink)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := discordtest.New(t, discordToken)
+	s := &discordSurface{t: t, w: newWorld(t, discord.Sink), fake: discordtest.New(t, discordToken), pub: pub, key: priv}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot and serves its endpoint on
+// a new loopback port until stop.
+func (s *discordSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := discord.New(discord.Options{
-		Bot: w.bot, Token: discordToken, PublicKey: pub, ApplicationID: "APP", GuildID: discordGuild,
-		APIURL: fake.APIURL, Channels: map[string]string{"default": "C100", "ops": "C200"},
+		Bot: s.w.bot, Token: discordToken, PublicKey: s.pub, ApplicationID: "APP", GuildID: discordGuild,
+		APIURL: s.fake.APIURL, Channels: map[string]string{"default": "C100", "ops": "C200"},
 		Transport: discordtest.Transport(), Dialer: discordtest.Dialer(),
 	})
 	if err != nil {
@@ -56,8 +66,17 @@ func newDiscord(t *testing.T) surface {
 	mux := http.NewServeMux()
 	mux.Handle("POST /discord/interactions", ad.Handler())
 	srv := httptest.NewServer(mux)
+	s.stop = srv.Close
 	t.Cleanup(srv.Close)
-	return &discordSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/discord/interactions", key: priv}
+	s.ad, s.url = ad, srv.URL+"/discord/interactions"
+}
+
+func (s *discordSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *discordSurface) world() *world { return s.w }

@@ -38,6 +38,7 @@ type slackSurface struct {
 	fake *slacktest.Server
 	ad   *slack.Adapter
 	url  string
+	stop func() // stops the click worker and the handlers
 	seq  atomic.Int64
 	mu   sync.Mutex
 	// clicked is, by Slack user id, how many private answers had been
@@ -52,11 +53,19 @@ type slackSurface struct {
 
 func newSlack(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, slack.Sink)
-	fake := slacktest.New(t)
+	s := &slackSurface{t: t, w: newWorld(t, slack.Sink), fake: slacktest.New(t), clicked: map[string]int{}}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot, serves its handlers on a
+// new loopback port and runs its click worker until stop.
+func (s *slackSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := slack.New(slack.Options{
-		Bot: w.bot, Mode: slack.ModeHTTP, BotToken: "xoxb-test", SigningSecret: slackSecret,
-		APIURL: fake.URL(), Channels: map[string]string{"default": "C0DEFAULT", "ops": slackOps},
+		Bot: s.w.bot, Mode: slack.ModeHTTP, BotToken: "xoxb-test", SigningSecret: slackSecret,
+		APIURL: s.fake.URL(), Channels: map[string]string{"default": "C0DEFAULT", "ops": slackOps},
 		Approvers:   []string{slackTeam + "/" + people.slack[approver], slackTeam + "/" + people.slack[second]},
 		RoleMembers: map[string][]string{"member": {people.slack[approver], people.slack[second]}},
 		HTTPClient:  slacktest.Client(), Dialer: slacktest.Dialer(), Workers: 1,
@@ -70,12 +79,24 @@ func newSlack(t *testing.T) surface {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ad.RunClicks(ctx) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-	})
-	return &slackSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/slack/interactions", clicked: map[string]int{}}
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			srv.Close()
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(s.stop)
+	s.ad, s.url = ad, srv.URL+"/slack/interactions"
+}
+
+func (s *slackSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *slackSurface) world() *world { return s.w }

@@ -22,6 +22,9 @@ type surface interface {
 	// who is how the bot names p after a click on this surface:
 	// "dr_smith [U0123ABC]", "unmapped [T1/U0999XYZ]".
 	who(p person) string
+	// restart is a process restart: the adapter and the world's bot are
+	// built again on the same store; the platform (the fake) stays.
+	restart()
 	// drain delivers every due outbox event to the fake.
 	drain()
 	// renderer is the adapter's bot.Renderer (what the outbox delivers

@@ -34,6 +34,7 @@ type teamsSurface struct {
 	fake *teamstest.Server
 	ad   *teams.Adapter
 	url  string
+	stop func()
 	mu   sync.Mutex
 	seq  int
 	last map[string]any // the last activity, to replay
@@ -43,16 +44,25 @@ func mri(p person) string { return "29:1-" + people.teams[p][len(people.teams[p]
 
 func newTeams(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, teams.Sink)
 	fake := teamstest.New(t, teamsAppID, teamsPassword)
 	for _, conv := range []string{teamsOps, teamsDefault} {
 		for _, p := range []person{approver, second, viewer, stranger} {
 			fake.AddMember(conv, people.teams[p], mri(p))
 		}
 	}
+	s := &teamsSurface{t: t, w: newWorld(t, teams.Sink), fake: fake}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot and serves its messaging
+// endpoint on a new loopback port until stop.
+func (s *teamsSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := teams.New(teams.Options{
-		Bot: w.bot, AppID: teamsAppID, AppPassword: teamsPassword, TenantID: teamsTenant,
-		APIURL: fake.APIURL, TokenURL: fake.TokenURL, OpenIDMetadataURL: fake.MetadataURL, Issuer: fake.Issuer,
+		Bot: s.w.bot, AppID: teamsAppID, AppPassword: teamsPassword, TenantID: teamsTenant,
+		APIURL: s.fake.APIURL, TokenURL: s.fake.TokenURL, OpenIDMetadataURL: s.fake.MetadataURL, Issuer: s.fake.Issuer,
 		Channels:    map[string]string{"default": teamsDefault, "ops": teamsOps},
 		Approvers:   []string{people.teams[approver], people.teams[second]},
 		RoleMembers: map[string][]teams.Member{"member": {{ID: people.teams[approver], Name: "dr_smith"}, {ID: people.teams[second], Name: "nurse_jo"}}},
@@ -63,8 +73,17 @@ func newTeams(t *testing.T) surface {
 	mux := http.NewServeMux()
 	mux.Handle("POST /teams/messages", ad.Handler())
 	srv := httptest.NewServer(mux)
+	s.stop = srv.Close
 	t.Cleanup(srv.Close)
-	return &teamsSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/teams/messages"}
+	s.ad, s.url = ad, srv.URL+"/teams/messages"
+}
+
+func (s *teamsSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *teamsSurface) world() *world { return s.w }

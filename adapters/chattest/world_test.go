@@ -3,16 +3,19 @@ package chattest
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -38,6 +41,9 @@ var names = map[person]string{approver: "dr_smith", second: "nurse_jo", viewer: 
 // front of it.
 type world struct {
 	t     *testing.T
+	sink  string
+	path  string
+	db    *bolt.DB
 	clock *bottest.Clock
 	bot   *bot.Bot
 	tools *actiontools.Service
@@ -63,11 +69,29 @@ var people = ids{
 
 const slackTeam = "T1"
 
-// newWorld builds the bot for sink (the surface's outbox sink).
+// newWorld builds the bot for sink (the surface's outbox sink) on a
+// bbolt file in a temporary directory, every write run twice
+// (kvtest.Twice).
 func newWorld(t *testing.T, sink string) *world {
 	t.Helper()
-	w := &world{t: t, clock: bottest.NewClock(t0)}
-	w.bot = testbot.New(t, bot.Options{Now: w.clock.Now, Sinks: []string{sink}})
+	w := &world{t: t, clock: bottest.NewClock(t0), sink: sink, path: filepath.Join(t.TempDir(), "countersign.db")}
+	w.open()
+	t.Cleanup(w.close)
+	w.agent = w.principal("deploy_bot", policy.RoleAgent, "agent")
+	return w
+}
+
+// open opens the store and builds the bot, its tools and its directory
+// on it: at the start, and again after close (a restart).
+func (w *world) open() {
+	t := w.t
+	t.Helper()
+	db, err := bolt.Open(w.path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.db = db
+	w.bot = testbot.New(t, bot.Options{Store: kvtest.Twice(db), Now: w.clock.Now, Sinks: []string{w.sink}})
 	s, err := actiontools.Register(w.bot, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "restart_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
@@ -94,8 +118,17 @@ func newWorld(t *testing.T, sink string) *world {
 		t.Fatal(err)
 	}
 	w.bot.Chat().SetDirectory(d)
-	w.agent = w.principal("deploy_bot", policy.RoleAgent, "agent")
-	return w
+}
+
+// close closes the store; the surface in front of it must be stopped.
+func (w *world) close() {
+	if w.db == nil {
+		return
+	}
+	if err := w.db.Close(); err != nil {
+		w.t.Error(err)
+	}
+	w.db = nil
 }
 
 // principal creates a principal with an API key and returns its caller.

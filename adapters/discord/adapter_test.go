@@ -446,33 +446,6 @@ func TestPermanentAndTransientFailures(t *testing.T) {
 	}
 }
 
-func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
-	e := newEnv(t)
-	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
-	e.drain()
-	ref := e.ref(id)
-	// Created while the adapter is down: queued, posted after the restart.
-	late := e.newItem(bot.KindAction, "ops", destructiveAction())
-
-	e.restart()
-	e.clock.Advance(time.Hour)
-	resp := e.click("after-restart", smith, id, customID(actApprove, id))
-	if respType(resp) != 7 {
-		t.Fatalf("click after restart answered %v, want type 7", resp)
-	}
-	e.drain()
-	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
-	if len(edits) != 1 {
-		t.Fatalf("%d edits of the original message after the restart, want 1", len(edits))
-	}
-	if v, _ := fieldValue(embed(t, e.fake.Message(ref.MessageID)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("original message Outcome %q, want ✅ Approved", v)
-	}
-	if got := refs(e.item(late)); len(got) != 1 || got[0].ChannelID != chOps {
-		t.Errorf("item created while down: refs %v, want posted in %s", got, chOps)
-	}
-}
-
 func TestInjectedMentionsRenderInert(t *testing.T) {
 	e := newEnv(t)
 	st := memoryChange()

@@ -348,15 +348,6 @@ func (e *env) open() {
 	})
 }
 
-// restart closes the store and opens it again with a new bot and adapter.
-func (e *env) restart() {
-	e.t.Helper()
-	if err := e.db.Close(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.open()
-}
-
 // newItem creates a pending item (as a system call) and returns its id.
 func (e *env) newItem(kind bot.ItemKind, channel string, st testState) uint64 {
 	e.t.Helper()

@@ -201,45 +201,6 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 	}
 }
 
-func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindMemoryChange, "default", memoryTestItem())
-	e.drain()
-	ref := e.ref(id)
-
-	e.restart()
-	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	e.drain()
-	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || u[0].Form.Get("channel") != ref.ChannelID || u[0].Form.Get("ts") != ref.MessageID {
-		t.Fatalf("after a restart: chat.update %+v, want the message posted before (%+v)", u, ref)
-	}
-	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
-		t.Errorf("%d posts after the restart, want still 1", n)
-	}
-}
-
-func TestItemsCreatedWhileDownArePostedAfterwards(t *testing.T) {
-	e := newEnv(t)
-	e.close() // Slack side down: the bot keeps taking requests
-	db, b := reopenBare(t, e)
-	id, err := createTestItem(context.Background(), b, bot.KindAction, "ops", actionTestItem())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e.open()
-	e.drain()
-	if p := e.fake.Calls("chat.postMessage"); len(p) != 1 || buttons(t, p[0])[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Fatalf("item created while down: posts %+v, want one with its Approve button", p)
-	}
-}
-
 func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	e := newEnv(t)
 	it := actionTestItem()

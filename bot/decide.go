@@ -51,6 +51,9 @@ type Decision struct {
 	// the card showed). An error it returns ends the decision with
 	// nothing written, and Decide returns it as it is.
 	Check func(it Item, d *Decision) error
+	// BreakGlass, with Approve, asks to approve one's own request as
+	// break-glass (policy.BreakGlass): Reason is then mandatory.
+	BreakGlass bool
 }
 
 // Decided is what Decide did: the decision tool's answer, and the item

@@ -95,6 +95,9 @@ type Note struct {
 //     surface has and the item has no card there yet, post the card there
 //     too (it is then kept up to date like the first).
 //   - note: reply in the thread of every card, whatever the item's state.
+//   - post: while the item is pending, post the card in the channel the
+//     event names when this surface has it and the item has no card there
+//     yet (kept up to date like the first); it waits for the first card.
 //
 // A card the platform refuses for good (*PermanentError) is skipped and
 // logged, and the item's other cards are still served; the event fails
@@ -123,7 +126,7 @@ type delivery struct {
 
 func (d delivery) deliver(ctx context.Context, ev Event) error {
 	switch ev.Type {
-	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote:
+	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote, EventPost:
 	default:
 		return &PermanentError{Err: fmt.Errorf("%s: item %d: unknown event type %q", d.sink, ev.ItemID, ev.Type)}
 	}
@@ -154,6 +157,8 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 		return d.each(ctx, it, "update", func(card MessageRef) error { return d.r.Update(ctx, card, it) })
 	case EventNote:
 		return d.reply(ctx, it, ev)
+	case EventPost:
+		return d.postIn(ctx, it, ev)
 	}
 	// A reminder or an escalation.
 	if !it.Pending() {
@@ -178,6 +183,28 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 		}
 	}
 	return d.post(ctx, it, target, "escalate"+strconv.FormatUint(ev.Seq, 10))
+}
+
+// postIn delivers a post event: the item's card in the channel ev.Note
+// names, when this surface defines it and the item is still pending and
+// has no card there yet. Until the item's first card is posted (its
+// created event is retried) it waits, so that the first card is never
+// taken for posted.
+func (d delivery) postIn(ctx context.Context, it Item, ev Event) error {
+	target := d.r.Channel(ev.Note)
+	if target == "" || !it.Pending() {
+		return nil // not a channel of this surface, or decided meanwhile
+	}
+	cards := d.cards(it)
+	if len(cards) == 0 {
+		return fmt.Errorf("%s: item %d: its first card is not posted yet, so the card for channel %q waits", d.sink, it.ID, ev.Note)
+	}
+	for _, c := range cards {
+		if c.ChannelID == target {
+			return nil // already there
+		}
+	}
+	return d.post(ctx, it, target, "post"+strconv.FormatUint(ev.Seq, 10))
 }
 
 // notify delivers ev to a surface that posts no card: a reminder or an

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // Item buckets.
@@ -120,6 +121,18 @@ type Item struct {
 	// above 1, step-up). Each item of a batch is still decided on its
 	// own, under the one rule.
 	Batch string `json:"batch,omitempty"`
+	// Decidable, on a pending item whose source says who decides it, is
+	// the item as the one decision rule sees it now: the approvers (the
+	// open stage's, when signed off in stages), the people who approved
+	// an earlier stage. Hints read it (Items.ReadOnly); the decision
+	// itself reads the item's state in its own transaction. nil: the
+	// source says nothing more than the requester and the space.
+	Decidable *policy.Decidable `json:"-"`
+	// BreakGlass, when positive, says the item's requester may approve it
+	// themselves as break-glass (break_glass: in config.yaml), after a
+	// fresh sign-in within that long (Caller.MayOfferBreakGlass); zero:
+	// not offered. The one decision rule still decides.
+	BreakGlass time.Duration `json:"break_glass,omitempty"`
 
 	// The card's lines for the person clicking (card.go), computed by the
 	// item's source from the item, never taken from the agent's words:
@@ -392,6 +405,10 @@ const (
 	// EventNote posts Note in the item's thread whatever the item's state
 	// (a call approved under a standing grant made on this item).
 	EventNote = "note"
+	// EventPost posts the item's card in the configured channel Note
+	// names, beside its other cards, unless it has a card there already
+	// (a stage that opened: tools[].stages[].channels).
+	EventPost = "post"
 )
 
 // Event is one outbox entry for one sink.

@@ -55,6 +55,8 @@ type Config struct {
 
 	StepUp StepUpConfig `yaml:"step_up"` // stepup.go
 
+	BreakGlass BreakGlassConfig `yaml:"break_glass"` // breakglass.go
+
 	Approvals ApprovalsConfig `yaml:"approvals"`
 
 	Callbacks CallbackConfig `yaml:"callbacks"`
@@ -164,6 +166,7 @@ func (c *Config) applyDefaults() {
 		c.Tools[i].defaults(c.Approvals.DefaultTimeout)
 	}
 	c.StepUp.defaults()
+	c.BreakGlass.defaults()
 	c.Sweep.defaults()
 	c.Retention.defaults()
 	c.Log.defaults()
@@ -237,6 +240,7 @@ func (c *Config) validate(p *problems) {
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // stepup.go
 	c.validatePolicy(p)                  // policy.go
+	c.BreakGlass.validate(c, p)          // breakglass.go
 	c.Sweep.validate(p)
 	c.Retention.validate(p)
 	c.Log.validate(p)

@@ -33,6 +33,7 @@ type StageDecl struct {
 	Approvers ApproversDecl `yaml:"approvers"`
 	Quorum    int           `yaml:"quorum"`
 	StepUp    bool          `yaml:"step_up"`
+	Channels  []string      `yaml:"channels"` // console.go
 }
 
 // validatePolicy checks groups:, and every tool's rules and stages: each
@@ -159,6 +160,7 @@ func (c *Config) checkStages(key string, stages []StageDecl, p *problems) bool {
 			}
 		}
 		c.checkGroups(sk+".approvers", st.Approvers, p)
+		c.checkStageChannels(sk, st, p)
 		stepUp = stepUp || st.StepUp
 	}
 	return stepUp
@@ -174,7 +176,7 @@ func (t ToolConfig) policySpec(spec *actiontools.ToolSpec) {
 	stages := func(ds []StageDecl) []actiontools.StageSpec {
 		var out []actiontools.StageSpec
 		for _, d := range ds {
-			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp})
+			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp, Channels: d.Channels})
 		}
 		return out
 	}

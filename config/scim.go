@@ -38,28 +38,3 @@ func (s SCIMConfig) validate(p *problems) {
 		p.add("scim.role", "the directory provisions people, and the role agent is an agent's identity; use member (or viewer, auditor, admin)")
 	}
 }
-
-// SCIMMatch returns the name of the principal principals: declares for a
-// directory user, or "": config.yaml is authoritative where both exist.
-// A user is that principal when their userName is its name, or their
-// userName or one of their email addresses is its email or web mapping
-// (case-insensitive).
-func SCIMMatch(ps []PrincipalDecl) func(userName string, emails []string) string {
-	return func(userName string, emails []string) string {
-		for _, pr := range ps {
-			if strings.EqualFold(pr.Name, userName) {
-				return pr.Name
-			}
-		}
-		ids := append([]string{userName}, emails...)
-		for _, pr := range ps {
-			for _, id := range ids {
-				id = strings.TrimSpace(id)
-				if id != "" && (strings.EqualFold(pr.Email, id) || strings.EqualFold(pr.Web, id)) {
-					return pr.Name
-				}
-			}
-		}
-		return ""
-	}
-}

@@ -128,6 +128,10 @@ type Decidable struct {
 	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
 	// tools[].step_up.method. Set for approving, never for refusing.
 	MinAssurance Assurance
+	// BreakGlass, when set, asks for the rule's one exception to the
+	// requester check (breakglass.go): set for an approval its decider
+	// asked to make as break-glass, never otherwise.
+	BreakGlass *BreakGlass
 }
 
 // StageApproval is one person's approval of a stage, as the decision rule
@@ -228,6 +232,9 @@ var checkNames = [...]string{
 
 // String names the check ("step-up required").
 func (c DecisionCheck) String() string {
+	if c == CheckBreakGlass {
+		return breakGlassCheckName
+	}
 	if int(c) < len(checkNames) && checkNames[c] != "" {
 		return checkNames[c]
 	}
@@ -269,6 +276,9 @@ func Decide(d Decider, it Decidable) *Refusal {
 // CheckDecision is DecisionRefusal with the check that refused, for a
 // surface that says briefly why an item is read-only (see Refusal.Short).
 func CheckDecision(d Decider, it Decidable) Refusal {
+	if it.BreakGlass != nil {
+		return checkBreakGlass(d, it)
+	}
 	display := d.Display
 	if display == "" {
 		display = fmt.Sprintf("%s [%s]", d.Name, d.ID)

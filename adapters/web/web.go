@@ -179,7 +179,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights", "batch"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -209,6 +209,8 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /ui/items/{id}/stepup", h.authed(h.stepUpItem)) // stepup.go
 	h.mux.HandleFunc("GET /ui/stepup", h.stepUpLinkPage)
 	h.mux.HandleFunc("POST /ui/stepup", h.stepUpLinkStart)
+	h.mux.HandleFunc("GET /ui/batch", h.authed(h.batchReview))  // batch.go
+	h.mux.HandleFunc("POST /ui/batch", h.authed(h.batchDecide)) // batch.go
 	h.mux.HandleFunc("GET /ui/requests/{rid}", h.authed(h.requestItem))
 	h.mux.HandleFunc("GET /ui/memory", h.authed(h.memory))
 	h.mux.HandleFunc("GET /ui/grants", h.authed(h.grants))                  // grants.go

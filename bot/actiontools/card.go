@@ -246,7 +246,7 @@ func voteViews(r *approvals.Request) []bot.VoteView {
 	out := make([]bot.VoteView, len(r.Votes))
 	for i, v := range r.Votes {
 		counts := r.Counts(v) || (!v.Approve && r.Status == approvals.StatusDenied && v.Round == r.Round)
-		out[i] = bot.VoteView{By: v.By.Display, Approve: v.Approve, At: v.At, Counts: counts, Void: v.Void}
+		out[i] = bot.VoteView{By: v.By.Display, Approve: v.Approve, At: v.At, Counts: counts, Void: v.Void, Assurance: v.Assurance}
 		if v.Seen != nil {
 			out[i].Seen = &bot.Seen{SHA256: v.Seen.SHA256, Surface: v.Seen.Surface, Truncated: v.Seen.Truncated}
 		}

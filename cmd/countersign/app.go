@@ -22,10 +22,13 @@ import (
 
 // app is everything serve wires together.
 type app struct {
-	cfg    *config.Config
-	db     storeHandle
-	key    ed25519.PrivateKey // the audit signing key
-	bot    *bot.Bot
+	cfg *config.Config
+	db  storeHandle
+	key ed25519.PrivateKey // the audit signing key
+	bot *bot.Bot
+	// people is the directory of the configured people (wireChat), the
+	// one answer to "who is this person" the surfaces are wired with.
+	people *bot.Directory
 	log    *slog.Logger
 	getenv func(string) string
 	mounts map[string]http.Handler

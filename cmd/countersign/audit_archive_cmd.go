@@ -77,21 +77,3 @@ func parseDate(s string) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("--before: %q is not a date (2026-01-31) or an RFC 3339 time (2026-01-31T00:00:00Z)", s)
 }
-
-// readSegments reads the archive files given to `audit verify --archive`.
-func readSegments(paths []string) ([]approvals.Segment, error) {
-	var out []approvals.Segment
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("--archive: %w", err)
-		}
-		s, err := approvals.ReadSegment(f, p)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--archive: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
-}

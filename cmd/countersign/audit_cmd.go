@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
@@ -86,12 +85,8 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var trusted []ed25519.PublicKey
 	if *pubHex != "" {
-		for _, h := range strings.Split(*pubHex, ",") {
-			b, err := hex.DecodeString(strings.TrimSpace(h))
-			if err != nil || len(b) != ed25519.PublicKeySize {
-				return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters) per key, as export_public_key prints it; several keys are separated by commas", ed25519.PublicKeySize)
-			}
-			trusted = append(trusted, b)
+		if trusted, err = approvals.ParsePublicKeys(*pubHex); err != nil {
+			return fmt.Errorf("--pubkey: %v", err)
 		}
 	} else {
 		pub, err := configuredPublicKey(cfg)
@@ -101,8 +96,8 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		trusted = []ed25519.PublicKey{pub}
 	}
 	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets()}
-	if opts.Archives, err = readSegments(archives); err != nil {
-		return err
+	if opts.Archives, err = approvals.ReadSegmentFiles(archives); err != nil {
+		return fmt.Errorf("--archive: %w", err)
 	}
 	anchorPath, note := *anchorsFlag, ""
 	if anchorPath == "" {

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/countersign/countersign/adapters/postgres"
@@ -47,22 +46,15 @@ func checkAnchors(cfg *config.Config, db kv.Store) (approvals.Anchor, error) {
 	if path == "" {
 		return approvals.Anchor{}, nil
 	}
-	anchors, err := approvals.ReadAnchors(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return approvals.Anchor{}, nil
-	}
-	if err != nil {
-		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %w", err)
-	}
-	newest, ok := approvals.Newest(anchors)
-	if !ok {
-		return approvals.Anchor{}, nil
-	}
-	err = db.View(context.Background(), func(tx kv.Tx) error { return approvals.CheckAnchor(tx, newest) })
-	if err != nil {
+	newest, err := approvals.CheckAnchorFile(context.Background(), db, path)
+	var dis *approvals.AnchorDisagreement
+	switch {
+	case errors.As(err, &dis):
 		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %v. Countersign does not append to a chain that disagrees with its anchors. "+
 			"Run `countersign audit verify --config FILE` to see the first break. If this store was restored from a backup on purpose, "+
-			"move %s aside (keep it: it is evidence) and start again", err, path)
+			"move %s aside (keep it: it is evidence) and start again", dis.Err, path)
+	case err != nil:
+		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %w", err)
 	}
 	return newest, nil
 }
@@ -121,7 +113,7 @@ func (a *app) wireAudit(ctx context.Context) error {
 // checkAnchors).
 func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
 	anchor := func(ctx context.Context, when string) {
-		last, err := lastClusterAnchor(ctx, ac.File, a.db)
+		last, err := approvals.CheckLastAnchor(ctx, a.db, ac.File)
 		if err != nil {
 			a.log.Error("audit: not anchoring: the chain disagrees with the cluster's anchor file", "when", when, "file", ac.File, "err", err)
 			return
@@ -166,7 +158,7 @@ func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
 			case <-t.C:
 			}
 			msg := ""
-			if _, err := lastClusterAnchor(ctx, ac.File, a.db); err != nil && ctx.Err() == nil {
+			if _, err := approvals.CheckLastAnchor(ctx, a.db, ac.File); err != nil && ctx.Err() == nil {
 				msg = err.Error()
 			}
 			if msg != "" && msg != said {
@@ -175,22 +167,6 @@ func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
 			said = msg
 		}
 	}})
-}
-
-// lastClusterAnchor reads the last anchor of the stream at path (zero when
-// there is none yet) and checks the chain against it.
-func lastClusterAnchor(ctx context.Context, path string, db kv.Store) (approvals.Anchor, error) {
-	last, ok, err := approvals.ReadLastAnchor(path)
-	if errors.Is(err, os.ErrNotExist) || err == nil && !ok {
-		return approvals.Anchor{}, nil
-	}
-	if err != nil {
-		return approvals.Anchor{}, err
-	}
-	if err := db.View(ctx, func(tx kv.Tx) error { return approvals.CheckAnchor(tx, last) }); err != nil {
-		return approvals.Anchor{}, err
-	}
-	return last, nil
 }
 
 // auditToolOptions are what verify_audit checks besides the chain: the

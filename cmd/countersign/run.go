@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/countersign/countersign/adapters/logwriter"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
@@ -222,9 +223,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Lines are batched (one write for many under load); warnings and
 	// errors are written before their call returns; everything is written
 	// before serve returns.
-	logw := newLogWriter(stderr)
+	logw := logwriter.New(stderr)
 	defer logw.Close()
-	logger := slog.New(flushingHandler{newLogger(cfg, logw).Handler(), logw})
+	logger := slog.New(logwriter.Flushing(newLogger(cfg, logw).Handler(), logw))
 	logStartup(logger, cfg)
 	// A soft memory limit: near it the collector runs whatever GOGC says
 	// and returns freed memory to the system, so a burst of large calls

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
@@ -22,11 +21,9 @@ import (
 
 // storeHandle is an open store of either engine.
 type storeHandle interface {
-	kv.Store
 	Close() error
-	// Buckets and SetSequence serve `store copy`.
-	Buckets(ctx context.Context) (map[string]uint64, error)
-	SetSequence(ctx context.Context, bucket string, seq uint64) error
+	// Buckets and SetSequence serve `store copy` (kv.Copy).
+	kv.Copier
 }
 
 // openEngine opens the configured store for writing (readOnly: for reading
@@ -144,9 +141,6 @@ func cmdStore(ctx context.Context, args []string, getenv func(string) string, st
 	return storeCopy(ctx, src, dst, getenv, stdout)
 }
 
-// copyBatch is how many rows one write transaction of a copy takes.
-const copyBatch = 500
-
 // storeCopy copies src's store into dst's, then verifies the chain there.
 func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string) string, stdout io.Writer) error {
 	pub, err := configuredPublicKey(src)
@@ -166,89 +160,25 @@ func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string)
 		return fmt.Errorf("--to-config: %w", err)
 	}
 	defer to.Close()
-	have, err := to.Buckets(ctx)
+	copied, err := kv.Copy(ctx, from, to)
+	var notEmpty *kv.NotEmptyError
+	if errors.As(err, &notEmpty) {
+		return fmt.Errorf("--to-config: the target store is not empty (%d buckets); copy only into a new store, so that two histories never mix", notEmpty.Buckets)
+	}
 	if err != nil {
 		return err
 	}
-	if len(have) > 0 {
-		return fmt.Errorf("--to-config: the target store is not empty (%d buckets); copy only into a new store, so that two histories never mix", len(have))
-	}
-	buckets, err := from.Buckets(ctx)
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(buckets))
-	for name := range buckets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	total := 0
-	for _, name := range names {
-		n, err := copyBucket(ctx, from, to, name)
-		if err != nil {
-			return fmt.Errorf("copy bucket %s: %w", name, err)
-		}
-		if buckets[name] > 0 {
-			if err := to.SetSequence(ctx, name, buckets[name]); err != nil {
-				return fmt.Errorf("copy bucket %s: %w", name, err)
-			}
-		}
-		total += n
-	}
+	total, names := copied.Keys, copied.Buckets
 	rep, err := approvals.Verify(ctx, to, pub)
 	if err != nil {
 		return err
 	}
 	if !rep.Intact {
-		fmt.Fprintf(stdout, "⚠ Copied %d keys in %d buckets, but the audit chain on the target is BROKEN at seq %d: %s.\n", total, len(names), rep.BrokenAt, rep.Reason)
+		fmt.Fprintf(stdout, "⚠ Copied %d keys in %d buckets, but the audit chain on the target is BROKEN at seq %d: %s.\n", total, names, rep.BrokenAt, rep.Reason)
 		return errChainBroken
 	}
-	fmt.Fprintf(stdout, "✓ Copied %d keys in %d buckets (%s → %s). Audit chain INTACT on the target — %d entries verified.\n", total, len(names), src.Store.Engine, dst.Store.Engine, rep.Entries)
+	fmt.Fprintf(stdout, "✓ Copied %d keys in %d buckets (%s → %s). Audit chain INTACT on the target — %d entries verified.\n", total, names, src.Store.Engine, dst.Store.Engine, rep.Entries)
 	return nil
-}
-
-// copyBucket copies one bucket in batches, each read from where the last
-// ended and written in a transaction of its own.
-func copyBucket(ctx context.Context, from, to kv.Store, bucket string) (int, error) {
-	var after []byte
-	total := 0
-	for {
-		type row struct{ k, v []byte }
-		var rows []row
-		err := from.View(ctx, func(tx kv.Tx) error {
-			rows = rows[:0]
-			start := after
-			if start != nil {
-				start = append(bytes.Clone(after), 0) // the smallest key after it
-			}
-			return tx.Ascend(bucket, start, nil, func(k, v []byte) error {
-				rows = append(rows, row{bytes.Clone(k), bytes.Clone(v)})
-				if len(rows) == copyBatch {
-					return kv.ErrStop
-				}
-				return nil
-			})
-		})
-		if err != nil || len(rows) == 0 {
-			return total, err
-		}
-		err = to.Update(ctx, func(tx kv.Tx) error {
-			for _, r := range rows {
-				if err := tx.Put(bucket, r.k, r.v); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total += len(rows)
-		after = rows[len(rows)-1].k
-		if len(rows) < copyBatch {
-			return total, nil
-		}
-	}
 }
 
 // copySigningKey gives the target the source's audit signing key: written

@@ -28,6 +28,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
 		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
 		StepUp:            cfg.StepUp.Spec(),
+		BreakGlass:        cfg.BreakGlass.Spec(),
 		// Context subjects resolve as the memory resolves a subject (a
 		// declared slot's name for an alias, else the folded subject).
 		Subject: func(s string) string { return (&memory.Options{Schema: cfg.Schema()}).Resolve(s).Subject },

@@ -16,22 +16,13 @@ import (
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
-	"github.com/countersign/countersign/policy"
 )
 
-// webPeople are the configured principals who may sign in to the console.
-func webPeople(ps []config.PrincipalDecl) map[string]web.Person {
+// webPeople are the configured people who may sign in to the console.
+func webPeople(d *bot.Directory) map[string]web.Person {
 	out := map[string]web.Person{}
-	for _, p := range ps {
-		r, err := policy.ParseRole(p.Role)
-		if err != nil {
-			continue
-		}
-		scopes, err := config.ParseScopes(p.Scopes)
-		if err != nil {
-			continue // validate reported it
-		}
-		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: r, Scopes: scopes}, Web: strings.TrimSpace(p.Web)}
+	for _, p := range d.People() {
+		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
 	}
 	return out
 }
@@ -45,7 +36,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	}
 	o := web.Options{
 		Bot:        a.bot,
-		People:     webPeople(a.cfg.Principals),
+		People:     webPeople(a.people),
 		LinkKey:    web.LinkKey(a.key.Seed()),
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,
@@ -70,15 +61,27 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// Chat cards link to the item's page when the console has a public URL,
 	// and `/countersign web` answers a mapped person with a one-time link.
 	key, base := o.LinkKey, webBase(a.cfg)
-	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
+	// mayLink says why c gets no one-time link: only a configured person
+	// who may sign in does (with a single sign-on identity, for step-up).
+	mayLink := func(c *bot.Caller, sso bool) error {
 		if c == nil {
-			return "", errors.New("only people sign in to the web console")
+			return errors.New("only people sign in to the web console")
 		}
 		if msg := bot.SignInRefusal(c.Principal); msg != "" {
-			return "", errors.New(msg)
+			return errors.New(msg)
 		}
-		if _, ok := o.People[c.Name]; !ok {
-			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		p, ok := o.People[c.Name]
+		switch {
+		case sso && (!ok || p.Web == ""):
+			return fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
+		case !ok:
+			return fmt.Errorf("%s is not under principals: in the config", c.Name)
+		}
+		return nil
+	}
+	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
+		if err := mayLink(c, false); err != nil {
+			return "", err
 		}
 		tok, err := web.MintLink(key, "c:"+c.Name, a.bot.Now())
 		if err != nil {
@@ -93,14 +96,8 @@ func (a *app) wireWeb(ctx context.Context) error {
 		itemTTL = a.cfg.Email.LinkTTL
 	}
 	a.bot.WebLinks().SetItemLink(func(c *bot.Caller, id uint64) (string, error) {
-		if c == nil {
-			return "", errors.New("only people sign in to the web console")
-		}
-		if msg := bot.SignInRefusal(c.Principal); msg != "" {
-			return "", errors.New(msg)
-		}
-		if _, ok := o.People[c.Name]; !ok {
-			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		if err := mayLink(c, false); err != nil {
+			return "", err
 		}
 		tok, err := web.MintItemLink(key, "c:"+c.Name, id, a.bot.Now(), itemTTL)
 		if err != nil {
@@ -112,14 +109,8 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// link to approve it in the console after a fresh OIDC sign-in.
 	if o.OIDC != nil {
 		a.bot.WebLinks().SetStepUp(func(c *bot.Caller, id uint64) (string, error) {
-			if c == nil {
-				return "", errors.New("only people sign in to the web console")
-			}
-			if msg := bot.SignInRefusal(c.Principal); msg != "" {
-				return "", errors.New(msg)
-			}
-			if p, ok := o.People[c.Name]; !ok || p.Web == "" {
-				return "", fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
+			if err := mayLink(c, true); err != nil {
+				return "", err
 			}
 			tok, err := web.MintStepUpLink(key, "c:"+c.Name, id, a.bot.Now())
 			if err != nil {
@@ -201,14 +192,20 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout, u)
 		return nil
 	}
+	people, err := cfg.People()
+	if err != nil {
+		return err
+	}
+	dir, err := bot.NewDirectory(people)
+	if err != nil {
+		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
+	}
 	ref := ""
-	for _, p := range cfg.Principals {
-		if p.Name == *name {
-			if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: policy.Role(p.Role), Kind: "person"}); msg != "" {
-				return fmt.Errorf("--name: %s", msg)
-			}
-			ref = "c:" + p.Name
+	if p, ok := dir.Person(*name); ok {
+		if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: p.Role, Kind: "person"}); msg != "" {
+			return fmt.Errorf("--name: %s", msg)
 		}
+		ref = "c:" + p.Name
 	}
 	if ref == "" {
 		ref, err = storedPersonRef(ctx, cfg, getenv, *name)

@@ -1,4 +1,4 @@
-package main
+package logwriter
 
 import (
 	"bytes"
@@ -32,8 +32,8 @@ func (l *lockedBuffer) String() string {
 func TestLogWriterKeepsEveryLineWhole(t *testing.T) {
 	t.Parallel()
 	out := &lockedBuffer{}
-	w := newLogWriter(out)
-	log := slog.New(flushingHandler{slog.NewTextHandler(w, nil), w})
+	w := New(out)
+	log := slog.New(Flushing(slog.NewTextHandler(w, nil), w))
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -70,9 +70,9 @@ func TestLogWriterKeepsEveryLineWhole(t *testing.T) {
 func TestLogWriterFlushesWarningsBeforeReturning(t *testing.T) {
 	t.Parallel()
 	out := &lockedBuffer{}
-	w := newLogWriter(out)
+	w := New(out)
 	defer w.Close()
-	log := slog.New(flushingHandler{slog.NewTextHandler(w, nil), w})
+	log := slog.New(Flushing(slog.NewTextHandler(w, nil), w))
 	for i := range 3 {
 		log.Info(fmt.Sprintf("info %d", i))
 	}

@@ -1,4 +1,8 @@
-package main
+// Package logwriter batches a process's log lines into few writes: under
+// load many lines share one system call instead of paying one each, while
+// a warning or an error, and every line queued before it, is written
+// before its call returns (Flushing), and Close writes what is left.
+package logwriter
 
 import (
 	"context"
@@ -12,13 +16,13 @@ import (
 // rather than grow without bound).
 const maxLogBacklog = 1 << 20
 
-// logWriter batches log lines: Write appends to a buffer and a background
+// Writer batches log lines: Write appends to a buffer and a background
 // goroutine writes whatever has gathered in one write. Under load many
 // lines share one system call instead of paying one each; idle, a line
 // goes out as soon as the goroutine runs. Flush writes the backlog now
 // (warnings and errors are flushed before their call returns, see
-// flushingHandler); Close flushes and stops.
-type logWriter struct {
+// Flushing); Close flushes and stops.
+type Writer struct {
 	out io.Writer
 
 	mu     sync.Mutex
@@ -29,14 +33,16 @@ type logWriter struct {
 	wmu    sync.Mutex // serialises writes to out, so lines never interleave
 }
 
-func newLogWriter(out io.Writer) *logWriter {
-	w := &logWriter{out: out, kick: make(chan struct{}, 1), done: make(chan struct{})}
+// New returns a Writer of out and starts its background writer; Close
+// stops it.
+func New(out io.Writer) *Writer {
+	w := &Writer{out: out, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go w.loop()
 	return w
 }
 
 // Write queues p (one log record) for the writer.
-func (w *logWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	if w.closed || len(w.buf)+len(p) > maxLogBacklog {
 		w.mu.Unlock()
@@ -55,7 +61,7 @@ func (w *logWriter) Write(p []byte) (int, error) {
 }
 
 // Flush writes every queued line before it returns.
-func (w *logWriter) Flush() {
+func (w *Writer) Flush() {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	w.mu.Lock()
@@ -67,7 +73,7 @@ func (w *logWriter) Flush() {
 	}
 }
 
-func (w *logWriter) loop() {
+func (w *Writer) loop() {
 	defer close(w.done)
 	for range w.kick {
 		w.Flush()
@@ -76,7 +82,7 @@ func (w *logWriter) loop() {
 
 // Close writes what is queued and stops the writer; later lines are
 // written directly.
-func (w *logWriter) Close() {
+func (w *Writer) Close() {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -89,12 +95,15 @@ func (w *logWriter) Close() {
 	w.Flush()
 }
 
-// flushingHandler writes a record of level Warn or above, and every line
-// queued before it, before its call returns: a problem is never left in a
-// buffer.
+// Flushing returns h (a handler writing to w) so that a record of level
+// Warn or above, and every line queued before it, is written before its
+// call returns: a problem is never left in a buffer.
+func Flushing(h slog.Handler, w *Writer) slog.Handler { return flushingHandler{h, w} }
+
+// flushingHandler is Flushing's handler.
 type flushingHandler struct {
 	slog.Handler
-	w *logWriter
+	w *Writer
 }
 
 func (h flushingHandler) Handle(ctx context.Context, r slog.Record) error {

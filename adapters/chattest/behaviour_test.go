@@ -576,3 +576,53 @@ func TestRestartUpdatesTheOriginalCard(t *testing.T) {
 		})
 	}
 }
+
+// TestQuestionsAreAnswered: a question's options are its buttons (one
+// choice) or a choice set (several), with Decline; a person's choice
+// answers it with those options, as the agent then reads them; an index
+// the question does not have is refused privately and answers nothing;
+// the answered card keeps no buttons.
+func TestQuestionsAreAnswered(t *testing.T) {
+	startsWith := func(c card, prefix string) bool {
+		for _, b := range c.buttons {
+			if strings.HasPrefix(b, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			s := sc.new(t)
+			w := s.world()
+			single := w.ask("Which region should the failover use?", false, "eu-west-1", "us-east-1")
+			multi := w.ask("Which checks may be skipped?", true, "lint", "unit", "e2e")
+			s.drain()
+			if c := s.card(approver, single); !startsWith(c, "answer") || !c.has("reject") {
+				t.Errorf("one-choice question's buttons %v, want its options and Decline", c.buttons)
+			}
+			if c := s.card(approver, multi); !(c.has("submit") || c.has("select") || c.has("answer_multi")) || !c.has("reject") {
+				t.Errorf("several-choice question's buttons %v, want a choice set and Decline", c.buttons)
+			}
+			s.answer(approver, single, 1)
+			if it, got := w.item(single), w.answers(single); it.Status != "answered" || !slices.Equal(got, []string{"us-east-1"}) {
+				t.Errorf("after choosing option 1: status %q answers %v, want answered us-east-1", it.Status, got)
+			}
+			bad := s.answer(approver, multi, 0, 7)
+			if want := fmt.Sprintf("is not one of #%d's options; nothing was recorded.", multi); !strings.Contains(bad.private, want) {
+				t.Errorf("choosing an option the question lacks answered %q, want %q", bad.private, want)
+			}
+			if it := w.item(multi); it.Status != "pending" {
+				t.Fatalf("after an option the question lacks: %q, want pending", it.Status)
+			}
+			s.answer(approver, multi, 0, 2)
+			if it, got := w.item(multi), w.answers(multi); it.Status != "answered" || !slices.Equal(got, []string{"lint", "e2e"}) {
+				t.Errorf("after choosing options 0 and 2: status %q answers %v, want answered lint, e2e", it.Status, got)
+			}
+			s.drain()
+			if c := s.card(approver, multi); len(c.buttons) != 0 || !strings.Contains(c.text, "Answered") {
+				t.Errorf("answered card: buttons %v text\n%s\nwant no buttons, Answered", c.buttons, c.text)
+			}
+		})
+	}
+}

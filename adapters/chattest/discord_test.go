@@ -340,3 +340,25 @@ func (s *discordSurface) refuse(permanent bool) {
 	}
 	s.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: status, Body: `{"message":"no","code":0}`})
 }
+
+func (s *discordSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	c := s.card(p, id)
+	r := ref(s.t, s.w, discord.Sink, id)
+	var body []byte
+	s.mu.Lock()
+	s.seq++
+	iid := "i" + strconv.Itoa(s.seq)
+	if c.has("select") { // a multi-choice question's select menu
+		var values []string
+		for _, i := range choices {
+			values = append(values, strconv.Itoa(i))
+		}
+		body = discordtest.Marshal(s.t, discordtest.Click(iid, s.clicker(p), r.ChannelID, r.MessageID, s.customID(id, "select"), values...))
+	} else {
+		body = discordtest.Marshal(s.t, discordtest.Click(iid, s.clicker(p), r.ChannelID, r.MessageID, fmt.Sprintf("cs:answer:%d:%d", id, choices[0])))
+	}
+	s.last = body
+	s.mu.Unlock()
+	return s.post(body)
+}

@@ -201,6 +201,13 @@ func (s *slackSurface) unconfirmed(p person, id uint64) answer {
 // answered); it returns the private answers p got meanwhile.
 func (s *slackSurface) send(p person, id uint64, button, value string, blocks any) answer {
 	s.t.Helper()
+	return s.sendWith(p, id, button, value, blocks, nil)
+}
+
+// sendWith is send with the payload's state (a form's inputs on the
+// message: a multi-choice question's checkboxes).
+func (s *slackSurface) sendWith(p person, id uint64, button, value string, blocks, state any) answer {
+	s.t.Helper()
 	r := ref(s.t, s.w, slack.Sink, id)
 	before := len(s.fake.Calls("chat.postEphemeral"))
 	s.mu.Lock()
@@ -215,6 +222,9 @@ func (s *slackSurface) send(p person, id uint64, button, value string, blocks an
 		"message":   map[string]any{"ts": r.MessageID, "blocks": blocks},
 		"actions": []any{map[string]any{"type": "button", "action_id": "countersign." + button,
 			"block_id": "countersign:" + strconv.FormatUint(id, 10), "value": value, "action_ts": "1767225601.000001"}},
+	}
+	if state != nil {
+		payload["state"] = state
 	}
 	req := s.signed(payload, slackSecret, time.Now())
 	s.mu.Lock()
@@ -465,4 +475,19 @@ func (s *slackSurface) refuse(permanent bool) {
 		return
 	}
 	s.fake.Fail("chat.postMessage", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+}
+
+func (s *slackSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	_, blocks := s.value(id, "approve")
+	sid := strconv.FormatUint(id, 10)
+	if !s.card(p, id).has("submit") { // one option's button
+		return s.send(p, id, "answer."+strconv.Itoa(choices[0]), sid+":"+strconv.Itoa(choices[0]), blocks)
+	}
+	var selected []any
+	for _, c := range choices {
+		selected = append(selected, map[string]any{"value": strconv.Itoa(c)})
+	}
+	return s.sendWith(p, id, "submit", sid, blocks, map[string]any{"values": map[string]any{"countersign:" + sid: map[string]any{
+		"countersign.choices": map[string]any{"type": "checkboxes", "selected_options": selected}}}})
 }

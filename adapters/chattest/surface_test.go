@@ -55,6 +55,11 @@ type surface interface {
 	// the step), a Slack click without the dialog's mark (an old card,
 	// a forged value).
 	unconfirmed(p person, id uint64) answer
+	// answer has p answer question id with the options at indexes
+	// choices (one option's button, or a multi-choice question's
+	// several, submitted), as p's client sends it; an index the
+	// question does not have is sent as given.
+	answer(p person, id uint64, choices ...int) answer
 	// reject has p press Reject on item id's card and submit the reason
 	// form it opens with reason; it returns what p was shown when the
 	// form was submitted (a refused reason keeps the form open with the

@@ -390,3 +390,24 @@ func (s *teamsSurface) refuse(permanent bool) {
 	}
 	s.fake.Fail(f)
 }
+
+func (s *teamsSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	v := verbs(s.view(p, id))
+	if d := v["answer_multi"]; d != nil {
+		data := strData(d)
+		var cs []string
+		for _, c := range choices {
+			cs = append(cs, fmt.Sprint(c))
+		}
+		data["choices"] = strings.Join(cs, ",") // the choice set's input, as Teams merges it into the data
+		return s.invoke(p, id, "answer_multi", data).answer
+	}
+	data := map[string]string{"item": fmt.Sprint(id), "option": fmt.Sprint(choices[0])}
+	for verb, d := range v {
+		if verb == "answer" && fmt.Sprint(d["option"]) == fmt.Sprint(choices[0]) {
+			data = strData(d)
+		}
+	}
+	return s.invoke(p, id, "answer", data).answer
+}

@@ -48,6 +48,8 @@ type world struct {
 	bot   *bot.Bot
 	tools *actiontools.Service
 	agent *bot.Caller // deploy_bot, the agent that asks
+	// requests are the request ids of the questions asked, by item.
+	requests map[uint64]string
 }
 
 // ids are the surface ids of the people (a stranger's included, though
@@ -74,7 +76,7 @@ const slackTeam = "T1"
 // (kvtest.Twice).
 func newWorld(t *testing.T, sink string) *world {
 	t.Helper()
-	w := &world{t: t, clock: bottest.NewClock(t0), sink: sink, path: filepath.Join(t.TempDir(), "countersign.db")}
+	w := &world{t: t, clock: bottest.NewClock(t0), sink: sink, path: filepath.Join(t.TempDir(), "countersign.db"), requests: map[uint64]string{}}
 	w.open()
 	t.Cleanup(w.close)
 	w.agent = w.principal("deploy_bot", policy.RoleAgent, "agent")
@@ -182,6 +184,52 @@ func (w *world) request(by *bot.Caller, tool string, args map[string]any) uint64
 // one.
 func (w *world) restart() uint64 {
 	return w.request(w.agent, "restart_service", map[string]any{"service": "payments"})
+}
+
+// ask has the agent ask a question with options through ask_user and
+// returns its item.
+func (w *world) ask(question string, multi bool, options ...string) uint64 {
+	w.t.Helper()
+	raw, err := json.Marshal(map[string]any{"question": question, "options": options, "multi": multi})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	res, err := w.bot.Call(context.Background(), w.agent, "ask_user", raw)
+	if err != nil {
+		w.t.Fatalf("ask_user: %v, want a question asked", err)
+	}
+	data, _ := json.Marshal(res.Data)
+	var d struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil || d.RequestID == "" {
+		w.t.Fatalf("ask_user answered %s (%v), want a request_id", data, err)
+	}
+	id, err := w.bot.Items().OfRequest(context.Background(), d.RequestID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.requests[id] = d.RequestID
+	return id
+}
+
+// answers are the answers the agent reads for question id
+// (action_status).
+func (w *world) answers(id uint64) []string {
+	w.t.Helper()
+	raw, _ := json.Marshal(map[string]any{"request_id": w.requests[id]})
+	res, err := w.bot.Call(context.Background(), w.agent, "action_status", raw)
+	if err != nil {
+		w.t.Fatalf("action_status: %v, want the question's status", err)
+	}
+	data, _ := json.Marshal(res.Data)
+	var d struct {
+		Answers []string `json:"answers"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		w.t.Fatalf("action_status answered %s (%v), want JSON with answers", data, err)
+	}
+	return d.Answers
 }
 
 // quorum is a request two approvers must approve.

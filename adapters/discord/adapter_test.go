@@ -534,38 +534,11 @@ func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
 	}
 }
 
-func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
+// TestDecliningAQuestionTakesNoReason: Decline opens a modal whose reason
+// is optional, and an empty one declines. (Answering a question, on every
+// surface: adapters/chattest's TestQuestionsAreAnswered.)
+func TestDecliningAQuestionTakesNoReason(t *testing.T) {
 	e := newEnv(t)
-	one := e.newItem(bot.KindQuestion, "default", testState{Title: "Which region should the failover use?", Options: []string{"eu-west-1", "us-east-1"}})
-	multi := e.newItem(bot.KindQuestion, "default", testState{Title: "Which checks may be skipped?", Options: []string{"lint", "unit", "e2e"}, Multi: true})
-	e.drain()
-
-	m := e.fake.Message(e.ref(one).MessageID)
-	if got, want := customIDs(m), []string{customID(actAnswer, one, 0), customID(actAnswer, one, 1), customID(actReject, one)}; !slices.Equal(got, want) {
-		t.Errorf("answer buttons %v, want %v", got, want)
-	}
-	resp := e.click("a1", smith, one, customID(actAnswer, one, 1))
-	if respType(resp) != 7 {
-		t.Fatalf("answer click answered %v, want type 7", resp)
-	}
-	if st := e.state(one); st.Status != "answered" || !slices.Equal(st.Answers, []string{"us-east-1"}) {
-		t.Errorf("state %+v, want answered us-east-1", st)
-	}
-
-	m = e.fake.Message(e.ref(multi).MessageID)
-	if got := customIDs(m); !slices.Equal(got, []string{customID(actSelect, multi), customID(actReject, multi)}) {
-		t.Errorf("components %v, want the select and Decline", got)
-	}
-	wantPrivate(t, e.click("a2", smith, multi, customID(actSelect, multi), "0", "7"), "not one of")
-	resp = e.click("a3", smith, multi, customID(actSelect, multi), "0", "2")
-	if respType(resp) != 7 {
-		t.Fatalf("select answered %v, want type 7", resp)
-	}
-	if st := e.state(multi); !slices.Equal(st.Answers, []string{"lint", "e2e"}) {
-		t.Errorf("answers %v, want lint and e2e", st.Answers)
-	}
-
-	// Decline opens a modal whose reason is optional.
 	third := e.newItem(bot.KindQuestion, "default", testState{Title: "Deploy now?", Options: []string{"yes", "no"}})
 	e.drain()
 	modal := e.click("a4", smith, third, customID(actReject, third))
@@ -573,7 +546,7 @@ func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
 		t.Fatalf("decline answered %v, want type 9 (a modal)", modal)
 	}
 	ref := e.ref(third)
-	_, resp = e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
+	_, resp := e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
 	if respType(resp) != 7 {
 		t.Fatalf("decline submit answered %v, want type 7", resp)
 	}

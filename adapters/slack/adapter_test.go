@@ -496,42 +496,6 @@ func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
 	_ = id
 }
 
-func TestQuestionOptionsAreAnswered(t *testing.T) {
-	e := newEnv(t)
-	single := e.create(bot.KindQuestion, "default", testItem{Title: "Which replica?", Requester: "router", Options: []string{"eu-west-1", "us-east-1"}})
-	multi := e.create(bot.KindQuestion, "default", testItem{Title: "Which checks?", Requester: "router", Options: []string{"lint", "unit", "integration"}, Multi: true})
-	e.drain()
-	posts := e.fake.Calls("chat.postMessage")
-	sid := strconv.FormatUint(single, 10)
-	if b := buttons(t, posts[0]); b[actionAnswer+"1"] != sid+":1" || b[actionReject] != sid {
-		t.Fatalf("question buttons %v, want answer 1 = %s:1 and reject = %s", b, sid, sid)
-	}
-	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"1", sid+":1", e.ref(single), newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// An option index the question does not have is refused.
-	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"9", strconv.FormatUint(multi, 10)+":9", e.ref(multi), newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	mid := strconv.FormatUint(multi, 10)
-	submit := clickPayload(nurseJo, actionSubmit, mid, e.ref(multi), newTrigger())
-	submit["state"] = map[string]any{"values": map[string]any{blockPrefix + mid: map[string]any{actionChoices: map[string]any{
-		"type": "checkboxes", "selected_options": []any{map[string]any{"value": "0"}, map[string]any{"value": "2"}}}}}}
-	if code, _ := e.interact(submit); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	if st := e.state(single); st.Status != "answered" || len(st.Answers) != 1 || st.Answers[0] != "us-east-1" {
-		t.Errorf("single answer: %+v, want answered us-east-1", st)
-	}
-	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not one of") {
-		t.Errorf("answers to the bad option: %+v, want one private answer saying not one of", eph)
-	}
-	if st := e.state(multi); st.Status != "answered" || strings.Join(st.Answers, ",") != "lint,integration" {
-		t.Errorf("multi answer: %+v, want answered lint,integration", st)
-	}
-}
-
 func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	e := newEnv(t)
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}

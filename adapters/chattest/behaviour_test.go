@@ -19,8 +19,10 @@ import (
 // updated once in place, without buttons, saying who approved and when,
 // and still showing what was asked.
 func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -72,6 +74,7 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 // with its reason, even when the click is delivered again; the item
 // stays pending and its card is not touched.
 func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		who    person
@@ -89,6 +92,7 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 	for _, sc := range surfaces {
 		for _, c := range cases {
 			t.Run(sc.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
 				s := sc.new(t)
 				w := s.world()
 				id := w.restart()
@@ -139,8 +143,10 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 // else on the decided item is told the recorded outcome privately and
 // changes nothing; the card is updated once.
 func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -182,8 +188,10 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 // signature at all) is refused with 401 and reaches nothing; the genuine
 // click still decides.
 func TestForgedDeliveriesAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -216,8 +224,10 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 // refused with a 400 naming the key, and nothing is decided: two readers
 // of the body could see different buttons.
 func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -240,8 +250,10 @@ func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
 // dialog's mark) decides nothing and says what is missing; through the
 // step it is approved by the person who confirmed.
 func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.destructive()
@@ -269,8 +281,10 @@ func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
 // once in place, without buttons, saying it expired and when; a click on
 // it afterwards is told so privately and decides nothing.
 func TestExpiredItemLosesItsButtons(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -300,8 +314,10 @@ func TestExpiredItemLosesItsButtons(t *testing.T) {
 // decision; the winner's click is answered as a decision, the other is
 // told privately who decided it.
 func TestConcurrentClicksDecideOnce(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -336,8 +352,10 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 // the card is updated once, without buttons, showing the reason with its
 // markup inert.
 func TestRejectAsksForAReason(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -381,9 +399,11 @@ func TestRejectAsksForAReason(t *testing.T) {
 // agent-supplied note with its markup inert, the escalation naming the
 // role (and, on Slack and Teams, mentioning its members); once the item is decided, a reminder is no longer posted.
 func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
+	t.Parallel()
 	const note = "Reminder: waited 10m @here <!channel> <@&456>"
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -424,9 +444,11 @@ func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
 // approval clicked again counts once; the card is updated with the tally
 // and keeps its buttons for the others; the second approver decides it.
 func TestQuorumShowsTheTally(t *testing.T) {
+	t.Parallel()
 	const tally = "1 of 2 approvals: dr_smith"
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.quorum()
@@ -477,8 +499,10 @@ func TestQuorumShowsTheTally(t *testing.T) {
 // outbox the event is kept, not due again before that wait, and posted
 // after it.
 func TestDeliveryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -515,9 +539,11 @@ func TestDeliveryHonoursRetryAfter(t *testing.T) {
 // the platform is down is not, and is retried; an item that does not
 // exist is permanent.
 func TestDeliveryFailuresAreClassified(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		for _, permanent := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/permanent=%v", sc.name, permanent), func(t *testing.T) {
+				t.Parallel()
 				s := sc.new(t)
 				w := s.world()
 				id := w.restart()
@@ -541,8 +567,10 @@ func TestDeliveryFailuresAreClassified(t *testing.T) {
 // the store), nothing is posted again, and an item created while the
 // surface was down is posted once it is back.
 func TestRestartUpdatesTheOriginalCard(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -583,6 +611,7 @@ func TestRestartUpdatesTheOriginalCard(t *testing.T) {
 // the question does not have is refused privately and answers nothing;
 // the answered card keeps no buttons.
 func TestQuestionsAreAnswered(t *testing.T) {
+	t.Parallel()
 	startsWith := func(c card, prefix string) bool {
 		for _, b := range c.buttons {
 			if strings.HasPrefix(b, prefix) {
@@ -593,6 +622,7 @@ func TestQuestionsAreAnswered(t *testing.T) {
 	}
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			single := w.ask("Which region should the failover use?", false, "eu-west-1", "us-east-1")

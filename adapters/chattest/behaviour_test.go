@@ -1,6 +1,7 @@
 package chattest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/countersign/countersign/bot"
@@ -518,7 +519,7 @@ func TestDeliveryHonoursRetryAfter(t *testing.T) {
 				t.Fatalf("outbox depth %d after a rate limit, want the event kept (1)", n)
 			}
 			early := w.clock.Now().Add(sc.retryAfter - time.Second)
-			if due, err := w.bot.Outbox().Due(background(), s.name(), early, 10); err != nil || len(due) != 0 {
+			if due, err := w.bot.Outbox().Due(context.Background(), s.name(), early, 10); err != nil || len(due) != 0 {
 				t.Errorf("due a second before the wait ends: %+v (%v), want nothing", due, err)
 			}
 			w.clock.Advance(sc.retryAfter + time.Second)

@@ -1,7 +1,6 @@
 package chattest
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"testing"
@@ -232,5 +231,3 @@ func decode(t *testing.T, raw string) any {
 	}
 	return v
 }
-
-func background() context.Context { return context.Background() }

@@ -1,6 +1,7 @@
 package chattest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -99,7 +100,7 @@ func (s *teamsSurface) who(p person) string {
 func (s *teamsSurface) drain() {
 	s.t.Helper()
 	o := s.w.bot.Outbox()
-	if err := o.Drain(background(), teams.Sink, o.DeliverTo(teams.Sink, s.ad.Renderer())); err != nil {
+	if err := o.Drain(context.Background(), teams.Sink, o.DeliverTo(teams.Sink, s.ad.Renderer())); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -113,10 +114,21 @@ func verbs(c map[string]any) map[string]map[string]any {
 		if m["type"] == "Action.Execute" {
 			d, _ := m["data"].(map[string]any)
 			out[fmt.Sprint(m["verb"])] = d
-			d["_style"] = m["style"]
 		}
 	}
 	return out
+}
+
+// style is the style of the card's action of verb ("" none).
+func style(c map[string]any, verb string) string {
+	acts, _ := c["actions"].([]any)
+	for _, a := range acts {
+		if m, _ := a.(map[string]any); m["verb"] == verb {
+			s, _ := m["style"].(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // notice is the private line on top of a card answered to the clicker
@@ -135,14 +147,14 @@ func notice(c map[string]any) string {
 
 func (s *teamsSurface) cardOf(c map[string]any) card {
 	out := card{text: unmarked(strings.Join(texts(c), "\n"))}
-	for v, d := range verbs(c) {
+	for v := range verbs(c) {
 		if v == "refresh" || v == "details" {
 			continue
 		}
 		out.buttons = append(out.buttons, v)
-		if v == "approve" && d["_style"] == "destructive" {
-			out.danger = "the destructive Approve opens a confirmation step"
-		}
+	}
+	if style(c, "approve") == "destructive" {
+		out.danger = "the destructive Approve opens a confirmation step"
 	}
 	return out
 }
@@ -177,9 +189,7 @@ func (s *teamsSurface) view(p person, id uint64) map[string]any {
 func strData(d map[string]any) map[string]string {
 	out := map[string]string{}
 	for k, v := range d {
-		if !strings.HasPrefix(k, "_") {
-			out[k] = fmt.Sprint(v)
-		}
+		out[k] = fmt.Sprint(v)
 	}
 	return out
 }
@@ -187,7 +197,8 @@ func strData(d map[string]any) map[string]string {
 func (s *teamsSurface) card(p person, id uint64) card { return s.cardOf(s.view(p, id)) }
 
 func (s *teamsSurface) edits(id uint64) int {
-	return len(s.fake.CallsTo("PUT", "v3/conversations/"+teamsOps+"/activities/"+ref(s.t, s.w, teams.Sink, id).MessageID))
+	r := ref(s.t, s.w, teams.Sink, id)
+	return len(s.fake.CallsTo("PUT", "v3/conversations/"+r.ChannelID+"/activities/"+r.MessageID))
 }
 
 // data is the data of button on the approver's view of item id (the
@@ -230,7 +241,8 @@ type teamsAnswer struct {
 
 // activity is an adaptiveCard/action invoke from p on item id's card.
 func (s *teamsSurface) activity(p person, id uint64, verb string, data map[string]string) map[string]any {
-	msg := ref(s.t, s.w, teams.Sink, id).MessageID
+	r := ref(s.t, s.w, teams.Sink, id)
+	msg := r.MessageID
 	s.mu.Lock()
 	s.seq++
 	n := s.seq
@@ -240,7 +252,7 @@ func (s *teamsSurface) activity(p person, id uint64, verb string, data map[strin
 		"serviceUrl": s.fake.APIURL, "timestamp": s.w.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 		"from":         map[string]any{"id": mri(p), "aadObjectId": people.teams[p], "name": "someone"},
 		"recipient":    map[string]any{"id": "28:" + teamsAppID, "name": "Countersign"},
-		"conversation": map[string]any{"id": teamsOps + ";messageid=" + msg, "conversationType": "channel", "tenantId": teamsTenant},
+		"conversation": map[string]any{"id": r.ChannelID + ";messageid=" + msg, "conversationType": "channel", "tenantId": teamsTenant},
 		"channelData":  map[string]any{"tenant": map[string]any{"id": teamsTenant}},
 		"replyToId":    msg,
 		"value":        map[string]any{"action": map[string]any{"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"},

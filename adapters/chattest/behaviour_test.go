@@ -657,3 +657,67 @@ func TestQuestionsAreAnswered(t *testing.T) {
 		})
 	}
 }
+
+// TestSensitiveDetailIsShownOnlyToApprovers: a sensitive item's card in
+// the channel withholds its arguments (and, once decided, its reason);
+// those who may decide it read the detail privately (Slack sends it to
+// each approver when it posts the card; Discord and Teams show it on the
+// Details button, audited as view_sensitive); a viewer and an unmapped
+// person never see it, and on the Details button are told why (the
+// viewer's refusal audited).
+func TestSensitiveDetailIsShownOnlyToApprovers(t *testing.T) {
+	t.Parallel()
+	const secret = "HIV positive"
+	shown := func(a answer) string {
+		out := a.private + "\n" + a.detail
+		if a.card != nil {
+			out += "\n" + a.card.text
+		}
+		return out
+	}
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.sensitive()
+			s.drain()
+			if c := s.card(viewer, id); strings.Contains(c.text, secret) {
+				t.Errorf("the channel card shows %q of a sensitive item, want it withheld:\n%s", secret, c.text)
+			}
+			if c := s.card(approver, id); !c.has("approve") || !c.has("reject") || strings.Contains(c.text, secret) {
+				t.Errorf("the approver's card: buttons %v, want Approve and Reject, and the detail withheld from it:\n%s", c.buttons, c.text)
+			} else if sc.name == "discord" && !c.has("details") {
+				t.Errorf("the card's buttons %v, want Details (Discord's card is everyone's; Details is how an approver reads it)", c.buttons)
+			}
+			for _, p := range []person{approver, second} {
+				if got := shown(s.details(p, id)); !strings.Contains(got, secret) {
+					t.Errorf("%s's private detail %q, want %q", names[p], got, secret)
+				}
+			}
+			denied := len(w.entries("access_denied"))
+			for p, why := range map[person]string{viewer: "they are shown only to approvers who may decide it", stranger: "is not mapped to a Countersign principal"} {
+				a := s.details(p, id)
+				if got := shown(a); strings.Contains(got, secret) {
+					t.Errorf("person %v was shown %q, want the detail withheld", p, got)
+				}
+				if sc.detailsAsked && !strings.Contains(a.private, why) {
+					t.Errorf("person %v on Details was told %q, want %q", p, a.private, why)
+				}
+			}
+			if sc.detailsAsked {
+				if v := w.entries("view_sensitive"); len(v) != 2 || v[0].Principal != s.who(approver) {
+					t.Errorf("view_sensitive entries %+v, want the two approvers' views, the first by %s", v, s.who(approver))
+				}
+				if n := len(w.entries("access_denied")); n < denied+2 {
+					t.Errorf("%d access_denied entries after the viewer's and the stranger's Details, want %d", n, denied+2)
+				}
+			}
+			s.reject(approver, id, "confirmed by the lab")
+			s.drain()
+			if c := s.card(viewer, id); strings.Contains(c.text, "confirmed by the lab") || strings.Contains(c.text, secret) {
+				t.Errorf("the decided channel card shows the sensitive item's reason or detail, want both withheld:\n%s", c.text)
+			}
+		})
+	}
+}

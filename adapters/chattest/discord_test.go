@@ -221,7 +221,10 @@ func (s *discordSurface) post(body []byte) answer {
 			s.t.Fatalf("reply flags %v, want 64 (ephemeral): %v", d["flags"], d)
 		}
 		c := s.cardOf(d)
-		a := answer{private: unmarked(fmt.Sprint(d["content"]))}
+		a := answer{private: unmarked(fmt.Sprint(d["content"])), n: 1}
+		if c.text != "" {
+			a.detail = c.text
+		}
 		for _, b := range c.buttons {
 			if b == "confirm" {
 				a.step = true
@@ -361,4 +364,10 @@ func (s *discordSurface) answer(p person, id uint64, choices ...int) answer {
 	s.last = body
 	s.mu.Unlock()
 	return s.post(body)
+}
+
+func (s *discordSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	a := s.send(p, id, s.customID(id, "details"))
+	return a
 }

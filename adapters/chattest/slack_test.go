@@ -491,3 +491,26 @@ func (s *slackSurface) answer(p person, id uint64, choices ...int) answer {
 	return s.sendWith(p, id, "submit", sid, blocks, map[string]any{"values": map[string]any{"countersign:" + sid: map[string]any{
 		"countersign.choices": map[string]any{"type": "checkboxes", "selected_options": selected}}}})
 }
+
+func (s *slackSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	r := ref(s.t, s.w, slack.Sink, id)
+	var a answer
+	for _, c := range s.ephemerals(p) {
+		if c.Form.Get("channel") != r.ChannelID || c.Form.Get("blocks") == "" {
+			continue
+		}
+		blocks := decode(s.t, c.Form.Get("blocks"))
+		text := strings.Join(texts(blocks), "\n")
+		if strings.Contains(text, fmt.Sprintf("#%d", id)) {
+			for _, b := range blocks.([]any) {
+				if b.(map[string]any)["type"] == "actions" {
+					s.t.Errorf("the private detail of #%d has buttons (%v), want none: decide on the card in the channel", id, b)
+				}
+			}
+			a.private = strings.TrimSpace(a.private + "\n" + text)
+			a.n++
+		}
+	}
+	return a
+}

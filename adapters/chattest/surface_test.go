@@ -59,6 +59,11 @@ type surface interface {
 	// several, submitted), as p's client sends it; an index the
 	// question does not have is sent as given.
 	answer(p person, id uint64, choices ...int) answer
+	// details is what p can read privately of item id beyond its
+	// channel card: the detail Slack sends each approver when it posts a
+	// sensitive item, or the answer to the Details button (Discord,
+	// Teams).
+	details(p person, id uint64) answer
 	// reject has p press Reject on item id's card and submit the reason
 	// form it opens with reason; it returns what p was shown when the
 	// form was submitted (a refused reason keeps the form open with the
@@ -102,6 +107,9 @@ type answer struct {
 	n       int    // in how many private answers (Slack's may be several)
 	card    *card  // the card shown in place of the clicked one (Discord, Teams)
 	step    bool   // a confirmation step was opened
+	// detail is the full text of a private answer that carries more
+	// than a sentence (a card shown to the clicker alone).
+	detail string
 	// form is the form the click opened (Discord's modal custom id).
 	form string
 	// confirm is the step's confirming button, as the surface sends it
@@ -139,6 +147,9 @@ var surfaces = []struct {
 	// retryAfter is the wait a rate limit asks for in the tests, in the
 	// surface's resolution (Discord's is fractional seconds).
 	retryAfter time.Duration
+	// detailsAsked: a sensitive item's detail is shown on a Details
+	// button (audited), not sent to the approvers with the card.
+	detailsAsked bool
 }{
 	{name: "slack", new: newSlack,
 		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
@@ -157,7 +168,7 @@ var surfaces = []struct {
 		// people to Discord users, not roles to their members.
 		escalation: []string{"📣 **Countersign #", " escalation: \\#", " still awaits approval, past the escalation time. Escalated to role member."},
 		live:       []string{"<@&456>", " @here"},
-		retryAfter: 2500 * time.Millisecond},
+		retryAfter: 2500 * time.Millisecond, detailsAsked: true},
 	{name: "teams", new: newTeams, inPlace: true,
 		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
@@ -169,7 +180,7 @@ var surfaces = []struct {
 		reminder:   []string{"⏰ Reminder: waited 10m @here \\<\\!channel\\> \\<@&456\\>"},
 		escalation: []string{"📣 Escalated: #", " still awaits a decision. Escalated to role member: <at>dr\\_smith</at> <at>nurse\\_jo</at>"},
 		live:       []string{"<!channel>", "<@&456>"},
-		retryAfter: 2 * time.Second},
+		retryAfter: 2 * time.Second, detailsAsked: true},
 }
 
 // unmark undoes the Markdown escapes of a Discord or Teams text, for

@@ -423,3 +423,12 @@ func (s *teamsSurface) answer(p person, id uint64, choices ...int) answer {
 	}
 	return s.invoke(p, id, "answer", data).answer
 }
+
+func (s *teamsSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	a := s.invoke(p, id, "details", map[string]string{"item": fmt.Sprint(id)})
+	if a.raw != nil && a.private == "" {
+		a.detail = unmarked(strings.Join(texts(a.raw), "\n"))
+	}
+	return a.answer
+}

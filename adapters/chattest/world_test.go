@@ -99,6 +99,8 @@ func (w *world) open() {
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 		{Name: "scale_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Quorum: 2, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
+		{Name: "record_diagnosis", Category: "mutating", Sensitive: true, Schema: map[string]any{"type": "object", "required": []any{"diagnosis"}},
+			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 		{Name: "delete_database", Category: "destructive", Schema: map[string]any{"type": "object", "required": []any{"db_name"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 	}})
@@ -230,6 +232,12 @@ func (w *world) answers(id uint64) []string {
 		w.t.Fatalf("action_status answered %s (%v), want JSON with answers", data, err)
 	}
 	return d.Answers
+}
+
+// sensitive is a request of a sensitive tool: its arguments are shown
+// only to those who may decide it.
+func (w *world) sensitive() uint64 {
+	return w.request(w.agent, "record_diagnosis", map[string]any{"diagnosis": "HIV positive"})
 }
 
 // quorum is a request two approvers must approve.

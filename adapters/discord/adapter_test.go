@@ -489,51 +489,6 @@ func TestInjectedMentionsRenderInert(t *testing.T) {
 	}
 }
 
-func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
-	e := newEnv(t)
-	st := memoryChange()
-	st.Sensitive = true
-	st.Title = "REPLACE hiv_status: 'negative' -> 'positive'"
-	st.Fields = []bot.Field{{Label: "Proposed", Value: "positive"}}
-	id := e.newItem(bot.KindMemoryChange, "default", st)
-	e.drain()
-	m := e.fake.Message(e.ref(id).MessageID)
-	raw, _ := json.Marshal(m)
-	for _, secret := range []string{"hiv", "positive", "negative", "agent\\\\_x"} {
-		if strings.Contains(string(raw), secret) {
-			t.Errorf("the channel message shows %q, want it withheld: %s", secret, raw)
-		}
-	}
-	if title := fmt.Sprint(embed(t, m)["title"]); title != "A change to a sensitive slot awaits approval" {
-		t.Errorf("title %q, want A change to a sensitive slot awaits approval", title)
-	}
-	want := []string{customID(actApprove, id), customID(actReject, id), customID(actDetails, id)}
-	if got := customIDs(m); !slices.Equal(got, want) {
-		t.Errorf("buttons %v, want %v", got, want)
-	}
-
-	resp := e.click("d1", smith, id, customID(actDetails, id))
-	wantPrivate(t, resp, "shown only to you")
-	if v, _ := fieldValue(embed(t, respData(t, resp)), "Proposed"); v != "positive" {
-		t.Errorf("details Proposed %q, want the full value", v)
-	}
-	if !e.auditHas("dr_smith [111]", "view_sensitive", fmt.Sprintf("#%d", id)) {
-		t.Errorf("audit %v, want the details view audited (view_sensitive #%d by dr_smith [111])", e.audit(), id)
-	}
-	wantPrivate(t, e.click("d2", viewer, id, customID(actDetails, id)), "shown only to approvers")
-	if !e.auditHas("access_denied", "details #") {
-		t.Errorf("audit %v, want the refused details view audited", e.audit())
-	}
-	wantPrivate(t, e.click("d3", stranger, id, customID(actDetails, id)), "not mapped")
-
-	// Decided with a reason: the reason stays out of the channel.
-	_, resp = e.post(discordtest.Submit("d4", smith, chDefault, e.ref(id).MessageID, customID(actReason, id), "confirmed positive by lab"))
-	raw, _ = json.Marshal(resp)
-	if strings.Contains(string(raw), "lab") {
-		t.Errorf("a sensitive item's reason is shown in the channel (%s), want it withheld", raw)
-	}
-}
-
 // TestDecliningAQuestionTakesNoReason: Decline opens a modal whose reason
 // is optional, and an empty one declines. (Answering a question, on every
 // surface: adapters/chattest's TestQuestionsAreAnswered.)

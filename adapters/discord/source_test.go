@@ -253,7 +253,6 @@ const (
 var (
 	smith    = discordtest.Clicker{UserID: uSmith, GuildID: guild}
 	oncall   = discordtest.Clicker{UserID: uOncall, Roles: []string{"42", rOncall}, GuildID: guild}
-	viewer   = discordtest.Clicker{UserID: uViewer, GuildID: guild}
 	stranger = discordtest.Clicker{UserID: uStranger, Roles: []string{"42"}, GuildID: guild}
 )
 

@@ -465,37 +465,6 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	}
 }
 
-func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
-	e := newEnv(t)
-	it := memoryTestItem()
-	it.Title, it.Sensitive = "A change to a sensitive slot awaits approval", true
-	id := e.create(bot.KindMemoryChange, "default", it)
-	e.drain()
-	p := e.fake.Calls("chat.postMessage")
-	if len(p) != 1 {
-		t.Fatalf("%d posts, want 1", len(p))
-	}
-	ch := blockJSON(p[0]) + p[0].Form.Get("text")
-	for _, secret := range []string{"warfarin", "apixaban", "Switch her"} {
-		if strings.Contains(ch, secret) {
-			t.Errorf("channel message shows %q of a sensitive item, want it withheld:\n%s", secret, ch)
-		}
-	}
-	if !strings.Contains(ch, "A change to a sensitive slot awaits approval") || len(buttons(t, p[0])) != 2 {
-		t.Errorf("channel message %s, want the neutral title and both buttons", ch)
-	}
-	eph := e.fake.Calls("chat.postEphemeral")
-	if len(eph) != 2 || eph[0].Form.Get("user") != drSmith || eph[1].Form.Get("user") != nurseJo {
-		t.Fatalf("private detail went to %+v, want dr_smith and nurse_jo", eph)
-	}
-	for _, d := range eph {
-		if !strings.Contains(blockJSON(d), "apixaban 5mg twice daily") || len(buttons(t, d)) != 0 || d.Form.Get("channel") != chDefault {
-			t.Errorf("private detail %v, want the proposal, no buttons, in %s", d.Form, chDefault)
-		}
-	}
-	_ = id
-}
-
 func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	e := newEnv(t)
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}

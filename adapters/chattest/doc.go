@@ -7,7 +7,8 @@
 // refused; a destructive item takes a second confirmation; an expired
 // item's buttons are gone; concurrent clicks decide once; Reject asks
 // for a reason; reminders and escalations reply in the card's thread; a
-// quorum shows its tally; questions are answered; a rate limit's wait is
+// quorum shows its tally; questions are answered; a sensitive item's
+// detail reaches only those who may decide it; a rate limit's wait is
 // honoured and refused posts are classified; a restart still updates the
 // cards posted before it.
 //

@@ -31,6 +31,13 @@ const (
 // user then sequence number), for a store that fills such pages fuller.
 func SequentialBuckets() []string { return []string{bucketAudit, bucketAuditUser} }
 
+// ChainHead names what every append reads first: the bucket and key of the
+// chain's signed head, and the bucket whose sequence numbers the entries,
+// for a store that can read them ahead of a transaction's first statement.
+func ChainHead() (bucket string, key []byte, sequence string) {
+	return bucketAuditHead, []byte("head"), bucketAudit
+}
+
 // Genesis is the previous hash of the first entry of a chain.
 const Genesis = "0000000000000000000000000000000000000000000000000000000000000000"
 

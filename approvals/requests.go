@@ -54,6 +54,10 @@ type Party struct {
 	// Scopes are the requester's scopes when it asked (tools[].rules read
 	// them as requester.scopes); empty on a vote.
 	Scopes []string `json:"scopes,omitempty"`
+	// For, on a vote, is the delegator the voter decided for, under their
+	// delegation (policy.ActingFor; delegation.go); "" for a vote cast in
+	// the voter's own right. Display then ends "for <For>".
+	For string `json:"for,omitempty"`
 }
 
 // Same reports whether p and o are the same principal: same id, or same
@@ -352,6 +356,7 @@ func (r *Request) Decidable() policy.Decidable {
 		StepUp:       r.StepUp,
 		MinAssurance: r.MinAssurance,
 	}
+	it.Counted = r.counted()
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
 	}
@@ -643,7 +648,7 @@ func (r *Request) VoidApprovals(name, why string) (changed bool, later []string)
 	}
 	for i := range r.Votes {
 		v := &r.Votes[i]
-		if v.Approve && v.Void == "" && policy.SamePrincipal("", name, "", v.By.Name) {
+		if v.Approve && v.Void == "" && (policy.SamePrincipal("", name, "", v.By.Name) || v.By.castFor(name)) {
 			v.Void = why
 			changed = true
 		}
@@ -739,7 +744,7 @@ func (r *Request) Tally() string {
 	for _, v := range r.Votes {
 		if r.counts(v) && !slices.ContainsFunc(seen, v.By.Same) {
 			seen = append(seen, v.By)
-			names = append(names, v.By.Name)
+			names = append(names, v.By.Label())
 		}
 	}
 	s := fmt.Sprintf("%d of %d approvals", len(names), max(r.Quorum, 1))

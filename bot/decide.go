@@ -90,7 +90,7 @@ type ItemDecider interface {
 func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decided, err error) {
 	start := time.Now()
 	caller = b.withGroups(caller) // the groups it belongs to now, as in Call
-	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "decide"}}
+	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: decideCall}}
 	var span Span
 	defer func() {
 		b.observe(ctx, caller, c.Tool.Name, start, c, err)

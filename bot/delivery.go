@@ -75,6 +75,11 @@ type Note struct {
 	// Role is the role an escalation is addressed to ("" for none). A
 	// renderer names it, and may mention the people who hold it.
 	Role string
+	// OnCall is the on-call rotation an escalation is addressed to, and
+	// Person who was on call in it at the time of the escalation ("" for
+	// nobody): a renderer says so (OnCallLine) and may mention the person
+	// (Chat.Account), oncall.go.
+	OnCall, Person string
 	// Key names this reply (this event, this card), the same on every
 	// retry: an idempotency key, like Post's.
 	Key string
@@ -222,7 +227,8 @@ func (d delivery) notify(ctx context.Context, n Notifier, it Item, ev Event) err
 	if target == "" {
 		return nil // addressed elsewhere
 	}
-	return n.Notify(ctx, target, it, Note{Type: ev.Type, Text: strings.Join(rest, " "), Role: role, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
+	rotation, person, rest := parseOnCall(rest)
+	return n.Notify(ctx, target, it, Note{Type: ev.Type, Text: strings.Join(rest, " "), Role: role, OnCall: rotation, Person: person, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
 }
 
 // cards are the item's messages on this surface.
@@ -263,6 +269,7 @@ func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 	switch ev.Type {
 	case EventEscalated:
 		_, role, rest := parseEscalation(ev.Note)
+		n.OnCall, n.Person, rest = parseOnCall(rest)
 		n.Role, n.Text = role, strings.Join(rest, " ")
 	case EventReminder:
 		// A reminder addressed to a surface that posts no card (email)

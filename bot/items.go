@@ -103,6 +103,10 @@ type Item struct {
 	// at the identity provider within that long (the console's step-up);
 	// chat offers a one-time link to the console instead.
 	StepUp time.Duration `json:"step_up,omitempty"`
+	// MinAssurance, when set, is the least assurance approving it needs
+	// (tools[].step_up.method: a console surface offers the step-up that
+	// reaches it, a passkey for "passkey"); the one rule checks it.
+	MinAssurance policy.Assurance `json:"min_assurance,omitempty"`
 	// Grants are the standing grants an approver may add to an approval
 	// of this pending item (the tool's grants: config); none: approve only.
 	Grants []GrantOption `json:"grants,omitempty"`
@@ -345,6 +349,11 @@ func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = rec.CreatedAt
 	}
+	lent, err := b.delegationFields(tx, rec, it) // delegations.go
+	if err != nil {
+		return Item{}, err
+	}
+	it.Fields = append(it.Fields, lent...)
 	return it, nil
 }
 

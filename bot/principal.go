@@ -66,6 +66,9 @@ type Caller struct {
 	// ("link", "oidc"); "" off the console. With AuthAt it makes the
 	// decision's assurance (Assurance).
 	SignIn string
+	// Delegators are the people who lend the caller their approvals now
+	// (delegations.go): read from the store in every deciding transaction.
+	Delegators []policy.Delegator
 }
 
 // Assurance is how the caller is authenticated for a decision at now, a
@@ -115,7 +118,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh

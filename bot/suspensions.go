@@ -122,6 +122,9 @@ func (tx *Tx) Suspend(s Suspension) (bool, error) {
 	if err := tx.runSuspendHooks(s.Name, "suspended from approving: "+s.Why()); err != nil {
 		return false, err
 	}
+	if err := tx.endDelegationsOf(s.Name, "suspended from approving: "+s.Why()); err != nil { // delegations.go
+		return false, err
+	}
 	detail := fmt.Sprintf("%q suspended from approving (%s)", s.Name, s.Why())
 	if s.Account != "" {
 		detail += "; account " + OneLine(s.Account, 100)

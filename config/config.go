@@ -236,7 +236,8 @@ func (c *Config) validate(p *problems) {
 		pr.validate(key, p)
 	}
 	c.SoftApproval.validate(p)
-	validateLadder(c, p) // email.go
+	validateLadder(c, p)       // email.go
+	validateOnCallLadder(c, p) // delegation.go
 	c.Web.validate(c.Principals, p)
 	c.StepUp.validate(c.Tools, c.Web, p) // stepup.go
 	c.validatePolicy(p)                  // policy.go
@@ -725,6 +726,7 @@ type ApprovalsConfig struct {
 	EscalateAfter     time.Duration `yaml:"escalate_after"`
 	EscalationChannel string        `yaml:"escalation_channel"`
 	EscalationRole    string        `yaml:"escalation_role"`
+	EscalationOnCall  string        `yaml:"escalation_oncall"` // delegation.go
 }
 
 func (a *ApprovalsConfig) defaults() {

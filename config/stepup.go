@@ -96,8 +96,8 @@ func (d *ToolStepUpDecl) validate(key string, t ToolConfig, w WebConfig, p *prob
 	switch {
 	case !w.Served() || w.OIDC == nil:
 		p.add(key, "%s is an authentication in the web console, so it needs web.enabled: true and web.oidc (issuer, client_id, client_secret_env); enable them, or remove it", a.Label())
-	case a == policy.AssurancePasskey:
-		p.add(key+".method", "passkey step-up is not available in this version of Countersign; use oidc_step_up (a fresh sign-in at the identity provider)")
+	case a == policy.AssurancePasskey && w.Passkeys == nil:
+		p.add(key+".method", "passkey step-up needs passkeys in the console: set web.passkeys (rp_id; docs/identity.md, Passkeys), or use oidc_step_up (a fresh sign-in at the identity provider)")
 	}
 }
 

@@ -21,6 +21,8 @@ type WebConfig struct {
 	SessionTTL time.Duration `yaml:"session_ttl"`
 	// OIDC, when set, offers single sign-on.
 	OIDC *WebOIDCConfig `yaml:"oidc"`
+	// Passkeys, when set, offers passkeys for step-up (passkeys.go).
+	Passkeys *WebPasskeysConfig `yaml:"passkeys"`
 	// RatePerMinute and RateBurst limit each console client's requests (a
 	// signed-in session, else an address); 0: 600 a minute, bursts of 120.
 	RatePerMinute int `yaml:"rate_per_minute"`
@@ -70,6 +72,7 @@ func (w WebConfig) validate(ps []PrincipalDecl, p *problems) {
 			bad("web.oidc.client_secret_env", "required: the name of the environment variable that holds the client secret")
 		}
 	}
+	w.Passkeys.validate(w, p) // passkeys.go
 	seen := map[string]string{}
 	for i, pr := range ps {
 		if pr.Web == "" {

@@ -55,6 +55,9 @@ CREATE TRIGGER countersign_notify AFTER INSERT OR UPDATE ON countersign_kv
 	ok boolean NOT NULL,
 	PRIMARY KEY (name, key)
 );`,
+	// 4: the writer's lock (beginWrite): every write transaction locks
+	// this table first and holds it to its end. It holds no rows.
+	`CREATE TABLE IF NOT EXISTS countersign_writer ();`,
 }
 
 // setWatched makes the notify trigger watch exactly buckets.

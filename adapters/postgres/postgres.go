@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -56,6 +57,9 @@ type Options struct {
 	// serialization failures, deadlocks and lost connections before Update
 	// gives up with kv.ErrUnavailable. Zero means 30.
 	MaxAttempts int
+	// Prefetch is read by every write transaction in the round trip that
+	// begins it (see Prefetch). The zero value reads nothing ahead.
+	Prefetch Prefetch
 }
 
 // DB is a kv.Store on a PostgreSQL database.
@@ -67,6 +71,8 @@ type DB struct {
 	attemptTimeout time.Duration
 	close          sync.Once
 	stats          *counter
+	// prefetch is Options.Prefetch, nil when it names nothing.
+	prefetch *Prefetch
 	// closing is closed when Close begins: what holds a connection for
 	// good (a run's claim) gives it back then.
 	closing chan struct{}
@@ -115,6 +121,9 @@ func Open(ctx context.Context, dsn string, opt Options) (*DB, error) {
 	d := &DB{pool: pool, attempts: opt.MaxAttempts, attemptTimeout: 2*max(st, 5*time.Second) + ct, closing: make(chan struct{}), stats: stats}
 	if d.attempts <= 0 {
 		d.attempts = 30
+	}
+	if len(opt.Prefetch.Keys) > 0 || len(opt.Prefetch.Sequences) > 0 {
+		d.prefetch = &Prefetch{Keys: slices.Clone(opt.Prefetch.Keys), Sequences: slices.Clone(opt.Prefetch.Sequences)}
 	}
 	if err := migrate(ctx, pool, opt.Watch); err != nil {
 		pool.Close()
@@ -197,14 +206,19 @@ func (d *DB) view(actx context.Context, fn func(kv.Tx) error) error {
 	if ferr != nil {
 		end = "ROLLBACK"
 	}
-	if _, err := conn.Exec(actx, end); err != nil {
-		discard(actx, conn)
-		if ferr != nil {
-			return ferr
+	// What fn read came from one snapshot, whole, and a read-only
+	// transaction has nothing to commit: its end is sent, and waited for,
+	// off the caller's path. The connection goes back to the pool when the
+	// server has answered (or is closed if it does not).
+	go func() {
+		ectx, cancel := context.WithTimeout(context.WithValue(context.Background(), offPath{}, true), d.attemptTimeout)
+		defer cancel()
+		if _, err := conn.Exec(ectx, end); err != nil {
+			discard(ectx, conn)
+			return
 		}
-		return err
-	}
-	conn.Release()
+		conn.Release()
+	}()
 	return ferr
 }
 
@@ -246,49 +260,43 @@ func (d *DB) groupAttempt(run func(kv.Tx) error) error {
 	return d.commit(context.Background(), func(x *tx) error { return run(x) })
 }
 
-// writerLock is the session advisory lock every write transaction of every
-// replica holds from before its BEGIN to after its COMMIT ("CountrsW").
-// Write transactions therefore run one at a time across the cluster, as on
-// bbolt, and each starts its snapshot after the previous one committed:
-// the audit chain's head, which every write moves, never makes them
-// conflict and retry. Group commit makes each of them carry many writes.
-const writerLock int64 = 0x436f756e74727357
+// offPath marks the context of a statement sent off the caller's path
+// (Stats.OffPath).
+type offPath struct{}
 
-// The statements that begin and end a write transaction.
-var (
-	beginWrite   = []string{"BEGIN ISOLATION LEVEL SERIALIZABLE"}
-	unlockWriter = "SELECT pg_advisory_unlock(" + strconv.FormatInt(writerLock, 10) + ")"
-)
+// beginWrite begins a write transaction. The writer's lock is a lock on
+// the table countersign_writer that every write transaction of every
+// replica takes first and holds to its COMMIT: write transactions
+// therefore run one at a time across the cluster, as on bbolt. LOCK TABLE
+// takes no snapshot, so the transaction's snapshot (at its first read)
+// is taken after the lock is granted, after the previous writer
+// committed: the audit chain's head, which every write moves, never makes
+// them conflict and retry. Group commit makes each of them carry many
+// writes. (Under SERIALIZABLE the lock is for speed, not for
+// correctness: writers that did not take it, such as a replica of an
+// older version during a rolling upgrade, conflict and retry instead.)
+var beginWrite = []string{"BEGIN ISOLATION LEVEL SERIALIZABLE", "LOCK TABLE countersign_writer IN EXCLUSIVE MODE"}
 
 // attempt runs one try of a write transaction on a connection of its own.
-// The writer's lock is taken first, on its own: the transaction's snapshot
-// must be taken after it is granted (a pipeline would run the lock and the
-// BEGIN in one implicit transaction). BEGIN travels with the first
-// statement; the writes, COMMIT and the unlock travel together at the end
-// (tx): a transaction costs its reads plus two round trips.
+// BEGIN, the writer's lock and the prefetched reads travel with the first
+// statement; the writes and COMMIT travel together at the end (tx): a
+// transaction costs its reads plus one round trip, and one in all when it
+// reads nothing but what is prefetched.
 func (d *DB) attempt(actx context.Context, fn func(*tx) error) error {
 	d.stats.transactions.Add(1)
 	conn, err := d.pool.Acquire(actx)
 	if err != nil {
 		return err
 	}
-	if _, err := conn.Exec(actx, `SELECT pg_advisory_lock($1)`, writerLock); err != nil {
-		// The connection may hold the lock or be broken: never reuse it.
-		discard(actx, conn)
-		return err
-	}
-	x := &tx{ctx: actx, q: conn, begin: beginWrite, hooks: &kv.Hooks{}}
+	x := &tx{ctx: actx, q: conn, begin: beginWrite, pre: d.prefetch, hooks: &kv.Hooks{}}
 	err = fn(x)
 	if err == nil {
 		err = x.hooks.Run(x)
 	}
 	if err != nil {
-		b := &pgx.Batch{}
-		if x.began() {
-			b.Queue("ROLLBACK")
-		}
-		b.Queue(unlockWriter)
-		if berr := conn.SendBatch(context.WithoutCancel(actx), b).Close(); berr != nil {
+		if !x.began() {
+			conn.Release()
+		} else if _, rerr := conn.Exec(context.WithoutCancel(actx), "ROLLBACK"); rerr != nil {
 			discard(actx, conn)
 		} else {
 			conn.Release()
@@ -296,30 +304,23 @@ func (d *DB) attempt(actx context.Context, fn func(*tx) error) error {
 		return err
 	}
 	b := &pgx.Batch{}
-	x.queueBegin(b)
+	take := x.queueBegin(b, false)
+	begun := b.Len()
 	x.queueWrites(b, "", true)
-	commitAt := b.Len()
 	b.Queue("COMMIT")
-	b.Queue(unlockWriter)
 	br := conn.SendBatch(actx, b)
-	failedAt := -1
-	for i := range b.Len() {
-		if _, err = br.Exec(); err != nil {
-			failedAt = i
-			break
-		}
+	err = take(br)
+	for i := begun; err == nil && i < b.Len(); i++ {
+		_, err = br.Exec()
 	}
 	if cerr := br.Close(); err == nil && cerr != nil {
-		err, failedAt = cerr, b.Len()
+		err = cerr
 	}
 	if err == nil {
 		conn.Release()
 		return nil
 	}
 	discard(actx, conn)
-	if failedAt > commitAt {
-		return nil // committed; only the unlock failed, and the closed session ends the lock
-	}
 	if retryable(err) || pgconn.SafeToRetry(err) {
 		return err
 	}

@@ -25,23 +25,79 @@ type querier interface {
 // read-only one.
 //
 // Round trips are what a transaction costs on PostgreSQL, so:
-//   - what begins the transaction (the writer's lock and BEGIN) is not sent
-//     on its own: it travels with the first statement;
+//   - what begins the transaction (BEGIN, the writer's lock, the
+//     prefetched keys and sequences) is not sent on its own: it travels
+//     with the first statement;
 //   - writes are buffered (puts, by bucket and key; nil is a delete) and
 //     sent at commit, all of them in one round trip with the COMMIT; a Get
 //     of a buffered key answers from the buffer, and a scan of a bucket
 //     with buffered writes sends that bucket's first (one round trip), so
 //     every read sees the transaction's own writes;
+//   - what was read is kept (seen): the snapshot does not change under the
+//     transaction, so a key read twice, or a key inside a range scanned
+//     whole, is answered without asking again;
 //   - sequences are read once and counted here, and written at commit.
 type tx struct {
 	ctx   context.Context
 	q     querier
-	begin []string // what begins the transaction, still to send with its first statement
+	begin []string  // what begins the transaction, still to send with its first statement
+	pre   *Prefetch // what to read with the BEGIN, still to send; nil once sent or when none
 	hooks *kv.Hooks
 
 	puts map[string]map[string][]byte // bucket -> key -> value; a nil value is a delete
 	seqs map[string]int64             // bucket -> the last number handed out
+
+	// seen holds the values read from the snapshot, or written to it by a
+	// flush (bucket -> key -> value; nil: absent), and whole the ranges
+	// [lo, hi) (hi nil: to the end) whose every key is in seen.
+	seen  map[string]map[string][]byte
+	whole map[string][][2][]byte
 }
+
+// Prefetch names what nearly every write transaction reads (the audit
+// chain's head and its sequence): they are read in the round trip that
+// begins the transaction, instead of one round trip each when first asked
+// for. Reading one that the transaction never asks for costs an index
+// lookup on the server, and no round trip.
+type Prefetch struct {
+	// Keys are read with Get's semantics, by bucket and key.
+	Keys []Key
+	// Sequences are buckets whose sequence NextSequence will count on.
+	Sequences []string
+}
+
+// Key names one key of one bucket.
+type Key struct {
+	Bucket string
+	Key    []byte
+}
+
+// has reports whether p reads key of bucket.
+func (p *Prefetch) has(bucket string, key []byte) bool {
+	for _, k := range p.Keys {
+		if k.Bucket == bucket && bytes.Equal(k.Key, key) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSequence reports whether p reads bucket's sequence.
+func (p *Prefetch) hasSequence(bucket string) bool {
+	for _, b := range p.Sequences {
+		if b == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+// The statements of a Prefetch.
+const (
+	prefetchKeys = `SELECT k.bucket, k.key, k.value FROM countersign_kv k
+JOIN unnest($1::text[], $2::bytea[]) AS u(b, k2) ON k.bucket = u.b AND k.key = u.k2`
+	prefetchSeqs = `SELECT bucket, seq FROM countersign_seq WHERE bucket = ANY($1::text[])`
+)
 
 var (
 	_ kv.Tx       = (*tx)(nil)
@@ -60,14 +116,12 @@ func (x *tx) read(fn func(pgx.Rows) error, sql string, args ...any) error {
 	var rows pgx.Rows
 	if len(x.begin) > 0 {
 		b := &pgx.Batch{}
-		n := x.queueBegin(b)
+		take := x.queueBegin(b, true)
 		b.Queue(sql, args...)
 		br := x.q.SendBatch(x.ctx, b)
 		defer br.Close()
-		for range n {
-			if _, err := br.Exec(); err != nil {
-				return err
-			}
+		if err := take(br); err != nil {
+			return err
 		}
 		var err error
 		if rows, err = br.Query(); err != nil {
@@ -94,6 +148,14 @@ func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
 		}
 		return bytes.Clone(v), nil
 	}
+	if x.pre != nil && x.pre.has(bucket, key) {
+		if err := x.start(); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := x.lookup(bucket, key); ok {
+		return bytes.Clone(v), nil // nil stays nil: absent
+	}
 	var v []byte
 	found := false
 	err := x.read(func(rows pgx.Rows) error {
@@ -103,13 +165,53 @@ func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
 		}
 		return nil
 	}, `SELECT value FROM countersign_kv WHERE bucket = $1 AND key = $2`, bucket, key)
-	if err != nil || !found {
+	if err != nil {
 		return nil, err
 	}
-	if v == nil {
+	if found && v == nil {
 		v = []byte{}
 	}
-	return v, nil
+	x.note(bucket, string(key), v)
+	return bytes.Clone(v), nil
+}
+
+// lookup answers a Get from what the transaction has read: ok is false
+// when it must ask the database. v is nil for a key known to be absent.
+func (x *tx) lookup(bucket string, key []byte) (v []byte, ok bool) {
+	if v, ok := x.seen[bucket][string(key)]; ok {
+		return v, true
+	}
+	for _, r := range x.whole[bucket] {
+		if bytes.Compare(key, r[0]) >= 0 && (r[1] == nil || bytes.Compare(key, r[1]) < 0) {
+			return nil, true
+		}
+	}
+	return nil, false
+}
+
+// note records v (nil: absent) as key's value in the snapshot as the
+// transaction sees it.
+func (x *tx) note(bucket, key string, v []byte) {
+	if x.seen == nil {
+		x.seen = map[string]map[string][]byte{}
+	}
+	m := x.seen[bucket]
+	if m == nil {
+		m = map[string][]byte{}
+		x.seen[bucket] = m
+	}
+	m[key] = v
+}
+
+// noteWhole records the rows of a scan that read all of [lo, hi).
+func (x *tx) noteWhole(bucket string, lo, hi []byte, rows [][2][]byte) {
+	for _, r := range rows {
+		x.note(bucket, string(r[0]), r[1])
+	}
+	if x.whole == nil {
+		x.whole = map[string][][2][]byte{}
+	}
+	x.whole[bucket] = append(x.whole[bucket], [2][]byte{bytes.Clone(lo), bytes.Clone(hi)})
 }
 
 func (x *tx) Put(bucket string, key, value []byte) error {
@@ -151,6 +253,12 @@ func (x *tx) NextSequence(bucket string) (uint64, error) {
 		return 0, errReadOnly
 	}
 	n, ok := x.seqs[bucket]
+	if !ok && x.pre != nil && x.pre.hasSequence(bucket) {
+		if err := x.start(); err != nil {
+			return 0, err
+		}
+		n, ok = x.seqs[bucket]
+	}
 	if !ok {
 		err := x.read(func(rows pgx.Rows) error {
 			if rows.Next() {
@@ -234,28 +342,135 @@ func (x *tx) queueWrites(b *pgx.Batch, only string, seqs bool) bool {
 }
 
 // queueBegin queues what begins the transaction, if it was not sent yet,
-// and returns how many statements that is.
-func (x *tx) queueBegin(b *pgx.Batch) int {
+// with the prefetched reads when prefetch is true, and returns what takes
+// their results from the batch's results, before those of anything queued
+// after them.
+func (x *tx) queueBegin(b *pgx.Batch, prefetch bool) (take func(pgx.BatchResults) error) {
 	n := len(x.begin)
 	for _, q := range x.begin {
 		b.Queue(q)
 	}
 	x.begin = nil
-	return n
+	pre := x.pre
+	x.pre = nil
+	if !prefetch || pre == nil {
+		pre = nil
+	} else {
+		var kb []string
+		var kk [][]byte
+		for _, k := range pre.Keys {
+			kb, kk = append(kb, k.Bucket), append(kk, k.Key)
+		}
+		b.Queue(prefetchKeys, kb, kk)
+		b.Queue(prefetchSeqs, pre.Sequences)
+	}
+	return func(br pgx.BatchResults) error {
+		for range n {
+			if _, err := br.Exec(); err != nil {
+				return err
+			}
+		}
+		if pre == nil {
+			return nil
+		}
+		return x.takePrefetch(br, pre)
+	}
+}
+
+// takePrefetch reads the results of pre's statements into what the
+// transaction has seen, and its sequences.
+func (x *tx) takePrefetch(br pgx.BatchResults, pre *Prefetch) error {
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var b string
+		var k, v []byte
+		if err := rows.Scan(&b, &k, &v); err != nil {
+			rows.Close()
+			return err
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		x.note(b, string(k), v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, k := range pre.Keys {
+		if _, ok := x.seen[k.Bucket][string(k.Key)]; !ok {
+			x.note(k.Bucket, string(k.Key), nil)
+		}
+	}
+	if rows, err = br.Query(); err != nil {
+		return err
+	}
+	if x.seqs == nil {
+		x.seqs = map[string]int64{}
+	}
+	for rows.Next() {
+		var b string
+		var n int64
+		if err := rows.Scan(&b, &n); err != nil {
+			rows.Close()
+			return err
+		}
+		if _, ok := x.seqs[b]; !ok {
+			x.seqs[b] = n
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, b := range pre.Sequences {
+		if _, ok := x.seqs[b]; !ok {
+			x.seqs[b] = 0 // no row yet: the first number is 1
+		}
+	}
+	return nil
+}
+
+// start begins the transaction on the server, with the prefetched reads,
+// when no statement of its own is waiting to travel with them.
+func (x *tx) start() error {
+	if x.began() {
+		return nil
+	}
+	b := &pgx.Batch{}
+	take := x.queueBegin(b, true)
+	br := x.q.SendBatch(x.ctx, b)
+	err := take(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // began reports whether the transaction was begun on the server.
 func (x *tx) began() bool { return len(x.begin) == 0 }
 
-// flush sends the buffered writes of bucket before a scan of it.
+// flush sends the buffered writes of bucket before a scan of it; what they
+// wrote is then what the transaction has seen of those keys.
 func (x *tx) flush(bucket string) error {
 	if len(x.puts[bucket]) == 0 {
 		return nil
 	}
+	for k, v := range x.puts[bucket] {
+		x.note(bucket, k, v)
+	}
 	b := &pgx.Batch{}
-	x.queueBegin(b)
+	take := x.queueBegin(b, true)
 	x.queueWrites(b, bucket, false)
-	return x.q.SendBatch(x.ctx, b).Close()
+	br := x.q.SendBatch(x.ctx, b)
+	err := take(br)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Scans read in batches, each one statement read to its end, so that the
@@ -280,6 +495,9 @@ func (x *tx) Ascend(bucket string, from, to []byte, fn func(k, v []byte) error) 
 		if err != nil {
 			return err
 		}
+		if n == firstBatch && len(rows) < n {
+			x.noteWhole(bucket, lo, to, rows)
+		}
 		if done, err := feed(rows, n, fn); done || err != nil {
 			return err
 		}
@@ -300,6 +518,9 @@ func (x *tx) Descend(bucket string, from, to []byte, fn func(k, v []byte) error)
 		rows, err := x.batch(scanQuery(">=", to != nil, "DESC"), bucket, lo, to, n)
 		if err != nil {
 			return err
+		}
+		if n == firstBatch && len(rows) < n {
+			x.noteWhole(bucket, lo, to, rows)
 		}
 		if done, err := feed(rows, n, fn); done || err != nil {
 			return err

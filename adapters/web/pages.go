@@ -452,10 +452,19 @@ type itemData struct {
 	// sign-in at the provider is not fresh, is the window ("5m0s"): the
 	// page offers a fresh sign-in instead of Approve. SteppedUp says until
 	// when the caller's sign-in counts, when it does.
-	StepUp     string
-	SteppedUp  string
-	IsAction   bool
-	IsQuestion bool
+	StepUp    string
+	SteppedUp string
+	// SteppedUpWith is how: "passkey", else a sign-in at the provider.
+	// PasskeyNeeded says approving needs a passkey (tools[].step_up.method
+	// passkey), which a sign-in at the provider does not give; Passkey
+	// offers the caller's passkeys for the step-up ("" when they hold
+	// none or passkeys are off), NoPasskey says they hold none.
+	SteppedUpWith string
+	PasskeyNeeded bool
+	Passkey       bool
+	NoPasskey     bool
+	IsAction      bool
+	IsQuestion    bool
 	// MatchArgs are the arguments the grant choice lets the approver hold
 	// fixed (the others may vary), with their values.
 	MatchArgs []matchArg
@@ -566,11 +575,11 @@ func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bo
 }
 
 func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
-	caller := callerOf(r)
 	it, ok := h.loadItem(w, r)
 	if !ok {
 		return
 	}
+	caller := itemCaller(r, it.ID) // with a passkey step-up for this item (passkey_pages.go)
 	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
 	p.Problem = h.problemOf(r, fmt.Sprintf("item %d", it.ID))
 	msg := h.itemAccess(r.Context(), caller, it)
@@ -619,11 +628,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
 	}
 	if d.Pending && it.StepUp > 0 {
-		if caller.SteppedUp(it.StepUp, h.now()) {
-			d.SteppedUp = caller.AuthAt.Add(it.StepUp).UTC().Format("15:04 UTC")
-		} else {
-			d.StepUp = chat.RoundDuration(it.StepUp)
-		}
+		h.stepUpView(ctx, caller, it, &d) // passkey_pages.go
 	}
 	if d.Pending {
 		d.ReadOnly = h.readOnlyWhy(caller, it)
@@ -818,12 +823,12 @@ func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
 // signed-in principal. A form submitted twice (its nonce seen before) is
 // applied once.
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
-	caller := callerOf(r)
 	id, err := bot.ParseItemID(r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "That is not an item number.")
 		return
 	}
+	caller := itemCaller(r, id) // with a passkey step-up for this item (passkey_pages.go)
 	f := r.PostForm
 	d := chat.Decision{Surface: Surface, UserID: caller.ID, Caller: caller, ItemID: id, Reason: strings.TrimSpace(f.Get("reason"))}
 	if n := f.Get("nonce"); n != "" && len(n) <= 64 {

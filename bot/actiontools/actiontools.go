@@ -104,6 +104,11 @@ type Options struct {
 	EscalateAfter     time.Duration
 	EscalationChannel string
 	EscalationRole    string
+	// EscalationOnCall, when set, names the oncall: rotation an escalation
+	// is addressed to: whoever is on call in it at the time of the
+	// escalation (the sweep's clock), mentioned on every surface and the
+	// one person emailed (bot/oncall.go).
+	EscalationOnCall string
 	// CallbackSecret signs callbacks (see ParseSecret). Nil: a call that
 	// asks for a callback is refused.
 	CallbackSecret []byte

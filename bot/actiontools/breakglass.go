@@ -387,7 +387,7 @@ func (s *Service) SweepReviews(ctx context.Context, now time.Time) (int, error) 
 			if err := approvals.PutReview(tx, rv); err != nil {
 				return err
 			}
-			note := s.escalationNote()
+			note := s.escalationNote(now)
 			if err := tx.Emit(rv.ItemID, bot.EventEscalated, note); err != nil {
 				return err
 			}

@@ -89,7 +89,7 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 		detail("Escalated", "at "+stamp(r.EscalatedAt))
 	}
 	if su := r.Decidable().StepUp; su > 0 && r.Status == approvals.StatusPending || r.StepUp > 0 {
-		detail("Step-up", stepUpField(max(su, r.StepUp)))
+		detail("Step-up", stepUpField(max(su, r.StepUp), r.Decidable().MinAssurance))
 	}
 	if r.Round > 0 {
 		detail("Round", fmt.Sprintf("%d (back for a new decision %d time(s): %s)", r.Round, r.Round, r.Reopened))
@@ -168,7 +168,9 @@ func askedFor(r *approvals.Request, def *toolDef) string {
 	if r.Rule != nil {
 		why += "; asked by " + r.Rule.String()
 	}
-	if r.StepUp > 0 {
+	if r.StepUp > 0 && r.MinAssurance == policy.AssurancePasskey {
+		why += fmt.Sprintf("; approving needs a passkey step-up (within %s)", ttlText(r.StepUp))
+	} else if r.StepUp > 0 {
 		why += fmt.Sprintf("; approving needs a fresh sign-in (within %s)", ttlText(r.StepUp))
 	}
 	if len(r.Context) > 0 {

@@ -47,7 +47,6 @@ func auditName(r *approvals.Request) string {
 func (s *Service) decide(approve bool) bot.Handler {
 	return func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 		args := a.(*DecideArgs)
-		d := party(c.Caller)
 		editing := args.Arguments != nil
 		if args.BreakGlass && !approve {
 			return bot.Result{}, bot.Invalid("break_glass", "only approve_action takes break_glass: a denial is never held back")
@@ -104,6 +103,10 @@ func (s *Service) decide(approve bool) bot.Handler {
 			}
 			if refusal = canDecide(c, r, approve); refusal != nil {
 				return tx.Refuse(refusal)
+			}
+			d, err := voter(c, r, approve, args.Grant != nil)
+			if err != nil {
+				return err
 			}
 			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {

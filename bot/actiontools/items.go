@@ -96,6 +96,7 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		if su := r.Decidable().StepUp; su > 0 { // the open stage's, when staged
 			it.StepUp = su
 		}
+		it.MinAssurance = r.Decidable().MinAssurance
 		it.Grants = src.s.grantOptions(r)
 		it.Batch = batchKey(r)
 		it.BreakGlass = src.s.breakGlassOffer(r)

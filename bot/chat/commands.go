@@ -130,6 +130,8 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 		return s.grants(ctx)
 	case CmdRevokeGrant:
 		return s.revokeGrant(ctx, c.ID)
+	case CmdDelegate:
+		return s.delegate(ctx, c)
 	default: // CmdHelp
 		return s.help()
 	}
@@ -150,6 +152,7 @@ func (s session) help() string {
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
 	b.WriteString("  grants — the standing grants in force (what is approved at once, for which agent, until when)\n")
 	b.WriteString("  revoke-grant <n> — revoke grant #n at once (people whose role holds approve)\n")
+	b.WriteString("  delegate @<person> until <18:00|2026-12-03 09:00> (or for <4h>) — lend your approvals while you are away, where you both may decide; `delegate off` ends it, `delegate` shows what runs\n")
 	b.WriteString("  web — a private link that signs you in to the web console (once, within 5 minutes)\n")
 	b.WriteString("  help — this message\n")
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
@@ -172,6 +175,8 @@ func usage(c ChatCommand) string {
 		return "`grants` takes nothing after it: type `grants` on its own to list the standing grants in force."
 	case CmdRevokeGrant:
 		return "Usage: `revoke-grant <n>`, for example `revoke-grant 4` for grant #4. `grants` lists them."
+	case CmdDelegate:
+		return "Usage: `delegate @bob until 18:00` (UTC), `delegate bob until 2026-12-03 09:00`, `delegate bob for 4h`, `delegate off`, or `delegate` on its own to see what runs. A delegation runs at most 14 days."
 	case CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
 	case CmdApprove:

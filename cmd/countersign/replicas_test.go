@@ -27,7 +27,7 @@ type replica struct {
 	done chan struct{}
 }
 
-func startReplica(t *testing.T, cfg string, env []string) *replica {
+func startReplica(t testing.TB, cfg string, env []string) *replica {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {

@@ -43,11 +43,13 @@ func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) str
 	if dsn == "" {
 		return nil, fmt.Errorf("store.postgres.dsn_env: $%s is empty; set it to the database's URL (postgres://user:password@host:5432/db)", pc.DSNEnv)
 	}
+	hb, hk, hs := approvals.ChainHead()
 	db, err := postgres.Open(ctx, dsn, postgres.Options{
 		MaxConns:         int32(pc.MaxConns),
 		StatementTimeout: pc.StatementTimeout,
 		GroupCommit:      cfg.Store.GroupCommitOn(),
 		Watch:            watchedBuckets,
+		Prefetch:         postgres.Prefetch{Keys: []postgres.Key{{Bucket: hb, Key: hk}}, Sequences: []string{hs}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store (postgres, $%s): %w", pc.DSNEnv, err)

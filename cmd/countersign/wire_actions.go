@@ -22,6 +22,7 @@ func (a *app) wireActions(ctx context.Context) error {
 		EscalateAfter:     cfg.Approvals.EscalateAfter,
 		EscalationChannel: cfg.Approvals.EscalationChannel,
 		EscalationRole:    cfg.Approvals.EscalationRole,
+		EscalationOnCall:  cfg.Approvals.EscalationOnCall,
 		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
 		CallbackHosts:     cfg.Callbacks.AllowedHosts,
 		Retention:         cfg.Retention.Requests(),

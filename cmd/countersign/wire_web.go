@@ -44,6 +44,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 		// Per client: a session, else an address (web.go).
 		RatePerMinute: w.RatePerMinute,
 		RateBurst:     w.RateBurst,
+		Passkeys:      w.Passkeys.Options(), // config/passkeys.go
 	}
 	if oc := w.OIDC; oc != nil {
 		secret := a.getenv(oc.ClientSecretEnv)

@@ -721,3 +721,37 @@ func TestSensitiveDetailIsShownOnlyToApprovers(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingItemIsPostedOnce: a pending item is posted, with the bot's
+// credentials, to its tool's channel, with Approve and Reject, and its
+// message recorded with it; its created event delivered again posts
+// nothing more.
+func TestPendingItemIsPostedOnce(t *testing.T) {
+	t.Parallel()
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			if n := s.posts(); n != 1 {
+				t.Fatalf("%d cards posted, want 1", n)
+			}
+			if got, want := ref(t, w, s.name(), id).ChannelID, s.channel("ops"); got != want {
+				t.Errorf("posted in %s, want the tool's channel ops (%s)", got, want)
+			}
+			if c := s.card(approver, id); !c.has("approve") || !c.has("reject") {
+				t.Errorf("posted card's buttons %v, want Approve and Reject", c.buttons)
+			}
+			w.emit(id, bot.EventCreated, "")
+			s.drain()
+			if n := s.posts(); n != 1 {
+				t.Errorf("%d cards posted after the created event was delivered again, want still 1", n)
+			}
+			if got := w.item(id).Messages; len(got) != 1 {
+				t.Errorf("the item's messages %+v, want the one posted", got)
+			}
+		})
+	}
+}

@@ -371,3 +371,25 @@ func (s *discordSurface) details(p person, id uint64) answer {
 	a := s.send(p, id, s.customID(id, "details"))
 	return a
 }
+
+func (s *discordSurface) channel(name string) string {
+	return map[string]string{"default": "C100", "ops": "C200"}[name]
+}
+
+func (s *discordSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.CallsTo("POST", "channels/") {
+		m := c.JSON()
+		if m["message_reference"] != nil {
+			continue
+		}
+		if c.Auth != "Bot "+discordToken {
+			s.t.Errorf("a card posted with Authorization %q, want the bot token", c.Auth)
+		}
+		if nonce, _ := m["nonce"].(string); nonce == "" || len(nonce) > 25 || m["enforce_nonce"] != true {
+			s.t.Errorf("a card posted with nonce %q enforce_nonce %v, want an enforced nonce of at most 25 characters", nonce, m["enforce_nonce"])
+		}
+		n++
+	}
+	return n
+}

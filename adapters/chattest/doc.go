@@ -1,6 +1,7 @@
 // Package chattest holds the tests of what every chat surface does the
 // same way, each a table with a case per surface (Slack, Discord,
-// Microsoft Teams): an eligible click approves and the card is updated
+// Microsoft Teams): a pending item is posted once, to its tool's
+// channel, with its buttons; an eligible click approves and the card is updated
 // in place; an ineligible one (unmapped, a viewer, the requester) is
 // refused privately and audited once; a replayed delivery is applied
 // once; a forged one is refused; a click whose JSON repeats a key is

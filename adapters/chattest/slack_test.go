@@ -514,3 +514,21 @@ func (s *slackSurface) details(p person, id uint64) answer {
 	}
 	return a
 }
+
+func (s *slackSurface) channel(name string) string {
+	return map[string]string{"default": "C0DEFAULT", "ops": slackOps}[name]
+}
+
+func (s *slackSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.Calls("chat.postMessage") {
+		if c.Form.Get("thread_ts") != "" {
+			continue
+		}
+		if c.Form.Get("token") != "xoxb-test" {
+			s.t.Errorf("a card posted with token %q, want the bot token xoxb-test", c.Form.Get("token"))
+		}
+		n++
+	}
+	return n
+}

@@ -39,6 +39,11 @@ type surface interface {
 	// card is item id's card in its channel now, as p's client shows
 	// it (on Teams the card a person sees is refreshed for them).
 	card(p person, id uint64) card
+	// channel is the surface's id of the channel name ("ops").
+	channel(name string) string
+	// posts counts the cards posted (not thread replies), failing the
+	// test if one was posted without the bot's credentials.
+	posts() int
 	// replies are the texts posted in the thread of item id's message
 	// (reminders, escalations), oldest first.
 	replies(id uint64) []string

@@ -432,3 +432,20 @@ func (s *teamsSurface) details(p person, id uint64) answer {
 	}
 	return a.answer
 }
+
+func (s *teamsSurface) channel(name string) string {
+	return map[string]string{"default": teamsDefault, "ops": teamsOps}[name]
+}
+
+func (s *teamsSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.Calls() {
+		if !strings.HasPrefix(c.Auth, "Bearer fake-access-token-") {
+			s.t.Errorf("%s %s without the client-credentials token: %q", c.Method, c.Path, c.Auth)
+		}
+		if c.Method == "POST" && strings.HasSuffix(c.Path, "/activities") {
+			n++ // a card; a reply goes to activities/{id}
+		}
+	}
+	return n
+}

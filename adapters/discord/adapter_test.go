@@ -131,6 +131,7 @@ func fieldValue(e map[string]any, name string) (string, bool) {
 }
 
 func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mem := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	act := e.newItem(bot.KindAction, "ops", destructiveAction())
@@ -194,6 +195,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 // user id, with the other surfaces, in adapters/chattest's
 // TestEligibleClickApprovesAndUpdatesTheCard).
 func TestMappedMemberApproves(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		who       discordtest.Clicker
@@ -256,6 +258,7 @@ func TestMappedMemberApproves(t *testing.T) {
 }
 
 func TestRefusalsArePrivateAndAudited(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		who    discordtest.Clicker
@@ -300,6 +303,7 @@ func TestRefusalsArePrivateAndAudited(t *testing.T) {
 }
 
 func TestHTTPEndpointChecksSignatureAndFreshness(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := discordtest.Marshal(t, discordtest.Ping("p1"))
 	now := e.clock.Now()
@@ -355,6 +359,7 @@ func TestHTTPEndpointChecksSignatureAndFreshness(t *testing.T) {
 // click: adapters/chattest's TestReplayedDeliveryIsAppliedOnce and
 // TestIneligibleClicksAreRefusedPrivatelyAndAudited, on every surface.)
 func TestReplayedQuorumApprovalIsNotCountedTwice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := destructiveAction()
 	st.Quorum = 2
@@ -375,6 +380,7 @@ func TestReplayedQuorumApprovalIsNotCountedTwice(t *testing.T) {
 // rejection itself: adapters/chattest's TestRejectAsksForAReason, on
 // every surface.)
 func TestUnmappedReasonSubmitIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	e.drain()
@@ -391,6 +397,7 @@ func TestUnmappedReasonSubmitIsRefused(t *testing.T) {
 // expired card itself and a late click on it: adapters/chattest's
 // TestExpiredItemLosesItsButtons, on every surface.)
 func TestSweeperClosureEditsEveryMessage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindAction, "ops", destructiveAction())
 	e.drain()
@@ -416,6 +423,7 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 }
 
 func TestPermanentAndTransientFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status int
 		perm   bool
@@ -437,6 +445,7 @@ func TestPermanentAndTransientFailures(t *testing.T) {
 }
 
 func TestInjectedMentionsRenderInert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := memoryChange()
 	st.Title = "REPLACE note: @everyone"
@@ -483,6 +492,7 @@ func TestInjectedMentionsRenderInert(t *testing.T) {
 // is optional, and an empty one declines. (Answering a question, on every
 // surface: adapters/chattest's TestQuestionsAreAnswered.)
 func TestDecliningAQuestionTakesNoReason(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	third := e.newItem(bot.KindQuestion, "default", testState{Title: "Deploy now?", Options: []string{"yes", "no"}})
 	e.drain()
@@ -501,6 +511,7 @@ func TestDecliningAQuestionTakesNoReason(t *testing.T) {
 }
 
 func TestUnknownCustomIDsDoNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	e.drain()
@@ -514,6 +525,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 }
 
 func TestSlashCommandRunsChatops(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
 	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("discord", uSmith, nil), Sink, uSmith, "help")
@@ -533,6 +545,7 @@ func TestSlashCommandRunsChatops(t *testing.T) {
 }
 
 func TestGatewayModeEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
@@ -581,6 +594,7 @@ func TestGatewayModeEndToEnd(t *testing.T) {
 // which carries the interaction's token; the log says what failed without
 // it.
 func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -603,6 +617,7 @@ func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
 }
 
 func TestRegisterCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := e.a.RegisterCommands(context.Background()); err != nil {
 		t.Fatal(err)
@@ -619,6 +634,7 @@ func TestRegisterCommands(t *testing.T) {
 }
 
 func TestRewriteTransport(t *testing.T) {
+	t.Parallel()
 	var got []string
 	rt := &rewriteTransport{target: apiTarget{scheme: "http", host: "127.0.0.1:9", prefix: "/fake/api/v10/"}, base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		got = append(got, r.URL.String())
@@ -652,6 +668,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := Options{Bot: e.bot, Token: "t", Channels: map[string]string{"default": "C"}}
 	tests := []struct {
@@ -681,6 +698,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindAction, "ops", destructiveAction())
 	e.drain()

@@ -67,6 +67,7 @@ func buttons(t *testing.T, c slacktest.Call) map[string]string {
 }
 
 func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mem := e.create(bot.KindMemoryChange, "default", memoryTestItem())
 	act := e.create(bot.KindAction, "ops", actionTestItem())
@@ -121,6 +122,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 // TestForgedDeliveriesAreRefused); a signed body that is not a Slack form
 // is a 400, never a 500.
 func TestSignatureAndTimestampAreChecked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const path = "/slack/commands"
 	f := url.Values{"team_id": {team}, "user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
@@ -156,6 +158,7 @@ func TestSignatureAndTimestampAreChecked(t *testing.T) {
 }
 
 func TestConcurrentClicksDecideOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for range 3 { // four workers in all, so the two clicks race
 		e.wg.Go(func() { e.ad.work(e.ctx) })
@@ -196,6 +199,7 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 }
 
 func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	it := actionTestItem()
 	it.Quorum = 2
@@ -277,6 +281,7 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 }
 
 func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fake.RateLimit("chat.postMessage", 7)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
@@ -325,6 +330,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 }
 
 func TestDeliveryErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		method, code string
 		permanent    bool
@@ -396,6 +402,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 }
 
 func TestInjectedMarkupIsInert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	it := memoryTestItem()
 	it.Fields[3].Value = "<!channel> @everyone <@U0123ABC> <https://evil.example|approve here> @here"
@@ -460,6 +467,7 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 }
 
 func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
@@ -496,6 +504,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 }
 
 func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Commands = nil })
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
@@ -514,6 +523,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 }
 
 func TestFullQueueIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.QueueSize = 1 })
 	e.stop() // no worker: the queue fills
 	e.wg.Wait()
@@ -529,6 +539,7 @@ func TestFullQueueIsNotAcknowledged(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cases := []struct {
 		name string
@@ -553,6 +564,7 @@ func TestNewValidatesOptions(t *testing.T) {
 
 // TestRunPostsFromTheOutbox runs the whole adapter loop (workers, outbox).
 func TestRunPostsFromTheOutbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Poll = 20 * time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

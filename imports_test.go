@@ -21,8 +21,9 @@ var pendingImports = map[string]string{}
 // over every package's non-test imports (go/build): dependencies point
 // inward; policy and kv import nothing of Countersign; an adapter imports
 // only the core (bot, bot/chat) and kv, never policy, never a sibling
-// adapter, never a tool package; nothing but cmd, bench and the test
-// helpers imports an adapter. TestAdaptersLeaveDeliveryToTheOutbox
+// adapter, never a tool package; nothing but cmd, config (the schema of
+// config.yaml, which checks values against the adapters' own rules), bench
+// and the test helpers imports an adapter, and only cmd imports config. TestAdaptersLeaveDeliveryToTheOutbox
 // (delivery_rules_test.go) adds the delivery contract's rules: no adapter
 // decides retry or give-up on its own.
 func TestImportRules(t *testing.T) {
@@ -48,6 +49,13 @@ func TestImportRules(t *testing.T) {
 			t.Errorf("pendingImports lists %q, which no longer happens: remove it from the list", key)
 		}
 	}
+}
+
+// sharedAdapters are the adapter packages every adapter may import, with
+// what they are: leaves that import nothing of Countersign.
+var sharedAdapters = map[string]string{
+	"adapters/jwks":       "the JWKS verifier the token checks share",
+	"adapters/httpstatus": "the status recorder of the edges that report a response's status",
 }
 
 // breach says which rule pkg importing imp (both relative to the module,
@@ -92,18 +100,21 @@ func breach(pkg, imp string) string {
 		if strings.HasPrefix(imp, "bot/") && !strings.HasPrefix(imp, pkg+"/") {
 			return "a bot subpackage never imports a sibling (tools and chat are independent areas over bot)"
 		}
-	case pkg == "adapters/jwks":
-		return "adapters/jwks (the JWKS verifier the token checks share) imports nothing of Countersign"
+	case sharedAdapters[pkg] != "":
+		return pkg + " (" + sharedAdapters[pkg] + ") imports nothing of Countersign"
 	case adapter(pkg) != "":
-		if a := adapter(imp); a != "" && a != adapter(pkg) && imp != "adapters/jwks" {
+		if a := adapter(imp); a != "" && a != adapter(pkg) && sharedAdapters[imp] == "" {
 			return "an adapter never imports a sibling adapter"
 		}
 		if adapter(imp) == "" && imp != "bot" && imp != "bot/chat" && imp != "kv" {
 			return "an adapter imports only bot, bot/chat and kv (never policy, a domain package or a tool package): decisions go through bot/chat, rules through bot"
 		}
 	}
-	if adapter(imp) != "" && adapter(pkg) == "" && top(pkg) != "cmd" && top(pkg) != "bench" && !strings.HasPrefix(pkg, "bot/bottest") {
-		return "nothing but cmd, bench and the test helpers imports an adapter"
+	if imp == "config" && top(pkg) != "cmd" {
+		return "only cmd imports config (the schema of config.yaml stays at the edge; a library takes its options as arguments)"
+	}
+	if adapter(imp) != "" && adapter(pkg) == "" && top(pkg) != "cmd" && pkg != "config" && top(pkg) != "bench" && !strings.HasPrefix(pkg, "bot/bottest") {
+		return "nothing but cmd, config, bench and the test helpers imports an adapter"
 	}
 	return ""
 }

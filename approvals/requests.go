@@ -54,6 +54,10 @@ type Party struct {
 	// Scopes are the requester's scopes when it asked (tools[].rules read
 	// them as requester.scopes); empty on a vote.
 	Scopes []string `json:"scopes,omitempty"`
+	// For, on a vote, is the delegator the voter decided for, under their
+	// delegation (policy.ActingFor; delegation.go); "" for a vote cast in
+	// the voter's own right. Display then ends "for <For>".
+	For string `json:"for,omitempty"`
 }
 
 // Same reports whether p and o are the same principal: same id, or same
@@ -299,6 +303,9 @@ type Request struct {
 	// GrantID is the standing grant that approved the request at once
 	// (grants.go); 0 when a person decided it.
 	GrantID uint64 `json:"grant_id,omitempty"`
+	// BreakGlass, when set, marks a request approved by its own
+	// requester as break-glass (breakglass.go); nil otherwise.
+	BreakGlass *BreakGlassMark `json:"break_glass,omitempty"`
 
 	CallbackURL string `json:"callback_url,omitempty"`
 
@@ -349,6 +356,7 @@ func (r *Request) Decidable() policy.Decidable {
 		StepUp:       r.StepUp,
 		MinAssurance: r.MinAssurance,
 	}
+	it.Counted = r.counted()
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
 	}
@@ -619,20 +627,50 @@ func (r *Request) counts(v Vote) bool {
 // policy.SamePrincipal does) on pending request r stop counting, saying
 // why: their voter was suspended from approving. A decided request is
 // never changed (its decision stands, and is in the audit chain). It
-// reports whether r changed.
+// reports whether r changed; VoidApprovals says what else changed.
 func (r *Request) VoidVotes(name, why string) bool {
+	changed, _ := r.VoidApprovals(name, why)
+	return changed
+}
+
+// VoidApprovals is VoidVotes, and, for a request signed off in stages,
+// what a voided approval does to the stages after it: when it leaves an
+// earlier stage without enough approvals, the request goes back to that
+// stage, and the approvals of every later stage stop counting too (they
+// were given after it, on the strength of a sign-off that no longer
+// stands), so each later stage signs off again once the stage before it
+// is complete again. later lists the people whose later-stage approvals
+// were voided so, as "name [id]"; their votes stay in Votes for the
+// record, and, no longer counting, do not hold them to that stage.
+func (r *Request) VoidApprovals(name, why string) (changed bool, later []string) {
 	if r.Status != StatusPending || strings.TrimSpace(name) == "" {
-		return false
+		return false, nil
 	}
-	changed := false
 	for i := range r.Votes {
 		v := &r.Votes[i]
-		if v.Approve && v.Void == "" && policy.SamePrincipal("", name, "", v.By.Name) {
+		if v.Approve && v.Void == "" && (policy.SamePrincipal("", name, "", v.By.Name) || v.By.castFor(name)) {
 			v.Void = why
 			changed = true
 		}
 	}
-	return changed
+	if !changed || len(r.Stages) == 0 {
+		return changed, nil
+	}
+	open := r.OpenStage() // the first stage short of approvals now
+	var after []int
+	for i, v := range r.Votes {
+		if v.Stage > open+1 && r.counts(v) {
+			after = append(after, i)
+		}
+	}
+	for _, i := range after {
+		v := &r.Votes[i]
+		v.Void = fmt.Sprintf("stage %d of %d (%s) lost %s's approval (%s), so the stages after it sign off again", open+1, len(r.Stages), r.Stages[open].Name, name, why)
+		if !slices.Contains(later, v.By.Display) {
+			later = append(later, v.By.Display)
+		}
+	}
+	return true, later
 }
 
 // DecisionAssurance is how the decision of r was authenticated: for an
@@ -706,7 +744,7 @@ func (r *Request) Tally() string {
 	for _, v := range r.Votes {
 		if r.counts(v) && !slices.ContainsFunc(seen, v.By.Same) {
 			seen = append(seen, v.By)
-			names = append(names, v.By.Name)
+			names = append(names, v.By.Label())
 		}
 	}
 	s := fmt.Sprintf("%d of %d approvals", len(names), max(r.Quorum, 1))

@@ -629,3 +629,59 @@ func TestDecisionAssurance(t *testing.T) {
 		t.Fatalf("a vote without an assurance: %q", got)
 	}
 }
+
+// TestVoidApprovalsRestages: a voided approval that leaves an earlier
+// stage short sends the request back to that stage: the approvals of the
+// later stages stop counting too (named in later), so each signs off
+// again after it; the people whose later approvals were voided may approve
+// again (their void votes hold them to no stage). A voided approval of the
+// open stage leaves the earlier stages' alone.
+func TestVoidApprovalsRestages(t *testing.T) {
+	dave := rqPerson("dave", "prin_d", "member")
+	staged := func() *Request {
+		r := rqPending(1)
+		r.Stages = []policy.Stage{{Name: "prescriber", Quorum: 1}, {Name: "pharmacist", Quorum: 1}, {Name: "nurse", Quorum: 2}}
+		return r
+	}
+	r := staged()
+	for i, p := range []Party{rqAlice, rqBob, rqCarol} {
+		if got := r.Decide(p, true, "", rqT0.Add(time.Duration(i)*time.Minute)); got != OutcomeCounted {
+			t.Fatalf("%s: %v, want counted", p.Name, got)
+		}
+	}
+	if got := r.OpenStage(); got != 2 {
+		t.Fatalf("open stage after prescriber, pharmacist and one nurse: %d, want 2", got)
+	}
+	changed, later := r.VoidApprovals("alice", "suspended from approving: slack: deactivated")
+	if !changed || !slices.Equal(later, []string{"bob [prin_b]", "carol [prin_c]"}) {
+		t.Fatalf("VoidApprovals = %v, later %q; want changed, later bob and carol", changed, later)
+	}
+	if got, want := r.Tally(), "stage 1 of 3 (prescriber): 0 of 1 approvals, open; stage 2 of 3 (pharmacist): 0 of 1 approvals, waiting; stage 3 of 3 (nurse): 0 of 2 approvals, waiting"; got != want {
+		t.Fatalf("tally after the prescriber's approval was voided:\n got %q\nwant %q", got, want)
+	}
+	if v := r.Votes[1]; v.Void == "" || !strings.Contains(v.Void, "stage 1 of 3 (prescriber) lost alice's approval") {
+		t.Errorf("bob's vote says %q, want why it no longer counts", v.Void)
+	}
+	// bob may now prescribe (his pharmacist vote no longer counts), dave
+	// is the pharmacist, and the nurse stage needs two again.
+	for i, step := range []struct {
+		p    Party
+		want Outcome
+	}{{rqBob, OutcomeCounted}, {dave, OutcomeCounted}, {rqCarol, OutcomeCounted}, {rqAlice, OutcomeDecided}} {
+		if got := r.Decide(step.p, true, "", rqT0.Add(time.Duration(10+i)*time.Minute)); got != step.want {
+			t.Fatalf("%s after the restage: %v, want %v (tally %s)", step.p.Name, got, step.want, r.Tally())
+		}
+	}
+	if r.Status != StatusApproved || r.ConfirmedBy != "bob [prin_b], dave [prin_d], carol [prin_c], alice [prin_a]" {
+		t.Fatalf("after the stages signed off again: %s, confirmed by %q", r.Status, r.ConfirmedBy)
+	}
+
+	// The open stage's approval voided: the earlier stages keep theirs.
+	r = staged()
+	r.Decide(rqAlice, true, "", rqT0)
+	r.Decide(rqBob, true, "", rqT0.Add(time.Minute))
+	r.Decide(rqCarol, true, "", rqT0.Add(2*time.Minute))
+	if changed, later := r.VoidApprovals("carol", "left"); !changed || later != nil || r.OpenStage() != 2 || len(r.StageApprovers(1)) != 1 {
+		t.Fatalf("voiding the open stage's approval: changed %v, later %q, open %d; want the earlier stages kept", changed, later, r.OpenStage())
+	}
+}

@@ -17,7 +17,7 @@ const (
 
 // AuditedBuckets are approvals' buckets written only in the same
 // transaction as an audit entry (the action requests), for Emptied.
-func AuditedBuckets() []string { return []string{bucketRequests} }
+func AuditedBuckets() []string { return []string{bucketRequests, bucketReviews} }
 
 // RequestsBucket is the bucket a request's every change is written to: a
 // replica that hears of a committed write there (key: the request id) wakes

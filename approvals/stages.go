@@ -79,7 +79,7 @@ func (r *Request) stageDecidable(it *policy.Decidable) {
 	it.Stage = r.StageLabel(i)
 	for j := range i {
 		for _, p := range r.StageApprovers(j) {
-			it.EarlierStages = append(it.EarlierStages, policy.StageApproval{ID: p.ID, Name: p.Name, Stage: r.Stages[j].Name})
+			it.EarlierStages = append(it.EarlierStages, policy.StageApproval{ID: p.ID, Name: p.Name, Stage: r.Stages[j].Name, For: p.For})
 		}
 	}
 }
@@ -93,7 +93,7 @@ func (r *Request) stageTally() string {
 	for i, st := range r.Stages {
 		names := []string{}
 		for _, p := range r.StageApprovers(i) {
-			names = append(names, p.Name)
+			names = append(names, p.Label())
 		}
 		s := fmt.Sprintf("stage %d of %d (%s): %d of %d approvals", i+1, len(r.Stages), st.Name, len(names), st.Need())
 		if len(names) > 0 {

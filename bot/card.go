@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/policy"
 )
 
 // This file holds the parts of an item's view that the person clicking
@@ -72,6 +74,9 @@ type VoteView struct {
 	// Void, on an approval that no longer counts because its voter was
 	// suspended from approving (suspensions.go), says so.
 	Void string `json:"void,omitempty"`
+	// Assurance is how the voter was authenticated for the vote ("" when
+	// it was recorded before votes carried one).
+	Assurance policy.Assurance `json:"assurance,omitempty"`
 }
 
 // Seen is what an approver was shown when they decided: the SHA-256 of

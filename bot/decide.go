@@ -51,6 +51,9 @@ type Decision struct {
 	// the card showed). An error it returns ends the decision with
 	// nothing written, and Decide returns it as it is.
 	Check func(it Item, d *Decision) error
+	// BreakGlass, with Approve, asks to approve one's own request as
+	// break-glass (policy.BreakGlass): Reason is then mandatory.
+	BreakGlass bool
 }
 
 // Decided is what Decide did: the decision tool's answer, and the item
@@ -87,7 +90,7 @@ type ItemDecider interface {
 func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decided, err error) {
 	start := time.Now()
 	caller = b.withGroups(caller) // the groups it belongs to now, as in Call
-	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "decide"}}
+	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: decideCall}}
 	var span Span
 	defer func() {
 		b.observe(ctx, caller, c.Tool.Name, start, c, err)

@@ -75,6 +75,11 @@ type Note struct {
 	// Role is the role an escalation is addressed to ("" for none). A
 	// renderer names it, and may mention the people who hold it.
 	Role string
+	// OnCall is the on-call rotation an escalation is addressed to, and
+	// Person who was on call in it at the time of the escalation ("" for
+	// nobody): a renderer says so (OnCallLine) and may mention the person
+	// (Chat.Account), oncall.go.
+	OnCall, Person string
 	// Key names this reply (this event, this card), the same on every
 	// retry: an idempotency key, like Post's.
 	Key string
@@ -95,6 +100,9 @@ type Note struct {
 //     surface has and the item has no card there yet, post the card there
 //     too (it is then kept up to date like the first).
 //   - note: reply in the thread of every card, whatever the item's state.
+//   - post: while the item is pending, post the card in the channel the
+//     event names when this surface has it and the item has no card there
+//     yet (kept up to date like the first); it waits for the first card.
 //
 // A card the platform refuses for good (*PermanentError) is skipped and
 // logged, and the item's other cards are still served; the event fails
@@ -123,7 +131,7 @@ type delivery struct {
 
 func (d delivery) deliver(ctx context.Context, ev Event) error {
 	switch ev.Type {
-	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote:
+	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote, EventPost:
 	default:
 		return &PermanentError{Err: fmt.Errorf("%s: item %d: unknown event type %q", d.sink, ev.ItemID, ev.Type)}
 	}
@@ -154,6 +162,8 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 		return d.each(ctx, it, "update", func(card MessageRef) error { return d.r.Update(ctx, card, it) })
 	case EventNote:
 		return d.reply(ctx, it, ev)
+	case EventPost:
+		return d.postIn(ctx, it, ev)
 	}
 	// A reminder or an escalation.
 	if !it.Pending() {
@@ -180,6 +190,28 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 	return d.post(ctx, it, target, "escalate"+strconv.FormatUint(ev.Seq, 10))
 }
 
+// postIn delivers a post event: the item's card in the channel ev.Note
+// names, when this surface defines it and the item is still pending and
+// has no card there yet. Until the item's first card is posted (its
+// created event is retried) it waits, so that the first card is never
+// taken for posted.
+func (d delivery) postIn(ctx context.Context, it Item, ev Event) error {
+	target := d.r.Channel(ev.Note)
+	if target == "" || !it.Pending() {
+		return nil // not a channel of this surface, or decided meanwhile
+	}
+	cards := d.cards(it)
+	if len(cards) == 0 {
+		return fmt.Errorf("%s: item %d: its first card is not posted yet, so the card for channel %q waits", d.sink, it.ID, ev.Note)
+	}
+	for _, c := range cards {
+		if c.ChannelID == target {
+			return nil // already there
+		}
+	}
+	return d.post(ctx, it, target, "post"+strconv.FormatUint(ev.Seq, 10))
+}
+
 // notify delivers ev to a surface that posts no card: a reminder or an
 // escalation of a pending item whose channel is this surface's, once per
 // event; nothing else.
@@ -195,7 +227,8 @@ func (d delivery) notify(ctx context.Context, n Notifier, it Item, ev Event) err
 	if target == "" {
 		return nil // addressed elsewhere
 	}
-	return n.Notify(ctx, target, it, Note{Type: ev.Type, Text: strings.Join(rest, " "), Role: role, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
+	rotation, person, rest := parseOnCall(rest)
+	return n.Notify(ctx, target, it, Note{Type: ev.Type, Text: strings.Join(rest, " "), Role: role, OnCall: rotation, Person: person, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
 }
 
 // cards are the item's messages on this surface.
@@ -236,6 +269,7 @@ func (d delivery) reply(ctx context.Context, it Item, ev Event) error {
 	switch ev.Type {
 	case EventEscalated:
 		_, role, rest := parseEscalation(ev.Note)
+		n.OnCall, n.Person, rest = parseOnCall(rest)
 		n.Role, n.Text = role, strings.Join(rest, " ")
 	case EventReminder:
 		// A reminder addressed to a surface that posts no card (email)

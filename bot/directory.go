@@ -26,10 +26,21 @@ type ChatPrincipal struct {
 	// Scopes are the memory spaces (user_ids) the person may see and decide
 	// for, as a key's scopes; empty means every space.
 	Scopes []string
+	// Web is the OIDC claim value (an email by default) that signs in to
+	// the web console as this person.
+	Web string
+	// Email is where an escalation or a reminder by email reaches them.
+	Email string
 }
 
-// Directory resolves chat users to principals. It is built from config.
+// Directory is the one answer to "who is this person" for the people the
+// configuration declares, on every surface: chat users to principals
+// (Chat().Caller), a name to the person as configured now (Person,
+// Chat().Current), everyone with their identities (People: the console's
+// sign-ins, Slack's approvers), and a directory user to the person
+// (Match: SCIM). It is built from config.
 type Directory struct {
+	people       []ChatPrincipal // in the config's order
 	byName       map[string]ChatPrincipal
 	slack        map[string]ChatPrincipal
 	discord      map[string]ChatPrincipal
@@ -41,6 +52,7 @@ type Directory struct {
 func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
 	d := &Directory{byName: map[string]ChatPrincipal{}, slack: map[string]ChatPrincipal{}, discord: map[string]ChatPrincipal{}, discordRoles: map[string]ChatPrincipal{}, teams: map[string]ChatPrincipal{}}
 	for _, p := range ps {
+		d.people = append(d.people, p)
 		d.byName[p.Name] = p
 		if p.Slack != "" {
 			if o, dup := d.slack[p.Slack]; dup {
@@ -68,6 +80,49 @@ func NewDirectory(ps []ChatPrincipal) (*Directory, error) {
 		}
 	}
 	return d, nil
+}
+
+// Person returns the configured person named name.
+func (d *Directory) Person(name string) (ChatPrincipal, bool) {
+	if d == nil {
+		return ChatPrincipal{}, false
+	}
+	p, ok := d.byName[name]
+	return p, ok
+}
+
+// People returns every configured person, in the config's order.
+func (d *Directory) People() []ChatPrincipal {
+	if d == nil {
+		return nil
+	}
+	return append([]ChatPrincipal(nil), d.people...)
+}
+
+// Match returns the name of the configured person a directory user (an
+// identity provider's, over SCIM) is, or "": a user is that person when
+// their userName is its name, or their userName or one of their email
+// addresses is its email or web identity (case-insensitive). The
+// configuration is authoritative where both exist.
+func (d *Directory) Match(userName string, emails []string) string {
+	if d == nil {
+		return ""
+	}
+	for _, p := range d.people {
+		if strings.EqualFold(p.Name, userName) {
+			return p.Name
+		}
+	}
+	ids := append([]string{userName}, emails...)
+	for _, p := range d.people {
+		for _, id := range ids {
+			id = strings.TrimSpace(id)
+			if id != "" && (strings.EqualFold(p.Email, id) || strings.EqualFold(p.Web, id)) {
+				return p.Name
+			}
+		}
+	}
+	return ""
 }
 
 // Chat is the bot's side of the chat surfaces: who a chat user is (the

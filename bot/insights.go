@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // The figures of the console's Insights page and of /metrics: the queue by
@@ -16,8 +17,19 @@ import (
 // within what a reader may see (its scopes), read from the store.
 
 // QuickApproval is how soon after its card appeared an approval is
-// flagged as possibly made without reading it.
+// flagged as possibly made without reading it. Only a person's approval on
+// a surface that shows the card counts (onSurface): an approval over the
+// API is a program's call, whose speed says nothing of reading.
 const QuickApproval = 5 * time.Second
+
+// onSurface reports whether a decision was a person's on a surface that
+// shows the item (chat, the console): one cast on a card or page (seen),
+// or authenticated as a surface authenticates (a chat identity, a console
+// session). An API key's or an OAuth token's, and one recorded before
+// decisions carried their assurance, are not.
+func onSurface(a policy.Assurance, seen *Seen) bool {
+	return seen != nil || a != "" && a != policy.AssuranceKey
+}
 
 // Bounds of Insights: the days it covers (DefaultInsightDays, at most
 // MaxInsightDays) and the records one reading scans (the newest first).
@@ -191,13 +203,15 @@ func (x Items) Insights(ctx context.Context, reader *Caller, days int) (Insights
 			switch {
 			case len(it.Votes) > 0:
 				for _, v := range it.Votes {
-					if v.Approve {
+					if v.Approve && onSurface(v.Assurance, v.Seen) {
 						approved(NameOf(v.By), v.At, it.CreatedAt)
 					}
 				}
 			case it.Status == "approved":
-				for _, by := range it.DecidedBy {
-					approved(NameOf(by), it.DecidedAt, it.CreatedAt)
+				for i, by := range it.DecidedBy {
+					if i < len(it.DecidedVia) && it.DecidedVia[i] != "" && it.DecidedVia[i] != policy.AssuranceKey.Label() {
+						approved(NameOf(by), it.DecidedAt, it.CreatedAt)
+					}
 				}
 			}
 			return nil

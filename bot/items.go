@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // Item buckets.
@@ -102,6 +103,10 @@ type Item struct {
 	// at the identity provider within that long (the console's step-up);
 	// chat offers a one-time link to the console instead.
 	StepUp time.Duration `json:"step_up,omitempty"`
+	// MinAssurance, when set, is the least assurance approving it needs
+	// (tools[].step_up.method: a console surface offers the step-up that
+	// reaches it, a passkey for "passkey"); the one rule checks it.
+	MinAssurance policy.Assurance `json:"min_assurance,omitempty"`
 	// Grants are the standing grants an approver may add to an approval
 	// of this pending item (the tool's grants: config); none: approve only.
 	Grants []GrantOption `json:"grants,omitempty"`
@@ -120,6 +125,18 @@ type Item struct {
 	// above 1, step-up). Each item of a batch is still decided on its
 	// own, under the one rule.
 	Batch string `json:"batch,omitempty"`
+	// Decidable, on a pending item whose source says who decides it, is
+	// the item as the one decision rule sees it now: the approvers (the
+	// open stage's, when signed off in stages), the people who approved
+	// an earlier stage. Hints read it (Items.ReadOnly); the decision
+	// itself reads the item's state in its own transaction. nil: the
+	// source says nothing more than the requester and the space.
+	Decidable *policy.Decidable `json:"-"`
+	// BreakGlass, when positive, says the item's requester may approve it
+	// themselves as break-glass (break_glass: in config.yaml), after a
+	// fresh sign-in within that long (Caller.MayOfferBreakGlass); zero:
+	// not offered. The one decision rule still decides.
+	BreakGlass time.Duration `json:"break_glass,omitempty"`
 
 	// The card's lines for the person clicking (card.go), computed by the
 	// item's source from the item, never taken from the agent's words:
@@ -332,6 +349,11 @@ func (b *Bot) viewOf(tx kv.Tx, rec *ItemRecord) (Item, error) {
 	if it.CreatedAt.IsZero() {
 		it.CreatedAt = rec.CreatedAt
 	}
+	lent, err := b.delegationFields(tx, rec, it) // delegations.go
+	if err != nil {
+		return Item{}, err
+	}
+	it.Fields = append(it.Fields, lent...)
 	return it, nil
 }
 
@@ -392,6 +414,10 @@ const (
 	// EventNote posts Note in the item's thread whatever the item's state
 	// (a call approved under a standing grant made on this item).
 	EventNote = "note"
+	// EventPost posts the item's card in the configured channel Note
+	// names, beside its other cards, unless it has a card there already
+	// (a stage that opened: tools[].stages[].channels).
+	EventPost = "post"
 )
 
 // Event is one outbox entry for one sink.

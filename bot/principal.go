@@ -66,6 +66,9 @@ type Caller struct {
 	// ("link", "oidc"); "" off the console. With AuthAt it makes the
 	// decision's assurance (Assurance).
 	SignIn string
+	// Delegators are the people who lend the caller their approvals now
+	// (delegations.go): read from the store in every deciding transaction.
+	Delegators []policy.Delegator
 }
 
 // Assurance is how the caller is authenticated for a decision at now, a
@@ -115,7 +118,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -157,6 +160,39 @@ func (c *Caller) ReadOnly(it Item) (why string, readOnly bool) {
 	role := policy.Role("")
 	if c != nil {
 		role = c.Role
+	}
+	return r.Short(role), true
+}
+
+// ReadOnly is Caller.ReadOnly with what the item's source says of who
+// decides it now (Item.Decidable: the tool's approvers, the open stage's
+// when it is signed off in stages, the people who approved an earlier
+// stage), and the caller's groups as a decision resolves them (the
+// configured groups and on-call rotations beside the provider's): a
+// person who is not an approver of the open stage sees the item
+// read-only, and why ("the open stage (pharmacist, stage 2 of 2) is
+// decided by groups pharmacists"). Step-up and assurance are left out (a
+// surface offers the fresh sign-in instead), and the decision reads the
+// item again in its own transaction: it has the final word.
+func (x Items) ReadOnly(caller *Caller, it Item) (why string, readOnly bool) {
+	if it.Decidable == nil || !it.Pending() {
+		return caller.ReadOnly(it)
+	}
+	d := *it.Decidable
+	d.StepUp, d.MinAssurance, d.At = 0, "", x.b.now()
+	r := policy.Decide(x.b.withGroups(caller).Decider(), d)
+	if r == nil {
+		return "", false
+	}
+	if r.Check == policy.CheckApprovers {
+		if d.Stage != "" {
+			return fmt.Sprintf("the open stage (%s) is decided by %s", d.Stage, d.Approvers), true
+		}
+		return "decided by " + d.Approvers.String(), true
+	}
+	role := policy.Role("")
+	if caller != nil {
+		role = caller.Role
 	}
 	return r.Short(role), true
 }

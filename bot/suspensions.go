@@ -54,9 +54,12 @@ func (s Suspension) Why() string {
 // VoteVoider is implemented by the item sources whose items count
 // approvals toward a quorum: VoidVotes makes the approvals of the
 // principal named name on the open item rec stop counting (why says so),
-// and reports whether the item changed.
+// and reports whether the item changed, and, when that changed more than
+// name's approvals (a request signed off in stages went back to the stage
+// that lost one), a note saying so for the item's thread and the audit
+// ("" otherwise).
 type VoteVoider interface {
-	VoidVotes(tx kv.Tx, rec ItemRecord, name, why string) (bool, error)
+	VoidVotes(tx kv.Tx, rec ItemRecord, name, why string) (changed bool, note string, err error)
 }
 
 func suspensionKey(name string) []byte { return []byte(strings.ToLower(strings.TrimSpace(name))) }
@@ -119,6 +122,9 @@ func (tx *Tx) Suspend(s Suspension) (bool, error) {
 	if err := tx.runSuspendHooks(s.Name, "suspended from approving: "+s.Why()); err != nil {
 		return false, err
 	}
+	if err := tx.endDelegationsOf(s.Name, "suspended from approving: "+s.Why()); err != nil { // delegations.go
+		return false, err
+	}
 	detail := fmt.Sprintf("%q suspended from approving (%s)", s.Name, s.Why())
 	if s.Account != "" {
 		detail += "; account " + OneLine(s.Account, 100)
@@ -170,13 +176,21 @@ func (tx *Tx) voidVotes(name, why string) ([]uint64, error) {
 		if !ok {
 			continue
 		}
-		did, err := vv.VoidVotes(tx.Tx, *rec, name, why)
+		did, note, err := vv.VoidVotes(tx.Tx, *rec, name, why)
 		if err != nil {
 			return nil, err
 		}
 		if did {
 			changed = append(changed, id)
 			if err := tx.Emit(id, EventUpdated, ""); err != nil {
+				return nil, err
+			}
+		}
+		if note != "" {
+			if err := tx.Emit(id, EventNote, note); err != nil {
+				return nil, err
+			}
+			if err := tx.Audit("stage_reopened", fmt.Sprintf("#%d: %s", id, note)); err != nil {
 				return nil, err
 			}
 		}

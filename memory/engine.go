@@ -121,6 +121,8 @@ type Decider struct {
 	By     string // "name [id]": the recorded approver
 	Note   string // decided_by, only a note
 	Reason string
+	// Assurance is how By was authenticated for the decision.
+	Assurance policy.Assurance
 	// Value, when set on a confirmation, is the approver's edit: the value
 	// to confirm instead of the one proposed (Confirm checks it like any
 	// value of the slot).
@@ -311,7 +313,7 @@ func (o *Options) Confirm(tx kv.Tx, sp Space, id uint64, d Decider, now time.Tim
 		f.Status = StatusActive
 	}
 	f.SetAt = now
-	f.Resolved, f.DecidedBy, f.DecidedAt = ResolvedConfirmed, d.By, now
+	f.Resolved, f.DecidedBy, f.DecidedAt, f.Assurance = ResolvedConfirmed, d.By, now, d.Assurance
 	f.Note, f.Reason = d.Note, d.Reason
 	return dec, put(tx, f)
 }
@@ -325,7 +327,7 @@ func (o *Options) Reject(tx kv.Tx, sp Space, id uint64, d Decider, now time.Time
 		return Decision{Proposal: f}, err
 	}
 	f.Status, f.RetiredAt = StatusHistorical, now
-	f.Resolved, f.DecidedBy, f.DecidedAt = ResolvedRejected, d.By, now
+	f.Resolved, f.DecidedBy, f.DecidedAt, f.Assurance = ResolvedRejected, d.By, now, d.Assurance
 	f.Note, f.Reason = d.Note, d.Reason
 	return Decision{Proposal: f}, put(tx, f)
 }

@@ -139,10 +139,15 @@ type Fact struct {
 	Resolved     Resolution `json:"resolved,omitempty"`
 	DecidedBy    string     `json:"decided_by,omitempty"` // the authenticated decider, "name [id]"
 	DecidedAt    time.Time  `json:"decided_at,omitzero"`
-	Note         string     `json:"note,omitempty"`   // the decided_by note the decider passed
-	Reason       string     `json:"reason,omitempty"` // the decider's reason, or why it was closed
-	ItemID       uint64     `json:"item_id,omitempty"`
-	Target       string     `json:"target,omitempty"` // the target's value when proposed
+	// Assurance is how the decider was authenticated for the decision
+	// (policy.AssuranceOf), as an action's votes record it; "" for a
+	// proposal closed without a person (stale, expired) or decided before
+	// decisions carried one.
+	Assurance policy.Assurance `json:"assurance,omitempty"`
+	Note      string           `json:"note,omitempty"`   // the decided_by note the decider passed
+	Reason    string           `json:"reason,omitempty"` // the decider's reason, or why it was closed
+	ItemID    uint64           `json:"item_id,omitempty"`
+	Target    string           `json:"target,omitempty"` // the target's value when proposed
 
 	// Edit before approving (#15): the approver confirmed the proposal
 	// with another value. Value is then the approved value (the one that

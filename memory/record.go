@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // The live index (bucketLive) holds, for every ACTIVE and FLAGGED_CONFLICT
@@ -27,15 +28,21 @@ import (
 //	            record held. A reader that knows only this ignores the rest
 //	            (as the previous version does, so it still reads a store
 //	            written by this one).
-//	record      after the projection: the record's version (2), then every
-//	            other field of the fact (encodeRecord).
+//	record      after the projection: the record's version (3), then every
+//	            other field of the fact (encodeRecord). Version 2, which a
+//	            store written before decisions carried their assurance
+//	            holds, is the same without the assurance, and is still
+//	            read (its facts' JSON has none either); a reader that knows
+//	            only version 2 reads a version 3 entry from the fact's JSON.
 //
 // An entry without a record of a known version (an older store's) is read
 // from the fact's JSON instead; the first write to a space rewrites its
 // entries with their records (see buildIndex).
 const (
 	projectionVersion = 1
-	recordVersion     = 2
+	recordVersion     = 3
+	// recordVersion2 is the record without the decision's assurance.
+	recordVersion2 = 2
 )
 
 // Status bytes of a live-index value.
@@ -140,7 +147,7 @@ func encodeRecord(f *Fact) ([]byte, error) {
 	}
 	b = append(b, recordVersion)
 	for _, s := range [...]string{f.Scope, string(f.Kind), f.Source, f.SetBy,
-		string(f.Pending), f.Held, f.ProposerID, f.ProposerName, string(f.Resolved), f.DecidedBy, f.Note, f.Reason, f.Target} {
+		string(f.Pending), f.Held, f.ProposerID, f.ProposerName, string(f.Resolved), f.DecidedBy, f.Note, f.Reason, f.Target, string(f.Assurance)} {
 		b = appendString(b, jsonString(s))
 	}
 	b = binary.AppendUvarint(b, uint64(len(meta)))
@@ -258,13 +265,17 @@ func decodeRecordInto(f *Fact, sp Space, subject string, id uint64, v string) er
 		return v[a:b]
 	}
 	f.Category, f.Value, f.Said = str(), str(), str()
-	if r.err != nil || r.off >= len(v) || v[r.off] != recordVersion {
+	if r.err != nil || r.off >= len(v) || v[r.off] != recordVersion && v[r.off] != recordVersion2 {
 		return errRecord
 	}
+	version := v[r.off]
 	r.off++
 	f.Scope, f.Kind, f.Source, f.SetBy = str(), Kind(str()), str(), str()
 	f.Pending, f.Held, f.ProposerID, f.ProposerName = Action(str()), str(), str(), str()
 	f.Resolved, f.DecidedBy, f.Note, f.Reason, f.Target = Resolution(str()), str(), str(), str(), str()
+	if version == recordVersion {
+		f.Assurance = policy.Assurance(str())
+	}
 	if a, b := r.span(); b > a {
 		f.Metadata = json.RawMessage(v[a:b])
 	}
@@ -314,7 +325,7 @@ func hasRecord(v []byte) bool {
 	r.span()
 	r.span()
 	r.span()
-	return r.err == nil && r.off < len(v) && v[r.off] == recordVersion
+	return r.err == nil && r.off < len(v) && (v[r.off] == recordVersion || v[r.off] == recordVersion2)
 }
 
 // liveFact returns the fact of a live-index entry: decoded from the

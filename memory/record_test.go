@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/policy"
 )
 
 // viaJSON is what the fact's stored JSON decodes to: what Load returns.
@@ -104,7 +106,7 @@ func randFact(r *rand.Rand) *Fact {
 		Archived: r.IntN(2) == 0, Tombstone: r.IntN(2) == 0,
 		Pending: Action(randString(r)), Held: randString(r), ProposerID: randString(r), ProposerName: randString(r),
 		Resolved: Resolution(randString(r)), DecidedBy: randString(r), Note: randString(r), Reason: randString(r),
-		ItemID: r.Uint64N(1 << 50), Target: randString(r),
+		ItemID: r.Uint64N(1 << 50), Target: randString(r), Assurance: policy.Assurance(randString(r)),
 	}
 	if m := metas[r.IntN(len(metas))]; m != "" {
 		f.Metadata = json.RawMessage(m)
@@ -160,6 +162,55 @@ func TestRecordMatchesJSON(t *testing.T) {
 	future[r2.off] = recordVersion + 1
 	if hasRecord(future) {
 		t.Fatal("a record of an unknown version is taken")
+	}
+}
+
+// TestRecordVersion2StillReads: a live record written before decisions
+// carried their assurance (version 2: the same fields without it) is
+// still decoded, to what its fact's JSON gives (no assurance).
+func TestRecordVersion2StillReads(t *testing.T) {
+	t.Parallel()
+	f := &Fact{ID: 9, Space: Space{UserID: "patient_42"}, Subject: "allergy", Value: "penicillin", Status: StatusActive,
+		Scope: DefaultScope, Kind: KindState, SetAt: time.Unix(1700000000, 0).UTC(), Resolved: ResolvedConfirmed,
+		DecidedBy: "dr_smith [U1]", Target: "none"}
+	rec, err := encodeRecord(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Walk to the assurance: the projection's three fields, the version,
+	// then the record's thirteen strings.
+	r := recordReader[[]byte]{v: rec, off: 2}
+	for range 3 {
+		r.span()
+	}
+	at := r.off
+	r.off++
+	for range 13 {
+		r.span()
+	}
+	if r.err != nil || rec[at] != recordVersion || rec[r.off] != 0 {
+		t.Fatalf("unexpected record layout: version %d at %d, assurance length %d at %d", rec[at], at, rec[r.off], r.off)
+	}
+	v2 := append(bytes.Clone(rec[:r.off]), rec[r.off+1:]...)
+	v2[at] = recordVersion2
+	if !hasRecord(v2) {
+		t.Fatal("a version 2 record is not taken")
+	}
+	got, err := decodeRecord(f.Space, f.Subject, f.ID, v2)
+	if err != nil {
+		t.Fatalf("decoding a version 2 record: %v", err)
+	}
+	want, _ := viaJSON(t, f)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("version 2 record:\n got %+v\nwant %+v", got, want)
+	}
+	// The same fact decided with an assurance keeps it in the record.
+	f.Assurance = policy.AssuranceOIDC
+	if rec, err = encodeRecord(f); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeRecord(f.Space, f.Subject, f.ID, rec); err != nil || got.Assurance != policy.AssuranceOIDC {
+		t.Fatalf("a record with the assurance: %+v %v", got, err)
 	}
 }
 

@@ -37,6 +37,10 @@ type Decider struct {
 	// and AuthMethod they make the decision's assurance (AssuranceOf).
 	Surface string
 	SignIn  string
+	// Delegators are the people who lent the decider their approvals by
+	// a delegation running at the time of the decision, each as they
+	// stand now (delegation.go); read in the deciding transaction.
+	Delegators []Delegator
 }
 
 // Approvers says who may decide an item: any principal holding one of
@@ -128,6 +132,15 @@ type Decidable struct {
 	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
 	// tools[].step_up.method. Set for approving, never for refusing.
 	MinAssurance Assurance
+	// BreakGlass, when set, asks for the rule's one exception to the
+	// requester check (breakglass.go): set for an approval its decider
+	// asked to make as break-glass, never otherwise.
+	BreakGlass *BreakGlass
+	// Counted are the approvals that count now towards the open stage (or
+	// the item's quorum), with whom each was cast for under a delegation:
+	// a delegator's approval counts once (delegation.go). Set for an
+	// approval only.
+	Counted []StageApproval
 }
 
 // StageApproval is one person's approval of a stage, as the decision rule
@@ -135,6 +148,9 @@ type Decidable struct {
 type StageApproval struct {
 	ID, Name string
 	Stage    string // the stage's name
+	// For is the delegator the approval was cast for, under their
+	// delegation ("" for one cast in the approver's own right).
+	For string
 }
 
 // StepUpSkew is how far in the future of At a decider's AuthAt may lie
@@ -181,7 +197,9 @@ func SamePrincipal(aID, aName, bID, bName string) bool {
 // order of the checks is part of the contract: identity, suspension,
 // person, capability, requester, scope, approvers (of the open stage, for
 // an item signed off in stages, with the groups the decider belongs to
-// now), stage (one person approves at most one stage), step-up (an item that requires
+// now; or lent to the decider by a delegation, delegation.go), stage (one
+// person approves at most one stage), delegation (an approval a delegate
+// cast for the decider counts already), step-up (an item that requires
 // step-up is approved only by a decider whose last strong authentication
 // is within it.StepUp of it.At), assurance (an item with MinAssurance is
 // approved only by a decider authenticated at least so, AssuranceOf).
@@ -210,6 +228,9 @@ const (
 	// CheckAssurance: approving needs a stronger authentication than the
 	// caller's (Decidable.MinAssurance); checked last.
 	CheckAssurance
+	// CheckDelegation: the caller's approval counts already, cast for
+	// them by a delegate (delegation.go).
+	CheckDelegation
 )
 
 // checkNames are the DecisionChecks as errors and logs name them.
@@ -224,10 +245,14 @@ var checkNames = [...]string{
 	CheckStepUp:     "step-up required",
 	CheckSuspended:  "suspended",
 	CheckAssurance:  "authentication too weak",
+	CheckDelegation: "approved by a delegate",
 }
 
 // String names the check ("step-up required").
 func (c DecisionCheck) String() string {
+	if c == CheckBreakGlass {
+		return breakGlassCheckName
+	}
 	if int(c) < len(checkNames) && checkNames[c] != "" {
 		return checkNames[c]
 	}
@@ -269,6 +294,9 @@ func Decide(d Decider, it Decidable) *Refusal {
 // CheckDecision is DecisionRefusal with the check that refused, for a
 // surface that says briefly why an item is read-only (see Refusal.Short).
 func CheckDecision(d Decider, it Decidable) Refusal {
+	if it.BreakGlass != nil {
+		return checkBreakGlass(d, it)
+	}
 	display := d.Display
 	if display == "" {
 		display = fmt.Sprintf("%s [%s]", d.Name, d.ID)
@@ -290,18 +318,20 @@ func CheckDecision(d Decider, it Decidable) Refusal {
 		return Refusal{Check: CheckRequester, Message: fmt.Sprintf("Access denied: %s was requested by %s, and a request is never decided by its own requester. Another approver decides it.", it.Ref, it.RequesterDisplay)}
 	case !InScope(d.Role, d.Scopes, it.SpaceUserID):
 		return Refusal{Check: CheckScope, Message: fmt.Sprintf("Access denied: %s belongs to a memory space outside your assigned scope.", it.Ref)}
-	case !it.Approvers.allows(d):
+	case !it.Approvers.allows(d) && lentBy(d, it) == nil:
 		what := it.ApproversOf
 		if what == "" {
 			what = it.Ref
 		}
 		if it.Stage != "" {
-			return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: the open stage of %s (%s) is decided by %s; %s is not among them. Stages are configured under tools[].stages or tools[].rules[].stages in config.yaml.", it.Ref, it.Stage, it.Approvers, display)}
+			return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: the open stage of %s (%s) is decided by %s; %s is not among them. Stages are configured under tools[].stages or tools[].rules[].stages in config.yaml.", it.Ref, it.Stage, it.Approvers, display) + delegationHint(d)}
 		}
-		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display)}
-	case slices.ContainsFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) }):
-		i := slices.IndexFunc(it.EarlierStages, func(a StageApproval) bool { return SamePrincipal(a.ID, a.Name, d.ID, d.Name) })
+		return Refusal{Check: CheckApprovers, Message: fmt.Sprintf("Access denied: %s are decided by %s; %s is not among them. That is configured per tool under tools[].approvers in config.yaml.", what, it.Approvers, display) + delegationHint(d)}
+	case slices.ContainsFunc(it.EarlierStages, func(a StageApproval) bool { return approvedStage(a, d) }):
+		i := slices.IndexFunc(it.EarlierStages, func(a StageApproval) bool { return approvedStage(a, d) })
 		return Refusal{Check: CheckStage, Message: fmt.Sprintf("Access denied: %s approved the %s stage of %s, and one person approves at most one stage. Another approver decides the open stage (%s).", display, it.EarlierStages[i].Stage, it.Ref, it.Stage)}
+	case approvedFor(d, it) != nil:
+		return Refusal{Check: CheckDelegation, Message: delegationRefusal(d, it, approvedFor(d, it), display)}
 	case it.StepUp > 0 && !SteppedUp(d.AuthAt, it.StepUp, it.At):
 		return Refusal{Check: CheckStepUp, Message: stepUpRefusal(d, it, display)}
 	case it.MinAssurance != "" && !AssuranceOf(d, it.StepUp, it.At).AtLeast(it.MinAssurance):
@@ -339,7 +369,11 @@ func stepUpRefusal(d Decider, it Decidable, display string) string {
 		}
 		why = fmt.Sprintf("%s's last %s was at %s, which is not within the last %s", display, method, d.AuthAt.UTC().Format(time.RFC3339), it.StepUp)
 	}
-	return fmt.Sprintf("Access denied: %s %s is approved only after a fresh sign-in at the identity provider within the last %s, and %s. Refusing it needs no step-up.", StepUpRequired, it.Ref, it.StepUp, why)
+	what := "a fresh sign-in at the identity provider"
+	if it.MinAssurance == AssurancePasskey {
+		what = "a passkey step-up in the console" // the tool's minimum (assurance.go)
+	}
+	return fmt.Sprintf("Access denied: %s %s is approved only after %s within the last %s, and %s. Refusing it needs no step-up.", StepUpRequired, it.Ref, what, it.StepUp, why)
 }
 
 func anOrA(word string) string {
@@ -371,6 +405,8 @@ func (r Refusal) Short(role Role) string {
 		return "you are suspended from approving"
 	case CheckAssurance:
 		return "approving needs a stronger sign-in (step-up)"
+	case CheckDelegation:
+		return "your delegate approved it for you"
 	}
 	return r.Message
 }

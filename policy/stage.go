@@ -18,6 +18,11 @@ type Stage struct {
 	// StepUp, when positive, is how fresh an approver's last strong
 	// sign-in must be for this stage (Decidable.StepUp).
 	StepUp time.Duration `json:"step_up,omitempty"`
+	// Channels are where the request's card is posted too when this stage
+	// opens (tools[].stages[].channels): configured channel names, each
+	// posted on the surfaces that define it. Empty: the request's own
+	// channel only.
+	Channels []string `json:"channels,omitempty"`
 }
 
 // Need is how many distinct approvals the stage needs.

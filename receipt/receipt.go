@@ -67,6 +67,10 @@ type Payload struct {
 	// passkey). Absent from receipts issued before decisions recorded it,
 	// and from an approval by a grant or by policy.
 	Assurance string `json:"assurance,omitempty"`
+	// BreakGlass marks an approval its requester made themselves as
+	// break-glass (break_glass: in config.yaml): no other person approved
+	// it, and a review of it is open or done. Absent otherwise.
+	BreakGlass bool `json:"break_glass,omitempty"`
 }
 
 // Errors a verification returns (wrapped with details).

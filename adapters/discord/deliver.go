@@ -87,6 +87,9 @@ func replyContent(it bot.Item, n bot.Note) string {
 		if n.Role != "" {
 			note += " Escalated to role " + n.Role + "."
 		}
+		if l := n.OnCallLine(); l != "" {
+			note += " " + l
+		}
 		if n.Text != "" {
 			note += " " + n.Text
 		}

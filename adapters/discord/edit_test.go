@@ -18,7 +18,7 @@ func modalInputs(t *testing.T, d map[string]any) (labels, values map[string]stri
 		for _, c := range r.(map[string]any)["components"].([]any) {
 			in := c.(map[string]any)
 			if in["type"].(float64) != 4 {
-				t.Fatalf("modal component %v is not a text input", in)
+				t.Fatalf("modal component %v, want a text input (type 4)", in)
 			}
 			id := in["custom_id"].(string)
 			labels[id] = in["label"].(string)
@@ -38,10 +38,10 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 	for _, c := range e.fake.CallsTo("POST", "channels/") {
 		ids := strings.Join(customIDs(c.JSON()), " ")
 		if strings.Contains(ids, customID(actApprove, consent)) && strings.Contains(ids, ":edit:") {
-			t.Fatalf("a consent request got Edit & approve: %s", ids)
+			t.Fatalf("a consent request got Edit & approve (%s), want none", ids)
 		}
 		if strings.Contains(ids, customID(actApprove, id)) && !strings.Contains(ids, customID(actEdit, id)) {
-			t.Fatalf("the editable action has no Edit & approve: %s", ids)
+			t.Fatalf("the editable action's buttons %s, want Edit & approve", ids)
 		}
 	}
 	ref := e.ref(id)
@@ -56,7 +56,7 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 	labels, values := modalInputs(t, md)
 	if !ok || act != actEdited || mid != id || labels["e0"] != "db_name" || values["e0"] != "orders_prod" ||
 		labels["e1"] != "keep_days" || values["e1"] != "30" || labels[noteInput] == "" || len(labels) != 3 {
-		t.Fatalf("edit modal %q: labels %v values %v", custom, labels, values)
+		t.Fatalf("edit modal %q: labels %v values %v, want db_name orders_prod, keep_days 30 and a note", custom, labels, values)
 	}
 	if e.state(id).Status != "pending" {
 		t.Fatal("opening the edit form decided the item")
@@ -72,10 +72,10 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 	// An unmapped member: refused privately and audited.
 	wantPrivate(t, submit("s3", stranger, map[string]string{"e0": "orders_staging", "e1": "7"}), "not mapped")
 	if !e.auditHas("access_denied", uStranger) {
-		t.Fatalf("the stranger's edit is not audited: %v", e.audit())
+		t.Fatalf("audit %v, want the stranger's edit audited", e.audit())
 	}
 	if got := e.state(id); got.Status != "pending" || got.Applied != 0 || got.EditedBy != "" {
-		t.Fatalf("a refused edit recorded something: %+v", got)
+		t.Fatalf("after a refused edit: %+v, want pending, nothing applied or edited", got)
 	}
 
 	// A valid edit updates the message in place; replayed, it applies once.
@@ -84,19 +84,19 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 		t.Fatalf("valid edit answered %v, want type 7", ok7)
 	}
 	if v, _ := fieldValue(embed(t, respData(t, ok7)), "Changes"); !strings.Contains(v, "Approved with changes by dr\\_smith \\[111\\]: db\\_name orders\\_prod → orders\\_staging; keep\\_days 30 → 7") {
-		t.Fatalf("Changes field %q", v)
+		t.Fatalf("Changes field %q, want the changes by dr_smith [111]", v)
 	}
 	if ids := customIDs(respData(t, ok7)); len(ids) != 0 {
-		t.Fatalf("decided message keeps components %v", ids)
+		t.Fatalf("decided message keeps components %v, want none", ids)
 	}
 	again := submit("s4", smith, map[string]string{"e0": "orders_staging", "e1": "7"})
 	if respType(again) == 7 {
-		t.Fatalf("a replayed submission was applied again: %v", again)
+		t.Fatalf("a replayed submission answered %v, want it not applied again", again)
 	}
 	got := e.state(id)
 	if got.Status != "approved" || got.Applied != 1 || got.EditedBy != "dr_smith [111]" ||
 		string(got.Arguments) != `{"db_name":"orders_staging","keep_days":7}` || string(got.ProposedArgs) != `{"db_name":"orders_prod","keep_days":30}` {
-		t.Fatalf("after the edit: %+v (args %s)", got, got.Arguments)
+		t.Fatalf("after the edit: %+v (args %s), want approved once by dr_smith with the edited arguments and the proposed ones kept", got, got.Arguments)
 	}
 }
 
@@ -110,7 +110,7 @@ func TestEditMemoryValueInDiscord(t *testing.T) {
 	md := respData(t, e.click("m1", oncall, id, customID(actEdit, id)))
 	labels, values := modalInputs(t, md)
 	if labels["e0"] != "Value" || values["e0"] != "apixaban 5mg twice daily" {
-		t.Fatalf("memory edit modal %v %v", labels, values)
+		t.Fatalf("memory edit modal: labels %v values %v, want Value apixaban 5mg twice daily", labels, values)
 	}
 	// A form opened before someone else's edit (another basis) is refused.
 	stale := customID(actEdited, id, 0)
@@ -118,9 +118,9 @@ func TestEditMemoryValueInDiscord(t *testing.T) {
 	wantPrivate(t, resp, "changed after you opened")
 	_, resp = e.post(discordtest.SubmitForm("s1", oncall, ref.ChannelID, ref.MessageID, md["custom_id"].(string), map[string]string{"e0": "apixaban 2.5mg twice daily"}))
 	if respType(resp) != 7 {
-		t.Fatalf("valid value edit answered %v", resp)
+		t.Fatalf("valid value edit answered %v, want type 7", resp)
 	}
 	if got := e.state(id); got.Status != "approved" || got.Value != "apixaban 2.5mg twice daily" || got.ProposedValue != "apixaban 5mg twice daily" {
-		t.Fatalf("after the value edit: %+v", got)
+		t.Fatalf("after the value edit: %+v, want approved with the edited value and the proposed one kept", got)
 	}
 }

@@ -83,7 +83,7 @@ func FuzzCustomID(f *testing.F) {
 		}
 		a2, id2, n2, v2, ok2 := parseCustomID(again)
 		if !ok2 || a2 != action || id2 != id || n2 != n || v2 != version || id == 0 {
-			t.Fatalf("%q parsed as (%q, %d, %d, %q) but %q parses as (%q, %d, %d, %q, %v)", s, action, id, n, version, again, a2, id2, n2, v2, ok2)
+			t.Fatalf("%q parsed as (%q, %d, %d, %q) but %q parses as (%q, %d, %d, %q, %v), want the same", s, action, id, n, version, again, a2, id2, n2, v2, ok2)
 		}
 	})
 }

@@ -46,7 +46,7 @@ func golden(t *testing.T, name string, got any) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./adapters/discord -update to create it)", err)
+		t.Fatalf("%v, want the golden file (run go test ./adapters/discord -update to create it)", err)
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("%s differs from the golden file; review and run with -update if intended.\ngot:\n%s\nwant:\n%s", path, buf.Bytes(), want)
@@ -212,19 +212,19 @@ func TestRenderGolden(t *testing.T) {
 func checkLimits(t *testing.T, m message) {
 	t.Helper()
 	if n := units16(m.Content); n > maxContent {
-		t.Errorf("content is %d characters", n)
+		t.Errorf("content is %d characters, want at most %d", n, maxContent)
 	}
 	for _, e := range m.Embeds {
 		total := units16(e.Title) + units16(e.Description)
 		if units16(e.Title) > maxEmbedTitle || units16(e.Description) > maxEmbedDesc {
-			t.Errorf("title %d / description %d characters", units16(e.Title), units16(e.Description))
+			t.Errorf("title %d / description %d characters, want at most %d / %d", units16(e.Title), units16(e.Description), maxEmbedTitle, maxEmbedDesc)
 		}
 		if len(e.Fields) > maxFields {
-			t.Errorf("%d fields", len(e.Fields))
+			t.Errorf("%d fields, want at most %d", len(e.Fields), maxFields)
 		}
 		for _, f := range e.Fields {
 			if units16(f.Name) > maxFieldName || units16(f.Value) > maxFieldValue || f.Name == "" || f.Value == "" {
-				t.Errorf("field %q: name %d, value %d characters", f.Name, units16(f.Name), units16(f.Value))
+				t.Errorf("field %q: name %d, value %d characters, want both non-empty and at most %d, %d", f.Name, units16(f.Name), units16(f.Value), maxFieldName, maxFieldValue)
 			}
 			total += units16(f.Name) + units16(f.Value)
 		}
@@ -232,7 +232,7 @@ func checkLimits(t *testing.T, m message) {
 			total += units16(e.Footer.Text)
 		}
 		if total > maxEmbedTotal {
-			t.Errorf("embed is %d characters in all", total)
+			t.Errorf("embed is %d characters in all, want at most %d", total, maxEmbedTotal)
 		}
 	}
 }
@@ -262,10 +262,10 @@ func TestLongTextIsTruncatedWithAMarker(t *testing.T) {
 		}
 	}
 	if !strings.HasSuffix(names["Reason"], truncMarker) {
-		t.Errorf("reason not truncated with the marker")
+		t.Errorf("reason %q, want it truncated with the marker %q", names["Reason"], truncMarker)
 	}
 	if len(m.Components) != 0 {
-		t.Errorf("a decided item has components: truncation must never leave a button")
+		t.Errorf("a decided item has components %v, want none: truncation must never leave a button", m.Components)
 	}
 }
 
@@ -307,7 +307,7 @@ func TestClip(t *testing.T) {
 				t.Errorf("clip(%q, %d) = %q, want %q", tc.in, tc.limit, got, tc.want)
 			}
 			if units16(got) > tc.limit {
-				t.Errorf("clip(%q, %d) is %d long", tc.in, tc.limit, units16(got))
+				t.Errorf("clip(%q, %d) is %d long, want at most %d", tc.in, tc.limit, units16(got), tc.limit)
 			}
 		})
 	}
@@ -324,17 +324,17 @@ func FuzzClip(f *testing.F) {
 		for _, mode := range []textMode{inline, block, label} {
 			got := clip(s, limit, mode)
 			if units16(got) > limit {
-				t.Fatalf("clip(%q, %d, %d) is %d long", s, limit, mode, units16(got))
+				t.Fatalf("clip(%q, %d, %d) is %d long, want at most %d", s, limit, mode, units16(got), limit)
 			}
 			// A live mention is the literal text "@everyone" or "@here": the
 			// escape puts a zero-width space after each '@', so the literal
 			// must not survive (clipping included). "@@everyone" escapes to
 			// "@\u200b@\u200beveryone", which holds no live mention.
 			if mode != label && (strings.Contains(strings.ToLower(got), "@everyone") || strings.Contains(strings.ToLower(got), "@here")) {
-				t.Fatalf("clip(%q) = %q keeps a live @everyone", s, got)
+				t.Fatalf("clip(%q) = %q keeps a live @everyone or @here, want none", s, got)
 			}
 			if mode != label && strings.Contains(got, "<@") {
-				t.Fatalf("clip(%q) = %q keeps a live mention", s, got)
+				t.Fatalf("clip(%q) = %q keeps a live mention, want none", s, got)
 			}
 		}
 	})
@@ -380,10 +380,10 @@ func TestParseCustomID(t *testing.T) {
 		}
 	}
 	if id := customID(actAnswer, 18446744073709551615, 24); len(id) > maxCustomID {
-		t.Errorf("longest custom id is %d characters", len(id))
+		t.Errorf("longest custom id is %d characters, want at most %d", len(id), maxCustomID)
 	}
 	if id := versionedID(actApprove, 18446744073709551615, hash); len(id) > maxCustomID {
-		t.Errorf("longest versioned custom id is %d characters, more than Discord's %d", len(id), maxCustomID)
+		t.Errorf("longest versioned custom id is %d characters, want at most Discord's %d", len(id), maxCustomID)
 	}
 }
 

@@ -471,7 +471,7 @@ func (e *env) click(iid string, who discordtest.Clicker, id uint64, custom strin
 	ref := e.ref(id)
 	status, resp := e.post(discordtest.Click(iid, who, ref.ChannelID, ref.MessageID, custom, values...))
 	if status != http.StatusOK {
-		e.t.Fatalf("click %s: status %d: %v", custom, status, resp)
+		e.t.Fatalf("click %s: status %d: %v, want 200", custom, status, resp)
 	}
 	return resp
 }

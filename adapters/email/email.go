@@ -207,7 +207,7 @@ func (a *Adapter) recipients(it bot.Item, role string) []Person {
 }
 
 func (a *Adapter) notify(ctx context.Context, it bot.Item, n bot.Note) error {
-	to := a.recipients(it, n.Role)
+	to := onCallOnly(a.recipients(it, n.Role), n, a.log)
 	if len(to) == 0 {
 		a.log.Warn("nobody to email: no one with principals[].email may decide the item", "item", it.ID, "type", n.Type, "role", n.Role)
 		return nil
@@ -276,6 +276,9 @@ func (a *Adapter) compose(it bot.Item, n bot.Note, p Person) content {
 		}
 		if n.Text != "" {
 			c.Lines = append(c.Lines, bot.OneLine(n.Text, 300))
+		}
+		if l := n.OnCallLine(); l != "" {
+			c.Lines = append(c.Lines, bot.OneLine(l, 300))
 		}
 	}
 	caller := &bot.Caller{Principal: p.Principal, Surface: Sink}

@@ -31,9 +31,16 @@ type marker struct {
 	At        time.Time `json:"at"`
 }
 
-func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) error {
+// mark commits the marker of request id, unless a live one is there
+// (another call is forwarding it now): owned says whether this call holds
+// it, and so may go on. A marker older than staleAfter is a call that
+// stopped (a replica that died): the caller only marks a request that has
+// not run (its receipt is not redeemed, so the upstream was never
+// called), and the receipt is redeemed once whoever holds the marker, so
+// taking over a stale marker can never run a call twice.
+func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) (owned bool, err error) {
 	if w.store == nil {
-		return nil
+		return true, nil
 	}
 	m := marker{Request: id, Tool: tool, At: w.now().UTC()}
 	if caller != nil {
@@ -41,9 +48,51 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return w.store.Update(ctx, func(tx kv.Tx) error { return tx.Put(forwardingBucket, []byte(id), b) })
+	err = w.store.Update(ctx, func(tx kv.Tx) error {
+		prev, err := tx.Get(forwardingBucket, []byte(id))
+		if err != nil {
+			return err
+		}
+		if owned = prev == nil || w.stale(prev); !owned {
+			return nil
+		}
+		return tx.Put(forwardingBucket, []byte(id), b)
+	})
+	return owned && err == nil, err
+}
+
+// staleAfter is how old a forwarding marker is once no call can still be
+// forwarding under it: the gateway's call timeout and a minute.
+func (w *waiter) staleAfter() time.Duration {
+	d := time.Minute
+	if w.gw != nil {
+		d += w.gw.CallTimeout()
+	}
+	return d
+}
+
+// stale reports whether the marker v is older than staleAfter (or
+// unreadable).
+func (w *waiter) stale(v []byte) bool {
+	var m marker
+	return json.Unmarshal(v, &m) != nil || w.now().Sub(m.At) >= w.staleAfter()
+}
+
+// forwarding reports whether a marker of request id is there, and whether
+// it is live (a call is forwarding it now) or stale (the call stopped:
+// whether the upstream ran it is unknown).
+func (w *waiter) forwarding(ctx context.Context, id string) (found, live bool) {
+	if w.store == nil {
+		return false, false
+	}
+	_ = w.store.View(ctx, func(tx kv.Tx) error {
+		b, err := tx.Get(forwardingBucket, []byte(id))
+		found, live = b != nil, b != nil && !w.stale(b)
+		return err
+	})
+	return found, live
 }
 
 // ReportFunc records that the outcome of request id is unknown: the audit
@@ -86,8 +135,9 @@ func RecoverForwarding(ctx context.Context, store kv.Store, report ReportFunc) (
 
 // Recorded results: the upstream's answer to a forwarded call, kept by
 // request id (in the transaction that drops its marker), so that a host
-// retrying with the call's requestState after the run gets the recorded
-// answer, never a second execution. PruneResults drops old ones.
+// retrying after the run (with the call's requestState, polling its task,
+// or, once, with an identical call: claimReplay) gets the recorded answer,
+// never a second execution. PruneResults drops old ones.
 
 // resultsBucket holds them, by request id.
 const resultsBucket = "gateway_results"
@@ -96,6 +146,9 @@ const resultsBucket = "gateway_results"
 type recorded struct {
 	At     time.Time       `json:"at"`
 	Result json.RawMessage `json:"result"`
+	// Claimed is set once the answer was given to an identical call made
+	// without a requestState (claimReplay): that replay is given once.
+	Claimed bool `json:"claimed,omitempty"`
 }
 
 // finish drops the marker of request id and keeps res as its answer.
@@ -118,25 +171,64 @@ func (w *waiter) finish(ctx context.Context, id string, res json.RawMessage) err
 	})
 }
 
-// recordedResult is the kept answer of request id, or nil.
-func (w *waiter) recordedResult(ctx context.Context, id string) json.RawMessage {
+// recordedResult is the kept answer of request id, or nil, and when it
+// was recorded.
+func (w *waiter) recordedResult(ctx context.Context, id string) (json.RawMessage, time.Time) {
 	if w.store == nil {
-		return nil
+		return nil, time.Time{}
 	}
-	var out json.RawMessage
+	var r recorded
 	_ = w.store.View(ctx, func(tx kv.Tx) error {
-		out = nil
+		r = recorded{}
 		b, err := tx.Get(resultsBucket, []byte(id))
 		if err != nil || b == nil {
 			return err
 		}
-		var r recorded
-		if json.Unmarshal(b, &r) == nil {
-			out = r.Result
-		}
+		_ = json.Unmarshal(b, &r)
 		return nil
 	})
-	return out
+	return r.Result, r.At
+}
+
+// claimReplay reports whether the kept answer of request id, which ran,
+// is to be given to an identical call of its principal that brings no
+// requestState (an older host retrying a call whose answer it lost): once,
+// and only within retryWindow of the run. The claim is committed in the
+// transaction that reads it, so that of two identical calls at once only
+// one gets it. running is true while the run is still being forwarded
+// (its marker is there, its answer not yet): the call is told to come back
+// for it. Any other identical call is a new call, for a new decision.
+func (w *waiter) claimReplay(ctx context.Context, id string) (replay, running bool, err error) {
+	if w.store == nil {
+		return false, false, nil
+	}
+	err = w.store.Update(ctx, func(tx kv.Tx) error {
+		replay, running = false, false
+		b, err := tx.Get(resultsBucket, []byte(id))
+		if err != nil {
+			return err
+		}
+		if b == nil {
+			m, err := tx.Get(forwardingBucket, []byte(id))
+			running = m != nil && !w.stale(m)
+			return err
+		}
+		var r recorded
+		if json.Unmarshal(b, &r) != nil || r.Claimed || r.Result == nil || w.now().Sub(r.At) >= retryWindow {
+			return nil
+		}
+		r.Claimed = true
+		val, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		replay = true
+		return tx.Put(resultsBucket, []byte(id), val)
+	})
+	if err != nil {
+		return false, false, err
+	}
+	return replay, running, nil
 }
 
 // PruneResults drops the recorded answers kept since before before, and

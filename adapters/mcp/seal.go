@@ -129,6 +129,10 @@ type taskHandle struct {
 	Request   string `json:"r"`
 	Principal string `json:"p"`
 	Created   int64  `json:"c"` // unix milliseconds
+	// Tool is the served name of the upstream tool whose gated call the
+	// task is (the gateway's: its result is the upstream's answer, once
+	// approved and forwarded); empty for confirm_action's.
+	Tool string `json:"t,omitempty"`
 }
 
 // argsDigest is the SHA-256 of the arguments in a canonical JSON form

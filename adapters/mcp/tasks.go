@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -100,15 +101,16 @@ type taskState struct {
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// newTask makes the handle of a task following out's request.
-func (w *waiter) newTask(out outcome, caller *bot.Caller) (taskHandle, string, error) {
+// newTask makes the handle of a task following out's request, for a call
+// of the upstream tool named tool ("" for confirm_action).
+func (w *waiter) newTask(out outcome, caller *bot.Caller, tool string) (taskHandle, string, error) {
 	created := w.now()
 	if s, _ := out.data["created_at"].(string); s != "" {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {
 			created = t
 		}
 	}
-	h := taskHandle{Request: out.requestID(), Principal: principalOf(caller), Created: created.UnixMilli()}
+	h := taskHandle{Request: out.requestID(), Principal: principalOf(caller), Created: created.UnixMilli(), Tool: tool}
 	id, err := w.seal.seal(kindTask, h)
 	return h, id, err
 }
@@ -165,10 +167,10 @@ func (ts taskState) legacy() legacyTask {
 	return t
 }
 
-// taskAnswer answers a pending confirm_action with a Tasks extension
-// handle.
-func (w *waiter) taskAnswer(out outcome, caller *bot.Caller) (*sdk.CallToolResult, error) {
-	h, id, err := w.newTask(out, caller)
+// taskAnswer answers a pending call (confirm_action, or the gated call of
+// the upstream tool named tool) with a Tasks extension handle.
+func (w *waiter) taskAnswer(out outcome, caller *bot.Caller, tool string) (*sdk.CallToolResult, error) {
+	h, id, err := w.newTask(out, caller, tool)
 	if err != nil {
 		return nil, err
 	}
@@ -177,16 +179,24 @@ func (w *waiter) taskAnswer(out outcome, caller *bot.Caller) (*sdk.CallToolResul
 
 // legacyTaskAnswer answers a 2025-11-25 task-augmented confirm_action: a
 // task handle whatever the request's state (a decided one is a completed
-// task), and a refused call as a JSON-RPC error (no task was made).
-func (w *waiter) legacyTaskAnswer(out outcome, caller *bot.Caller) (*sdk.CallToolResult, error) {
+// task), and a refused call as a JSON-RPC error (no task was made). tool
+// is as for taskAnswer; a gateway task is working until its call is run.
+func (w *waiter) legacyTaskAnswer(out outcome, caller *bot.Caller, tool string) (*sdk.CallToolResult, error) {
 	if out.err != nil || out.requestID() == "" || out.res.IsError {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: resultText(out.res)}
 	}
-	h, id, err := w.newTask(out, caller)
+	h, id, err := w.newTask(out, caller, tool)
 	if err != nil {
 		return nil, err
 	}
-	r := &legacyCreateTask{Task: w.state(id, h, out).legacy()}
+	ts := w.state(id, h, out)
+	if tool != "" {
+		ts = taskState{id: id, status: taskWorking, created: ts.created, updated: ts.created, message: ts.message}
+		if !out.pending() {
+			ts.message = fmt.Sprintf("Request %s is %s; poll tasks/get for the answer.", out.requestID(), out.status())
+		}
+	}
+	r := &legacyCreateTask{Task: ts.legacy()}
 	r.Meta = sdk.Meta{modelImmediateResponse: resultText(out.res)}
 	return shaped(r), nil
 }
@@ -253,6 +263,19 @@ func (w *waiter) handleTask(ctx context.Context, log logFunc, caller *bot.Caller
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: resultText(out.res)}
 	}
 	ts := w.state(p.TaskID, h, out)
+	if h.Tool != "" && !out.pending() {
+		// A gateway task: decided, its result is the upstream's answer
+		// (the call forwarded now, once, if it was approved and has not
+		// run), or the tool error of a denial or an expiry.
+		res, running := w.gatewayResult(ctx, log, caller, h.Tool, out)
+		if running {
+			ts.status, ts.result = taskWorking, nil
+			ts.message = fmt.Sprintf("Request %s is approved and its call is running at the upstream now.", out.requestID())
+		} else {
+			ts.message, out.res = gateway.Clip(resultText(res), 2000), res
+			ts.result, _ = json.Marshal(res)
+		}
+	}
 	switch {
 	case modern:
 		return ts.ext("complete"), nil
@@ -262,8 +285,45 @@ func (w *waiter) handleTask(ctx context.Context, log logFunc, caller *bot.Caller
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("task is still working after %s: %s Poll tasks/get, and ask for the result once the task is completed.", w.maxWait, ts.message)}
 	}
 	res := out.res
-	res.Meta = sdk.Meta{relatedTask: map[string]any{"taskId": p.TaskID}}
+	if res.Meta == nil {
+		res.Meta = sdk.Meta{}
+	}
+	res.Meta[relatedTask] = map[string]any{"taskId": p.TaskID}
 	return res, nil
+}
+
+// gatewayResult is the result of the gateway task of the upstream tool
+// name, whose request out has decided: the upstream's answer, forwarded
+// now if the request is approved and has not run (running: another call
+// is forwarding it), or a tool error.
+func (w *waiter) gatewayResult(ctx context.Context, log logFunc, caller *bot.Caller, name string, out outcome) (res *sdk.CallToolResult, running bool) {
+	if w.gw == nil {
+		return toolError(name+" was not run: no upstream is configured.", nil), false
+	}
+	t, ok := w.gw.Tool(name)
+	if !ok {
+		up, tool, _ := gateway.Split(name)
+		t = gateway.Tool{Name: name, Upstream: up, UpstreamTool: tool}
+	}
+	id := out.requestID()
+	switch out.status() {
+	case "approved":
+		if _, ran := out.data["executed_at"]; ran {
+			return w.replay(ctx, t, id, "", false) // the task's result, read again
+		}
+		if _, withheld := out.data["details_withheld"]; withheld {
+			return toolError(fmt.Sprintf("%s was not run from its task: request %s is approved, but its arguments are withheld from this caller, so the gateway runs it only on the call itself. Call %s again with the same arguments (without a task): it runs then, once.", name, id, name), map[string]any{"request_id": id, "status": "approved"}), false
+		}
+		return w.forward(ctx, w.logger, log, caller, t, nil, out)
+	case "denied", "expired":
+		return decidedError(t, out), false
+	}
+	res = out.res
+	if res == nil {
+		res = toolError(name+" was not run.", nil)
+	}
+	res.IsError = true
+	return res, false
 }
 
 // declaresTasks reports whether a request's _meta declares the Tasks
@@ -310,7 +370,8 @@ func liftTask(params json.RawMessage) json.RawMessage {
 
 // advertise adds what the SDK cannot declare to its answer to method: the
 // 2025-11-25 tasks capability (task-augmented tools/call) to initialize,
-// and execution.taskSupport "optional" to confirm_action in tools/list.
+// and execution.taskSupport "optional" to confirm_action and the gated
+// upstream tools in tools/list.
 // Anything it cannot read is returned unchanged.
 func advertise(method string, result json.RawMessage) json.RawMessage {
 	var r map[string]json.RawMessage
@@ -332,7 +393,7 @@ func advertise(method string, result json.RawMessage) json.RawMessage {
 			return result
 		}
 		for _, t := range tools {
-			if string(t["name"]) == `"`+confirmTool+`"` {
+			if string(t["name"]) == `"`+confirmTool+`"` || gatedUpstream(t["_meta"]) {
 				t["execution"] = json.RawMessage(`{"taskSupport":"optional"}`)
 			}
 		}
@@ -346,6 +407,18 @@ func advertise(method string, result json.RawMessage) json.RawMessage {
 		return result
 	}
 	return out
+}
+
+// gatedUpstream reports whether a tool's _meta is an upstream tool's (the
+// gateway's) that is not read-only: its calls wait for a person.
+func gatedUpstream(meta json.RawMessage) bool {
+	var m map[string]any
+	if json.Unmarshal(meta, &m) != nil {
+		return false
+	}
+	cat, ok := m["countersign/category"].(string)
+	_, up := m["countersign/upstream"]
+	return ok && up && cat != "read-only"
 }
 
 // advertised reports whether the answer to method is changed by advertise.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,12 +28,16 @@ import (
 // becomes an action request through confirm_action, the path an agent
 // asking for approval takes (the one decision rule, quorum, step-up,
 // grants, edits, cards), and waits for it as confirm_action waits over
-// MCP (wait.go): MRTR for a 2026-07-28 client, a bounded wait for an older
-// one. Once approved, the gateway redeems the receipt itself (recorded as
-// executed, once) and calls the upstream with exactly the approved
-// arguments, an approver's edit included, never the call's own; a denial
-// or an expiry answers a tool error saying so. On any doubt (no receipt,
-// the approved arguments not readable, the store refusing) the call is
+// MCP (wait.go): a task handle for a client that supports tasks (tasks.go:
+// its tasks/get runs the call once approved), MRTR for another 2026-07-28
+// client, a bounded wait for an older one. Once approved, the gateway
+// redeems the receipt itself (recorded as executed, once) and calls the
+// upstream with exactly the approved arguments, an approver's edit
+// included, never the call's own; a denial or an expiry answers a tool
+// error saying so. A retry after the run (its requestState, its task, or
+// the first identical call soon after) gets the upstream's recorded answer
+// (forwarding.go), never a second run. On any doubt (no receipt, the
+// approved arguments not readable, the store refusing) the call is
 // refused, never let through.
 
 // AuditFunc appends one audit entry made by caller outside a tool call.
@@ -138,8 +143,9 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage("{}")
 		}
-		var obj map[string]any
-		if json.Unmarshal(args, &obj) != nil || obj == nil {
+		// The SDK read params as JSON: arguments that start with '{' are
+		// an object. Only a gated call needs it decoded (its request).
+		if a := bytes.TrimLeft(args, " \t\r\n"); len(a) == 0 || a[0] != '{' {
 			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		t, ok := o.Gateway.Tool(name)
@@ -155,6 +161,10 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 		}
 		if t.Category == "read-only" {
 			return w.passThrough(ctx, o.Logger, caller, t, args), nil
+		}
+		var obj map[string]any
+		if json.Unmarshal(args, &obj) != nil || obj == nil {
+			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
 		return w.gated(ctx, o.Logger, req, caller, t, args, obj, log)
 	}
@@ -180,15 +190,15 @@ func (w *waiter) passThrough(ctx context.Context, log *slog.Logger, caller *bot.
 	if !caller.MayWrite() {
 		return errorResult(ctx, log, t.Name, &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call upstream tools; only a role that may call confirm_action (agent, member, admin) does.", caller)})
 	}
-	res, ferr := w.gw.Forward(ctx, t.Name, args)
-	detail := fmt.Sprintf("%s read-only args_sha256=%s %s", t.Name, digest(args), resultDetail(res, ferr))
+	ans, ferr := w.gw.Call(ctx, t.Name, args)
+	detail := t.Name + " read-only args_sha256=" + digest(args) + " " + resultDetail(ans, ferr)
 	if err := w.auditRead(ctx, caller, "gateway_passed", detail); err != nil {
 		return internalError(ctx, log, t.Name, fmt.Errorf("auditing a passed-through call: %w", err), nil)
 	}
 	if ferr != nil {
 		return toolError(ferr.Error(), map[string]any{"upstream": t.Upstream})
 	}
-	return res
+	return ans.Result
 }
 
 // digest is the SHA-256 of b, hex.
@@ -199,12 +209,11 @@ func digest(b []byte) string {
 
 // resultDetail describes an upstream's answer for the audit: its SHA-256,
 // isError and size, or the failure.
-func resultDetail(res *sdk.CallToolResult, err error) string {
+func resultDetail(a gateway.Answer, err error) string {
 	if err != nil {
-		return "upstream_error=" + fmt.Sprintf("%q", gateway.Clip(err.Error(), 300))
+		return "upstream_error=" + strconv.Quote(gateway.Clip(err.Error(), 300))
 	}
-	b, _ := json.Marshal(res)
-	return fmt.Sprintf("result_sha256=%s is_error=%t result_bytes=%d", digest(b), res.IsError, len(b))
+	return "result_sha256=" + digest(a.JSON) + " is_error=" + strconv.FormatBool(a.Result.IsError) + " result_bytes=" + strconv.Itoa(len(a.JSON))
 }
 
 // gated runs a call that needs a decision: confirm_action, the wait, then
@@ -243,7 +252,14 @@ func (w *waiter) gated(ctx context.Context, lg *slog.Logger, req *sdk.CallToolRe
 		if out, err = w.request(ctx, log, caller, t, obj, summary, plan); err != nil {
 			return log(t.Name, err), nil
 		}
-		if out.pending() {
+		switch {
+		case sup.legacyTask:
+			// A 2025-11-25 task-augmented call: a task at once, whatever
+			// the request's state; tasks/get runs it once approved.
+			return w.legacyTaskAnswer(out, caller, t.Name)
+		case out.pending() && sup.tasks:
+			return w.taskAnswer(out, caller, t.Name)
+		case out.pending():
 			out = w.status(ctx, log, caller, out.requestID(), deadline)
 		}
 	}
@@ -253,7 +269,8 @@ func (w *waiter) gated(ctx context.Context, lg *slog.Logger, req *sdk.CallToolRe
 	id := out.requestID()
 	switch out.status() {
 	case "approved":
-		return w.forward(ctx, lg, log, caller, t, args, out), nil
+		res, _ := w.forward(ctx, lg, log, caller, t, args, out)
+		return res, nil
 	case "pending":
 		if sup.modern {
 			return w.inputRequired(out, caller, t.Name, args, st.Asked, sup)
@@ -261,27 +278,7 @@ func (w *waiter) gated(ctx context.Context, lg *slog.Logger, req *sdk.CallToolRe
 		return toolError(fmt.Sprintf("%s is waiting for a person's approval (request %s), and this call could wait no longer. Nothing was run yet. Call %s again with the same arguments to go on waiting on the same request: once it is approved, that call runs it, once (action_status with request_id %s shows where it stands).", t.Name, id, t.Name, id),
 			map[string]any{"request_id": id, "status": "pending"}), nil
 	case "denied", "expired":
-		reason, _ := out.data["reason"].(string)
-		var names []string
-		switch v := out.data["decided_by"].(type) {
-		case string:
-			names = append(names, v)
-		case []any:
-			for _, n := range v {
-				if s, ok := n.(string); ok {
-					names = append(names, s)
-				}
-			}
-		}
-		by := strings.Join(names, ", ")
-		text := fmt.Sprintf("%s was not run: request %s was %s", t.Name, id, out.status())
-		if by != "" && out.status() == "denied" {
-			text += " by " + by
-		}
-		if reason != "" {
-			text += " (" + reason + ")"
-		}
-		return toolError(text+".", map[string]any{"request_id": id, "status": out.status(), "reason": reason}), nil
+		return decidedError(t, out), nil
 	}
 	// Anything else (a clarification, a refusal in the result): not run.
 	res := out.res
@@ -290,6 +287,33 @@ func (w *waiter) gated(ctx context.Context, lg *slog.Logger, req *sdk.CallToolRe
 	}
 	res.IsError = true
 	return res, nil
+}
+
+// decidedError is the tool error of a call of t whose request out was
+// denied or expired: who denied it, and why.
+func decidedError(t gateway.Tool, out outcome) *sdk.CallToolResult {
+	id := out.requestID()
+	reason, _ := out.data["reason"].(string)
+	var names []string
+	switch v := out.data["decided_by"].(type) {
+	case string:
+		names = append(names, v)
+	case []any:
+		for _, n := range v {
+			if s, ok := n.(string); ok {
+				names = append(names, s)
+			}
+		}
+	}
+	by := strings.Join(names, ", ")
+	text := fmt.Sprintf("%s was not run: request %s was %s", t.Name, id, out.status())
+	if by != "" && out.status() == "denied" {
+		text += " by " + by
+	}
+	if reason != "" {
+		text += " (" + reason + ")"
+	}
+	return toolError(text+".", map[string]any{"request_id": id, "status": out.status(), "reason": reason})
 }
 
 // maxGenerations bounds how many earlier runs of one exact call request
@@ -334,7 +358,18 @@ func (w *waiter) request(ctx context.Context, log logFunc, caller *bot.Caller, t
 		_, ran := out.data["executed_at"]
 		switch st := out.status(); {
 		case st == "approved" && ran:
-			continue // it ran: this is a new call
+			// It ran. The first identical call soon after is the retry of
+			// a host that lost the answer: it gets the recorded answer
+			// (forward replays it). Any other is a new call.
+			// (Or, while another call forwards it, is told to come back.)
+			replay, running, err := w.claimReplay(ctx, out.requestID())
+			if err != nil {
+				return outcome{}, fmt.Errorf("reading the recorded answer of %s: %w", out.requestID(), err)
+			}
+			if replay || running {
+				return out, nil
+			}
+			continue
 		case st == "denied" || st == "expired":
 			if w.recent(out.data["decided_at"]) {
 				return out, nil // the retry of a call just decided gets the decision
@@ -377,8 +412,9 @@ func (w *waiter) dryRun(ctx context.Context, log *slog.Logger, caller *bot.Calle
 	if err != nil {
 		return refuse("has arguments that cannot be encoded")
 	}
-	res, ferr := w.gw.Forward(ctx, name, b)
-	if err := w.audit(ctx, caller, "gateway_dry_run", fmt.Sprintf("%s for %s args_sha256=%s %s", name, t.Name, digest(b), resultDetail(res, ferr))); err != nil {
+	ans, ferr := w.gw.Call(ctx, name, b)
+	res := ans.Result
+	if err := w.audit(ctx, caller, "gateway_dry_run", fmt.Sprintf("%s for %s args_sha256=%s %s", name, t.Name, digest(b), resultDetail(ans, ferr))); err != nil {
 		return "", internalError(ctx, log, t.Name, fmt.Errorf("auditing a dry run: %w", err), nil)
 	}
 	switch {
@@ -406,17 +442,35 @@ func (w *waiter) recent(v any) bool {
 }
 
 // forward redeems the receipt of the approved request in out and calls
-// the upstream with exactly the approved arguments, once.
-func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, caller *bot.Caller, t gateway.Tool, args json.RawMessage, out outcome) *sdk.CallToolResult {
+// the upstream with exactly the approved arguments, once. A request that
+// already ran (or is being run by another call now: running) gets its
+// recorded answer, never a second run. Once the marker is committed the
+// call is finished and recorded even if the host goes away meanwhile (it
+// is bounded by the gateway's call timeout).
+func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, caller *bot.Caller, t gateway.Tool, args json.RawMessage, out outcome) (res *sdk.CallToolResult, running bool) {
 	id := out.requestID()
+	if _, ran := out.data["executed_at"]; ran {
+		// Already run (a retry, with its requestState or as an identical
+		// call, or a task polled again): its recorded answer.
+		return w.replay(ctx, t, id, "", true)
+	}
 	rec, _ := out.data["receipt"].(string)
 	if rec == "" {
-		return toolError(fmt.Sprintf("%s was not run: request %s is approved but carries no receipt to redeem (is it sensitive, with its details withheld from you?).", t.Name, id), map[string]any{"request_id": id})
+		return toolError(fmt.Sprintf("%s was not run: request %s is approved but carries no receipt to redeem (is it sensitive, with its details withheld from you?).", t.Name, id), map[string]any{"request_id": id}), false
+	}
+	if _, ok := w.gw.Tool(t.Name); !ok {
+		return toolError(fmt.Sprintf("%s was not run: its upstream does not offer it now. Request %s stays approved and unused: call %s again with the same arguments once the upstream lists it (tools/list).", t.Name, id, t.Name), map[string]any{"request_id": id, "upstream": t.Upstream}), false
 	}
 	// The marker first: should the process stop from here to the audit of
-	// the answer, the next start says the outcome is unknown.
-	if err := w.mark(ctx, caller, id, t.Name); err != nil {
-		return internalError(ctx, lg, t.Name, fmt.Errorf("recording the forwarding of %s: %w", id, err), nil)
+	// the answer, the next start says the outcome is unknown. One call
+	// holds it; another that finds it is told to come back for the answer.
+	ctx = context.WithoutCancel(ctx)
+	owned, err := w.mark(ctx, caller, id, t.Name)
+	if err != nil {
+		return internalError(ctx, lg, t.Name, fmt.Errorf("recording the forwarding of %s: %w", id, err), nil), false
+	}
+	if !owned {
+		return w.replay(ctx, t, id, "", true)
 	}
 	var kept json.RawMessage // the answer to keep for a retry
 	defer func() {
@@ -431,38 +485,27 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 		// answer; anything else (reopened, expired) as the core says.
 		var e *bot.Error
 		if errors.As(red.err, &e) && e.Kind == bot.KindConflict && e.Field == "" {
-			if raw := w.recordedResult(ctx, id); raw != nil {
-				var res sdk.CallToolResult
-				if json.Unmarshal(raw, &res) == nil {
-					if res.Meta == nil {
-						res.Meta = sdk.Meta{}
-					}
-					res.Meta[metaRequest] = map[string]any{"request_id": id, "replayed": true}
-					return &res
-				}
-			}
+			return w.replay(ctx, t, id, resultText(red.res), true)
 		}
-		return red.res
+		return red.res, false
 	}
 	approved, sum, err := approvedArguments(t.Name, red, args)
 	if err != nil {
 		_ = w.audit(ctx, caller, "gateway_refused", fmt.Sprintf("%s %s: %v", id, t.Name, err))
-		return toolError(fmt.Sprintf("%s was not run: %v. Request %s is recorded as executed; ask again for a new decision.", t.Name, err, id), map[string]any{"request_id": id})
+		return toolError(fmt.Sprintf("%s was not run: %v. Request %s is recorded as executed; ask again for a new decision.", t.Name, err, id), map[string]any{"request_id": id}), false
 	}
-	res, ferr := w.gw.Forward(ctx, t.Name, approved)
-	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(res, ferr))
+	ans, ferr := w.gw.Call(ctx, t.Name, approved)
+	detail := fmt.Sprintf("%s %s approved_args_sha256=%s %s", id, t.Name, sum, resultDetail(ans, ferr))
 	if err := w.audit(ctx, caller, "gateway_forwarded", detail); err != nil {
 		// The upstream ran; its answer could not be recorded.
-		return internalError(ctx, lg, t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil)
+		return internalError(ctx, lg, t.Name, fmt.Errorf("auditing the upstream's answer to %s: %w", id, err), nil), false
 	}
 	if ferr != nil {
-		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream})
+		return toolError(fmt.Sprintf("%s was approved (request %s) and forwarded once, but the upstream call failed: %v. It is not retried.", t.Name, id, ferr), map[string]any{"request_id": id, "upstream": t.Upstream}), false
 	}
-	if raw, err := json.Marshal(res); err == nil {
-		kept = raw
-	}
+	kept = ans.JSON
 	edited, _ := red.data["edited"].(bool)
-	cp := *res
+	cp := *ans.Result
 	if cp.Meta == nil {
 		cp.Meta = sdk.Meta{}
 	} else {
@@ -473,7 +516,43 @@ func (w *waiter) forward(ctx context.Context, lg *slog.Logger, log logFunc, call
 		cp.Meta = m
 	}
 	cp.Meta[metaRequest] = map[string]any{"request_id": id, "approved_args_sha256": sum, "edited": edited, "confirmed_by": red.data["confirmed_by"]}
-	return &cp
+	return &cp, false
+}
+
+// replay answers a call of request id, which already ran, with the
+// upstream's answer recorded when it ran; nothing is run. note marks it as
+// a replay for the agent, in a text line (a task's result, read again, is
+// not one); _meta says replayed either way. Without a recorded answer it
+// is a tool error: running, when another call is forwarding it now (come
+// back for the answer); else the upstream failed, the outcome is unknown,
+// or the answer was pruned. why is the core's refusal, if any.
+func (w *waiter) replay(ctx context.Context, t gateway.Tool, id, why string, note bool) (res *sdk.CallToolResult, running bool) {
+	raw, at := w.recordedResult(ctx, id)
+	var r sdk.CallToolResult
+	if raw == nil || json.Unmarshal(raw, &r) != nil {
+		switch found, live := w.forwarding(ctx, id); {
+		case live:
+			text := fmt.Sprintf("%s is running now at upstream %s under request %s (approved, forwarded once). Nothing was run again. Call %s again with the same arguments shortly to get its answer.", t.Name, t.Upstream, id, t.Name)
+			return toolError(text, map[string]any{"request_id": id, "status": "running"}), true
+		case found:
+			text := fmt.Sprintf("%s was not run again: the call that forwarded request %s to upstream %s stopped before its answer was recorded, so whether the upstream ran it is unknown. It is not run again: check the upstream, then call %s again for a new decision.", t.Name, id, t.Upstream, t.Name)
+			return toolError(text, map[string]any{"request_id": id, "status": "outcome_unknown"}), false
+		}
+		text := fmt.Sprintf("%s was not run again: request %s already ran once (its receipt is redeemed), and no answer of the upstream is kept for it (the upstream failed, or whether it ran is unknown: check the audit log and the upstream). Call it again for a new decision.", t.Name, id)
+		if why != "" {
+			text += " (" + why + ")"
+		}
+		return toolError(text, map[string]any{"request_id": id, "status": "approved", "executed": true}), false
+	}
+	if r.Meta == nil {
+		r.Meta = sdk.Meta{}
+	}
+	ran := at.UTC().Format(time.RFC3339)
+	r.Meta[metaRequest] = map[string]any{"request_id": id, "replayed": true, "ran_at": ran}
+	if note {
+		r.Content = append(r.Content, &sdk.TextContent{Text: fmt.Sprintf("[Countersign: the recorded answer of request %s, which ran once at %s; nothing ran again. A new identical call asks for a new approval.]", id, ran)})
+	}
+	return &r, false
 }
 
 // approvedArguments reads what was approved from redeem_receipt's answer:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -102,12 +103,16 @@ type waiter struct {
 	audit     AuditFunc
 	auditRead AuditFunc
 	store     kv.Store // the gateway's forwarding markers; nil: none kept
+	logger    *slog.Logger
 }
 
 func newWaiter(o Options) *waiter {
 	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead, store: o.Store}
 	if w.auditRead == nil {
 		w.auditRead = w.audit
+	}
+	if w.logger = o.Logger; w.logger == nil {
+		w.logger = slog.New(slog.DiscardHandler)
 	}
 	if w.maxWait <= 0 {
 		w.maxWait = defaultMaxCallWait
@@ -190,11 +195,11 @@ func (w *waiter) confirm(ctx context.Context, req *sdk.CallToolRequest, caller *
 		out = w.call(ctx, log, caller, confirmTool, args)
 		switch {
 		case sup.legacyTask:
-			return w.legacyTaskAnswer(out, caller)
+			return w.legacyTaskAnswer(out, caller, "")
 		case !out.pending():
 			return out.res, nil
 		case sup.tasks:
-			return w.taskAnswer(out, caller)
+			return w.taskAnswer(out, caller, "")
 		case !sup.modern:
 			return out.res, nil // poll action_status, as the text says
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/countersign/countersign/adapters/slack/slacktest"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,12 +44,12 @@ func actionTestItem() testItem {
 // blockJSON is the blocks of a call as JSON, for substring assertions, with
 // json.Marshal's HTML escapes (\u003c, \u003e, \u0026) undone so that a
 // live <!channel> cannot hide from a check.
-func blockJSON(c apiCall) string {
+func blockJSON(c slacktest.Call) string {
 	return strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&").Replace(c.Form.Get("blocks"))
 }
 
 // buttons returns the action_id -> value of the call's actions blocks.
-func buttons(t *testing.T, c apiCall) map[string]string {
+func buttons(t *testing.T, c slacktest.Call) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, b := range c.Blocks(t) {
@@ -83,7 +84,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 			t.Errorf("item %d posted to %s, want %s", id, got, wantChannel[id])
 		}
 		if p.Form.Get("token") != "xoxb-test" {
-			t.Errorf("item %d: not posted with the bot token", id)
+			t.Errorf("item %d posted with token %q, want the bot token xoxb-test", id, p.Form.Get("token"))
 		}
 		v := strconv.FormatUint(id, 10)
 		if b := buttons(t, p); b[actionApprove] != v || b[actionReject] != v || len(b) != 2 {
@@ -91,7 +92,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		}
 		ref := e.ref(id)
 		if ref.ChannelID != wantChannel[id] || ref.MessageID == "" {
-			t.Errorf("item %d message ref = %+v", id, ref)
+			t.Errorf("item %d message ref = %+v, want channel %s and a message id", id, ref, wantChannel[id])
 		}
 	}
 	memBlocks := blockJSON(posts[0])
@@ -108,7 +109,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		}
 	}
 	if !strings.HasPrefix(posts[1].Form.Get("text"), "Approval needed: delete_database") {
-		t.Errorf("notification text = %q", posts[1].Form.Get("text"))
+		t.Errorf("notification text = %q, want it to start Approval needed: delete_database", posts[1].Form.Get("text"))
 	}
 
 	// Delivering again posts nothing twice.
@@ -116,146 +117,39 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := len(e.fake.Calls("chat.postMessage")); n != 3 {
-		t.Errorf("a repeated created event posted again: %d posts", n)
+		t.Errorf("%d posts after a repeated created event, want still 3", n)
 	}
 }
 
-func TestMemberClickApprovesAndUpdatesMessage(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	ref := e.ref(id)
-
-	code, body := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
-	if code != http.StatusOK || body != "" {
-		t.Fatalf("click answered %d %q, want an empty 200", code, body)
-	}
-	e.barrier()
-	st := e.state(id)
-	if st.Status != "approved" || len(st.DecidedBy) != 1 || st.DecidedBy[0] != "dr_smith [U0123ABC]" {
-		t.Fatalf("after the click: status %q decided_by %v", st.Status, st.DecidedBy)
-	}
-	e.drain()
-	ups := e.fake.Calls("chat.update")
-	if len(ups) != 1 {
-		t.Fatalf("%d chat.update calls, want 1", len(ups))
-	}
-	u := ups[0]
-	if u.Form.Get("channel") != ref.ChannelID || u.Form.Get("ts") != ref.MessageID {
-		t.Errorf("updated %s/%s, want the posted message %s/%s", u.Form.Get("channel"), u.Form.Get("ts"), ref.ChannelID, ref.MessageID)
-	}
-	if b := buttons(t, u); len(b) != 0 {
-		t.Errorf("updated message still has buttons: %v", b)
-	}
-	for _, want := range []string{"✅ *Approved* by dr_smith on <!date^", "DROP DATABASE orders_prod;"} {
-		if !strings.Contains(blockJSON(u), want) {
-			t.Errorf("updated message lacks %q:\n%s", want, blockJSON(u))
-		}
-	}
-	if u.Form.Get("text") != "Approved: delete_database (destructive) requested by deploy_bot" {
-		t.Errorf("updated text = %q", u.Form.Get("text"))
-	}
-	if n := len(e.fake.Calls("chat.postEphemeral")); n != 0 {
-		t.Errorf("a successful approval sent %d private answers", n)
-	}
-}
-
-func TestRefusedClicksArePrivateAndAudited(t *testing.T) {
-	cases := []struct {
-		name, user, want, auditPrincipal string
-		item                             testItem
-	}{
-		{"unmapped", stranger, "is not mapped to a Countersign principal", "unmapped [T1/U0999XYZ]", actionTestItem()},
-		{"requester's own principal", drSmith, "a requester cannot decide their own request", "dr_smith [U0123ABC]",
-			func() testItem { it := actionTestItem(); it.Requester = "dr_smith"; return it }()},
-		{"no approve capability", viewerVic, "requires the 'approve' capability", "viewer_vic [U0789VIC]", actionTestItem()},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t)
-			id := e.create(bot.KindAction, "ops", c.item)
-			e.drain()
-			ref := e.ref(id)
-			before := len(e.denials())
-
-			code, _ := e.interact(clickPayload(c.user, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
-			if code != http.StatusOK {
-				t.Fatalf("click answered %d", code)
-			}
-			e.barrier()
-			eph := e.ephemerals(c.user)
-			if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), c.want) || eph[0].Form.Get("channel") != ref.ChannelID {
-				t.Fatalf("private answers to %s: %+v, want one in %s saying %q", c.user, eph, ref.ChannelID, c.want)
-			}
-			if n := len(e.fake.Calls("chat.postEphemeral")); n != 1 {
-				t.Errorf("%d private answers in all, want only the clicker's", n)
-			}
-			if st := e.state(id); st.Status != "pending" || st.Decisions != 0 {
-				t.Errorf("refused click changed the item: %+v", st)
-			}
-			d := e.denials()
-			if len(d) != before+1 || d[len(d)-1].Principal != c.auditPrincipal {
-				t.Fatalf("audit denials %+v, want one more by %s", d, c.auditPrincipal)
-			}
-			e.drain()
-			if n := len(e.fake.Calls("chat.update")); n != 0 {
-				t.Errorf("a refused click updated the message (%d chat.update)", n)
-			}
-		})
-	}
-}
-
+// TestSignatureAndTimestampAreChecked: the slash command endpoint checks
+// the signature and the timestamp as the interactions endpoint does (that
+// one, with every surface's, in adapters/chattest's
+// TestForgedDeliveriesAreRefused); a signed body that is not a Slack form
+// is a 400, never a 500.
 func TestSignatureAndTimestampAreChecked(t *testing.T) {
 	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	ref := e.ref(id)
-	payload, _ := json.Marshal(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger()))
-	form := url.Values{"payload": {string(payload)}}
-
-	for _, path := range []string{"/slack/interactions", "/slack/commands"} {
-		f := form
-		if path == "/slack/commands" {
-			f = url.Values{"team_id": {team}, "user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
-		}
-		if code, _ := e.post(path, f, "wrong-secret", time.Now()); code != http.StatusUnauthorized {
-			t.Errorf("%s: bad signature answered %d, want 401", path, code)
-		}
-		if code, _ := e.post(path, f, testSecret, time.Now().Add(-6*time.Minute)); code != http.StatusUnauthorized {
-			t.Errorf("%s: 6-minute-old timestamp answered %d, want 401", path, code)
-		}
-		if code, _ := e.post(path, f, testSecret, time.Now().Add(6*time.Minute)); code != http.StatusUnauthorized {
-			t.Errorf("%s: future timestamp answered %d, want 401", path, code)
-		}
-		resp, err := http.Post(e.srv.URL+path, "application/x-www-form-urlencoded", strings.NewReader(f.Encode()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusUnauthorized {
-			t.Errorf("%s: unsigned request answered %d, want 401", path, resp.StatusCode)
-		}
+	const path = "/slack/commands"
+	f := url.Values{"team_id": {team}, "user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
+	if code, _ := e.post(path, f, "wrong-secret", time.Now()); code != http.StatusUnauthorized {
+		t.Errorf("%s: bad signature answered %d, want 401", path, code)
 	}
-	// A body changed after signing fails too.
-	req, _ := http.NewRequest("POST", e.srv.URL+"/slack/interactions", strings.NewReader(form.Encode()+"x"))
-	now := time.Now().Unix()
-	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(now, 10))
-	req.Header.Set("X-Slack-Signature", sign(testSecret, now, form.Encode()))
-	resp, err := http.DefaultClient.Do(req)
+	if code, _ := e.post(path, f, testSecret, time.Now().Add(-6*time.Minute)); code != http.StatusUnauthorized {
+		t.Errorf("%s: 6-minute-old timestamp answered %d, want 401", path, code)
+	}
+	if code, _ := e.post(path, f, testSecret, time.Now().Add(6*time.Minute)); code != http.StatusUnauthorized {
+		t.Errorf("%s: future timestamp answered %d, want 401", path, code)
+	}
+	resp, err := http.Post(e.srv.URL+path, "application/x-www-form-urlencoded", strings.NewReader(f.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("tampered body answered %d, want 401", resp.StatusCode)
-	}
-	e.barrier()
-	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("a rejected request decided the item: %+v", st)
+		t.Errorf("%s: unsigned request answered %d, want 401", path, resp.StatusCode)
 	}
 	select {
 	case c := <-e.cmds:
-		t.Fatalf("a rejected command ran: %+v", c)
+		t.Fatalf("a rejected command ran (%+v), want none run", c)
 	default:
 	}
 	// Signed but not a Slack form: 400, never 500.
@@ -264,47 +158,6 @@ func TestSignatureAndTimestampAreChecked(t *testing.T) {
 	}
 	if code, _ := e.post("/slack/interactions", url.Values{}, testSecret, time.Now()); code != http.StatusBadRequest {
 		t.Errorf("empty form answered %d, want 400", code)
-	}
-}
-
-func TestDuplicateDeliveriesApplyOnce(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	ref := e.ref(id)
-	click := clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())
-
-	// Slack's retry and a replay of the same signed request inside the window.
-	for range 3 {
-		if code, _ := e.interact(click); code != http.StatusOK {
-			t.Fatalf("click answered %d", code)
-		}
-	}
-	e.barrier()
-	if st := e.state(id); st.Status != "approved" || st.Decisions != 1 {
-		t.Fatalf("after three deliveries of one click: %+v", st)
-	}
-	if n := len(e.fake.Calls("chat.postEphemeral")); n != 0 {
-		t.Errorf("duplicates were answered %d times; they must be ignored silently", n)
-	}
-
-	// A new click (a new trigger) on the decided item gets the recorded
-	// outcome privately, and changes nothing.
-	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	// The sentence is chat.RecordedOutcome's, the same on every surface.
-	eph := e.ephemerals(nurseJo)
-	if len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "#1 was already approved by dr_smith [U0123ABC] at 2026-01-01 09:00 UTC. Nothing was changed.") {
-		t.Fatalf("late click answers: %+v", eph)
-	}
-	if st := e.state(id); st.Decisions != 1 || len(st.DecidedBy) != 1 {
-		t.Errorf("late click changed the decision: %+v", st)
-	}
-	e.drain()
-	if n := len(e.fake.Calls("chat.update")); n != 1 {
-		t.Errorf("%d chat.update calls, want 1", n)
 	}
 }
 
@@ -337,71 +190,14 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 	})
 	st := e.state(id)
 	if st.Decisions != 1 || len(st.DecidedBy) != 1 {
-		t.Fatalf("two concurrent clicks: %+v", st)
+		t.Fatalf("two concurrent clicks: %+v, want one decision by one approver", st)
 	}
 	loser := drSmith
 	if st.DecidedBy[0] == "dr_smith [U0123ABC]" {
 		loser = nurseJo
 	}
 	if eph := e.ephemerals(loser); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "approved by "+st.DecidedBy[0]) {
-		t.Errorf("the second clicker was told %+v", eph)
-	}
-}
-
-func TestRejectOpensModalAndRequiresReason(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	ref := e.ref(id)
-	trigger := newTrigger()
-	if code, _ := e.interact(clickPayload(nurseJo, actionReject, strconv.FormatUint(id, 10), ref, trigger)); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	opens := e.fake.Calls("views.open")
-	if len(opens) != 1 {
-		t.Fatalf("%d views.open calls, want 1", len(opens))
-	}
-	view := opens[0].JSON["view"].(map[string]any)
-	meta := view["private_metadata"].(string)
-	if opens[0].JSON["trigger_id"] != trigger || view["callback_id"] != callbackReject || meta != strconv.FormatUint(id, 10)+"|"+chOps {
-		t.Fatalf("views.open = %v", opens[0].JSON)
-	}
-	if !strings.HasPrefix(opens[0].Auth, "Bearer xoxb-test") {
-		t.Errorf("views.open authorised with %q", opens[0].Auth)
-	}
-	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("opening the form decided the item: %+v", st)
-	}
-
-	// An empty (whitespace) reason keeps the form open with an error.
-	code, body := e.interact(submitPayload(nurseJo, meta, "   \n ", newTrigger()))
-	var resp struct {
-		Action string            `json:"response_action"`
-		Errors map[string]string `json:"errors"`
-	}
-	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.Action != "errors" || resp.Errors[reasonBlock] == "" {
-		t.Fatalf("empty reason answered %d %s", code, body)
-	}
-	e.barrier()
-	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("an empty reason decided the item: %+v", st)
-	}
-
-	code, body = e.interact(submitPayload(nurseJo, meta, "Not during the freeze <!channel>", newTrigger()))
-	if code != http.StatusOK || body != "" {
-		t.Fatalf("reason submitted: %d %q, want an empty 200 (closes the form)", code, body)
-	}
-	e.barrier()
-	st := e.state(id)
-	if st.Status != "rejected" || st.Reason != "Not during the freeze <!channel>" || st.DecidedBy[0] != "nurse_jo [U0456DEF]" {
-		t.Fatalf("after the reason: %+v", st)
-	}
-	e.drain()
-	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⛔ *Rejected* by nurse_jo on") ||
-		!strings.Contains(blockJSON(u[0]), "Not during the freeze &lt;!channel&gt;") {
-		t.Fatalf("rejected message: %+v", u)
+		t.Errorf("the second clicker was told %+v, want one private answer saying approved by %s", eph, st.DecidedBy[0])
 	}
 }
 
@@ -422,7 +218,7 @@ func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
 		t.Fatalf("after a restart: chat.update %+v, want the message posted before (%+v)", u, ref)
 	}
 	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
-		t.Errorf("%d posts; the restart must not post again", n)
+		t.Errorf("%d posts after the restart, want still 1", n)
 	}
 }
 
@@ -440,22 +236,7 @@ func TestItemsCreatedWhileDownArePostedAfterwards(t *testing.T) {
 	e.open()
 	e.drain()
 	if p := e.fake.Calls("chat.postMessage"); len(p) != 1 || buttons(t, p[0])[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Fatalf("item created while down: posts %+v", p)
-	}
-}
-
-func TestSweeperClosedItemIsUpdated(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindAction, "ops", actionTestItem())
-	e.drain()
-	e.clock.Advance(31 * time.Minute)
-	if err := closeTestItem(context.Background(), e.bot, id, "expired"); err != nil {
-		t.Fatal(err)
-	}
-	e.drain()
-	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || len(buttons(t, u[0])) != 0 || !strings.Contains(blockJSON(u[0]), "⌛ *Expired* on <!date^") {
-		t.Fatalf("expired message: %+v", u)
+		t.Fatalf("item created while down: posts %+v, want one with its Approve button", p)
 	}
 }
 
@@ -472,12 +253,12 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.barrier()
 	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "1 of 2 approvals") {
-		t.Fatalf("first of two approvers was told %+v", eph)
+		t.Fatalf("first of two approvers was told %+v, want one private answer saying 1 of 2 approvals", eph)
 	}
 	e.drain()
 	u := e.fake.Calls("chat.update")
 	if len(u) != 1 || !strings.Contains(blockJSON(u[0]), "1 of 2 approvals: dr_smith [U0123ABC]") || len(buttons(t, u[0])) != 2 {
-		t.Fatalf("tally update: %+v", u)
+		t.Fatalf("tally update: %+v, want one chat.update showing 1 of 2 approvals: dr_smith [U0123ABC] and both buttons", u)
 	}
 
 	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "Reminder: @here <!channel> waited 10m"); err != nil {
@@ -493,20 +274,20 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	rem, esc, moved := posts[1], posts[2], posts[3]
 	if rem.Form.Get("thread_ts") != ref.MessageID || rem.Form.Get("channel") != ref.ChannelID || rem.Form.Get("reply_broadcast") != "" {
-		t.Errorf("reminder not in the item's thread: %v", rem.Form)
+		t.Errorf("reminder posted with %v, want it in the item's thread (thread_ts %s, channel %s) and not broadcast", rem.Form, ref.MessageID, ref.ChannelID)
 	}
 	if got := rem.Form.Get("text"); got != "⏰ Reminder: @\u2060here &lt;!channel&gt; waited 10m" {
-		t.Errorf("reminder text = %q", got)
+		t.Errorf("reminder text = %q, want the note with its markup inert", got)
 	}
 	want := "📣 Escalated: #" + strconv.FormatUint(id, 10) + " still awaits a decision. Escalated to role member: <@U0123ABC> <@U0456DEF>"
 	if esc.Form.Get("thread_ts") != ref.MessageID || esc.Form.Get("reply_broadcast") != "true" || esc.Form.Get("text") != want {
 		t.Errorf("escalation: %v, want text %q", esc.Form, want)
 	}
 	if moved.Form.Get("channel") != chOps || len(buttons(t, moved)) != 2 || moved.Form.Get("thread_ts") != "" {
-		t.Errorf("item in the escalation channel: %v", moved.Form)
+		t.Errorf("item in the escalation channel posted with %v, want a top-level post in %s with both buttons", moved.Form, chOps)
 	}
 	if n := len(refs(e.item(id))); n != 2 {
-		t.Fatalf("the escalation channel's message is not recorded with the item (%d refs)", n)
+		t.Fatalf("%d message refs, want 2 (the escalation channel's message recorded with the item)", n)
 	}
 	// The same escalation again does not post the item a third time.
 	if err := emitNote(context.Background(), e.bot, id, bot.EventEscalated, "channel=ops"); err != nil {
@@ -522,13 +303,13 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "approved" {
-		t.Fatalf("quorum reached: %+v", st)
+		t.Fatalf("quorum reached: %+v, want approved", st)
 	}
 	e.drain()
 	ups := e.fake.Calls("chat.update")
 	if len(ups) != 3 || ups[1].Form.Get("channel") != chDefault || ups[2].Form.Get("channel") != chOps ||
 		len(buttons(t, ups[1])) != 0 || len(buttons(t, ups[2])) != 0 {
-		t.Fatalf("both messages must be updated without buttons: %+v", ups)
+		t.Fatalf("chat.update calls %+v, want both messages (%s, %s) updated without buttons", ups, chDefault, chOps)
 	}
 	// A reminder queued after the decision is not posted.
 	if err := emitNote(context.Background(), e.bot, id, bot.EventReminder, "late"); err != nil {
@@ -536,7 +317,7 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 	}
 	e.drain()
 	if n := len(e.fake.Calls("chat.postMessage")); n != 6 {
-		t.Errorf("a reminder for a decided item was posted (%d posts)", n)
+		t.Errorf("%d posts after a reminder for a decided item, want still 6 (not posted)", n)
 	}
 }
 
@@ -558,12 +339,12 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	e.clock.Advance(6 * time.Second)
 	e.drain()
 	if n := len(e.fake.Calls("chat.postMessage")); n != 2 {
-		t.Fatalf("retried before Retry-After: %d calls", n)
+		t.Fatalf("%d chat.postMessage calls before Retry-After, want 2 (no retry yet)", n)
 	}
 	e.clock.Advance(2 * time.Second)
 	e.drain()
 	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 0 || len(e.fake.Calls("chat.postMessage")) != 3 {
-		t.Fatalf("not delivered after Retry-After: depth %d", n)
+		t.Fatalf("outbox depth %d after Retry-After, want 0 and the third post made", n)
 	}
 	ref := e.ref(id)
 
@@ -575,16 +356,16 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "approved" {
-		t.Fatalf("decision waited on Slack: %+v", st)
+		t.Fatalf("after the click: %+v, want approved without waiting on Slack", st)
 	}
 	e.drain()
 	if n, _ := e.bot.Outbox().Depth(context.Background(), Sink); n != 1 {
-		t.Fatalf("the rate-limited update was dropped (depth %d)", n)
+		t.Fatalf("outbox depth %d, want 1 (the rate-limited update kept)", n)
 	}
 	e.clock.Advance(31 * time.Second)
 	e.drain()
 	if u := e.fake.Calls("chat.update"); len(u) != 2 || len(buttons(t, u[1])) != 0 {
-		t.Fatalf("update after the rate limit: %+v", u)
+		t.Fatalf("chat.update calls after the rate limit: %+v, want 2, the last without buttons", u)
 	}
 }
 
@@ -652,7 +433,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 	}
 	e.fake.SlackError("chat.update", "message_not_found")
 	if err := e.deliver(bot.Event{Type: bot.EventUpdated, ItemID: id}); err != nil {
-		t.Fatalf("update with one deleted message: %v", err)
+		t.Fatalf("update with one deleted message: %v, want nil (the deleted one skipped)", err)
 	}
 	if n := len(e.fake.Calls("chat.update")); n != 2 {
 		t.Errorf("%d chat.update calls, want both messages tried", n)
@@ -699,7 +480,7 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	all := strings.Join(parsed, "\n") + p.Form.Get("text")
 	for _, bad := range []string{"<!channel>", "<!here>", "<@U0123ABC>", "<https://", "@everyone", "@here"} {
 		if strings.Contains(all, bad) {
-			t.Errorf("posted message holds live markup %q:\n%s", bad, all)
+			t.Errorf("posted message holds live markup %q, want it inert:\n%s", bad, all)
 		}
 	}
 	for _, want := range []string{"&lt;!channel&gt; @\u2060everyone &lt;@U0123ABC&gt; &lt;https://evil.example|approve here&gt; @\u2060here", "&lt;!here&gt; approve me -&gt; now"} {
@@ -711,15 +492,15 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	// (issue 14); an invisible word joiner after "<" keeps even a client
 	// that parsed it from seeing a mention.
 	if !slices.Contains(literal, "<\u2060!here> approve me -> now") {
-		t.Errorf("the header does not show the title literally: %q", literal)
+		t.Errorf("header plain_text %q, want the title shown literally with a word joiner after <", literal)
 	}
 	for _, l := range literal {
 		if strings.Contains(l, "&gt;") || strings.Contains(l, "&lt;") || strings.Contains(l, "&amp;") {
-			t.Errorf("plain_text holds an HTML entity Slack would show literally: %q", l)
+			t.Errorf("plain_text %q holds an HTML entity Slack would show literally, want none", l)
 		}
 	}
 	if b := buttons(t, p); len(b) != 2 || b[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Errorf("buttons %v", b)
+		t.Errorf("buttons %v, want approve and reject with value %d", b, id)
 	}
 }
 
@@ -731,16 +512,16 @@ func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
 	e.drain()
 	p := e.fake.Calls("chat.postMessage")
 	if len(p) != 1 {
-		t.Fatalf("%d posts", len(p))
+		t.Fatalf("%d posts, want 1", len(p))
 	}
 	ch := blockJSON(p[0]) + p[0].Form.Get("text")
 	for _, secret := range []string{"warfarin", "apixaban", "Switch her"} {
 		if strings.Contains(ch, secret) {
-			t.Errorf("channel message shows %q of a sensitive item:\n%s", secret, ch)
+			t.Errorf("channel message shows %q of a sensitive item, want it withheld:\n%s", secret, ch)
 		}
 	}
 	if !strings.Contains(ch, "A change to a sensitive slot awaits approval") || len(buttons(t, p[0])) != 2 {
-		t.Errorf("channel message: %s", ch)
+		t.Errorf("channel message %s, want the neutral title and both buttons", ch)
 	}
 	eph := e.fake.Calls("chat.postEphemeral")
 	if len(eph) != 2 || eph[0].Form.Get("user") != drSmith || eph[1].Form.Get("user") != nurseJo {
@@ -748,7 +529,7 @@ func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
 	}
 	for _, d := range eph {
 		if !strings.Contains(blockJSON(d), "apixaban 5mg twice daily") || len(buttons(t, d)) != 0 || d.Form.Get("channel") != chDefault {
-			t.Errorf("private detail: %v", d.Form)
+			t.Errorf("private detail %v, want the proposal, no buttons, in %s", d.Form, chDefault)
 		}
 	}
 	_ = id
@@ -762,7 +543,7 @@ func TestQuestionOptionsAreAnswered(t *testing.T) {
 	posts := e.fake.Calls("chat.postMessage")
 	sid := strconv.FormatUint(single, 10)
 	if b := buttons(t, posts[0]); b[actionAnswer+"1"] != sid+":1" || b[actionReject] != sid {
-		t.Fatalf("question buttons: %v", b)
+		t.Fatalf("question buttons %v, want answer 1 = %s:1 and reject = %s", b, sid, sid)
 	}
 	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"1", sid+":1", e.ref(single), newTrigger())); code != http.StatusOK {
 		t.Fatal(code)
@@ -780,13 +561,13 @@ func TestQuestionOptionsAreAnswered(t *testing.T) {
 	}
 	e.barrier()
 	if st := e.state(single); st.Status != "answered" || len(st.Answers) != 1 || st.Answers[0] != "us-east-1" {
-		t.Errorf("single answer: %+v", st)
+		t.Errorf("single answer: %+v, want answered us-east-1", st)
 	}
 	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not one of") {
-		t.Errorf("bad option answers: %+v", eph)
+		t.Errorf("answers to the bad option: %+v, want one private answer saying not one of", eph)
 	}
 	if st := e.state(multi); st.Status != "answered" || strings.Join(st.Answers, ",") != "lint,integration" {
-		t.Errorf("multi answer: %+v", st)
+		t.Errorf("multi answer: %+v, want answered lint,integration", st)
 	}
 }
 
@@ -796,11 +577,11 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
-		t.Fatalf("command answered %d %s", code, body)
+		t.Fatalf("command answered %d %s, want 200 with a JSON reply", code, body)
 	}
 	got := <-e.cmds
 	if got.Text != "pending --all" || got.UserID != team+"/"+drSmith || got.Caller == nil || got.Caller.String() != "dr_smith [U0123ABC]" {
-		t.Fatalf("chat got %+v", got)
+		t.Fatalf("chat got %+v, want pending --all from %s/%s as dr_smith [U0123ABC]", got, team, drSmith)
 	}
 	if resp.ResponseType != "ephemeral" || resp.Text != "ran &lt;pending --all&gt; @\u2060here" {
 		t.Fatalf("answer %+v, want the reply escaped and ephemeral", resp)
@@ -808,11 +589,11 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 	// A replay of the same delivery does not run the command again.
 	code, body = e.post("/slack/commands", form, testSecret, time.Now())
 	if code != http.StatusOK || !strings.Contains(body, "already received") {
-		t.Fatalf("replayed command answered %d %s", code, body)
+		t.Fatalf("replayed command answered %d %s, want 200 saying already received", code, body)
 	}
 	select {
 	case c := <-e.cmds:
-		t.Fatalf("replayed command ran: %+v", c)
+		t.Fatalf("replayed command ran (%+v), want it run once", c)
 	default:
 	}
 	// An unmapped user reaches package chat with no caller (chat refuses).
@@ -822,7 +603,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 		t.Fatal(code)
 	}
 	if got := <-e.cmds; got.Caller != nil || got.UserID != team+"/"+stranger {
-		t.Fatalf("unmapped command: %+v", got)
+		t.Fatalf("unmapped command reached chat as %+v, want no caller and user %s/%s", got, team, stranger)
 	}
 }
 
@@ -832,7 +613,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
 	var resp commandResponse
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
-		t.Fatalf("command answered %d %s", code, body)
+		t.Fatalf("command answered %d %s, want 200 with a JSON reply", code, body)
 	}
 	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("slack", team+"/"+drSmith, nil), Sink, team+"/"+drSmith, "help")
 	wantType := "ephemeral"
@@ -852,7 +633,7 @@ func TestFullQueueIsNotAcknowledged(t *testing.T) {
 	e.drain()
 	ref := e.ref(id)
 	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
-		t.Fatalf("first click: %d", code)
+		t.Fatalf("first click answered %d, want 200", code)
 	}
 	if code, _ := e.interact(clickPayload(nurseJo, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusServiceUnavailable {
 		t.Fatalf("click on a full queue: %d, want 503 (Slack then tells the user it failed)", code)
@@ -897,6 +678,6 @@ func TestRunPostsFromTheOutbox(t *testing.T) {
 	eventually(t, "the message to be updated", func() bool { return len(e.fake.Calls("chat.update")) == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run returned %v", err)
+		t.Fatalf("Run returned %v, want context.Canceled", err)
 	}
 }

@@ -115,6 +115,12 @@ func (a *Adapter) replyText(it bot.Item, n bot.Note) string {
 				msg += " <@" + u + ">" // from the config, checked in New; never from an item
 			}
 		}
+		if l := n.OnCallLine(); l != "" {
+			msg += " " + text(l, 200)
+			if u := a.bot.Chat().Account(bot.SurfaceSlack, n.Person); ValidUserID(u) {
+				msg += " <@" + u + ">" // the config's mapping of the person on call
+			}
+		}
 		if n.Text != "" {
 			msg += " " + text(n.Text, 1000)
 		}

@@ -95,7 +95,7 @@ func TestEditAndApproveInSlack(t *testing.T) {
 		b := buttons(t, c)
 		editable := strings.HasPrefix(b[actionApprove], strconv.FormatUint(id, 10)+":") // the Approve of an editable item carries its version
 		if _, has := b[actionEdit]; has != editable {
-			t.Fatalf("Edit & approve on %v (action #%d, question #%d, consent #%d): only the editable action may have it", b, id, question, consent)
+			t.Fatalf("Edit & approve on %v (action #%d, question #%d, consent #%d): has it %v, want %v (only the editable action)", b, id, question, consent, has, editable)
 		}
 	}
 
@@ -105,28 +105,28 @@ func TestEditAndApproveInSlack(t *testing.T) {
 	if view["callback_id"] != callbackEdit || !strings.HasPrefix(meta, strconv.FormatUint(id, 10)+"|"+chOps+"|") ||
 		labels["edit_0"] != "db_name" || initial["edit_0"] != "orders_prod" || labels["edit_1"] != "keep_days" || initial["edit_1"] != "30" ||
 		labels[noteBlock] == "" || len(labels) != 3 {
-		t.Fatalf("edit modal: meta %q labels %v initial %v", meta, labels, initial)
+		t.Fatalf("edit modal: meta %q labels %v initial %v, want db_name orders_prod, keep_days 30 and a note", meta, labels, initial)
 	}
 	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("opening the edit form decided the item: %+v", st)
+		t.Fatalf("after opening the edit form: %+v, want pending", st)
 	}
 
 	// A number that is not one: the form says so on that input; nothing sent.
 	errs := e.formErrors(editPayload(nurseJo, meta, map[string]string{"edit_0": "orders_prod", "edit_1": "thirty"}, "", newTrigger()))
 	if !strings.Contains(errs["edit_1"], "must be a number") {
-		t.Fatalf("errors %v", errs)
+		t.Fatalf("form errors %v, want edit_1 saying must be a number", errs)
 	}
 	// The tool refuses the edit (its schema): the error lands on db_name.
 	errs = e.formErrors(editPayload(nurseJo, meta, map[string]string{"edit_0": "Orders!", "edit_1": "7"}, "", newTrigger()))
 	if !strings.Contains(errs["edit_0"], "lowercase letters") {
-		t.Fatalf("errors %v", errs)
+		t.Fatalf("form errors %v, want edit_0 saying lowercase letters", errs)
 	}
 	if st := e.state(id); st.Status != "pending" || st.Decisions != 0 || st.EditedBy != "" {
-		t.Fatalf("an invalid edit recorded something: %+v", st)
+		t.Fatalf("after an invalid edit: %+v, want pending, no decision, not edited", st)
 	}
 	for _, en := range e.audit() {
 		if en.Action == "test_decide" {
-			t.Fatalf("an invalid edit was audited as a decision: %+v", en)
+			t.Fatalf("an invalid edit was audited as a decision (%+v), want no decision entry", en)
 		}
 	}
 
@@ -135,10 +135,10 @@ func TestEditAndApproveInSlack(t *testing.T) {
 		t.Fatalf("stranger's edit answered %d %q, want the form closed and a private answer", code, body)
 	}
 	if eph := e.ephemerals(stranger); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not mapped") {
-		t.Fatalf("stranger's edit answered privately with %+v", eph)
+		t.Fatalf("stranger's edit answered privately with %+v, want one answer saying not mapped", eph)
 	}
 	if d := e.denials(); len(d) != 1 || !strings.Contains(d[0].Detail, stranger) {
-		t.Fatalf("stranger's edit audited as %+v", d)
+		t.Fatalf("stranger's edit audited as %+v, want one denial naming %s", d, stranger)
 	}
 
 	// A valid edit approves the edited arguments and closes the form; the
@@ -152,13 +152,13 @@ func TestEditAndApproveInSlack(t *testing.T) {
 	st := e.state(id)
 	if st.Status != "approved" || st.Decisions != 1 || st.EditedBy != "nurse_jo [U0456DEF]" ||
 		string(st.Arguments) != `{"db_name":"orders_staging","keep_days":7}` || string(st.ProposedArgs) != `{"db_name":"orders_prod","keep_days":30}` {
-		t.Fatalf("after the edit: %+v (args %s, proposed %s)", st, st.Arguments, st.ProposedArgs)
+		t.Fatalf("after the edit: %+v (args %s, proposed %s), want approved once by nurse_jo with the edited arguments and the proposed ones kept", st, st.Arguments, st.ProposedArgs)
 	}
 	e.drain()
 	u := e.fake.Calls("chat.update")
 	if len(u) != 1 || len(buttons(t, u[0])) != 0 ||
 		!strings.Contains(blockJSON(u[0]), "Approved with changes by nurse_jo [U0456DEF]: db_name orders_prod → orders_staging; keep_days 30 → 7") {
-		t.Fatalf("card after the edit: %s", blockJSON(u[0]))
+		t.Fatalf("card after the edit: %s, want no buttons and the changes by nurse_jo", blockJSON(u[0]))
 	}
 }
 
@@ -178,7 +178,7 @@ func TestEditMemoryValueAndStaleFormInSlack(t *testing.T) {
 	view := e.openEdit(drSmith, id)
 	labels, initial := inputs(view)
 	if labels["edit_0"] != "Value" || initial["edit_0"] != "apixaban 5mg twice daily" {
-		t.Fatalf("memory edit modal: %v %v", labels, initial)
+		t.Fatalf("memory edit modal: labels %v initial %v, want Value apixaban 5mg twice daily", labels, initial)
 	}
 	meta := view["private_metadata"].(string)
 	// A form whose basis is not the item's now (someone edited it since):
@@ -186,16 +186,16 @@ func TestEditMemoryValueAndStaleFormInSlack(t *testing.T) {
 	stale := meta[:strings.LastIndex(meta, "|")+1] + "00000000"
 	errs := e.formErrors(editPayload(drSmith, stale, map[string]string{"edit_0": "apixaban 2.5mg twice daily"}, "", newTrigger()))
 	if !strings.Contains(errs["edit_0"], "changed after you opened") {
-		t.Fatalf("stale form answered %v", errs)
+		t.Fatalf("stale form answered %v, want edit_0 saying changed after you opened", errs)
 	}
 	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("a stale form decided: %+v", st)
+		t.Fatalf("after a stale form: %+v, want pending", st)
 	}
 	if code, body := e.interact(editPayload(drSmith, meta, map[string]string{"edit_0": "apixaban 2.5mg twice daily"}, "", newTrigger())); code != http.StatusOK || body != "" {
-		t.Fatalf("valid value edit answered %d %q", code, body)
+		t.Fatalf("valid value edit answered %d %q, want an empty 200", code, body)
 	}
 	if st := e.state(id); st.Status != "approved" || st.Value != "apixaban 2.5mg twice daily" || st.ProposedValue != "apixaban 5mg twice daily" {
-		t.Fatalf("after the value edit: %+v", st)
+		t.Fatalf("after the value edit: %+v, want approved with the edited value and the proposed one kept", st)
 	}
 }
 
@@ -214,13 +214,13 @@ func TestEditFormOnlyForDeciders(t *testing.T) {
 	}
 	e.barrier()
 	if n := len(e.fake.Calls("views.open")); n != 0 {
-		t.Fatalf("a viewer got the edit form (%d views.open)", n)
+		t.Fatalf("%d views.open for a viewer, want 0 (no edit form)", n)
 	}
 	if eph := e.ephemerals(viewerVic); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "Access denied") {
-		t.Fatalf("viewer answered %+v", eph)
+		t.Fatalf("viewer answered %+v, want one private answer saying Access denied", eph)
 	}
 	if d := e.denials(); len(d) != 1 || !strings.Contains(d[0].Detail, "edit #") {
-		t.Fatalf("viewer's attempt audited as %+v", d)
+		t.Fatalf("viewer's attempt audited as %+v, want one denial of edit #", d)
 	}
 	e.openEdit(nurseJo, id)
 	var views int

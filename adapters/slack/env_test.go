@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/countersign/countersign/adapters/slack/slacktest"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
 	"io"
@@ -49,7 +50,7 @@ type env struct {
 	db    *bolt.DB
 	bot   *bot.Bot
 	ad    *Adapter
-	fake  *fakeSlack
+	fake  *slacktest.Server
 	srv   *httptest.Server
 	opts  func(*Options)
 	ctx   context.Context
@@ -70,7 +71,7 @@ func newEnv(t *testing.T, opts ...func(*Options)) *env {
 	e := &env{
 		t: t, path: filepath.Join(t.TempDir(), "countersign.db"),
 		clock: bottest.NewClock(time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)),
-		fake:  newFakeSlack(t),
+		fake:  slacktest.New(t),
 		cmds:  make(chan commandCall, 16),
 	}
 	e.opts = func(o *Options) {
@@ -110,7 +111,7 @@ func (e *env) open() {
 		APIURL: e.fake.URL(), Channels: map[string]string{"default": chDefault, "ops": chOps},
 		Approvers:   []string{team + "/" + drSmith, team + "/" + nurseJo},
 		RoleMembers: map[string][]string{"member": {drSmith, nurseJo}, "admin": nil},
-		HTTPClient:  guardedClient(), Dialer: guardedDialer(), Workers: 1,
+		HTTPClient:  slacktest.Client(), Dialer: slacktest.Dialer(), Workers: 1,
 		Commands: func(ctx context.Context, caller *bot.Caller, userID, text string) chat.Reply {
 			e.cmds <- commandCall{Caller: caller, UserID: userID, Text: text}
 			return chat.Reply{Text: "ran <" + text + "> @here", Private: true}
@@ -341,8 +342,8 @@ func submitPayload(user, metadata, reason, trigger string) map[string]any {
 }
 
 // ephemerals returns the private answers sent to user.
-func (e *env) ephemerals(user string) []apiCall {
-	var out []apiCall
+func (e *env) ephemerals(user string) []slacktest.Call {
+	var out []slacktest.Call
 	for _, c := range e.fake.Calls("chat.postEphemeral") {
 		if c.Form.Get("user") == user {
 			out = append(out, c)
@@ -358,7 +359,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("waited 10 s, want %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

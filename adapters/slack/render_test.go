@@ -195,10 +195,10 @@ func TestRenderGolden(t *testing.T) {
 			}
 			want, err := os.ReadFile(path)
 			if err != nil {
-				t.Fatalf("%v (run go test ./adapters/slack -update to create it)", err)
+				t.Fatalf("%v, want the golden file (run go test ./adapters/slack -update to create it)", err)
 			}
 			if !bytes.Equal(got, want) {
-				t.Errorf("rendering of %s differs from %s (run with -update to accept):\n%s", c.name, path, got)
+				t.Errorf("rendering of %s differs from %s, want it equal (run with -update to accept):\n%s", c.name, path, got)
 			}
 			checkLimits(t, itemBlocks(it, false))
 			if it.Sensitive {
@@ -238,35 +238,35 @@ func renderJSON(t *testing.T, it bot.Item) []byte {
 func checkLimits(t *testing.T, blocks []slackgo.Block) {
 	t.Helper()
 	if len(blocks) > maxBlocks {
-		t.Errorf("%d blocks, limit %d", len(blocks), maxBlocks)
+		t.Errorf("%d blocks, want at most %d", len(blocks), maxBlocks)
 	}
 	runes := func(o *slackgo.TextBlockObject) int { return utf8.RuneCountInString(o.Text) }
 	for _, b := range blocks {
 		switch b := b.(type) {
 		case *slackgo.HeaderBlock:
 			if n := runes(b.Text); n > maxHeaderText {
-				t.Errorf("header text %d > %d", n, maxHeaderText)
+				t.Errorf("header text of %d runes, want at most %d", n, maxHeaderText)
 			}
 		case *slackgo.SectionBlock:
 			if b.Text != nil && runes(b.Text) > maxSectionText {
-				t.Errorf("section text %d > %d", runes(b.Text), maxSectionText)
+				t.Errorf("section text of %d runes, want at most %d", runes(b.Text), maxSectionText)
 			}
 			if len(b.Fields) > maxFields {
-				t.Errorf("%d fields > %d", len(b.Fields), maxFields)
+				t.Errorf("%d fields, want at most %d", len(b.Fields), maxFields)
 			}
 			for _, f := range b.Fields {
 				if runes(f) > maxFieldText {
-					t.Errorf("field %d > %d", runes(f), maxFieldText)
+					t.Errorf("field of %d runes, want at most %d", runes(f), maxFieldText)
 				}
 			}
 		case *slackgo.ActionBlock:
 			if len(b.Elements.ElementSet) > maxActionElements {
-				t.Errorf("%d action elements > %d", len(b.Elements.ElementSet), maxActionElements)
+				t.Errorf("%d action elements, want at most %d", len(b.Elements.ElementSet), maxActionElements)
 			}
 			for _, el := range b.Elements.ElementSet {
 				if btn, ok := el.(*slackgo.ButtonBlockElement); ok {
 					if runes(btn.Text) > maxButtonText || utf8.RuneCountInString(btn.Value) > maxButtonValue {
-						t.Errorf("button %q over its limits", btn.Text.Text)
+						t.Errorf("button %q: text %d runes, value %d, want at most %d and %d", btn.Text.Text, runes(btn.Text), utf8.RuneCountInString(btn.Value), maxButtonText, maxButtonValue)
 					}
 				}
 			}
@@ -300,7 +300,7 @@ func TestEscapeMakesMarkupInert(t *testing.T) {
 		}
 		got := escape(c.in)
 		if strings.ContainsAny(got, "<>") {
-			t.Errorf("escape(%q) = %q still holds < or >", c.in, got)
+			t.Errorf("escape(%q) = %q, want no < or >", c.in, got)
 		}
 	}
 }
@@ -326,7 +326,7 @@ func TestTruncate(t *testing.T) {
 			t.Errorf("%s: truncate(%q, %d) = %q, want %q", c.name, c.in, c.max, got, c.want)
 		}
 		if c.max >= utf8.RuneCountInString(truncMarker) && utf8.RuneCountInString(got) > c.max {
-			t.Errorf("%s: %d runes > %d", c.name, utf8.RuneCountInString(got), c.max)
+			t.Errorf("%s: %d runes, want at most %d", c.name, utf8.RuneCountInString(got), c.max)
 		}
 	}
 }
@@ -335,10 +335,10 @@ func TestCodeSafeNeverClosesTheFence(t *testing.T) {
 	for _, in := range []string{"```", "````", "a``b", "`", "x`", "`x", "``````"} {
 		got := codeSafe(in)
 		if strings.Contains(got, "``") || strings.HasPrefix(got, "`") || strings.HasSuffix(got, "`") {
-			t.Errorf("codeSafe(%q) = %q can close a code block", in, got)
+			t.Errorf("codeSafe(%q) = %q can close a code block, want no backtick pair or edge backtick", in, got)
 		}
 		if strings.ReplaceAll(got, "\u200b", "") != in {
-			t.Errorf("codeSafe(%q) = %q changed more than zero-width spaces", in, got)
+			t.Errorf("codeSafe(%q) = %q, want only zero-width spaces added", in, got)
 		}
 	}
 }
@@ -362,6 +362,6 @@ func TestPendingItemHasExactlyOneActionsBlock(t *testing.T) {
 		t.Fatalf("want one actions block with Approve, Reject and Details, got %d blocks", len(actions))
 	}
 	if _, ok := blocks[len(blocks)-1].(*slackgo.ActionBlock); !ok {
-		t.Errorf("the buttons must be the last block, after the truncation note")
+		t.Errorf("last block is %T, want the buttons (an ActionBlock) after the truncation note", blocks[len(blocks)-1])
 	}
 }

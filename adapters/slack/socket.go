@@ -2,7 +2,9 @@ package slack
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"regexp"
 	"time"
 
 	"github.com/countersign/countersign/bot"
@@ -25,7 +27,7 @@ func (a *Adapter) runSocket(ctx context.Context) {
 			socketmode.OptionDialer(a.dialer),
 			socketmode.OptionPingInterval(a.ping),
 			socketmode.OptionReadLimit(maxRequestBody),
-			socketmode.OptionLog(slog.NewLogLogger(a.log.Handler(), slog.LevelDebug)))
+			socketmode.OptionLog(slog.NewLogLogger(redacting{a.log.Handler()}, slog.LevelDebug)))
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- smc.RunContext(cctx) }()
@@ -39,7 +41,7 @@ func (a *Adapter) runSocket(ctx context.Context) {
 			attempt = 1
 		}
 		wait := bot.Backoff(attempt)
-		a.log.Error("socket mode stopped; reconnecting", "err", err, "retry_in", wait)
+		a.log.Error("socket mode stopped; reconnecting", "err", redactTicket(fmt.Sprint(err)), "retry_in", wait)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -68,7 +70,7 @@ func (a *Adapter) socketEvents(ctx context.Context, smc *socketmode.Client, done
 				connected = true
 				a.log.Info("socket mode connected")
 			case socketmode.EventTypeConnectionError, socketmode.EventTypeInvalidAuth, socketmode.EventTypeIncomingError, socketmode.EventTypeErrorBadMessage:
-				a.log.Warn("socket mode", "event", evt.Type, "data", evt.Data)
+				a.log.Warn("socket mode", "event", evt.Type, "data", redactTicket(fmt.Sprint(evt.Data)))
 			case socketmode.EventTypeInteractive:
 				cb, ok := evt.Data.(slackgo.InteractionCallback)
 				if !ok || evt.Request == nil {
@@ -129,3 +131,33 @@ func (a *Adapter) ack(ctx context.Context, smc *socketmode.Client, envelope stri
 		a.log.Warn("socket mode acknowledgement not sent", "envelope", envelope, "err", err)
 	}
 }
+
+// ticketParam is the one-time ticket in a Socket Mode WebSocket URL
+// (wss://wss-primary.slack.com/link/?ticket=…&app_id=…), as a URL, or an
+// error quoting one (a dial or parse error), shows it.
+var ticketParam = regexp.MustCompile(`(?i)(ticket(?:=|%3D))[^&\s"'\\]+`)
+
+// redactTicket replaces a Socket Mode connection ticket in s with
+// "[redacted]": while unused, the ticket opens the app's event stream to
+// whoever holds it, so no log line carries it.
+func redactTicket(s string) string { return ticketParam.ReplaceAllString(s, "${1}[redacted]") }
+
+// redacting is a slog.Handler that redacts connection tickets in the
+// records slack-go's Socket Mode client logs (its messages quote errors,
+// which may quote the URL) before they reach the adapter's handler.
+type redacting struct{ slog.Handler }
+
+func (h redacting) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, redactTicket(r.Message), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Value.Kind() == slog.KindString || a.Value.Kind() == slog.KindAny {
+			a.Value = slog.StringValue(redactTicket(a.Value.String()))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h redacting) WithAttrs(as []slog.Attr) slog.Handler { return redacting{h.Handler.WithAttrs(as)} }
+func (h redacting) WithGroup(name string) slog.Handler    { return redacting{h.Handler.WithGroup(name)} }

@@ -1,9 +1,13 @@
 package slack
 
 import (
+	"bytes"
 	"fmt"
+	"github.com/countersign/countersign/adapters/slack/slacktest"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +23,7 @@ func socketEnv(t *testing.T) *env {
 }
 
 // ackOf returns the frames the bot sent for envelope.
-func ackOf(f *fakeSlack, envelope string) []map[string]any {
+func ackOf(f *slacktest.Server, envelope string) []map[string]any {
 	var out []map[string]any
 	for _, a := range f.Acks() {
 		if a["envelope_id"] == envelope {
@@ -45,16 +49,16 @@ func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
 	eventually(t, "both deliveries acknowledged", func() bool { return len(ackOf(e.fake, "env-1")) == 2 })
 	for _, a := range ackOf(e.fake, "env-1") {
 		if _, has := a["payload"]; has {
-			t.Errorf("a click's acknowledgement carries a payload: %v", a)
+			t.Errorf("a click's acknowledgement carries a payload (%v), want an empty acknowledgement", a)
 		}
 	}
 	e.barrier()
 	if st := e.state(id); st.Status != "approved" || st.Decisions != 1 || st.DecidedBy[0] != "dr_smith [U0123ABC]" {
-		t.Fatalf("after a duplicated envelope: %+v", st)
+		t.Fatalf("after a duplicated envelope: %+v, want approved once by dr_smith [U0123ABC]", st)
 	}
 	e.drain()
 	if u := e.fake.Calls("chat.update"); len(u) != 1 || len(buttons(t, u[0])) != 0 {
-		t.Fatalf("message update: %+v", u)
+		t.Fatalf("message updates: %+v, want one without buttons", u)
 	}
 
 	// An unmapped clicker over the socket is refused privately and audited.
@@ -64,7 +68,7 @@ func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
 	e.fake.Send("interactive", "env-2", clickPayload(stranger, actionApprove, strconv.FormatUint(other, 10), e.ref(other), newTrigger()))
 	eventually(t, "the refusal", func() bool { return len(e.ephemerals(stranger)) == 1 })
 	if d := e.denials(); len(d) != before+1 || d[len(d)-1].Principal != "unmapped [T1/U0999XYZ]" {
-		t.Errorf("audit denials %+v", d)
+		t.Errorf("audit denials %+v, want one more by unmapped [T1/U0999XYZ]", d)
 	}
 }
 
@@ -77,13 +81,13 @@ func TestSocketModeReasonFormErrorsGoInTheAck(t *testing.T) {
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-empty")) == 1 })
 	p, _ := ackOf(e.fake, "env-empty")[0]["payload"].(map[string]any)
 	if p["response_action"] != "errors" || p["errors"].(map[string]any)[reasonBlock] == "" {
-		t.Fatalf("empty reason acknowledged with %v", ackOf(e.fake, "env-empty")[0])
+		t.Fatalf("empty reason acknowledged with %v, want response_action errors on the reason block", ackOf(e.fake, "env-empty")[0])
 	}
 	e.fake.Send("interactive", "env-ok", submitPayload(nurseJo, meta, "freeze", newTrigger()))
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-ok")) == 1 })
 	e.barrier()
 	if st := e.state(id); st.Status != "rejected" || st.Reason != "freeze" {
-		t.Fatalf("after the reason: %+v", st)
+		t.Fatalf("after the reason: %+v, want rejected with reason freeze", st)
 	}
 }
 
@@ -95,11 +99,11 @@ func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-cmd")) == 1 })
 	got := <-e.cmds
 	if got.Text != "pending" || got.Caller == nil || got.Caller.Name != "dr_smith" {
-		t.Fatalf("chat got %+v", got)
+		t.Fatalf("chat got %+v, want pending from dr_smith", got)
 	}
 	p, _ := ackOf(e.fake, "env-cmd")[0]["payload"].(map[string]any)
 	if p["response_type"] != "ephemeral" || p["text"] != "ran &lt;pending&gt; @\u2060here" {
-		t.Fatalf("command acknowledged with %v", ackOf(e.fake, "env-cmd")[0])
+		t.Fatalf("command acknowledged with %v, want an ephemeral reply with the text escaped", ackOf(e.fake, "env-cmd")[0])
 	}
 }
 
@@ -110,12 +114,12 @@ func TestSocketModeReconnects(t *testing.T) {
 	})
 	eventually(t, "the socket to open", func() bool { return e.fake.Opens() == 1 })
 	// Slack refreshes the connection.
-	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	e.fake.Disconnect()
 	eventually(t, "a reconnect", func() bool { return e.fake.Opens() == 2 })
 	// A fatal answer (invalid_auth) ends slack-go's loop; the adapter's
 	// supervisor starts it again, and clicks flow once it is back.
 	e.fake.SlackError("apps.connections.open", "invalid_auth")
-	e.fake.frames <- `{"type":"disconnect","reason":"refresh_requested"}`
+	e.fake.Disconnect()
 	eventually(t, "the supervisor to reconnect", func() bool { return e.fake.Opens() >= 4 })
 	id := e.create(bot.KindAction, "ops", actionTestItem())
 	e.drain()
@@ -138,17 +142,64 @@ func TestSocketModeEditErrorsGoInTheAck(t *testing.T) {
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-bad")) == 1 })
 	p, _ := ackOf(e.fake, "env-bad")[0]["payload"].(map[string]any)
 	if errs, _ := p["errors"].(map[string]any); p["response_action"] != "errors" || !strings.Contains(fmt.Sprint(errs["edit_0"]), "lowercase") {
-		t.Fatalf("refused edit acknowledged with %v", ackOf(e.fake, "env-bad")[0])
+		t.Fatalf("refused edit acknowledged with %v, want response_action errors saying lowercase", ackOf(e.fake, "env-bad")[0])
 	}
 	if st := e.state(id); st.Status != "pending" {
-		t.Fatalf("a refused edit decided: %+v", st)
+		t.Fatalf("after a refused edit: %+v, want pending", st)
 	}
 	e.fake.Send("interactive", "env-ok", editPayload(drSmith, meta, map[string]string{"edit_0": "orders_staging", "edit_1": "30"}, "", newTrigger()))
 	eventually(t, "the acknowledgement", func() bool { return len(ackOf(e.fake, "env-ok")) == 1 })
 	if _, has := ackOf(e.fake, "env-ok")[0]["payload"]; has {
-		t.Fatalf("a valid edit's acknowledgement carries a payload: %v", ackOf(e.fake, "env-ok")[0])
+		t.Fatalf("a valid edit's acknowledgement carries a payload (%v), want an empty acknowledgement", ackOf(e.fake, "env-ok")[0])
 	}
 	if st := e.state(id); st.Status != "approved" || st.EditedBy != "dr_smith [U0123ABC]" {
-		t.Fatalf("after the edit over the socket: %+v", st)
+		t.Fatalf("after the edit over the socket: %+v, want approved, edited by dr_smith [U0123ABC]", st)
+	}
+}
+
+// lockedBuffer is a log destination safe for the adapter's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSocketModeLogsNoConnectionTicket: the WebSocket URL Slack hands out
+// carries a one-time ticket that opens the app's event stream; when
+// dialling it fails, the errors slack-go reports (and logs, at debug)
+// quote the URL, and the adapter's logs say what failed with the ticket
+// redacted.
+func TestSocketModeLogsNoConnectionTicket(t *testing.T) {
+	const ticket = "tkt-0123456789secret"
+	logs := &lockedBuffer{}
+	// A fake of its own, set before the socket first opens (newEnv opens
+	// it at once): a URL with a ticket that cannot even be parsed.
+	f := slacktest.New(t)
+	f.SocketURL("ws://127.0.0.1:%zz/link/?ticket=" + ticket + "&app_id=A0APP")
+	newEnv(t, func(o *Options) {
+		o.Mode, o.AppToken, o.SigningSecret = ModeSocket, "xapp-test", ""
+		o.APIURL = f.URL()
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	eventually(t, "the failed connection to be logged", func() bool {
+		return strings.Contains(logs.String(), "connection_error") || strings.Contains(logs.String(), "reconnecting")
+	})
+	got := logs.String()
+	if strings.Contains(got, ticket) {
+		t.Errorf("the logs quote the connection ticket %q, want it redacted:\n%s", ticket, got)
+	}
+	if !strings.Contains(got, "ticket=[redacted]") {
+		t.Errorf("the logs do not show the failed URL with its ticket redacted, want ticket=[redacted]:\n%s", got)
 	}
 }

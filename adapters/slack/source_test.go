@@ -250,21 +250,6 @@ func createTestItem(ctx context.Context, b *bot.Bot, kind bot.ItemKind, channel 
 	return id, err
 }
 
-// closeTestItem closes an item as the sweeper would (expired, by policy).
-func closeTestItem(ctx context.Context, b *bot.Bot, id uint64, status string) error {
-	return b.Update(ctx, b.SystemCall(b.Now()), func(tx *bot.Tx) error {
-		t, err := loadTestItem(tx, id)
-		if err != nil {
-			return err
-		}
-		t.Status, t.DecidedAt = status, b.Now()
-		if err := saveTestItem(tx, id, t); err != nil {
-			return err
-		}
-		return tx.Emit(id, bot.EventDecided, "")
-	})
-}
-
 // emitNote queues a reminder or escalation for item id.
 func emitNote(ctx context.Context, b *bot.Bot, id uint64, typ, note string) error {
 	return b.Update(ctx, b.SystemCall(b.Now()), func(tx *bot.Tx) error { return tx.Emit(id, typ, note) })

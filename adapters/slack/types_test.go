@@ -17,7 +17,7 @@ import (
 func TestGoldensFitThePublishedTypes(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.golden.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
+		t.Fatalf("golden files: %v, want at least one testdata/*.golden.json", err)
 	}
 	var docs []nodetest.Typed
 	for _, f := range files {

@@ -85,6 +85,14 @@ func (a *Adapter) replyText(it bot.Item, n bot.Note) (string, []entity) {
 				ents = append(ents, entity{Type: "mention", Text: tag, Mentioned: &account{ID: m.ID, Name: m.Name}})
 			}
 		}
+		if l := n.OnCallLine(); l != "" {
+			msg += " " + escapeMarkdown(l)
+			if id := strings.ToLower(a.bot.Chat().Account(bot.SurfaceTeams, n.Person)); id != "" {
+				tag := "<at>" + escapeMarkdown(n.Person) + "</at>"
+				msg += " " + tag
+				ents = append(ents, entity{Type: "mention", Text: tag, Mentioned: &account{ID: id, Name: n.Person}})
+			}
+		}
 		if n.Text != "" {
 			msg += " " + escapeMarkdown(n.Text)
 		}

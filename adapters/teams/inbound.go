@@ -224,7 +224,9 @@ func (a *Adapter) invoke(ctx context.Context, act activity) invokeResponse {
 		}
 		return a.render(ctx, c, out)
 	case verbReject:
-		d.Deliveries, d.Verb = nil, chat.Reject
+		// Prepare dedupes the delivery as Slack's and Discord's Reject do:
+		// a refused Reject delivered again is not audited twice.
+		d.Verb = chat.Reject
 		out := chat.Prepare(ctx, a.bot, d)
 		if out.Status != chat.Ready {
 			return a.render(ctx, c, out)

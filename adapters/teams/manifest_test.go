@@ -25,11 +25,11 @@ func teamsSchema(t *testing.T, url, version string) *jsonschema.Schema {
 	file := filepath.Join(dir, "@microsoft", "app-manifest", "build", "json-schemas", "teams", "v"+version, "MicrosoftTeams.schema.json")
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatalf("no published schema for manifestVersion %q: %v", version, err)
+		t.Fatalf("no published schema for manifestVersion %q (%v), want it in testdata", version, err)
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		t.Fatalf("%s: %v", file, err)
+		t.Fatalf("%s: %v, want a JSON schema", file, err)
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
@@ -38,7 +38,7 @@ func teamsSchema(t *testing.T, url, version string) *jsonschema.Schema {
 	}
 	s, err := c.Compile(url)
 	if err != nil {
-		t.Fatalf("compiling %s: %v", file, err)
+		t.Fatalf("compiling %s: %v, want it compiled", file, err)
 	}
 	return s
 }
@@ -62,7 +62,7 @@ func TestManifestMatchesThePublishedSchema(t *testing.T) {
 		} `json:"bots"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
-		t.Fatalf("%s: %v", manifestPath, err)
+		t.Fatalf("%s: %v, want JSON", manifestPath, err)
 	}
 	if want := "https://developer.microsoft.com/en-us/json-schemas/teams/v" + head.Version + "/MicrosoftTeams.schema.json"; head.Schema != want {
 		t.Errorf("$schema = %q, want %q (the schema of manifestVersion %s)", head.Schema, want, head.Version)
@@ -79,7 +79,7 @@ func TestManifestMatchesThePublishedSchema(t *testing.T) {
 		return schema.Validate(v)
 	}
 	if err := valid(raw); err != nil {
-		t.Fatalf("%s does not match the published schema:\n%v", manifestPath, err)
+		t.Fatalf("%s does not match the published schema, want it valid:\n%v", manifestPath, err)
 	}
 	broken := map[string]func(m map[string]any){
 		"an unknown property":         func(m map[string]any) { m["botEndpoint"] = "https://x.example" },
@@ -96,9 +96,9 @@ func TestManifestMatchesThePublishedSchema(t *testing.T) {
 		mutate(m)
 		doc, _ := json.Marshal(m)
 		if err := valid(doc); err == nil {
-			t.Errorf("a manifest with %s passes the schema check: the check checks nothing", name)
+			t.Errorf("a manifest with %s passes the schema check, want it refused: the check checks nothing", name)
 		} else if strings.TrimSpace(err.Error()) == "" {
-			t.Errorf("%s: refused without saying why", name)
+			t.Errorf("%s: refused without saying why, want the schema's reason", name)
 		}
 	}
 }

@@ -178,10 +178,10 @@ func TestCardGolden(t *testing.T) {
 		}
 		want, err := os.ReadFile(path)
 		if err != nil {
-			t.Fatalf("%s: %v (run go test -update to write it)", name, err)
+			t.Fatalf("%s: %v, want the golden file (run go test -update to write it)", name, err)
 		}
 		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from %s (go test -update rewrites it):\ngot:\n%s", name, path, got)
+			t.Errorf("%s differs from %s, want it equal (go test -update rewrites it):\ngot:\n%s", name, path, got)
 		}
 	}
 }
@@ -201,10 +201,10 @@ func TestCardsParseWithTheAdaptiveCardsParser(t *testing.T) {
 	}
 	out, err := nodetest.Cmd(t, dir, "check_adaptive_cards.cjs", file).CombinedOutput()
 	if err != nil {
-		t.Fatalf("the Adaptive Cards parser found problems (%v):\n%s", err, out)
+		t.Fatalf("the Adaptive Cards parser found problems (%v), want none:\n%s", err, out)
 	}
 	if !strings.Contains(string(out), " 0 problems") {
-		t.Fatalf("unexpected output:\n%s", out)
+		t.Fatalf("parser output:\n%s\nwant it to report 0 problems", out)
 	}
 }
 
@@ -217,21 +217,21 @@ func TestUntrustedTextIsNeverMarkdown(t *testing.T) {
 	raw, _ := json.Marshal(c)
 	for _, el := range c.Body {
 		if tb, ok := el.(textBlock); ok && (strings.Contains(tb.Text, "evil") || strings.Contains(tb.Text, "heading")) {
-			t.Errorf("untrusted text in a TextBlock: %q", tb.Text)
+			t.Errorf("untrusted text in a TextBlock (%q), want it only in RichTextBlocks", tb.Text)
 		}
 	}
 	for _, bad := range []string{"\u202e", "\\u0007", "\x07"} {
 		if strings.Contains(string(raw), bad) {
-			t.Errorf("the card keeps %q: %s", bad, raw)
+			t.Errorf("the card keeps %q, want it cleaned: %s", bad, raw)
 		}
 	}
 	if !strings.Contains(string(raw), "**Approve** [me](https://evil.example)") {
-		t.Errorf("the title is not shown literally: %s", raw)
+		t.Errorf("the card %s, want the title shown literally: **Approve** [me](https://evil.example)", raw)
 	}
 	n := c
 	n.Body = nil
 	if got := escapeMarkdown("**bold** [x](y)"); got != `\*\*bold\*\* \[x\]\(y\)` {
-		t.Errorf("escapeMarkdown = %q", got)
+		t.Errorf("escapeMarkdown = %q, want %q", got, `\*\*bold\*\* \[x\]\(y\)`)
 	}
 }
 
@@ -252,16 +252,16 @@ func TestButtonsOnlyForTheApprover(t *testing.T) {
 		return false
 	}
 	if has(cs["memory_shared"], verbApprove) || !has(cs["memory_approver"], verbApprove) || !has(cs["memory_approver"], verbEdit) {
-		t.Errorf("buttons: shared %v, approver %v", cs["memory_shared"].Actions, cs["memory_approver"].Actions)
+		t.Errorf("buttons: shared %v, approver %v; want Approve and Edit only on the approver's", cs["memory_shared"].Actions, cs["memory_approver"].Actions)
 	}
 	if cs["memory_approved"].Refresh != nil || has(cs["memory_approved"], verbApprove) {
-		t.Errorf("the decided card still refreshes or has buttons: %+v", cs["memory_approved"])
+		t.Errorf("the decided card %+v, want no refresh and no buttons", cs["memory_approved"])
 	}
 	if has(cs["destructive_approver"], verbEdit) || !has(cs["destructive_confirm"], verbConfirm) {
-		t.Errorf("a destructive item: edit offered or no confirmation step")
+		t.Errorf("a destructive item: approver's actions %v, confirm step's %v; want no Edit and a confirmation step", cs["destructive_approver"].Actions, cs["destructive_confirm"].Actions)
 	}
 	if has(cs["destructive_cut"], verbConfirm) {
-		t.Errorf("a dangerous item whose card is cut to fit offers the confirmation button: %+v", cs["destructive_cut"].Actions)
+		t.Errorf("a dangerous item whose card is cut to fit offers %+v, want no confirmation button", cs["destructive_cut"].Actions)
 	}
 }
 
@@ -299,7 +299,7 @@ func TestCardSaysWhatSlackSays(t *testing.T) {
 		got := texts(cs[name])
 		for _, l := range lines {
 			if !strings.Contains(got, l) {
-				t.Errorf("%s does not say %q; it says:\n%s", name, l, got)
+				t.Errorf("%s, want it to say %q; it says:\n%s", name, l, got)
 			}
 		}
 	}
@@ -307,7 +307,7 @@ func TestCardSaysWhatSlackSays(t *testing.T) {
 	// may read them); the approver's view carries them folded.
 	shared, approver := cs["destructive_shared"], cs["facts_approver"]
 	if strings.Contains(texts(shared), "req_0123456789abcdef") {
-		t.Errorf("the shared card shows the folded detail: %s", texts(shared))
+		t.Errorf("the shared card shows the folded detail, want it folded away: %s", texts(shared))
 	}
 	inBody := func(c *card) []any {
 		var out []any

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign/adapters/httpstatus"
 	"github.com/countersign/countersign/bot"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -59,14 +60,14 @@ func (t *Tracing) Handler(next http.Handler) http.Handler {
 		}
 		ctx, span := t.tracer.Start(ctx, method, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 		defer span.End()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := httpstatus.Wrap(w)
 		r2 := r.WithContext(ctx)
 		next.ServeHTTP(sw, r2) // the server's mux records the route in r2.Pattern
 		if route := routeOf(r2.Pattern); route != "" {
 			span.SetName(method + " " + route)
 			span.SetAttributes(attrRoute.String(route))
 		}
-		code := sw.status()
+		code := sw.Status()
 		span.SetAttributes(attrStatus.Int(code))
 		if code >= 500 {
 			span.SetAttributes(bot.AttrErrorType.String(strconv.Itoa(code)))
@@ -94,44 +95,6 @@ func knownMethod(m string) string {
 		return m
 	}
 	return "_OTHER"
-}
-
-// statusWriter records the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
-}
-
-// Unwrap lets http.ResponseController reach the connection (flushes,
-// deadlines, hijacking).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush implements http.Flusher for streamed answers (MCP).
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // Transport wraps base (nil: http.DefaultTransport) with a client span per

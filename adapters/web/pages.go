@@ -173,6 +173,10 @@ type inboxRow struct {
 	ReadOnly  string // why the caller cannot decide; "" if they can
 	Withheld  bool   // title withheld (out of scope, or sensitive for a non-approver)
 	Danger    bool   // approving it cannot be undone
+	// Pick says the person may select it for a batch approval (it has a
+	// bot.Item.Batch and is not read-only for them); Batch names it.
+	Pick  bool
+	Batch string
 }
 
 type kindCount struct {
@@ -185,14 +189,19 @@ type inboxData struct {
 	Rows      []inboxRow
 	Decidable int
 	Total     int
-	Kinds     []kindCount
-	Spaces    []string
-	Channels  []string
-	Kind      string
-	Space     string
-	Channel   string
-	Filtered  bool
-	NoRead    bool
+	// Pickable counts the rows that may be selected for a batch
+	// approval: those of a batch with two rows or more on this page. The
+	// selection form is offered when there is one (Batching).
+	Pickable int
+	Batching bool
+	Kinds    []kindCount
+	Spaces   []string
+	Channels []string
+	Kind     string
+	Space    string
+	Channel  string
+	Filtered bool
+	NoRead   bool
 	// Next is the link to the next page (the filters kept, after the
 	// last item of this one); "" on the last page. Paged says this is not
 	// the first page.
@@ -252,7 +261,7 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		row := inboxRow{
 			ID: it.ID, Kind: string(it.Kind), KindNoun: chat.KindNoun(it.Kind), Title: bot.OneLine(it.Title, 140),
 			Space: spaceLine(it.Space), Channel: it.Channel, Requester: chat.NameOf(it.Requester), Danger: it.Danger != nil,
-			Created: it.CreatedAt, Tally: bot.OneLine(it.Tally, 80), ReadOnly: readOnlyWhy(caller, it),
+			Created: it.CreatedAt, Tally: bot.OneLine(it.Tally, 80), ReadOnly: h.readOnlyWhy(caller, it),
 		}
 		if !it.ExpiresAt.IsZero() {
 			if it.ExpiresAt.After(h.now()) {
@@ -266,10 +275,29 @@ func (h *Handler) inbox(w http.ResponseWriter, r *http.Request) {
 		}
 		if row.ReadOnly == "" {
 			d.Decidable++
+			if it.Batch != "" {
+				row.Pick, row.Batch = true, it.Batch
+			}
 		}
 		d.Rows = append(d.Rows, row)
 	}
 	d.Total = len(d.Rows)
+	// A checkbox only where there is something to batch it with.
+	perBatch := map[string]int{}
+	for _, row := range d.Rows {
+		if row.Pick {
+			perBatch[row.Batch]++
+		}
+	}
+	for i := range d.Rows {
+		if d.Rows[i].Pick && perBatch[d.Rows[i].Batch] < 2 {
+			d.Rows[i].Pick = false
+		}
+		if d.Rows[i].Pick {
+			d.Pickable++
+		}
+	}
+	d.Batching = d.Pickable > 0
 	for _, k := range []bot.ItemKind{bot.KindMemoryChange, bot.KindAction, bot.KindConsent, bot.KindQuestion} {
 		n := strconv.Itoa(facets.Kinds[k])
 		if facets.Capped[k] {
@@ -424,10 +452,19 @@ type itemData struct {
 	// sign-in at the provider is not fresh, is the window ("5m0s"): the
 	// page offers a fresh sign-in instead of Approve. SteppedUp says until
 	// when the caller's sign-in counts, when it does.
-	StepUp     string
-	SteppedUp  string
-	IsAction   bool
-	IsQuestion bool
+	StepUp    string
+	SteppedUp string
+	// SteppedUpWith is how: "passkey", else a sign-in at the provider.
+	// PasskeyNeeded says approving needs a passkey (tools[].step_up.method
+	// passkey), which a sign-in at the provider does not give; Passkey
+	// offers the caller's passkeys for the step-up ("" when they hold
+	// none or passkeys are off), NoPasskey says they hold none.
+	SteppedUpWith string
+	PasskeyNeeded bool
+	Passkey       bool
+	NoPasskey     bool
+	IsAction      bool
+	IsQuestion    bool
 	// MatchArgs are the arguments the grant choice lets the approver hold
 	// fixed (the others may vary), with their values.
 	MatchArgs []matchArg
@@ -461,6 +498,12 @@ type itemData struct {
 	// Seen is the SHA-256 of the page's card text as rendered (cardText):
 	// the forms send it, and the vote records it.
 	Seen string
+	// BreakGlass, on the caller's own pending request of a tool under
+	// break_glass.tools, offers to approve it alone (breakglass.go):
+	// BreakGlassStepUp is the window of the fresh sign-in it needs first,
+	// when the caller's is not fresh ("" once it is).
+	BreakGlass       bool
+	BreakGlassStepUp string
 }
 
 // factRow is one fact of the facts panel.
@@ -532,11 +575,11 @@ func (h *Handler) loadItem(w http.ResponseWriter, r *http.Request) (bot.Item, bo
 }
 
 func (h *Handler) item(w http.ResponseWriter, r *http.Request) {
-	caller := callerOf(r)
 	it, ok := h.loadItem(w, r)
 	if !ok {
 		return
 	}
+	caller := itemCaller(r, it.ID) // with a passkey step-up for this item (passkey_pages.go)
 	p := page{Title: fmt.Sprintf("#%d", it.ID), Nav: "inbox"}
 	p.Problem = h.problemOf(r, fmt.Sprintf("item %d", it.ID))
 	msg := h.itemAccess(r.Context(), caller, it)
@@ -585,14 +628,10 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		IsMemory: it.Kind == bot.KindMemoryChange, IsAction: it.Kind == bot.KindAction, IsQuestion: it.Kind == bot.KindQuestion,
 	}
 	if d.Pending && it.StepUp > 0 {
-		if caller.SteppedUp(it.StepUp, h.now()) {
-			d.SteppedUp = caller.AuthAt.Add(it.StepUp).UTC().Format("15:04 UTC")
-		} else {
-			d.StepUp = chat.RoundDuration(it.StepUp)
-		}
+		h.stepUpView(ctx, caller, it, &d) // passkey_pages.go
 	}
 	if d.Pending {
-		d.ReadOnly = readOnlyWhy(caller, it)
+		d.ReadOnly = h.readOnlyWhy(caller, it)
 		d.Nonce, _ = randomToken(12)
 		// The edit form approves too: on a step-up item it needs the
 		// fresh sign-in Approve needs, so it is offered only with one.
@@ -608,6 +647,7 @@ func (h *Handler) itemView(ctx context.Context, caller *bot.Caller, it bot.Item)
 		}
 	}
 	d.Changes = chat.WithChanges(it)
+	h.breakGlassView(caller, it, &d) // breakglass.go
 	if d.Pending {
 		d.MatchArgs = matchArgs(it) // grants.go
 		d.Basis = chat.EditBasis(it)
@@ -783,12 +823,12 @@ func (h *Handler) itemStatus(w http.ResponseWriter, r *http.Request) {
 // signed-in principal. A form submitted twice (its nonce seen before) is
 // applied once.
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
-	caller := callerOf(r)
 	id, err := bot.ParseItemID(r.PathValue("id"))
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, "That is not an item number.")
 		return
 	}
+	caller := itemCaller(r, id) // with a passkey step-up for this item (passkey_pages.go)
 	f := r.PostForm
 	d := chat.Decision{Surface: Surface, UserID: caller.ID, Caller: caller, ItemID: id, Reason: strings.TrimSpace(f.Get("reason"))}
 	if n := f.Get("nonce"); n != "" && len(n) <= 64 {
@@ -826,6 +866,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		d.Basis = f.Get("basis")            // and the facts it showed
 		d.Confirm = f.Get("confirm")        // a dangerous item's target, typed
 		d.Seen = seenField(f.Get("seen"))
+	case "break_glass":
+		// One's own request, approved alone (breakglass.go): the one
+		// rule's exception decides, in approve_action.
+		d.Verb, d.BreakGlass = chat.Approve, true
+		d.ArgsSHA256, d.Basis, d.Confirm, d.Seen = f.Get("args_sha256"), f.Get("basis"), f.Get("confirm"), seenField(f.Get("seen"))
+		action = "approve"
 	case "reject", "decline":
 		d.Verb = chat.Reject
 		d.Seen = seenField(f.Get("seen"))
@@ -867,7 +913,7 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 			d.Choices = append(d.Choices, n)
 		}
 	default:
-		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, edit, reject, answer or decline.")
+		h.fail(w, r, http.StatusBadRequest, "The form's action must be approve, edit, break_glass, reject, answer or decline.")
 		return
 	}
 	out := chat.Decide(r.Context(), h.o.Bot, d)
@@ -1384,8 +1430,9 @@ func userError(err error) (string, bool) {
 func spaceLine(sp bot.Space) string { return bot.OneLine(sp.Label(), 200) }
 
 // readOnlyWhy is why the one decision rule leaves it read-only for caller,
-// for the page ("you requested it"); "" when caller may decide it.
-func readOnlyWhy(caller *bot.Caller, it bot.Item) string {
-	why, _ := caller.ReadOnly(it)
+// for the page ("you requested it", "the open stage (pharmacist, stage 2
+// of 2) is decided by groups pharmacists"); "" when caller may decide it.
+func (h *Handler) readOnlyWhy(caller *bot.Caller, it bot.Item) string {
+	why, _ := h.o.Bot.Items().ReadOnly(caller, it)
 	return why
 }

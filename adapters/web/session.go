@@ -59,6 +59,10 @@ type session struct {
 	// groups (groups: in config.yaml) the provider asserts; none for a
 	// link. The one decision rule reads them as bot.Caller.Groups.
 	Groups []string `json:"groups,omitempty"`
+	// Ceremony is the passkey ceremony begun in this session, used once
+	// (passkey.go); Passkey is its last passkey step-up, for one item.
+	Ceremony *ceremony      `json:"ceremony,omitempty"`
+	Passkey  *passkeyStepUp `json:"passkey,omitempty"`
 }
 
 func randomToken(n int) (string, error) {

@@ -55,6 +55,9 @@ type Options struct {
 	PublicURL string
 	// OIDC, when set, offers single sign-on.
 	OIDC *OIDC
+	// Passkeys, when set, lets people register passkeys (after a fresh
+	// OIDC sign-in) and step up with them (passkey.go).
+	Passkeys *Passkeys
 	// SessionTTL is how long a session lasts (default 12h).
 	SessionTTL time.Duration
 	// PollInterval is how often an open item page checks whether it was
@@ -136,6 +139,11 @@ func New(o Options) (*Handler, error) {
 		}
 		h.oidc = &oidcClient{o: oc}
 	}
+	if o.Passkeys != nil {
+		if err := ValidatePasskeys(o.Passkeys, o.PublicURL); err != nil {
+			return nil, fmt.Errorf("web: passkeys: %w", err)
+		}
+	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
 	}
@@ -179,7 +187,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights"} {
+	for _, page := range []string{"inbox", "item", "memory", "audit", "signin", "link", "message", "stepup", "grants", "insights", "batch", "delegation", "passkeys"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -209,11 +217,23 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("POST /ui/items/{id}/stepup", h.authed(h.stepUpItem)) // stepup.go
 	h.mux.HandleFunc("GET /ui/stepup", h.stepUpLinkPage)
 	h.mux.HandleFunc("POST /ui/stepup", h.stepUpLinkStart)
+	h.mux.HandleFunc("GET /ui/batch", h.authed(h.batchReview))                            // batch.go
+	h.mux.HandleFunc("POST /ui/batch", h.authed(h.batchDecide))                           // batch.go
+	h.mux.HandleFunc("GET /ui/passkeys", h.authed(h.passkeysPage))                        // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/passkeys/signin", h.authed(h.passkeySignIn))               // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/passkeys/begin", h.authed(h.passkeyBeginRegister))         // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/passkeys/register", h.authed(h.passkeyRegister))           // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/passkeys/remove", h.authed(h.passkeyRemove))               // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/items/{id}/passkey/begin", h.authed(h.passkeyBeginStepUp)) // passkey_pages.go
+	h.mux.HandleFunc("POST /ui/items/{id}/passkey", h.authed(h.passkeyStepUp))            // passkey_pages.go
 	h.mux.HandleFunc("GET /ui/requests/{rid}", h.authed(h.requestItem))
 	h.mux.HandleFunc("GET /ui/memory", h.authed(h.memory))
 	h.mux.HandleFunc("GET /ui/grants", h.authed(h.grants))                  // grants.go
 	h.mux.HandleFunc("POST /ui/grants/{n}/revoke", h.authed(h.revokeGrant)) // grants.go
 	h.mux.HandleFunc("GET /ui/insights", h.authed(h.insights))              // insights.go
+	h.mux.HandleFunc("GET /ui/delegation", h.authed(h.delegation))          // delegation.go
+	h.mux.HandleFunc("POST /ui/delegation", h.authed(h.delegate))           // delegation.go
+	h.mux.HandleFunc("POST /ui/delegation/end", h.authed(h.endDelegation))  // delegation.go
 	h.mux.HandleFunc("GET /ui/audit", h.authed(h.audit))
 	h.mux.HandleFunc("POST /ui/audit/verify", h.authed(h.verify))
 	h.mux.HandleFunc("GET /ui/audit/export", h.authed(h.export))
@@ -413,6 +433,8 @@ type page struct {
 	Notice  string
 	Problem string
 	Data    any
+	// Passkeys says passkeys are configured (the nav links their page).
+	Passkeys bool
 }
 
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
@@ -422,6 +444,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	if s := sessionOf(r); s != nil {
 		p.CSRF = s.CSRF
 	}
+	p.Passkeys = h.o.Passkeys != nil
 	var b strings.Builder
 	if err := h.pages[name].Execute(&b, p); err != nil {
 		h.o.Logger.Error("web: rendering a page failed", "page", name, "err", err)

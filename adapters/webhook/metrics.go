@@ -249,3 +249,56 @@ func MetricsHandler(g prometheus.Gatherer, token bot.Secret, log *slog.Logger) h
 		h.ServeHTTP(w, r)
 	})
 }
+
+// LogCall writes one structured line per tool call: who, what, how it ended,
+// how long it took. Never the arguments or the answer, which may hold
+// personal data or a key.
+func LogCall(ctx context.Context, log *slog.Logger, ev bot.CallEvent) {
+	level := slog.LevelInfo
+	if ev.Outcome() == "internal" {
+		level = slog.LevelError
+	}
+	principal := "-"
+	if ev.Caller != nil {
+		principal = ev.Caller.String()
+	}
+	tool := ev.Tool
+	if tool == "" {
+		tool = "(unknown)"
+	}
+	log.LogAttrs(ctx, level, "tool call",
+		slog.String("request_id", bot.RequestID(ctx)),
+		slog.String("principal", principal),
+		slog.String("surface", ev.Surface()),
+		slog.String("tool", tool),
+		slog.String("outcome", ev.Outcome()),
+		slog.Duration("duration", ev.Duration),
+	)
+}
+
+// BotStats is what the metrics read from b's store at scrape time: the
+// items awaiting a decision and the outboxes.
+func BotStats(b *bot.Bot) StoreStats { return botStats{b} }
+
+// botStats is BotStats's StoreStats.
+type botStats struct{ *bot.Bot }
+
+// PendingByKind counts the items awaiting a decision (bot.Items).
+func (s botStats) PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error) {
+	return s.Items().PendingByKind(ctx)
+}
+
+// PendingOldest is how long the oldest item awaiting a decision has
+// waited, on the bot's clock.
+func (s botStats) PendingOldest(ctx context.Context) (time.Duration, error) {
+	t, err := s.Items().PendingOldest(ctx)
+	if err != nil || t.IsZero() {
+		return 0, err
+	}
+	return max(s.Now().Sub(t), 0), nil
+}
+
+// OutboxStats reads every sink's outbox (bot.Outbox.Stats).
+func (s botStats) OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error) {
+	return s.Outbox().Stats(ctx)
+}

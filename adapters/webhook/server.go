@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/countersign/countersign/adapters/httpstatus"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 )
@@ -366,47 +367,10 @@ func withObserve(fn func(pattern string, status int, d time.Duration), next http
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := httpstatus.Wrap(w)
 		next.ServeHTTP(sw, r)
-		fn(r.Pattern, sw.status(), time.Since(start))
+		fn(r.Pattern, sw.Status(), time.Since(start))
 	})
-}
-
-// statusWriter records the status a handler wrote.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
-}
-
-// Unwrap lets http.ResponseController reach the connection (flushes, deadlines).
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// Flush implements http.Flusher for streamed answers.
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
 }
 
 // withRecover turns a panic in a handler into a logged 500 instead of a

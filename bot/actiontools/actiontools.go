@@ -104,6 +104,11 @@ type Options struct {
 	EscalateAfter     time.Duration
 	EscalationChannel string
 	EscalationRole    string
+	// EscalationOnCall, when set, names the oncall: rotation an escalation
+	// is addressed to: whoever is on call in it at the time of the
+	// escalation (the sweep's clock), mentioned on every surface and the
+	// one person emailed (bot/oncall.go).
+	EscalationOnCall string
 	// CallbackSecret signs callbacks (see ParseSecret). Nil: a call that
 	// asks for a callback is refused.
 	CallbackSecret []byte
@@ -135,6 +140,9 @@ type Options struct {
 	// StepUp names the requests whose approval needs a fresh sign-in
 	// (stepup.go); zero: none.
 	StepUp StepUpSpec
+	// BreakGlass lets a person approve their own request of the tools
+	// it lists (breakglass.go); zero: nobody may.
+	BreakGlass BreakGlassSpec
 	// Subject resolves a context subject the way the memory does (a
 	// declared slot's name for an alias, else the folded subject); nil
 	// folds it (memory.Fold).
@@ -297,6 +305,9 @@ func Register(b *bot.Bot, o Options) (*Service, error) {
 	b.Items().RegisterKind(bot.KindAction, itemSource{s})
 	b.Items().RegisterKind(bot.KindConsent, itemSource{s})
 	b.Items().RegisterKind(bot.KindQuestion, itemSource{s})
+	if err := s.registerBreakGlass(b); err != nil {
+		return nil, err
+	}
 	b.OnSweep("actions", s.Sweep)
 	b.OnSweep("retention_requests", s.PruneRequests)
 	b.OnSweep("retention_action_ids", s.PruneActionIDs)

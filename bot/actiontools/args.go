@@ -156,6 +156,9 @@ type DecideArgs struct {
 	// Seen is what the decider was shown (a surface's card or page),
 	// recorded on the vote.
 	Seen *SeenArgs `json:"seen,omitempty" jsonschema:"optional: what you were shown when you decided, recorded on your vote: the SHA-256 of the card's or page's text, the surface, whether it was cut to fit, and the digest of the facts it showed (an approval on facts that changed since is refused with 409)"`
+	// BreakGlass asks to approve one's own request as break-glass
+	// (breakglass.go): reason is then mandatory.
+	BreakGlass bool `json:"break_glass,omitempty" jsonschema:"approve_action only: approve your own request of a tool under break_glass.tools, alone, as break-glass (a person's own request only, never an agent's; needs a reason and a fresh step-up). It is broadcast to every approver and opens a review that others must countersign"`
 }
 
 // SeenArgs is what a decider was shown: approve_action's and

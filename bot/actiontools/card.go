@@ -89,7 +89,7 @@ func (s *Service) actionCard(it *bot.Item, r *approvals.Request, facts []approva
 		detail("Escalated", "at "+stamp(r.EscalatedAt))
 	}
 	if su := r.Decidable().StepUp; su > 0 && r.Status == approvals.StatusPending || r.StepUp > 0 {
-		detail("Step-up", stepUpField(max(su, r.StepUp)))
+		detail("Step-up", stepUpField(max(su, r.StepUp), r.Decidable().MinAssurance))
 	}
 	if r.Round > 0 {
 		detail("Round", fmt.Sprintf("%d (back for a new decision %d time(s): %s)", r.Round, r.Round, r.Reopened))
@@ -168,7 +168,9 @@ func askedFor(r *approvals.Request, def *toolDef) string {
 	if r.Rule != nil {
 		why += "; asked by " + r.Rule.String()
 	}
-	if r.StepUp > 0 {
+	if r.StepUp > 0 && r.MinAssurance == policy.AssurancePasskey {
+		why += fmt.Sprintf("; approving needs a passkey step-up (within %s)", ttlText(r.StepUp))
+	} else if r.StepUp > 0 {
 		why += fmt.Sprintf("; approving needs a fresh sign-in (within %s)", ttlText(r.StepUp))
 	}
 	if len(r.Context) > 0 {
@@ -246,7 +248,7 @@ func voteViews(r *approvals.Request) []bot.VoteView {
 	out := make([]bot.VoteView, len(r.Votes))
 	for i, v := range r.Votes {
 		counts := r.Counts(v) || (!v.Approve && r.Status == approvals.StatusDenied && v.Round == r.Round)
-		out[i] = bot.VoteView{By: v.By.Display, Approve: v.Approve, At: v.At, Counts: counts, Void: v.Void}
+		out[i] = bot.VoteView{By: v.By.Display, Approve: v.Approve, At: v.At, Counts: counts, Void: v.Void, Assurance: v.Assurance}
 		if v.Seen != nil {
 			out[i].Seen = &bot.Seen{SHA256: v.Seen.SHA256, Surface: v.Seen.Surface, Truncated: v.Seen.Truncated}
 		}

@@ -278,6 +278,9 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 				return err
 			}
 			r.ItemID = item
+			if err := postStage(tx, r); err != nil { // the first stage's channels
+				return err
+			}
 			due = r.NextDue(s.o.RemindAfter, s.o.EscalateAfter)
 			if err := tx.Audit("action_requested", detail); err != nil {
 				return err

@@ -47,8 +47,10 @@ func auditName(r *approvals.Request) string {
 func (s *Service) decide(approve bool) bot.Handler {
 	return func(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 		args := a.(*DecideArgs)
-		d := party(c.Caller)
 		editing := args.Arguments != nil
+		if args.BreakGlass && !approve {
+			return bot.Result{}, bot.Invalid("break_glass", "only approve_action takes break_glass: a denial is never held back")
+		}
 		if editing && !approve {
 			return bot.Result{}, bot.Invalid("arguments", "only approve_action takes arguments (an approval with changes); a denial takes a reason, which reaches the agent")
 		}
@@ -93,8 +95,18 @@ func (s *Service) decide(approve bool) bot.Handler {
 				req, out = r, approvals.OutcomeConflict
 				return expire(tx, r, c.Now)
 			}
+			if args.BreakGlass && approve {
+				// The one rule's typed exception, and all that follows from it (breakglass.go).
+				req = r
+				out, refusal, err = s.breakGlass(tx, c, r, args, editing)
+				return err
+			}
 			if refusal = canDecide(c, r, approve); refusal != nil {
 				return tx.Refuse(refusal)
+			}
+			d, err := voter(c, r, approve, args.Grant != nil)
+			if err != nil {
+				return err
 			}
 			stepUp := r.Decidable().StepUp // the request's, or its open stage's, before this vote
 			if approve {
@@ -124,6 +136,7 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 			}
+			open := r.OpenStage() // the stage open before this vote
 			if editing {
 				canon, sum, err := s.checkEdit(r, args.Arguments)
 				if err == nil {
@@ -171,6 +184,12 @@ func (s *Service) decide(approve bool) bot.Handler {
 					return err
 				}
 				if len(r.Stages) > 0 {
+					if r.OpenStage() != open {
+						// The next stage opened: its channels get the card.
+						if err := postStage(tx, r); err != nil {
+							return err
+						}
+					}
 					// The card's thread says which stage is open now, and who decides it.
 					return tx.Emit(r.ItemID, bot.EventNote, stageNote(r, edited))
 				}

@@ -25,17 +25,22 @@ var (
 
 // VoidVotes makes the approvals of the principal named name on the
 // pending action or consent request behind rec stop counting: they were
-// suspended from approving (bot.Tx.Suspend). A decided request is not
-// changed.
-func (itemSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, error) {
+// suspended from approving (bot.Tx.Suspend). A request signed off in
+// stages goes back to the stage that lost an approval (restageNote). A
+// decided request is not changed.
+func (itemSource) VoidVotes(tx kv.Tx, rec bot.ItemRecord, name, why string) (bool, string, error) {
 	if rec.Kind != bot.KindAction && rec.Kind != bot.KindConsent {
-		return false, nil
+		return false, "", nil
 	}
 	r, err := approvals.LoadRequest(tx, rec.Key)
-	if err != nil || r == nil || !r.VoidVotes(name, why) {
-		return false, err
+	if err != nil || r == nil {
+		return false, "", err
 	}
-	return true, approvals.PutRequest(tx, r, r.DueAt)
+	changed, later := r.VoidApprovals(name, why)
+	if !changed {
+		return false, "", nil
+	}
+	return true, restageNote(r, name, later), approvals.PutRequest(tx, r, r.DueAt)
 }
 
 // TakesSeen reports that approve_action and deny_action record what the
@@ -66,6 +71,10 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 			it.Fields = append(it.Fields, bot.Field{Label: label, Value: value})
 		}
 	}
+	if r.Status == approvals.StatusPending {
+		d := r.Decidable() // the open stage's, when staged
+		it.Decidable = &d
+	}
 	switch {
 	case r.Action != nil:
 		a := r.Action
@@ -87,8 +96,13 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 		if su := r.Decidable().StepUp; su > 0 { // the open stage's, when staged
 			it.StepUp = su
 		}
+		it.MinAssurance = r.Decidable().MinAssurance
 		it.Grants = src.s.grantOptions(r)
 		it.Batch = batchKey(r)
+		it.BreakGlass = src.s.breakGlassOffer(r)
+		if r.BreakGlass != nil {
+			field("Break-glass", breakGlassLine(r))
+		}
 	case r.Consent != nil:
 		c := r.Consent
 		name := bot.NameOf(r.Requester.Display)
@@ -211,7 +225,7 @@ func (itemSource) DecisionArgs(rec bot.ItemRecord, d bot.Decision) (string, any,
 		}
 		return "answer_question", a, nil
 	case bot.KindAction, bot.KindConsent:
-		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256}
+		a := &DecideArgs{RequestID: rec.Key, Reason: d.Reason, ArgsSHA256: d.ArgsSHA256, BreakGlass: d.BreakGlass}
 		if d.Seen != nil {
 			a.Seen = &SeenArgs{SHA256: d.Seen.SHA256, Surface: d.Seen.Surface, Truncated: d.Seen.Truncated, Facts: d.Facts}
 		}

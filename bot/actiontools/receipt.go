@@ -51,7 +51,7 @@ func (s *Service) receiptFor(r *approvals.Request) string {
 	rec, err := s.b.SignReceipt(receipt.Payload{
 		RequestID: r.ID, Tool: r.Action.Tool, ApprovedArgsSHA256: approved,
 		ConfirmedBy: by, Grant: grantRef(r), IssuedAt: issued.Unix(), ExpiresAt: issued.Add(DefaultReceiptTTL).Unix(),
-		Round: r.Round, Assurance: string(r.DecisionAssurance()),
+		Round: r.Round, Assurance: string(r.DecisionAssurance()), BreakGlass: r.BreakGlass != nil,
 	})
 	if err != nil {
 		s.b.Logger().Error("signing a receipt", "request", r.ID, "err", err)

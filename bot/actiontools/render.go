@@ -93,6 +93,9 @@ func requestData(r *approvals.Request, details bool) map[string]any {
 		if r.GrantID != 0 {
 			d["grant_id"] = r.GrantID
 		}
+		if bg := breakGlassData(r); bg != nil {
+			d["break_glass"] = bg
+		}
 		if !r.ExecutedAt.IsZero() {
 			d["executed_at"] = stamp(r.ExecutedAt)
 		}

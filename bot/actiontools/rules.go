@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/memory"
 	"github.com/countersign/countersign/policy"
@@ -45,6 +46,8 @@ type StageSpec struct {
 	Approvers approvals.Approvers
 	Quorum    int
 	StepUp    bool
+	// Channels are where the card is posted too when the stage opens.
+	Channels []string
 }
 
 // MaxRules and MaxStages bound a tool's rules and a sign-off's stages.
@@ -223,12 +226,36 @@ func conditionInput(tx kv.Tx, d *toolDef, tool string, canon json.RawMessage, re
 func (s *Service) stagesOf(specs []StageSpec) []policy.Stage {
 	out := make([]policy.Stage, len(specs))
 	for i, st := range specs {
-		out[i] = policy.Stage{Name: strings.TrimSpace(st.Name), Approvers: st.Approvers, Quorum: max(st.Quorum, 1)}
+		out[i] = policy.Stage{Name: strings.TrimSpace(st.Name), Approvers: st.Approvers, Quorum: max(st.Quorum, 1), Channels: slices.Clone(st.Channels)}
 		if st.StepUp {
 			out[i].StepUp = s.stepUp.within
 		}
 	}
 	return out
+}
+
+// postStage queues, in tx, the posts of r's card in the channels of its
+// open stage (tools[].stages[].channels): called when a stage opens (the
+// request is created, or the stage before it is complete). The delivery
+// skips a channel that holds a card of the item already (bot.EventPost),
+// so a stage opened again (an edit, a voided approval) posts nothing new.
+func postStage(tx *bot.Tx, r *approvals.Request) error {
+	if r.ItemID == 0 || r.Status != approvals.StatusPending || len(r.Stages) == 0 {
+		return nil
+	}
+	i := r.OpenStage()
+	if i >= len(r.Stages) {
+		return nil
+	}
+	for _, ch := range r.Stages[i].Channels {
+		if ch == "" || ch == r.Channel {
+			continue // the request's own channel has its first card
+		}
+		if err := tx.Emit(r.ItemID, bot.EventPost, ch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // applyRule sets what the matched rule says on new request r, whose

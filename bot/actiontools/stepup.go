@@ -83,7 +83,7 @@ func canDecide(c *bot.Call, r *approvals.Request, approve bool) *policy.Refusal 
 	it := r.Decidable()
 	it.At = c.Now
 	if !approve {
-		it.StepUp, it.MinAssurance, it.EarlierStages = 0, "", nil
+		it.StepUp, it.MinAssurance, it.EarlierStages, it.Counted = 0, "", nil, nil
 	}
 	return c.Caller.MayDecide(it)
 }
@@ -101,7 +101,11 @@ func stepUpNote(c *bot.Call, stepUp time.Duration, approve bool) string {
 	return ""
 }
 
-// stepUpField is the line a step-up item shows on its card and page.
-func stepUpField(within time.Duration) string {
+// stepUpField is the line a step-up item shows on its card and page; min
+// is the tool's least assurance (a passkey asks for one).
+func stepUpField(within time.Duration, min policy.Assurance) string {
+	if min == policy.AssurancePasskey {
+		return fmt.Sprintf("approving needs a step-up with a passkey (within %s), in the web console; a sign-in at the identity provider is not enough, and refusing needs neither", within)
+	}
 	return fmt.Sprintf("approving needs a fresh sign-in at the identity provider (within %s), in the web console; refusing does not", within)
 }

@@ -2,6 +2,7 @@ package actiontools
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
@@ -27,14 +28,37 @@ func voidSuspended(tx *bot.Tx, r *approvals.Request) (bool, error) {
 			continue
 		}
 		why := "suspended from approving: " + sus.Why()
-		if r.VoidVotes(name, why) {
+		if did, later := r.VoidApprovals(name, why); did {
 			changed = true
 			if err := tx.Audit(string(r.Kind)+"_vote_void", fmt.Sprintf("%s: %s's approval no longer counts (%s): %s", r.ID, name, why, r.Tally())); err != nil {
 				return false, err
 			}
+			if note := restageNote(r, name, later); note != "" {
+				if err := tx.Audit("stage_reopened", r.ID+": "+note); err != nil {
+					return false, err
+				}
+				if r.ItemID != 0 {
+					if err := tx.Emit(r.ItemID, bot.EventNote, note); err != nil {
+						return false, err
+					}
+				}
+			}
 		}
 	}
 	return changed, nil
+}
+
+// restageNote says, for the card's thread and the audit, that staged
+// request r went back to its open stage when name's approval was voided,
+// and whose later-stage approvals no longer count (later); "" when no
+// later approval was voided.
+func restageNote(r *approvals.Request, name string, later []string) string {
+	if len(later) == 0 || len(r.Stages) == 0 {
+		return ""
+	}
+	i := min(r.OpenStage(), len(r.Stages)-1)
+	return fmt.Sprintf("%s's approval no longer counts, so %s is back at the %s stage (%d of %d): the approvals of the stages after it (%s) no longer count, and those stages sign off again once it is approved.",
+		name, r.ID, r.Stages[i].Name, i+1, len(r.Stages), strings.Join(later, ", "))
 }
 
 // revokeGrantsOf is the bot's suspend hook: the live standing grants the

@@ -91,7 +91,7 @@ func (s *Service) sweepBatch(ctx context.Context, now time.Time) (changed, seen 
 			}
 			if step.Escalate {
 				r.EscalatedAt = now
-				note := s.escalationNote()
+				note := s.escalationNote(now)
 				if err := tx.Emit(r.ItemID, bot.EventEscalated, note); err != nil {
 					return err
 				}
@@ -142,9 +142,15 @@ func expiryReason(r *approvals.Request) string {
 	return fmt.Sprintf("nobody answered within %s.", short(r.ExpiresAt.Sub(r.CreatedAt)))
 }
 
-// escalationNote names the escalation target for the chat adapters.
-func (s *Service) escalationNote() string {
-	return bot.EscalationNote(s.o.EscalationChannel, s.o.EscalationRole)
+// escalationNote names the escalation target for the chat adapters at
+// now: the channel, the role, and the person on call in the rotation
+// (Options.EscalationOnCall) at now.
+func (s *Service) escalationNote(now time.Time) string {
+	note := bot.EscalationNote(s.o.EscalationChannel, s.o.EscalationRole)
+	if s.o.EscalationOnCall == "" {
+		return note
+	}
+	return strings.TrimSpace(note + " " + bot.OnCallNote(s.o.EscalationOnCall, s.b.OnCallNow(s.o.EscalationOnCall, now)))
 }
 
 // short renders a duration without trailing zero units: 10m, 1h30m, 45s.

@@ -54,6 +54,9 @@ func RegisterWith(b *bot.Bot, o Options) error {
 	if err := b.Register(suspensionTools()...); err != nil {
 		return err
 	}
+	if err := b.Register(delegationTools()...); err != nil { // delegations.go
+		return err
+	}
 	return b.Register(
 		bot.Tool{
 			Name:        "audit_log",

@@ -332,6 +332,9 @@ func TestAnnotations(t *testing.T) {
 		"list_suspensions":       "admin ro",
 		"suspend_principal":      "admin rw",
 		"lift_suspension":        "admin rw",
+		"delegate_approvals":     "approve rw",
+		"end_delegation":         "approve rw",
+		"list_delegations":       "read ro",
 	}
 	for _, ti := range e.b.Tools() {
 		got := string(ti.Capability)

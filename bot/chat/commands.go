@@ -130,6 +130,8 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 		return s.grants(ctx)
 	case CmdRevokeGrant:
 		return s.revokeGrant(ctx, c.ID)
+	case CmdDelegate:
+		return s.delegate(ctx, c)
 	default: // CmdHelp
 		return s.help()
 	}
@@ -150,6 +152,7 @@ func (s session) help() string {
 	b.WriteString("  check <subject> [space] — is it safe to act on a memory subject: SAFE or BLOCKED\n")
 	b.WriteString("  grants — the standing grants in force (what is approved at once, for which agent, until when)\n")
 	b.WriteString("  revoke-grant <n> — revoke grant #n at once (people whose role holds approve)\n")
+	b.WriteString("  delegate @<person> until <18:00|2026-12-03 09:00> (or for <4h>) — lend your approvals while you are away, where you both may decide; `delegate off` ends it, `delegate` shows what runs\n")
 	b.WriteString("  web — a private link that signs you in to the web console (once, within 5 minutes)\n")
 	b.WriteString("  help — this message\n")
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
@@ -172,6 +175,8 @@ func usage(c ChatCommand) string {
 		return "`grants` takes nothing after it: type `grants` on its own to list the standing grants in force."
 	case CmdRevokeGrant:
 		return "Usage: `revoke-grant <n>`, for example `revoke-grant 4` for grant #4. `grants` lists them."
+	case CmdDelegate:
+		return "Usage: `delegate @bob until 18:00` (UTC), `delegate bob until 2026-12-03 09:00`, `delegate bob for 4h`, `delegate off`, or `delegate` on its own to see what runs. A delegation runs at most 14 days."
 	case CmdShow:
 		return "Usage: `show <id>`, for example `show 12`. `pending` lists the ids."
 	case CmdApprove:
@@ -476,6 +481,12 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 // and a decision on an item already decided answers with what was
 // recorded.
 func (s session) decide(ctx context.Context, id uint64, approve bool, reason, version, confirm string) string {
+	return s.decideIn(ctx, id, approve, reason, version, confirm, "")
+}
+
+// decideIn is decide as one approval of a batch (Decision.Batch); batch
+// "" is a decision on its own.
+func (s session) decideIn(ctx context.Context, id uint64, approve bool, reason, version, confirm, batch string) string {
 	verb := Approve
 	if !approve {
 		verb = Reject
@@ -483,7 +494,7 @@ func (s session) decide(ctx context.Context, id uint64, approve bool, reason, ve
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s #%d", verb, id)); !ok {
 		return msg
 	}
-	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, ArgsSHA256: version, Confirm: confirm})
+	out := Decide(ctx, s.b, Decision{Surface: s.surface, UserID: s.user, Caller: s.caller, ItemID: id, Verb: verb, Reason: reason, ArgsSHA256: version, Confirm: confirm, Batch: batch})
 	switch out.Status {
 	case Decided:
 		icon, word := StatusWord(out.Item.Status)
@@ -620,33 +631,31 @@ func RoundDuration(d time.Duration) string {
 }
 
 // batch approves several items at once ("approve 12 13 14"): every one
-// must be pending and of one batch (bot.Item.Batch: the same tool under
-// the same rule, never destructive, staged, under a quorum or step-up),
+// must pass the batch rule (CheckBatch: pending, visible, of one batch),
 // else nothing is decided. Each is then decided on its own through
 // Decide, so the one rule, the scope and the audit apply to each.
 func (s session) batch(ctx context.Context, ids []uint64) string {
 	if msg, ok := s.mapped(ctx, fmt.Sprintf("%s %d items", Approve, len(ids))); !ok {
 		return msg
 	}
-	batch := ""
-	for _, id := range ids {
-		it, err := s.b.Items().Get(ctx, id)
-		if err != nil || !s.caller.InScope(it.Space.UserID) {
-			return fmt.Sprintf("#%d is not an item you can see, so I approved none of them. `pending` lists yours.", id)
-		}
-		switch {
-		case !it.Pending():
-			return fmt.Sprintf("#%d is already decided, so I approved none of them. Approve the others again without it.", id)
-		case it.Batch == "":
-			return fmt.Sprintf("#%d cannot be approved in a batch (it is destructive, signed off in stages, needs several approvers or a fresh sign-in, or is not an action request), so I approved none of them. Approve it on its own: `approve %d`.", id, id)
-		case batch != "" && it.Batch != batch:
-			return fmt.Sprintf("#%d is %s, but #%d is %s: a batch is items of one tool under one rule, so I approved none of them.", id, it.Batch, ids[0], batch)
-		}
-		batch = it.Batch
+	_, batch, err := CheckBatch(ctx, s.b, s.caller, ids)
+	var br *BatchRefusal
+	switch {
+	case errors.As(err, &br) && br.Problem == BatchHidden:
+		return fmt.Sprintf("#%d is not an item you can see, so I approved none of them. `pending` lists yours.", br.ID)
+	case errors.As(err, &br) && br.Problem == BatchDecided:
+		return fmt.Sprintf("#%d is already decided, so I approved none of them. Approve the others again without it.", br.ID)
+	case errors.As(err, &br) && br.Problem == BatchIneligible:
+		return fmt.Sprintf("%s, so I approved none of them. Approve it on its own: `approve %d`.", br.Error(), br.ID)
+	case errors.As(err, &br):
+		return br.Error() + ", so I approved none of them."
+	case err != nil:
+		s.b.Logger().Warn("chat: checking a batch failed", "principal", s.principal(), "err", err)
+		return couldNotDecide
 	}
 	lines := []string{fmt.Sprintf("Approving %d items (%s), each on its own:", len(ids), batch)}
 	for _, id := range ids {
-		lines = append(lines, s.decide(ctx, id, true, "", "", ""))
+		lines = append(lines, s.decideIn(ctx, id, true, "", "", "", batch))
 	}
 	return strings.Join(lines, "\n")
 }

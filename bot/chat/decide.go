@@ -95,6 +95,15 @@ type Decision struct {
 	// approved from a card cut to fit is refused. nil: nothing was shown
 	// (a typed command).
 	Seen *bot.Seen
+	// Batch, with Verb Approve, says the approval is one of a batch
+	// (CheckBatch) of that bot.Item.Batch: the deciding transaction
+	// refuses it, as Invalid, unless the item is of that batch as it
+	// stands then. "": a decision on its own.
+	Batch string
+	// BreakGlass, with Verb Approve, approves the person's own request of
+	// a tool under break_glass.tools as break-glass (breakglass.go): Reason
+	// is then mandatory, and the one decision rule decides whether they may.
+	BreakGlass bool
 }
 
 // caller is the principal the decision is taken as: the surface's own
@@ -242,6 +251,9 @@ func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now t
 	if out, audit := admit(d, caller, it); out.Status != Ready {
 		return out, audit
 	}
+	if d.BreakGlass {
+		return breakGlassChecks(d, caller, it, bd), ""
+	}
 	approve := d.Verb != Reject
 	switch d.Verb {
 	case Answer:
@@ -260,6 +272,9 @@ func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now t
 	case Approve:
 		if it.Kind == bot.KindQuestion {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is a question: choose an answer. An answer is never an approval.", it.ID)}, ""
+		}
+		if d.Batch != "" && it.Batch != d.Batch {
+			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is no longer approved in a batch of %s (it changed since the batch was checked); nothing was recorded on it. Approve it on its own.", it.ID, d.Batch)}, ""
 		}
 		if out, ok := dangerChecks(d, caller, it, now); !ok {
 			return out, ""

@@ -128,6 +128,10 @@ type ChatCommand struct {
 	Batch   string
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
+	// Delegate is the person a delegate command names, as typed ("@bob",
+	// "<@U0123ABC>"), and Until its window as typed ("until 18:00", "for
+	// 4h"), or "off" (delegate.go).
+	Delegate, Until string
 }
 
 // ScopeVerdict is the gate's answer for one message.
@@ -411,6 +415,11 @@ func parseChatCommand(body string) (cmd ChatCommand, ok bool, near ChatCommand) 
 			return ChatCommand{Name: name, ID: id, Reason: reason}, true, ChatCommand{}
 		}
 		return ChatCommand{}, false, ChatCommand{Name: name, ID: id}
+	case CmdDelegate:
+		if c, ok := parseDelegate(args); ok {
+			return c, true, ChatCommand{}
+		}
+		return ChatCommand{}, false, ChatCommand{Name: name}
 	case CmdHistory, CmdCheck:
 		if len(args) == 1 || len(args) == 2 {
 			subject := args[0].text

@@ -72,6 +72,8 @@ func KindNoun(k bot.ItemKind) string {
 		return "consent request"
 	case bot.KindQuestion:
 		return "question"
+	case bot.KindBreakGlassReview:
+		return "break-glass review"
 	}
 	if n := bot.OneLine(string(k), 40); n != "" {
 		return n

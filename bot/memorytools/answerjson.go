@@ -158,7 +158,7 @@ func (d *factData) appendFields(dst []byte) ([]byte, error) {
 		dst = bot.AppendJSONString(dst, q.ProposedBy)
 		dst = append(dst, `,"proposed_at":`...)
 		dst = bot.AppendJSONString(dst, q.ProposedAt)
-		for _, f := range [...]struct{ name, v string }{{`,"decided_by":`, q.DecidedBy}, {`,"note":`, q.Note}, {`,"reason":`, q.Reason}} {
+		for _, f := range [...]struct{ name, v string }{{`,"decided_by":`, q.DecidedBy}, {`,"assurance":`, q.Assurance}, {`,"note":`, q.Note}, {`,"reason":`, q.Reason}} {
 			if f.v != "" {
 				dst = append(dst, f.name...)
 				dst = bot.AppendJSONString(dst, f.v)

@@ -83,7 +83,7 @@ func genFact(r *rand.Rand) factData {
 	}
 	if r.IntN(2) == 0 {
 		d.Proposal = &proposalData{Change: s(), Status: s(), Held: s(), Target: u(), ProposedBy: s(), ProposedAt: s(),
-			DecidedBy: s(), Note: s(), Reason: s(), ItemID: u()}
+			DecidedBy: s(), Assurance: s(), Note: s(), Reason: s(), ItemID: u()}
 	}
 	return d
 }

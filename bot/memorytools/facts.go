@@ -254,6 +254,7 @@ type proposalData struct {
 	ProposedBy string `json:"proposed_by"`
 	ProposedAt string `json:"proposed_at"`
 	DecidedBy  string `json:"decided_by,omitempty"`
+	Assurance  string `json:"assurance,omitempty"` // how the decider was authenticated
 	Note       string `json:"note,omitempty"`
 	Reason     string `json:"reason,omitempty"`
 	ItemID     uint64 `json:"item_id,omitempty"`
@@ -265,7 +266,7 @@ func toFactData(f *memory.Fact) factData {
 		d.Proposal = &proposalData{
 			Change: memory.ChangeVerb(f), Status: itemStatus(f), Held: f.Held, Target: f.Supersedes,
 			ProposedBy: f.Proposer(), ProposedAt: f.ProposedAt.UTC().Format("2006-01-02T15:04:05Z07:00"),
-			DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason, ItemID: f.ItemID,
+			DecidedBy: f.DecidedBy, Assurance: string(f.Assurance), Note: f.Note, Reason: f.Reason, ItemID: f.ItemID,
 		}
 	}
 	return d

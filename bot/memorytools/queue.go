@@ -110,8 +110,11 @@ type decisionData struct {
 	Status    memory.Status `json:"status"`
 	Target    uint64        `json:"target,omitempty"`
 	DecidedBy string        `json:"decided_by"`
-	Note      string        `json:"note,omitempty"`
-	Reason    string        `json:"reason,omitempty"`
+	// Assurance is how the decider was authenticated for the decision
+	// (an action's votes record the same).
+	Assurance policy.Assurance `json:"assurance,omitempty"`
+	Note      string           `json:"note,omitempty"`
+	Reason    string           `json:"reason,omitempty"`
 	// Edited: approved with changes. Value is then the approved value,
 	// ProposedValue the one proposed, each with its SHA-256.
 	Edited         bool   `json:"edited,omitempty"`
@@ -173,7 +176,7 @@ func decisionNote(note, reason string) string {
 func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*confirmArgs)
 	sp := c.Space
-	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value}
+	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Value: args.Value, Assurance: c.Caller.Assurance(0, c.Now)}
 	var dec memory.Decision
 	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
@@ -214,7 +217,7 @@ func (t *tools) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, er
 	}
 	data := decisionData{
 		MemoryID: f.ID, Outcome: "approved", Applied: dec.Applied, Subject: f.Subject, Value: value,
-		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
+		Status: f.Status, Target: f.Supersedes, DecidedBy: f.DecidedBy, Assurance: f.Assurance, Note: f.Note, Reason: f.Reason,
 		Edited: f.Edited, EditedBy: f.EditedBy, ProposedValue: f.ProposedValue, ProposedSHA256: f.ProposedSHA256, ApprovedSHA256: f.ApprovedSHA256,
 	}
 	text := fmt.Sprintf("Approved #%d: %s %s = %s", f.ID, dec.Applied, f.Subject, memory.EscapeBreaks(value))
@@ -236,7 +239,7 @@ func upper(r memory.Resolution) string {
 
 func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, error) {
 	args := a.(*decideArgs)
-	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason}
+	d := memory.Decider{By: c.Caller.String(), Note: args.DecidedBy, Reason: args.Reason, Assurance: c.Caller.Assurance(0, c.Now)}
 	var dec memory.Decision
 	var refusal *policy.Refusal
 	err := c.Update(ctx, func(tx *bot.Tx) error {
@@ -265,7 +268,7 @@ func (t *tools) reject(ctx context.Context, c *bot.Call, a any) (bot.Result, err
 	f := dec.Proposal
 	data := decisionData{
 		MemoryID: f.ID, Outcome: "rejected", Subject: f.Subject, Value: f.Value, Status: f.Status,
-		Target: f.Supersedes, DecidedBy: f.DecidedBy, Note: f.Note, Reason: f.Reason,
+		Target: f.Supersedes, DecidedBy: f.DecidedBy, Assurance: f.Assurance, Note: f.Note, Reason: f.Reason,
 	}
 	return bot.Result{Text: fmt.Sprintf("Discarded #%d. The current value is unchanged.", f.ID), Data: data}, nil
 }
@@ -379,6 +382,9 @@ func (s itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	}
 	if f.Resolved == memory.ResolvedConfirmed || f.Resolved == memory.ResolvedRejected {
 		it.DecidedBy = []string{f.DecidedBy}
+		if f.Assurance != "" {
+			it.DecidedVia = []string{f.Assurance.Label()}
+		}
 	}
 	if f.Resolved != "" {
 		it.DecidedAt = f.DecidedAt

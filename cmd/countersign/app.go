@@ -16,15 +16,19 @@ import (
 	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/memory"
 )
 
 // app is everything serve wires together.
 type app struct {
-	cfg    *Config
-	db     storeHandle
-	key    ed25519.PrivateKey // the audit signing key
-	bot    *bot.Bot
+	cfg *config.Config
+	db  storeHandle
+	key ed25519.PrivateKey // the audit signing key
+	bot *bot.Bot
+	// people is the directory of the configured people (wireChat), the
+	// one answer to "who is this person" the surfaces are wired with.
+	people *bot.Directory
 	log    *slog.Logger
 	getenv func(string) string
 	mounts map[string]http.Handler
@@ -68,8 +72,8 @@ func fileExists(p string) bool {
 
 // openStore opens the configured store (store.engine) and the audit
 // signing key, after checking the chain against its newest anchor.
-func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (storeHandle, ed25519.PrivateKey, error) {
-	if cfg.Store.Engine != enginePostgres {
+func openStore(ctx context.Context, cfg *config.Config, getenv func(string) string) (storeHandle, ed25519.PrivateKey, error) {
+	if cfg.Store.Engine != config.EnginePostgres {
 		if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
 			return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
 		}
@@ -92,7 +96,7 @@ func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (st
 		db.Close()
 		return nil, nil, err
 	}
-	if cfg.Store.Engine == enginePostgres {
+	if cfg.Store.Engine == config.EnginePostgres {
 		if err := pinSigningKey(ctx, db, key); err != nil {
 			db.Close()
 			return nil, nil, err
@@ -103,16 +107,16 @@ func openStore(ctx context.Context, cfg *Config, getenv func(string) string) (st
 
 // storeOptions are the bbolt options of serve and of every command that
 // writes the store.
-func storeOptions(cfg *Config) bolt.Options {
+func storeOptions(cfg *config.Config) bolt.Options {
 	return bolt.Options{
-		GroupCommit:    cfg.Store.groupCommit(),
-		NoFreelistSync: !cfg.Store.syncFreelist(),
+		GroupCommit:    cfg.Store.GroupCommitOn(),
+		NoFreelistSync: !cfg.Store.SyncFreelistOn(),
 		Sequential:     append(bot.SequentialBuckets(), memory.SequentialBuckets()...),
 	}
 }
 
 // buildApp opens the store and wires the bot, its tools and the edges.
-func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logger *slog.Logger) (*app, error) {
+func buildApp(ctx context.Context, cfg *config.Config, getenv func(string) string, logger *slog.Logger) (*app, error) {
 	db, key, err := openStore(ctx, cfg, getenv)
 	if err != nil {
 		return nil, err
@@ -123,16 +127,16 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 		a.close()
 		return nil, err
 	}
-	a.bot, err = bot.New(bot.Options{Store: a.tracedStore(db), SigningKey: key, Logger: a.log, Sinks: cfg.sinks(), DeliveryTTL: cfg.Retention.Deliveries,
+	a.bot, err = bot.New(bot.Options{Store: a.tracedStore(db), SigningKey: key, Logger: a.log, Sinks: cfg.Sinks(), DeliveryTTL: cfg.Retention.Deliveries,
 		MaxOpenItems: cfg.Limits.OpenItemsPerRequester,
 		Now:          clockFrom(ctx), // nil: time.Now; a settable clock in the end-to-end tests
 		// One process holds a bbolt file, so its revocations are the only
 		// ones: the principal cache is safe there. Replicas on PostgreSQL
 		// read every key from the database.
-		CachePrincipals: cfg.Store.Engine == engineBolt,
+		CachePrincipals: cfg.Store.Engine == config.EngineBolt,
 		Tracing:         a.tracing.Provider(), // nil: off (tracing.go)
 		Groups:          cfg.Groups,
-		OnCall:          cfg.rotations()})
+		OnCall:          cfg.Rotations()})
 	if err != nil {
 		a.close()
 		return nil, err
@@ -147,24 +151,6 @@ func buildApp(ctx context.Context, cfg *Config, getenv func(string) string, logg
 	return a, nil
 }
 
-// sinks are the outbox consumers the configuration turns on.
-func (c *Config) sinks() []string {
-	var s []string
-	if c.Slack != nil {
-		s = append(s, "slack")
-	}
-	if c.Discord != nil {
-		s = append(s, "discord")
-	}
-	if c.Teams != nil {
-		s = append(s, "teams")
-	}
-	if c.Email != nil {
-		s = append(s, "email")
-	}
-	return s
-}
-
 func (a *app) handler() http.Handler {
 	return webhook.NewServer(webhook.Options{
 		App:        a.bot,
@@ -176,7 +162,7 @@ func (a *app) handler() http.Handler {
 		Middleware: a.mw,
 		OnRequest:  a.onRequest,
 		Auth:       a.auth,
-		Guard:      webhook.NewHostGuard(a.cfg.allowedHosts(), a.cfg.allowedOrigins(), a.log),
+		Guard:      webhook.NewHostGuard(a.cfg.AllowedHosts(), a.cfg.AllowedOrigins(), a.log),
 		Trust:      a.trust,
 		Trace:      a.traceRequests(),
 	})

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 	bbolt "go.etcd.io/bbolt"
 )
 
@@ -493,13 +494,13 @@ func TestAnchorConfigProblems(t *testing.T) {
 		{"audit:\n  anchor:\n    channel: ops\n", "audit.anchor.channel: posting anchors to chat is not supported yet"},
 		{"audit:\n  anchor:\n    every: 10ms\n", "audit.anchor.every: must be at least 1s"},
 	} {
-		_, err := parseConfig([]byte("store:\n  path: "+filepath.Join(dir, "c.db")+"\n"+tt.yaml), dir)
+		_, err := config.Parse([]byte("store:\n  path: "+filepath.Join(dir, "c.db")+"\n"+tt.yaml), dir)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want %q", tt.yaml, err, tt.want)
 		}
 	}
-	cfg, err := parseConfig([]byte("store:\n  path: "+filepath.Join(dir, "c.db")+"\n"), dir)
-	if err != nil || cfg.Audit.Anchor.Every != defaultAnchorEvery || cfg.Audit.Anchor.File != "" {
+	cfg, err := config.Parse([]byte("store:\n  path: "+filepath.Join(dir, "c.db")+"\n"), dir)
+	if err != nil || cfg.Audit.Anchor.Every != config.DefaultAnchorEvery || cfg.Audit.Anchor.File != "" {
 		t.Fatalf("defaults: %+v %v", cfg.Audit.Anchor, err)
 	}
 }

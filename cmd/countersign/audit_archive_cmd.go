@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 )
 
 // auditArchive runs `audit archive`: the live entries older than before
 // (all but the newest) are written to a new segment file, synced, and
 // replaced in the store by a signed checkpoint. The server must be stopped.
-func auditArchive(ctx context.Context, cfg *Config, getenv func(string) string, before, out string, stdout io.Writer) error {
+func auditArchive(ctx context.Context, cfg *config.Config, getenv func(string) string, before, out string, stdout io.Writer) error {
 	if before == "" || out == "" {
 		return errors.New("--before DATE and --out FILE are both required\n" + auditUsage)
 	}
@@ -75,22 +76,4 @@ func parseDate(s string) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("--before: %q is not a date (2026-01-31) or an RFC 3339 time (2026-01-31T00:00:00Z)", s)
-}
-
-// readSegments reads the archive files given to `audit verify --archive`.
-func readSegments(paths []string) ([]approvals.Segment, error) {
-	var out []approvals.Segment
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("--archive: %w", err)
-		}
-		s, err := approvals.ReadSegment(f, p)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("--archive: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, nil
 }

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 )
 
@@ -85,12 +85,8 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	var trusted []ed25519.PublicKey
 	if *pubHex != "" {
-		for _, h := range strings.Split(*pubHex, ",") {
-			b, err := hex.DecodeString(strings.TrimSpace(h))
-			if err != nil || len(b) != ed25519.PublicKeySize {
-				return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters) per key, as export_public_key prints it; several keys are separated by commas", ed25519.PublicKeySize)
-			}
-			trusted = append(trusted, b)
+		if trusted, err = approvals.ParsePublicKeys(*pubHex); err != nil {
+			return fmt.Errorf("--pubkey: %v", err)
 		}
 	} else {
 		pub, err := configuredPublicKey(cfg)
@@ -100,8 +96,8 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 		trusted = []ed25519.PublicKey{pub}
 	}
 	opts := approvals.VerifyOptions{Trusted: trusted, StateBuckets: auditStateBuckets()}
-	if opts.Archives, err = readSegments(archives); err != nil {
-		return err
+	if opts.Archives, err = approvals.ReadSegmentFiles(archives); err != nil {
+		return fmt.Errorf("--archive: %w", err)
 	}
 	anchorPath, note := *anchorsFlag, ""
 	if anchorPath == "" {
@@ -152,7 +148,7 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 // auditAnchor appends the chain's signed head to the anchor file, with the
 // server stopped, after checking the chain against the newest anchor
 // already there.
-func auditAnchor(ctx context.Context, cfg *Config, db kv.Store, path string, stdout io.Writer) error {
+func auditAnchor(ctx context.Context, cfg *config.Config, db kv.Store, path string, stdout io.Writer) error {
 	if path == "" {
 		path = cfg.Audit.Anchor.File
 	}
@@ -185,7 +181,7 @@ func auditAnchor(ctx context.Context, cfg *Config, db kv.Store, path string, std
 
 // openStoreReadOnly opens an existing store without taking the writer's
 // lock; it fails clearly while a server holds the store.
-func openStoreReadOnly(cfg *Config) (*bolt.DB, error) {
+func openStoreReadOnly(cfg *config.Config) (*bolt.DB, error) {
 	if _, err := os.Stat(cfg.Store.Path); err != nil {
 		return nil, fmt.Errorf("store.path: no store at %s (%v); point --config at the server's config", cfg.Store.Path, errors.Unwrap(err))
 	}
@@ -194,7 +190,7 @@ func openStoreReadOnly(cfg *Config) (*bolt.DB, error) {
 
 // configuredPublicKey reads the audit signing key's public half. Unlike
 // serve, it never creates a key.
-func configuredPublicKey(cfg *Config) (ed25519.PublicKey, error) {
+func configuredPublicKey(cfg *config.Config) (ed25519.PublicKey, error) {
 	key, err := configuredSigningKey(cfg)
 	if err != nil {
 		return nil, err
@@ -203,7 +199,7 @@ func configuredPublicKey(cfg *Config) (ed25519.PublicKey, error) {
 }
 
 // configuredSigningKey reads the audit signing key; it never creates one.
-func configuredSigningKey(cfg *Config) (ed25519.PrivateKey, error) {
+func configuredSigningKey(cfg *config.Config) (ed25519.PrivateKey, error) {
 	if _, err := os.Stat(cfg.Audit.SigningKey); err != nil {
 		return nil, fmt.Errorf("audit.signing_key: no key at %s (%v); pass --pubkey HEX, or point --config at the server's config", cfg.Audit.SigningKey, errors.Unwrap(err))
 	}

@@ -5,13 +5,13 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/admintools"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/memory"
 )
@@ -31,9 +31,9 @@ const systemPrincipal = "countersign [system]"
 // openSigningKey returns the audit signing key for a store open for
 // writing: approvals.OpenSigningKey with audit.signing_key and serve's
 // --new-signing-key.
-func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
+func openSigningKey(cfg *config.Config, db kv.Store) (ed25519.PrivateKey, error) {
 	return approvals.OpenSigningKey(context.Background(), db, approvals.KeyFile{
-		Path: cfg.Audit.SigningKey, Rotate: cfg.Audit.newSigningKey, StateBuckets: auditStateBuckets(), Principal: systemPrincipal,
+		Path: cfg.Audit.SigningKey, Rotate: cfg.Audit.NewSigningKey, StateBuckets: auditStateBuckets(), Principal: systemPrincipal,
 	})
 }
 
@@ -41,27 +41,20 @@ func openSigningKey(cfg *Config, db kv.Store) (ed25519.PrivateKey, error) {
 // in the configured anchor file: Countersign does not append to a chain
 // that was rolled back, truncated or replaced. It returns the newest anchor
 // (zero when there is none).
-func checkAnchors(cfg *Config, db kv.Store) (approvals.Anchor, error) {
+func checkAnchors(cfg *config.Config, db kv.Store) (approvals.Anchor, error) {
 	path := cfg.Audit.Anchor.File
 	if path == "" {
 		return approvals.Anchor{}, nil
 	}
-	anchors, err := approvals.ReadAnchors(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return approvals.Anchor{}, nil
-	}
-	if err != nil {
-		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %w", err)
-	}
-	newest, ok := approvals.Newest(anchors)
-	if !ok {
-		return approvals.Anchor{}, nil
-	}
-	err = db.View(context.Background(), func(tx kv.Tx) error { return approvals.CheckAnchor(tx, newest) })
-	if err != nil {
+	newest, err := approvals.CheckAnchorFile(context.Background(), db, path)
+	var dis *approvals.AnchorDisagreement
+	switch {
+	case errors.As(err, &dis):
 		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %v. Countersign does not append to a chain that disagrees with its anchors. "+
 			"Run `countersign audit verify --config FILE` to see the first break. If this store was restored from a backup on purpose, "+
-			"move %s aside (keep it: it is evidence) and start again", err, path)
+			"move %s aside (keep it: it is evidence) and start again", dis.Err, path)
+	case err != nil:
+		return approvals.Anchor{}, fmt.Errorf("audit.anchor.file: %w", err)
 	}
 	return newest, nil
 }
@@ -118,9 +111,9 @@ func (a *app) wireAudit(ctx context.Context) error {
 // against the stream's last anchor every audit.anchor.every and logs an
 // error when they disagree (at start, a disagreement refuses to serve:
 // checkAnchors).
-func (a *app) wireClusterAnchors(ac AnchorConfig) {
+func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
 	anchor := func(ctx context.Context, when string) {
-		last, err := lastClusterAnchor(ctx, ac.File, a.db)
+		last, err := approvals.CheckLastAnchor(ctx, a.db, ac.File)
 		if err != nil {
 			a.log.Error("audit: not anchoring: the chain disagrees with the cluster's anchor file", "when", when, "file", ac.File, "err", err)
 			return
@@ -165,7 +158,7 @@ func (a *app) wireClusterAnchors(ac AnchorConfig) {
 			case <-t.C:
 			}
 			msg := ""
-			if _, err := lastClusterAnchor(ctx, ac.File, a.db); err != nil && ctx.Err() == nil {
+			if _, err := approvals.CheckLastAnchor(ctx, a.db, ac.File); err != nil && ctx.Err() == nil {
 				msg = err.Error()
 			}
 			if msg != "" && msg != said {
@@ -174,22 +167,6 @@ func (a *app) wireClusterAnchors(ac AnchorConfig) {
 			said = msg
 		}
 	}})
-}
-
-// lastClusterAnchor reads the last anchor of the stream at path (zero when
-// there is none yet) and checks the chain against it.
-func lastClusterAnchor(ctx context.Context, path string, db kv.Store) (approvals.Anchor, error) {
-	last, ok, err := approvals.ReadLastAnchor(path)
-	if errors.Is(err, os.ErrNotExist) || err == nil && !ok {
-		return approvals.Anchor{}, nil
-	}
-	if err != nil {
-		return approvals.Anchor{}, err
-	}
-	if err := db.View(ctx, func(tx kv.Tx) error { return approvals.CheckAnchor(tx, last) }); err != nil {
-		return approvals.Anchor{}, err
-	}
-	return last, nil
 }
 
 // auditToolOptions are what verify_audit checks besides the chain: the

@@ -16,6 +16,7 @@ import (
 
 	countersign "github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/config"
 )
 
 // urlEnv names the environment variable `ready` and `call` read the
@@ -56,7 +57,7 @@ func cmdInit(args []string, stdout, stderr io.Writer) error {
 // serverURL is the base URL of the server the config describes: --url,
 // else $COUNTERSIGN_URL, else http:// and the listen address (after
 // $COUNTERSIGN_LISTEN), with a wildcard host read as 127.0.0.1.
-func serverURL(flagURL string, load func() (*Config, error), getenv func(string) string) (string, error) {
+func serverURL(flagURL string, load func() (*config.Config, error), getenv func(string) string) (string, error) {
 	if flagURL != "" {
 		return strings.TrimRight(flagURL, "/"), nil
 	}
@@ -67,7 +68,7 @@ func serverURL(flagURL string, load func() (*Config, error), getenv func(string)
 	if err != nil {
 		return "", err
 	}
-	if err := cfg.overrideListen("", getenv(listenEnv)); err != nil {
+	if err := overrideListen(cfg, "", getenv(listenEnv)); err != nil {
 		return "", err
 	}
 	host, port, _ := net.SplitHostPort(cfg.Listen)

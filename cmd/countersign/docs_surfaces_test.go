@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 var yamlBlock = regexp.MustCompile("(?s)```yaml\n(.*?)```")
@@ -24,7 +26,7 @@ func TestTeamsAndEmailDocsConfigsLoad(t *testing.T) {
 			t.Fatalf("docs/%s has no YAML example", page)
 		}
 		for i, m := range blocks {
-			if _, err := parseConfig([]byte(m[1]), t.TempDir()); err != nil {
+			if _, err := config.Parse([]byte(m[1]), t.TempDir()); err != nil {
 				t.Errorf("docs/%s, YAML block %d does not load: %v\n%s", page, i+1, err, strings.TrimSpace(m[1]))
 			}
 		}

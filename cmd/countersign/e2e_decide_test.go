@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 // TestOneDecisionRuleE2E plays issue 9.4's attack against the real server:
@@ -132,7 +134,7 @@ func TestSlackClickOutOfScopeE2E(t *testing.T) {
 func TestChatPrincipalScopesConfig(t *testing.T) {
 	t.Parallel()
 	base := "principals:\n  - name: dr_smith\n    slack: U0123ABC\n"
-	cfg, err := parseConfig([]byte(base+"    role: member\n    scopes: [patient_42, patient_7]\n"), t.TempDir())
+	cfg, err := config.Parse([]byte(base+"    role: member\n    scopes: [patient_42, patient_7]\n"), t.TempDir())
 	if err != nil || len(cfg.Principals) != 1 || strings.Join(cfg.Principals[0].Scopes, ",") != "patient_42,patient_7" {
 		t.Fatalf("scoped principal: %v %+v", err, cfg)
 	}
@@ -142,7 +144,7 @@ func TestChatPrincipalScopesConfig(t *testing.T) {
 		{"    role: member\n    scopes: [\"*\", patient_42]\n", "cannot be combined"},
 		{"    role: admin\n    scopes: [patient_42]\n", "principals[0].scopes: the admin role is never limited by scopes"},
 	} {
-		if _, err := parseConfig([]byte(base+tt.yaml), t.TempDir()); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := config.Parse([]byte(base+tt.yaml), t.TempDir()); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%q: %v, want %q", tt.yaml, err, tt.want)
 		}
 	}

@@ -107,6 +107,11 @@ func consoleDecide(t *testing.T, e *testEnv, c *http.Client, reqID, button strin
 	return loc
 }
 
+func mustUnescape(s string) string {
+	u, _ := url.QueryUnescape(s)
+	return u
+}
+
 var editLabelRE = regexp.MustCompile(`<label for="edit_(\d+)">([^<]+)</label>`)
 
 const policyE2EConfig = `http:
@@ -215,10 +220,19 @@ web:
 		!strings.Contains(res.Raw, "approved the prescriber stage of "+reqID+", and one person approves at most one stage") {
 		t.Fatalf("ph_kim at the pharmacist stage: %s", res)
 	}
-	// A doctor signed in through a link is offered the fresh sign-in, not
-	// Approve; an approval posted anyway is refused: no pharmacist.
-	if loc := consoleDecide(t, e, signInHTTP(t, e, "dr_smith"), reqID, "reject", url.Values{"action": {"approve"}}); !strings.Contains(loc, "is decided by groups pharmacists") {
-		t.Fatalf("dr_smith at the pharmacist stage: %s", loc)
+	// A doctor who is no pharmacist sees the item read-only, saying who
+	// decides the open stage, with no form to decide it (the read-only
+	// hint reads the open stage's approvers); an approval posted anyway
+	// is refused: no pharmacist.
+	smith := signInHTTP(t, e, "dr_smith")
+	_, smithPage := webDo(t, smith, "GET", e.URL+"/ui/items/"+itemID, nil)
+	if !strings.Contains(smithPage, `id="readonly"`) || !strings.Contains(smithPage, "the open stage (pharmacist, stage 2 of 2) is decided by groups pharmacists") ||
+		strings.Contains(smithPage, `id="reject"`) || strings.Contains(smithPage, `id="approve"`) {
+		t.Fatalf("dr_smith's page at the pharmacist stage is not read-only with the stage's approvers:\n%s", smithPage)
+	}
+	forged := url.Values{"action": {"approve"}, "csrf": {csrfRE.FindStringSubmatch(smithPage)[1]}}
+	if resp, _ := webDo(t, smith, "POST", e.URL+"/ui/items/"+itemID+"/decide", forged); !strings.Contains(mustUnescape(resp.Header.Get("Location")), "is decided by groups pharmacists") {
+		t.Fatalf("dr_smith's approval at the pharmacist stage: %d %s", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	// ph_lee, a pharmacist by the groups claim, with a fresh sign-in, approves.
 	if loc := consoleDecide(t, e, lee(), reqID, "approve", nil); strings.Contains(loc, "problem=") {

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 const e2eSCIMToken = "scim-e2e-token-0123456789abcdef0123456789abcdef"
@@ -393,7 +395,7 @@ func TestIdentityDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
-		if _, err := parseConfig([]byte(m[1]), t.TempDir()); err != nil {
+		if _, err := config.Parse([]byte(m[1]), t.TempDir()); err != nil {
 			t.Errorf("docs/identity.md, YAML block %d does not load: %v\n%s", i+1, err, strings.TrimSpace(m[1]))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/otlptest"
 )
 
@@ -170,7 +171,7 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 	}
 	commit := tree.one("the tool call's transaction", func(s otlptest.Span) bool { return s.ParentID == call.SpanID && s.Name == "store.update" })
 	engine := "bbolt"
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		engine = "postgresql"
 	}
 	wantSpanAttrs(t, commit, map[string]string{"db.system.name": engine})

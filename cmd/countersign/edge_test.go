@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot/actiontools"
+	"github.com/countersign/countersign/config"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -389,13 +390,13 @@ func TestMemoryLimitFromConfig(t *testing.T) {
 	}
 }
 
-func loadConfigText(t *testing.T, text string) (*Config, error) {
+func loadConfigText(t *testing.T, text string) (*config.Config, error) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return loadConfig(path)
+	return config.Load(path)
 }
 
 // TestStrictArgumentsOverHTTP is issue 14's item 6: a duplicate key (at

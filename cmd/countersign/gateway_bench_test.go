@@ -17,13 +17,27 @@ import (
 )
 
 // BenchmarkGatewayReadOnly is a read-only call (read_text_file of the real
-// filesystem server) straight to the upstream over stdio, and through the
-// gateway (the real server's /mcp, the Go SDK's client, one audit entry
-// per call), in one run. Each reports its p50 and the process's CPU per
-// call (client included; the upstream's node process is not counted).
+// filesystem server) straight to the upstream over stdio ("direct"), and
+// through the gateway (the real server's /mcp, the Go SDK's client, the
+// call passed through and audited), in one run. The two are interleaved in
+// blocks of gwBlock calls, the order alternating, so that both see the same
+// load on a shared machine. It reports each one's p50 and p99, the p50
+// ratio, and the process's CPU per call of each (client included; the
+// upstream's node process is not counted), and the gateway's added CPU.
+// "hop" is a Countersign tool with no upstream behind it
+// (export_public_key: one read transaction) through the same /mcp: the
+// floor the HTTP hop and the MCP server's request path put under any call
+// through the gateway.
 //
 //	go test -run '^$' -bench GatewayReadOnly -benchtime 400x ./cmd/countersign
 func BenchmarkGatewayReadOnly(b *testing.B) {
+	benchGatewayReadOnly(b, "")
+}
+
+// gwBlock is how many calls of one side run back to back.
+const gwBlock = 10
+
+func benchGatewayReadOnly(b *testing.B, rule string) {
 	dir, err := filepath.EvalSymlinks(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
@@ -34,58 +48,81 @@ func BenchmarkGatewayReadOnly(b *testing.B) {
 	}
 	fsBin := nodetest.Bin(b, "@modelcontextprotocol/server-filesystem", "mcp-server-filesystem")
 	args := map[string]any{"path": path}
+	if rule == "" {
+		rule = `{match: "read_*", category: read-only}`
+	}
 
-	b.Run("direct", func(b *testing.B) {
-		cmd := exec.Command(fsBin, dir)
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer cs.Close()
-		benchCalls(b, cs, "read_text_file", args)
-	})
-	b.Run("gateway", func(b *testing.B) {
-		url, key := benchServerOn(b, `gateway:
+	cmd := exec.Command(fsBin, dir)
+	direct, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	url, key := benchServerOn(b, `gateway:
   upstreams:
     - name: fs
       command: `+fsBin+`
       args: [`+dir+`]
       tools:
-        - {match: "read_*", category: read-only}
+        - `+rule+`
 `, map[string]string{"PATH": os.Getenv("PATH")})
-		tr := &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}, MaxRetries: -1}
-		cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), tr, nil)
-		if err != nil {
-			b.Fatal(err)
+	tr := &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}, MaxRetries: -1}
+	gw, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gw.Close()
+
+	sides := []struct {
+		name string
+		call func()
+		lat  []time.Duration
+		cpu  time.Duration
+	}{
+		{name: "direct", call: func() { benchTool(b, direct, "read_text_file", args) }},
+		{name: "gateway", call: func() { benchTool(b, gw, "fs__read_text_file", args) }},
+		{name: "hop", call: func() { benchTool(b, gw, "export_public_key", map[string]any{}) }},
+	}
+	for i := range sides {
+		for j := 0; j < 20; j++ { // warm-up
+			sides[i].call()
 		}
-		defer cs.Close()
-		benchCalls(b, cs, "fs__read_text_file", args)
-	})
+		sides[i].lat = make([]time.Duration, 0, b.N)
+	}
+	b.ResetTimer()
+	for done, round := 0, 0; done < b.N; round++ {
+		n := min(gwBlock, b.N-done)
+		for k := range sides {
+			s := &sides[(k+round)%len(sides)] // each side goes first in turn
+			c0 := processCPU(b)
+			for j := 0; j < n; j++ {
+				t0 := time.Now()
+				s.call()
+				s.lat = append(s.lat, time.Since(t0))
+			}
+			s.cpu += processCPU(b) - c0
+		}
+		done += n
+	}
+	b.StopTimer()
+	p50 := map[string]time.Duration{}
+	cpu := map[string]float64{}
+	for _, s := range sides {
+		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i] < s.lat[j] })
+		p50[s.name] = s.lat[len(s.lat)/2]
+		cpu[s.name] = float64(s.cpu.Microseconds()) / float64(len(s.lat))
+		b.ReportMetric(float64(p50[s.name].Microseconds()), s.name+"-p50-µs")
+		b.ReportMetric(float64(s.lat[len(s.lat)*99/100].Microseconds()), s.name+"-p99-µs")
+		b.ReportMetric(cpu[s.name], s.name+"-cpu-µs/op")
+	}
+	b.ReportMetric(float64(p50["gateway"])/float64(p50["direct"]), "p50-ratio")
+	b.ReportMetric(cpu["gateway"]-cpu["direct"], "added-cpu-µs/op")
 }
 
-// benchCalls makes b.N calls of tool after a warm-up, and reports p50 and
-// CPU per call.
-func benchCalls(b *testing.B, cs *sdk.ClientSession, tool string, args map[string]any) {
-	b.Helper()
-	call := func() {
-		r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
-		if err != nil || r.IsError {
-			b.Fatalf("%s: %v %+v", tool, err, r)
-		}
+// benchTool calls tool once; an error or a tool error stops the benchmark.
+func benchTool(b *testing.B, cs *sdk.ClientSession, tool string, args map[string]any) {
+	r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil || r.IsError {
+		b.Fatalf("%s: %v %+v", tool, err, r)
 	}
-	for i := 0; i < 20; i++ {
-		call()
-	}
-	lat := make([]time.Duration, 0, b.N)
-	cpu := cpuMeter{b: b, start: processCPU(b)}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		call()
-		lat = append(lat, time.Since(t0))
-	}
-	cpu.report()
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

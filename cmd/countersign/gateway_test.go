@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/internal/nodetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -65,7 +67,10 @@ type gwEvent struct {
 		Name        string         `json:"name"`
 		Description string         `json:"description"`
 		Annotations map[string]any `json:"annotations"`
+		Execution   map[string]any `json:"execution"`
 	} `json:"tools"`
+	TaskID string `json:"taskId"`
+	Status string `json:"status"`
 	Result struct {
 		IsError           bool             `json:"isError"`
 		Content           []map[string]any `json:"content"`
@@ -87,11 +92,23 @@ func (ev gwEvent) text() string {
 // gatewayHost runs the TypeScript SDK host making calls in turn.
 func gatewayHost(t *testing.T, url, key string, calls ...map[string]any) <-chan gwEvent {
 	t.Helper()
+	events, _ := gatewayHostIO(t, url, key, calls...)
+	return events
+}
+
+// gatewayHostIO is gatewayHost with release, which lets the host make a
+// call marked "wait": true (after its "waiting" event).
+func gatewayHostIO(t *testing.T, url, key string, calls ...map[string]any) (events <-chan gwEvent, release func()) {
+	t.Helper()
 	dir := nodetest.Dir(t, "@modelcontextprotocol/sdk")
 	b, _ := json.Marshal(map[string]any{"url": url, "key": key, "calls": calls})
 	cmd := nodetest.Cmd(t, dir, "gateway_host.mjs", string(b))
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -99,21 +116,25 @@ func gatewayHost(t *testing.T, url, key string, calls ...map[string]any) <-chan 
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	events := make(chan gwEvent, 64)
+	ch := make(chan gwEvent, 64)
 	go func() {
-		defer close(events)
+		defer close(ch)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(nil, 4<<20)
 		for sc.Scan() {
 			var ev gwEvent
 			if json.Unmarshal(sc.Bytes(), &ev) == nil {
-				events <- ev
+				ch <- ev
 			}
 		}
 		_ = cmd.Wait()
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	return events
+	return ch, func() {
+		if _, err := io.WriteString(in, "go\n"); err != nil {
+			t.Errorf("releasing the host: %v", err)
+		}
+	}
 }
 
 func nextGW(t *testing.T, events <-chan gwEvent, want string) gwEvent {
@@ -386,7 +407,9 @@ func heldRequestAudit(t *testing.T, e *testEnv, admin, tool string) string {
 // TestGatewayOlderHostRetriesTheSameRequest: a 2025-06-18 client gets a
 // bounded wait, then a tool error naming the pending request; its retry of
 // the same call, once approved, runs the write (once, with no second card);
-// a later identical call is a new request for a new decision.
+// the next identical call (a host that lost the answer) gets the recorded
+// answer and nothing runs; a later identical call is a new request for a
+// new decision.
 func TestGatewayOlderHostRetriesTheSameRequest(t *testing.T) {
 	t.Parallel()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
@@ -436,6 +459,13 @@ gateway:
 		t.Fatal(err)
 	}
 	text, r = mcpCall(t, cs, "fs__write_file", args)
+	if m, _ := r.Meta["io.countersign/request"].(map[string]any); r.IsError || m["request_id"] != id || m["replayed"] != true || !strings.Contains(text, "Successfully wrote") || !strings.Contains(text, "nothing ran again") {
+		t.Fatalf("the retry of a call that ran answered %v %q (meta %v), want the recorded answer of %s, replayed", r.IsError, text, r.Meta, id)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "changed since" {
+		t.Fatalf("the retry ran the write again: file holds %q", b)
+	}
+	text, r = mcpCall(t, cs, "fs__write_file", args)
 	sc, _ = r.StructuredContent.(map[string]any)
 	if !r.IsError || sc["status"] != "pending" || sc["request_id"] == id {
 		t.Fatalf("an identical call after the run answered %v %q, want a new pending request", r.IsError, text)
@@ -478,7 +508,7 @@ func TestGatewayDocsPaste(t *testing.T) {
 		if err := os.WriteFile(path, []byte("store:\n  path: "+filepath.Join(filepath.Dir(path), "cs.db")+"\n"+block), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path); err != nil {
+		if _, err := config.Load(path); err != nil {
 			t.Errorf("docs/gateway.md yaml block %d does not load: %v\n%s", n, err, block)
 		}
 	}
@@ -548,7 +578,7 @@ gateway:
 // TestGatewayDryRunMustBeReadOnly: a dry_run companion the upstream's
 // rules do not classify read-only stops the config.
 func TestGatewayDryRunMustBeReadOnly(t *testing.T) {
-	_, err := parseConfig([]byte(`gateway:
+	_, err := config.Parse([]byte(`gateway:
   upstreams:
     - name: fs
       command: srv

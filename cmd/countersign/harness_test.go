@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/config"
 )
 
 // testEnv is a config file and store in a temp dir, and a real server
@@ -55,18 +57,18 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// newTestEnv writes config (YAML) into a temp dir. listen and store.path are
-// forced to a free port and a file in the temp dir.
-func newTestEnv(t *testing.T, config string) *testEnv {
+// newTestEnv writes yamlText (a config) into a temp dir. listen and
+// store.path are forced to a free port and a file in the temp dir.
+func newTestEnv(t *testing.T, yamlText string) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + testEngine(t) + config
+	full := "listen: 127.0.0.1:0\nstore:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + testEngine(t) + yamlText
 	path := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(path, []byte(full), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := &testEnv{t: t, dir: dir, cfg: path, env: map[string]string{}}
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		e.env["COUNTERSIGN_DATABASE_URL"] = testDSN(t)
 	}
 	t.Cleanup(e.Stop)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/client/claudecode"
+	"github.com/countersign/countersign/config"
 )
 
 // The environment variables `countersign hook` reads: its key
@@ -64,7 +65,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 	if path == "" {
 		path = getenv(hookConfigEnv)
 	}
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		h.Broken = fmt.Errorf("%v; fix the file, or point --config (or $%s) at the server's config", err, hookConfigEnv)
 		return h
@@ -92,7 +93,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 		h.NoClient = err
 		return h
 	}
-	base, err := serverURL(*urlFlag, func() (*Config, error) { return cfg, nil }, getenv)
+	base, err := serverURL(*urlFlag, func() (*config.Config, error) { return cfg, nil }, getenv)
 	if err != nil {
 		h.NoClient = err
 		return h
@@ -108,7 +109,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 // the public half of its audit.signing_key (the server's own config on the
 // server's machine). The embedded default's signing key path is relative
 // to the working directory, the agent's project, so it is never trusted.
-func hookPublicKey(flagKey string, getenv func(string) string, cfg *Config, explicit bool) (ed25519.PublicKey, error) {
+func hookPublicKey(flagKey string, getenv func(string) string, cfg *config.Config, explicit bool) (ed25519.PublicKey, error) {
 	for _, s := range []struct{ from, v string }{
 		{"--pubkey", flagKey}, {"$" + hookPubKeyEnv, getenv(hookPubKeyEnv)}, {"hooks.claude_code.public_key", cfg.Hooks.ClaudeCode.PublicKey},
 	} {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/countersign/countersign/config"
 )
 
 // An MCP host gives up on a call after about 60 seconds. With
@@ -76,11 +78,11 @@ func TestMCPMaxCallWaitMustStayBelowTheHostLimit(t *testing.T) {
 		if err := os.WriteFile(path, []byte("mcp:\n  max_call_wait: "+v+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), "mcp.max_call_wait") {
+		if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), "mcp.max_call_wait") {
 			t.Errorf("max_call_wait %s: %v, want an error naming mcp.max_call_wait", v, err)
 		}
 	}
-	cfg, err := loadConfig("")
+	cfg, err := config.Load("")
 	if err != nil || cfg.MCP.MaxCallWait != 45*time.Second {
 		t.Fatalf("default: %v %v", cfg, err)
 	}

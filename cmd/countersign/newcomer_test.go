@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	countersign "github.com/countersign/countersign"
+	"github.com/countersign/countersign/config"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -60,14 +61,14 @@ func TestListenFlagAndEnvironmentOverrideTheConfig(t *testing.T) {
 	if _, _, err := runWith(t, map[string]string{listenEnv: "nowhere"}, "serve", "--config", e.cfg, "--listen", "nope"); err == nil || !strings.Contains(err.Error(), `--listen: "nope" is not host:port`) {
 		t.Fatalf("bad flag: %v", err)
 	}
-	cfg, err := loadConfig(e.cfg)
+	cfg, err := config.Load(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cfg.overrideListen("", "127.0.0.1:9999"); err != nil || cfg.Listen != "127.0.0.1:9999" {
+	if err := overrideListen(cfg, "", "127.0.0.1:9999"); err != nil || cfg.Listen != "127.0.0.1:9999" {
 		t.Fatalf("env override: %v %q", err, cfg.Listen)
 	}
-	if err := cfg.overrideListen("127.0.0.1:7777", "127.0.0.1:9999"); err != nil || cfg.Listen != "127.0.0.1:7777" {
+	if err := overrideListen(cfg, "127.0.0.1:7777", "127.0.0.1:9999"); err != nil || cfg.Listen != "127.0.0.1:7777" {
 		t.Fatalf("flag override: %v %q", err, cfg.Listen)
 	}
 	// The real server listens where the environment says.

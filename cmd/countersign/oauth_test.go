@@ -14,6 +14,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/countersign/countersign/config"
 )
 
 const oauthAudience = "https://countersign.hospital.example/mcp"
@@ -186,7 +188,7 @@ func TestMCPOAuthConfigIsChecked(t *testing.T) {
 		if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := config.Load(path); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error naming %q", c.yaml, err, c.want)
 		}
 	}
@@ -194,7 +196,7 @@ func TestMCPOAuthConfigIsChecked(t *testing.T) {
 	if err := os.WriteFile(path, []byte("mcp:\n  oauth: {issuer: https://login.hospital.example, audience: "+oauthAudience+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil || cfg.MCP.OAuth.Claim != "email" {
 		t.Fatalf("defaults: %v %+v", err, cfg)
 	}
@@ -219,7 +221,7 @@ func TestMCPDocsConfigBlocksLoad(t *testing.T) {
 		if err := os.WriteFile(path, []byte("store:\n  path: "+filepath.Join(filepath.Dir(path), "cs.db")+"\n"+block), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := loadConfig(path); err != nil {
+		if _, err := config.Load(path); err != nil {
 			t.Errorf("docs/mcp.md yaml block %d does not load: %v\n%s", blocks, err, block)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
+	"github.com/countersign/countersign/config"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -28,10 +29,10 @@ func BenchmarkEngines(b *testing.B) {
 	}
 	defer c.Remove()
 	ctx := context.Background()
-	for _, engine := range []string{engineBolt, enginePostgres} {
+	for _, engine := range []string{config.EngineBolt, config.EnginePostgres} {
 		b.Run("engine="+engine, func(b *testing.B) {
 			store, env := "", map[string]string{}
-			if engine == enginePostgres {
+			if engine == config.EnginePostgres {
 				dsn, err := c.CreateDatabase(ctx)
 				if err != nil {
 					b.Fatal(err)

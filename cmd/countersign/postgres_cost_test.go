@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/adapters/postgres"
+	"github.com/countersign/countersign/config"
 )
 
 // pgCostServer is the server's handler on PostgreSQL in process (buildApp,
@@ -29,7 +30,7 @@ func pgCostServer(t testing.TB, dsn string) (url, key string, db *postgres.DB, f
 	}
 	e := &testEnv{t: t.(*testing.T), dir: dir, cfg: cfg, env: map[string]string{"COUNTERSIGN_DATABASE_URL": dsn}}
 	key = e.CreateKey("bench", "admin")
-	c, err := loadConfig(cfg)
+	c, err := config.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

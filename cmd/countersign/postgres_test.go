@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
+	"github.com/countersign/countersign/config"
 )
 
 // testStoreEnv, set to postgres, runs every test server of this package on
@@ -22,7 +23,7 @@ const testStoreEnv = "COUNTERSIGN_TEST_STORE"
 
 // testEngine is the store lines newTestEnv adds for testStoreEnv.
 func testEngine(t *testing.T) string {
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		return "  engine: postgres\n"
 	}
 	return ""
@@ -32,7 +33,7 @@ func testEngine(t *testing.T) string {
 // package's servers run on PostgreSQL (it runs in the bbolt pass).
 func skipOnPostgres(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		t.Skipf("bbolt only (%s); it runs when %s is unset", why, testStoreEnv)
 	}
 }
@@ -40,7 +41,7 @@ func skipOnPostgres(t *testing.T, why string) {
 // openTestStore opens the store of e's config, whichever the engine.
 func (e *testEnv) openTestStore() storeHandle {
 	e.t.Helper()
-	cfg, err := loadConfig(e.cfg)
+	cfg, err := config.Load(e.cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 // TestPostgresConfigProblems: the store section's mistakes are named by key.
 func TestPostgresConfigProblems(t *testing.T) {
 	t.Parallel()
-	_, err := parseConfig([]byte("store:\n  engine: mysql\n  postgres:\n    dsn_env: \"postgres://u:p@h/db\"\n    max_conns: 2\n    statement_timeout: 1ms\n"), t.TempDir())
+	_, err := config.Parse([]byte("store:\n  engine: mysql\n  postgres:\n    dsn_env: \"postgres://u:p@h/db\"\n    max_conns: 2\n    statement_timeout: 1ms\n"), t.TempDir())
 	if err == nil {
 		t.Fatal("a bad store section loaded")
 	}
@@ -258,7 +259,7 @@ func TestPostgresConfigProblems(t *testing.T) {
 			t.Errorf("problems %q do not name %s", err, want)
 		}
 	}
-	cfg, err := parseConfig([]byte("store:\n  engine: postgres\n"), t.TempDir())
+	cfg, err := config.Parse([]byte("store:\n  engine: postgres\n"), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/config"
 )
 
 // openFiles counts this process's open file descriptors.
@@ -133,7 +135,7 @@ func TestBadInputIsRefusedAndLeavesNothing(t *testing.T) {
 		run()
 	}
 	g1, f1 := settle(t)
-	if (g1 > g0 || f1 > f0) && os.Getenv(testStoreEnv) == enginePostgres {
+	if (g1 > g0 || f1 > f0) && os.Getenv(testStoreEnv) == config.EnginePostgres {
 		// PostgreSQL's connection pool may open one more connection (a
 		// goroutine and a socket) the first time the load needs it, and
 		// keeps it: that is a pool filling, not a leak, if three more

@@ -79,7 +79,7 @@ func (a *app) shareWithReplicas() {
 // marker is its own and a replica that starts while others run does not
 // report them as stopped uncleanly (bot.Runs).
 func (a *app) readAuditOptions() bot.ReadAuditOptions {
-	o := a.cfg.Audit.readAudit()
+	o := a.cfg.Audit.ReadAudit()
 	if pg, ok := a.db.(*postgres.DB); ok {
 		o.Runs = pg.Runs()
 		o.Host, _ = os.Hostname()

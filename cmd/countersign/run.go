@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/countersign/countersign/adapters/logwriter"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -131,14 +133,14 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 
 // configFlag adds --config to fs and returns a loader that applies the
 // default: ./config.yaml if present, else the embedded default.
-func configFlag(fs *flag.FlagSet) func() (*Config, error) {
+func configFlag(fs *flag.FlagSet) func() (*config.Config, error) {
 	path := fs.String("config", "", "the config file (default ./config.yaml, else the embedded default)")
-	return func() (*Config, error) {
+	return func() (*config.Config, error) {
 		p := *path
 		if p == "" && fileExists("config.yaml") {
 			p = "config.yaml"
 		}
-		return loadConfig(p)
+		return config.Load(p)
 	}
 }
 
@@ -166,7 +168,7 @@ const listenEnv = "COUNTERSIGN_LISTEN"
 
 // overrideListen applies --listen (flag) or $COUNTERSIGN_LISTEN (env) to
 // cfg, the flag first; each is checked as host:port under its own name.
-func (c *Config) overrideListen(flagValue, envValue string) error {
+func overrideListen(c *config.Config, flagValue, envValue string) error {
 	for _, o := range []struct{ name, v string }{{"--listen", flagValue}, {"$" + listenEnv, envValue}} {
 		if o.v == "" {
 			continue
@@ -180,7 +182,7 @@ func (c *Config) overrideListen(flagValue, envValue string) error {
 	return nil
 }
 
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
 	opts := &slog.HandlerOptions{Level: lvl}
@@ -202,8 +204,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	cfg.Audit.newSigningKey = *newKey
-	if err := cfg.overrideListen(*listen, getenv(listenEnv)); err != nil {
+	cfg.Audit.NewSigningKey = *newKey
+	if err := overrideListen(cfg, *listen, getenv(listenEnv)); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -221,9 +223,9 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Lines are batched (one write for many under load); warnings and
 	// errors are written before their call returns; everything is written
 	// before serve returns.
-	logw := newLogWriter(stderr)
+	logw := logwriter.New(stderr)
 	defer logw.Close()
-	logger := slog.New(flushingHandler{newLogger(cfg, logw).Handler(), logw})
+	logger := slog.New(logwriter.Flushing(newLogger(cfg, logw).Handler(), logw))
 	logStartup(logger, cfg)
 	// A soft memory limit: near it the collector runs whatever GOGC says
 	// and returns freed memory to the system, so a burst of large calls
@@ -256,7 +258,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
-	if cfg.Web.enabled() {
+	if cfg.Web.Served() {
 		logger.Info("web console", "url", consoleURL(cfg, ln.Addr().String()), "sign_in", "countersign web link --name NAME")
 	}
 
@@ -405,14 +407,14 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 // what is gated, the tools declared and the chat surfaces, and warns loudly
 // when no memory slot is gated, since a config file that leaves out the
 // slots (or their confirm) silently applies every change.
-func logStartup(logger *slog.Logger, cfg *Config) {
-	gated := cfg.gatedSlots()
-	chat := strings.Join(cfg.sinks(), ",")
+func logStartup(logger *slog.Logger, cfg *config.Config) {
+	gated := cfg.GatedSlots()
+	chat := strings.Join(cfg.Sinks(), ",")
 	if chat == "" {
 		chat = "none"
 	}
-	logger.Info("config loaded", "file", cfg.source, "store", cfg.Store.Path,
-		"gated_slots", len(gated), "slots", strings.Join(gated, ","), "tools_declared", len(cfg.Tools), "chat", chat, "web_console", cfg.Web.enabled())
+	logger.Info("config loaded", "file", cfg.Source(), "store", cfg.Store.Path,
+		"gated_slots", len(gated), "slots", strings.Join(gated, ","), "tools_declared", len(cfg.Tools), "chat", chat, "web_console", cfg.Web.Served())
 	if len(gated) == 0 {
 		logger.Warn("NOTHING IS GATED: no memory slot has confirm: true, so every memory change (a medication replacement too) applies directly, with no approval. " +
 			"Declare slots with confirm: true under memory.slots (see config.yaml, or `countersign init` for the annotated default).")
@@ -420,4 +422,19 @@ func logStartup(logger *slog.Logger, cfg *Config) {
 	if len(cfg.Tools) == 0 {
 		logger.Warn("no tools are declared: every confirm_action call needs a confirmation (the safe default), and no call is known as read-only or destructive; declare them under tools:")
 	}
+}
+
+// applyMemoryLimit sets the runtime's soft memory limit from the config,
+// unless GOMEMLIMIT is set in the environment (the runtime has read it
+// then). It returns the limit in force and where it came from.
+func applyMemoryLimit(l config.LimitsConfig, getenv func(string) string) (int64, string) {
+	if getenv("GOMEMLIMIT") != "" {
+		return debug.SetMemoryLimit(-1), "GOMEMLIMIT"
+	}
+	n, err := config.ParseMemoryLimit(l.MemoryLimit)
+	if err != nil { // refused at load; keep the runtime's own
+		return debug.SetMemoryLimit(-1), "runtime"
+	}
+	debug.SetMemoryLimit(n)
+	return n, "limits.memory_limit"
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 // Seed 002: "mode accepts off, normal, or protective, and the synonyms
@@ -10,11 +12,11 @@ import (
 func TestSoftApprovalModeIsValidatedAtStart(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"off", "normal", "protective", "paranoid", "careful", "default", "yolo", "Protective"} {
-		if _, err := parseConfig([]byte("soft_approval:\n  mode: "+ok+"\n  spaces: {patient_42: "+ok+"}\n"), t.TempDir()); err != nil {
+		if _, err := config.Parse([]byte("soft_approval:\n  mode: "+ok+"\n  spaces: {patient_42: "+ok+"}\n"), t.TempDir()); err != nil {
 			t.Errorf("mode %q refused: %v", ok, err)
 		}
 	}
-	_, err := parseConfig([]byte("soft_approval:\n  mode: cautious\n  spaces: {patient_42: reckless}\n"), t.TempDir())
+	_, err := config.Parse([]byte("soft_approval:\n  mode: cautious\n  spaces: {patient_42: reckless}\n"), t.TempDir())
 	for _, want := range []string{`soft_approval.mode: "cautious" is not an approval mode`, `soft_approval.spaces.patient_42: "reckless" is not an approval mode`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in %v", want, err)

@@ -10,87 +10,26 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 )
 
-// The store engines (store.engine).
-const (
-	engineBolt     = "bbolt"
-	enginePostgres = "postgres"
-)
-
-// PostgresConfig is store.postgres: the database of store.engine: postgres.
-type PostgresConfig struct {
-	// DSNEnv names the environment variable that holds the database URL
-	// (postgres://user:password@host:5432/db); the URL is never in the file.
-	// Default COUNTERSIGN_DATABASE_URL.
-	DSNEnv string `yaml:"dsn_env"`
-	// MaxConns bounds each replica's connection pool. Default 10.
-	MaxConns int `yaml:"max_conns"`
-	// StatementTimeout bounds every statement on the server. Default 5s.
-	StatementTimeout time.Duration `yaml:"statement_timeout"`
-}
-
-// engineDefaults fills the keys of store.engine and store.postgres.
-func (s *StoreConfig) engineDefaults() {
-	if s.Engine == "" {
-		s.Engine = engineBolt
-	}
-	if s.Postgres.DSNEnv == "" {
-		s.Postgres.DSNEnv = "COUNTERSIGN_DATABASE_URL"
-	}
-	if s.Postgres.MaxConns == 0 {
-		s.Postgres.MaxConns = 10
-	}
-	if s.Postgres.StatementTimeout == 0 {
-		s.Postgres.StatementTimeout = 5 * time.Second
-	}
-}
-
-// validate checks the store section.
-func (s StoreConfig) validate(p *problems) {
-	switch s.Engine {
-	case engineBolt, enginePostgres:
-	default:
-		p.add("store.engine", "%q is not an engine: bbolt (one process, the default) or postgres (several replicas on one database)", s.Engine)
-	}
-	if s.Postgres.MaxConns < 5 || s.Postgres.MaxConns > 1000 {
-		// Three connections are held for good (leadership, wake-ups, the
-		// run's claim), one writes, and reads need the rest.
-		p.add("store.postgres.max_conns", "must be between 5 and 1000 (three connections are held by every replica for leadership, wake-ups and its running marker)")
-	}
-	if s.Postgres.StatementTimeout < 100*time.Millisecond {
-		p.add("store.postgres.statement_timeout", "must be at least 100ms (for example 5s)")
-	}
-	if !envName.MatchString(s.Postgres.DSNEnv) {
-		// The value is not repeated: it may be the URL, password included.
-		p.add("store.postgres.dsn_env", "must name the environment variable that holds the database URL (for example COUNTERSIGN_DATABASE_URL); the URL itself never goes in the file")
-	}
-}
-
-// envName is the form of an environment variable's name.
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // storeHandle is an open store of either engine.
 type storeHandle interface {
-	kv.Store
 	Close() error
-	// Buckets and SetSequence serve `store copy`.
-	Buckets(ctx context.Context) (map[string]uint64, error)
-	SetSequence(ctx context.Context, bucket string, seq uint64) error
+	// Buckets and SetSequence serve `store copy` (kv.Copy).
+	kv.Copier
 }
 
 // openEngine opens the configured store for writing (readOnly: for reading
 // only, which on bbolt does not take the writer's lock).
-func openEngine(ctx context.Context, cfg *Config, getenv func(string) string, readOnly bool) (storeHandle, error) {
-	if cfg.Store.Engine != enginePostgres {
+func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) string, readOnly bool) (storeHandle, error) {
+	if cfg.Store.Engine != config.EnginePostgres {
 		if readOnly {
 			return openStoreReadOnly(cfg)
 		}
@@ -108,7 +47,7 @@ func openEngine(ctx context.Context, cfg *Config, getenv func(string) string, re
 	db, err := postgres.Open(ctx, dsn, postgres.Options{
 		MaxConns:         int32(pc.MaxConns),
 		StatementTimeout: pc.StatementTimeout,
-		GroupCommit:      cfg.Store.groupCommit(),
+		GroupCommit:      cfg.Store.GroupCommitOn(),
 		Watch:            watchedBuckets,
 		Prefetch:         postgres.Prefetch{Keys: []postgres.Key{{Bucket: hb, Key: hk}}, Sequences: []string{hs}},
 	})
@@ -193,22 +132,19 @@ func cmdStore(ctx context.Context, args []string, getenv func(string) string, st
 	if *from == "" || *to == "" {
 		return errors.New("--from-config and --to-config are both required\n" + storeUsage)
 	}
-	src, err := loadConfig(*from)
+	src, err := config.Load(*from)
 	if err != nil {
 		return err
 	}
-	dst, err := loadConfig(*to)
+	dst, err := config.Load(*to)
 	if err != nil {
 		return err
 	}
 	return storeCopy(ctx, src, dst, getenv, stdout)
 }
 
-// copyBatch is how many rows one write transaction of a copy takes.
-const copyBatch = 500
-
 // storeCopy copies src's store into dst's, then verifies the chain there.
-func storeCopy(ctx context.Context, src, dst *Config, getenv func(string) string, stdout io.Writer) error {
+func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string) string, stdout io.Writer) error {
 	pub, err := configuredPublicKey(src)
 	if err != nil {
 		return err
@@ -226,95 +162,31 @@ func storeCopy(ctx context.Context, src, dst *Config, getenv func(string) string
 		return fmt.Errorf("--to-config: %w", err)
 	}
 	defer to.Close()
-	have, err := to.Buckets(ctx)
+	copied, err := kv.Copy(ctx, from, to)
+	var notEmpty *kv.NotEmptyError
+	if errors.As(err, &notEmpty) {
+		return fmt.Errorf("--to-config: the target store is not empty (%d buckets); copy only into a new store, so that two histories never mix", notEmpty.Buckets)
+	}
 	if err != nil {
 		return err
 	}
-	if len(have) > 0 {
-		return fmt.Errorf("--to-config: the target store is not empty (%d buckets); copy only into a new store, so that two histories never mix", len(have))
-	}
-	buckets, err := from.Buckets(ctx)
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(buckets))
-	for name := range buckets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	total := 0
-	for _, name := range names {
-		n, err := copyBucket(ctx, from, to, name)
-		if err != nil {
-			return fmt.Errorf("copy bucket %s: %w", name, err)
-		}
-		if buckets[name] > 0 {
-			if err := to.SetSequence(ctx, name, buckets[name]); err != nil {
-				return fmt.Errorf("copy bucket %s: %w", name, err)
-			}
-		}
-		total += n
-	}
+	total, names := copied.Keys, copied.Buckets
 	rep, err := approvals.Verify(ctx, to, pub)
 	if err != nil {
 		return err
 	}
 	if !rep.Intact {
-		fmt.Fprintf(stdout, "⚠ Copied %d keys in %d buckets, but the audit chain on the target is BROKEN at seq %d: %s.\n", total, len(names), rep.BrokenAt, rep.Reason)
+		fmt.Fprintf(stdout, "⚠ Copied %d keys in %d buckets, but the audit chain on the target is BROKEN at seq %d: %s.\n", total, names, rep.BrokenAt, rep.Reason)
 		return errChainBroken
 	}
-	fmt.Fprintf(stdout, "✓ Copied %d keys in %d buckets (%s → %s). Audit chain INTACT on the target — %d entries verified.\n", total, len(names), src.Store.Engine, dst.Store.Engine, rep.Entries)
+	fmt.Fprintf(stdout, "✓ Copied %d keys in %d buckets (%s → %s). Audit chain INTACT on the target — %d entries verified.\n", total, names, src.Store.Engine, dst.Store.Engine, rep.Entries)
 	return nil
-}
-
-// copyBucket copies one bucket in batches, each read from where the last
-// ended and written in a transaction of its own.
-func copyBucket(ctx context.Context, from, to kv.Store, bucket string) (int, error) {
-	var after []byte
-	total := 0
-	for {
-		type row struct{ k, v []byte }
-		var rows []row
-		err := from.View(ctx, func(tx kv.Tx) error {
-			rows = rows[:0]
-			start := after
-			if start != nil {
-				start = append(bytes.Clone(after), 0) // the smallest key after it
-			}
-			return tx.Ascend(bucket, start, nil, func(k, v []byte) error {
-				rows = append(rows, row{bytes.Clone(k), bytes.Clone(v)})
-				if len(rows) == copyBatch {
-					return kv.ErrStop
-				}
-				return nil
-			})
-		})
-		if err != nil || len(rows) == 0 {
-			return total, err
-		}
-		err = to.Update(ctx, func(tx kv.Tx) error {
-			for _, r := range rows {
-				if err := tx.Put(bucket, r.k, r.v); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total += len(rows)
-		after = rows[len(rows)-1].k
-		if len(rows) < copyBatch {
-			return total, nil
-		}
-	}
 }
 
 // copySigningKey gives the target the source's audit signing key: written
 // to the target's audit.signing_key when that file does not exist, refused
 // when it holds another key (the chain verifies under one key only).
-func copySigningKey(src, dst *Config) error {
+func copySigningKey(src, dst *config.Config) error {
 	if src.Audit.SigningKey == dst.Audit.SigningKey {
 		return nil
 	}

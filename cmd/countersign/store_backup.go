@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/config"
 )
 
 // cmdStoreBackup runs `store backup`: it downloads a consistent copy of the
@@ -74,10 +74,15 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 			os.Remove(tmp.Name())
 		}
 	}()
-	announced, n, err := download(ctx, base, key, tmp)
+	api, err := client.NewAPI(base, key)
 	if err != nil {
-		return err
+		return fmt.Errorf("store backup: %w", err)
 	}
+	got, err := api.Backup(ctx, tmp)
+	if err != nil {
+		return backupError(base, err)
+	}
+	announced, n := got.PublicKey, got.Bytes
 	if err := tmp.Sync(); err != nil {
 		return fmt.Errorf("store backup: %w", err)
 	}
@@ -88,7 +93,7 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	if pub == nil {
 		b, err := hex.DecodeString(announced)
 		if err != nil || len(b) != ed25519.PublicKeySize {
-			return fmt.Errorf("store backup: the server named no audit key (%s: %q); pass --pubkey HEX", backupKeyHeader, announced)
+			return fmt.Errorf("store backup: the server named no audit key (%s: %q); pass --pubkey HEX", client.BackupKeyHeader, announced)
 		}
 		pub, against = b, "the key the server names (pin one with --pubkey)"
 	}
@@ -96,11 +101,8 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("store backup: the copy from %s is not good, and nothing was written to %s: %w", base, *to, err)
 	}
-	if err := placeNew(tmp.Name(), *to); err != nil {
+	if err := bolt.PlaceNew(tmp.Name(), *to); err != nil {
 		return fmt.Errorf("store backup: --to: %w", err)
-	}
-	if err := syncFile(filepath.Dir(*to)); err != nil {
-		return fmt.Errorf("store backup: %w", err)
 	}
 	fmt.Fprintf(stdout, "✓ Backed up %s (%d keys in %d buckets) from %s to %s. Audit chain INTACT in the copy — %d entries verified under %s.\n",
 		mib(n), file.Keys, file.Buckets, base, *to, chain.Entries, against)
@@ -110,38 +112,17 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	return nil
 }
 
-// download writes the server's backup to w and returns the audit key it
-// named and the bytes written; a copy shorter than announced is an error.
-func download(ctx context.Context, base, key string, w io.Writer) (string, int64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+backupPath, nil)
-	if err != nil {
-		return "", 0, fmt.Errorf("store backup: %w", err)
+// backupError says why a download failed, and what to do.
+func backupError(base string, err error) error {
+	var te *client.TransportError
+	var ae *client.APIError
+	switch {
+	case errors.As(err, &te):
+		return fmt.Errorf("store backup: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it; with the server stopped, copy store.path and the signing key as they are)", base, te.Err)
+	case errors.As(err, &ae):
+		return fmt.Errorf("store backup: %s answered %d %s: %s", base, ae.Status, http.StatusText(ae.Status), ae.Message)
 	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", 0, fmt.Errorf("store backup: no answer from %s: %v (is `countersign serve` running? `countersign ready` waits for it; with the server stopped, copy store.path and the signing key as they are)", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var e struct {
-			Text string `json:"text"`
-		}
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &e) == nil && e.Text != "" {
-			msg = e.Text
-		}
-		return "", 0, fmt.Errorf("store backup: %s answered %s: %s", base, resp.Status, msg)
-	}
-	n, err := io.Copy(w, resp.Body)
-	if err != nil {
-		return "", n, fmt.Errorf("store backup: the copy was cut off after %d of %d bytes: %w", n, resp.ContentLength, err)
-	}
-	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return "", n, fmt.Errorf("store backup: got %d bytes, the server announced %d", n, resp.ContentLength)
-	}
-	return resp.Header.Get(backupKeyHeader), n, nil
+	return fmt.Errorf("store backup: %w", err)
 }
 
 // checkBackup checks a backup file: bbolt's consistency check, then the
@@ -184,7 +165,7 @@ func cmdStoreRestore(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	if cfg.Store.Engine != engineBolt {
+	if cfg.Store.Engine != config.EngineBolt {
 		return fmt.Errorf("store restore: store.engine is %s; restore a PostgreSQL database with pg_restore (docs/operations.md, \"Backups\")", cfg.Store.Engine)
 	}
 	dst := cfg.Store.Path
@@ -202,7 +183,7 @@ func cmdStoreRestore(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return fmt.Errorf("store restore: %s is not a good backup for this config, and nothing was written: %w", *from, err)
 	}
-	if err := copyNew(*from, dst); err != nil {
+	if err := bolt.CopyNew(*from, dst); err != nil {
 		return fmt.Errorf("store restore: %w", err)
 	}
 	fmt.Fprintf(stdout, "✓ Restored %s to %s (%d keys in %d buckets). Audit chain INTACT — %d entries verified.\n", *from, dst, file.Keys, file.Buckets, chain.Entries)
@@ -220,64 +201,4 @@ func cmdStoreRestore(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "⚠ serve will refuse this store until you act: %v\n", err)
 	}
 	return nil
-}
-
-// copyNew copies the file from to the new file to (mode 0600), synced,
-// failing if to exists.
-func copyNew(from, to string) error {
-	src, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(to), filepath.Base(to)+".restore-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // a no-op once it is in place
-	if _, err := io.Copy(tmp, src); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := placeNew(tmp.Name(), to); err != nil {
-		return err
-	}
-	return syncFile(filepath.Dir(to))
-}
-
-// placeNew puts the finished file tmp at to without replacing a file
-// there: a hard link, which fails if to exists, then tmp is removed; on a
-// file system without hard links, a rename once to is seen to be absent.
-func placeNew(tmp, to string) error {
-	err := os.Link(tmp, to)
-	if err == nil {
-		return os.Remove(tmp)
-	}
-	if errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	if _, serr := os.Lstat(to); serr == nil {
-		return fmt.Errorf("%s appeared meanwhile; it is left as it is", to)
-	}
-	return os.Rename(tmp, to)
-}
-
-// syncFile fsyncs the file or directory at path.
-func syncFile(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -11,6 +11,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/config"
 )
 
 // drillConfig lifts the rate limits so that the writers of the drill are
@@ -194,7 +198,7 @@ func TestBackupRefusals(t *testing.T) {
 	auditor := e.CreateKey("reviewer", "auditor")
 	e.Start()
 	get := func(key string) (int, string) {
-		req, _ := http.NewRequest("GET", e.URL+backupPath, nil)
+		req, _ := http.NewRequest("GET", e.URL+client.BackupPath, nil)
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
@@ -207,7 +211,7 @@ func TestBackupRefusals(t *testing.T) {
 		b.ReadFrom(resp.Body)
 		return resp.StatusCode, b.String()
 	}
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		if st, body := get(admin); st != http.StatusConflict || !strings.Contains(body, "pg_dump") {
 			t.Fatalf("backup on PostgreSQL: %d %s; want 409 naming pg_dump", st, body)
 		}
@@ -227,10 +231,10 @@ func TestBackupRefusals(t *testing.T) {
 		}
 	}
 
-	req, _ := http.NewRequest("HEAD", e.URL+backupPath, nil)
+	req, _ := http.NewRequest("HEAD", e.URL+client.BackupPath, nil)
 	req.Header.Set("Authorization", "Bearer "+admin)
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("HEAD %s: %v %v, want 400 (a backup is taken with GET)", backupPath, err, resp)
+		t.Errorf("HEAD %s: %v %v, want 400 (a backup is taken with GET)", client.BackupPath, err, resp)
 	}
 
 	dir := t.TempDir()
@@ -270,5 +274,15 @@ func TestBackupRefusals(t *testing.T) {
 	}
 	if fileExists(filepath.Join(e.dir, "countersign.db")) {
 		t.Error("a refused restore created the store file")
+	}
+}
+
+// TestBackupRouteIsTheClients: the server's backup route and key header
+// are the ones client.API.Backup asks for (client imports nothing of the
+// server, so each holds its own copy).
+func TestBackupRouteIsTheClients(t *testing.T) {
+	t.Parallel()
+	if webhook.BackupPath != client.BackupPath || webhook.BackupKeyHeader != client.BackupKeyHeader {
+		t.Errorf("server %s %s, client %s %s: want the same route and header", webhook.BackupPath, webhook.BackupKeyHeader, client.BackupPath, client.BackupKeyHeader)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/postgres"
+	"github.com/countersign/countersign/config"
 )
 
 // cmdStoreCompact runs `store compact`. On bbolt it rewrites the store file
@@ -25,7 +26,7 @@ func cmdStoreCompact(ctx context.Context, args []string, getenv func(string) str
 	if err != nil {
 		return err
 	}
-	if cfg.Store.Engine == enginePostgres {
+	if cfg.Store.Engine == config.EnginePostgres {
 		return compactPostgres(ctx, cfg, getenv, *full, stdout)
 	}
 	if !fileExists(cfg.Store.Path) {
@@ -45,7 +46,7 @@ func cmdStoreCompact(ctx context.Context, args []string, getenv func(string) str
 }
 
 // compactPostgres is store compact on PostgreSQL.
-func compactPostgres(ctx context.Context, cfg *Config, getenv func(string) string, full bool, stdout io.Writer) error {
+func compactPostgres(ctx context.Context, cfg *config.Config, getenv func(string) string, full bool, stdout io.Writer) error {
 	h, err := openEngine(ctx, cfg, getenv, false)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/tracing"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 )
 
@@ -40,7 +41,7 @@ func (a *app) startTracing(ctx context.Context) error {
 // span per transaction when tracing is on.
 func (a *app) tracedStore(db kv.Store) kv.Store {
 	engine := "bbolt"
-	if a.cfg.Store.Engine == enginePostgres {
+	if a.cfg.Store.Engine == config.EnginePostgres {
 		engine = "postgresql"
 	}
 	return a.tracing.Store(db, engine)

@@ -3,82 +3,16 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"runtime/debug"
-)
 
-// devVersion is the version of a build that carries no module version: go
-// run, go test, or a build outside a git clone.
-const devVersion = "(devel)"
+	"github.com/countersign/countersign/buildinfo"
+)
 
 // version is the release: the module version the go command stamps into
 // the binary from the git clone it builds in (the tag on the commit, else a
-// pseudo-version naming the commit), or devVersion. The MCP handshake and
+// pseudo-version naming the commit), or buildinfo.Dev. The MCP handshake and
 // `countersign version` report it.
-var version = readBuild(debug.ReadBuildInfo).Version
-
-// buildFacts is what a binary knows about its own build.
-type buildFacts struct {
-	Version  string // the module version, or devVersion
-	Revision string // the commit it was built from; "" without VCS information
-	Time     string // the commit's time (RFC 3339); "" without VCS information
-	Modified bool   // the work tree had uncommitted changes
-	Go       string // the Go toolchain, e.g. go1.26.8
-	Platform string // GOOS/GOARCH
-}
-
-// readBuild reads the build information the go command embeds in every
-// binary (read is debug.ReadBuildInfo, or a stand-in in tests).
-func readBuild(read func() (*debug.BuildInfo, bool)) buildFacts {
-	f := buildFacts{Version: devVersion, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	bi, ok := read()
-	if !ok || bi == nil {
-		return f
-	}
-	if v := bi.Main.Version; v != "" {
-		f.Version = v
-	}
-	if bi.GoVersion != "" {
-		f.Go = bi.GoVersion
-	}
-	var goos, goarch string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			f.Revision = s.Value
-		case "vcs.time":
-			f.Time = s.Value
-		case "vcs.modified":
-			f.Modified = s.Value == "true"
-		case "GOOS":
-			goos = s.Value
-		case "GOARCH":
-			goarch = s.Value
-		}
-	}
-	if goos != "" && goarch != "" {
-		f.Platform = goos + "/" + goarch
-	}
-	return f
-}
-
-// write prints the facts as `countersign version` shows them.
-func (f buildFacts) write(w io.Writer) {
-	fmt.Fprintf(w, "countersign %s\n", f.Version)
-	if f.Revision == "" {
-		fmt.Fprintln(w, "  revision  unknown (built without VCS information: go run, or outside a git clone; scripts/release builds carry it)")
-	} else {
-		rev := f.Revision
-		if f.Modified {
-			rev += " (modified: built with uncommitted changes)"
-		}
-		fmt.Fprintf(w, "  revision  %s\n", rev)
-		// The commit's time, not the clock's at build: two builds of one
-		// commit are byte for byte the same (scripts/release).
-		fmt.Fprintf(w, "  time      %s (the commit's)\n", f.Time)
-	}
-	fmt.Fprintf(w, "  go        %s %s\n", f.Go, f.Platform)
-}
+var version = buildinfo.Read(debug.ReadBuildInfo).Version
 
 // cmdVersion runs `countersign version`.
 func cmdVersion(args []string, stdout, stderr io.Writer) error {
@@ -87,11 +21,11 @@ func cmdVersion(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	f := readBuild(debug.ReadBuildInfo)
+	f := buildinfo.Read(debug.ReadBuildInfo)
 	if *short {
 		fmt.Fprintln(stdout, f.Version)
 		return nil
 	}
-	f.write(stdout)
+	f.Write(stdout)
 	return nil
 }

@@ -45,7 +45,7 @@ func axeRun(t *testing.T, doc context.Context, src string) []axeResult {
 // (signed out and in: sign-in, the link page, the inbox, a memory
 // proposal, an action with facts, a destructive action, a question, a
 // decided item, Memory, Audit and its space chooser, Grants, Insights, a
-// not-found page), at desktop and phone widths and in the dark scheme, and
+// not-found page, the inbox with its batch checkboxes and a batch review), at desktop and phone widths and in the dark scheme, and
 // fails on any serious or critical violation, and on a page that scrolls
 // sideways on the phone.
 func TestWebAccessibility(t *testing.T) {
@@ -69,6 +69,8 @@ tools:
   - name: restart_service
     category: mutating
     grants: {max: 8h, allow: [once, session, duration]}
+  - name: scale_service
+    category: mutating
 principals:
   - {name: dr_smith, role: member, web: s@x.example}
 `)
@@ -85,10 +87,15 @@ principals:
 	granted := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "pumps"}, "summary": "Restart pumps"})
 	e.MustOK(lee, "approve_action", map[string]any{"request_id": granted.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}})
 	item := func(r toolResponse) string { return fmt.Sprint(r.Data["item_id"]) }
+	// Two of one tool: the inbox offers its checkboxes, and their batch
+	// review page is checked too.
+	scale1 := e.MustOK(agent, "confirm_action", map[string]any{"tool": "scale_service", "arguments": map[string]any{"n": 3}, "summary": "Scale api to 3"})
+	scale2 := e.MustOK(agent, "confirm_action", map[string]any{"tool": "scale_service", "arguments": map[string]any{"n": 4}, "summary": "Scale web to 4"})
 
 	pages := []string{
 		"/ui/items/" + item(order), "/ui/items/" + item(drop), "/ui/items/" + item(q), "/ui/items/" + item(granted),
 		"/ui/", "/ui/memory?space=patient_42", "/ui/audit", "/ui/audit?space=patient_42", "/ui/grants", "/ui/insights", "/ui/nothing-here",
+		"/ui/batch?id=" + item(scale1) + "&id=" + item(scale2),
 	}
 	doc := person(t)
 	browse(t, doc, "open the sign-in page", chromedp.Navigate(e.URL+"/ui/signin"), chromedp.WaitVisible(chromedp.CSS("h1")))

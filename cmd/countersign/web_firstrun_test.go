@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 // webLinkCLI runs `countersign web link` with args and returns what it
@@ -48,7 +50,7 @@ func TestWebFirstRun(t *testing.T) {
 	// Without a key, a stored principal needs the store: bbolt's file is
 	// held by the server, so the command points at --key; PostgreSQL is
 	// shared by every replica, so the command reads it and mints the link.
-	if os.Getenv(testStoreEnv) == enginePostgres {
+	if os.Getenv(testStoreEnv) == config.EnginePostgres {
 		if link, err := e.webLinkCLI("--name", "dr_smith"); err != nil || !strings.Contains(link, "/ui/signin/link") {
 			t.Errorf("web link for a stored principal on PostgreSQL, without a key: %q, %v; want a sign-in link", link, err)
 		}

@@ -9,12 +9,13 @@ import (
 
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/config"
 )
 
 // askServerForLink asks the running server at base for a sign-in link
 // (web_link) with key, and returns the URL to print: the server's, when
 // web.public_url is set, else the link on the address it was reached at.
-func askServerForLink(ctx context.Context, cfg *Config, base, key, name string) (string, error) {
+func askServerForLink(ctx context.Context, cfg *config.Config, base, key, name string) (string, error) {
 	api, err := client.NewAPI(base, key)
 	if err != nil {
 		return "", fmt.Errorf("web link: %w", err)

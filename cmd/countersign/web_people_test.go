@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
 	"github.com/oauth2-proxy/mockoidc"
 )
@@ -28,7 +29,7 @@ func TestWebOnlyPeopleSignIn(t *testing.T) {
 	e.CreateKey("robo", "agent", "--kind", "person")
 	roboID := storedID(t, e, "robo")
 	e.Start()
-	cfg, err := loadConfig(e.cfg)
+	cfg, err := config.Load(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

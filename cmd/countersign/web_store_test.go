@@ -122,6 +122,8 @@ func TestWebUnauthenticatedRequestsWriteNothing(t *testing.T) {
 		{"GET", "/ui/oidc/callback?state=s&code=c"}, {"GET", "/ui/oidc/callback?error=access_denied"},
 		{"GET", "/ui/stepup?t=" + junk}, {"POST", "/ui/stepup"}, {"GET", "/ui/"}, {"GET", "/ui/items/1"},
 		{"GET", "/ui/items/1/status"}, {"POST", "/ui/items/1/decide"}, {"POST", "/ui/signout"}, {"GET", "/ui/nothing"},
+		{"GET", "/ui/passkeys"}, {"POST", "/ui/passkeys/begin"}, {"POST", "/ui/passkeys/register"}, {"POST", "/ui/passkeys/remove"},
+		{"POST", "/ui/passkeys/signin"}, {"POST", "/ui/items/1/passkey/begin"}, {"POST", "/ui/items/1/passkey"},
 	} {
 		for _, cookie := range []string{"", "countersign_session=" + junk} {
 			req, _ := http.NewRequest(r.method, run.URL+r.path, strings.NewReader(url.Values{"t": {junk}, "csrf": {"x"}}.Encode()))

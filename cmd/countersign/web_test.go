@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/countersign/countersign/config"
 )
 
 // webClient is an HTTP client with a cookie jar that does not follow
@@ -143,7 +145,7 @@ func TestWebConfig(t *testing.T) {
 	if resp, _ := webDo(t, webClient(t), "GET", e.URL+"/ui/signin", nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("web.enabled false: /ui/signin answered %d, want 404", resp.StatusCode)
 	}
-	_, err := parseConfig([]byte(`web:
+	_, err := config.Parse([]byte(`web:
   public_url: ftp://x/y
   session_ttl: -1h
   oidc: {issuer: "", client_id: ""}
@@ -404,7 +406,7 @@ func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
 func TestWebLinkNeverCreatesTheSigningKey(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, "principals:\n  - {name: dr_smith, role: member, web: s@x.example}\n")
-	cfg, err := loadConfig(e.cfg)
+	cfg, err := config.Load(e.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,22 +22,24 @@ func (a *app) wireActions(ctx context.Context) error {
 		EscalateAfter:     cfg.Approvals.EscalateAfter,
 		EscalationChannel: cfg.Approvals.EscalationChannel,
 		EscalationRole:    cfg.Approvals.EscalationRole,
+		EscalationOnCall:  cfg.Approvals.EscalationOnCall,
 		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
 		CallbackHosts:     cfg.Callbacks.AllowedHosts,
-		Retention:         cfg.Retention.requests(),
+		Retention:         cfg.Retention.Requests(),
 		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
 		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
-		StepUp:            cfg.StepUp.spec(),
+		StepUp:            cfg.StepUp.Spec(),
+		BreakGlass:        cfg.BreakGlass.Spec(),
 		// Context subjects resolve as the memory resolves a subject (a
 		// declared slot's name for an alias, else the folded subject).
-		Subject: func(s string) string { return (&memory.Options{Schema: cfg.schema}).Resolve(s).Subject },
+		Subject: func(s string) string { return (&memory.Options{Schema: cfg.Schema()}).Resolve(s).Subject },
 	}
-	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.modes()
+	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.Modes()
 	for _, t := range cfg.Tools {
-		o.Tools = append(o.Tools, toolSpec(t))
+		o.Tools = append(o.Tools, t.Spec())
 	}
 	if len(cfg.Gateway.Upstreams) > 0 {
-		o.Lookup = cfg.Gateway.lookup() // config_gateway.go
+		o.Lookup = cfg.Gateway.Lookup() // config/gateway.go
 	}
 	if env := cfg.Callbacks.SecretEnv; env != "" {
 		if v := a.getenv(env); v != "" {
@@ -73,31 +75,6 @@ func (a *app) wireActions(ctx context.Context) error {
 		runner{name: "sweeper", run: a.runSweeper},
 	)
 	return nil
-}
-
-// toolSpec is a tools[] declaration (or a gateway rule's, as one) for the
-// confirm gate.
-func toolSpec(t ToolConfig) actiontools.ToolSpec {
-	spec := actiontools.ToolSpec{
-		Name:      t.Name,
-		Category:  t.Category,
-		Schema:    t.Schema,
-		Approvers: t.Approvers.approvers(),
-		Quorum:    t.Quorum,
-		Timeout:   t.Timeout,
-		Channels:  t.Channels,
-		Sensitive: t.Sensitive,
-		Grants:    actiontools.GrantPolicy{Max: t.Grants.Max, Allow: t.Grants.Allow, Budget: t.Grants.Budget.budget()},
-		Context:   t.Context,
-	}
-	if t.StepUp != nil {
-		spec.StepUpMethod = t.StepUp.Method
-	}
-	for _, c := range t.Commands {
-		spec.Commands = append(spec.Commands, actiontools.CommandSpec{Command: c.Command, Category: c.Category, Flags: c.Flags})
-	}
-	t.policySpec(&spec) // config_policy.go: rules and stages
-	return spec
 }
 
 // runSweeper runs every sweep step once at start (what expired while the

@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/postgres"
@@ -28,13 +26,16 @@ func (a *app) wireAdmin(ctx context.Context) error {
 
 	// Observability: a registry of our own, never the global one.
 	reg := prometheus.NewRegistry()
-	metrics, err := webhook.NewMetrics(reg, storeStats{a.bot}, a.log)
+	metrics, err := webhook.NewMetrics(reg, webhook.BotStats(a.bot), a.log)
 	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(newBreakGlassCollector(a.bot, a.log)); err != nil { // wire_breakglass.go
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.bot.SetObserver(func(ctx context.Context, ev bot.CallEvent) {
 		metrics.ObserveCall(ev)
-		logCall(ctx, a.log, ev)
+		webhook.LogCall(ctx, a.log, ev)
 	})
 	a.bot.OnSweep("sweeps", metrics.SweepStep)
 	var token bot.Secret
@@ -80,7 +81,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	// MCP over streamable HTTP: the same keys, principals and tools.
 	var mcpHandler http.Handler = mcp.NewHTTPHandler(mcp.HTTPOptions{
 		App: a.bot, Version: version, Logger: a.log, CallerFrom: webhook.CallerFrom, MaxBody: h.MaxBodyBytes,
-		MaxCallWait: a.cfg.MCP.MaxCallWait, // config_hooks.go
+		MaxCallWait: a.cfg.MCP.MaxCallWait, // config/hooks.go
 		StateKey:    mcp.StateKey(a.key.Seed()),
 		ItemURL:     a.bot.WebLinks().ItemURL,
 		Now:         a.bot.Now,
@@ -123,54 +124,4 @@ func writeTools(b *bot.Bot) func(string) bool {
 		return m
 	})
 	return func(name string) bool { return set()[name] }
-}
-
-// logCall writes one structured line per tool call: who, what, how it ended,
-// how long it took. Never the arguments or the answer, which may hold
-// personal data or a key.
-func logCall(ctx context.Context, log *slog.Logger, ev bot.CallEvent) {
-	level := slog.LevelInfo
-	if ev.Outcome() == "internal" {
-		level = slog.LevelError
-	}
-	principal := "-"
-	if ev.Caller != nil {
-		principal = ev.Caller.String()
-	}
-	tool := ev.Tool
-	if tool == "" {
-		tool = "(unknown)"
-	}
-	log.LogAttrs(ctx, level, "tool call",
-		slog.String("request_id", bot.RequestID(ctx)),
-		slog.String("principal", principal),
-		slog.String("surface", ev.Surface()),
-		slog.String("tool", tool),
-		slog.String("outcome", ev.Outcome()),
-		slog.Duration("duration", ev.Duration),
-	)
-}
-
-// storeStats is what the metrics read from the store at scrape time: the
-// items awaiting a decision and the outboxes.
-type storeStats struct{ *bot.Bot }
-
-// PendingByKind counts the items awaiting a decision (bot.Items).
-func (s storeStats) PendingByKind(ctx context.Context) (map[bot.ItemKind]int, error) {
-	return s.Items().PendingByKind(ctx)
-}
-
-// PendingOldest is how long the oldest item awaiting a decision has
-// waited, on the bot's clock.
-func (s storeStats) PendingOldest(ctx context.Context) (time.Duration, error) {
-	t, err := s.Items().PendingOldest(ctx)
-	if err != nil || t.IsZero() {
-		return 0, err
-	}
-	return max(s.Now().Sub(t), 0), nil
-}
-
-// OutboxStats reads every sink's outbox (bot.Outbox.Stats).
-func (s storeStats) OutboxStats(ctx context.Context) (map[string]bot.OutboxStat, error) {
-	return s.Outbox().Stats(ctx)
 }

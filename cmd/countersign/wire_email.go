@@ -8,6 +8,7 @@ import (
 
 	emailadapter "github.com/countersign/countersign/adapters/email"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -46,7 +47,7 @@ func (a *app) wireEmail(ctx context.Context) error {
 
 // emailPeople are the configured principals with an email address, as
 // the people an email may reach.
-func emailPeople(cfg *Config) []emailadapter.Person {
+func emailPeople(cfg *config.Config) []emailadapter.Person {
 	var out []emailadapter.Person
 	for _, p := range cfg.Principals {
 		addr := strings.TrimSpace(p.Email)
@@ -54,7 +55,7 @@ func emailPeople(cfg *Config) []emailadapter.Person {
 		if addr == "" || err != nil {
 			continue
 		}
-		scopes, err := chatScopes(p.Scopes)
+		scopes, err := config.ParseScopes(p.Scopes)
 		if err != nil {
 			continue // validate reported it
 		}

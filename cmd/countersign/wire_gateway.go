@@ -20,9 +20,8 @@ func (a *app) wireGateway(context.Context) error {
 	if len(g.Upstreams) == 0 {
 		return nil
 	}
-	var p problems
-	ups := g.upstreams(a.getenv, &p) // config_gateway.go
-	if err := p.err(); err != nil {
+	ups, err := g.ResolvedUpstreams(a.getenv)
+	if err != nil {
 		return err
 	}
 	gw, err := gateway.New(gateway.Options{

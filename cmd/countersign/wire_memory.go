@@ -11,7 +11,7 @@ import (
 func (a *app) wireMemory(ctx context.Context) error {
 	m := a.cfg.Memory
 	return memorytools.Register(a.bot, memory.Options{
-		Schema:             a.cfg.schema,
+		Schema:             a.cfg.Schema(),
 		CriticalCategories: m.CriticalCategories,
 		CriticalBudget:     m.CriticalBudget,
 		RecallContext:      m.RecallContext,

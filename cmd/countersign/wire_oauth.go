@@ -7,6 +7,7 @@ import (
 	"github.com/countersign/countersign/adapters/oauth"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -41,7 +42,7 @@ func (a *app) wireOAuth(context.Context) error {
 
 // oauthPeople are the configured principals an access token's subject may
 // name, by their web identity (principals[].web).
-func oauthPeople(ps []PrincipalDecl) map[string]bot.Principal {
+func oauthPeople(ps []config.PrincipalDecl) map[string]bot.Principal {
 	out := map[string]bot.Principal{}
 	for _, p := range ps {
 		if strings.TrimSpace(p.Web) == "" {
@@ -51,7 +52,7 @@ func oauthPeople(ps []PrincipalDecl) map[string]bot.Principal {
 		if err != nil {
 			continue // validate reported it
 		}
-		scopes, err := chatScopes(p.Scopes)
+		scopes, err := config.ParseScopes(p.Scopes)
 		if err != nil {
 			continue
 		}

@@ -24,7 +24,7 @@ func (a *app) wireSCIM(ctx context.Context) error {
 		return fmt.Errorf("scim.token_env: the token in %s is %d characters; use at least 32 random characters (openssl rand -hex 32)", s.TokenEnv, len(token))
 	}
 	ad, err := scimadapter.New(scimadapter.Options{
-		Bot: a.bot, Token: bot.Secret(token), Role: s.Role, Match: scimMatch(a.cfg.Principals),
+		Bot: a.bot, Token: bot.Secret(token), Role: s.Role, Match: a.people.Match,
 		Logger: a.log.With("adapter", "scim"),
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -46,8 +47,8 @@ func (a *app) wireSlack(ctx context.Context) error {
 		BotToken:    secret("bot_token_env", s.BotTokenEnv, "the Slack bot token (xoxb-…)"),
 		APIURL:      s.APIURL,
 		Channels:    s.Channels,
-		Approvers:   slackApprovers(a.cfg),
-		RoleMembers: slackRoleMembers(a.cfg),
+		Approvers:   slackApprovers(a.people),
+		RoleMembers: slackRoleMembers(a.people),
 		Logger:      a.log,
 		HTTPClient:  a.chatClient("slack", 10*time.Second), // nil: the adapter's own (tracing.go)
 	}
@@ -80,27 +81,26 @@ func (a *app) wireSlack(ctx context.Context) error {
 	return nil
 }
 
-// slackRoleMembers maps each role to the Slack user ids of the principals
+// slackRoleMembers maps each role to the Slack user ids of the people
 // holding it: an escalation to a role mentions them.
-func slackRoleMembers(cfg *Config) map[string][]string {
+func slackRoleMembers(d *bot.Directory) map[string][]string {
 	out := map[string][]string{}
-	for _, p := range cfg.Principals {
-		if r, err := policy.ParseRole(p.Role); err == nil && cfg.slackID(p) != "" {
-			out[string(r)] = append(out[string(r)], slackadapter.UserOf(cfg.slackID(p)))
+	for _, p := range d.People() {
+		if p.Slack != "" {
+			out[string(p.Role)] = append(out[string(p.Role)], slackadapter.UserOf(p.Slack))
 		}
 	}
 	return out
 }
 
-// slackApprovers returns the Slack user ids of the mapped principals whose
+// slackApprovers returns the Slack user ids of the mapped people whose
 // role holds the approve capability: they receive the detail of sensitive
 // items privately.
-func slackApprovers(cfg *Config) []string {
+func slackApprovers(d *bot.Directory) []string {
 	var out []string
-	for _, p := range cfg.Principals {
-		r, err := policy.ParseRole(p.Role)
-		if err == nil && cfg.slackID(p) != "" && policy.Grants(r, policy.CapApprove) {
-			out = append(out, cfg.slackID(p)) // qualified (T…/U…): the directory's key
+	for _, p := range d.People() {
+		if p.Slack != "" && policy.Grants(p.Role, policy.CapApprove) {
+			out = append(out, p.Slack) // qualified (T…/U…): the directory's key
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 
 	teamsadapter "github.com/countersign/countersign/adapters/teams"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -60,7 +61,7 @@ func (a *app) wireTeams(ctx context.Context) error {
 // teamsApprovers are the Entra object ids of the mapped principals whose
 // role holds the approve capability: the cards name those the one rule
 // lets decide an item, so that they see its buttons.
-func teamsApprovers(cfg *Config) []string {
+func teamsApprovers(cfg *config.Config) []string {
 	var out []string
 	for _, p := range cfg.Principals {
 		r, err := policy.ParseRole(p.Role)
@@ -73,7 +74,7 @@ func teamsApprovers(cfg *Config) []string {
 
 // teamsRoleMembers maps each role to the people holding it, for the
 // mentions of an escalation to that role.
-func teamsRoleMembers(cfg *Config) map[string][]teamsadapter.Member {
+func teamsRoleMembers(cfg *config.Config) map[string][]teamsadapter.Member {
 	out := map[string][]teamsadapter.Member{}
 	for _, p := range cfg.Principals {
 		if r, err := policy.ParseRole(p.Role); err == nil && strings.TrimSpace(p.Teams) != "" {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -15,97 +14,15 @@ import (
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/kv"
-	"github.com/countersign/countersign/policy"
 )
 
-// WebConfig is the web section: the browser console under /ui/.
-type WebConfig struct {
-	// Enabled serves the console (default true).
-	Enabled *bool `yaml:"enabled"`
-	// PublicURL is where people reach Countersign (https://host, no path):
-	// the base of sign-in links and of the OIDC redirect. Empty: the
-	// request's own host (links printed by the CLI then use listen).
-	PublicURL string `yaml:"public_url"`
-	// SessionTTL is how long a browser session lasts (default 12h).
-	SessionTTL time.Duration `yaml:"session_ttl"`
-	// OIDC, when set, offers single sign-on.
-	OIDC *WebOIDCConfig `yaml:"oidc"`
-	// RatePerMinute and RateBurst limit each console client's requests (a
-	// signed-in session, else an address); 0: 600 a minute, bursts of 120.
-	RatePerMinute int `yaml:"rate_per_minute"`
-	RateBurst     int `yaml:"rate_burst"`
-}
-
-// WebOIDCConfig configures sign-in through an OpenID Connect provider.
-type WebOIDCConfig struct {
-	Issuer          string `yaml:"issuer"`
-	ClientID        string `yaml:"client_id"`
-	ClientSecretEnv string `yaml:"client_secret_env"`
-	// Claim is the ID token claim whose value maps to principals[].web
-	// (default email).
-	Claim string `yaml:"claim"`
-}
-
-// enabled reports whether the console is served (the default).
-func (w WebConfig) enabled() bool { return w.Enabled == nil || *w.Enabled }
-
-// validate reports what is wrong with the web section and the principals'
-// web identities.
-func (w WebConfig) validate(ps []PrincipalDecl, p *problems) {
-	bad := p.add
-	if w.PublicURL != "" {
-		u, err := url.Parse(w.PublicURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
-			bad("web.public_url", "%q is not a base URL; use scheme and host only, for example https://countersign.example.org", w.PublicURL)
-		}
-	}
-	if w.SessionTTL < 0 {
-		bad("web.session_ttl", "must not be negative")
-	}
-	if w.RatePerMinute < 0 {
-		bad("web.rate_per_minute", "must not be negative (0 is the default, %d a minute per client)", web.DefaultRatePerMinute)
-	}
-	if w.RateBurst < 0 {
-		bad("web.rate_burst", "must not be negative (0 is the default, bursts of %d per client)", web.DefaultRateBurst)
-	}
-	if o := w.OIDC; o != nil {
-		if u, err := url.Parse(o.Issuer); o.Issuer == "" || err != nil || u.Scheme == "" || u.Host == "" {
-			bad("web.oidc.issuer", "required: the provider's issuer URL, for example https://accounts.google.com")
-		}
-		if o.ClientID == "" {
-			bad("web.oidc.client_id", "required: the client id registered at the provider")
-		}
-		if o.ClientSecretEnv == "" {
-			bad("web.oidc.client_secret_env", "required: the name of the environment variable that holds the client secret")
-		}
-	}
-	seen := map[string]string{}
-	for i, pr := range ps {
-		if pr.Web == "" {
-			continue
-		}
-		k := strings.ToLower(strings.TrimSpace(pr.Web))
-		if other, dup := seen[k]; dup {
-			bad(fmt.Sprintf("principals[%d].web", i), "%q is already the web identity of %s; map each to one principal", pr.Web, other)
-		}
-		seen[k] = pr.Name
-	}
-}
-
-// webPeople are the configured principals who may sign in to the console.
-func webPeople(ps []PrincipalDecl) map[string]web.Person {
+// webPeople are the configured people who may sign in to the console.
+func webPeople(d *bot.Directory) map[string]web.Person {
 	out := map[string]web.Person{}
-	for _, p := range ps {
-		r, err := policy.ParseRole(p.Role)
-		if err != nil {
-			continue
-		}
-		scopes, err := chatScopes(p.Scopes)
-		if err != nil {
-			continue // validate reported it
-		}
-		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: r, Scopes: scopes}, Web: strings.TrimSpace(p.Web)}
+	for _, p := range d.People() {
+		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
 	}
 	return out
 }
@@ -114,12 +31,12 @@ func webPeople(ps []PrincipalDecl) map[string]web.Person {
 // with the sweeper.
 func (a *app) wireWeb(ctx context.Context) error {
 	w := a.cfg.Web
-	if !w.enabled() {
+	if !w.Served() {
 		return nil
 	}
 	o := web.Options{
 		Bot:        a.bot,
-		People:     webPeople(a.cfg.Principals),
+		People:     webPeople(a.people),
 		LinkKey:    web.LinkKey(a.key.Seed()),
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,
@@ -127,6 +44,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 		// Per client: a session, else an address (web.go).
 		RatePerMinute: w.RatePerMinute,
 		RateBurst:     w.RateBurst,
+		Passkeys:      w.Passkeys.Options(), // config/passkeys.go
 	}
 	if oc := w.OIDC; oc != nil {
 		secret := a.getenv(oc.ClientSecretEnv)
@@ -144,15 +62,27 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// Chat cards link to the item's page when the console has a public URL,
 	// and `/countersign web` answers a mapped person with a one-time link.
 	key, base := o.LinkKey, webBase(a.cfg)
-	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
+	// mayLink says why c gets no one-time link: only a configured person
+	// who may sign in does (with a single sign-on identity, for step-up).
+	mayLink := func(c *bot.Caller, sso bool) error {
 		if c == nil {
-			return "", errors.New("only people sign in to the web console")
+			return errors.New("only people sign in to the web console")
 		}
 		if msg := bot.SignInRefusal(c.Principal); msg != "" {
-			return "", errors.New(msg)
+			return errors.New(msg)
 		}
-		if _, ok := o.People[c.Name]; !ok {
-			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		p, ok := o.People[c.Name]
+		switch {
+		case sso && (!ok || p.Web == ""):
+			return fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
+		case !ok:
+			return fmt.Errorf("%s is not under principals: in the config", c.Name)
+		}
+		return nil
+	}
+	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
+		if err := mayLink(c, false); err != nil {
+			return "", err
 		}
 		tok, err := web.MintLink(key, "c:"+c.Name, a.bot.Now())
 		if err != nil {
@@ -167,14 +97,8 @@ func (a *app) wireWeb(ctx context.Context) error {
 		itemTTL = a.cfg.Email.LinkTTL
 	}
 	a.bot.WebLinks().SetItemLink(func(c *bot.Caller, id uint64) (string, error) {
-		if c == nil {
-			return "", errors.New("only people sign in to the web console")
-		}
-		if msg := bot.SignInRefusal(c.Principal); msg != "" {
-			return "", errors.New(msg)
-		}
-		if _, ok := o.People[c.Name]; !ok {
-			return "", fmt.Errorf("%s is not under principals: in the config", c.Name)
+		if err := mayLink(c, false); err != nil {
+			return "", err
 		}
 		tok, err := web.MintItemLink(key, "c:"+c.Name, id, a.bot.Now(), itemTTL)
 		if err != nil {
@@ -186,14 +110,8 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// link to approve it in the console after a fresh OIDC sign-in.
 	if o.OIDC != nil {
 		a.bot.WebLinks().SetStepUp(func(c *bot.Caller, id uint64) (string, error) {
-			if c == nil {
-				return "", errors.New("only people sign in to the web console")
-			}
-			if msg := bot.SignInRefusal(c.Principal); msg != "" {
-				return "", errors.New(msg)
-			}
-			if p, ok := o.People[c.Name]; !ok || p.Web == "" {
-				return "", fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
+			if err := mayLink(c, true); err != nil {
+				return "", err
 			}
 			tok, err := web.MintStepUpLink(key, "c:"+c.Name, id, a.bot.Now())
 			if err != nil {
@@ -211,7 +129,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 
 // consoleURL is where serve says the console is: web.public_url, else
 // the address it listens on (a wildcard host as 127.0.0.1).
-func consoleURL(cfg *Config, addr string) string {
+func consoleURL(cfg *config.Config, addr string) string {
 	if cfg.Web.PublicURL != "" {
 		return strings.TrimRight(cfg.Web.PublicURL, "/") + "/ui/"
 	}
@@ -226,7 +144,7 @@ func consoleURL(cfg *Config, addr string) string {
 }
 
 // webBase is the base URL printed links start with.
-func webBase(cfg *Config) string {
+func webBase(cfg *config.Config) string {
 	if cfg.Web.PublicURL != "" {
 		return strings.TrimRight(cfg.Web.PublicURL, "/")
 	}
@@ -260,11 +178,11 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if !cfg.Web.enabled() {
+	if !cfg.Web.Served() {
 		return errors.New("web.enabled is false: the console is off, so a sign-in link would lead nowhere")
 	}
 	if key != "" {
-		base, err := serverURL(*urlFlag, func() (*Config, error) { return cfg, nil }, getenv)
+		base, err := serverURL(*urlFlag, func() (*config.Config, error) { return cfg, nil }, getenv)
 		if err != nil {
 			return err
 		}
@@ -275,14 +193,20 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout, u)
 		return nil
 	}
+	people, err := cfg.People()
+	if err != nil {
+		return err
+	}
+	dir, err := bot.NewDirectory(people)
+	if err != nil {
+		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
+	}
 	ref := ""
-	for _, p := range cfg.Principals {
-		if p.Name == *name {
-			if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: policy.Role(p.Role), Kind: "person"}); msg != "" {
-				return fmt.Errorf("--name: %s", msg)
-			}
-			ref = "c:" + p.Name
+	if p, ok := dir.Person(*name); ok {
+		if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: p.Role, Kind: "person"}); msg != "" {
+			return fmt.Errorf("--name: %s", msg)
 		}
+		ref = "c:" + p.Name
 	}
 	if ref == "" {
 		ref, err = storedPersonRef(ctx, cfg, getenv, *name)
@@ -304,8 +228,8 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 
 // storedPersonRef finds a stored principal by name and checks that it may
 // sign in.
-func storedPersonRef(ctx context.Context, cfg *Config, getenv func(string) string, name string) (string, error) {
-	if cfg.Store.Engine != enginePostgres && !fileExists(cfg.Store.Path) {
+func storedPersonRef(ctx context.Context, cfg *config.Config, getenv func(string) string, name string) (string, error) {
+	if cfg.Store.Engine != config.EnginePostgres && !fileExists(cfg.Store.Path) {
 		return "", fmt.Errorf("--name: no principal %q under principals: in the config, and no store at %s", name, cfg.Store.Path)
 	}
 	db, err := openEngine(ctx, cfg, getenv, true)

@@ -140,10 +140,11 @@ type upstream struct {
 
 	mu      sync.Mutex
 	session *sdk.ClientSession
-	tools   []Tool    // as last listed; kept while it is down
-	down    string    // why it is down; "" while it is up
-	proc    *exec.Cmd // the stdio server last started
-	closed  bool      // Close was called: never started again
+	tools   []Tool          // as last listed; kept while it is down
+	index   map[string]Tool // tools by served name
+	down    string          // why it is down; "" while it is up
+	proc    *exec.Cmd       // the stdio server last started
+	closed  bool            // Close was called: never started again
 }
 
 // maxTools bounds what one upstream may list.
@@ -274,12 +275,8 @@ func (g *Gateway) Tool(name string) (Tool, bool) {
 	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, t := range u.tools {
-		if t.Name == name {
-			return t, true
-		}
-	}
-	return Tool{}, false
+	t, ok := u.index[name]
+	return t, ok
 }
 
 // Category is the configured category of a served name ("" for a tool no
@@ -368,6 +365,9 @@ func (g *Gateway) changed() {
 	}
 }
 
+// CallTimeout is the bound of one forwarded call.
+func (g *Gateway) CallTimeout() time.Duration { return g.o.CallTimeout }
+
 // DownError is a call to an upstream that is down.
 type DownError struct {
 	Upstream, Tool, Why string
@@ -377,24 +377,41 @@ func (e *DownError) Error() string {
 	return fmt.Sprintf("upstream %s is down (%s): %s was not called. Countersign restarts it with backoff; retry later", e.Upstream, e.Why, e.Tool)
 }
 
+// Answer is an upstream's answer to a forwarded call: the result, and
+// its JSON encoding (what the size limit bounds and the audit's SHA-256
+// is of), made once.
+type Answer struct {
+	Result *sdk.CallToolResult
+	JSON   []byte
+}
+
 // Forward calls the served tool name at its upstream with exactly args
-// (a JSON object), once, and returns the upstream's result. An upstream
-// that is down, times out, fails or answers more than MaxResultBytes is
-// an error: the call is never retried here.
+// (a JSON object), once, and returns the upstream's result (Call without
+// its encoding).
 func (g *Gateway) Forward(ctx context.Context, name string, args json.RawMessage) (*sdk.CallToolResult, error) {
+	a, err := g.Call(ctx, name, args)
+	return a.Result, err
+}
+
+// Call calls the served tool name at its upstream with exactly args (a
+// JSON object), once, and returns the upstream's answer. An upstream that
+// is down, times out, fails or answers more than MaxResultBytes is an
+// error: the call is never retried here.
+func (g *Gateway) Call(ctx context.Context, name string, args json.RawMessage) (Answer, error) {
 	up, tool, ok := Split(name)
 	u := g.byName[up]
 	if !ok || u == nil {
-		return nil, fmt.Errorf("%s is not a tool of a configured upstream", name)
+		return Answer{}, fmt.Errorf("%s is not a tool of a configured upstream", name)
 	}
 	u.mu.Lock()
 	session, why := u.session, u.down
+	_, listed := u.index[name]
 	u.mu.Unlock()
 	if session == nil {
-		return nil, &DownError{Upstream: up, Tool: name, Why: why}
+		return Answer{}, &DownError{Upstream: up, Tool: name, Why: why}
 	}
-	if _, listed := g.Tool(name); !listed {
-		return nil, fmt.Errorf("upstream %s does not offer %s (its tools: tools/list)", up, tool)
+	if !listed {
+		return Answer{}, fmt.Errorf("upstream %s does not offer %s (its tools: tools/list)", up, tool)
 	}
 	if len(args) == 0 {
 		args = json.RawMessage("{}")
@@ -404,16 +421,17 @@ func (g *Gateway) Forward(ctx context.Context, name string, args json.RawMessage
 	res, err := session.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return nil, fmt.Errorf("upstream %s did not answer %s within %s; whether it ran is unknown", up, tool, g.o.CallTimeout)
+		return Answer{}, fmt.Errorf("upstream %s did not answer %s within %s; whether it ran is unknown", up, tool, g.o.CallTimeout)
 	case err != nil:
-		return nil, fmt.Errorf("upstream %s failed on %s: %s", up, tool, Clip(err.Error(), 500))
+		return Answer{}, fmt.Errorf("upstream %s failed on %s: %s", up, tool, Clip(err.Error(), 500))
 	case res == nil:
-		return nil, fmt.Errorf("upstream %s answered %s with nothing", up, tool)
+		return Answer{}, fmt.Errorf("upstream %s answered %s with nothing", up, tool)
 	}
-	if b, err := json.Marshal(res); err != nil || len(b) > g.o.MaxResultBytes {
-		return nil, fmt.Errorf("upstream %s answered %s with %d bytes, over the gateway's limit of %d: the answer is dropped", up, tool, len(b), g.o.MaxResultBytes)
+	b, err := json.Marshal(res)
+	if err != nil || len(b) > g.o.MaxResultBytes {
+		return Answer{}, fmt.Errorf("upstream %s answered %s with %d bytes, over the gateway's limit of %d: the answer is dropped", up, tool, len(b), g.o.MaxResultBytes)
 	}
-	return res, nil
+	return Answer{Result: res, JSON: b}, nil
 }
 
 // collisionError is an upstream tool served under a reserved name.
@@ -453,7 +471,8 @@ func (u *upstream) connect(ctx context.Context) error {
 		session.Close()
 		return errors.New("the gateway is closed")
 	}
-	u.session, u.tools, u.down = session, tools, ""
+	u.session, u.down = session, ""
+	u.setTools(tools)
 	u.mu.Unlock()
 	u.log.Info("upstream connected", "tools", len(tools))
 	u.g.changed()
@@ -525,6 +544,15 @@ func (u *upstream) list(ctx context.Context, session *sdk.ClientSession) ([]Tool
 	return out, nil
 }
 
+// setTools makes tools current; u.mu is held.
+func (u *upstream) setTools(tools []Tool) {
+	u.tools = tools
+	u.index = make(map[string]Tool, len(tools))
+	for _, t := range tools {
+		u.index[t.Name] = t
+	}
+}
+
 // relist reads the tools again after the upstream said they changed.
 func (u *upstream) relist(ctx context.Context) {
 	u.mu.Lock()
@@ -542,7 +570,7 @@ func (u *upstream) relist(ctx context.Context) {
 	}
 	u.mu.Lock()
 	if u.session == session {
-		u.tools = tools
+		u.setTools(tools)
 	}
 	u.mu.Unlock()
 	u.log.Info("upstream tools re-listed", "tools", len(tools))

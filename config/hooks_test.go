@@ -1,0 +1,73 @@
+package config
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	countersign "github.com/countersign/countersign"
+	"github.com/countersign/countersign/client/claudecode"
+)
+
+// The shipped config.yaml spells out the coding-agent starter policy, and
+// it is the hook library's own default: a config without a hooks section
+// gets the same.
+func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
+	t.Parallel()
+	shipped, err := Parse(countersign.DefaultConfig, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare, err := Parse([]byte("{}"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ClaudeCodeHookConfig{shipped.Hooks.ClaudeCode, bare.Hooks.ClaudeCode} {
+		if !slices.Equal(c.ReadOnly, claudecode.DefaultReadOnlyTools()) || !slices.Equal(c.ReadOnlyCommands, claudecode.DefaultReadOnlyCommands()) ||
+			!slices.Equal(c.DestructivePatterns, claudecode.DefaultDestructivePatterns()) || c.BashTool != "bash" || c.DestructiveTool != "bash_destructive" || c.AgentID != "claude-code" {
+			t.Errorf("hooks.claude_code: %+v, want the library's defaults", c)
+		}
+	}
+	cats := map[string]string{}
+	granted := 0
+	for _, tool := range shipped.Tools {
+		cats[tool.Name] = tool.Category
+		if len(tool.Grants.Allow) > 0 {
+			granted++
+		}
+	}
+	if cats["bash"] != "mutating" || cats["bash_destructive"] != "destructive" {
+		t.Errorf("the shipped tools bash %q, bash_destructive %q: want mutating and destructive", cats["bash"], cats["bash_destructive"])
+	}
+	if granted < 2 {
+		t.Errorf("%d shipped tools take standing grants; the README's headline feature needs one to try (restart_service, bash)", granted)
+	}
+}
+
+func TestHookConfigProblems(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`
+hooks:
+  claude_code:
+    wait: 2h
+    read_only: ["Bash Tool"]
+    bash_tool: "my bash"
+    read_only_commands: ["ls; rm"]
+    destructive_patterns: ["rm -rf", "(("]
+    user_id: "a\u0001b"
+    public_key: "xyz"
+`), t.TempDir())
+	for _, want := range []string{
+		"hooks.claude_code.wait: must be between 1s and 1h",
+		`hooks.claude_code.read_only[0]: "Bash Tool" is not a tool name`,
+		`hooks.claude_code.bash_tool: "my bash" is not a tool name`,
+		`hooks.claude_code.read_only_commands[0]: "ls; rm" holds the shell character ';'`,
+		`hooks.claude_code.destructive_patterns: [1] "((" is not a regular expression`,
+		"hooks.claude_code.user_id: must not contain control characters",
+		"hooks.claude_code.public_key: the public key is not hex",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("config problems %v: missing %q", err, want)
+		}
+	}
+}

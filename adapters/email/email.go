@@ -198,7 +198,7 @@ func (a *Adapter) recipients(it bot.Item, role string) []Person {
 			continue
 		}
 		c := &bot.Caller{Principal: p.Principal, Surface: Sink}
-		if _, readOnly := c.ReadOnly(it); readOnly {
+		if _, readOnly := a.bot.Items().ReadOnly(c, it); readOnly {
 			continue
 		}
 		out = append(out, p)

@@ -123,11 +123,18 @@ func (c *Config) validatePolicy(p *problems) {
 }
 
 // checkGroups reports groups an approvers list names that neither
-// groups: nor oncall: declares.
+// groups: nor oncall: declares. With scim: on, a group config.yaml does
+// not declare is the directory's (its members come from /scim/v2/Groups,
+// read at every decision), so any name is accepted: the card says when
+// it has no members yet.
 func (c *Config) checkGroups(key string, a ApproversDecl, p *problems) {
 	for i, g := range a.Groups {
-		if !policy.Groups(c.Groups).Has(g) && !c.hasRotation(g) {
-			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "group %q is not declared under groups: (declare it, with its members, or with [] when its members come only from the identity provider's groups claim)", g)
+		if strings.TrimSpace(g) == "" {
+			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "an empty group name; name the group")
+			continue
+		}
+		if !policy.Groups(c.Groups).Has(g) && !c.hasRotation(g) && c.SCIM == nil {
+			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "group %q is not declared under groups: (declare it, with its members, or with [] when its members come only from the identity provider's groups claim; or configure scim: so the directory provides it)", g)
 		}
 	}
 }

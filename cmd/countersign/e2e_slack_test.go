@@ -300,7 +300,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	}
 	up := f.Calls("chat.update")[0]
 	ub := slackJSON(up.Form.Get("blocks"))
-	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, `"actions"`) {
+	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") || strings.Contains(ub, `"actions"`) {
 		t.Fatalf("updated message: ts %s\n%s", up.Form.Get("ts"), ub)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "No changes awaiting approval") {

@@ -34,6 +34,7 @@ type StageDecl struct {
 	Quorum    int           `yaml:"quorum"`
 	StepUp    bool          `yaml:"step_up"`
 	Channels  []string      `yaml:"channels"` // console.go
+	Notify    []string      `yaml:"notify"`   // stage_notify.go
 }
 
 // validatePolicy checks groups:, and every tool's rules and stages: each
@@ -168,6 +169,7 @@ func (c *Config) checkStages(key string, stages []StageDecl, p *problems) bool {
 		}
 		c.checkGroups(sk+".approvers", st.Approvers, p)
 		c.checkStageChannels(sk, st, p)
+		c.checkStageNotify(sk, st, p)
 		stepUp = stepUp || st.StepUp
 	}
 	return stepUp
@@ -183,7 +185,7 @@ func (t ToolConfig) policySpec(spec *actiontools.ToolSpec) {
 	stages := func(ds []StageDecl) []actiontools.StageSpec {
 		var out []actiontools.StageSpec
 		for _, d := range ds {
-			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp, Channels: d.Channels})
+			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp, Channels: d.Channels, Notify: d.Notify})
 		}
 		return out
 	}

@@ -54,7 +54,13 @@ func (a *app) wireGateway(context.Context) error {
 	// the leader runs: each replica's own markers, and those of runs
 	// still alive, are left alone.
 	a.bot.OnSweep("gateway_forwarding", func(ctx context.Context, now time.Time) (int, error) {
-		n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), a.recovery(a.runID()), a.reportUnknown)
+		rec := a.recovery(a.runID())
+		if rec.Self == "" && rec.Alive == nil {
+			// One process, not serving (yet): the start reported the past
+			// runs' markers, and no other can tell this run's from theirs.
+			return 0, nil
+		}
+		n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), rec, a.reportUnknown)
 		if n > 0 {
 			a.log.Error("gateway: a run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)
 		}

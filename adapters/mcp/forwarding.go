@@ -69,40 +69,40 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	if err != nil {
 		return false, err
 	}
-	// The liveness of the marker there is read outside the transaction
-	// (it asks the database about another session); the transaction then
-	// takes the marker only if it is still the one judged. Changed
-	// meanwhile (another call took it, a recovery dropped it): judge again.
-	for tries := 0; ; tries++ {
-		var prev []byte
-		if err := w.store.View(ctx, func(tx kv.Tx) error {
-			v, err := tx.Get(forwardingBucket, []byte(id))
-			prev = bytes.Clone(v)
-			return err
-		}); err != nil {
-			return false, err
-		}
-		if prev != nil && w.live(ctx, prev) {
-			return false, nil
-		}
-		err = w.store.Update(ctx, func(tx kv.Tx) error {
+	// The marker is put when none is there, or when the one there is the
+	// one judged stopped. That judgement is made outside the transaction
+	// (it may ask the database about another session); a marker that
+	// changed meanwhile (another call took it, a recovery dropped it) is
+	// judged again.
+	var judged []byte // the marker there, judged stopped; nil: none
+	for range 4 {
+		var there []byte // the marker found, when not taken
+		taken := false
+		err := w.store.Update(ctx, func(tx kv.Tx) error {
 			cur, err := tx.Get(forwardingBucket, []byte(id))
 			if err != nil {
 				return err
 			}
-			if !bytes.Equal(cur, prev) {
-				return errMarkerChanged
+			there, taken = nil, false
+			switch {
+			case cur == nil, judged != nil && bytes.Equal(cur, judged):
+				taken = true
+				return tx.Put(forwardingBucket, []byte(id), b)
 			}
-			return tx.Put(forwardingBucket, []byte(id), b)
+			there = bytes.Clone(cur)
+			return nil
 		})
-		if errors.Is(err, errMarkerChanged) && tries < 3 {
-			continue
+		switch {
+		case err != nil:
+			return false, err
+		case taken:
+			return true, nil
+		case w.live(ctx, there):
+			return false, nil // another call is forwarding it now
 		}
-		if errors.Is(err, errMarkerChanged) {
-			return false, nil // contended: another call holds it
-		}
-		return err == nil, err
+		judged = there
 	}
+	return false, nil // contended: other calls keep taking it
 }
 
 // runID is this run's id, or "" when none is known.

@@ -723,7 +723,7 @@ func VoteLine(v bot.VoteView) string {
 	}
 	switch {
 	case v.Approve && !v.Counts && v.Void != "":
-		s += "; no longer counts: " + OneLine(v.Void, 300)
+		s += "; no longer counts: " + bot.OneLine(v.Void, 300)
 	case v.Approve && !v.Counts:
 		s += "; no longer counts (cast on earlier arguments or facts)"
 	}

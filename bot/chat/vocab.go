@@ -144,12 +144,6 @@ func WithChanges(it bot.Item) string {
 	return bot.OneLine(lead+by+": "+c.Text(), 900)
 }
 
-// OneLine is bot.OneLine, the one sanitiser of untrusted text for one
-// line.
-//
-// Deprecated: call bot.OneLine; kept while other branches move over.
-func OneLine(s string, max int) string { return bot.OneLine(s, max) }
-
 // JoinLine joins several untrusted strings with ", " on one line, each
 // and the whole capped.
 func JoinLine(ss []string, max int) string {
@@ -250,7 +244,7 @@ func Deciders(it bot.Item, max int) string {
 	for i, d := range it.DecidedBy {
 		out[i] = NameOf(d)
 		if i < len(it.DecidedVia) && it.DecidedVia[i] != "" {
-			out[i] += " (" + OneLine(it.DecidedVia[i], 40) + ")"
+			out[i] += " (" + bot.OneLine(it.DecidedVia[i], 40) + ")"
 		}
 	}
 	return JoinLine(out, max)

@@ -28,6 +28,7 @@ func newDelegationEnv(t *testing.T) *env {
 	b := testbot.New(t, bot.Options{Store: bottest.OpenStore(t), Now: clock.Now, Sinks: []string{"slack"}})
 	if _, err := actiontools.Register(b, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "transfer", Category: "mutating", Quorum: 2, Approvers: policy.Approvers{Principals: []string{"alice", "carol"}}},
+		{Name: "set_dose", Category: "mutating", Approvers: policy.Approvers{Principals: []string{"carol"}}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +53,31 @@ func (e *env) say(user, text string) string {
 	return chat.Run(context.Background(), e.b, e.b.Chat().Caller(bot.SurfaceSlack, user, nil), bot.SurfaceSlack, user, text).Text
 }
 
+// updated counts the queued "updated" events of each item for Slack.
+func (e *env) updated() map[uint64]int {
+	e.t.Helper()
+	evs, err := e.b.Outbox().Due(context.Background(), "slack", e.clock.Now().Add(time.Hour), 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[uint64]int{}
+	for _, ev := range evs {
+		if ev.Type == bot.EventUpdated {
+			out[ev.ItemID]++
+		}
+	}
+	return out
+}
+
+func (e *env) item(id uint64) bot.Item {
+	e.t.Helper()
+	it, err := e.b.Items().Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return it
+}
+
 func fieldOf(it bot.Item, label string) string {
 	for _, f := range it.Fields {
 		if f.Label == label {
@@ -73,6 +99,8 @@ func TestDelegateCommand(t *testing.T) {
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b0")); out.Status != chat.Refused || !strings.Contains(out.Reply, "not among them") {
 		t.Fatalf("bob before any delegation: %+v, want refused as no approver", out)
 	}
+	other := e.request("set_dose", "patient_42") // alice may not decide it
+	before := e.updated()
 	reply := e.say(uAlice, "/countersign delegate <@U0BOB> until 18:00")
 	if !strings.HasPrefix(reply, "Delegated: bob decides in your name until 2026-03-02 18:00 UTC") {
 		t.Fatalf("delegate reply: %q", reply)
@@ -83,6 +111,13 @@ func TestDelegateCommand(t *testing.T) {
 	}
 	if got, want := fieldOf(it, "Delegated"), "alice, away; delegated to bob until 2026-03-02 18:00 UTC"; got != want {
 		t.Fatalf("card line: got %q, want %q", got, want)
+	}
+	if got := e.updated(); got[id] != before[id]+1 || got[other] != before[other] {
+		t.Fatalf("card updates queued by the delegation: #%d %d -> %d, #%d %d -> %d; want one for #%d, none for #%d (alice may not decide it)",
+			id, before[id], got[id], other, before[other], got[other], id, other)
+	}
+	if got := fieldOf(e.item(other), "Delegated"); got != "" {
+		t.Fatalf("a card alice may not decide shows %q", got)
 	}
 	if got := e.audits("delegation_set"); len(got) != 1 || !strings.Contains(got[0].Detail, "alice lends their approvals to bob until 2026-03-02 18:00 UTC") {
 		t.Fatalf("delegation_set audits: %+v", got)

@@ -38,6 +38,7 @@ func newDelegationEnv(t *testing.T) *env {
 		{Name: "carol", Role: policy.RoleMember, Slack: uCarol},
 		{Name: "ward", Role: policy.RoleMember, Slack: uWard, Scopes: []string{"patient_7"}},
 		{Name: "vic", Role: policy.RoleViewer, Slack: uViewer},
+		{Name: "root", Role: policy.RoleAdmin, Slack: "U0ROOT"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -257,5 +258,12 @@ func TestDelegateRefusals(t *testing.T) {
 	}
 	if got := e.audits("access_denied"); len(got) != 2 || got[0].Principal != "alice [U0ALICE]" {
 		t.Fatalf("alice's refused end is not audited: %+v", got)
+	}
+	// An admin ends anyone's.
+	if got := e.say("U0ROOT", "delegate off bob"); !strings.HasPrefix(got, "Ended: bob no longer lends their approvals to carol.") {
+		t.Fatalf("the admin's delegate off bob: %q", got)
+	}
+	if got := e.audits("delegation_ended"); len(got) != 1 || !strings.Contains(got[0].Detail, "ended from slack by root [U0ROOT]") {
+		t.Fatalf("the admin's end is not audited: %+v", got)
 	}
 }

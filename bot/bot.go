@@ -371,6 +371,9 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 		if err := tx.suspended(); err != nil {
 			return err
 		}
+		if err := tx.directoryGroups(); err != nil { // people.go
+			return err
+		}
 		if err := tx.delegated(); err != nil { // delegations.go
 			return err
 		}

@@ -132,7 +132,7 @@ func (ps *people) person(name string) (*Caller, error) {
 			}
 		}
 		if ok {
-			return withSuspension(tx, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
+			return withSuspension(tx, b, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 		}
 	}
 	if !ps.read {
@@ -155,7 +155,7 @@ func (ps *people) person(name string) (*Caller, error) {
 	if found == nil {
 		return nil, nil
 	}
-	return withSuspension(tx, b.withGroups(&Caller{Principal: *found}))
+	return withSuspension(tx, b, b.withGroups(&Caller{Principal: *found}))
 }
 
 // delegated reads, in a deciding transaction of a person, the delegations

@@ -76,6 +76,12 @@ func (a Approvers) String() string {
 	return strings.Join(parts, " or ")
 }
 
+// Includes reports whether decider d is among the approvers as d stands
+// (role, name, groups): the check of the rule's approvers on its own,
+// for the core to tell whether an approval already cast still has its
+// place once the voter's groups changed (a directory removed them).
+func (a Approvers) Includes(d Decider) bool { return a.allows(d) }
+
 // allows reports whether decider d is among the approvers: by role, by
 // name, or by one of the groups it belongs to now (all compare
 // case-insensitively).

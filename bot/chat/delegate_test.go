@@ -168,7 +168,7 @@ func TestDelegationEnds(t *testing.T) {
 	e := newDelegationEnv(t)
 	ctx := context.Background()
 	id := e.request("transfer", "patient_42")
-	if got := e.say(uAlice, "delegate bob for 2h"); !strings.HasPrefix(got, "Delegated: bob") {
+	if got := e.say(uAlice, "delegate <@U0BOB|bob> for 2h"); !strings.HasPrefix(got, "Delegated: bob") {
 		t.Fatalf("delegate: %q", got)
 	}
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b1")); out.Status != chat.Counted {

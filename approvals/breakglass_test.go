@@ -94,3 +94,41 @@ func TestReviewsBlockByBreakerAndClearByQuorum(t *testing.T) {
 		t.Errorf("OpenReviews after clearing: %d (%v), want 0", open, err)
 	}
 }
+
+// TestAReviewIsStoredInAnAuditedBucket: a review lands in one of
+// AuditedBuckets (the state the audit chain's digests cover), so the
+// name in that list is the bucket PutReview writes, not a near miss.
+// The server's TestAuditStateBucketsExist checks the other buckets after
+// a run that fills them; a review needs a break-glass, so it is here.
+func TestAReviewIsStoredInAnAuditedBucket(t *testing.T) {
+	t.Parallel()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "r.db"), bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	at := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	rv := &Review{ID: "rev_1", RequestID: "req_1", Breaker: Party{ID: "p_a", Name: "alice", Display: "alice [p_a]"}, At: at, Due: at.Add(time.Hour), Quorum: 2, Status: ReviewOpen}
+	if err := db.Update(context.Background(), func(tx kv.Tx) error { return PutReview(tx, rv) }); err != nil {
+		t.Fatal(err)
+	}
+	var in []string
+	err = db.View(context.Background(), func(tx kv.Tx) error {
+		for _, b := range AuditedBuckets() {
+			v, err := tx.Get(b, []byte(rv.ID))
+			if err != nil {
+				return err
+			}
+			if v != nil {
+				in = append(in, b)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in) != 1 {
+		t.Fatalf("review %s found in audited buckets %v, want exactly one of %v", rv.ID, in, AuditedBuckets())
+	}
+}

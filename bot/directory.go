@@ -212,17 +212,23 @@ func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
 		if !found {
 			return nil, nil
 		}
-		return withSuspension(tx, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
+		return withSuspension(tx, ch.b, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 	}
 	p, err := LoadPrincipal(tx, id)
 	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
 		return nil, err
 	}
-	return withSuspension(tx, ch.b.withGroups(&Caller{Principal: *p}))
+	return withSuspension(tx, ch.b, ch.b.withGroups(&Caller{Principal: *p}))
 }
 
-// withSuspension sets c.Suspended from the store (suspensions.go).
-func withSuspension(tx kv.Tx, c *Caller) (*Caller, error) {
+// withSuspension sets c.Suspended from the store (suspensions.go), and
+// the directory's groups of c (withDirectory, people.go): the person as
+// the one rule sees them now.
+func withSuspension(tx kv.Tx, b *Bot, c *Caller) (*Caller, error) {
+	c, err := withDirectory(tx, b, c)
+	if err != nil {
+		return nil, err
+	}
 	s, err := LoadSuspension(tx, c.Name)
 	if err != nil {
 		return nil, err
@@ -255,10 +261,17 @@ func (ch Chat) Audit(ctx context.Context, caller *Caller, sp Space, action, deta
 // AuditNote appends one audit entry made by caller outside a tool call
 // and, when item is not 0, posts note in the threads of the item's cards,
 // in one transaction (the MCP gateway's "outcome unknown" after a crash).
-func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, detail string, item uint64, note string) error {
+// first, when not nil, runs first in that transaction (dropping the
+// gateway's marker); its error aborts it and is returned.
+func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, detail string, item uint64, note string, first func(kv.Tx) error) error {
 	b := ch.b
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
 	return b.Update(ctx, c, func(tx *Tx) error {
+		if first != nil {
+			if err := first(tx.Tx); err != nil {
+				return err
+			}
+		}
 		if err := tx.Audit(action, detail); err != nil {
 			return err
 		}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // SweepStep is one part of a sweep (close stale memory proposals, time out
@@ -38,4 +41,43 @@ func (b *Bot) Sweep(ctx context.Context, now time.Time) (SweepReport, error) {
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// RunSweeps runs every sweep step once at start (what expired while the
+// server was down is closed before anyone waits a sweep interval for it),
+// then on schedule (a cron spec: sweep.schedule) until ctx ends, logging
+// what each sweep changed to log. A sweep still running when the
+// next is due is skipped, and a panic in one is recovered and logged.
+func (b *Bot) RunSweeps(ctx context.Context, schedule string, log *slog.Logger) error {
+	logger := cronLogger{log.With("runner", "sweeper")}
+	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)))
+	sweep := cron.NewChain(cron.Recover(logger)).Then(cron.FuncJob(func() {
+		rep, err := b.Sweep(ctx, b.Now())
+		if err != nil && ctx.Err() == nil {
+			log.Error("sweep", "err", err, "report", rep)
+			return
+		}
+		for step, n := range rep {
+			if n > 0 {
+				log.Info("sweep", "step", step, "changed", n)
+			}
+		}
+	}))
+	if _, err := c.AddJob(schedule, sweep); err != nil {
+		return fmt.Errorf("sweep.schedule %q: %w", schedule, err)
+	}
+	sweep.Run()
+	c.Start()
+	<-ctx.Done()
+	<-c.Stop().Done()
+	return nil
+}
+
+// cronLogger adapts slog to cron's logger.
+type cronLogger struct{ log *slog.Logger }
+
+func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("cron: "+msg, kv...) }
+
+func (l cronLogger) Error(err error, msg string, kv ...any) {
+	l.log.Error("cron: "+msg, append(kv, "err", err)...)
 }

@@ -182,6 +182,37 @@ func (a *API) Ready(ctx context.Context) error {
 	return nil
 }
 
+// WaitReady asks GET /readyz every interval until the server answers 200
+// (nil) or ctx ends; then the error is the last answer's, or the context's
+// when none came.
+func (a *API) WaitReady(ctx context.Context, interval time.Duration) error {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		last := a.Ready(ctx)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-tick.C:
+		}
+	}
+}
+
+// Message is what an answer says to a person: a refusal's message, else
+// the text, else the body as received.
+func (ans *Answer) Message() string {
+	if !ans.OK() && ans.Error != "" {
+		return ans.Error
+	}
+	if ans.Text != "" {
+		return ans.Text
+	}
+	return strings.TrimRight(string(ans.Raw), "\n")
+}
+
 // unwrapURLError drops net/http's *url.Error wrapper, which repeats the
 // method and URL in every message.
 func unwrapURLError(err error) error {

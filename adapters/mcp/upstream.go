@@ -550,7 +550,7 @@ func (w *waiter) replay(ctx context.Context, t gateway.Tool, id, why string, not
 	ran := at.UTC().Format(time.RFC3339)
 	r.Meta[metaRequest] = map[string]any{"request_id": id, "replayed": true, "ran_at": ran}
 	if note {
-		r.Content = append(r.Content, &sdk.TextContent{Text: fmt.Sprintf("[Countersign: the recorded answer of request %s, which ran once at %s; nothing ran again. A new identical call asks for a new approval.]", id, ran)})
+		r.Content = append(r.Content, &sdk.TextContent{Text: fmt.Sprintf("[Countersign: the recorded answer of request %s, which ran once at %s; nothing ran again. Calling it again is a new call: it waits for a new decision, or runs at once if a standing grant covers it.]", id, ran)})
 	}
 	return &r, false
 }

@@ -157,6 +157,11 @@ func (h *Handler) batchDecide(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r)
 	f := r.PostForm
 	p := page{Title: "Approve together", Nav: "inbox"}
+	if !caller.MayRead() {
+		p.Problem = "Your role (" + string(caller.Role) + ") does not hold the read capability, so nothing was done."
+		h.render(w, r, http.StatusForbidden, "batch", p)
+		return
+	}
 	ids, msg := batchIDs(f["id"])
 	if msg != "" {
 		p.Problem, p.Data = msg, batchData{}

@@ -517,6 +517,9 @@ func TestAuditStateBucketsExist(t *testing.T) {
 	e.Stop()
 	e.withBolt(func(tx *bbolt.Tx) error {
 		for _, b := range auditStateBuckets() {
+			if b == "break_glass_reviews" {
+				continue // only a break-glass fills it: approvals' TestAReviewIsStoredInAnAuditedBucket
+			}
 			if bk := tx.Bucket([]byte(b)); bk == nil || bk.Stats().KeyN == 0 {
 				t.Errorf("bucket %q is empty or missing", b)
 			}

@@ -119,28 +119,9 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	rep.WriteText(stdout, len(archives), note)
 	if !rep.Intact {
-		fmt.Fprintf(stdout, "⚠ Audit chain BROKEN at seq %d: %s.\n", rep.BrokenAt, rep.Reason)
 		return errChainBroken
-	}
-	fmt.Fprintf(stdout, "✓ Audit chain INTACT — %d entries verified.\n", rep.Entries)
-	if rep.Head.Seq > 0 {
-		fmt.Fprintf(stdout, "  head: seq %d hash %s\n", rep.Head.Seq, rep.Head.Hash)
-	}
-	switch {
-	case rep.Checkpoint > 0 && len(archives) > 0:
-		fmt.Fprintf(stdout, "  archives: %d segment(s), seq 1–%d, joined to the store's checkpoint\n", len(archives), rep.Checkpoint)
-	case rep.Checkpoint > 0:
-		fmt.Fprintf(stdout, "  checkpoint: seq 1–%d archived; verified from there (pass --archive FILE... for the whole history)\n", rep.Checkpoint)
-	}
-	if rep.Anchors > 0 {
-		fmt.Fprintf(stdout, "  anchors: %d checked, the newest at seq %d (%s)\n", rep.Anchors, rep.NewestAnchor.Seq, rep.NewestAnchor.Time)
-	}
-	fmt.Fprint(stdout, note)
-	if len(rep.Keys) > 1 {
-		for _, k := range rep.Keys {
-			fmt.Fprintf(stdout, "  key: seq %d–%d %s\n", k.From, k.To, k.PublicKey)
-		}
 	}
 	return nil
 }

@@ -100,20 +100,11 @@ func cmdReady(ctx context.Context, args []string, getenv func(string) string, st
 	api.HTTP.Timeout = 2 * time.Second
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		last := api.Ready(ctx)
-		if last == nil {
-			fmt.Fprintf(stdout, "ready: %s\n", base)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ready: %s did not become ready within %s (%v); is `countersign serve` running? its log says why it stopped", base, *timeout, last)
-		case <-tick.C:
-		}
+	if err := api.WaitReady(ctx, 100*time.Millisecond); err != nil {
+		return fmt.Errorf("ready: %s did not become ready within %s (%v); is `countersign serve` running? its log says why it stopped", base, *timeout, err)
 	}
+	fmt.Fprintf(stdout, "ready: %s\n", base)
+	return nil
 }
 
 // cmdCall calls one tool on a running server and prints the answer's text;
@@ -175,23 +166,14 @@ func cmdCall(ctx context.Context, args []string, getenv func(string) string, std
 		stdout.Write(bytes.TrimRight(ans.Raw, "\n"))
 		fmt.Fprintln(stdout)
 	case !ans.OK():
-		msg := ans.Error
-		if msg == "" {
-			msg = ans.Text
-		}
-		if msg == "" {
-			msg = strings.TrimRight(string(ans.Raw), "\n")
-		}
-		fmt.Fprintln(stdout, msg)
+		fmt.Fprintln(stdout, ans.Message())
 		if ans.Field != "" {
 			fmt.Fprintf(stdout, "field: %s\n", ans.Field)
 		}
 	case *field != "":
 		return printField(stdout, ans, *field)
-	case ans.Text != "":
-		fmt.Fprintln(stdout, ans.Text)
 	default:
-		fmt.Fprintln(stdout, strings.TrimRight(string(ans.Raw), "\n"))
+		fmt.Fprintln(stdout, ans.Message())
 	}
 	if !ans.OK() {
 		return errExit1

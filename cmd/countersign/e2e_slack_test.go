@@ -45,7 +45,7 @@ func newSlackFake(t *testing.T) *slackFake {
 	t.Helper()
 	f := &slackFake{frames: make(chan string, 16)}
 	f.srv = slacktest.NewTestServer(func(c slacktest.Customize) {
-		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "apps.connections.open"} {
+		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "apps.connections.open", "conversations.open"} {
 			c.Handle("/"+m, f.handle(m))
 		}
 		c.Handle("/ws", f.socket)
@@ -74,6 +74,9 @@ func (f *slackFake) handle(method string) http.HandlerFunc {
 		resp := map[string]any{"ok": true, "channel": c.Form.Get("channel"), "ts": ts, "message_ts": ts}
 		if method == "apps.connections.open" {
 			resp["url"] = "ws://" + f.srv.ServerAddr + "/ws"
+		}
+		if method == "conversations.open" { // the direct message with users
+			resp["channel"] = map[string]any{"id": "D" + c.Form.Get("users")}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
 	}
@@ -297,7 +300,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	}
 	up := f.Calls("chat.update")[0]
 	ub := slackJSON(up.Form.Get("blocks"))
-	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith on") || strings.Contains(ub, `"actions"`) {
+	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") || strings.Contains(ub, `"actions"`) {
 		t.Fatalf("updated message: ts %s\n%s", up.Form.Get("ts"), ub)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "No changes awaiting approval") {

@@ -14,9 +14,10 @@ import (
 
 // gatewayWriteEnv starts the server with the real filesystem server over
 // a temporary directory as upstream fs: write_file needs a member's
-// approval, read_* passes through. It returns the env, the directory, and
-// the keys of an agent, a member and an admin.
-func gatewayWriteEnv(t *testing.T, maxWait string) (e *testEnv, dir, agent, lead, admin string) {
+// approval (extra: more of its rule's keys), read_* passes through. It
+// returns the env, the directory, and the keys of an agent, a member and
+// an admin.
+func gatewayWriteEnv(t *testing.T, maxWait string, extra ...string) (e *testEnv, dir, agent, lead, admin string) {
 	t.Helper()
 	dir, err := filepath.EvalSymlinks(t.TempDir())
 	if err != nil {
@@ -32,7 +33,7 @@ gateway:
       args: [`+dir+`]
       tools:
         - {match: "read_*", category: read-only}
-        - {match: write_file, category: mutating, approvers: {roles: [member]}}
+        - {match: write_file, category: mutating, approvers: {roles: [member]}`+strings.Join(extra, "")+`}
 `)
 	e.env["PATH"] = os.Getenv("PATH")
 	agent = e.CreateKey("ward_bot", "agent")
@@ -296,4 +297,48 @@ func TestGatewayStdioTaskRunsAfterASlackClick(t *testing.T) {
 		t.Fatalf("the file holds %q, want %q", b, "over stdio")
 	}
 	wait()
+}
+
+// TestGatewayReplayThenAGrantRunsTheNextCall: approved with "next
+// identical call" (a once grant), the call runs; the identical call right
+// after is taken as a retry and gets the recorded answer; the one after
+// that is a new call, which the grant approves at once: it runs, with no
+// new request for a person.
+func TestGatewayReplayThenAGrantRunsTheNextCall(t *testing.T) {
+	t.Parallel()
+	e, dir, agent, lead, admin := gatewayWriteEnv(t, "1s", ", grants: {max: 1h, allow: [once]}")
+	cs := e.mcpSessionVersion(agent, "2025-06-18")
+	path := filepath.Join(dir, "grant.txt")
+	args := map[string]any{"path": path, "content": "obs every hour"}
+	_, r := mcpCall(t, cs, "fs__write_file", args)
+	sc, _ := r.StructuredContent.(map[string]any)
+	id, _ := sc["request_id"].(string)
+	if !r.IsError || sc["status"] != "pending" || id == "" {
+		t.Fatalf("first call: %v %v, want pending", r.IsError, sc)
+	}
+	e.MustOK(lead, "approve_action", map[string]any{"request_id": id, "grant": map[string]any{"kind": "once"}})
+	if text, r := mcpCall(t, cs, "fs__write_file", args); r.IsError || !strings.Contains(text, "Successfully wrote") {
+		t.Fatalf("the approved call answered %v %q", r.IsError, text)
+	}
+	if err := os.WriteFile(path, []byte("changed by the ward"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	text, r := mcpCall(t, cs, "fs__write_file", args)
+	if m, _ := r.Meta["io.countersign/request"].(map[string]any); r.IsError || m["replayed"] != true || m["request_id"] != id {
+		t.Fatalf("the identical call right after the run answered %v %q (meta %v), want the replay of %s", r.IsError, text, r.Meta, id)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "changed by the ward" {
+		t.Fatalf("the replay wrote the file: it holds %q", b)
+	}
+	text, r = mcpCall(t, cs, "fs__write_file", args)
+	m, _ := r.Meta["io.countersign/request"].(map[string]any)
+	if r.IsError || m["replayed"] == true || m["request_id"] == id || m["request_id"] == nil {
+		t.Fatalf("the next identical call answered %v %q (meta %v), want a new request run at once under the grant", r.IsError, text, r.Meta)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "obs every hour" {
+		t.Fatalf("the call under the grant did not write: the file holds %q", b)
+	}
+	if n := forwardedRuns(t, e, admin, id, "fs__write_file"); n != 1 {
+		t.Fatalf("request %s was forwarded %d times, want once", id, n)
+	}
 }

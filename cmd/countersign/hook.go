@@ -71,7 +71,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 		return h
 	}
 	c := cfg.Hooks.ClaudeCode
-	patterns, _ := claudecode.CompilePatterns(c.DestructivePatterns) // validated by loadConfig
+	patterns, _ := claudecode.CompilePatterns(c.DestructivePatterns) // validated by config.Load
 	h.Config = claudecode.Config{
 		ReadOnly: c.ReadOnly, BashTool: c.BashTool, DestructiveTool: c.DestructiveTool,
 		ReadOnlyCommands: c.ReadOnlyCommands, DestructivePatterns: patterns, Wait: c.Wait,

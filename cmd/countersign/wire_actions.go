@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
-	"github.com/robfig/cron/v3"
 )
 
 // wireActions wires action-approval tools, soft approval, ask_user, callbacks and the sweeper.
@@ -72,45 +70,9 @@ func (a *app) wireActions(ctx context.Context) error {
 		runner{name: "callbacks", run: func(ctx context.Context) error {
 			return a.bot.Outbox().Run(ctx, actiontools.CallbackSink, time.Second, svc.DeliverCallback)
 		}},
-		runner{name: "sweeper", run: a.runSweeper},
+		runner{name: "sweeper", run: func(ctx context.Context) error {
+			return a.bot.RunSweeps(ctx, a.cfg.Sweep.Schedule, a.log)
+		}},
 	)
 	return nil
-}
-
-// runSweeper runs every sweep step once at start (what expired while the
-// server was down is closed before anyone waits a sweep interval for it),
-// then on sweep.schedule until ctx ends. A sweep still running when the
-// next is due is skipped, and a panic in one is recovered and logged.
-func (a *app) runSweeper(ctx context.Context) error {
-	logger := cronLogger{a.log.With("runner", "sweeper")}
-	c := cron.New(cron.WithLogger(logger), cron.WithChain(cron.SkipIfStillRunning(logger), cron.Recover(logger)))
-	sweep := cron.NewChain(cron.Recover(logger)).Then(cron.FuncJob(func() {
-		rep, err := a.bot.Sweep(ctx, a.bot.Now())
-		if err != nil && ctx.Err() == nil {
-			a.log.Error("sweep", "err", err, "report", rep)
-			return
-		}
-		for step, n := range rep {
-			if n > 0 {
-				a.log.Info("sweep", "step", step, "changed", n)
-			}
-		}
-	}))
-	if _, err := c.AddJob(a.cfg.Sweep.Schedule, sweep); err != nil {
-		return fmt.Errorf("sweep.schedule %q: %w", a.cfg.Sweep.Schedule, err)
-	}
-	sweep.Run()
-	c.Start()
-	<-ctx.Done()
-	<-c.Stop().Done()
-	return nil
-}
-
-// cronLogger adapts slog to cron's logger.
-type cronLogger struct{ log *slog.Logger }
-
-func (l cronLogger) Info(msg string, kv ...any) { l.log.Debug("cron: "+msg, kv...) }
-
-func (l cronLogger) Error(err error, msg string, kv ...any) {
-	l.log.Error("cron: "+msg, append(kv, "err", err)...)
 }

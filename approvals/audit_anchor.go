@@ -150,9 +150,22 @@ func parseAnchors(r io.Reader, path string) ([]Anchor, error) {
 	return out, nil
 }
 
+// ErrAnchorSuperseded is AppendAnchor's answer when the file already ends
+// with an anchor of the same or a later seq: another process (the next
+// leader of a cluster) anchored the chain while this one was deciding to,
+// and an older head appended after it would only blur the stream.
+var ErrAnchorSuperseded = errors.New("audit anchor: the anchor file already ends with this head or a later one")
+
 // AppendAnchor appends a as one line to the file at path, creating it (mode
 // 0600, and its directory entry synced) when missing, and syncs it before
-// returning: an anchor reported written is on disk.
+// returning: an anchor reported written is on disk. Two processes may
+// write one file (replicas mounting one volume, a leader handing over):
+// the append holds an exclusive OS file lock on the file (flock(2);
+// LockFileEx on Windows) from reading its last line to the fsync, so lines
+// never interleave and the stream's seqs never go back. When the file
+// already ends with an anchor of a's seq or a later one it appends nothing
+// and returns an error wrapping ErrAnchorSuperseded (a last line that is
+// not an anchor is appended after, for audit verify to report).
 func AppendAnchor(path string, a Anchor) error {
 	b, err := json.Marshal(a)
 	if err != nil {
@@ -169,6 +182,17 @@ func AppendAnchor(path string, a Anchor) error {
 	if err != nil {
 		return fmt.Errorf("audit.anchor.file: %w", err)
 	}
+	if err := lockFile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("audit.anchor.file: lock %s: %w", path, err)
+	}
+	// Closing f releases the lock, on every path below. A last line that
+	// is not an anchor does not stop the stream: the append goes on, and
+	// audit verify names the line.
+	if last, ok, err := ReadLastAnchor(path); err == nil && ok && last.Seq >= a.Seq {
+		f.Close()
+		return fmt.Errorf("%w (seq %d, anchored %s; this one: seq %d)", ErrAnchorSuperseded, last.Seq, last.Time, a.Seq)
+	}
 	if _, err := f.Write(b); err != nil {
 		f.Close()
 		return fmt.Errorf("audit.anchor.file: write %s: %w", path, err)
@@ -176,6 +200,10 @@ func AppendAnchor(path string, a Anchor) error {
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return fmt.Errorf("audit.anchor.file: sync %s: %w", path, err)
+	}
+	if err := unlockFile(f); err != nil {
+		f.Close()
+		return fmt.Errorf("audit.anchor.file: unlock %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("audit.anchor.file: %w", err)
@@ -246,7 +274,9 @@ func (a *Anchorer) Anchor(ctx context.Context) (Anchor, bool, error) {
 		return a.last, false, nil
 	}
 	an := SignAnchor(a.key, h.Seq, h.Hash, a.now())
-	if err := AppendAnchor(a.path, an); err != nil {
+	if err := AppendAnchor(a.path, an); errors.Is(err, ErrAnchorSuperseded) {
+		return a.last, false, nil // another writer anchored it (or later)
+	} else if err != nil {
 		return Anchor{}, false, err
 	}
 	a.last = an

@@ -356,7 +356,7 @@ func (r *Request) Decidable() policy.Decidable {
 		StepUp:       r.StepUp,
 		MinAssurance: r.MinAssurance,
 	}
-	it.Counted = r.counted()
+	it.Counted, it.Delegable = r.counted(), true // delegation.go
 	if r.Action != nil {
 		it.ApproversOf = r.Action.Tool + " requests"
 	}
@@ -653,8 +653,18 @@ func (r *Request) VoidApprovals(name, why string) (changed bool, later []string)
 			changed = true
 		}
 	}
-	if !changed || len(r.Stages) == 0 {
-		return changed, nil
+	if !changed {
+		return false, nil
+	}
+	return true, r.restage(name, why)
+}
+
+// restage voids, once name's approvals were voided (why), the approvals
+// of the stages after the first stage now short of approvals: those
+// stages sign off again. It returns the voters whose approvals it voided.
+func (r *Request) restage(name, why string) (later []string) {
+	if len(r.Stages) == 0 {
+		return nil
 	}
 	open := r.OpenStage() // the first stage short of approvals now
 	var after []int
@@ -670,7 +680,7 @@ func (r *Request) VoidApprovals(name, why string) (changed bool, later []string)
 			later = append(later, v.By.Display)
 		}
 	}
-	return true, later
+	return later
 }
 
 // DecisionAssurance is how the decision of r was authenticated: for an

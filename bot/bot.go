@@ -129,6 +129,7 @@ func New(o Options) (*Bot, error) {
 		b.maxOpen = o.MaxOpenItems
 	}
 	b.OnSweep("deliveries", b.pruneDeliveries)
+	b.OnSweep("delegations", b.expireDelegations) // delegations.go
 	return b, nil
 }
 
@@ -368,6 +369,9 @@ func (b *Bot) Update(ctx context.Context, c *Call, fn func(*Tx) error) error {
 	err := b.store.Update(ctx, func(t kv.Tx) error {
 		tx := &Tx{Tx: t, call: c, trace: tp}
 		if err := tx.suspended(); err != nil {
+			return err
+		}
+		if err := tx.directoryGroups(); err != nil { // people.go
 			return err
 		}
 		if err := tx.delegated(); err != nil { // delegations.go

@@ -44,11 +44,11 @@ func (d Delegation) Line() string {
 	return OneLine(fmt.Sprintf("%s, away; delegated to %s until %s", d.From, d.To, d.Until.UTC().Format("2006-01-02 15:04 UTC")), 300)
 }
 
-// DecidableSource is implemented by the item sources whose items say who
-// may decide them beyond the one rule's defaults (an action request's
-// approvers, its open stage): a card shows a delegation only on the items
-// its delegator may decide. ok is false for an item no one decides any
-// more.
+// DecidableSource is implemented by the item sources whose items a
+// delegate may decide (policy.Decidable.Delegable: action and consent
+// requests), with who may decide them (their approvers, their open
+// stage): a card shows a delegation only on the items its delegator may
+// decide. ok is false for an item no one decides any more.
 type DecidableSource interface {
 	Decidable(tx kv.Tx, rec ItemRecord) (it policy.Decidable, ok bool, err error)
 }
@@ -132,7 +132,7 @@ func (ps *people) person(name string) (*Caller, error) {
 			}
 		}
 		if ok {
-			return withSuspension(tx, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
+			return withSuspension(tx, b, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 		}
 	}
 	if !ps.read {
@@ -155,7 +155,7 @@ func (ps *people) person(name string) (*Caller, error) {
 	if found == nil {
 		return nil, nil
 	}
-	return withSuspension(tx, b.withGroups(&Caller{Principal: *found}))
+	return withSuspension(tx, b, b.withGroups(&Caller{Principal: *found}))
 }
 
 // delegated reads, in a deciding transaction of a person, the delegations
@@ -215,10 +215,13 @@ const decideCall = "decide"
 func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until time.Time) (Delegation, error) {
 	b := x.b
 	var out Delegation
+	var denied *Error
 	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "delegate"}}
 	err := b.Update(ctx, c, func(tx *Tx) error {
 		me := c.Caller
+		denied = nil
 		if err := mayLend(me, "delegate your approvals"); err != nil {
+			errors.As(err, &denied)
 			return err
 		}
 		if why := policy.CheckWindow(c.Now, until); why != "" {
@@ -271,6 +274,9 @@ func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until t
 		}
 		return tx.refreshOpenItems()
 	})
+	if denied != nil {
+		return Delegation{}, c.Deny(ctx, denied.Msg) // the refusal, audited
+	}
 	return out, err
 }
 
@@ -312,12 +318,14 @@ func anAgent(kind string) string {
 func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) (*Delegation, error) {
 	b := x.b
 	var out *Delegation
+	var denied *Error
 	c := &Call{bot: b, Caller: caller, Now: b.now(), Tool: &Tool{Name: "delegate"}}
 	err := b.Update(ctx, c, func(tx *Tx) error {
-		out = nil
+		out, denied = nil, nil
 		me := c.Caller
 		if me == nil || strings.TrimSpace(me.Name) == "" || me.Kind != "person" && !me.MayAdminister() {
-			return Errorf(KindDenied, "Access denied: ending a delegation needs an authenticated person (the delegator, the delegate) or an admin.")
+			denied = Errorf(KindDenied, "Access denied: ending a delegation needs an authenticated person (the delegator, the delegate) or an admin.")
+			return denied
 		}
 		if strings.TrimSpace(from) == "" {
 			from = me.Name
@@ -335,7 +343,8 @@ func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) 
 		}
 		mine := policy.SamePrincipal("", me.Name, "", d.From) || policy.SamePrincipal("", me.Name, "", d.To)
 		if !mine && !me.MayAdminister() {
-			return Errorf(KindDenied, "Access denied: the delegation of %s to %s is ended by %s, %s or an admin.", d.From, d.To, d.From, d.To)
+			denied = Errorf(KindDenied, "Access denied: the delegation of %s to %s is ended by %s, %s or an admin.", d.From, d.To, d.From, d.To)
+			return denied
 		}
 		out = &d
 		w := OneLine(why, 300)
@@ -344,6 +353,9 @@ func (x Delegations) End(ctx context.Context, caller *Caller, from, why string) 
 		}
 		return tx.endDelegation(d, w)
 	})
+	if denied != nil {
+		return nil, c.Deny(ctx, denied.Msg) // the refusal, audited
+	}
 	return out, err
 }
 
@@ -357,6 +369,50 @@ func (tx *Tx) endDelegation(d Delegation, why string) error {
 		return err
 	}
 	return tx.refreshOpenItems()
+}
+
+// expireDelegations is the "delegations" sweep step: it ends every
+// delegation whose time has come at now, audited as delegation_ended, so
+// the cards that showed it are updated (the rule stopped counting it at
+// its end already). It writes only when one has ended.
+func (b *Bot) expireDelegations(ctx context.Context, now time.Time) (int, error) {
+	var due int
+	if err := b.store.View(ctx, func(tx kv.Tx) error {
+		ds, err := loadDelegations(tx)
+		for _, d := range ds {
+			if !now.Before(d.Until) {
+				due++
+			}
+		}
+		return err
+	}); err != nil || due == 0 {
+		return 0, err
+	}
+	n := 0
+	err := b.Update(ctx, b.SystemCall(now), func(tx *Tx) error {
+		n = 0
+		ds, err := loadDelegations(tx.Tx)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			if now.Before(d.Until) {
+				continue
+			}
+			if err := tx.Delete(bucketDelegations, delegationKey(d.From)); err != nil {
+				return err
+			}
+			if err := tx.Audit("delegation_ended", fmt.Sprintf("%s no longer lends their approvals to %s: its time came (%s)", d.From, d.To, d.Until.UTC().Format("2006-01-02 15:04 UTC"))); err != nil {
+				return err
+			}
+			n++
+		}
+		if n == 0 {
+			return nil
+		}
+		return tx.refreshOpenItems()
+	})
+	return n, err
 }
 
 // endDelegationsOf ends, in a suspending transaction, every running
@@ -416,14 +472,13 @@ func (b *Bot) delegationFields(tx kv.Tx, rec *ItemRecord, it Item) ([]Field, err
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	name, id := splitDisplay(it.Requester)
-	dec := policy.Decidable{Ref: fmt.Sprintf("#%d", it.ID), RequesterID: id, RequesterName: name, RequesterDisplay: it.Requester, SpaceUserID: it.Space.UserID}
-	if src, ok := b.kinds[rec.Kind].(DecidableSource); ok {
-		d, ok, err := src.Decidable(tx, *rec)
-		if err != nil || !ok {
-			return nil, err
-		}
-		dec = d
+	src, ok := b.kinds[rec.Kind].(DecidableSource)
+	if !ok {
+		return nil, nil // an item no delegation reaches
+	}
+	dec, ok, err := src.Decidable(tx, *rec)
+	if err != nil || !ok || !dec.Delegable {
+		return nil, err
 	}
 	dec.StepUp, dec.MinAssurance, dec.At = 0, "", time.Time{}
 	sort.Slice(ds, func(i, j int) bool { return ds[i].From < ds[j].From })

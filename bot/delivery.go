@@ -50,6 +50,16 @@ type Renderer interface {
 	Reply(ctx context.Context, card MessageRef, it Item, n Note) error
 }
 
+// DirectMessenger is implemented by a surface that can post a card to one
+// person (a direct message): what EventDirect needs.
+type DirectMessenger interface {
+	// DirectChannel returns the platform id of the direct conversation
+	// with the configured person named name (principals[].name), opening
+	// it when needed, or "" when the person has no account on this
+	// surface.
+	DirectChannel(ctx context.Context, name string) (string, error)
+}
+
 // Notifier is implemented by a surface that posts no card (email): it
 // tells people of a reminder or an escalation addressed to its channel
 // (the escalation's or the reminder's channel= names it), and does
@@ -65,7 +75,8 @@ type Notifier interface {
 // Note is a reply in the thread of an item's card: a reminder, an
 // escalation or a note.
 type Note struct {
-	// Type is EventReminder, EventEscalated or EventNote.
+	// Type is EventReminder, EventEscalated or EventNote (or, to a
+	// Notifier, EventDirect: Person names the one person to tell).
 	Type string
 	// Text is the reminder's or the note's text, or the words of an
 	// escalation's note that name neither its channel nor its role. It may
@@ -131,7 +142,7 @@ type delivery struct {
 
 func (d delivery) deliver(ctx context.Context, ev Event) error {
 	switch ev.Type {
-	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote, EventPost:
+	case EventCreated, EventUpdated, EventDecided, EventReminder, EventEscalated, EventNote, EventPost, EventDirect:
 	default:
 		return &PermanentError{Err: fmt.Errorf("%s: item %d: unknown event type %q", d.sink, ev.ItemID, ev.Type)}
 	}
@@ -164,6 +175,8 @@ func (d delivery) deliver(ctx context.Context, ev Event) error {
 		return d.reply(ctx, it, ev)
 	case EventPost:
 		return d.postIn(ctx, it, ev)
+	case EventDirect:
+		return d.direct(ctx, it, ev)
 	}
 	// A reminder or an escalation.
 	if !it.Pending() {
@@ -212,10 +225,43 @@ func (d delivery) postIn(ctx context.Context, it Item, ev Event) error {
 	return d.post(ctx, it, target, "post"+strconv.FormatUint(ev.Seq, 10))
 }
 
+// direct delivers a direct event: the item's card in a direct
+// conversation with the person ev.Note names, when this surface can post
+// to one person and they have an account here, the item is still pending
+// and has no card there yet. Like postIn it waits for the item's first
+// card. The card is kept up to date like the others.
+func (d delivery) direct(ctx context.Context, it Item, ev Event) error {
+	dm, ok := d.r.(DirectMessenger)
+	if !ok || !it.Pending() {
+		return nil
+	}
+	cards := d.cards(it)
+	if len(cards) == 0 {
+		return fmt.Errorf("%s: item %d: its first card is not posted yet, so the direct message to %s waits", d.sink, it.ID, ev.Note)
+	}
+	target, err := dm.DirectChannel(ctx, ev.Note)
+	if err != nil {
+		return err
+	}
+	if target == "" {
+		return nil // no account on this surface
+	}
+	for _, c := range cards {
+		if c.ChannelID == target {
+			return nil // already there
+		}
+	}
+	return d.post(ctx, it, target, "direct"+strconv.FormatUint(ev.Seq, 10))
+}
+
 // notify delivers ev to a surface that posts no card: a reminder or an
 // escalation of a pending item whose channel is this surface's, once per
-// event; nothing else.
+// event; a direct event of a pending item (Note.Person names who);
+// nothing else.
 func (d delivery) notify(ctx context.Context, n Notifier, it Item, ev Event) error {
+	if ev.Type == EventDirect && it.Pending() {
+		return n.Notify(ctx, "", it, Note{Type: ev.Type, Person: ev.Note, Key: ev.Type + strconv.FormatUint(ev.Seq, 10)})
+	}
 	if (ev.Type != EventReminder && ev.Type != EventEscalated) || !it.Pending() {
 		return nil
 	}

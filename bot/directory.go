@@ -212,17 +212,23 @@ func (ch Chat) Current(tx kv.Tx, id string) (*Caller, error) {
 		if !found {
 			return nil, nil
 		}
-		return withSuspension(tx, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
+		return withSuspension(tx, ch.b, ch.b.withGroups(&Caller{Principal: Principal{ID: id, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
 	}
 	p, err := LoadPrincipal(tx, id)
 	if err != nil || p == nil || p.Revoked || p.Kind != "person" {
 		return nil, err
 	}
-	return withSuspension(tx, ch.b.withGroups(&Caller{Principal: *p}))
+	return withSuspension(tx, ch.b, ch.b.withGroups(&Caller{Principal: *p}))
 }
 
-// withSuspension sets c.Suspended from the store (suspensions.go).
-func withSuspension(tx kv.Tx, c *Caller) (*Caller, error) {
+// withSuspension sets c.Suspended from the store (suspensions.go), and
+// the directory's groups of c (withDirectory, people.go): the person as
+// the one rule sees them now.
+func withSuspension(tx kv.Tx, b *Bot, c *Caller) (*Caller, error) {
+	c, err := withDirectory(tx, b, c)
+	if err != nil {
+		return nil, err
+	}
 	s, err := LoadSuspension(tx, c.Name)
 	if err != nil {
 		return nil, err

@@ -418,6 +418,11 @@ const (
 	// names, beside its other cards, unless it has a card there already
 	// (a stage that opened: tools[].stages[].channels).
 	EventPost = "post"
+	// EventDirect posts the item's card in a direct conversation with the
+	// configured person Note names (a principal's name), on each surface
+	// where they have an account, unless it has a card there already (a
+	// stage that opened: tools[].stages[].notify).
+	EventDirect = "direct"
 )
 
 // Event is one outbox entry for one sink.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,9 @@ type Caller struct {
 	// Groups are the approver groups the caller belongs to: those its
 	// identity provider asserts (the OIDC groups claim of a console
 	// sign-in) and, once a call is under way (Bot.Call), the configured
-	// groups that list it.
+	// groups that list it. The directory's groups (SCIM) are read beside
+	// them in every deciding transaction, and decide the groups the
+	// directory provisions (withDirectory): Decider carries the union.
 	Groups []string
 	// Suspended, when set, says why the principal is suspended from
 	// approving (suspensions.go): the store's word, read in every deciding
@@ -69,6 +72,12 @@ type Caller struct {
 	// Delegators are the people who lend the caller their approvals now
 	// (delegations.go): read from the store in every deciding transaction.
 	Delegators []policy.Delegator
+	// dirOf are the directory's groups that list the caller and dirDrop
+	// the claimed groups the directory provisions (it decides them), read
+	// from the store in the deciding transaction when dirRead is set
+	// (withDirectory, people.go).
+	dirOf, dirDrop []string
+	dirRead        bool
 }
 
 // Assurance is how the caller is authenticated for a decision at now, a
@@ -87,6 +96,7 @@ func (b *Bot) withGroups(caller *Caller) *Caller {
 	}
 	c := *caller
 	var onCall []string
+	own := caller.Groups
 	if len(b.onCall) > 0 {
 		now := b.now()
 		for name, r := range b.onCall {
@@ -94,8 +104,11 @@ func (b *Bot) withGroups(caller *Caller) *Caller {
 				onCall = append(onCall, name)
 			}
 		}
+		// A claim naming a rotation puts nobody on call: only the
+		// rotation's turn does.
+		own = slices.DeleteFunc(slices.Clone(own), func(g string) bool { return b.configuredGroup(g) && !b.groups.Has(g) })
 	}
-	c.Groups = policy.MergeGroups(caller.Groups, b.groups.Of(caller.Name), onCall)
+	c.Groups = policy.MergeGroups(own, b.groups.Of(caller.Name), onCall)
 	return &c
 }
 
@@ -118,7 +131,7 @@ func (c *Caller) Decider() policy.Decider {
 	if c == nil {
 		return policy.Decider{}
 	}
-	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.Groups, Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
+	return policy.Decider{ID: c.ID, Name: c.Name, Display: c.String(), Kind: c.Kind, Role: c.Role, Scopes: c.Scopes, AuthAt: c.AuthAt, AuthMethod: c.AuthMethod, Groups: c.groupsNow(), Suspended: c.Suspended, Surface: c.Surface, SignIn: c.SignIn, Delegators: c.Delegators}
 }
 
 // SteppedUp reports whether the caller's last strong sign-in is fresh
@@ -180,7 +193,20 @@ func (x Items) ReadOnly(caller *Caller, it Item) (why string, readOnly bool) {
 	}
 	d := *it.Decidable
 	d.StepUp, d.MinAssurance, d.At = 0, "", x.b.now()
-	r := policy.Decide(x.b.withGroups(caller).Decider(), d)
+	c := x.b.withGroups(caller)
+	if c != nil && !c.dirRead && len(d.Approvers.Groups) > 0 {
+		// The directory's groups, as a decision reads them; on a failed
+		// read the item is shown as the configuration alone says (the
+		// decision reads them again, and has the final word).
+		_ = x.b.View(context.Background(), func(tx kv.Tx) error {
+			cc, err := withDirectory(tx, x.b, c)
+			if err == nil {
+				c = cc
+			}
+			return err
+		})
+	}
+	r := policy.Decide(c.Decider(), d)
 	if r == nil {
 		return "", false
 	}

@@ -156,6 +156,19 @@ func (tx *Tx) LiftSuspension(name, why string) (*Suspension, error) {
 // voidVotes asks every open item's source to void name's approvals, and
 // updates the cards of the items that changed. It returns their ids.
 func (tx *Tx) voidVotes(name, why string) ([]uint64, error) {
+	return tx.reviseOpen(func(rec ItemRecord) (bool, string, error) {
+		vv, ok := tx.call.bot.kinds[rec.Kind].(VoteVoider)
+		if !ok {
+			return false, "", nil
+		}
+		return vv.VoidVotes(tx.Tx, rec, name, why)
+	})
+}
+
+// reviseOpen runs revise on every open item and updates the cards of the
+// items it changed (and their threads and the audit with its note, when
+// it gives one: a stage reopened). It returns the ids of the changed items.
+func (tx *Tx) reviseOpen(revise func(rec ItemRecord) (changed bool, note string, err error)) ([]uint64, error) {
 	var ids []uint64
 	if err := tx.Ascend(bucketOpen, nil, nil, func(k, _ []byte) error {
 		ids = append(ids, kv.ParseU64(k))
@@ -172,11 +185,7 @@ func (tx *Tx) voidVotes(name, why string) ([]uint64, error) {
 		if rec == nil {
 			continue
 		}
-		vv, ok := tx.call.bot.kinds[rec.Kind].(VoteVoider)
-		if !ok {
-			continue
-		}
-		did, note, err := vv.VoidVotes(tx.Tx, *rec, name, why)
+		did, note, err := revise(*rec)
 		if err != nil {
 			return nil, err
 		}

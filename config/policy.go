@@ -34,6 +34,7 @@ type StageDecl struct {
 	Quorum    int           `yaml:"quorum"`
 	StepUp    bool          `yaml:"step_up"`
 	Channels  []string      `yaml:"channels"` // console.go
+	Notify    []string      `yaml:"notify"`   // stage_notify.go
 }
 
 // validatePolicy checks groups:, and every tool's rules and stages: each
@@ -122,11 +123,18 @@ func (c *Config) validatePolicy(p *problems) {
 }
 
 // checkGroups reports groups an approvers list names that neither
-// groups: nor oncall: declares.
+// groups: nor oncall: declares. With scim: on, a group config.yaml does
+// not declare is the directory's (its members come from /scim/v2/Groups,
+// read at every decision), so any name is accepted: the card says when
+// it has no members yet.
 func (c *Config) checkGroups(key string, a ApproversDecl, p *problems) {
 	for i, g := range a.Groups {
-		if !policy.Groups(c.Groups).Has(g) && !c.hasRotation(g) {
-			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "group %q is not declared under groups: (declare it, with its members, or with [] when its members come only from the identity provider's groups claim)", g)
+		if strings.TrimSpace(g) == "" {
+			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "an empty group name; name the group")
+			continue
+		}
+		if !policy.Groups(c.Groups).Has(g) && !c.hasRotation(g) && c.SCIM == nil {
+			p.add(fmt.Sprintf("%s.groups[%d]", key, i), "group %q is not declared under groups: (declare it, with its members, or with [] when its members come only from the identity provider's groups claim; or configure scim: so the directory provides it)", g)
 		}
 	}
 }
@@ -161,6 +169,7 @@ func (c *Config) checkStages(key string, stages []StageDecl, p *problems) bool {
 		}
 		c.checkGroups(sk+".approvers", st.Approvers, p)
 		c.checkStageChannels(sk, st, p)
+		c.checkStageNotify(sk, st, p)
 		stepUp = stepUp || st.StepUp
 	}
 	return stepUp
@@ -176,7 +185,7 @@ func (t ToolConfig) policySpec(spec *actiontools.ToolSpec) {
 	stages := func(ds []StageDecl) []actiontools.StageSpec {
 		var out []actiontools.StageSpec
 		for _, d := range ds {
-			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp, Channels: d.Channels})
+			out = append(out, actiontools.StageSpec{Name: d.Name, Approvers: d.Approvers.approvers(), Quorum: d.Quorum, StepUp: d.StepUp, Channels: d.Channels, Notify: d.Notify})
 		}
 		return out
 	}

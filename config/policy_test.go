@@ -154,3 +154,45 @@ oncall:
 		}
 	}
 }
+
+// TestDirectoryGroupConfig: with scim: on, an approvers list may name a
+// group config.yaml does not declare (the directory provides it, read at
+// each decision); without scim: the same config stops start naming the
+// group; an empty group name is refused either way.
+func TestDirectoryGroupConfig(t *testing.T) {
+	t.Parallel()
+	const tools = `tools:
+  - name: order_medication
+    category: mutating
+    stages:
+      - {name: prescriber, approvers: {roles: [member]}}
+      - {name: pharmacist, approvers: {groups: [pharmacists]}}
+break_glass:
+  tools: [order_medication]
+  review: {approvers: {groups: [pharmacy_leads]}}
+web:
+  oidc: {issuer: "https://login.example.org", client_id: cs, client_secret_env: OIDC_SECRET}
+`
+	if _, err := Parse([]byte(tools+"scim: {token_env: COUNTERSIGN_SCIM_TOKEN}\n"), t.TempDir()); err != nil {
+		t.Fatalf("groups only the directory provides, with scim: on: %v", err)
+	}
+	_, err := Parse([]byte(tools), t.TempDir())
+	for _, want := range []string{
+		`tools[0].stages[1].approvers.groups[0]: group "pharmacists" is not declared under groups:`,
+		`break_glass.review.approvers.groups[0]: group "pharmacy_leads" is not declared under groups:`,
+		"or configure scim: so the directory provides it",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("without scim: missing %q in: %v", want, err)
+		}
+	}
+	_, err = Parse([]byte(`tools:
+  - name: order_medication
+    category: mutating
+    approvers: {groups: [" "]}
+scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
+`), t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "tools[0].approvers.groups[0]: an empty group name") {
+		t.Errorf("an empty group name with scim: on: %v", err)
+	}
+}

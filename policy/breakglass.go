@@ -78,6 +78,7 @@ func checkBreakGlass(d Decider, it Decidable) Refusal {
 	base.BreakGlass = nil
 	base.RequesterID, base.RequesterName = "", "" // the one check excepted, when the exception holds (below)
 	base.StepUp = BreakGlassStepUp(base.StepUp, bg.StepUp)
+	d.Delegators = nil // the breaker's own rights only, never a delegation's (delegation.go)
 	r := CheckDecision(d, base)
 	switch r.Check {
 	case CheckIdentity, CheckSuspended, CheckPerson, CheckCapability:

@@ -76,6 +76,12 @@ func (a Approvers) String() string {
 	return strings.Join(parts, " or ")
 }
 
+// Includes reports whether decider d is among the approvers as d stands
+// (role, name, groups): the check of the rule's approvers on its own,
+// for the core to tell whether an approval already cast still has its
+// place once the voter's groups changed (a directory removed them).
+func (a Approvers) Includes(d Decider) bool { return a.allows(d) }
+
 // allows reports whether decider d is among the approvers: by role, by
 // name, or by one of the groups it belongs to now (all compare
 // case-insensitively).
@@ -132,15 +138,20 @@ type Decidable struct {
 	// (AssuranceOf the decider, fresh within StepUp or DefaultFreshness):
 	// tools[].step_up.method. Set for approving, never for refusing.
 	MinAssurance Assurance
-	// BreakGlass, when set, asks for the rule's one exception to the
-	// requester check (breakglass.go): set for an approval its decider
-	// asked to make as break-glass, never otherwise.
-	BreakGlass *BreakGlass
 	// Counted are the approvals that count now towards the open stage (or
 	// the item's quorum), with whom each was cast for under a delegation:
 	// a delegator's approval counts once (delegation.go). Set for an
 	// approval only.
 	Counted []StageApproval
+	// Delegable says a delegate may decide the item in a delegator's name
+	// (delegation.go): set by an item that records for whom a vote was
+	// cast and gives Counted (action and consent requests). Unset, the
+	// rule lends nothing: the decider decides in their own right only.
+	Delegable bool
+	// BreakGlass, when set, asks for the rule's one exception to the
+	// requester check (breakglass.go): set for an approval its decider
+	// asked to make as break-glass, never otherwise.
+	BreakGlass *BreakGlass
 }
 
 // StageApproval is one person's approval of a stage, as the decision rule

@@ -30,8 +30,15 @@ import (
 //
 // A delegation is not passed on: the delegate's own delegators are not
 // the delegator's (alice to bob to carol gives carol nothing of alice's).
+// A delegation reaches only an item that records for whom a vote was
+// cast and what counts already (Decidable.Delegable: action and consent
+// requests); on any other (a break-glass review, a memory change) the
+// decider decides in their own right only.
+//
 // A person who decides in their own right (among the item's approvers)
-// decides as themselves, whatever is lent to them.
+// decides as themselves, whatever is lent to them. A break-glass approval
+// (breakglass.go) rests on the breaker's own rights only: a delegation
+// never lets someone break glass on their own request.
 
 // MaxDelegation is the longest window a delegation may have: a person
 // away longer is replaced in the configuration (groups:, oncall:,
@@ -89,7 +96,7 @@ func ActingFor(d Decider, it Decidable) *Delegator {
 
 // lentBy is the first delegator (by name) whose approvals reach it for d.
 func lentBy(d Decider, it Decidable) *Delegator {
-	if len(d.Delegators) == 0 {
+	if len(d.Delegators) == 0 || !it.Delegable {
 		return nil
 	}
 	lent := it

@@ -16,7 +16,10 @@ func TestDelegation(t *testing.T) {
 	pharm := Decidable{
 		Ref: "req_1", RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
 		SpaceUserID: "patient_42", Approvers: Approvers{Groups: []string{"pharmacists"}}, ApproversOf: "order_medication requests", At: at,
+		Delegable: true,
 	}
+	review := pharm
+	review.Delegable, review.Ref = false, "rev_1" // records no vote for a delegator
 	alice := person("alice", "chat:alice", RoleMember)
 	alice.Groups = []string{"pharmacists"}
 	lent := func(d Decider, from ...Decider) Decider {
@@ -44,6 +47,18 @@ func TestDelegation(t *testing.T) {
 	stepUp.StepUp = 5 * time.Minute
 	freshBob := lent(bob, alice)
 	freshBob.AuthAt, freshBob.AuthMethod = at.Add(-time.Minute), "oidc"
+
+	// bob asks himself (a person-driven run) and would break glass on
+	// alice's lent rights; alice may on her own request.
+	breakGlass := pharm
+	breakGlass.RequesterID, breakGlass.RequesterName, breakGlass.RequesterDisplay = "chat:bob", "bob", "bob [chat:bob]"
+	breakGlass.BreakGlass = &BreakGlass{Listed: true, Reason: "pump failing", RequesterKind: "person"}
+	freshLentBob := lent(bob, alice)
+	freshLentBob.AuthAt, freshLentBob.AuthMethod = at.Add(-time.Minute), "oidc"
+	aliceBreaks := breakGlass
+	aliceBreaks.RequesterID, aliceBreaks.RequesterName, aliceBreaks.RequesterDisplay = "chat:alice", "alice", "alice [chat:alice]"
+	freshAlice := alice
+	freshAlice.AuthAt, freshAlice.AuthMethod = at.Add(-time.Minute), "oidc"
 
 	ownRequest := pharm
 	ownRequest.RequesterID, ownRequest.RequesterName, ownRequest.RequesterDisplay = "chat:alice", "alice", "alice [chat:alice]"
@@ -88,8 +103,11 @@ func TestDelegation(t *testing.T) {
 		{"a second delegation reaches it", lent(bob, alice, carol), aliceCounted, CheckAllowed, "carol"},
 		{"alice approved an earlier stage", lent(bob, alice), staged, CheckApprovers, ""},
 		{"carol's earlier stage, approved by bob for her", carol, stagedFor, CheckStage, ""},
-		{"not passed on: carol lent what bob was lent", lent(carol, lent(bob, alice)), Decidable{Ref: "req_2", SpaceUserID: "patient_42", At: at, Approvers: Approvers{Principals: []string{"alice"}}}, CheckApprovers, ""},
-		{"never one's own delegator", lent(alice, alice), Decidable{Ref: "req_3", At: at, Approvers: Approvers{Principals: []string{"zed"}}}, CheckApprovers, ""},
+		{"not passed on: carol lent what bob was lent", lent(carol, lent(bob, alice)), Decidable{Ref: "req_2", SpaceUserID: "patient_42", At: at, Approvers: Approvers{Principals: []string{"alice"}}, Delegable: true}, CheckApprovers, ""},
+		{"never one's own delegator", lent(alice, alice), Decidable{Ref: "req_3", At: at, Approvers: Approvers{Principals: []string{"zed"}}, Delegable: true}, CheckApprovers, ""},
+		{"no break-glass on lent rights", freshLentBob, breakGlass, CheckApprovers, ""},
+		{"nothing lent where the item records no delegation", lent(bob, alice), review, CheckApprovers, ""},
+		{"break-glass on one's own rights", freshAlice, aliceBreaks, CheckAllowed, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,6 +23,10 @@ type Stage struct {
 	// posted on the surfaces that define it. Empty: the request's own
 	// channel only.
 	Channels []string `json:"channels,omitempty"`
+	// Notify names the configured people (principals[].name) sent the
+	// card directly when this stage opens (tools[].stages[].notify), each
+	// on the surfaces where they have an account.
+	Notify []string `json:"notify,omitempty"`
 }
 
 // Need is how many distinct approvals the stage needs.

@@ -137,3 +137,18 @@ func nonce(what string, it bot.Item) string {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s|%d|%d|%s", what, it.ID, it.CreatedAt.UnixNano(), it.Space)))
 	return "cs" + hex.EncodeToString(sum[:11])
 }
+
+// DirectChannel opens the DM channel with the configured person named
+// name and returns its id: "" when they have no Discord account
+// (bot.DirectMessenger; a stage's notify).
+func (r renderer) DirectChannel(ctx context.Context, name string) (string, error) {
+	user := r.a.bot.Chat().Account(bot.SurfaceDiscord, name)
+	if user == "" {
+		return "", nil
+	}
+	ch, err := r.a.s.UserChannelCreate(user, deliveryOpts(ctx)...)
+	if err != nil {
+		return "", classify(err)
+	}
+	return ch.ID, nil
+}

@@ -272,7 +272,7 @@ func (a *Adapter) dangerStep(ctx context.Context, d chat.Decision) *discordgo.In
 		return nil
 	}
 	out := chat.Prepare(ctx, a.bot, d)
-	_, readOnly := out.Caller.ReadOnly(out.Item)
+	_, readOnly := a.bot.Items().ReadOnly(out.Caller, out.Item)
 	switch {
 	case out.Status != chat.Ready:
 		if strings.TrimSpace(out.Reply) == "" {

@@ -28,6 +28,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/mail"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -198,7 +199,7 @@ func (a *Adapter) recipients(it bot.Item, role string) []Person {
 			continue
 		}
 		c := &bot.Caller{Principal: p.Principal, Surface: Sink}
-		if _, readOnly := c.ReadOnly(it); readOnly {
+		if _, readOnly := a.bot.Items().ReadOnly(c, it); readOnly {
 			continue
 		}
 		out = append(out, p)
@@ -208,6 +209,14 @@ func (a *Adapter) recipients(it bot.Item, role string) []Person {
 
 func (a *Adapter) notify(ctx context.Context, it bot.Item, n bot.Note) error {
 	to := onCallOnly(a.recipients(it, n.Role), n, a.log)
+	if n.Type == bot.EventDirect {
+		// A stage's notify: the one person named, when they may decide it.
+		to = slices.DeleteFunc(a.recipients(it, ""), func(p Person) bool { return !strings.EqualFold(p.Name, n.Person) })
+		if len(to) == 0 {
+			a.log.Info("stage notify: not emailed (no principals[].email, or they may not decide the item)", "item", it.ID, "person", n.Person)
+			return nil
+		}
+	}
 	if len(to) == 0 {
 		a.log.Warn("nobody to email: no one with principals[].email may decide the item", "item", it.ID, "type", n.Type, "role", n.Role)
 		return nil

@@ -185,3 +185,21 @@ func deliveryError(what string, err error) error {
 	}
 	return &bot.UnavailableError{Err: wrapped}
 }
+
+// DirectChannel opens (conversations.open) the direct message with the
+// configured person named name and returns its channel id: "" when they
+// have no Slack account (bot.DirectMessenger; a stage's notify).
+func (r renderer) DirectChannel(ctx context.Context, name string) (string, error) {
+	user := r.a.bot.Chat().Account(bot.SurfaceSlack, name)
+	if user == "" {
+		return "", nil
+	}
+	ch, _, _, err := r.a.api.OpenConversationContext(ctx, &slackgo.OpenConversationParameters{Users: []string{user}})
+	if err != nil {
+		return "", deliveryError("conversations.open with "+name, err)
+	}
+	if ch == nil || ch.ID == "" {
+		return "", &bot.PermanentError{Err: fmt.Errorf("slack: conversations.open with %s answered no channel", name)}
+	}
+	return ch.ID, nil
+}

@@ -150,7 +150,7 @@ func (a *Adapter) eligible(ctx context.Context, conversationID string, it bot.It
 		if c == nil {
 			continue
 		}
-		if _, readOnly := c.ReadOnly(it); readOnly {
+		if _, readOnly := a.bot.Items().ReadOnly(c, it); readOnly {
 			continue
 		}
 		mri, err := a.mri(ctx, conversationID, oid)

@@ -209,7 +209,7 @@ func (a *Adapter) invoke(ctx context.Context, act activity) invokeResponse {
 			if out.Status != chat.Ready {
 				return a.render(ctx, c, out)
 			}
-			if _, readOnly := out.Caller.ReadOnly(out.Item); !readOnly && (out.Item.StepUp <= 0 || out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now())) {
+			if _, readOnly := a.bot.Items().ReadOnly(out.Caller, out.Item); !readOnly && (out.Item.StepUp <= 0 || out.Caller.SteppedUp(out.Item.StepUp, a.bot.Now())) {
 				return cardResponse(confirmCard(out.Item))
 			}
 		}
@@ -300,7 +300,7 @@ func (a *Adapter) refreshed(ctx context.Context, c click, id uint64) invokeRespo
 func (a *Adapter) viewFor(it bot.Item, caller *bot.Caller, c click, details bool, notice, color string) *card {
 	v := view{notice: notice, noticeColor: color, details: details && (caller != nil && caller.MaySeeDetails(it))}
 	v.folded = caller.MayRead() && caller.InScope(it.Space.UserID) && (!it.Sensitive || v.details)
-	_, readOnly := caller.ReadOnly(it)
+	_, readOnly := a.bot.Items().ReadOnly(caller, it)
 	v.buttons = it.Pending() && caller != nil && !readOnly
 	var ids []string
 	if it.Pending() && c.mri != "" {

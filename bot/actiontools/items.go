@@ -74,6 +74,9 @@ func (src itemSource) View(tx kv.Tx, rec bot.ItemRecord) (bot.Item, error) {
 	if r.Status == approvals.StatusPending {
 		d := r.Decidable() // the open stage's, when staged
 		it.Decidable = &d
+		if err := src.s.emptyGroups(tx, &it, d); err != nil { // eligible.go
+			return bot.Item{}, err
+		}
 	}
 	switch {
 	case r.Action != nil:

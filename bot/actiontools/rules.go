@@ -48,6 +48,9 @@ type StageSpec struct {
 	StepUp    bool
 	// Channels are where the card is posted too when the stage opens.
 	Channels []string
+	// Notify are the configured people sent the card directly when the
+	// stage opens.
+	Notify []string
 }
 
 // MaxRules and MaxStages bound a tool's rules and a sign-off's stages.
@@ -226,7 +229,7 @@ func conditionInput(tx kv.Tx, d *toolDef, tool string, canon json.RawMessage, re
 func (s *Service) stagesOf(specs []StageSpec) []policy.Stage {
 	out := make([]policy.Stage, len(specs))
 	for i, st := range specs {
-		out[i] = policy.Stage{Name: strings.TrimSpace(st.Name), Approvers: st.Approvers, Quorum: max(st.Quorum, 1), Channels: slices.Clone(st.Channels)}
+		out[i] = policy.Stage{Name: strings.TrimSpace(st.Name), Approvers: st.Approvers, Quorum: max(st.Quorum, 1), Channels: slices.Clone(st.Channels), Notify: slices.Clone(st.Notify)}
 		if st.StepUp {
 			out[i].StepUp = s.stepUp.within
 		}
@@ -235,7 +238,8 @@ func (s *Service) stagesOf(specs []StageSpec) []policy.Stage {
 }
 
 // postStage queues, in tx, the posts of r's card in the channels of its
-// open stage (tools[].stages[].channels): called when a stage opens (the
+// open stage (tools[].stages[].channels) and to its people
+// (tools[].stages[].notify, bot.EventDirect): called when a stage opens (the
 // request is created, or the stage before it is complete). The delivery
 // skips a channel that holds a card of the item already (bot.EventPost),
 // so a stage opened again (an edit, a voided approval) posts nothing new.
@@ -252,6 +256,11 @@ func postStage(tx *bot.Tx, r *approvals.Request) error {
 			continue // the request's own channel has its first card
 		}
 		if err := tx.Emit(r.ItemID, bot.EventPost, ch); err != nil {
+			return err
+		}
+	}
+	for _, name := range r.Stages[i].Notify {
+		if err := tx.Emit(r.ItemID, bot.EventDirect, name); err != nil {
 			return err
 		}
 	}

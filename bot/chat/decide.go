@@ -191,7 +191,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
 	}
 	bd := bot.Decision{ItemID: d.ItemID, Approve: d.Verb != Reject, Reason: strings.TrimSpace(d.Reason), Deliveries: d.Deliveries}
 	bd.Check = func(it bot.Item, bd *bot.Decision) error {
-		if out, audit := checks(d, caller, it, bd, b.Now()); out.Status != Ready {
+		if out, audit := checks(b, d, caller, it, bd); out.Status != Ready {
 			return &stopped{out: out, space: it.Space, audit: audit}
 		}
 		return nil
@@ -247,7 +247,7 @@ func (s *stopped) Error() string { return fmt.Sprintf("chat: decision stopped: %
 // dangerous item's confirmation, the version the person saw. It completes
 // bd from d and it; Status Ready means go on, anything else is the answer
 // (with, for a refusal, the detail to audit).
-func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now time.Time) (Outcome, string) {
+func checks(b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision) (Outcome, string) {
 	if out, audit := admit(d, caller, it); out.Status != Ready {
 		return out, audit
 	}
@@ -276,7 +276,7 @@ func checks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision, now t
 		if d.Batch != "" && it.Batch != d.Batch {
 			return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d is no longer approved in a batch of %s (it changed since the batch was checked); nothing was recorded on it. Approve it on its own.", it.ID, d.Batch)}, ""
 		}
-		if out, ok := dangerChecks(d, caller, it, now); !ok {
+		if out, ok := dangerChecks(b, d, caller, it, b.Now()); !ok {
 			return out, ""
 		}
 		if d.edited() {
@@ -366,8 +366,8 @@ func checkVersion(d *Decision, it bot.Item) string {
 // needs besides the rest: a card shown whole, and the confirmation step
 // passed (the surface's own, or the target typed). ok is false with the
 // outcome to answer when one is missing; nothing is recorded then.
-func dangerChecks(d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
-	if _, readOnly := caller.ReadOnly(it); it.Danger == nil || readOnly || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
+func dangerChecks(b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, now time.Time) (Outcome, bool) {
+	if _, readOnly := b.Items().ReadOnly(caller, it); it.Danger == nil || readOnly || (it.StepUp > 0 && !caller.SteppedUp(it.StepUp, now)) {
 		// Not dangerous; or the person may not decide it at all (or not
 		// without a fresh sign-in first), which the decision tool refuses
 		// (and audits) by the one rule, with the step-up link.

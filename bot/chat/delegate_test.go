@@ -168,6 +168,16 @@ func TestDelegationEnds(t *testing.T) {
 	if out := chat.Decide(ctx, e.b, click(uWard, id7b, chat.Approve, "w3")); out.Status != chat.Refused {
 		t.Fatalf("ward after the window: %+v, want refused", out)
 	}
+	// The sweep records its end once, and the cards are updated.
+	for i, want := range []int{1, 0} {
+		rep, err := e.b.Sweep(ctx, e.clock.Now())
+		if err != nil || rep["delegations"] != want {
+			t.Fatalf("sweep %d: %v %v, want %d delegation ended", i+1, rep, err, want)
+		}
+	}
+	if got := e.audits("delegation_ended"); len(got) != 2 || !strings.Contains(got[0].Detail, "carol no longer lends their approvals to ward: its time came (2026-03-02 12:00 UTC)") {
+		t.Fatalf("delegation_ended audits: %+v", got)
+	}
 }
 
 // TestDelegateRefusals: what cannot be delegated says why, and records
@@ -194,6 +204,9 @@ func TestDelegateRefusals(t *testing.T) {
 	if got := e.audits("delegation_set"); len(got) != 0 {
 		t.Fatalf("refused delegations audited as set: %+v", got)
 	}
+	if got := e.audits("access_denied"); len(got) != 1 || got[0].Principal != "vic [U0VIEW]" || !strings.Contains(got[0].Detail, "delegate: Access denied: you cannot delegate your approvals") {
+		t.Fatalf("the viewer's refused delegation is not audited as theirs: %+v", got)
+	}
 	// A delegate who is away too takes nothing: not passed on.
 	if got := e.say(uBob, "delegate carol until 18:00"); !strings.HasPrefix(got, "Delegated") {
 		t.Fatalf("bob to carol: %q", got)
@@ -206,5 +219,8 @@ func TestDelegateRefusals(t *testing.T) {
 	var be *bot.Error
 	if !errors.As(err, &be) || be.Kind != bot.KindDenied {
 		t.Fatalf("alice ending bob's delegation: %v, want KindDenied", err)
+	}
+	if got := e.audits("access_denied"); len(got) != 2 || got[0].Principal != "alice [U0ALICE]" {
+		t.Fatalf("alice's refused end is not audited: %+v", got)
 	}
 }

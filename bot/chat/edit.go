@@ -306,7 +306,7 @@ func PrepareEdit(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	if it.Editable == nil {
 		return Outcome{Status: Invalid, Item: it, Caller: caller, Reply: fmt.Sprintf("#%d cannot be edited: only a pending action request's arguments or a memory proposal's value can. Approve or reject it as it is.", it.ID)}
 	}
-	if why, readOnly := caller.ReadOnly(it); readOnly {
+	if why, readOnly := b.Items().ReadOnly(caller, it); readOnly {
 		refuse(ctx, b, d, caller, it.Space, fmt.Sprintf("edit #%d refused: %s", it.ID, why))
 		return Outcome{Status: Refused, Item: it, Caller: caller, Reply: fmt.Sprintf("Access denied: you cannot approve #%d (%s), so you cannot edit it either.", it.ID, why)}
 	}

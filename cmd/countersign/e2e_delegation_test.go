@@ -240,3 +240,62 @@ func TestE2EOnCallEscalation(t *testing.T) {
 		t.Errorf("%d emails, want the one escalation", n)
 	}
 }
+
+// TestSCIMDeactivationEndsADelegation: the directory deactivates alice,
+// who lent her approvals to bob: the delegation ends in the same
+// transaction, audited; bob's approval cast for her no longer counts
+// towards the quorum, and his next one is refused.
+func TestSCIMDeactivationEndsADelegation(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, `tools:
+  - name: transfer_funds
+    category: mutating
+    quorum: 2
+    approvers: {principals: [alice, carol]}
+principals:
+  - {name: alice, role: member, email: alice@hospital.example}
+  - {name: carol, role: member, email: carol@hospital.example}
+scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
+`)
+	e.env["COUNTERSIGN_SCIM_TOKEN"] = e2eSCIMToken
+	agent := e.CreateKey("pay_bot", "agent")
+	alice := e.CreateKey("alice", "member", "--kind", "person")
+	bob := e.CreateKey("bob", "member", "--kind", "person")
+	admin := e.CreateKey("root", "admin")
+	e.Start()
+
+	e.MustOK(alice, "delegate_approvals", map[string]any{"to": "bob", "for": "8h"})
+	if l := e.MustOK(bob, "list_delegations", map[string]any{}); !strings.Contains(l.Text, "alice, away; delegated to bob until") {
+		t.Fatalf("list_delegations: %s", l)
+	}
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "transfer_funds", "arguments": map[string]any{"amount": 900}})
+	rid := r.Data["request_id"]
+	if v := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid}); !strings.Contains(v.Text, "1 of 2 approvals: bob for alice") {
+		t.Fatalf("bob for alice: %s", v)
+	}
+	if v := e.Call(alice, "approve_action", map[string]any{"request_id": rid}); v.Status != http.StatusForbidden || !strings.Contains(v.Error, "would count twice") {
+		t.Fatalf("alice after bob approved for her: %s, want 403 (counts twice)", v)
+	}
+
+	base := e.URL + "/scim/v2"
+	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"alice@hospital.example","active":true}`))
+	if st != http.StatusCreated {
+		t.Fatalf("SCIM create: %d %v", st, user)
+	}
+	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+user["id"].(string), jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":false}}]}`)); st != 200 {
+		t.Fatalf("SCIM deactivate: %d %v", st, body)
+	}
+	entries := scimAudit(t, e, admin)
+	if !hasEntry(entries, "delegation_ended", "alice no longer lends their approvals to bob") || !hasEntry(entries, "delegation_ended", "alice was suspended from approving: scim: deactivated") {
+		t.Fatalf("the delegation's end is not audited:\n%s", strings.Join(entries, "\n"))
+	}
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["tally"] != "0 of 2 approvals" || st.Data["status"] != "pending" {
+		t.Fatalf("after alice's deactivation: %s, want 0 of 2 approvals, pending", st)
+	}
+	if v := e.Call(bob, "approve_action", map[string]any{"request_id": rid}); v.Status != http.StatusForbidden || !strings.Contains(v.Error, "not among them") {
+		t.Fatalf("bob after the delegation ended: %s, want 403", v)
+	}
+	if l := e.MustOK(bob, "list_delegations", map[string]any{}); l.Text != "No delegation is running." {
+		t.Fatalf("list_delegations after the deactivation: %s", l)
+	}
+}

@@ -45,7 +45,7 @@ func newSlackFake(t *testing.T) *slackFake {
 	t.Helper()
 	f := &slackFake{frames: make(chan string, 16)}
 	f.srv = slacktest.NewTestServer(func(c slacktest.Customize) {
-		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "apps.connections.open"} {
+		for _, m := range []string{"chat.postMessage", "chat.update", "chat.postEphemeral", "views.open", "apps.connections.open", "conversations.open"} {
 			c.Handle("/"+m, f.handle(m))
 		}
 		c.Handle("/ws", f.socket)
@@ -74,6 +74,9 @@ func (f *slackFake) handle(method string) http.HandlerFunc {
 		resp := map[string]any{"ok": true, "channel": c.Form.Get("channel"), "ts": ts, "message_ts": ts}
 		if method == "apps.connections.open" {
 			resp["url"] = "ws://" + f.srv.ServerAddr + "/ws"
+		}
+		if method == "conversations.open" { // the direct message with users
+			resp["channel"] = map[string]any{"id": "D" + c.Form.Get("users")}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
 	}

@@ -141,6 +141,9 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", cerr)
 	}
 	cancelDrain()
+	// A clean stop, as serve's: the leader's loops see it and do their
+	// last work (the final anchor of the chain's head) before they end.
+	a.bot.BeginShutdown()
 	cancelRunners()
 	rwg.Wait()
 	logger.Info("mcp: stopped")

@@ -86,6 +86,7 @@ principals:
 	q := e.MustOK(agent, "ask_user", map[string]any{"question": "Which ward?", "options": []string{"ward 3", "ward 5"}})
 	granted := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "pumps"}, "summary": "Restart pumps"})
 	e.MustOK(lee, "approve_action", map[string]any{"request_id": granted.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}})
+	e.MustOK(lee, "delegate_approvals", map[string]any{"to": "dr_smith", "for": "4h"}) // the Delegation page lists one lent
 	item := func(r toolResponse) string { return fmt.Sprint(r.Data["item_id"]) }
 	// Two of one tool: the inbox offers its checkboxes, and their batch
 	// review page is checked too.
@@ -94,7 +95,7 @@ principals:
 
 	pages := []string{
 		"/ui/items/" + item(order), "/ui/items/" + item(drop), "/ui/items/" + item(q), "/ui/items/" + item(granted),
-		"/ui/", "/ui/memory?space=patient_42", "/ui/audit", "/ui/audit?space=patient_42", "/ui/grants", "/ui/insights", "/ui/nothing-here",
+		"/ui/", "/ui/memory?space=patient_42", "/ui/audit", "/ui/audit?space=patient_42", "/ui/grants", "/ui/insights", "/ui/delegation", "/ui/nothing-here",
 		"/ui/batch?id=" + item(scale1) + "&id=" + item(scale2),
 	}
 	doc := person(t)

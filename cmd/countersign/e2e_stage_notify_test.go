@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// stageNotifyConfig signs order_medication above 10 mg off in two stages:
+// the prescribers in their channel, then the pharmacist on call sent the
+// card directly (tools[].rules[].stages[].notify).
+func stageNotifyConfig(apiURL string) string {
+	return `http:
+  rate_burst: 1000
+groups:
+  pharmacists: [ph_kim, ph_lee]
+tools:
+  - name: order_medication
+    category: mutating
+    schema: {type: object, properties: {drug: {type: string}, dose_mg: {type: number}}}
+    rules:
+      - when: "args.dose_mg > 10"
+        stages:
+          - {name: prescriber, approvers: {roles: [member]}, channels: [doctors]}
+          - {name: pharmacist, approvers: {groups: [pharmacists]}, notify: [ph_kim]}
+principals:
+  - {name: dr_smith, role: member, slack: U0123ABC}
+  - {name: ph_kim, role: member, slack: U0456DEF}
+  - {name: ph_lee, role: member, slack: U0789GHI}
+slack:
+  mode: http
+  team_id: T1
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: ` + apiURL + `
+  channels: {default: C0DEFAULT, doctors: C0DOCS}
+`
+}
+
+// TestStageNotifyDirectMessageEndToEnd: a stage's notify sends the card
+// to each person it names, directly, when the stage opens; against the
+// real server and slack-go on the loopback fake. Nobody gets a direct
+// message while the prescriber stage is open; once dr_smith approves it,
+// conversations.open is called with ph_kim's Slack user only (not ph_lee,
+// a pharmacist the stage does not name) and the card is posted in that
+// direct message; ph_kim approves from it, and the direct card is updated
+// with the outcome like the channel cards.
+func TestStageNotifyDirectMessageEndToEnd(t *testing.T) {
+	t.Parallel()
+	f := newSlackFake(t)
+	e := newTestEnv(t, stageNotifyConfig(f.srv.GetAPIURL()))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	cards := func() map[string]slackCall {
+		out := map[string]slackCall{}
+		for _, c := range f.Calls("chat.postMessage") {
+			if c.Form.Get("thread_ts") == "" {
+				if _, dup := out[c.Form.Get("channel")]; dup {
+					t.Fatalf("a second card in %s", c.Form.Get("channel"))
+				}
+				out[c.Form.Get("channel")] = c
+			}
+		}
+		return out
+	}
+	status := func(id string) toolResponse {
+		return e.MustOK(agent, "action_status", map[string]any{"request_id": id})
+	}
+
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "order_medication", "arguments": map[string]any{"drug": "apixaban", "dose_mg": 50}})
+	reqID, itemID := r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"])
+	waitFor(t, "the cards in the request's channel and the prescribers'", func() bool { return len(cards()) == 2 })
+	if n := len(f.Calls("conversations.open")); n != 0 {
+		t.Fatalf("%d direct messages opened while the prescriber stage is open, want 0", n)
+	}
+
+	slackClick(t, e, cards()["C0DOCS"], "U0123ABC", itemID, "t-sn-1")
+	waitFor(t, "the card in ph_kim's direct message", func() bool { _, ok := cards()["DU0456DEF"]; return ok })
+	opens := f.Calls("conversations.open")
+	if len(opens) != 1 || opens[0].Form.Get("users") != "U0456DEF" {
+		var users []string
+		for _, o := range opens {
+			users = append(users, o.Form.Get("users"))
+		}
+		t.Fatalf("conversations.open with %v, want [U0456DEF] only (the stage notifies ph_kim)", users)
+	}
+	dm := cards()["DU0456DEF"]
+	if b := dm.Form.Get("blocks"); !strings.Contains(b, "countersign.approve") || !strings.Contains(b, "order_medication") {
+		t.Errorf("the direct card is not the item's card with its buttons:\n%s", b)
+	}
+	if st := status(reqID); st.Data["status"] != "pending" {
+		t.Fatalf("after the prescriber: %s", st)
+	}
+
+	// ph_kim approves from the direct message.
+	slackClick(t, e, dm, "U0456DEF", itemID, "t-sn-2")
+	waitFor(t, "the approval", func() bool { return status(reqID).Data["status"] == "approved" })
+	waitFor(t, "the direct card to show the outcome", func() bool {
+		last := lastUpdate(f, "DU0456DEF", dm.TS)
+		return strings.Contains(last, "ph_kim") && !strings.Contains(last, "countersign.approve")
+	})
+	if n := len(cards()); n != 3 {
+		t.Errorf("%d cards, want 3 (the request's channel, the doctors', ph_kim's direct message)", n)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
 )
 
 // stageNotifyConfig signs order_medication above 10 mg off in two stages:
@@ -102,5 +104,38 @@ func TestStageNotifyDirectMessageEndToEnd(t *testing.T) {
 	})
 	if n := len(cards()); n != 3 {
 		t.Errorf("%d cards, want 3 (the request's channel, the doctors', ph_kim's direct message)", n)
+	}
+}
+
+// TestStageNotifyDiscordDirectMessage: on Discord a stage's notify opens
+// the DM channel with the person (POST users/@me/channels) and posts the
+// card there, against the real server and the Discord fake; the DM card's
+// Approve decides like the channel's.
+func TestStageNotifyDiscordDirectMessage(t *testing.T) {
+	t.Parallel()
+	d := newDiscordEnvConfig(t, "http", func(s string) string {
+		s = strings.Replace(s, "tools:\n", `groups:
+  dbas: [dr_smith]
+tools:
+  - name: vacuum_table
+    category: mutating
+    schema: {type: object, required: [table]}
+    channels: [ops]
+    stages:
+      - {name: dba, approvers: {groups: [dbas]}, notify: [dr_smith]}
+`, 1)
+		return s
+	})
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "vacuum_table", "arguments": map[string]any{"table": "orders"}})
+	reqID, _ := req.Data["request_id"].(string)
+	d.posted(discordOps, "vacuum\\\\_table")
+	msg, item := d.posted("DM111", "vacuum\\\\_table")
+	if n := len(d.fake.CallsTo("POST", "users/@me/channels")); n != 1 {
+		t.Errorf("%d DM channels opened, want 1 (dr_smith's)", n)
+	}
+	d.click("n1", smith, "DM111", msg, "cs:approve:"+item)
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "approved" {
+		t.Errorf("after dr_smith's click in the DM the request is %v, want approved", st.Data["status"])
 	}
 }

@@ -294,6 +294,16 @@ func uncleanDetail(marker []byte) string {
 	return "the previous run (started " + started + ") did not stop cleanly (crash, kill or power loss); read verdicts (check_before_act, safe_recall, recall) answered in its last moments may be missing from the chain; writes and decisions are all recorded"
 }
 
+// Run returns the id of this run's claim (ReadAuditOptions.Runs), or ""
+// without one.
+func (q *ReadAudit) Run() string {
+	id, _ := strings.CutPrefix(string(q.marker), keyRunning+"/")
+	if id == keyRunning {
+		return ""
+	}
+	return id
+}
+
 // Mode returns ReadAuditQueued or ReadAuditDurable.
 func (q *ReadAudit) Mode() string { return q.mode }
 

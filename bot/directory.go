@@ -261,10 +261,17 @@ func (ch Chat) Audit(ctx context.Context, caller *Caller, sp Space, action, deta
 // AuditNote appends one audit entry made by caller outside a tool call
 // and, when item is not 0, posts note in the threads of the item's cards,
 // in one transaction (the MCP gateway's "outcome unknown" after a crash).
-func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, detail string, item uint64, note string) error {
+// first, when not nil, runs first in that transaction (dropping the
+// gateway's marker); its error aborts it and is returned.
+func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, detail string, item uint64, note string, first func(kv.Tx) error) error {
 	b := ch.b
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}
 	return b.Update(ctx, c, func(tx *Tx) error {
+		if first != nil {
+			if err := first(tx.Tx); err != nil {
+				return err
+			}
+		}
 		if err := tx.Audit(action, detail); err != nil {
 			return err
 		}

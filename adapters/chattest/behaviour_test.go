@@ -1,6 +1,8 @@
 package chattest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"github.com/countersign/countersign/bot"
 	"net/http"
@@ -18,8 +20,10 @@ import (
 // updated once in place, without buttons, saying who approved and when,
 // and still showing what was asked.
 func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -71,6 +75,7 @@ func TestEligibleClickApprovesAndUpdatesTheCard(t *testing.T) {
 // with its reason, even when the click is delivered again; the item
 // stays pending and its card is not touched.
 func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		who    person
@@ -88,6 +93,7 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 	for _, sc := range surfaces {
 		for _, c := range cases {
 			t.Run(sc.name+"/"+c.name, func(t *testing.T) {
+				t.Parallel()
 				s := sc.new(t)
 				w := s.world()
 				id := w.restart()
@@ -138,8 +144,10 @@ func TestIneligibleClicksAreRefusedPrivatelyAndAudited(t *testing.T) {
 // else on the decided item is told the recorded outcome privately and
 // changes nothing; the card is updated once.
 func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -181,8 +189,10 @@ func TestReplayedDeliveryIsAppliedOnce(t *testing.T) {
 // signature at all) is refused with 401 and reaches nothing; the genuine
 // click still decides.
 func TestForgedDeliveriesAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -215,8 +225,10 @@ func TestForgedDeliveriesAreRefused(t *testing.T) {
 // refused with a 400 naming the key, and nothing is decided: two readers
 // of the body could see different buttons.
 func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -239,8 +251,10 @@ func TestDuplicateKeysInAClickAreRefused(t *testing.T) {
 // dialog's mark) decides nothing and says what is missing; through the
 // step it is approved by the person who confirmed.
 func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.destructive()
@@ -268,8 +282,10 @@ func TestDestructiveApprovalTakesASecondConfirmation(t *testing.T) {
 // once in place, without buttons, saying it expired and when; a click on
 // it afterwards is told so privately and decides nothing.
 func TestExpiredItemLosesItsButtons(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -299,8 +315,10 @@ func TestExpiredItemLosesItsButtons(t *testing.T) {
 // decision; the winner's click is answered as a decision, the other is
 // told privately who decided it.
 func TestConcurrentClicksDecideOnce(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -335,8 +353,10 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 // the card is updated once, without buttons, showing the reason with its
 // markup inert.
 func TestRejectAsksForAReason(t *testing.T) {
+	t.Parallel()
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -380,9 +400,11 @@ func TestRejectAsksForAReason(t *testing.T) {
 // agent-supplied note with its markup inert, the escalation naming the
 // role (and, on Slack and Teams, mentioning its members); once the item is decided, a reminder is no longer posted.
 func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
+	t.Parallel()
 	const note = "Reminder: waited 10m @here <!channel> <@&456>"
 	for _, sc := range surfaces {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			s := sc.new(t)
 			w := s.world()
 			id := w.restart()
@@ -412,6 +434,323 @@ func TestRemindersAndEscalationsReplyInTheThread(t *testing.T) {
 			s.drain()
 			if n := len(s.replies(id)); n != 2 {
 				t.Errorf("%d replies after a reminder for the decided item, want still 2 (not posted)", n)
+			}
+		})
+	}
+}
+
+// TestQuorumShowsTheTally: with a quorum of two, the first approval is
+// counted and the item stays pending; the approver is shown the tally
+// (privately on Slack, on the card in place elsewhere), and the same
+// approval clicked again counts once; the card is updated with the tally
+// and keeps its buttons for the others; the second approver decides it.
+func TestQuorumShowsTheTally(t *testing.T) {
+	t.Parallel()
+	const tally = "1 of 2 approvals: dr_smith"
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.quorum()
+			s.drain()
+			for _, click := range []string{"the first approval", "the same approval again"} {
+				a := s.click(approver, id, "approve")
+				shown := a.private
+				if a.card != nil {
+					shown = a.card.text
+				}
+				if !strings.Contains(shown, tally) {
+					t.Errorf("%s showed the approver %q, want the tally %q", click, shown, tally)
+				}
+				if sc.inPlace && a.card == nil {
+					t.Errorf("%s was answered %+v, want the card in place", click, a)
+				}
+				if sc.name == "discord" && a.card != nil && !a.card.has("approve") {
+					// Discord's card is everyone's: its buttons stay for
+					// the others (Teams' is the approver's own view).
+					t.Errorf("%s answered the card with buttons %v, want Approve kept for the others", click, a.card.buttons)
+				}
+				if it := w.item(id); it.Status != "pending" || !strings.Contains(it.Tally, "1 of 2") {
+					t.Fatalf("after %s: status %q tally %q, want pending at 1 of 2", click, it.Status, it.Tally)
+				}
+			}
+			s.drain()
+			if n := s.edits(id); n != 1 {
+				t.Errorf("%d updates of the card after the first approval, want 1 (the tally)", n)
+			}
+			c := s.card(second, id)
+			if !c.has("approve") || !c.has("reject") || !strings.Contains(c.text, tally) {
+				t.Errorf("card after the first approval: buttons %v text\n%s\nwant Approve, Reject and %q", c.buttons, c.text, tally)
+			}
+			s.click(second, id, "approve")
+			if it := w.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
+				t.Errorf("after the second approval: status %q decided_by %v, want approved by both", it.Status, it.DecidedBy)
+			}
+			s.drain()
+			if c := s.card(second, id); len(c.buttons) != 0 || !has(c.text, "Approved") {
+				t.Errorf("card after the quorum: buttons %v text\n%s\nwant no buttons, Approved", c.buttons, c.text)
+			}
+		})
+	}
+}
+
+// TestDeliveryHonoursRetryAfter: a rate-limited post is a
+// bot.RetryAfterError of the wait the platform asked for; through the
+// outbox the event is kept, not due again before that wait, and posted
+// after it.
+func TestDeliveryHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.throttle(sc.retryAfter)
+			err := w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: id})
+			var ra *bot.RetryAfterError
+			if !errors.As(err, &ra) || ra.After != sc.retryAfter {
+				t.Fatalf("a rate-limited post delivered as %v, want a RetryAfterError of %v", err, sc.retryAfter)
+			}
+			s.throttle(sc.retryAfter)
+			s.drain() // the queued event meets the rate limit again
+			if n := w.depth(s.name()); n != 1 {
+				t.Fatalf("outbox depth %d after a rate limit, want the event kept (1)", n)
+			}
+			early := w.clock.Now().Add(sc.retryAfter - time.Second)
+			if due, err := w.bot.Outbox().Due(context.Background(), s.name(), early, 10); err != nil || len(due) != 0 {
+				t.Errorf("due a second before the wait ends: %+v (%v), want nothing", due, err)
+			}
+			w.clock.Advance(sc.retryAfter + time.Second)
+			s.drain()
+			if n := w.depth(s.name()); n != 0 {
+				t.Errorf("outbox depth %d after the wait, want 0", n)
+			}
+			if c := s.card(approver, id); !c.has("approve") {
+				t.Errorf("card posted after the wait: buttons %v, want Approve", c.buttons)
+			}
+		})
+	}
+}
+
+// TestDeliveryFailuresAreClassified: a post the platform refuses for
+// good (the channel is gone, the bot may not post there) is a
+// bot.PermanentError, which the outbox does not retry; one refused while
+// the platform is down is not, and is retried; an item that does not
+// exist is permanent.
+func TestDeliveryFailuresAreClassified(t *testing.T) {
+	t.Parallel()
+	for _, sc := range surfaces {
+		for _, permanent := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/permanent=%v", sc.name, permanent), func(t *testing.T) {
+				t.Parallel()
+				s := sc.new(t)
+				w := s.world()
+				id := w.restart()
+				s.refuse(permanent)
+				err := w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: id})
+				var perm *bot.PermanentError
+				if err == nil || errors.As(err, &perm) != permanent {
+					t.Errorf("delivered as %v (%T), want an error, permanent %v", err, err, permanent)
+				}
+				err = w.deliver(s.name(), s.renderer(), bot.Event{Type: bot.EventCreated, ItemID: 999})
+				if !errors.As(err, &perm) {
+					t.Errorf("an unknown item delivered as %v, want a PermanentError", err)
+				}
+			})
+		}
+	}
+}
+
+// TestRestartUpdatesTheOriginalCard: after a restart, a click on a card
+// posted before it updates that card in place (the message is found from
+// the store), nothing is posted again, and an item created while the
+// surface was down is posted once it is back.
+func TestRestartUpdatesTheOriginalCard(t *testing.T) {
+	t.Parallel()
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			before := s.card(approver, id)
+			late := w.destructive() // queued, not yet delivered
+			s.restart()
+			w.clock.Advance(time.Minute)
+			a := s.click(approver, id, "approve")
+			if it := w.item(id); it.Status != "approved" {
+				t.Fatalf("a click after the restart: item %q, want approved", it.Status)
+			}
+			if sc.inPlace && a.card == nil {
+				t.Errorf("the click after the restart was answered %+v, want the decided card in place", a)
+			}
+			s.drain()
+			if n := s.edits(id); n != 1 {
+				t.Errorf("%d updates of the card posted before the restart, want 1", n)
+			}
+			if c := s.card(approver, id); len(c.buttons) != 0 || !has(c.text, "Approved") || len(before.buttons) == 0 {
+				t.Errorf("the original card after the restart: buttons %v text\n%s\nwant it updated, no buttons, Approved", c.buttons, c.text)
+			}
+			if got := w.item(late).Messages; len(got) != 1 || got[0].ChannelID != ref(t, w, s.name(), id).ChannelID {
+				t.Errorf("the item created before the restart has messages %+v, want it posted once, in its tool's channel", got)
+			} else if c := s.card(approver, late); !c.has("approve") {
+				t.Errorf("the item created before the restart was posted with buttons %v, want Approve", c.buttons)
+			}
+			if got := w.item(id).Messages; len(got) != 1 {
+				t.Errorf("the item posted before the restart has messages %+v, want still one (not posted again)", got)
+			}
+		})
+	}
+}
+
+// TestQuestionsAreAnswered: a question's options are its buttons (one
+// choice) or a choice set (several), with Decline; a person's choice
+// answers it with those options, as the agent then reads them; an index
+// the question does not have is refused privately and answers nothing;
+// the answered card keeps no buttons.
+func TestQuestionsAreAnswered(t *testing.T) {
+	t.Parallel()
+	startsWith := func(c card, prefix string) bool {
+		for _, b := range c.buttons {
+			if strings.HasPrefix(b, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			single := w.ask("Which region should the failover use?", false, "eu-west-1", "us-east-1")
+			multi := w.ask("Which checks may be skipped?", true, "lint", "unit", "e2e")
+			s.drain()
+			if c := s.card(approver, single); !startsWith(c, "answer") || !c.has("reject") {
+				t.Errorf("one-choice question's buttons %v, want its options and Decline", c.buttons)
+			}
+			if c := s.card(approver, multi); !(c.has("submit") || c.has("select") || c.has("answer_multi")) || !c.has("reject") {
+				t.Errorf("several-choice question's buttons %v, want a choice set and Decline", c.buttons)
+			}
+			s.answer(approver, single, 1)
+			if it, got := w.item(single), w.answers(single); it.Status != "answered" || !slices.Equal(got, []string{"us-east-1"}) {
+				t.Errorf("after choosing option 1: status %q answers %v, want answered us-east-1", it.Status, got)
+			}
+			bad := s.answer(approver, multi, 0, 7)
+			if want := fmt.Sprintf("is not one of #%d's options; nothing was recorded.", multi); !strings.Contains(bad.private, want) {
+				t.Errorf("choosing an option the question lacks answered %q, want %q", bad.private, want)
+			}
+			if it := w.item(multi); it.Status != "pending" {
+				t.Fatalf("after an option the question lacks: %q, want pending", it.Status)
+			}
+			s.answer(approver, multi, 0, 2)
+			if it, got := w.item(multi), w.answers(multi); it.Status != "answered" || !slices.Equal(got, []string{"lint", "e2e"}) {
+				t.Errorf("after choosing options 0 and 2: status %q answers %v, want answered lint, e2e", it.Status, got)
+			}
+			s.drain()
+			if c := s.card(approver, multi); len(c.buttons) != 0 || !strings.Contains(c.text, "Answered") {
+				t.Errorf("answered card: buttons %v text\n%s\nwant no buttons, Answered", c.buttons, c.text)
+			}
+		})
+	}
+}
+
+// TestSensitiveDetailIsShownOnlyToApprovers: a sensitive item's card in
+// the channel withholds its arguments (and, once decided, its reason);
+// those who may decide it read the detail privately (Slack sends it to
+// each approver when it posts the card; Discord and Teams show it on the
+// Details button, audited as view_sensitive); a viewer and an unmapped
+// person never see it, and on the Details button are told why (the
+// viewer's refusal audited).
+func TestSensitiveDetailIsShownOnlyToApprovers(t *testing.T) {
+	t.Parallel()
+	const secret = "HIV positive"
+	shown := func(a answer) string {
+		out := a.private + "\n" + a.detail
+		if a.card != nil {
+			out += "\n" + a.card.text
+		}
+		return out
+	}
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.sensitive()
+			s.drain()
+			if c := s.card(viewer, id); strings.Contains(c.text, secret) {
+				t.Errorf("the channel card shows %q of a sensitive item, want it withheld:\n%s", secret, c.text)
+			}
+			if c := s.card(approver, id); !c.has("approve") || !c.has("reject") || strings.Contains(c.text, secret) {
+				t.Errorf("the approver's card: buttons %v, want Approve and Reject, and the detail withheld from it:\n%s", c.buttons, c.text)
+			} else if sc.name == "discord" && !c.has("details") {
+				t.Errorf("the card's buttons %v, want Details (Discord's card is everyone's; Details is how an approver reads it)", c.buttons)
+			}
+			for _, p := range []person{approver, second} {
+				if got := shown(s.details(p, id)); !strings.Contains(got, secret) {
+					t.Errorf("%s's private detail %q, want %q", names[p], got, secret)
+				}
+			}
+			denied := len(w.entries("access_denied"))
+			for p, why := range map[person]string{viewer: "they are shown only to approvers who may decide it", stranger: "is not mapped to a Countersign principal"} {
+				a := s.details(p, id)
+				if got := shown(a); strings.Contains(got, secret) {
+					t.Errorf("person %v was shown %q, want the detail withheld", p, got)
+				}
+				if sc.detailsAsked && !strings.Contains(a.private, why) {
+					t.Errorf("person %v on Details was told %q, want %q", p, a.private, why)
+				}
+			}
+			if sc.detailsAsked {
+				if v := w.entries("view_sensitive"); len(v) != 2 || v[0].Principal != s.who(approver) {
+					t.Errorf("view_sensitive entries %+v, want the two approvers' views, the first by %s", v, s.who(approver))
+				}
+				if n := len(w.entries("access_denied")); n < denied+2 {
+					t.Errorf("%d access_denied entries after the viewer's and the stranger's Details, want %d", n, denied+2)
+				}
+			}
+			s.reject(approver, id, "confirmed by the lab")
+			s.drain()
+			if c := s.card(viewer, id); strings.Contains(c.text, "confirmed by the lab") || strings.Contains(c.text, secret) {
+				t.Errorf("the decided channel card shows the sensitive item's reason or detail, want both withheld:\n%s", c.text)
+			}
+		})
+	}
+}
+
+// TestPendingItemIsPostedOnce: a pending item is posted, with the bot's
+// credentials, to its tool's channel, with Approve and Reject, and its
+// message recorded with it; its created event delivered again posts
+// nothing more.
+func TestPendingItemIsPostedOnce(t *testing.T) {
+	t.Parallel()
+	for _, sc := range surfaces {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := sc.new(t)
+			w := s.world()
+			id := w.restart()
+			s.drain()
+			if n := s.posts(); n != 1 {
+				t.Fatalf("%d cards posted, want 1", n)
+			}
+			if got, want := ref(t, w, s.name(), id).ChannelID, s.channel("ops"); got != want {
+				t.Errorf("posted in %s, want the tool's channel ops (%s)", got, want)
+			}
+			if c := s.card(approver, id); !c.has("approve") || !c.has("reject") {
+				t.Errorf("posted card's buttons %v, want Approve and Reject", c.buttons)
+			}
+			w.emit(id, bot.EventCreated, "")
+			s.drain()
+			if n := s.posts(); n != 1 {
+				t.Errorf("%d cards posted after the created event was delivered again, want still 1", n)
+			}
+			if got := w.item(id).Messages; len(got) != 1 {
+				t.Errorf("the item's messages %+v, want the one posted", got)
 			}
 		})
 	}

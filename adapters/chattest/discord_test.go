@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/discord"
 	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -30,6 +31,8 @@ type discordSurface struct {
 	fake *discordtest.Server
 	ad   *discord.Adapter
 	url  string
+	stop func()
+	pub  ed25519.PublicKey
 	key  ed25519.PrivateKey
 	mu   sync.Mutex
 	seq  int
@@ -38,15 +41,23 @@ type discordSurface struct {
 
 func newDiscord(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, discord.Sink)
 	pub, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake := discordtest.New(t, discordToken)
+	s := &discordSurface{t: t, w: newWorld(t, discord.Sink), fake: discordtest.New(t, discordToken), pub: pub, key: priv}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot and serves its endpoint on
+// a new loopback port until stop.
+func (s *discordSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := discord.New(discord.Options{
-		Bot: w.bot, Token: discordToken, PublicKey: pub, ApplicationID: "APP", GuildID: discordGuild,
-		APIURL: fake.APIURL, Channels: map[string]string{"default": "C100", "ops": "C200"},
+		Bot: s.w.bot, Token: discordToken, PublicKey: s.pub, ApplicationID: "APP", GuildID: discordGuild,
+		APIURL: s.fake.APIURL, Channels: map[string]string{"default": "C100", "ops": "C200"},
 		Transport: discordtest.Transport(), Dialer: discordtest.Dialer(),
 	})
 	if err != nil {
@@ -55,8 +66,17 @@ func newDiscord(t *testing.T) surface {
 	mux := http.NewServeMux()
 	mux.Handle("POST /discord/interactions", ad.Handler())
 	srv := httptest.NewServer(mux)
+	s.stop = srv.Close
 	t.Cleanup(srv.Close)
-	return &discordSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/discord/interactions", key: priv}
+	s.ad, s.url = ad, srv.URL+"/discord/interactions"
+}
+
+func (s *discordSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *discordSurface) world() *world { return s.w }
@@ -201,7 +221,10 @@ func (s *discordSurface) post(body []byte) answer {
 			s.t.Fatalf("reply flags %v, want 64 (ephemeral): %v", d["flags"], d)
 		}
 		c := s.cardOf(d)
-		a := answer{private: unmarked(fmt.Sprint(d["content"]))}
+		a := answer{private: unmarked(fmt.Sprint(d["content"])), n: 1}
+		if c.text != "" {
+			a.detail = c.text
+		}
 		for _, b := range c.buttons {
 			if b == "confirm" {
 				a.step = true
@@ -304,4 +327,69 @@ func (s *discordSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *discordSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *discordSurface) throttle(after time.Duration) {
+	s.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: http.StatusTooManyRequests,
+		Body: fmt.Sprintf(`{"message":"You are being rate limited.","retry_after":%g,"global":false}`, after.Seconds())})
+}
+
+func (s *discordSurface) refuse(permanent bool) {
+	status := http.StatusServiceUnavailable
+	if permanent {
+		status = http.StatusForbidden // Missing Access: the bot may not post there
+	}
+	s.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: status, Body: `{"message":"no","code":0}`})
+}
+
+func (s *discordSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	c := s.card(p, id)
+	r := ref(s.t, s.w, discord.Sink, id)
+	var body []byte
+	s.mu.Lock()
+	s.seq++
+	iid := "i" + strconv.Itoa(s.seq)
+	if c.has("select") { // a multi-choice question's select menu
+		var values []string
+		for _, i := range choices {
+			values = append(values, strconv.Itoa(i))
+		}
+		body = discordtest.Marshal(s.t, discordtest.Click(iid, s.clicker(p), r.ChannelID, r.MessageID, s.customID(id, "select"), values...))
+	} else {
+		body = discordtest.Marshal(s.t, discordtest.Click(iid, s.clicker(p), r.ChannelID, r.MessageID, fmt.Sprintf("cs:answer:%d:%d", id, choices[0])))
+	}
+	s.last = body
+	s.mu.Unlock()
+	return s.post(body)
+}
+
+func (s *discordSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	a := s.send(p, id, s.customID(id, "details"))
+	return a
+}
+
+func (s *discordSurface) channel(name string) string {
+	return map[string]string{"default": "C100", "ops": "C200"}[name]
+}
+
+func (s *discordSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.CallsTo("POST", "channels/") {
+		m := c.JSON()
+		if m["message_reference"] != nil {
+			continue
+		}
+		if c.Auth != "Bot "+discordToken {
+			s.t.Errorf("a card posted with Authorization %q, want the bot token", c.Auth)
+		}
+		if nonce, _ := m["nonce"].(string); nonce == "" || len(nonce) > 25 || m["enforce_nonce"] != true {
+			s.t.Errorf("a card posted with nonce %q enforce_nonce %v, want an enforced nonce of at most 25 characters", nonce, m["enforce_nonce"])
+		}
+		n++
+	}
+	return n
 }

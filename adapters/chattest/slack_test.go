@@ -21,6 +21,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/slack/slacktest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -37,6 +38,7 @@ type slackSurface struct {
 	fake *slacktest.Server
 	ad   *slack.Adapter
 	url  string
+	stop func() // stops the click worker and the handlers
 	seq  atomic.Int64
 	mu   sync.Mutex
 	// clicked is, by Slack user id, how many private answers had been
@@ -51,11 +53,19 @@ type slackSurface struct {
 
 func newSlack(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, slack.Sink)
-	fake := slacktest.New(t)
+	s := &slackSurface{t: t, w: newWorld(t, slack.Sink), fake: slacktest.New(t), clicked: map[string]int{}}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot, serves its handlers on a
+// new loopback port and runs its click worker until stop.
+func (s *slackSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := slack.New(slack.Options{
-		Bot: w.bot, Mode: slack.ModeHTTP, BotToken: "xoxb-test", SigningSecret: slackSecret,
-		APIURL: fake.URL(), Channels: map[string]string{"default": "C0DEFAULT", "ops": slackOps},
+		Bot: s.w.bot, Mode: slack.ModeHTTP, BotToken: "xoxb-test", SigningSecret: slackSecret,
+		APIURL: s.fake.URL(), Channels: map[string]string{"default": "C0DEFAULT", "ops": slackOps},
 		Approvers:   []string{slackTeam + "/" + people.slack[approver], slackTeam + "/" + people.slack[second]},
 		RoleMembers: map[string][]string{"member": {people.slack[approver], people.slack[second]}},
 		HTTPClient:  slacktest.Client(), Dialer: slacktest.Dialer(), Workers: 1,
@@ -69,12 +79,24 @@ func newSlack(t *testing.T) surface {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ad.RunClicks(ctx) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-	})
-	return &slackSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/slack/interactions", clicked: map[string]int{}}
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			srv.Close()
+			cancel()
+			<-done
+		})
+	}
+	t.Cleanup(s.stop)
+	s.ad, s.url = ad, srv.URL+"/slack/interactions"
+}
+
+func (s *slackSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *slackSurface) world() *world { return s.w }
@@ -179,6 +201,13 @@ func (s *slackSurface) unconfirmed(p person, id uint64) answer {
 // answered); it returns the private answers p got meanwhile.
 func (s *slackSurface) send(p person, id uint64, button, value string, blocks any) answer {
 	s.t.Helper()
+	return s.sendWith(p, id, button, value, blocks, nil)
+}
+
+// sendWith is send with the payload's state (a form's inputs on the
+// message: a multi-choice question's checkboxes).
+func (s *slackSurface) sendWith(p person, id uint64, button, value string, blocks, state any) answer {
+	s.t.Helper()
 	r := ref(s.t, s.w, slack.Sink, id)
 	before := len(s.fake.Calls("chat.postEphemeral"))
 	s.mu.Lock()
@@ -193,6 +222,9 @@ func (s *slackSurface) send(p person, id uint64, button, value string, blocks an
 		"message":   map[string]any{"ts": r.MessageID, "blocks": blocks},
 		"actions": []any{map[string]any{"type": "button", "action_id": "countersign." + button,
 			"block_id": "countersign:" + strconv.FormatUint(id, 10), "value": value, "action_ts": "1767225601.000001"}},
+	}
+	if state != nil {
+		payload["state"] = state
 	}
 	req := s.signed(payload, slackSecret, time.Now())
 	s.mu.Lock()
@@ -429,4 +461,74 @@ func (s *slackSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *slackSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *slackSurface) throttle(after time.Duration) {
+	s.fake.RateLimit("chat.postMessage", int(after/time.Second))
+}
+
+func (s *slackSurface) refuse(permanent bool) {
+	if permanent {
+		s.fake.SlackError("chat.postMessage", "channel_not_found")
+		return
+	}
+	s.fake.Fail("chat.postMessage", func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) })
+}
+
+func (s *slackSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	_, blocks := s.value(id, "approve")
+	sid := strconv.FormatUint(id, 10)
+	if !s.card(p, id).has("submit") { // one option's button
+		return s.send(p, id, "answer."+strconv.Itoa(choices[0]), sid+":"+strconv.Itoa(choices[0]), blocks)
+	}
+	var selected []any
+	for _, c := range choices {
+		selected = append(selected, map[string]any{"value": strconv.Itoa(c)})
+	}
+	return s.sendWith(p, id, "submit", sid, blocks, map[string]any{"values": map[string]any{"countersign:" + sid: map[string]any{
+		"countersign.choices": map[string]any{"type": "checkboxes", "selected_options": selected}}}})
+}
+
+func (s *slackSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	r := ref(s.t, s.w, slack.Sink, id)
+	var a answer
+	for _, c := range s.ephemerals(p) {
+		if c.Form.Get("channel") != r.ChannelID || c.Form.Get("blocks") == "" {
+			continue
+		}
+		blocks := decode(s.t, c.Form.Get("blocks"))
+		text := strings.Join(texts(blocks), "\n")
+		if strings.Contains(text, fmt.Sprintf("#%d", id)) {
+			for _, b := range blocks.([]any) {
+				if b.(map[string]any)["type"] == "actions" {
+					s.t.Errorf("the private detail of #%d has buttons (%v), want none: decide on the card in the channel", id, b)
+				}
+			}
+			a.private = strings.TrimSpace(a.private + "\n" + text)
+			a.n++
+		}
+	}
+	return a
+}
+
+func (s *slackSurface) channel(name string) string {
+	return map[string]string{"default": "C0DEFAULT", "ops": slackOps}[name]
+}
+
+func (s *slackSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.Calls("chat.postMessage") {
+		if c.Form.Get("thread_ts") != "" {
+			continue
+		}
+		if c.Form.Get("token") != "xoxb-test" {
+			s.t.Errorf("a card posted with token %q, want the bot token xoxb-test", c.Form.Get("token"))
+		}
+		n++
+	}
+	return n
 }

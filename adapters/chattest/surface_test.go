@@ -1,10 +1,10 @@
 package chattest
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/bot"
 )
@@ -21,11 +21,29 @@ type surface interface {
 	// who is how the bot names p after a click on this surface:
 	// "dr_smith [U0123ABC]", "unmapped [T1/U0999XYZ]".
 	who(p person) string
+	// restart is a process restart: the adapter and the world's bot are
+	// built again on the same store; the platform (the fake) stays.
+	restart()
 	// drain delivers every due outbox event to the fake.
 	drain()
+	// renderer is the adapter's bot.Renderer (what the outbox delivers
+	// through).
+	renderer() bot.Renderer
+	// throttle makes the fake answer the next post of a card with a rate
+	// limit that asks to wait after; refuse makes it answer the next
+	// post with a failure: one that retrying cannot fix (permanent: the
+	// channel is gone, the bot may not post there) or one that it may
+	// (the platform is down).
+	throttle(after time.Duration)
+	refuse(permanent bool)
 	// card is item id's card in its channel now, as p's client shows
 	// it (on Teams the card a person sees is refreshed for them).
 	card(p person, id uint64) card
+	// channel is the surface's id of the channel name ("ops").
+	channel(name string) string
+	// posts counts the cards posted (not thread replies), failing the
+	// test if one was posted without the bot's credentials.
+	posts() int
 	// replies are the texts posted in the thread of item id's message
 	// (reminders, escalations), oldest first.
 	replies(id uint64) []string
@@ -41,6 +59,16 @@ type surface interface {
 	// the step), a Slack click without the dialog's mark (an old card,
 	// a forged value).
 	unconfirmed(p person, id uint64) answer
+	// answer has p answer question id with the options at indexes
+	// choices (one option's button, or a multi-choice question's
+	// several, submitted), as p's client sends it; an index the
+	// question does not have is sent as given.
+	answer(p person, id uint64, choices ...int) answer
+	// details is what p can read privately of item id beyond its
+	// channel card: the detail Slack sends each approver when it posts a
+	// sensitive item, or the answer to the Details button (Discord,
+	// Teams).
+	details(p person, id uint64) answer
 	// reject has p press Reject on item id's card and submit the reason
 	// form it opens with reason; it returns what p was shown when the
 	// form was submitted (a refused reason keeps the form open with the
@@ -84,6 +112,9 @@ type answer struct {
 	n       int    // in how many private answers (Slack's may be several)
 	card    *card  // the card shown in place of the clicked one (Discord, Teams)
 	step    bool   // a confirmation step was opened
+	// detail is the full text of a private answer that carries more
+	// than a sentence (a card shown to the clicker alone).
+	detail string
 	// form is the form the click opened (Discord's modal custom id).
 	form string
 	// confirm is the step's confirming button, as the surface sends it
@@ -118,6 +149,12 @@ var surfaces = []struct {
 	// escalation's first sentence), live the markup of the note that
 	// must not reach the surface as written (it would ping).
 	reminder, escalation, live []string
+	// retryAfter is the wait a rate limit asks for in the tests, in the
+	// surface's resolution (Discord's is fractional seconds).
+	retryAfter time.Duration
+	// detailsAsked: a sensitive item's detail is shown on a Details
+	// button (audited), not sent to the approvers with the card.
+	detailsAsked bool
 }{
 	{name: "slack", new: newSlack,
 		approved:     []string{"✅ *Approved* by dr_smith (chat click) on <!date^1772355600^", "|2026-03-01 09:00 UTC>", "Approved: asked by the tests"},
@@ -135,7 +172,8 @@ var surfaces = []struct {
 		// Discord names the role and mentions nobody: the config maps
 		// people to Discord users, not roles to their members.
 		escalation: []string{"📣 **Countersign #", " escalation: \\#", " still awaits approval, past the escalation time. Escalated to role member."},
-		live:       []string{"<@&456>", " @here"}},
+		live:       []string{"<@&456>", " @here"},
+		retryAfter: 2500 * time.Millisecond, detailsAsked: true},
 	{name: "teams", new: newTeams, inPlace: true,
 		approved: []string{"✅ Approved · #", "✅ Approved\n by dr_smith (chat click)\n on 2026-03-01 09:00 UTC"},
 		expired:  []string{"⌛ Expired · #", "⌛ Expired\n on 2026-03-01 09:31 UTC"},
@@ -146,7 +184,8 @@ var surfaces = []struct {
 		// A mention is an entity the bot adds (never one from a note).
 		reminder:   []string{"⏰ Reminder: waited 10m @here \\<\\!channel\\> \\<@&456\\>"},
 		escalation: []string{"📣 Escalated: #", " still awaits a decision. Escalated to role member: <at>dr\\_smith</at> <at>nurse\\_jo</at>"},
-		live:       []string{"<!channel>", "<@&456>"}},
+		live:       []string{"<!channel>", "<@&456>"},
+		retryAfter: 2 * time.Second, detailsAsked: true},
 }
 
 // unmark undoes the Markdown escapes of a Discord or Teams text, for
@@ -208,5 +247,3 @@ func decode(t *testing.T, raw string) any {
 	}
 	return v
 }
-
-func background() context.Context { return context.Background() }

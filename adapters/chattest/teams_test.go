@@ -1,6 +1,7 @@
 package chattest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/adapters/teams"
 	"github.com/countersign/countersign/adapters/teams/teamstest"
+	"github.com/countersign/countersign/bot"
 )
 
 const (
@@ -32,6 +35,7 @@ type teamsSurface struct {
 	fake *teamstest.Server
 	ad   *teams.Adapter
 	url  string
+	stop func()
 	mu   sync.Mutex
 	seq  int
 	last map[string]any // the last activity, to replay
@@ -41,16 +45,25 @@ func mri(p person) string { return "29:1-" + people.teams[p][len(people.teams[p]
 
 func newTeams(t *testing.T) surface {
 	t.Helper()
-	w := newWorld(t, teams.Sink)
 	fake := teamstest.New(t, teamsAppID, teamsPassword)
 	for _, conv := range []string{teamsOps, teamsDefault} {
 		for _, p := range []person{approver, second, viewer, stranger} {
 			fake.AddMember(conv, people.teams[p], mri(p))
 		}
 	}
+	s := &teamsSurface{t: t, w: newWorld(t, teams.Sink), fake: fake}
+	s.start()
+	return s
+}
+
+// start builds the adapter on the world's bot and serves its messaging
+// endpoint on a new loopback port until stop.
+func (s *teamsSurface) start() {
+	t := s.t
+	t.Helper()
 	ad, err := teams.New(teams.Options{
-		Bot: w.bot, AppID: teamsAppID, AppPassword: teamsPassword, TenantID: teamsTenant,
-		APIURL: fake.APIURL, TokenURL: fake.TokenURL, OpenIDMetadataURL: fake.MetadataURL, Issuer: fake.Issuer,
+		Bot: s.w.bot, AppID: teamsAppID, AppPassword: teamsPassword, TenantID: teamsTenant,
+		APIURL: s.fake.APIURL, TokenURL: s.fake.TokenURL, OpenIDMetadataURL: s.fake.MetadataURL, Issuer: s.fake.Issuer,
 		Channels:    map[string]string{"default": teamsDefault, "ops": teamsOps},
 		Approvers:   []string{people.teams[approver], people.teams[second]},
 		RoleMembers: map[string][]teams.Member{"member": {{ID: people.teams[approver], Name: "dr_smith"}, {ID: people.teams[second], Name: "nurse_jo"}}},
@@ -61,8 +74,17 @@ func newTeams(t *testing.T) surface {
 	mux := http.NewServeMux()
 	mux.Handle("POST /teams/messages", ad.Handler())
 	srv := httptest.NewServer(mux)
+	s.stop = srv.Close
 	t.Cleanup(srv.Close)
-	return &teamsSurface{t: t, w: w, fake: fake, ad: ad, url: srv.URL + "/teams/messages"}
+	s.ad, s.url = ad, srv.URL+"/teams/messages"
+}
+
+func (s *teamsSurface) restart() {
+	s.t.Helper()
+	s.stop()
+	s.w.close()
+	s.w.open()
+	s.start()
 }
 
 func (s *teamsSurface) world() *world { return s.w }
@@ -78,7 +100,7 @@ func (s *teamsSurface) who(p person) string {
 func (s *teamsSurface) drain() {
 	s.t.Helper()
 	o := s.w.bot.Outbox()
-	if err := o.Drain(background(), teams.Sink, o.DeliverTo(teams.Sink, s.ad.Renderer())); err != nil {
+	if err := o.Drain(context.Background(), teams.Sink, o.DeliverTo(teams.Sink, s.ad.Renderer())); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -92,10 +114,21 @@ func verbs(c map[string]any) map[string]map[string]any {
 		if m["type"] == "Action.Execute" {
 			d, _ := m["data"].(map[string]any)
 			out[fmt.Sprint(m["verb"])] = d
-			d["_style"] = m["style"]
 		}
 	}
 	return out
+}
+
+// style is the style of the card's action of verb ("" none).
+func style(c map[string]any, verb string) string {
+	acts, _ := c["actions"].([]any)
+	for _, a := range acts {
+		if m, _ := a.(map[string]any); m["verb"] == verb {
+			s, _ := m["style"].(string)
+			return s
+		}
+	}
+	return ""
 }
 
 // notice is the private line on top of a card answered to the clicker
@@ -114,14 +147,14 @@ func notice(c map[string]any) string {
 
 func (s *teamsSurface) cardOf(c map[string]any) card {
 	out := card{text: unmarked(strings.Join(texts(c), "\n"))}
-	for v, d := range verbs(c) {
+	for v := range verbs(c) {
 		if v == "refresh" || v == "details" {
 			continue
 		}
 		out.buttons = append(out.buttons, v)
-		if v == "approve" && d["_style"] == "destructive" {
-			out.danger = "the destructive Approve opens a confirmation step"
-		}
+	}
+	if style(c, "approve") == "destructive" {
+		out.danger = "the destructive Approve opens a confirmation step"
 	}
 	return out
 }
@@ -156,9 +189,7 @@ func (s *teamsSurface) view(p person, id uint64) map[string]any {
 func strData(d map[string]any) map[string]string {
 	out := map[string]string{}
 	for k, v := range d {
-		if !strings.HasPrefix(k, "_") {
-			out[k] = fmt.Sprint(v)
-		}
+		out[k] = fmt.Sprint(v)
 	}
 	return out
 }
@@ -166,7 +197,8 @@ func strData(d map[string]any) map[string]string {
 func (s *teamsSurface) card(p person, id uint64) card { return s.cardOf(s.view(p, id)) }
 
 func (s *teamsSurface) edits(id uint64) int {
-	return len(s.fake.CallsTo("PUT", "v3/conversations/"+teamsOps+"/activities/"+ref(s.t, s.w, teams.Sink, id).MessageID))
+	r := ref(s.t, s.w, teams.Sink, id)
+	return len(s.fake.CallsTo("PUT", "v3/conversations/"+r.ChannelID+"/activities/"+r.MessageID))
 }
 
 // data is the data of button on the approver's view of item id (the
@@ -209,7 +241,8 @@ type teamsAnswer struct {
 
 // activity is an adaptiveCard/action invoke from p on item id's card.
 func (s *teamsSurface) activity(p person, id uint64, verb string, data map[string]string) map[string]any {
-	msg := ref(s.t, s.w, teams.Sink, id).MessageID
+	r := ref(s.t, s.w, teams.Sink, id)
+	msg := r.MessageID
 	s.mu.Lock()
 	s.seq++
 	n := s.seq
@@ -219,7 +252,7 @@ func (s *teamsSurface) activity(p person, id uint64, verb string, data map[strin
 		"serviceUrl": s.fake.APIURL, "timestamp": s.w.clock.Now().UTC().Format("2006-01-02T15:04:05Z"),
 		"from":         map[string]any{"id": mri(p), "aadObjectId": people.teams[p], "name": "someone"},
 		"recipient":    map[string]any{"id": "28:" + teamsAppID, "name": "Countersign"},
-		"conversation": map[string]any{"id": teamsOps + ";messageid=" + msg, "conversationType": "channel", "tenantId": teamsTenant},
+		"conversation": map[string]any{"id": r.ChannelID + ";messageid=" + msg, "conversationType": "channel", "tenantId": teamsTenant},
 		"channelData":  map[string]any{"tenant": map[string]any{"id": teamsTenant}},
 		"replyToId":    msg,
 		"value":        map[string]any{"action": map[string]any{"type": "Action.Execute", "verb": verb, "data": data}, "trigger": "manual"},
@@ -353,4 +386,66 @@ func (s *teamsSurface) replies(id uint64) []string {
 		}
 	}
 	return out
+}
+
+func (s *teamsSurface) renderer() bot.Renderer { return s.ad.Renderer() }
+
+func (s *teamsSurface) throttle(after time.Duration) {
+	s.fake.Fail(teamstest.Failure{Method: "POST", PathPrefix: "v3/conversations/", Status: http.StatusTooManyRequests,
+		Header: map[string]string{"Retry-After": fmt.Sprint(int(after / time.Second))}, Body: `{"error":{"code":"TooManyRequests","message":"slow down"}}`})
+}
+
+func (s *teamsSurface) refuse(permanent bool) {
+	f := teamstest.Failure{Method: "POST", PathPrefix: "v3/conversations/", Status: http.StatusServiceUnavailable, Body: `{"error":{"code":"ServiceUnavailable","message":"down"}}`}
+	if permanent {
+		f.Status, f.Body = http.StatusForbidden, `{"error":{"code":"BotNotInConversationRoster","message":"not a member"}}`
+	}
+	s.fake.Fail(f)
+}
+
+func (s *teamsSurface) answer(p person, id uint64, choices ...int) answer {
+	s.t.Helper()
+	v := verbs(s.view(p, id))
+	if d := v["answer_multi"]; d != nil {
+		data := strData(d)
+		var cs []string
+		for _, c := range choices {
+			cs = append(cs, fmt.Sprint(c))
+		}
+		data["choices"] = strings.Join(cs, ",") // the choice set's input, as Teams merges it into the data
+		return s.invoke(p, id, "answer_multi", data).answer
+	}
+	data := map[string]string{"item": fmt.Sprint(id), "option": fmt.Sprint(choices[0])}
+	for verb, d := range v {
+		if verb == "answer" && fmt.Sprint(d["option"]) == fmt.Sprint(choices[0]) {
+			data = strData(d)
+		}
+	}
+	return s.invoke(p, id, "answer", data).answer
+}
+
+func (s *teamsSurface) details(p person, id uint64) answer {
+	s.t.Helper()
+	a := s.invoke(p, id, "details", map[string]string{"item": fmt.Sprint(id)})
+	if a.raw != nil && a.private == "" {
+		a.detail = unmarked(strings.Join(texts(a.raw), "\n"))
+	}
+	return a.answer
+}
+
+func (s *teamsSurface) channel(name string) string {
+	return map[string]string{"default": teamsDefault, "ops": teamsOps}[name]
+}
+
+func (s *teamsSurface) posts() int {
+	n := 0
+	for _, c := range s.fake.Calls() {
+		if !strings.HasPrefix(c.Auth, "Bearer fake-access-token-") {
+			s.t.Errorf("%s %s without the client-credentials token: %q", c.Method, c.Path, c.Auth)
+		}
+		if c.Method == "POST" && strings.HasSuffix(c.Path, "/activities") {
+			n++ // a card; a reply goes to activities/{id}
+		}
+	}
+	return n
 }

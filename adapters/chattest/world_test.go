@@ -3,16 +3,19 @@ package chattest
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/bot/bottest"
 	"github.com/countersign/countersign/bot/bottest/testbot"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/kv/kvtest"
 	"github.com/countersign/countersign/policy"
 )
 
@@ -38,10 +41,15 @@ var names = map[person]string{approver: "dr_smith", second: "nurse_jo", viewer: 
 // front of it.
 type world struct {
 	t     *testing.T
+	sink  string
+	path  string
+	db    *bolt.DB
 	clock *bottest.Clock
 	bot   *bot.Bot
 	tools *actiontools.Service
 	agent *bot.Caller // deploy_bot, the agent that asks
+	// requests are the request ids of the questions asked, by item.
+	requests map[uint64]string
 }
 
 // ids are the surface ids of the people (a stranger's included, though
@@ -63,13 +71,35 @@ var people = ids{
 
 const slackTeam = "T1"
 
-// newWorld builds the bot for sink (the surface's outbox sink).
+// newWorld builds the bot for sink (the surface's outbox sink) on a
+// bbolt file in a temporary directory, every write run twice
+// (kvtest.Twice).
 func newWorld(t *testing.T, sink string) *world {
 	t.Helper()
-	w := &world{t: t, clock: bottest.NewClock(t0)}
-	w.bot = testbot.New(t, bot.Options{Now: w.clock.Now, Sinks: []string{sink}})
+	w := &world{t: t, clock: bottest.NewClock(t0), sink: sink, path: filepath.Join(t.TempDir(), "countersign.db"), requests: map[uint64]string{}}
+	w.open()
+	t.Cleanup(w.close)
+	w.agent = w.principal("deploy_bot", policy.RoleAgent, "agent")
+	return w
+}
+
+// open opens the store and builds the bot, its tools and its directory
+// on it: at the start, and again after close (a restart).
+func (w *world) open() {
+	t := w.t
+	t.Helper()
+	db, err := bolt.Open(w.path, bolt.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.db = db
+	w.bot = testbot.New(t, bot.Options{Store: kvtest.Twice(db), Now: w.clock.Now, Sinks: []string{w.sink}})
 	s, err := actiontools.Register(w.bot, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "restart_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
+			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
+		{Name: "scale_service", Category: "mutating", Schema: map[string]any{"type": "object", "required": []any{"service"}},
+			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Quorum: 2, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
+		{Name: "record_diagnosis", Category: "mutating", Sensitive: true, Schema: map[string]any{"type": "object", "required": []any{"diagnosis"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
 		{Name: "delete_database", Category: "destructive", Schema: map[string]any{"type": "object", "required": []any{"db_name"}},
 			Approvers: approvals.Approvers{Roles: []string{"member", "admin"}}, Timeout: 30 * time.Minute, Channels: []string{"ops"}},
@@ -92,8 +122,17 @@ func newWorld(t *testing.T, sink string) *world {
 		t.Fatal(err)
 	}
 	w.bot.Chat().SetDirectory(d)
-	w.agent = w.principal("deploy_bot", policy.RoleAgent, "agent")
-	return w
+}
+
+// close closes the store; the surface in front of it must be stopped.
+func (w *world) close() {
+	if w.db == nil {
+		return
+	}
+	if err := w.db.Close(); err != nil {
+		w.t.Error(err)
+	}
+	w.db = nil
 }
 
 // principal creates a principal with an API key and returns its caller.
@@ -147,6 +186,63 @@ func (w *world) request(by *bot.Caller, tool string, args map[string]any) uint64
 // one.
 func (w *world) restart() uint64 {
 	return w.request(w.agent, "restart_service", map[string]any{"service": "payments"})
+}
+
+// ask has the agent ask a question with options through ask_user and
+// returns its item.
+func (w *world) ask(question string, multi bool, options ...string) uint64 {
+	w.t.Helper()
+	raw, err := json.Marshal(map[string]any{"question": question, "options": options, "multi": multi})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	res, err := w.bot.Call(context.Background(), w.agent, "ask_user", raw)
+	if err != nil {
+		w.t.Fatalf("ask_user: %v, want a question asked", err)
+	}
+	data, _ := json.Marshal(res.Data)
+	var d struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil || d.RequestID == "" {
+		w.t.Fatalf("ask_user answered %s (%v), want a request_id", data, err)
+	}
+	id, err := w.bot.Items().OfRequest(context.Background(), d.RequestID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.requests[id] = d.RequestID
+	return id
+}
+
+// answers are the answers the agent reads for question id
+// (action_status).
+func (w *world) answers(id uint64) []string {
+	w.t.Helper()
+	raw, _ := json.Marshal(map[string]any{"request_id": w.requests[id]})
+	res, err := w.bot.Call(context.Background(), w.agent, "action_status", raw)
+	if err != nil {
+		w.t.Fatalf("action_status: %v, want the question's status", err)
+	}
+	data, _ := json.Marshal(res.Data)
+	var d struct {
+		Answers []string `json:"answers"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		w.t.Fatalf("action_status answered %s (%v), want JSON with answers", data, err)
+	}
+	return d.Answers
+}
+
+// sensitive is a request of a sensitive tool: its arguments are shown
+// only to those who may decide it.
+func (w *world) sensitive() uint64 {
+	return w.request(w.agent, "record_diagnosis", map[string]any{"diagnosis": "HIV positive"})
+}
+
+// quorum is a request two approvers must approve.
+func (w *world) quorum() uint64 {
+	return w.request(w.agent, "scale_service", map[string]any{"service": "payments"})
 }
 
 func (w *world) destructive() uint64 {
@@ -203,6 +299,22 @@ func (w *world) emit(id uint64, typ, note string) {
 	}); err != nil {
 		w.t.Fatal(err)
 	}
+}
+
+// deliver delivers one event through renderer as the outbox worker does
+// and returns its failure, classified and not yet acted on.
+func (w *world) deliver(sink string, r bot.Renderer, ev bot.Event) error {
+	return w.bot.Outbox().DeliverTo(sink, r)(context.Background(), ev)
+}
+
+// depth is how many events wait in sink's outbox.
+func (w *world) depth(sink string) int {
+	w.t.Helper()
+	n, err := w.bot.Outbox().Depth(context.Background(), sink)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
 }
 
 // sweep runs the sweeper as the server's ticker does.

@@ -131,6 +131,7 @@ func fieldValue(e map[string]any, name string) (string, bool) {
 }
 
 func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mem := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	act := e.newItem(bot.KindAction, "ops", destructiveAction())
@@ -186,24 +187,15 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 			}
 		})
 	}
-
-	// Delivering again (a re-delivered created event) posts nothing new.
-	err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
-		return tx.Emit(mem, bot.EventCreated, "")
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.drain()
-	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
-		t.Errorf("%d posts after a re-delivered created event, want still 2", n)
-	}
+	// A created event delivered again posts nothing new: with the other
+	// surfaces, adapters/chattest's TestPendingItemIsPostedOnce.
 }
 
 // TestMappedMemberApproves: a member mapped by a role id approves (by
 // user id, with the other surfaces, in adapters/chattest's
 // TestEligibleClickApprovesAndUpdatesTheCard).
 func TestMappedMemberApproves(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		who       discordtest.Clicker
@@ -266,6 +258,7 @@ func TestMappedMemberApproves(t *testing.T) {
 }
 
 func TestRefusalsArePrivateAndAudited(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		who    discordtest.Clicker
@@ -310,6 +303,7 @@ func TestRefusalsArePrivateAndAudited(t *testing.T) {
 }
 
 func TestHTTPEndpointChecksSignatureAndFreshness(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	body := discordtest.Marshal(t, discordtest.Ping("p1"))
 	now := e.clock.Now()
@@ -365,6 +359,7 @@ func TestHTTPEndpointChecksSignatureAndFreshness(t *testing.T) {
 // click: adapters/chattest's TestReplayedDeliveryIsAppliedOnce and
 // TestIneligibleClicksAreRefusedPrivatelyAndAudited, on every surface.)
 func TestReplayedQuorumApprovalIsNotCountedTwice(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := destructiveAction()
 	st.Quorum = 2
@@ -385,6 +380,7 @@ func TestReplayedQuorumApprovalIsNotCountedTwice(t *testing.T) {
 // rejection itself: adapters/chattest's TestRejectAsksForAReason, on
 // every surface.)
 func TestUnmappedReasonSubmitIsRefused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	e.drain()
@@ -396,49 +392,12 @@ func TestUnmappedReasonSubmitIsRefused(t *testing.T) {
 	}
 }
 
-func TestQuorumShowsLiveTally(t *testing.T) {
-	e := newEnv(t)
-	st := destructiveAction()
-	st.Quorum = 2
-	id := e.newItem(bot.KindAction, "ops", st)
-	e.drain()
-	ref := e.ref(id)
-
-	resp := e.click("q1", smith, id, customID(actApprove, id))
-	d := respData(t, resp)
-	if respType(resp) != 7 {
-		t.Fatalf("first approval answered %v, want type 7", resp)
-	}
-	if v, _ := fieldValue(embed(t, d), "Approvals"); v != clip("1 of 2 approvals: dr_smith [111]", 200, inline) {
-		t.Errorf("tally %q, want %q", v, clip("1 of 2 approvals: dr_smith [111]", 200, inline))
-	}
-	if ids := customIDs(d); len(ids) != 2 {
-		t.Errorf("buttons %v, want Approve and Reject still there", ids)
-	}
-	wantPrivate(t, e.click("q2", smith, id, customID(actApprove, id)), "You already approved")
-	e.drain()
-	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
-	if len(edits) != 1 {
-		t.Fatalf("%d edits after the first approval, want 1 (the tally)", len(edits))
-	}
-	if v, _ := fieldValue(embed(t, edits[0].JSON()), "Approvals"); !strings.Contains(v, "1 of 2") {
-		t.Errorf("edited tally %q, want 1 of 2", v)
-	}
-
-	resp = e.click("q3", oncall, id, customID(actApprove, id))
-	if v, _ := fieldValue(embed(t, respData(t, resp)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("Outcome %q after the second approval, want ✅ Approved", v)
-	}
-	if it := e.item(id); it.Status != "approved" || len(it.DecidedBy) != 2 {
-		t.Errorf("item %s decided by %v, want approved by two", it.Status, it.DecidedBy)
-	}
-}
-
 // TestSweeperClosureEditsEveryMessage: a closed item's every message is
 // edited, a deleted one (404) skipped without holding the outbox. (The
 // expired card itself and a late click on it: adapters/chattest's
 // TestExpiredItemLosesItsButtons, on every surface.)
 func TestSweeperClosureEditsEveryMessage(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindAction, "ops", destructiveAction())
 	e.drain()
@@ -463,33 +422,8 @@ func TestSweeperClosureEditsEveryMessage(t *testing.T) {
 	}
 }
 
-func TestRateLimitRetriesAfterRetryAfter(t *testing.T) {
-	e := newEnv(t)
-	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
-	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
-
-	err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: id})
-	var ra *bot.RetryAfterError
-	if !errors.As(err, &ra) || ra.After != 2500*time.Millisecond {
-		t.Fatalf("Deliver = %v, want a RetryAfterError of 2.5s", err)
-	}
-
-	e.fake.Fail(discordtest.Failure{Method: "POST", Prefix: "channels/", Status: 429, Body: `{"message":"You are being rate limited.","retry_after":2.5,"global":false}`})
-	e.drain() // one attempt: 429
-	if n := len(e.fake.CallsTo("POST", "channels/")); n != 2 {
-		t.Fatalf("%d posts, want 2 attempts so far (no retry inside the call)", n)
-	}
-	if evs, _ := e.bot.Outbox().Due(context.Background(), Sink, e.clock.Now().Add(2*time.Second), 10); len(evs) != 0 {
-		t.Errorf("events due before their retry_after: %+v, want none", evs)
-	}
-	e.clock.Advance(3 * time.Second)
-	e.drain()
-	if got := refs(e.item(id)); len(got) != 1 {
-		t.Fatalf("refs %v after retry_after, want the item posted once", got)
-	}
-}
-
 func TestPermanentAndTransientFailures(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		status int
 		perm   bool
@@ -510,34 +444,8 @@ func TestPermanentAndTransientFailures(t *testing.T) {
 	}
 }
 
-func TestRestartStillEditsTheOriginalMessage(t *testing.T) {
-	e := newEnv(t)
-	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
-	e.drain()
-	ref := e.ref(id)
-	// Created while the adapter is down: queued, posted after the restart.
-	late := e.newItem(bot.KindAction, "ops", destructiveAction())
-
-	e.restart()
-	e.clock.Advance(time.Hour)
-	resp := e.click("after-restart", smith, id, customID(actApprove, id))
-	if respType(resp) != 7 {
-		t.Fatalf("click after restart answered %v, want type 7", resp)
-	}
-	e.drain()
-	edits := e.fake.CallsTo("PATCH", "channels/"+ref.ChannelID+"/messages/"+ref.MessageID)
-	if len(edits) != 1 {
-		t.Fatalf("%d edits of the original message after the restart, want 1", len(edits))
-	}
-	if v, _ := fieldValue(embed(t, e.fake.Message(ref.MessageID)), "Outcome"); v != "✅ Approved" {
-		t.Errorf("original message Outcome %q, want ✅ Approved", v)
-	}
-	if got := refs(e.item(late)); len(got) != 1 || got[0].ChannelID != chOps {
-		t.Errorf("item created while down: refs %v, want posted in %s", got, chOps)
-	}
-}
-
 func TestInjectedMentionsRenderInert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := memoryChange()
 	st.Title = "REPLACE note: @everyone"
@@ -580,83 +488,12 @@ func TestInjectedMentionsRenderInert(t *testing.T) {
 	}
 }
 
-func TestSensitiveItemShowsDetailsOnlyPrivately(t *testing.T) {
+// TestDecliningAQuestionTakesNoReason: Decline opens a modal whose reason
+// is optional, and an empty one declines. (Answering a question, on every
+// surface: adapters/chattest's TestQuestionsAreAnswered.)
+func TestDecliningAQuestionTakesNoReason(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
-	st := memoryChange()
-	st.Sensitive = true
-	st.Title = "REPLACE hiv_status: 'negative' -> 'positive'"
-	st.Fields = []bot.Field{{Label: "Proposed", Value: "positive"}}
-	id := e.newItem(bot.KindMemoryChange, "default", st)
-	e.drain()
-	m := e.fake.Message(e.ref(id).MessageID)
-	raw, _ := json.Marshal(m)
-	for _, secret := range []string{"hiv", "positive", "negative", "agent\\\\_x"} {
-		if strings.Contains(string(raw), secret) {
-			t.Errorf("the channel message shows %q, want it withheld: %s", secret, raw)
-		}
-	}
-	if title := fmt.Sprint(embed(t, m)["title"]); title != "A change to a sensitive slot awaits approval" {
-		t.Errorf("title %q, want A change to a sensitive slot awaits approval", title)
-	}
-	want := []string{customID(actApprove, id), customID(actReject, id), customID(actDetails, id)}
-	if got := customIDs(m); !slices.Equal(got, want) {
-		t.Errorf("buttons %v, want %v", got, want)
-	}
-
-	resp := e.click("d1", smith, id, customID(actDetails, id))
-	wantPrivate(t, resp, "shown only to you")
-	if v, _ := fieldValue(embed(t, respData(t, resp)), "Proposed"); v != "positive" {
-		t.Errorf("details Proposed %q, want the full value", v)
-	}
-	if !e.auditHas("dr_smith [111]", "view_sensitive", fmt.Sprintf("#%d", id)) {
-		t.Errorf("audit %v, want the details view audited (view_sensitive #%d by dr_smith [111])", e.audit(), id)
-	}
-	wantPrivate(t, e.click("d2", viewer, id, customID(actDetails, id)), "shown only to approvers")
-	if !e.auditHas("access_denied", "details #") {
-		t.Errorf("audit %v, want the refused details view audited", e.audit())
-	}
-	wantPrivate(t, e.click("d3", stranger, id, customID(actDetails, id)), "not mapped")
-
-	// Decided with a reason: the reason stays out of the channel.
-	_, resp = e.post(discordtest.Submit("d4", smith, chDefault, e.ref(id).MessageID, customID(actReason, id), "confirmed positive by lab"))
-	raw, _ = json.Marshal(resp)
-	if strings.Contains(string(raw), "lab") {
-		t.Errorf("a sensitive item's reason is shown in the channel (%s), want it withheld", raw)
-	}
-}
-
-func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
-	e := newEnv(t)
-	one := e.newItem(bot.KindQuestion, "default", testState{Title: "Which region should the failover use?", Options: []string{"eu-west-1", "us-east-1"}})
-	multi := e.newItem(bot.KindQuestion, "default", testState{Title: "Which checks may be skipped?", Options: []string{"lint", "unit", "e2e"}, Multi: true})
-	e.drain()
-
-	m := e.fake.Message(e.ref(one).MessageID)
-	if got, want := customIDs(m), []string{customID(actAnswer, one, 0), customID(actAnswer, one, 1), customID(actReject, one)}; !slices.Equal(got, want) {
-		t.Errorf("answer buttons %v, want %v", got, want)
-	}
-	resp := e.click("a1", smith, one, customID(actAnswer, one, 1))
-	if respType(resp) != 7 {
-		t.Fatalf("answer click answered %v, want type 7", resp)
-	}
-	if st := e.state(one); st.Status != "answered" || !slices.Equal(st.Answers, []string{"us-east-1"}) {
-		t.Errorf("state %+v, want answered us-east-1", st)
-	}
-
-	m = e.fake.Message(e.ref(multi).MessageID)
-	if got := customIDs(m); !slices.Equal(got, []string{customID(actSelect, multi), customID(actReject, multi)}) {
-		t.Errorf("components %v, want the select and Decline", got)
-	}
-	wantPrivate(t, e.click("a2", smith, multi, customID(actSelect, multi), "0", "7"), "not one of")
-	resp = e.click("a3", smith, multi, customID(actSelect, multi), "0", "2")
-	if respType(resp) != 7 {
-		t.Fatalf("select answered %v, want type 7", resp)
-	}
-	if st := e.state(multi); !slices.Equal(st.Answers, []string{"lint", "e2e"}) {
-		t.Errorf("answers %v, want lint and e2e", st.Answers)
-	}
-
-	// Decline opens a modal whose reason is optional.
 	third := e.newItem(bot.KindQuestion, "default", testState{Title: "Deploy now?", Options: []string{"yes", "no"}})
 	e.drain()
 	modal := e.click("a4", smith, third, customID(actReject, third))
@@ -664,7 +501,7 @@ func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
 		t.Fatalf("decline answered %v, want type 9 (a modal)", modal)
 	}
 	ref := e.ref(third)
-	_, resp = e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
+	_, resp := e.post(discordtest.Submit("a5", smith, ref.ChannelID, ref.MessageID, customID(actReason, third), ""))
 	if respType(resp) != 7 {
 		t.Fatalf("decline submit answered %v, want type 7", resp)
 	}
@@ -674,6 +511,7 @@ func TestQuestionsAnswerWithButtonsOrSelect(t *testing.T) {
 }
 
 func TestUnknownCustomIDsDoNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindMemoryChange, "default", memoryChange())
 	e.drain()
@@ -687,6 +525,7 @@ func TestUnknownCustomIDsDoNothing(t *testing.T) {
 }
 
 func TestSlashCommandRunsChatops(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	_, resp := e.post(discordtest.Command("s1", smith, chDefault, "help"))
 	want := chat.Run(context.Background(), e.bot, e.bot.Chat().Caller("discord", uSmith, nil), Sink, uSmith, "help")
@@ -706,6 +545,7 @@ func TestSlashCommandRunsChatops(t *testing.T) {
 }
 
 func TestGatewayModeEndToEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 2)
@@ -754,6 +594,7 @@ func TestGatewayModeEndToEnd(t *testing.T) {
 // which carries the interaction's token; the log says what failed without
 // it.
 func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -776,6 +617,7 @@ func TestGatewayAnswerFailureLogsNoToken(t *testing.T) {
 }
 
 func TestRegisterCommands(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if err := e.a.RegisterCommands(context.Background()); err != nil {
 		t.Fatal(err)
@@ -792,6 +634,7 @@ func TestRegisterCommands(t *testing.T) {
 }
 
 func TestRewriteTransport(t *testing.T) {
+	t.Parallel()
 	var got []string
 	rt := &rewriteTransport{target: apiTarget{scheme: "http", host: "127.0.0.1:9", prefix: "/fake/api/v10/"}, base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 		got = append(got, r.URL.String())
@@ -825,6 +668,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	base := Options{Bot: e.bot, Token: "t", Channels: map[string]string{"default": "C"}}
 	tests := []struct {
@@ -854,6 +698,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.newItem(bot.KindAction, "ops", destructiveAction())
 	e.drain()

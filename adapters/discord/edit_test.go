@@ -29,6 +29,7 @@ func modalInputs(t *testing.T, d map[string]any) (labels, values map[string]stri
 }
 
 func TestEditAndApproveInDiscord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := destructiveAction()
 	st.Arguments = json.RawMessage(`{"db_name":"orders_prod","keep_days":30}`)
@@ -101,6 +102,7 @@ func TestEditAndApproveInDiscord(t *testing.T) {
 }
 
 func TestEditMemoryValueInDiscord(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	st := memoryChange()
 	st.Value = "apixaban 5mg twice daily"

@@ -121,6 +121,7 @@ func orderAction() bot.Item {
 }
 
 func TestRenderGolden(t *testing.T) {
+	t.Parallel()
 	approved := pendingAction()
 	approved.Status, approved.DecidedBy, approved.DecidedAt = "approved", []string{"dr_smith [112233445566778899]"}, decided
 
@@ -238,6 +239,7 @@ func checkLimits(t *testing.T, m message) {
 }
 
 func TestLongTextIsTruncatedWithAMarker(t *testing.T) {
+	t.Parallel()
 	long := pendingAction()
 	long.Title = strings.Repeat("T", 300)
 	long.Args = nil
@@ -270,6 +272,7 @@ func TestLongTextIsTruncatedWithAMarker(t *testing.T) {
 }
 
 func TestClip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		in    string
@@ -341,6 +344,7 @@ func FuzzClip(f *testing.F) {
 }
 
 func TestParseCustomID(t *testing.T) {
+	t.Parallel()
 	hash := strings.Repeat("3f", 32)
 	tests := []struct {
 		in      string

@@ -253,7 +253,6 @@ const (
 var (
 	smith    = discordtest.Clicker{UserID: uSmith, GuildID: guild}
 	oncall   = discordtest.Clicker{UserID: uOncall, Roles: []string{"42", rOncall}, GuildID: guild}
-	viewer   = discordtest.Clicker{UserID: uViewer, GuildID: guild}
 	stranger = discordtest.Clicker{UserID: uStranger, Roles: []string{"42"}, GuildID: guild}
 )
 
@@ -346,15 +345,6 @@ func (e *env) open() {
 		srv.Close()
 		db.Close()
 	})
-}
-
-// restart closes the store and opens it again with a new bot and adapter.
-func (e *env) restart() {
-	e.t.Helper()
-	if err := e.db.Close(); err != nil {
-		e.t.Fatal(err)
-	}
-	e.open()
 }
 
 // newItem creates a pending item (as a system call) and returns its id.

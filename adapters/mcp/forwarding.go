@@ -1,11 +1,14 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 )
@@ -14,9 +17,14 @@ import (
 // forwarded. One is committed (durably) before the receipt is redeemed and
 // the upstream called, and removed once the upstream's answer is audited,
 // so a marker that outlives its call means the process stopped in between:
-// whether the upstream ran the call is unknown. RecoverForwarding, at
-// start, audits each such request as gateway_outcome_unknown and drops the
-// marker; nothing is run again (the receipt is redeemed once).
+// whether the upstream ran the call is unknown. Each marker names the
+// serving run that wrote it (Options.Run): replicas on one database each
+// write their own, and a marker is a stopped call's only once its run is
+// no longer alive (Options.Alive, the run claims of bot.Runs).
+// RecoverForwarding (at start, and in the leader's sweep) audits each
+// such request as gateway_outcome_unknown and drops the marker; a live
+// run's markers are left alone; nothing is run again (the receipt is
+// redeemed once).
 
 // forwardingBucket holds the markers, by request id.
 const forwardingBucket = "gateway_forwarding"
@@ -29,20 +37,31 @@ type marker struct {
 	Name      string    `json:"name"`
 	Kind      string    `json:"kind"`
 	At        time.Time `json:"at"`
+	// Run is the serving run that forwards the call; empty in markers an
+	// older binary wrote.
+	Run string `json:"run,omitempty"`
 }
+
+// AliveFunc reports whether the serving run id still holds its claim
+// (bot.Runs' Alive).
+type AliveFunc func(ctx context.Context, id string) (bool, error)
+
+// errMarkerChanged says a marker changed between its read and the
+// transaction meant to take it over or drop it.
+var errMarkerChanged = errors.New("the forwarding marker changed meanwhile")
 
 // mark commits the marker of request id, unless a live one is there
 // (another call is forwarding it now): owned says whether this call holds
-// it, and so may go on. A marker older than staleAfter is a call that
-// stopped (a replica that died): the caller only marks a request that has
-// not run (its receipt is not redeemed, so the upstream was never
-// called), and the receipt is redeemed once whoever holds the marker, so
-// taking over a stale marker can never run a call twice.
+// it, and so may go on. A marker whose run is no longer alive, or older
+// than staleAfter, is a call that stopped: the caller only marks a
+// request that has not run (its receipt is not redeemed, so the upstream
+// was never called), and the receipt is redeemed once whoever holds the
+// marker, so taking over such a marker can never run a call twice.
 func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) (owned bool, err error) {
 	if w.store == nil {
 		return true, nil
 	}
-	m := marker{Request: id, Tool: tool, At: w.now().UTC()}
+	m := marker{Request: id, Tool: tool, At: w.now().UTC(), Run: w.runID()}
 	if caller != nil {
 		m.Principal, m.Name, m.Kind = caller.ID, caller.Name, caller.Kind
 	}
@@ -50,34 +69,83 @@ func (w *waiter) mark(ctx context.Context, caller *bot.Caller, id, tool string) 
 	if err != nil {
 		return false, err
 	}
-	err = w.store.Update(ctx, func(tx kv.Tx) error {
-		prev, err := tx.Get(forwardingBucket, []byte(id))
-		if err != nil {
-			return err
-		}
-		if owned = prev == nil || w.stale(prev); !owned {
+	// The marker is put when none is there, or when the one there is the
+	// one judged stopped. That judgement is made outside the transaction
+	// (it may ask the database about another session); a marker that
+	// changed meanwhile (another call took it, a recovery dropped it) is
+	// judged again.
+	var judged []byte // the marker there, judged stopped; nil: none
+	for range 4 {
+		var there []byte // the marker found, when not taken
+		taken := false
+		err := w.store.Update(ctx, func(tx kv.Tx) error {
+			cur, err := tx.Get(forwardingBucket, []byte(id))
+			if err != nil {
+				return err
+			}
+			there, taken = nil, false
+			switch {
+			case cur == nil, judged != nil && bytes.Equal(cur, judged):
+				taken = true
+				return tx.Put(forwardingBucket, []byte(id), b)
+			}
+			there = bytes.Clone(cur)
 			return nil
+		})
+		switch {
+		case err != nil:
+			return false, err
+		case taken:
+			return true, nil
+		case w.live(ctx, there):
+			return false, nil // another call is forwarding it now
 		}
-		return tx.Put(forwardingBucket, []byte(id), b)
-	})
-	return owned && err == nil, err
+		judged = there
+	}
+	return false, nil // contended: other calls keep taking it
 }
 
-// staleAfter is how old a forwarding marker is once no call can still be
-// forwarding under it: the gateway's call timeout and a minute.
-func (w *waiter) staleAfter() time.Duration {
+// runID is this run's id, or "" when none is known.
+func (w *waiter) runID() string {
+	if w.run == nil {
+		return ""
+	}
+	return w.run()
+}
+
+// staleAfter is StaleAfter of the waiter's gateway.
+func (w *waiter) staleAfter() time.Duration { return StaleAfter(w.gw) }
+
+// StaleAfter is how old a forwarding marker is once no call can still be
+// forwarding under it: gw's call timeout and a minute.
+func StaleAfter(gw *gateway.Gateway) time.Duration {
 	d := time.Minute
-	if w.gw != nil {
-		d += w.gw.CallTimeout()
+	if gw != nil {
+		d += gw.CallTimeout()
 	}
 	return d
 }
 
-// stale reports whether the marker v is older than staleAfter (or
-// unreadable).
-func (w *waiter) stale(v []byte) bool {
+// live reports whether the marker v is of a call that may still be
+// forwarding: readable, younger than staleAfter, and of this run, of a
+// run that is alive, or (an older binary's, naming no run) of any run.
+// Should the liveness of its run not be readable, it is live: a caller
+// is told to come back, never let run it.
+func (w *waiter) live(ctx context.Context, v []byte) bool {
 	var m marker
-	return json.Unmarshal(v, &m) != nil || w.now().Sub(m.At) >= w.staleAfter()
+	if json.Unmarshal(v, &m) != nil || w.now().Sub(m.At) >= w.staleAfter() {
+		return false
+	}
+	self := w.runID()
+	switch {
+	case m.Run == "" || m.Run == self:
+		return true
+	case w.alive == nil:
+		// One process owns the store: another run's marker is a past one's.
+		return false
+	}
+	alive, err := w.alive(ctx, m.Run)
+	return err != nil || alive
 }
 
 // forwarding reports whether a marker of request id is there, and whether
@@ -87,30 +155,75 @@ func (w *waiter) forwarding(ctx context.Context, id string) (found, live bool) {
 	if w.store == nil {
 		return false, false
 	}
+	var b []byte
 	_ = w.store.View(ctx, func(tx kv.Tx) error {
-		b, err := tx.Get(forwardingBucket, []byte(id))
-		found, live = b != nil, b != nil && !w.stale(b)
+		v, err := tx.Get(forwardingBucket, []byte(id))
+		b = bytes.Clone(v)
 		return err
 	})
-	return found, live
+	return b != nil, b != nil && w.live(ctx, b)
 }
 
 // ReportFunc records that the outcome of request id is unknown: the audit
 // entry detail (gateway_outcome_unknown) under caller, and note on the
-// request's cards.
-type ReportFunc func(ctx context.Context, caller *bot.Caller, id, detail, note string) error
+// request's cards, in one transaction that first runs drop (which removes
+// the marker, or returns an error when another recovery took it first: then
+// nothing is to be recorded, and the error is returned as is).
+type ReportFunc func(ctx context.Context, caller *bot.Caller, id, detail, note string, drop func(kv.Tx) error) error
 
-// RecoverForwarding reports every forwarding the last run left unfinished
-// (report: gateway_outcome_unknown, under the requester, and a note on the
-// request's cards) and drops its marker. It returns how many there were.
-func RecoverForwarding(ctx context.Context, store kv.Store, report ReportFunc) (int, error) {
-	var ms []marker
+// Recovery says whose forwarding markers RecoverForwarding reports.
+type Recovery struct {
+	// Self is the run that recovers: its own markers are never reported
+	// (they are its calls in flight). Empty at start, before it forwards.
+	Self string
+	// Alive tells whether another run is alive (replicas on one database):
+	// only the markers of runs that are not are reported. Nil: one process
+	// owns the store, and every marker not of Self is a past run's.
+	Alive AliveFunc
+	// StaleAfter is how long after it was written a marker naming no run
+	// (an older binary's) is reported when Alive is set: by then no call
+	// can still be forwarding under it. Zero: at once.
+	StaleAfter time.Duration
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// dead reports whether marker m is of a call that stopped.
+func (r Recovery) dead(ctx context.Context, m marker) (bool, error) {
+	switch {
+	case r.Self != "" && m.Run == r.Self:
+		return false, nil
+	case r.Alive == nil:
+		return true, nil
+	case m.Run == "":
+		now := time.Now
+		if r.Now != nil {
+			now = r.Now
+		}
+		return now().Sub(m.At) >= r.StaleAfter, nil
+	}
+	alive, err := r.Alive(ctx, m.Run)
+	return !alive, err
+}
+
+// RecoverForwarding reports every forwarding a run that is no longer alive
+// left unfinished (report: gateway_outcome_unknown, under the requester,
+// and a note on the request's cards) and drops its marker, in one
+// transaction: of two recoveries at once (two replicas starting), one
+// reports each marker. Markers of live runs are left alone. It returns how
+// many were reported.
+func RecoverForwarding(ctx context.Context, store kv.Store, rec Recovery, report ReportFunc) (int, error) {
+	type found struct {
+		m   marker
+		raw []byte
+	}
+	var all []found
 	err := store.View(ctx, func(tx kv.Tx) error {
-		ms = ms[:0]
+		all = all[:0]
 		return tx.Ascend(forwardingBucket, nil, nil, func(_, v []byte) error {
 			var m marker
 			if json.Unmarshal(v, &m) == nil && m.Request != "" {
-				ms = append(ms, m)
+				all = append(all, found{m, bytes.Clone(v)})
 			}
 			return nil
 		})
@@ -118,19 +231,39 @@ func RecoverForwarding(ctx context.Context, store kv.Store, report ReportFunc) (
 	if err != nil {
 		return 0, err
 	}
-	for _, m := range ms {
+	n := 0
+	for _, f := range all {
+		m := f.m
+		dead, err := rec.dead(ctx, m)
+		if err != nil {
+			return n, fmt.Errorf("is the run of %s alive: %w", m.Request, err)
+		}
+		if !dead {
+			continue
+		}
 		caller := &bot.Caller{Principal: bot.Principal{ID: m.Principal, Name: m.Name, Kind: m.Kind}, Surface: "mcp"}
 		detail := fmt.Sprintf("%s %s: outcome unknown: Countersign stopped while forwarding this approved call to the upstream (at %s); whether the upstream ran it is unknown. It is not run again: its receipt is redeemed; check the upstream, and ask for a new decision to run it again", m.Request, m.Tool, m.At.Format(time.RFC3339))
 		note := fmt.Sprintf("Outcome unknown: Countersign stopped while running this approved call of %s at the upstream, so whether it ran is unknown. It is not run again; check the upstream before anyone asks for it again.", m.Tool)
-		if err := report(ctx, caller, m.Request, detail, note); err != nil {
-			return 0, err
+		drop := func(tx kv.Tx) error {
+			cur, err := tx.Get(forwardingBucket, []byte(m.Request))
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(cur, f.raw) {
+				return errMarkerChanged // finished, taken over, or reported meanwhile
+			}
+			return tx.Delete(forwardingBucket, []byte(m.Request))
 		}
-		id := m.Request
-		if err := store.Update(ctx, func(tx kv.Tx) error { return tx.Delete(forwardingBucket, []byte(id)) }); err != nil {
-			return 0, err
+		err = report(ctx, caller, m.Request, detail, note, drop)
+		if errors.Is(err, errMarkerChanged) {
+			continue
 		}
+		if err != nil {
+			return n, err
+		}
+		n++
 	}
-	return len(ms), nil
+	return n, nil
 }
 
 // Recorded results: the upstream's answer to a forwarded call, kept by
@@ -202,15 +335,16 @@ func (w *waiter) claimReplay(ctx context.Context, id string) (replay, running bo
 	if w.store == nil {
 		return false, false, nil
 	}
+	var m []byte // the marker, when no answer is kept yet
 	err = w.store.Update(ctx, func(tx kv.Tx) error {
-		replay, running = false, false
+		replay, m = false, nil
 		b, err := tx.Get(resultsBucket, []byte(id))
 		if err != nil {
 			return err
 		}
 		if b == nil {
-			m, err := tx.Get(forwardingBucket, []byte(id))
-			running = m != nil && !w.stale(m)
+			v, err := tx.Get(forwardingBucket, []byte(id))
+			m = bytes.Clone(v)
 			return err
 		}
 		var r recorded
@@ -228,7 +362,7 @@ func (w *waiter) claimReplay(ctx context.Context, id string) (replay, running bo
 	if err != nil {
 		return false, false, err
 	}
-	return replay, running, nil
+	return replay, m != nil && w.live(ctx, m), nil
 }
 
 // PruneResults drops the recorded answers kept since before before, and

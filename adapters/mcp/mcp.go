@@ -75,6 +75,14 @@ type Options struct {
 	// Store keeps the gateway's forwarding markers (forwarding.go); nil:
 	// none, and a crash mid-call is not reported at the next start.
 	Store kv.Store
+	// Run returns the id of this serving run (the read audit's run
+	// claim), written into each forwarding marker so that the marker's
+	// owner can be told alive or dead; nil or "": none known.
+	Run func() string
+	// Alive tells whether another run is still serving (replicas on one
+	// database: bot.Runs' Alive). Nil: one process owns the store, so a
+	// marker of another run is a past run's.
+	Alive AliveFunc
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -276,11 +284,13 @@ type HTTPOptions struct {
 	StateKey []byte
 	ItemURL  func(item uint64) string
 	Now      func() time.Time
-	// Gateway, Audit, AuditRead and Store are Options'.
+	// Gateway, Audit, AuditRead, Store, Run and Alive are Options'.
 	Gateway   *gateway.Gateway
 	Audit     AuditFunc
 	AuditRead AuditFunc
 	Store     kv.Store
+	Run       func() string
+	Alive     AliveFunc
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -304,7 +314,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit, AuditRead: o.AuditRead, Store: o.Store}
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit, AuditRead: o.AuditRead, Store: o.Store, Run: o.Run, Alive: o.Alive}
 	w := newWaiter(so)
 	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }

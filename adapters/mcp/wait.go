@@ -102,12 +102,14 @@ type waiter struct {
 	gw        *gateway.Gateway // nil: no upstreams
 	audit     AuditFunc
 	auditRead AuditFunc
-	store     kv.Store // the gateway's forwarding markers; nil: none kept
+	store     kv.Store      // the gateway's forwarding markers; nil: none kept
+	run       func() string // this serving run's id (Options.Run)
+	alive     AliveFunc     // other runs' liveness (Options.Alive)
 	logger    *slog.Logger
 }
 
 func newWaiter(o Options) *waiter {
-	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead, store: o.Store}
+	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead, store: o.Store, run: o.Run, alive: o.Alive}
 	if w.auditRead == nil {
 		w.auditRead = w.audit
 	}

@@ -206,19 +206,14 @@ func (d *DB) view(actx context.Context, fn func(kv.Tx) error) error {
 	if ferr != nil {
 		end = "ROLLBACK"
 	}
-	// What fn read came from one snapshot, whole, and a read-only
-	// transaction has nothing to commit: its end is sent, and waited for,
-	// off the caller's path. The connection goes back to the pool when the
-	// server has answered (or is closed if it does not).
-	go func() {
-		ectx, cancel := context.WithTimeout(context.WithValue(context.Background(), offPath{}, true), d.attemptTimeout)
-		defer cancel()
-		if _, err := conn.Exec(ectx, end); err != nil {
-			discard(ectx, conn)
-			return
+	if _, err := conn.Exec(actx, end); err != nil {
+		discard(actx, conn)
+		if ferr != nil {
+			return ferr
 		}
-		conn.Release()
-	}()
+		return err
+	}
+	conn.Release()
 	return ferr
 }
 
@@ -259,10 +254,6 @@ func (d *DB) commit(ctx context.Context, fn func(*tx) error) error {
 func (d *DB) groupAttempt(run func(kv.Tx) error) error {
 	return d.commit(context.Background(), func(x *tx) error { return run(x) })
 }
-
-// offPath marks the context of a statement sent off the caller's path
-// (Stats.OffPath).
-type offPath struct{}
 
 // beginWrite begins a write transaction. The writer's lock is a lock on
 // the table countersign_writer that every write transaction of every

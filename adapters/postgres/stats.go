@@ -18,32 +18,21 @@ type Stats struct {
 	Statements uint64
 	// Transactions are the transactions run (each attempt counts).
 	Transactions uint64
-	// OffPath are the round trips, of RoundTrips, that no caller waited
-	// for: the end of a read-only transaction, sent after View returned.
-	OffPath uint64
 }
 
 // Sub returns s - o, field by field.
 func (s Stats) Sub(o Stats) Stats {
-	return Stats{RoundTrips: s.RoundTrips - o.RoundTrips, Statements: s.Statements - o.Statements, Transactions: s.Transactions - o.Transactions, OffPath: s.OffPath - o.OffPath}
+	return Stats{RoundTrips: s.RoundTrips - o.RoundTrips, Statements: s.Statements - o.Statements, Transactions: s.Transactions - o.Transactions}
 }
 
 // Stats returns the counts so far.
 func (d *DB) Stats() Stats {
-	return Stats{RoundTrips: d.stats.roundTrips.Load(), Statements: d.stats.statements.Load(), Transactions: d.stats.transactions.Load(), OffPath: d.stats.offPath.Load()}
+	return Stats{RoundTrips: d.stats.roundTrips.Load(), Statements: d.stats.statements.Load(), Transactions: d.stats.transactions.Load()}
 }
 
 // counter is the pool's tracer: it counts, and traces nothing else.
 type counter struct {
-	roundTrips, statements, transactions, offPath atomic.Uint64
-}
-
-// trip counts a round trip sent under ctx.
-func (c *counter) trip(ctx context.Context) {
-	c.roundTrips.Add(1)
-	if ctx.Value(offPath{}) != nil {
-		c.offPath.Add(1)
-	}
+	roundTrips, statements, transactions atomic.Uint64
 }
 
 var (
@@ -53,13 +42,13 @@ var (
 )
 
 func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.trip(ctx)
+	c.roundTrips.Add(1)
 	c.statements.Add(1)
 	return ctx
 }
 func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.trip(ctx)
+	c.roundTrips.Add(1)
 	return ctx
 }
 func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
@@ -67,7 +56,7 @@ func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQuer
 }
 func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 func (c *counter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	c.trip(ctx)
+	c.roundTrips.Add(1)
 	return ctx
 }
 func (c *counter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}

@@ -33,9 +33,10 @@ type querier interface {
 //     of a buffered key answers from the buffer, and a scan of a bucket
 //     with buffered writes sends that bucket's first (one round trip), so
 //     every read sees the transaction's own writes;
-//   - what was read is kept (seen): the snapshot does not change under the
-//     transaction, so a key read twice, or a key inside a range scanned
-//     whole, is answered without asking again;
+//   - in a write transaction, what was read is kept (seen): the snapshot
+//     does not change under the transaction, so a key read twice, or a key
+//     inside a range scanned whole, is answered without asking again (a
+//     read-only one, short and on the verdicts' path, keeps nothing);
 //   - sequences are read once and counted here, and written at commit.
 type tx struct {
 	ctx   context.Context
@@ -171,8 +172,11 @@ func (x *tx) Get(bucket string, key []byte) ([]byte, error) {
 	if found && v == nil {
 		v = []byte{}
 	}
+	if x.hooks == nil {
+		return v, nil // a read-only transaction keeps nothing
+	}
 	x.note(bucket, string(key), v)
-	return bytes.Clone(v), nil
+	return bytes.Clone(v), nil // the caller's copy, never the one kept
 }
 
 // lookup answers a Get from what the transaction has read: ok is false
@@ -190,8 +194,11 @@ func (x *tx) lookup(bucket string, key []byte) (v []byte, ok bool) {
 }
 
 // note records v (nil: absent) as key's value in the snapshot as the
-// transaction sees it.
+// write transaction sees it.
 func (x *tx) note(bucket, key string, v []byte) {
+	if x.hooks == nil {
+		return
+	}
 	if x.seen == nil {
 		x.seen = map[string]map[string][]byte{}
 	}
@@ -205,6 +212,9 @@ func (x *tx) note(bucket, key string, v []byte) {
 
 // noteWhole records the rows of a scan that read all of [lo, hi).
 func (x *tx) noteWhole(bucket string, lo, hi []byte, rows [][2][]byte) {
+	if x.hooks == nil {
+		return
+	}
 	for _, r := range rows {
 		x.note(bucket, string(r[0]), r[1])
 	}

@@ -177,29 +177,6 @@ func TestReadsAnsweredFromTheTransaction(t *testing.T) {
 	}
 }
 
-// TestViewEndsOffThePath: a read transaction's COMMIT is not waited for
-// (Stats.OffPath), and its connection returns to the pool, so that many
-// views in a row on a pool of one connection all run.
-func TestViewEndsOffThePath(t *testing.T) {
-	db := open(t, Options{MaxConns: 1})
-	ctx := context.Background()
-	before := db.Stats()
-	for range 20 {
-		if err := db.View(ctx, func(tx kv.Tx) error { _, err := tx.Get("b", []byte("k")); return err }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The last view's COMMIT may still be on its way: the pool's one
-	// connection comes back once it is answered.
-	if err := db.Update(ctx, func(tx kv.Tx) error { return tx.Put("b", []byte("k"), []byte("v")) }); err != nil {
-		t.Fatal(err)
-	}
-	d := db.Stats().Sub(before)
-	if d.OffPath < 19 || d.OffPath > 20 {
-		t.Errorf("%d round trips off the path for 20 views, want 19 or 20 (each view's COMMIT)", d.OffPath)
-	}
-}
-
 func join(s []string) string {
 	var b bytes.Buffer
 	for i, x := range s {

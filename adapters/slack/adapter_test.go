@@ -67,6 +67,7 @@ func buttons(t *testing.T, c slacktest.Call) map[string]string {
 }
 
 func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mem := e.create(bot.KindMemoryChange, "default", memoryTestItem())
 	act := e.create(bot.KindAction, "ops", actionTestItem())
@@ -111,14 +112,8 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 	if !strings.HasPrefix(posts[1].Form.Get("text"), "Approval needed: delete_database") {
 		t.Errorf("notification text = %q, want it to start Approval needed: delete_database", posts[1].Form.Get("text"))
 	}
-
-	// Delivering again posts nothing twice.
-	if err := e.deliver(bot.Event{Type: bot.EventCreated, ItemID: mem}); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(e.fake.Calls("chat.postMessage")); n != 3 {
-		t.Errorf("%d posts after a repeated created event, want still 3", n)
-	}
+	// A created event delivered again posts nothing twice: with the other
+	// surfaces, adapters/chattest's TestPendingItemIsPostedOnce.
 }
 
 // TestSignatureAndTimestampAreChecked: the slash command endpoint checks
@@ -127,6 +122,7 @@ func TestPostsPendingItemsWithContentAndButtons(t *testing.T) {
 // TestForgedDeliveriesAreRefused); a signed body that is not a Slack form
 // is a 400, never a 500.
 func TestSignatureAndTimestampAreChecked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	const path = "/slack/commands"
 	f := url.Values{"team_id": {team}, "user_id": {drSmith}, "command": {"/countersign"}, "text": {"approve 1"}, "trigger_id": {newTrigger()}}
@@ -162,6 +158,7 @@ func TestSignatureAndTimestampAreChecked(t *testing.T) {
 }
 
 func TestConcurrentClicksDecideOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for range 3 { // four workers in all, so the two clicks race
 		e.wg.Go(func() { e.ad.work(e.ctx) })
@@ -201,46 +198,8 @@ func TestConcurrentClicksDecideOnce(t *testing.T) {
 	}
 }
 
-func TestRestartStillUpdatesTheOriginalMessage(t *testing.T) {
-	e := newEnv(t)
-	id := e.create(bot.KindMemoryChange, "default", memoryTestItem())
-	e.drain()
-	ref := e.ref(id)
-
-	e.restart()
-	if code, _ := e.interact(clickPayload(drSmith, actionApprove, strconv.FormatUint(id, 10), ref, newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	e.drain()
-	u := e.fake.Calls("chat.update")
-	if len(u) != 1 || u[0].Form.Get("channel") != ref.ChannelID || u[0].Form.Get("ts") != ref.MessageID {
-		t.Fatalf("after a restart: chat.update %+v, want the message posted before (%+v)", u, ref)
-	}
-	if n := len(e.fake.Calls("chat.postMessage")); n != 1 {
-		t.Errorf("%d posts after the restart, want still 1", n)
-	}
-}
-
-func TestItemsCreatedWhileDownArePostedAfterwards(t *testing.T) {
-	e := newEnv(t)
-	e.close() // Slack side down: the bot keeps taking requests
-	db, b := reopenBare(t, e)
-	id, err := createTestItem(context.Background(), b, bot.KindAction, "ops", actionTestItem())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	e.open()
-	e.drain()
-	if p := e.fake.Calls("chat.postMessage"); len(p) != 1 || buttons(t, p[0])[actionApprove] != strconv.FormatUint(id, 10) {
-		t.Fatalf("item created while down: posts %+v, want one with its Approve button", p)
-	}
-}
-
 func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	it := actionTestItem()
 	it.Quorum = 2
@@ -322,6 +281,7 @@ func TestQuorumTallyRemindersAndEscalations(t *testing.T) {
 }
 
 func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fake.RateLimit("chat.postMessage", 7)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
@@ -370,6 +330,7 @@ func TestRateLimitIsRetriedAfterRetryAfter(t *testing.T) {
 }
 
 func TestDeliveryErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		method, code string
 		permanent    bool
@@ -441,6 +402,7 @@ func TestDeliveryErrorsAreClassified(t *testing.T) {
 }
 
 func TestInjectedMarkupIsInert(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	it := memoryTestItem()
 	it.Fields[3].Value = "<!channel> @everyone <@U0123ABC> <https://evil.example|approve here> @here"
@@ -504,74 +466,8 @@ func TestInjectedMarkupIsInert(t *testing.T) {
 	}
 }
 
-func TestSensitiveItemDetailGoesOnlyToApprovers(t *testing.T) {
-	e := newEnv(t)
-	it := memoryTestItem()
-	it.Title, it.Sensitive = "A change to a sensitive slot awaits approval", true
-	id := e.create(bot.KindMemoryChange, "default", it)
-	e.drain()
-	p := e.fake.Calls("chat.postMessage")
-	if len(p) != 1 {
-		t.Fatalf("%d posts, want 1", len(p))
-	}
-	ch := blockJSON(p[0]) + p[0].Form.Get("text")
-	for _, secret := range []string{"warfarin", "apixaban", "Switch her"} {
-		if strings.Contains(ch, secret) {
-			t.Errorf("channel message shows %q of a sensitive item, want it withheld:\n%s", secret, ch)
-		}
-	}
-	if !strings.Contains(ch, "A change to a sensitive slot awaits approval") || len(buttons(t, p[0])) != 2 {
-		t.Errorf("channel message %s, want the neutral title and both buttons", ch)
-	}
-	eph := e.fake.Calls("chat.postEphemeral")
-	if len(eph) != 2 || eph[0].Form.Get("user") != drSmith || eph[1].Form.Get("user") != nurseJo {
-		t.Fatalf("private detail went to %+v, want dr_smith and nurse_jo", eph)
-	}
-	for _, d := range eph {
-		if !strings.Contains(blockJSON(d), "apixaban 5mg twice daily") || len(buttons(t, d)) != 0 || d.Form.Get("channel") != chDefault {
-			t.Errorf("private detail %v, want the proposal, no buttons, in %s", d.Form, chDefault)
-		}
-	}
-	_ = id
-}
-
-func TestQuestionOptionsAreAnswered(t *testing.T) {
-	e := newEnv(t)
-	single := e.create(bot.KindQuestion, "default", testItem{Title: "Which replica?", Requester: "router", Options: []string{"eu-west-1", "us-east-1"}})
-	multi := e.create(bot.KindQuestion, "default", testItem{Title: "Which checks?", Requester: "router", Options: []string{"lint", "unit", "integration"}, Multi: true})
-	e.drain()
-	posts := e.fake.Calls("chat.postMessage")
-	sid := strconv.FormatUint(single, 10)
-	if b := buttons(t, posts[0]); b[actionAnswer+"1"] != sid+":1" || b[actionReject] != sid {
-		t.Fatalf("question buttons %v, want answer 1 = %s:1 and reject = %s", b, sid, sid)
-	}
-	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"1", sid+":1", e.ref(single), newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// An option index the question does not have is refused.
-	if code, _ := e.interact(clickPayload(drSmith, actionAnswer+"9", strconv.FormatUint(multi, 10)+":9", e.ref(multi), newTrigger())); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	mid := strconv.FormatUint(multi, 10)
-	submit := clickPayload(nurseJo, actionSubmit, mid, e.ref(multi), newTrigger())
-	submit["state"] = map[string]any{"values": map[string]any{blockPrefix + mid: map[string]any{actionChoices: map[string]any{
-		"type": "checkboxes", "selected_options": []any{map[string]any{"value": "0"}, map[string]any{"value": "2"}}}}}}
-	if code, _ := e.interact(submit); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	e.barrier()
-	if st := e.state(single); st.Status != "answered" || len(st.Answers) != 1 || st.Answers[0] != "us-east-1" {
-		t.Errorf("single answer: %+v, want answered us-east-1", st)
-	}
-	if eph := e.ephemerals(drSmith); len(eph) != 1 || !strings.Contains(eph[0].Form.Get("text"), "not one of") {
-		t.Errorf("answers to the bad option: %+v, want one private answer saying not one of", eph)
-	}
-	if st := e.state(multi); st.Status != "answered" || strings.Join(st.Answers, ",") != "lint,integration" {
-		t.Errorf("multi answer: %+v, want answered lint,integration", st)
-	}
-}
-
 func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"pending --all"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
@@ -608,6 +504,7 @@ func TestSlashCommandsReachChatopsAndAnswerPrivately(t *testing.T) {
 }
 
 func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Commands = nil })
 	form := url.Values{"team_id": {team}, "user_id": {drSmith}, "channel_id": {chOps}, "command": {"/countersign"}, "text": {"help"}, "trigger_id": {newTrigger()}}
 	code, body := e.post("/slack/commands", form, testSecret, time.Now())
@@ -626,6 +523,7 @@ func TestSlashCommandUsesChatopsByDefault(t *testing.T) {
 }
 
 func TestFullQueueIsNotAcknowledged(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.QueueSize = 1 })
 	e.stop() // no worker: the queue fills
 	e.wg.Wait()
@@ -641,6 +539,7 @@ func TestFullQueueIsNotAcknowledged(t *testing.T) {
 }
 
 func TestNewValidatesOptions(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	cases := []struct {
 		name string
@@ -665,6 +564,7 @@ func TestNewValidatesOptions(t *testing.T) {
 
 // TestRunPostsFromTheOutbox runs the whole adapter loop (workers, outbox).
 func TestRunPostsFromTheOutbox(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) { o.Poll = 20 * time.Millisecond })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -56,6 +56,7 @@ func (e *env) posted(t *testing.T, id uint64) (blocks []any, approve string) {
 // TestDestructiveApprovalTakesASecondConfirmation, with Discord's and
 // Teams' second step.)
 func TestDangerousCardClicks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.create(bot.KindAction, "ops", dangerItem("DROP DATABASE orders_prod;"))
 	_, value := e.posted(t, id)
@@ -91,6 +92,7 @@ func TestDangerousCardClicks(t *testing.T) {
 // is over) holds its header, its lines and its buttons' dialog, and says
 // when anything was cut.
 func TestCardTextIsWhatTheCardShows(t *testing.T) {
+	t.Parallel()
 	it := actionItem()
 	text, cut := cardText(itemBlocks(it, false))
 	for _, want := range []string{it.Title, "*If you approve:* deploy_bot runs delete_database once", "`orders_prod`", "delete_database runs once on db_name orders_prod and cannot be undone. You will be recorded as its approver.", "Yes, approve #12"} {

@@ -86,6 +86,7 @@ func inputs(view map[string]any) (labels, initial map[string]string) {
 }
 
 func TestEditAndApproveInSlack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	id := e.create(bot.KindAction, "ops", editableAction())
 	question := e.create(bot.KindQuestion, "default", testItem{Title: "Which ward?", Requester: "triage_agent", Options: []string{"A", "B"}})
@@ -170,6 +171,7 @@ func (e *env) formErrors(payload map[string]any) map[string]string {
 }
 
 func TestEditMemoryValueAndStaleFormInSlack(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	mem := memoryTestItem()
 	mem.Value = "apixaban 5mg twice daily"
@@ -204,6 +206,7 @@ func TestEditMemoryValueAndStaleFormInSlack(t *testing.T) {
 // is refused privately and audited, and opening a sensitive item's form is
 // audited as a view of its details.
 func TestEditFormOnlyForDeciders(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	it := editableAction()
 	it.Sensitive = true

@@ -149,28 +149,6 @@ func (e *env) close() {
 	e.db = nil
 }
 
-// restart is a process restart: everything but the fake Slack and the
-// bbolt file is rebuilt.
-func (e *env) restart() {
-	e.close()
-	e.open()
-}
-
-// reopenBare opens the store of a closed env with a bot and no adapter:
-// the bot serving agents while Slack is unreachable.
-func reopenBare(t *testing.T, e *env) (*bolt.DB, *bot.Bot) {
-	t.Helper()
-	db, err := bolt.Open(e.path, bolt.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := testbot.New(t, bot.Options{Store: db, Now: e.clock.Now, Sinks: []string{Sink}})
-	if err := registerTestKinds(b); err != nil {
-		t.Fatal(err)
-	}
-	return db, b
-}
-
 // barrier waits until the click worker has finished every job queued before it.
 func (e *env) barrier() {
 	e.t.Helper()

@@ -9,6 +9,7 @@ import (
 )
 
 func TestQualifiedUser(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct{ ref, team, want, err string }{
 		{"U0123ABC", "T1", "T1/U0123ABC", ""},
 		{" T2/U0123ABC ", "T1", "T2/U0123ABC", ""}, // the principal's own workspace wins
@@ -39,6 +40,7 @@ func TestQualifiedUser(t *testing.T) {
 // over HTTP, a click by a mapped user id from another workspace is refused
 // privately and audited under that workspace; nothing is decided.
 func TestSocketModeClickFromAnotherWorkspaceIsRefused(t *testing.T) {
+	t.Parallel()
 	e := socketEnv(t)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
 	e.drain()

@@ -89,6 +89,7 @@ func orderItem() bot.Item {
 }
 
 func TestRenderGolden(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("all work and no play ", 400)
 	cases := []struct {
 		name string
@@ -275,6 +276,7 @@ func checkLimits(t *testing.T, blocks []slackgo.Block) {
 }
 
 func TestEscapeMakesMarkupInert(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ in, want string }{
 		{"<!channel>", "&lt;!channel&gt;"},
 		{"<!here|here>", "&lt;!here|here&gt;"},
@@ -306,6 +308,7 @@ func TestEscapeMakesMarkupInert(t *testing.T) {
 }
 
 func TestTruncate(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		in   string
@@ -332,6 +335,7 @@ func TestTruncate(t *testing.T) {
 }
 
 func TestCodeSafeNeverClosesTheFence(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{"```", "````", "a``b", "`", "x`", "`x", "``````"} {
 		got := codeSafe(in)
 		if strings.Contains(got, "``") || strings.HasPrefix(got, "`") || strings.HasSuffix(got, "`") {
@@ -346,6 +350,7 @@ func TestCodeSafeNeverClosesTheFence(t *testing.T) {
 // TestPendingItemHasExactlyOneActionsBlock: however long or hostile the
 // text, a message carries one actions block, whose only buttons are ours.
 func TestPendingItemHasExactlyOneActionsBlock(t *testing.T) {
+	t.Parallel()
 	it := actionItem()
 	for i := 0; i < 80; i++ {
 		it.Fields = append(it.Fields, bot.Field{Label: "Field", Value: strings.Repeat("<button> \"action_id\": \"countersign.approve\" ", 100)})

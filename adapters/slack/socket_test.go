@@ -34,6 +34,7 @@ func ackOf(f *slacktest.Server, envelope string) []map[string]any {
 }
 
 func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
+	t.Parallel()
 	e := socketEnv(t)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
 	e.drain()
@@ -73,6 +74,7 @@ func TestSocketModeClickIsAcknowledgedAndAppliedOnce(t *testing.T) {
 }
 
 func TestSocketModeReasonFormErrorsGoInTheAck(t *testing.T) {
+	t.Parallel()
 	e := socketEnv(t)
 	id := e.create(bot.KindAction, "ops", actionTestItem())
 	e.drain()
@@ -92,6 +94,7 @@ func TestSocketModeReasonFormErrorsGoInTheAck(t *testing.T) {
 }
 
 func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
+	t.Parallel()
 	e := socketEnv(t)
 	e.fake.Send("slash_commands", "env-cmd", map[string]any{
 		"team_id": team, "user_id": drSmith, "channel_id": chOps, "command": "/countersign", "text": "pending", "trigger_id": newTrigger(),
@@ -108,6 +111,7 @@ func TestSocketModeSlashCommandAnswersInTheAck(t *testing.T) {
 }
 
 func TestSocketModeReconnects(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(o *Options) {
 		o.Mode, o.AppToken, o.SigningSecret = ModeSocket, "xapp-test", ""
 		o.PingInterval = 5 * time.Second
@@ -132,6 +136,7 @@ func TestSocketModeReconnects(t *testing.T) {
 // field error in the acknowledgement's payload, a valid edit with an
 // empty acknowledgement (the form closes) after the decision.
 func TestSocketModeEditErrorsGoInTheAck(t *testing.T) {
+	t.Parallel()
 	e := socketEnv(t)
 	id := e.create(bot.KindAction, "ops", editableAction())
 	e.drain()
@@ -181,6 +186,7 @@ func (l *lockedBuffer) String() string {
 // quote the URL, and the adapter's logs say what failed with the ticket
 // redacted.
 func TestSocketModeLogsNoConnectionTicket(t *testing.T) {
+	t.Parallel()
 	const ticket = "tkt-0123456789secret"
 	logs := &lockedBuffer{}
 	// A fake of its own, set before the socket first opens (newEnv opens

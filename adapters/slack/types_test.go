@@ -15,6 +15,7 @@ import (
 // fit what Slack publishes (an unknown block or field, a missing one, a
 // wrong style) fails here, not in a channel.
 func TestGoldensFitThePublishedTypes(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "*.golden.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("golden files: %v, want at least one testdata/*.golden.json", err)

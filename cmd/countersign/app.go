@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
@@ -53,6 +54,9 @@ type app struct {
 	// gateway serves the tools of gateway.upstreams (wire_gateway.go);
 	// nil: none configured.
 	gateway *gateway.Gateway
+	// run is this serving run's id, for the gateway's forwarding markers
+	// (setRun, wire_gateway.go); nil before it serves.
+	run atomic.Pointer[string]
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.

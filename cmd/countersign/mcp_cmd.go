@@ -117,6 +117,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	if err != nil {
 		return err
 	}
+	a.setRun(readAudit.Run()) // the owner of the gateway's forwarding markers
 	runCtx, cancelRunners := context.WithCancel(ctx)
 	defer cancelRunners()
 	var rwg sync.WaitGroup
@@ -133,7 +134,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	err = mcp.ServeStdio(ctx, mcp.Options{
 		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
 		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
-		Gateway: a.gateway, Audit: a.gatewayAudit(), AuditRead: a.gatewayAuditRead(), Store: a.gatewayStore(), // wire_gateway.go
+		Gateway: a.gateway, Audit: a.gatewayAudit(), AuditRead: a.gatewayAuditRead(), Store: a.gatewayStore(), Run: a.runID, Alive: a.runsAlive(), // wire_gateway.go
 	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {

@@ -14,7 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// BenchmarkEngines is BENCHMARKS.md's PostgreSQL table: the whole server
+// BenchmarkEngines is the previous round's PostgreSQL table of
+// BENCHMARKS.md (BenchmarkPostgresFloors gives the ratios now): the whole server
 // (run serve, in process) on bbolt and on PostgreSQL with fsync on, in one
 // run: remember from 1 and 64 writers, check_before_act from 1 and 32
 // clients; and the floors, a bare pgx INSERT per transaction from 1 and 64

@@ -256,11 +256,6 @@ func BenchmarkPostgresReplicaCPU(b *testing.B) {
 			}
 		}
 	}
-	// What three idle replicas spend on their own (the leader's loops, the
-	// others' tries for the lead, the runtime): part of every block below.
-	idle0 := replicaCPU(b, all)
-	time.Sleep(2 * time.Second)
-	b.Logf("three idle replicas: %.1f CPU-ms per second", float64((replicaCPU(b, all)-idle0).Microseconds())/2e3)
 	for _, k := range []int{1, 32} {
 		b.Run(fmt.Sprintf("clients=%d", k), func(b *testing.B) {
 			var one, three, pgOne, pgThree, ratios []float64

@@ -249,6 +249,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		ln.Close()
 		return err
 	}
+	a.setRun(readAudit.Run()) // the owner of the gateway's forwarding markers
 	srv := &http.Server{
 		Handler:           a.handler(),
 		ReadHeaderTimeout: cfg.HTTP.ReadHeaderTimeout,

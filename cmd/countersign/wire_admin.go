@@ -89,6 +89,8 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		Audit:       a.gatewayAudit(),
 		AuditRead:   a.gatewayAuditRead(),
 		Store:       a.gatewayStore(),
+		Run:         a.runID, // set once the run is claimed (setRun)
+		Alive:       a.runsAlive(),
 		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.

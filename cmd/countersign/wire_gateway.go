@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"time"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
+	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/kv"
 )
@@ -46,6 +49,23 @@ func (a *app) wireGateway(context.Context) error {
 	a.bot.OnSweep("gateway_results", func(ctx context.Context, now time.Time) (int, error) {
 		return mcp.PruneResults(ctx, a.bot.Store(), now.Add(-resultsKept))
 	})
+	// A run that stopped while others keep serving (a replica killed
+	// mid-call) has its forwarding markers reported by the sweep, which
+	// the leader runs: each replica's own markers, and those of runs
+	// still alive, are left alone.
+	a.bot.OnSweep("gateway_forwarding", func(ctx context.Context, now time.Time) (int, error) {
+		rec := a.recovery(a.runID())
+		if rec.Self == "" && rec.Alive == nil {
+			// One process, not serving (yet): the start reported the past
+			// runs' markers, and no other can tell this run's from theirs.
+			return 0, nil
+		}
+		n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), rec, a.reportUnknown)
+		if n > 0 {
+			a.log.Error("gateway: a run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)
+		}
+		return n, err
+	})
 	// Each replica supervises the upstreams it started itself.
 	a.runners = append(a.runners, runner{name: "gateway", run: gw.Run, everyReplica: true})
 	return nil
@@ -62,15 +82,10 @@ func (a *app) connectGateway(ctx context.Context) error {
 	if a.gateway == nil {
 		return nil
 	}
-	// What the last run left forwarding: outcome unknown, never re-run.
-	report := func(ctx context.Context, caller *bot.Caller, id, detail, note string) error {
-		item, err := a.bot.Items().OfRequest(ctx, id)
-		if err != nil {
-			return err
-		}
-		return a.bot.Chat().AuditNote(ctx, caller, bot.Space{UserID: "default"}, "gateway_outcome_unknown", detail, item, note)
-	}
-	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), report); err != nil {
+	// What runs that stopped left forwarding: outcome unknown, never
+	// re-run. This run has forwarded nothing yet; other live replicas'
+	// calls in flight are left alone.
+	if n, err := mcp.RecoverForwarding(ctx, a.bot.Store(), a.recovery(""), a.reportUnknown); err != nil {
 		return fmt.Errorf("gateway: reading the calls the last run left forwarding: %w", err)
 	} else if n > 0 {
 		a.log.Error("gateway: the last run stopped while forwarding approved calls; their outcome is unknown (audited gateway_outcome_unknown), and they are not run again", "count", n)
@@ -80,6 +95,51 @@ func (a *app) connectGateway(ctx context.Context) error {
 	}
 	a.log.Info("gateway: upstreams started", "tools", len(a.gateway.Tools()), "down", a.gateway.DownNames())
 	return nil
+}
+
+// reportUnknown audits request id as gateway_outcome_unknown and notes it
+// on the request's cards, in the transaction that drops its marker.
+func (a *app) reportUnknown(ctx context.Context, caller *bot.Caller, id, detail, note string, drop func(kv.Tx) error) error {
+	item, err := a.bot.Items().OfRequest(ctx, id)
+	if err != nil {
+		return err
+	}
+	return a.bot.Chat().AuditNote(ctx, caller, bot.Space{UserID: "default"}, "gateway_outcome_unknown", detail, item, note, drop)
+}
+
+// recovery says whose forwarding markers are reported: not self's, and on
+// PostgreSQL only those of runs whose claim is no longer held.
+func (a *app) recovery(self string) mcp.Recovery {
+	return mcp.Recovery{Self: self, Alive: a.runsAlive(), StaleAfter: mcp.StaleAfter(a.gateway), Now: a.bot.Now}
+}
+
+// runsAlive tells whether another serving run is alive: on PostgreSQL,
+// the run claims of the read audit (bot.Runs); nil on bbolt, which one
+// process owns.
+func (a *app) runsAlive() mcp.AliveFunc {
+	if pg, ok := a.db.(*postgres.DB); ok {
+		return pg.Runs().Alive
+	}
+	return nil
+}
+
+// setRun records the id of this serving run (the read audit's claim), or,
+// without claims (bbolt), a random one, for the forwarding markers.
+func (a *app) setRun(id string) {
+	if id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = "local-" + hex.EncodeToString(b[:])
+	}
+	a.run.Store(&id)
+}
+
+// runID is this serving run's id; "" before it serves.
+func (a *app) runID() string {
+	if p := a.run.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // gatewayAudit records what the gateway does outside a tool call, under

@@ -149,7 +149,7 @@ func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decid
 		*c = Call{bot: b, Tool: b.tools[name], Caller: c.Caller, Now: c.Now} // c.Caller: as this transaction read it (a suspension)
 		if span.s != nil {
 			span.s.SetName("execute_tool " + name)
-			span.s.SetAttributes(AttrTool.String(name))
+			span.s.SetAttributes(attrTool.String(name))
 		}
 		if !typed {
 			// Its handler may not keep to the call's transactions: run

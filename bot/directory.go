@@ -285,7 +285,7 @@ func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, 
 // AuditRead records a read-only answer caller got outside a tool call (an
 // MCP gateway's pass-through) as Call.AuditRead records a read verdict:
 // queued while a ReadAudit runs, else in its own durable transaction. An
-// *UnrecordedError means the answer must not be given.
+// *unrecordedError means the answer must not be given.
 func (ch Chat) AuditRead(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
 	b := ch.b
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}

@@ -201,8 +201,8 @@ func DirectoryGroupMembers(tx kv.Tx, name string) ([]string, bool, error) {
 	return g.Members, true, nil
 }
 
-// DirectoryGroups lists the directory's groups by name (case folded).
-func DirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
+// loadDirectoryGroups lists the directory's groups by name (case folded).
+func loadDirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
 	var out []DirectoryGroup
 	err := tx.Ascend(bucketDirGroups, nil, nil, func(_, v []byte) error {
 		var g DirectoryGroup

@@ -304,9 +304,6 @@ func (q *ReadAudit) Run() string {
 	return id
 }
 
-// Mode returns ReadAuditQueued or ReadAuditDurable.
-func (q *ReadAudit) Mode() string { return q.mode }
-
 // Close ends the run: no entry is queued any more (later read answers are
 // audited durably before they are given), the queue is drained into the
 // store, and the running marker is cleared. Call it after intake has

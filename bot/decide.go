@@ -224,13 +224,13 @@ func (b *Bot) decisionArgs(rec ItemRecord, d Decision) (name string, args any, t
 	}
 	extra := map[string]any{}
 	if d.Grant != nil {
-		extra["grant"] = d.Grant.Arg()
+		extra["grant"] = d.Grant.arg()
 	}
 	if d.ArgsSHA256 != "" {
 		extra["args_sha256"] = d.ArgsSHA256
 	}
 	if st, ok := src.(SeenTaker); ok && d.Seen != nil && d.Edit == nil && st.TakesSeen(rec.Kind) {
-		seen := d.Seen.Arg()
+		seen := d.Seen.arg()
 		if d.Facts != "" {
 			seen["facts"] = d.Facts
 		}

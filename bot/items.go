@@ -208,9 +208,9 @@ type Items struct{ b *Bot }
 // Items returns the bot's items.
 func (b *Bot) Items() Items { return Items{b: b} }
 
-// TakesSeen reports whether a decision on an item of kind k records what
+// takesSeen reports whether a decision on an item of kind k records what
 // the decider was shown (its source is a SeenTaker for k).
-func (x Items) TakesSeen(k ItemKind) bool {
+func (x Items) takesSeen(k ItemKind) bool {
 	st, ok := x.b.kinds[k].(SeenTaker)
 	return ok && st.TakesSeen(k)
 }

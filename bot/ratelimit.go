@@ -74,9 +74,9 @@ func SharedRateLimiter(name string, perMinute, burst int, now func() time.Time, 
 	return l
 }
 
-// AllowCtx is Allow through the limiter's buckets wherever they are held;
+// allowCtx is Allow through the limiter's buckets wherever they are held;
 // err is the shared store's (kv.ErrUnavailable), and refuses the call.
-func (l *RateLimiter) AllowCtx(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
+func (l *RateLimiter) allowCtx(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
 	if l == nil {
 		return true, 0, nil
 	}
@@ -133,7 +133,7 @@ func (l *RateLimiter) take(ctx context.Context, caller *Caller) error {
 	if caller != nil {
 		key = caller.ID
 	}
-	ok, wait, err := l.AllowCtx(ctx, key)
+	ok, wait, err := l.allowCtx(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -127,7 +127,9 @@ func (d *Directory) Match(userName string, emails []string) string {
 
 // Chat is the bot's side of the chat surfaces: who a chat user is (the
 // directory lookup) and the audit records of what chat users do outside a
-// tool call. Reach it with Bot.Chat.
+// tool call. Reach it with Bot.Chat. It is an accessor, as Items is: it
+// holds nothing but the bot, and groups what only the chat surfaces use,
+// so that *Bot's own methods stay the paths every call takes.
 type Chat struct{ b *Bot }
 
 // Chat returns the bot's chat directory and chat audit.

@@ -21,6 +21,12 @@ const attackDelegationConfig = `tools:
     schema: {type: object, required: [dose]}
     approvers: {principals: [alice, carol]}
     quorum: 2
+  - name: order_medication
+    category: mutating
+    schema: {type: object, required: [dose_mg]}
+    stages:
+      - {name: prescriber, approvers: {principals: [alice]}}
+      - {name: pharmacist, approvers: {principals: [carol]}}
 `
 
 // TestAttackDelegationReach: a delegation lends no more than either
@@ -109,5 +115,46 @@ func TestAttackDelegationReach(t *testing.T) {
 	e.MustOK(carol, "approve_action", map[string]any{"request_id": q})
 	if s := status(q); s != "approved" {
 		t.Fatalf("after carol: %s, want approved", s)
+	}
+}
+
+// TestAttackDelegationStages: one person approves at most one stage, and
+// a delegation does not get around it. bob approves the prescriber stage
+// for alice; then neither bob (carol lends him her approvals) nor alice
+// (carol lends them to her, once alice is back) may approve the
+// pharmacist stage: each already signed off the first, bob as himself and
+// alice through bob. carol's own approval completes it.
+func TestAttackDelegationStages(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, attackDelegationConfig)
+	agent := e.CreateKey("ward_bot", "member", "--kind", "agent")
+	alice := e.CreateKey("alice", "member", "--kind", "person")
+	bob := e.CreateKey("bob", "member", "--kind", "person")
+	carol := e.CreateKey("carol", "member", "--kind", "person")
+	e.Start()
+	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "order_medication", "arguments": map[string]any{"dose_mg": 50}}).Data["request_id"].(string)
+	status := func() toolResponse { return e.MustOK(carol, "action_status", map[string]any{"request_id": rid}) }
+
+	e.MustOK(alice, "delegate_approvals", map[string]any{"to": "bob", "for": "4h"})
+	first := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid})
+	if !strings.Contains(first.Raw, "for alice") {
+		t.Fatalf("bob's prescriber approval: %s, want cast for alice", first.Raw)
+	}
+	e.MustOK(carol, "delegate_approvals", map[string]any{"to": "bob", "for": "4h"})
+	if res := e.Call(bob, "approve_action", map[string]any{"request_id": rid}); res.Status != http.StatusForbidden {
+		t.Errorf("bob approving the second stage for carol: %d %s, want 403", res.Status, res.Raw)
+	}
+	e.MustOK(alice, "end_delegation", map[string]any{})
+	e.MustOK(carol, "delegate_approvals", map[string]any{"to": "alice", "for": "4h"})
+	if res := e.Call(alice, "approve_action", map[string]any{"request_id": rid}); res.Status != http.StatusForbidden {
+		t.Errorf("alice approving the second stage for carol: %d %s, want 403", res.Status, res.Raw)
+	}
+	if st := status(); st.Data["status"] != "pending" {
+		t.Fatalf("after the refused second-stage approvals: %v, want pending", st.Data["status"])
+	}
+	e.MustOK(carol, "end_delegation", map[string]any{})
+	e.MustOK(carol, "approve_action", map[string]any{"request_id": rid})
+	if st := status(); st.Data["status"] != "approved" {
+		t.Fatalf("after carol's own approval: %v, want approved", st.Data["status"])
 	}
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"time"
+
+	"github.com/countersign/countersign/bot/bottest"
 	"net/http"
 	"strings"
 	"testing"
@@ -156,5 +159,46 @@ func TestAttackDelegationStages(t *testing.T) {
 	e.MustOK(carol, "approve_action", map[string]any{"request_id": rid})
 	if st := status(); st.Data["status"] != "approved" {
 		t.Fatalf("after carol's own approval: %v, want approved", st.Data["status"])
+	}
+}
+
+// TestAttackDelegationWindow: a delegation counts from its start until
+// its end, its end excluded, on the server's clock: one asked to end in
+// the past, or to run longer than 14 days, is refused; bob's approval for
+// alice one second before the end counts, and his attempt at the end
+// itself (before any sweep) is refused.
+func TestAttackDelegationWindow(t *testing.T) {
+	t.Parallel()
+	clock := bottest.NewClock(time.Now().UTC().Truncate(time.Second))
+	e := newTestEnv(t, attackDelegationConfig)
+	e.clock = clock.Now
+	agent := e.CreateKey("ward_bot", "member", "--kind", "agent")
+	alice := e.CreateKey("alice", "member", "--kind", "person")
+	bob := e.CreateKey("bob", "member", "--kind", "person")
+	e.Start()
+	for name, args := range map[string]map[string]any{
+		"an end in the past":  {"to": "bob", "until": clock.Now().Add(-time.Minute).Format(time.RFC3339)},
+		"more than 14 days":   {"to": "bob", "for": "337h"},
+		"an end at this time": {"to": "bob", "until": clock.Now().Format(time.RFC3339)},
+	} {
+		if res := e.Call(alice, "delegate_approvals", args); res.Status != http.StatusBadRequest {
+			t.Errorf("%s: answered %d %s, want 400", name, res.Status, res.Raw)
+		}
+	}
+	e.MustOK(alice, "delegate_approvals", map[string]any{"to": "bob", "for": "1h"})
+	ask := func() string {
+		return e.MustOK(agent, "confirm_action", map[string]any{"tool": "give_insulin", "arguments": map[string]any{"units": 2}}).Data["request_id"].(string)
+	}
+	clock.Advance(time.Hour - time.Second) // the requests expire unanswered after 30 minutes: asked now
+	before, at := ask(), ask()
+	e.MustOK(bob, "approve_action", map[string]any{"request_id": before})
+	clock.Advance(time.Second)
+	if res := e.Call(bob, "approve_action", map[string]any{"request_id": at}); res.Status != http.StatusForbidden {
+		t.Errorf("bob's approval at the delegation's end: %d %s, want 403", res.Status, res.Raw)
+	}
+	for rid, want := range map[string]string{before: "approved", at: "pending"} {
+		if st := e.MustOK(alice, "action_status", map[string]any{"request_id": rid}).Data["status"]; st != want {
+			t.Errorf("%s: %v, want %s", rid, st, want)
+		}
 	}
 }

@@ -57,7 +57,9 @@ func TestAttackBreakGlassAroundTheReview(t *testing.T) {
 	agent := e.CreateKey("ops_agent", "member", "--kind", "agent")
 	admin := e.CreateKey("root", "admin")
 	e.Start()
-	status := func(rid string) toolResponse { return e.MustOK(admin, "action_status", map[string]any{"request_id": rid}) }
+	status := func(rid string) toolResponse {
+		return e.MustOK(admin, "action_status", map[string]any{"request_id": rid})
+	}
 	forbidden := func(what string, res toolResponse) {
 		t.Helper()
 		if res.Status != http.StatusForbidden {

@@ -38,7 +38,8 @@ const attackDelegationConfig = `tools:
 // (alice to bob, bob to dave: dave gets nothing of alice's); a delegate
 // approving their own request, or their delegator's own request; a
 // delegate outside the request's space; a delegator's approval counted
-// twice (the delegate's for her, then her own). Allowed: the delegate
+// twice (the delegate's for her, then her own); a third person ending
+// the delegation. Allowed: the delegate
 // inside both people's rights, recorded as cast for the delegator.
 func TestAttackDelegationReach(t *testing.T) {
 	t.Parallel()
@@ -97,6 +98,11 @@ func TestAttackDelegationReach(t *testing.T) {
 		}
 	}
 
+	// Nobody but alice, bob or an admin ends it (the approval below shows
+	// it still runs).
+	if res := e.Call(carol, "end_delegation", map[string]any{"from": "alice"}); res.Status != http.StatusForbidden {
+		t.Errorf("carol ending alice's delegation: %d %s, want 403", res.Status, res.Raw)
+	}
 	// Inside both people's rights: bob approves for alice.
 	ok := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid})
 	if s := status(rid); s != "approved" || !strings.Contains(ok.Raw, "for alice") {

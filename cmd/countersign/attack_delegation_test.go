@@ -34,7 +34,7 @@ const attackDelegationConfig = `tools:
 
 // TestAttackDelegationReach: a delegation lends no more than either
 // person may decide. Refused: an agent lending or taking approvals; a
-// delegation to oneself in another letter case; a chained delegation
+// delegation to oneself in another letter case, or to a viewer; a chained delegation
 // (alice to bob, bob to dave: dave gets nothing of alice's); a delegate
 // approving their own request, or their delegator's own request; a
 // delegate outside the request's space; a delegator's approval counted
@@ -49,6 +49,7 @@ func TestAttackDelegationReach(t *testing.T) {
 	bob := e.CreateKey("bob", "member", "--kind", "person", "--scopes", "ward_a")
 	carol := e.CreateKey("carol", "member", "--kind", "person")
 	dave := e.CreateKey("dave", "member", "--kind", "person")
+	e.CreateKey("vera", "viewer", "--kind", "person")
 	e.Start()
 
 	request := func(key, tool, space string, args map[string]any) string {
@@ -70,6 +71,7 @@ func TestAttackDelegationReach(t *testing.T) {
 	// An agent neither lends nor takes approvals.
 	refused("an agent lending", e.Call(agent, "delegate_approvals", map[string]any{"to": "bob", "for": "4h"}))
 	refused("a delegation to an agent", e.Call(alice, "delegate_approvals", map[string]any{"to": "ward_bot", "for": "4h"}))
+	refused("a delegation to a viewer (no approve)", e.Call(alice, "delegate_approvals", map[string]any{"to": "vera", "for": "4h"}))
 	refused("a delegation to oneself in capitals", e.Call(alice, "delegate_approvals", map[string]any{"to": "ALICE", "for": "4h"}))
 
 	e.MustOK(alice, "delegate_approvals", map[string]any{"to": "bob", "for": "4h"})

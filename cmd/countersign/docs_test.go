@@ -3,8 +3,11 @@ package main
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/config"
 )
 
 // docBlocks extracts every ```sh block of a docs page, in order, the way
@@ -56,5 +59,34 @@ func TestDocsPaste(t *testing.T) {
 			}
 			pasteBlocks(t, "docs/"+page, blocks)
 		})
+	}
+}
+
+// TestDocsYAMLBlocksLoad: each ```yaml example of docs/policy.md,
+// docs/web.md and docs/operations.md is a config that loads as it is
+// (strict decoding and validation), so a reader who pastes one into a file
+// and runs `serve --config` gets no error. (The shell blocks of the first
+// two run in TestDocsPaste.)
+func TestDocsYAMLBlocksLoad(t *testing.T) {
+	t.Parallel()
+	for _, page := range []string{"policy.md", "web.md", "operations.md"} {
+		b, err := os.ReadFile("../../docs/" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := yamlBlock.FindAllStringSubmatch(string(b), -1)
+		if len(blocks) == 0 {
+			t.Errorf("docs/%s has no YAML example; the page changed shape", page)
+		}
+		for i, m := range blocks {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.yaml")
+			if err := os.WriteFile(path, []byte(m[1]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := config.Load(path); err != nil {
+				t.Errorf("docs/%s, YAML block %d does not load: %v\n%s", page, i+1, err, strings.TrimSpace(m[1]))
+			}
+		}
 	}
 }

@@ -180,8 +180,12 @@ func argText(raw json.RawMessage) string {
 }
 
 // NameOf is the name part of a principal shown as "name [id]": the id is
-// detail, folded away from the card.
+// detail, folded away from the card. A voter shown "bob [U0BOB] for
+// alice" (a vote cast under alice's delegation) is "bob for alice".
 func NameOf(display string) string {
+	if base, delegator, ok := strings.Cut(display, "] for "); ok && !strings.Contains(delegator, "[") {
+		return NameOf(base+"]") + " for " + delegator
+	}
 	if i := strings.LastIndex(display, " ["); i > 0 && strings.HasSuffix(display, "]") {
 		return display[:i]
 	}

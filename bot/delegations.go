@@ -272,7 +272,7 @@ func (x Delegations) Set(ctx context.Context, caller *Caller, to string, until t
 		if err := tx.Audit("delegation_set", detail); err != nil {
 			return err
 		}
-		return tx.refreshOpenItems()
+		return tx.refreshOpenItems(me.Name)
 	})
 	if denied != nil {
 		return Delegation{}, c.Deny(ctx, denied.Msg) // the refusal, audited
@@ -368,7 +368,7 @@ func (tx *Tx) endDelegation(d Delegation, why string) error {
 	if err := tx.Audit("delegation_ended", fmt.Sprintf("%s no longer lends their approvals to %s (was until %s): %s", d.From, d.To, d.Until.UTC().Format("2006-01-02 15:04 UTC"), why)); err != nil {
 		return err
 	}
-	return tx.refreshOpenItems()
+	return tx.refreshOpenItems(d.From)
 }
 
 // expireDelegations is the "delegations" sweep step: it ends every
@@ -395,6 +395,7 @@ func (b *Bot) expireDelegations(ctx context.Context, now time.Time) (int, error)
 		if err != nil {
 			return err
 		}
+		var ended []string
 		for _, d := range ds {
 			if now.Before(d.Until) {
 				continue
@@ -406,11 +407,9 @@ func (b *Bot) expireDelegations(ctx context.Context, now time.Time) (int, error)
 				return err
 			}
 			n++
+			ended = append(ended, d.From)
 		}
-		if n == 0 {
-			return nil
-		}
-		return tx.refreshOpenItems()
+		return tx.refreshOpenItems(ended...)
 	})
 	return n, err
 }
@@ -434,10 +433,29 @@ func (tx *Tx) endDelegationsOf(name, why string) error {
 	return nil
 }
 
-// refreshOpenItems queues an update of every open item's cards, so that
-// a delegation set or ended shows on them at once. It is bounded by the
-// open items, like a suspension's voided votes.
-func (tx *Tx) refreshOpenItems() error {
+// refreshOpenItems queues an update of the cards of every open item one
+// of the delegators named may decide (as they stand, a suspension aside:
+// the item showed their delegation until now), so that a delegation set
+// or ended shows on them at once, and no other card is touched. It reads
+// the open items, like a suspension's voided votes.
+func (tx *Tx) refreshOpenItems(delegators ...string) error {
+	b := tx.call.bot
+	ps := &people{b: b, tx: tx.Tx}
+	var who []policy.Decider
+	for _, name := range delegators {
+		p, err := ps.person(name)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			d := p.Decider()
+			d.Suspended = ""
+			who = append(who, d)
+		}
+	}
+	if len(who) == 0 {
+		return nil
+	}
 	var ids []uint64
 	if err := tx.Ascend(bucketOpen, nil, nil, func(k, _ []byte) error {
 		ids = append(ids, kv.ParseU64(k))
@@ -446,6 +464,28 @@ func (tx *Tx) refreshOpenItems() error {
 		return err
 	}
 	for _, id := range ids {
+		rec, err := LoadItemRecord(tx.Tx, id)
+		if err != nil {
+			return err
+		}
+		if rec == nil {
+			continue
+		}
+		src, ok := b.kinds[rec.Kind].(DecidableSource)
+		if !ok {
+			continue
+		}
+		dec, ok, err := src.Decidable(tx.Tx, *rec)
+		if err != nil {
+			return err
+		}
+		if !ok || !dec.Delegable {
+			continue
+		}
+		dec.StepUp, dec.MinAssurance, dec.At = 0, "", time.Time{}
+		if !slices.ContainsFunc(who, func(d policy.Decider) bool { return policy.Decide(d, dec) == nil }) {
+			continue
+		}
 		if err := tx.Emit(id, EventUpdated, ""); err != nil {
 			return err
 		}

@@ -54,3 +54,18 @@ func TestOnCallNote(t *testing.T) {
 		}
 	}
 }
+
+// TestNameOfADelegatesVote: a vote cast under a delegation shows on a
+// card as "bob for alice", its id folded away like any voter's.
+func TestNameOfADelegatesVote(t *testing.T) {
+	for in, want := range map[string]string{
+		"bob [U0BOB] for alice": "bob for alice",
+		"bob [U0BOB]":           "bob",
+		"bob":                   "bob",
+		"countersign [sweeper]": "countersign",
+	} {
+		if got := NameOf(in); got != want {
+			t.Errorf("NameOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

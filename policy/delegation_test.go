@@ -159,3 +159,30 @@ func TestDelegationWindow(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDecide measures the one rule for a decider in their own right,
+// and for a delegate who decides on the third of three delegations lent
+// to them (each delegator checked by the rule in turn).
+func BenchmarkDecide(b *testing.B) {
+	at := time.Date(2026, 12, 2, 14, 0, 0, 0, time.UTC)
+	it := Decidable{Ref: "req_1", RequesterID: "prin_agent", RequesterName: "ward_bot", SpaceUserID: "patient_42",
+		Approvers: Approvers{Principals: []string{"carol"}}, At: at, Delegable: true,
+		Counted: []StageApproval{{ID: "chat:dave", Name: "dave"}}}
+	own := person("carol", "chat:carol", RoleMember)
+	lent := person("bob", "chat:bob", RoleMember)
+	for _, name := range []string{"alice", "amy", "carol"} {
+		lent.Delegators = append(lent.Delegators, Delegator{Decider: person(name, "chat:"+name, RoleMember), Until: at.Add(time.Hour)})
+	}
+	for _, bc := range []struct {
+		name string
+		d    Decider
+	}{{"own right", own}, {"third delegation", lent}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if r := Decide(bc.d, it); r != nil {
+					b.Fatal(r)
+				}
+			}
+		})
+	}
+}

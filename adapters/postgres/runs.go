@@ -92,7 +92,7 @@ func (r *Runs) hold(ctx context.Context, conn *pgxpool.Conn, id int32, interval 
 				// Released: unlock first, so that the run is not alive the
 				// moment release returns (closing alone ends the session
 				// a little later).
-				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 				_, _ = conn.Exec(uctx, `SELECT pg_advisory_unlock($1, $2)`, runClass, id)
 				cancel()
 			}

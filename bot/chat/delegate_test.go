@@ -28,6 +28,7 @@ func newDelegationEnv(t *testing.T) *env {
 	b := testbot.New(t, bot.Options{Store: bottest.OpenStore(t), Now: clock.Now, Sinks: []string{"slack"}})
 	if _, err := actiontools.Register(b, actiontools.Options{Tools: []actiontools.ToolSpec{
 		{Name: "transfer", Category: "mutating", Quorum: 2, Approvers: policy.Approvers{Principals: []string{"alice", "carol"}}},
+		{Name: "set_dose", Category: "mutating", Approvers: policy.Approvers{Principals: []string{"carol"}}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +38,7 @@ func newDelegationEnv(t *testing.T) *env {
 		{Name: "carol", Role: policy.RoleMember, Slack: uCarol},
 		{Name: "ward", Role: policy.RoleMember, Slack: uWard, Scopes: []string{"patient_7"}},
 		{Name: "vic", Role: policy.RoleViewer, Slack: uViewer},
+		{Name: "root", Role: policy.RoleAdmin, Slack: "U0ROOT"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +52,31 @@ func newDelegationEnv(t *testing.T) *env {
 func (e *env) say(user, text string) string {
 	e.t.Helper()
 	return chat.Run(context.Background(), e.b, e.b.Chat().Caller(bot.SurfaceSlack, user, nil), bot.SurfaceSlack, user, text).Text
+}
+
+// updated counts the queued "updated" events of each item for Slack.
+func (e *env) updated() map[uint64]int {
+	e.t.Helper()
+	evs, err := e.b.Outbox().Due(context.Background(), "slack", e.clock.Now().Add(time.Hour), 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[uint64]int{}
+	for _, ev := range evs {
+		if ev.Type == bot.EventUpdated {
+			out[ev.ItemID]++
+		}
+	}
+	return out
+}
+
+func (e *env) item(id uint64) bot.Item {
+	e.t.Helper()
+	it, err := e.b.Items().Get(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return it
 }
 
 func fieldOf(it bot.Item, label string) string {
@@ -73,6 +100,8 @@ func TestDelegateCommand(t *testing.T) {
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b0")); out.Status != chat.Refused || !strings.Contains(out.Reply, "not among them") {
 		t.Fatalf("bob before any delegation: %+v, want refused as no approver", out)
 	}
+	other := e.request("set_dose", "patient_42") // alice may not decide it
+	before := e.updated()
 	reply := e.say(uAlice, "/countersign delegate <@U0BOB> until 18:00")
 	if !strings.HasPrefix(reply, "Delegated: bob decides in your name until 2026-03-02 18:00 UTC") {
 		t.Fatalf("delegate reply: %q", reply)
@@ -83,6 +112,13 @@ func TestDelegateCommand(t *testing.T) {
 	}
 	if got, want := fieldOf(it, "Delegated"), "alice, away; delegated to bob until 2026-03-02 18:00 UTC"; got != want {
 		t.Fatalf("card line: got %q, want %q", got, want)
+	}
+	if got := e.updated(); got[id] != before[id]+1 || got[other] != before[other] {
+		t.Fatalf("card updates queued by the delegation: #%d %d -> %d, #%d %d -> %d; want one for #%d, none for #%d (alice may not decide it)",
+			id, before[id], got[id], other, before[other], got[other], id, other)
+	}
+	if got := fieldOf(e.item(other), "Delegated"); got != "" {
+		t.Fatalf("a card alice may not decide shows %q", got)
 	}
 	if got := e.audits("delegation_set"); len(got) != 1 || !strings.Contains(got[0].Detail, "alice lends their approvals to bob until 2026-03-02 18:00 UTC") {
 		t.Fatalf("delegation_set audits: %+v", got)
@@ -132,7 +168,7 @@ func TestDelegationEnds(t *testing.T) {
 	e := newDelegationEnv(t)
 	ctx := context.Background()
 	id := e.request("transfer", "patient_42")
-	if got := e.say(uAlice, "delegate bob for 2h"); !strings.HasPrefix(got, "Delegated: bob") {
+	if got := e.say(uAlice, "delegate <@U0BOB|bob> for 2h"); !strings.HasPrefix(got, "Delegated: bob") {
 		t.Fatalf("delegate: %q", got)
 	}
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b1")); out.Status != chat.Counted {
@@ -222,5 +258,12 @@ func TestDelegateRefusals(t *testing.T) {
 	}
 	if got := e.audits("access_denied"); len(got) != 2 || got[0].Principal != "alice [U0ALICE]" {
 		t.Fatalf("alice's refused end is not audited: %+v", got)
+	}
+	// An admin ends anyone's.
+	if got := e.say("U0ROOT", "delegate off bob"); !strings.HasPrefix(got, "Ended: bob no longer lends their approvals to carol.") {
+		t.Fatalf("the admin's delegate off bob: %q", got)
+	}
+	if got := e.audits("delegation_ended"); len(got) != 1 || !strings.Contains(got[0].Detail, "ended from slack by root [U0ROOT]") {
+		t.Fatalf("the admin's end is not audited: %+v", got)
 	}
 }

@@ -114,6 +114,14 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 	if st := status(rid); st.Data["confirmed_by"] != "bob [U0BOB] for alice" {
 		t.Fatalf("confirmed_by %v, want bob [U0BOB] for alice", st.Data["confirmed_by"])
 	}
+	waitFor(t, "the Slack card says who approved, for whom", func() bool {
+		for _, u := range f.Calls("chat.update") {
+			if strings.Contains(slackJSON(u.Form.Get("blocks")), "*Approved* by bob for alice") {
+				return true
+			}
+		}
+		return false
+	})
 	a := audit()
 	if !strings.Contains(a, "alice lends their approvals to bob until "+until.Format("2006-01-02 15:04")+" UTC (web)") || !strings.Contains(a, rid+" by bob [U0BOB] for alice") {
 		t.Fatalf("the audit does not record the delegation and the approval under it:\n%s", a)

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/adapters/discord/discordtest"
+	"github.com/countersign/countersign/adapters/email/smtptest"
 )
 
 // stageNotifyConfig signs order_medication above 10 mg off in two stages:
@@ -102,5 +105,114 @@ func TestStageNotifyDirectMessageEndToEnd(t *testing.T) {
 	})
 	if n := len(cards()); n != 3 {
 		t.Errorf("%d cards, want 3 (the request's channel, the doctors', ph_kim's direct message)", n)
+	}
+}
+
+// TestStageNotifyDiscordDirectMessage: on Discord a stage's notify opens
+// the DM channel with the person (POST users/@me/channels) and posts the
+// card there, against the real server and the Discord fake; the DM card's
+// Approve decides like the channel's.
+func TestStageNotifyDiscordDirectMessage(t *testing.T) {
+	t.Parallel()
+	d := newDiscordEnvConfig(t, "http", func(s string) string {
+		s = strings.Replace(s, "tools:\n", `groups:
+  dbas: [dr_smith]
+tools:
+  - name: vacuum_table
+    category: mutating
+    schema: {type: object, required: [table]}
+    channels: [ops]
+    stages:
+      - {name: dba, approvers: {groups: [dbas]}, notify: [dr_smith]}
+`, 1)
+		return s
+	})
+	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
+	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "vacuum_table", "arguments": map[string]any{"table": "orders"}})
+	reqID, _ := req.Data["request_id"].(string)
+	d.posted(discordOps, "vacuum\\\\_table")
+	msg, item := d.posted("DM111", "vacuum\\\\_table")
+	if n := len(d.fake.CallsTo("POST", "users/@me/channels")); n != 1 {
+		t.Errorf("%d DM channels opened, want 1 (dr_smith's)", n)
+	}
+	d.click("n1", smith, "DM111", msg, "cs:approve:"+item)
+	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "approved" {
+		t.Errorf("after dr_smith's click in the DM the request is %v, want approved", st.Data["status"])
+	}
+}
+
+// TestStageNotifyByEmail: a stage's notify emails each person it names
+// who has an address and may decide the open stage, against the real
+// server, the Slack fake (for the prescriber's click) and a real SMTP
+// server. dr_jones is told of the prescriber stage; once dr_smith has
+// prescribed, the pharmacist stage names dr_jones then ph_kim: only
+// ph_kim is emailed, since dr_jones (a prescriber, no pharmacist) may not
+// decide it (the one check, Items.ReadOnly). The outbox delivers a sink's
+// events in order, so ph_kim's message arriving means dr_jones's event
+// was handled before it.
+func TestStageNotifyByEmail(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.Start(t, smtptest.Options{})
+	f := newSlackFake(t)
+	e := newTestEnv(t, fmt.Sprintf(`http:
+  rate_burst: 1000
+groups:
+  pharmacists: [ph_kim]
+tools:
+  - name: order_medication
+    category: mutating
+    schema: {type: object, properties: {drug: {type: string}, dose_mg: {type: number}}}
+    stages:
+      - {name: prescriber, approvers: {roles: [member]}, notify: [dr_jones]}
+      - {name: pharmacist, approvers: {groups: [pharmacists]}, notify: [dr_jones, ph_kim]}
+principals:
+  - {name: dr_smith, role: member, slack: U0123ABC}
+  - {name: dr_jones, role: member, email: jones@hospital.example}
+  - {name: ph_kim, role: member, email: kim@hospital.example}
+email:
+  from: Countersign <countersign@hospital.example>
+  include: none
+  smtp: {host: %s, port: %d, starttls: false}
+slack:
+  mode: http
+  team_id: T1
+  bot_token_env: SLACK_BOT_TOKEN
+  signing_secret_env: SLACK_SIGNING_SECRET
+  api_url: %s
+  channels: {default: C0DEFAULT}
+`, srv.Host, srv.Port, f.srv.GetAPIURL()))
+	e.env["SLACK_BOT_TOKEN"], e.env["SLACK_SIGNING_SECRET"] = "xoxb-e2e", e2eSlackSecret
+	agent := e.CreateKey("ward_bot", "agent")
+	e.Start()
+	to := func(ms []smtptest.Message) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, strings.Join(m.To, ","))
+		}
+		return out
+	}
+
+	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "order_medication", "arguments": map[string]any{"drug": "apixaban", "dose_mg": 50}})
+	itemID := fmt.Sprint(r.Data["item_id"])
+	if got := to(srv.Wait(1)); len(got) != 1 || got[0] != "jones@hospital.example" {
+		t.Fatalf("the prescriber stage emailed %v, want dr_jones only", got)
+	}
+	var card slackCall
+	waitFor(t, "the card in the channel", func() bool {
+		for _, c := range f.Calls("chat.postMessage") {
+			if c.Form.Get("channel") == "C0DEFAULT" && c.Form.Get("thread_ts") == "" {
+				card = c
+				return true
+			}
+		}
+		return false
+	})
+	slackClick(t, e, card, "U0123ABC", itemID, "t-se-1")
+	got := to(srv.Wait(2))
+	if len(got) != 2 || got[1] != "kim@hospital.example" {
+		t.Fatalf("emails %v, want dr_jones's (the prescriber stage) then ph_kim's (the pharmacist stage)", got)
+	}
+	if n := len(srv.Messages()); n != 2 {
+		t.Errorf("%d emails (%v), want 2: dr_jones may not decide the pharmacist stage and is not emailed of it", n, to(srv.Messages()))
 	}
 }

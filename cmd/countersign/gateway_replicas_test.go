@@ -115,6 +115,9 @@ gateway:
 		return id, answer
 	}
 	held := filepath.Join(t.TempDir(), "held.txt")
+	// Should the test fail early, release the upstream's hold before the
+	// replicas are killed, so that no node process is left waiting.
+	t.Cleanup(func() { _ = os.WriteFile(held+".go", nil, 0o600) })
 	heldID, heldAnswer := forwarding(a, "lying__hold", held)
 
 	// A replica starting while a's call is at the upstream.

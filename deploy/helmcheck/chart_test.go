@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
 	"gopkg.in/yaml.v3"
@@ -76,6 +77,7 @@ type objects struct {
 	dep *appsv1.Deployment
 	svc *corev1.Service
 	pdb *policyv1.PodDisruptionBudget
+	pvc *corev1.PersistentVolumeClaim // the anchor volume's, when the chart makes it
 }
 
 func decode(t *testing.T, manifest string) objects {
@@ -105,6 +107,9 @@ func decode(t *testing.T, manifest string) objects {
 		case "PodDisruptionBudget":
 			o.pdb = &policyv1.PodDisruptionBudget{}
 			into = o.pdb
+		case "PersistentVolumeClaim":
+			o.pvc = &corev1.PersistentVolumeClaim{}
+			into = o.pvc
 		default:
 			t.Fatalf("the chart makes a %q, which this check does not know", meta.Kind)
 		}
@@ -253,6 +258,9 @@ func TestChartObjects(t *testing.T) {
 		} `yaml:"store"`
 		Audit struct {
 			SigningKey string `yaml:"signing_key"`
+			Anchor     struct {
+				File string `yaml:"file"`
+			} `yaml:"anchor"`
 		} `yaml:"audit"`
 		Log struct {
 			Format string `yaml:"format"`
@@ -263,6 +271,72 @@ func TestChartObjects(t *testing.T) {
 	}
 	if cfg.Store.Engine != "postgres" || cfg.Store.Postgres.DSNEnv != "COUNTERSIGN_DATABASE_URL" || cfg.Audit.SigningKey != "/etc/countersign/keys/signing.key" || cfg.Listen != ":8080" || cfg.Log.Format != "json" {
 		t.Errorf("config.yaml: %+v\nwant postgres, the URL from COUNTERSIGN_DATABASE_URL, the mounted key, :8080, json logs", cfg)
+	}
+
+	// One anchor file for the cluster, on a ReadWriteMany claim every
+	// replica mounts, kept on uninstall.
+	if cfg.Audit.Anchor.File != "/var/lib/countersign/anchors/audit.anchors" {
+		t.Errorf("audit.anchor.file %q, want the file on the shared anchor volume", cfg.Audit.Anchor.File)
+	}
+	if o.pvc == nil {
+		t.Fatal("no PersistentVolumeClaim for the anchor file")
+	}
+	if m := o.pvc.Spec.AccessModes; len(m) != 1 || m[0] != corev1.ReadWriteMany {
+		t.Errorf("anchor claim access modes %v, want [ReadWriteMany] (every replica mounts it)", m)
+	}
+	if o.pvc.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("anchor claim annotations %v, want helm.sh/resource-policy: keep", o.pvc.Annotations)
+	}
+	var claimed, mounted bool
+	for _, v := range ps.Volumes {
+		if v.Name == "anchors" && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == o.pvc.Name && !v.PersistentVolumeClaim.ReadOnly {
+			claimed = true
+		}
+	}
+	for _, m := range c.VolumeMounts {
+		if m.Name == "anchors" && m.MountPath == "/var/lib/countersign/anchors" && !m.ReadOnly {
+			mounted = true
+		}
+	}
+	if !claimed || !mounted {
+		t.Errorf("the pod does not mount the anchor claim %s writable at /var/lib/countersign/anchors: volumes %+v, mounts %+v", o.pvc.Name, ps.Volumes, c.VolumeMounts)
+	}
+}
+
+// TestChartAnchorVolumeChoices: an existing claim is mounted and none is
+// made; anchors turned off mount nothing and set no anchor file.
+func TestChartAnchorVolumeChoices(t *testing.T) {
+	vals := required()
+	vals["anchors"] = map[string]any{"existingClaim": "shared-anchors"}
+	manifest, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decode(t, manifest)
+	if o.pvc != nil {
+		t.Errorf("the chart made claim %s beside the existing one", o.pvc.Name)
+	}
+	found := false
+	for _, v := range o.dep.Spec.Template.Spec.Volumes {
+		found = found || v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "shared-anchors"
+	}
+	if !found {
+		t.Errorf("the existing claim shared-anchors is not mounted: %+v", o.dep.Spec.Template.Spec.Volumes)
+	}
+
+	vals = required()
+	vals["anchors"] = map[string]any{"enabled": false}
+	if manifest, err = render(t, vals); err != nil {
+		t.Fatal(err)
+	}
+	o = decode(t, manifest)
+	if o.pvc != nil || strings.Contains(o.cm.Data["config.yaml"], "anchor") {
+		t.Errorf("anchors off: claim %v, config:\n%s\nwant no claim and no anchor file", o.pvc, o.cm.Data["config.yaml"])
+	}
+	for _, v := range o.dep.Spec.Template.Spec.Volumes {
+		if v.Name == "anchors" {
+			t.Errorf("anchors off, the pod still mounts %+v", v)
+		}
 	}
 }
 
@@ -279,6 +353,8 @@ func TestChartRefuses(t *testing.T) {
 		{"no replica", func(v map[string]any) { v["replicaCount"] = 0 }, "replicaCount"},
 		{"a misspelt value", func(v map[string]any) { v["replicas"] = 3 }, "replicas"},
 		{"a privileged port", func(v map[string]any) { v["service"] = map[string]any{"targetPort": 80} }, "targetPort"},
+		{"anchors in the image's data directory", func(v map[string]any) { v["anchors"] = map[string]any{"mountPath": "/data/anchors"} }, "mountPath"},
+		{"an anchor volume size without a unit", func(v map[string]any) { v["anchors"] = map[string]any{"size": "100"} }, "size"},
 		{"a secret as a literal", func(v map[string]any) {
 			v["env"] = []any{map[string]any{"name": "SLACK_BOT_TOKEN", "value": "xoxb-secret"}}
 		}, "env"},
@@ -320,8 +396,10 @@ func TestChartConfigServes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(keys, "signing.key"), []byte(hex.EncodeToString(seed)), 0o400); err != nil {
 		t.Fatal(err)
 	}
+	anchors := filepath.Join(t.TempDir(), "anchors") // the shared volume, outside dir
 	vals := required()
 	vals["signingKey"].(map[string]any)["mountPath"] = keys
+	vals["anchors"] = map[string]any{"mountPath": anchors}
 	manifest, err := render(t, vals)
 	if err != nil {
 		t.Fatal(err)
@@ -337,9 +415,18 @@ func TestChartConfigServes(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// An audit entry for the leader to anchor when it starts to lead.
+	mint := exec.Command(bin, "keys", "create", "--config", cfg, "--name", "ward_bot", "--role", "agent")
+	mint.Dir = dir
+	mint.Env = append(os.Environ(), "COUNTERSIGN_DATABASE_URL="+dsn)
+	if out, err := mint.CombinedOutput(); err != nil {
+		t.Fatalf("keys create with the chart's config: %v\n%s", err, out)
+	}
+	var all []*bytes.Buffer // each replica's log
 	for replica := range 2 {
 		port := freePort(t)
 		var logs bytes.Buffer
+		all = append(all, &logs)
 		serve := exec.Command(bin, "serve", "--config", cfg)
 		serve.Dir = dir
 		serve.Env = append(os.Environ(), "COUNTERSIGN_DATABASE_URL="+dsn, fmt.Sprintf("COUNTERSIGN_LISTEN=127.0.0.1:%d", port))
@@ -361,6 +448,18 @@ func TestChartConfigServes(t *testing.T) {
 			t.Fatalf("replica %d /readyz: %v %v", replica, err, resp)
 		}
 		resp.Body.Close()
+	}
+	// The leader anchored the chain in the shared file.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(anchors, "audit.anchors"))
+		if err == nil && strings.Contains(string(b), `"seq":`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no anchor in %s after both replicas were ready: %v\nreplica 0:\n%s\nreplica 1:\n%s", anchors, err, all[0], all[1])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

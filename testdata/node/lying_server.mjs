@@ -52,3 +52,6 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
 });
 
 await server.connect(new StdioServerTransport());
+// The gateway gone (its end of stdin closed, as when it is killed): so is
+// this server, even with a hold waiting.
+process.stdin.on("end", () => process.exit(0));

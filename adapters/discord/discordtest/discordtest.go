@@ -271,6 +271,13 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.reply(w, http.StatusOK, s.store(parts[1], parts[3], body))
+	case path == "users/@me/channels" && r.Method == "POST":
+		// A DM channel with the recipient: "DM" and their user id.
+		var in struct {
+			RecipientID string `json:"recipient_id"`
+		}
+		_ = json.Unmarshal(body, &in)
+		s.reply(w, http.StatusOK, map[string]any{"id": "DM" + in.RecipientID, "type": 1, "recipients": []any{map[string]any{"id": in.RecipientID}}})
 	case parts[0] == "applications" && parts[len(parts)-1] == "commands" && r.Method == "POST":
 		var cmd map[string]any
 		_ = json.Unmarshal(body, &cmd)

@@ -217,7 +217,8 @@ func TestConfigValidationReadsNoFile(t *testing.T) {
 
 // configKeyPaths lists every key path of the config: "http.rate_burst",
 // "tools[].name", "memory.slots[].confirm". A map of free keys (channels)
-// or a free value (a tool's schema) ends its path.
+// or a free value (a tool's schema) ends its path; the entries of a map of
+// named sections are written "oncall.<name>.people".
 func configKeyPaths(t reflect.Type, prefix string, out *[]string) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -228,6 +229,12 @@ func configKeyPaths(t reflect.Type, prefix string, out *[]string) {
 			p := join(prefix, name)
 			*out = append(*out, p)
 			configKeyPaths(ft, p, out)
+		}
+	case reflect.Map:
+		// A map of named entries (oncall: {ops: {...}}): its entries' keys
+		// are written with <name> for the free key.
+		if e := t.Elem(); e.Kind() == reflect.Struct {
+			configKeyPaths(e, prefix+".<name>", out)
 		}
 	case reflect.Slice:
 		e := t.Elem()
@@ -256,6 +263,42 @@ func TestConfigurationReferenceListsEveryKey(t *testing.T) {
 		if !strings.Contains(string(doc), "`"+k+"`") && !isSection(k) {
 			t.Errorf("docs/configuration.md does not list `%s` (with its default)", k)
 		}
+	}
+}
+
+// TestConfigurationReferenceListsOnlyKeys: every key a row of
+// docs/configuration.md names (its first column) is one the config
+// accepts, so a reader never copies a key that start-up refuses as unknown.
+func TestConfigurationReferenceListsOnlyKeys(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	configKeyPaths(reflect.TypeOf(Config{}), "", &keys)
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k] = true
+	}
+	rows := 0
+	for n, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		rows++
+		first := strings.Split(line, "|")[1]
+		for _, part := range strings.Split(first, "`")[1:] {
+			if part = strings.TrimSpace(part); part == "" || part == "," {
+				continue
+			}
+			if !known[part] {
+				t.Errorf("docs/configuration.md:%d documents `%s`, which the config does not accept (an unknown key)", n+1, part)
+			}
+		}
+	}
+	if rows < 80 {
+		t.Fatalf("found only %d key rows in docs/configuration.md: the page changed shape", rows)
 	}
 }
 

@@ -88,9 +88,6 @@ func (c ChatCommand) batchIDs() []uint64 {
 // 14").
 const MaxBatch = 20
 
-// inLane reports whether the verdict is answered rather than refused.
-func (v ScopeKind) inLane() bool { return v != ScopeOutOfLane }
-
 // The chat command names.
 const (
 	CmdPending = "pending"

@@ -88,7 +88,7 @@ func (l *RateLimiter) allowCtx(ctx context.Context, key string) (ok bool, retryA
 }
 
 // Allow takes one token from key's bucket in this process (a shared
-// limiter's buckets are taken from with AllowCtx). When none is left it reports how
+// limiter's buckets are taken from with allowCtx). When none is left it reports how
 // long until one will be.
 func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	if l == nil {

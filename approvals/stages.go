@@ -11,7 +11,7 @@ import (
 // This file is the mechanics of ordered stages (tools[].stages, or a
 // rule's): which stage is open, who approved which, the progress a card
 // shows. Who may decide the open stage is the one decision rule's
-// (policy.CheckDecision), given the stage's approvers and step-up and
+// (policy.Decide), given the stage's approvers and step-up and
 // the people who approved an earlier stage (Request.Decidable).
 
 // RuleMatch records the tools[].rules entry that set a request's policy:

@@ -496,11 +496,11 @@ func CheckText(field, v string, max int, multiline bool) error {
 	return nil
 }
 
-// MaxJSONDepth is how deeply JSON received at an edge (tool arguments,
+// maxJSONDepth is how deeply JSON received at an edge (tool arguments,
 // chat payloads) may nest objects and arrays. Deeper input is refused
 // before anything decodes it: the duplicate-key check looks at every
 // level below it, and nothing Countersign is asked about needs more.
-const MaxJSONDepth = 64
+const maxJSONDepth = 64
 
 // maxReportedPath bounds the path a refusal names: keys may be long.
 const maxReportedPath = 200
@@ -508,7 +508,7 @@ const maxReportedPath = 200
 // CheckJSON refuses JSON that two readers could see differently or that
 // nests too deep: a key given twice in one object, at any depth (400
 // naming its path, for example "arguments.mode"), or objects and arrays
-// nested more than MaxJSONDepth levels (400 naming where). field prefixes
+// nested more than maxJSONDepth levels (400 naming where). field prefixes
 // the paths ("" for none). Malformed JSON is left to the decoder, which
 // reports it. Every edge that parses JSON it is sent calls it (bot.Call
 // does, for tool arguments on every surface).
@@ -537,7 +537,7 @@ func CheckJSON(field string, raw []byte) error {
 	if dup {
 		return Invalid(path, "is given more than once; send each key once (duplicate JSON keys are refused, never resolved by order)")
 	}
-	return Invalid(path, "nests objects and arrays more than %d levels deep, which is refused; send a flatter value", MaxJSONDepth)
+	return Invalid(path, "nests objects and arrays more than %d levels deep, which is refused; send a flatter value", maxJSONDepth)
 }
 
 // firstDuplicate reports the path (for example "arguments.mode") of the
@@ -545,7 +545,7 @@ func CheckJSON(field string, raw []byte) error {
 // (so "a" and "\u0061" are the same). encoding/json keeps the last of
 // duplicate keys and other parsers the first: an approval bound to a body
 // two readers see differently binds nothing, so such a body is refused.
-// Malformed input, and input nested deeper than MaxJSONDepth before a
+// Malformed input, and input nested deeper than maxJSONDepth before a
 // duplicate is found, report no duplicate (dup is false).
 func firstDuplicate(raw []byte) (path string, dup bool) {
 	path, dup, _ = scanJSON(raw)
@@ -553,7 +553,7 @@ func firstDuplicate(raw []byte) (path string, dup bool) {
 }
 
 // scanJSON looks for the first duplicate key of raw, and for the first
-// object or array nested deeper than MaxJSONDepth; it reports whichever
+// object or array nested deeper than maxJSONDepth; it reports whichever
 // comes first, with its path. Malformed input stops the scan (neither).
 func scanJSON(raw []byte) (path string, dup, deep bool) {
 	p := dupScanner{raw: raw}
@@ -580,7 +580,7 @@ func (p *dupScanner) value(i int, path string, depth int) int {
 		p.bad = p.bad || !p.found && !p.deep
 		return len(raw)
 	}
-	if (raw[i] == '{' || raw[i] == '[') && depth >= MaxJSONDepth {
+	if (raw[i] == '{' || raw[i] == '[') && depth >= maxJSONDepth {
 		p.path, p.deep = path, true
 		return len(raw)
 	}

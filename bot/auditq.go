@@ -57,21 +57,21 @@ const (
 	reasonAuditFailed  = "audit failure — this verdict could not be recorded: the audit log's last write failed (see the server log)"
 )
 
-// UnrecordedError is returned by Call.AuditRead when the entry of a
+// unrecordedError is returned by Call.AuditRead when the entry of a
 // read-only answer cannot be recorded. The answer must not be given: the
 // gates answer BLOCKED / WITHHELD with Reason as the reason.
-type UnrecordedError struct {
+type unrecordedError struct {
 	Reason string
 	Err    error // the appender's failure, if that is the cause
 }
 
-func (e *UnrecordedError) Error() string { return e.Reason }
-func (e *UnrecordedError) Unwrap() error { return e.Err }
+func (e *unrecordedError) Error() string { return e.Reason }
+func (e *unrecordedError) Unwrap() error { return e.Err }
 
 // Unrecorded reports whether err says a read answer could not be recorded,
 // and the reason line to show instead of the answer.
 func Unrecorded(err error) (reason string, ok bool) {
-	var u *UnrecordedError
+	var u *unrecordedError
 	if errors.As(err, &u) {
 		return u.Reason, true
 	}
@@ -304,9 +304,6 @@ func (q *ReadAudit) Run() string {
 	return id
 }
 
-// Mode returns ReadAuditQueued or ReadAuditDurable.
-func (q *ReadAudit) Mode() string { return q.mode }
-
 // Close ends the run: no entry is queued any more (later read answers are
 // audited durably before they are given), the queue is drained into the
 // store, and the running marker is cleared. Call it after intake has
@@ -362,7 +359,7 @@ func (q *ReadAudit) enqueue(ctx context.Context, e readEntry) (queued bool, err 
 		return false, nil
 	}
 	if err := q.err(); err != nil {
-		return true, &UnrecordedError{Reason: reasonAuditFailed, Err: err}
+		return true, &unrecordedError{Reason: reasonAuditFailed, Err: err}
 	}
 	select {
 	case q.ch <- e:
@@ -378,7 +375,7 @@ func (q *ReadAudit) enqueue(ctx context.Context, e readEntry) (queued bool, err 
 		return true, nil
 	case <-t.C:
 		q.b.log.Warn("audit backlog: a read answer was refused because its audit entry could not be queued", "queued", len(q.ch), "wait", q.wait)
-		return true, &UnrecordedError{Reason: ReasonAuditBacklog}
+		return true, &unrecordedError{Reason: ReasonAuditBacklog}
 	case <-ctx.Done():
 		return true, ctx.Err()
 	}
@@ -511,7 +508,7 @@ func (q *ReadAudit) flush(ctx context.Context) error {
 // gate's verdict, a recall) for the call's caller and space. With a queued
 // ReadAudit running, the entry is queued and AuditRead returns at once (or
 // after waiting for room); otherwise it is committed in its own durable
-// transaction before AuditRead returns. An *UnrecordedError means the entry
+// transaction before AuditRead returns. An *unrecordedError means the entry
 // cannot be recorded: the answer must not be given (see Unrecorded).
 func (c *Call) AuditRead(ctx context.Context, action, detail string) error {
 	if rc := collectorOf(ctx); rc != nil {

@@ -212,8 +212,8 @@ func TestReadAuditQueueRecordsEveryAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Mode() != ReadAuditQueued {
-		t.Fatalf("default mode = %q", q.Mode())
+	if q.mode != ReadAuditQueued {
+		t.Fatalf("default mode = %q", q.mode)
 	}
 	const n = 200
 	var wg sync.WaitGroup

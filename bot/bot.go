@@ -43,7 +43,7 @@ type Options struct {
 	DeliveryTTL time.Duration
 	// MaxOpenItems is how many items one principal may keep awaiting a
 	// decision (limits.open_items_per_requester): a call that would open
-	// one more is refused (429). 0 means DefaultMaxOpenItems; negative,
+	// one more is refused (429). 0 means defaultMaxOpenItems; negative,
 	// no limit.
 	MaxOpenItems int
 	// Tracing, when set, makes the core's spans (trace.go): a tool call, a
@@ -124,7 +124,7 @@ func New(o Options) (*Bot, error) {
 	}
 	switch {
 	case o.MaxOpenItems == 0:
-		b.maxOpen = DefaultMaxOpenItems
+		b.maxOpen = defaultMaxOpenItems
 	case o.MaxOpenItems > 0:
 		b.maxOpen = o.MaxOpenItems
 	}

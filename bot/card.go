@@ -98,8 +98,8 @@ func SeenText(surface, text string, truncated bool) *Seen {
 	return &Seen{SHA256: hex.EncodeToString(sum[:]), Surface: surface, Truncated: truncated}
 }
 
-// Arg is the Seen as a decision tool's "seen" argument.
-func (s *Seen) Arg() map[string]any {
+// arg is the Seen as a decision tool's "seen" argument.
+func (s *Seen) arg() map[string]any {
 	m := map[string]any{"sha256": s.SHA256, "surface": s.Surface}
 	if s.Truncated {
 		m["truncated"] = true

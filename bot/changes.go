@@ -42,7 +42,7 @@ type Change struct {
 
 // Changes is an item approved (or up for approval) with changes: who
 // changed it, the field-level difference from the proposal (at most
-// MaxChanges fields; More counts the rest), and both versions' SHA-256.
+// maxChanges fields; More counts the rest), and both versions' SHA-256.
 type Changes struct {
 	By             string   `json:"by"` // "name [id]"
 	Diff           []Change `json:"diff"`
@@ -53,7 +53,7 @@ type Changes struct {
 
 // Bounds of a Changes diff.
 const (
-	MaxChanges     = 8  // fields listed
+	maxChanges     = 8  // fields listed
 	maxChangeValue = 60 // runes of a value shown
 )
 
@@ -89,7 +89,7 @@ func (c *Changes) Text() string {
 
 // DiffArgs is the field-level difference between two JSON objects (an
 // action's proposed and edited arguments): the top-level fields added,
-// removed or changed, in key order, at most MaxChanges of them (the
+// removed or changed, in key order, at most maxChanges of them (the
 // second result counts the rest). A nested value that changed is shown
 // whole, cut to maxChangeValue runes.
 func DiffArgs(from, to json.RawMessage) ([]Change, int) {
@@ -112,7 +112,7 @@ func DiffArgs(from, to json.RawMessage) ([]Change, int) {
 		if okA && okB && bytes.Equal(compact(va), compact(vb)) {
 			continue
 		}
-		if len(out) == MaxChanges {
+		if len(out) == maxChanges {
 			more++
 			continue
 		}

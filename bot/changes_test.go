@@ -33,17 +33,17 @@ func TestDiffArgs(t *testing.T) {
 			}
 		})
 	}
-	// At most MaxChanges fields are listed; More counts the rest.
+	// At most maxChanges fields are listed; More counts the rest.
 	var from, to []string
-	for i := range MaxChanges + 3 {
+	for i := range maxChanges + 3 {
 		from = append(from, fmt.Sprintf(`"k%02d":%d`, i, i))
 		to = append(to, fmt.Sprintf(`"k%02d":%d`, i, i+1))
 	}
 	diff, more := DiffArgs(json.RawMessage("{"+strings.Join(from, ",")+"}"), json.RawMessage("{"+strings.Join(to, ",")+"}"))
-	if len(diff) != MaxChanges || more != 3 || !strings.HasSuffix((&Changes{Diff: diff, More: more}).Text(), " (+3 more)") {
+	if len(diff) != maxChanges || more != 3 || !strings.HasSuffix((&Changes{Diff: diff, More: more}).Text(), " (+3 more)") {
 		t.Fatalf("bounded diff: %d fields, %d more", len(diff), more)
 	}
-	if diff[0].Field != "k00" || diff[MaxChanges-1].Field != fmt.Sprintf("k%02d", MaxChanges-1) {
+	if diff[0].Field != "k00" || diff[maxChanges-1].Field != fmt.Sprintf("k%02d", maxChanges-1) {
 		t.Fatalf("fields not in key order: %+v", diff)
 	}
 	// A long field name is cut too.

@@ -149,7 +149,7 @@ func (b *Bot) Decide(ctx context.Context, caller *Caller, d Decision) (out Decid
 		*c = Call{bot: b, Tool: b.tools[name], Caller: c.Caller, Now: c.Now} // c.Caller: as this transaction read it (a suspension)
 		if span.s != nil {
 			span.s.SetName("execute_tool " + name)
-			span.s.SetAttributes(AttrTool.String(name))
+			span.s.SetAttributes(attrTool.String(name))
 		}
 		if !typed {
 			// Its handler may not keep to the call's transactions: run
@@ -224,13 +224,13 @@ func (b *Bot) decisionArgs(rec ItemRecord, d Decision) (name string, args any, t
 	}
 	extra := map[string]any{}
 	if d.Grant != nil {
-		extra["grant"] = d.Grant.Arg()
+		extra["grant"] = d.Grant.arg()
 	}
 	if d.ArgsSHA256 != "" {
 		extra["args_sha256"] = d.ArgsSHA256
 	}
 	if st, ok := src.(SeenTaker); ok && d.Seen != nil && d.Edit == nil && st.TakesSeen(rec.Kind) {
-		seen := d.Seen.Arg()
+		seen := d.Seen.arg()
 		if d.Facts != "" {
 			seen["facts"] = d.Facts
 		}

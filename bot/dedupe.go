@@ -30,7 +30,8 @@ var deliveries = ExpiryIndex{Bucket: bucketDeliveries, Index: bucketDeliveriesAt
 // example "slack:<trigger_id>" or "discord:<interaction id>"), so that a
 // replayed or retried delivery is not applied twice. Ids are forgotten
 // Options.DeliveryTTL after they were first seen (the "deliveries" sweep
-// step).
+// step). It is an accessor, as Items is (reach it with Bot.Deliveries):
+// only the surfaces that receive deliveries use it.
 type Deliveries struct{ b *Bot }
 
 // Deliveries returns the bot's delivery dedupe.

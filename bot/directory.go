@@ -127,7 +127,9 @@ func (d *Directory) Match(userName string, emails []string) string {
 
 // Chat is the bot's side of the chat surfaces: who a chat user is (the
 // directory lookup) and the audit records of what chat users do outside a
-// tool call. Reach it with Bot.Chat.
+// tool call. Reach it with Bot.Chat. It is an accessor, as Items is: it
+// holds nothing but the bot, and groups what only the chat surfaces use,
+// so that *Bot's own methods stay the paths every call takes.
 type Chat struct{ b *Bot }
 
 // Chat returns the bot's chat directory and chat audit.
@@ -285,7 +287,7 @@ func (ch Chat) AuditNote(ctx context.Context, caller *Caller, sp Space, action, 
 // AuditRead records a read-only answer caller got outside a tool call (an
 // MCP gateway's pass-through) as Call.AuditRead records a read verdict:
 // queued while a ReadAudit runs, else in its own durable transaction. An
-// *UnrecordedError means the answer must not be given.
+// *unrecordedError means the answer must not be given.
 func (ch Chat) AuditRead(ctx context.Context, caller *Caller, sp Space, action, detail string) error {
 	b := ch.b
 	c := &Call{bot: b, Caller: caller, Space: sp, Now: b.now(), Tool: &Tool{Name: caller.Surface}}

@@ -70,7 +70,7 @@ func FuzzDecodeArgs(f *testing.F) {
 // FuzzFirstDuplicate checks the duplicate-key and depth scan against
 // encoding/json's tokenizer: on valid JSON both find the same first
 // problem in document order (a key given twice in one object, or an object
-// or array nested deeper than MaxJSONDepth), or neither finds one; the
+// or array nested deeper than maxJSONDepth), or neither finds one; the
 // path is reported for either.
 func FuzzFirstDuplicate(f *testing.F) {
 	deep := func(n int, inner string) string {
@@ -80,7 +80,7 @@ func FuzzFirstDuplicate(f *testing.F) {
 		`{"a":1,"a":2}`, `{"a":{"b":1,"b":2}}`, `[{"x":1},{"x":1}]`, `{"\u0061":1,"a":2}`, `{"a":"}\"{","b":[1,{"c":2}]}`, `{}`, `"x"`,
 		// At and past the depth limit, and far past it (where the check
 		// used to stop, and duplicates were resolved last-wins).
-		deep(MaxJSONDepth-1, `{"k":1,"k":2}`), deep(MaxJSONDepth, `{"k":1,"k":2}`), deep(MaxJSONDepth, `1`), deep(MaxJSONDepth+1, `1`),
+		deep(maxJSONDepth-1, `{"k":1,"k":2}`), deep(maxJSONDepth, `{"k":1,"k":2}`), deep(maxJSONDepth, `1`), deep(maxJSONDepth+1, `1`),
 		deep(1001, `{"dose":"5mg","dose":"50mg"}`), strings.Repeat("[", 2000) + strings.Repeat("]", 2000),
 		// A duplicate after a deep sibling, and a deep value after a duplicate.
 		`{"a":` + deep(70, `1`) + `,"a":2}`, `{"a":1,"a":` + deep(70, `1`) + `}`,
@@ -118,7 +118,7 @@ func FuzzFirstDuplicate(f *testing.F) {
 }
 
 // problemByTokens finds, with encoding/json's tokenizer, the first of a
-// duplicate key and an object or array nested deeper than MaxJSONDepth.
+// duplicate key and an object or array nested deeper than maxJSONDepth.
 func problemByTokens(raw []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	type frame struct {
@@ -156,7 +156,7 @@ func problemByTokens(raw []byte) string {
 		case json.Delim:
 			switch d {
 			case '{', '[':
-				if len(stack) >= MaxJSONDepth {
+				if len(stack) >= maxJSONDepth {
 					return "too deep"
 				}
 				stack = append(stack, &frame{obj: d == '{', keys: map[string]bool{}, expKey: d == '{'})

@@ -19,8 +19,8 @@ type GrantChoice struct {
 	Match map[string]any `json:"match,omitempty"`
 }
 
-// Arg is the choice as approve_action's grant argument.
-func (g GrantChoice) Arg() map[string]any {
+// arg is the choice as approve_action's grant argument.
+func (g GrantChoice) arg() map[string]any {
 	m := map[string]any{"kind": g.Kind}
 	if g.For != "" {
 		m["for"] = g.For

@@ -208,13 +208,6 @@ type Items struct{ b *Bot }
 // Items returns the bot's items.
 func (b *Bot) Items() Items { return Items{b: b} }
 
-// TakesSeen reports whether a decision on an item of kind k records what
-// the decider was shown (its source is a SeenTaker for k).
-func (x Items) TakesSeen(k ItemKind) bool {
-	st, ok := x.b.kinds[k].(SeenTaker)
-	return ok && st.TakesSeen(k)
-}
-
 // RegisterKind installs the source of one kind of item. Call it while
 // wiring, before the bot serves.
 func (x Items) RegisterKind(k ItemKind, s ItemSource) { x.b.kinds[k] = s }

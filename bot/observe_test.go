@@ -101,7 +101,7 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("events: %v %v", evs, err)
 	}
-	if err := b.Outbox().Retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
+	if err := b.Outbox().retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
 		t.Fatal(err)
 	}
 	stats, err := b.Outbox().Stats(ctx)

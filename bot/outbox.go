@@ -92,8 +92,8 @@ func (o *Outbox) Delivered(ctx context.Context, ev Event) error {
 	})
 }
 
-// Retry records a failed delivery attempt and when to try again.
-func (o *Outbox) Retry(ctx context.Context, ev Event, next time.Time, cause error) error {
+// retry records a failed delivery attempt and when to try again.
+func (o *Outbox) retry(ctx context.Context, ev Event, next time.Time, cause error) error {
 	ev.Attempts++
 	ev.NextAttempt = next
 	if cause != nil {

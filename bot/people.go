@@ -201,20 +201,6 @@ func DirectoryGroupMembers(tx kv.Tx, name string) ([]string, bool, error) {
 	return g.Members, true, nil
 }
 
-// DirectoryGroups lists the directory's groups by name (case folded).
-func DirectoryGroups(tx kv.Tx) ([]DirectoryGroup, error) {
-	var out []DirectoryGroup
-	err := tx.Ascend(bucketDirGroups, nil, nil, func(_, v []byte) error {
-		var g DirectoryGroup
-		if err := json.Unmarshal(v, &g); err != nil {
-			return err
-		}
-		out = append(out, g)
-		return nil
-	})
-	return out, err
-}
-
 // Call is the call tx runs for: its caller and clock (a suspend hook
 // records who suspended, and when).
 func (tx *Tx) Call() *Call { return tx.call }

@@ -265,15 +265,6 @@ func (c *Caller) SeesWholeAudit() bool {
 // memory space outside the caller's scope.
 func ScopeRefusal(tool string) string { return policy.DenyScope(tool) }
 
-// MaySeeSensitive reports whether the caller may see the full detail of a
-// sensitive thing in memory space sp that it did not ask for itself (a
-// standing grant of a sensitive tool): the one rule (policy.SeesDetails)
-// with no requester, so only someone who may decide there (a person
-// holding approve, sp in scope).
-func (c *Caller) MaySeeSensitive(sp Space) bool {
-	return policy.SeesDetails(c.Decider(), policy.Decidable{Ref: "this item", SpaceUserID: sp.UserID}, true)
-}
-
 // MaySeeDetails reports whether the caller may see the details of item it
 // (the one rule, policy.SeesDetails): always for an item that is not
 // sensitive; for a sensitive one, only its requester and those who may

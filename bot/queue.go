@@ -50,9 +50,9 @@ const (
 // view's prefix starts with 0xff, so no scan reaches it.
 var queueBuilt = []byte("\xffbuilt")
 
-// DefaultMaxOpenItems is how many items one principal may keep awaiting a
+// defaultMaxOpenItems is how many items one principal may keep awaiting a
 // decision when Options.MaxOpenItems is 0 (limits.open_items_per_requester).
-const DefaultMaxOpenItems = 100
+const defaultMaxOpenItems = 100
 
 // openEntry is the value of an item's items_open entry: what its queue
 // entries are keyed by.
@@ -458,22 +458,22 @@ func (b *Bot) positionOf(tx kv.Tx, id uint64) ([]byte, error) {
 }
 
 // QueueFacets is what a reader's filters offer: how many open items of
-// each kind it may see (up to FacetCap each), and the spaces it may
+// each kind it may see (up to facetCap each), and the spaces it may
 // filter on.
 type QueueFacets struct {
 	Kinds map[ItemKind]int
-	// Capped names the kinds whose count reached FacetCap ("1000+").
+	// Capped names the kinds whose count reached facetCap ("1000+").
 	Capped map[ItemKind]bool
 	// Spaces are the spaces the reader may filter on: its scopes, or for
 	// an unscoped reader the spaces that have open items (up to
-	// FacetSpaces of them).
+	// facetSpaces of them).
 	Spaces []string
 }
 
 // Bounds of QueueFacets.
 const (
-	FacetCap    = 1000
-	FacetSpaces = 200
+	facetCap    = 1000
+	facetSpaces = 200
 )
 
 // Facets counts the open items reader may see by kind (in space, when
@@ -497,7 +497,7 @@ func (x Items) Facets(ctx context.Context, reader *Caller, space string) (QueueF
 		f.Kinds, f.Capped, f.Spaces = map[ItemKind]int{}, map[ItemKind]bool{}, nil
 		for _, k := range kinds {
 			for _, p := range (QueueQuery{Space: space, Kind: k}).prefixes(spaces) {
-				room := FacetCap - f.Kinds[k]
+				room := facetCap - f.Kinds[k]
 				if room <= 0 {
 					break
 				}
@@ -513,7 +513,7 @@ func (x Items) Facets(ctx context.Context, reader *Caller, space string) (QueueF
 				}
 				f.Kinds[k] += n
 			}
-			f.Capped[k] = f.Kinds[k] >= FacetCap
+			f.Capped[k] = f.Kinds[k] >= facetCap
 		}
 		if spaces != nil {
 			f.Spaces = spaces
@@ -524,12 +524,12 @@ func (x Items) Facets(ctx context.Context, reader *Caller, space string) (QueueF
 	return f, err
 }
 
-// distinctSpaces lists the spaces with open items, up to FacetSpaces,
+// distinctSpaces lists the spaces with open items, up to facetSpaces,
 // skipping from one space's view to the next.
 func distinctSpaces(tx kv.Tx, out *[]string) error {
 	base := []byte("s\x00")
 	from := base
-	for len(*out) < FacetSpaces {
+	for len(*out) < facetSpaces {
 		var next string
 		found := false
 		err := tx.Ascend(bucketQueue, from, kv.PrefixEnd(base), func(k, _ []byte) error {

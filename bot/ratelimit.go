@@ -74,9 +74,9 @@ func SharedRateLimiter(name string, perMinute, burst int, now func() time.Time, 
 	return l
 }
 
-// AllowCtx is Allow through the limiter's buckets wherever they are held;
+// allowCtx is Allow through the limiter's buckets wherever they are held;
 // err is the shared store's (kv.ErrUnavailable), and refuses the call.
-func (l *RateLimiter) AllowCtx(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
+func (l *RateLimiter) allowCtx(ctx context.Context, key string) (ok bool, retryAfter time.Duration, err error) {
 	if l == nil {
 		return true, 0, nil
 	}
@@ -88,7 +88,7 @@ func (l *RateLimiter) AllowCtx(ctx context.Context, key string) (ok bool, retryA
 }
 
 // Allow takes one token from key's bucket in this process (a shared
-// limiter's buckets are taken from with AllowCtx). When none is left it reports how
+// limiter's buckets are taken from with allowCtx). When none is left it reports how
 // long until one will be.
 func (l *RateLimiter) Allow(key string) (ok bool, retryAfter time.Duration) {
 	if l == nil {
@@ -133,7 +133,7 @@ func (l *RateLimiter) take(ctx context.Context, caller *Caller) error {
 	if caller != nil {
 		key = caller.ID
 	}
-	ok, wait, err := l.AllowCtx(ctx, key)
+	ok, wait, err := l.allowCtx(ctx, key)
 	if err != nil {
 		return err
 	}

@@ -42,8 +42,8 @@ func (rc *ReadCollector) add(action, detail string) {
 	rc.details = append(rc.details, action+" "+detail)
 }
 
-// Len is how many read entries were gathered.
-func (rc *ReadCollector) Len() int {
+// length is how many read entries were gathered.
+func (rc *ReadCollector) length() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return len(rc.details)

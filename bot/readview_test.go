@@ -24,8 +24,8 @@ func TestCollectReadsRecordsOneEntryPerView(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if reads.Len() != 3 {
-				t.Fatalf("gathered %d reads, want 3", reads.Len())
+			if reads.length() != 3 {
+				t.Fatalf("gathered %d reads, want 3", reads.length())
 			}
 			if err := e.b.FlushAudit(context.Background()); err != nil {
 				t.Fatal(err)

@@ -45,10 +45,10 @@ func (x ExpiryIndex) Add(tx kv.Tx, at time.Time, key []byte) error {
 	return tx.Put(x.Index, indexKey(at, key), nil)
 }
 
-// Expire deletes up to limit records written before cutoff, oldest first,
+// expire deletes up to limit records written before cutoff, oldest first,
 // with their index entries. It returns how many records it deleted and
 // whether more entries before cutoff remain.
-func (x ExpiryIndex) Expire(tx kv.Tx, cutoff time.Time, limit int) (int, bool, error) {
+func (x ExpiryIndex) expire(tx kv.Tx, cutoff time.Time, limit int) (int, bool, error) {
 	var entries [][]byte
 	more := false
 	err := tx.Ascend(x.Index, nil, kv.U64(uint64(max(cutoff.UnixNano(), 0))), func(k, _ []byte) error {
@@ -89,11 +89,11 @@ func (x ExpiryIndex) Expire(tx kv.Tx, cutoff time.Time, limit int) (int, bool, e
 	return n, more, nil
 }
 
-// Backfill files in the index up to limit records written before the index
+// backfill files in the index up to limit records written before the index
 // existed, resuming where the previous call stopped (the position is kept
 // in the index bucket). It reports whether every record is indexed; once
 // done it costs one read.
-func (x ExpiryIndex) Backfill(tx kv.Tx, limit int) (bool, error) {
+func (x ExpiryIndex) backfill(tx kv.Tx, limit int) (bool, error) {
 	pos, err := tx.Get(x.Index, backfillKey)
 	if err != nil {
 		return false, err
@@ -153,7 +153,7 @@ func PruneExpired(ctx context.Context, store kv.Store, x ExpiryIndex, now time.T
 		}
 		err := store.Update(ctx, func(tx kv.Tx) error {
 			var err error
-			done, err = x.Backfill(tx, 4*RetentionBatch)
+			done, err = x.backfill(tx, 4*RetentionBatch)
 			return err
 		})
 		if err != nil {
@@ -162,7 +162,7 @@ func PruneExpired(ctx context.Context, store kv.Store, x ExpiryIndex, now time.T
 	}
 	cutoff := now.Add(-ttl)
 	return InBatches(ctx, store, func(tx kv.Tx) (int, bool, error) {
-		return x.Expire(tx, cutoff, RetentionBatch)
+		return x.expire(tx, cutoff, RetentionBatch)
 	})
 }
 

@@ -35,18 +35,18 @@ const (
 	// AttrOutcome is how the work ended: a call's "ok" or error kind
 	// (KindName), a decision's status, a delivery's result.
 	AttrOutcome attribute.Key = "countersign.outcome"
-	// AttrTool is the tool's name (the semantic conventions' key for the
+	// attrTool is the tool's name (the semantic conventions' key for the
 	// tool an execute_tool span runs).
-	AttrTool attribute.Key = "gen_ai.tool.name"
-	// AttrSink is the outbox sink an event is delivered to (slack,
+	attrTool attribute.Key = "gen_ai.tool.name"
+	// attrSink is the outbox sink an event is delivered to (slack,
 	// discord, callbacks).
-	AttrSink attribute.Key = "countersign.sink"
-	// AttrEvent is the type of the outbox event delivered (created,
+	attrSink attribute.Key = "countersign.sink"
+	// attrEvent is the type of the outbox event delivered (created,
 	// decided, ...).
-	AttrEvent attribute.Key = "countersign.event"
-	// AttrAttempt counts the delivery attempts of an event, this one
+	attrEvent attribute.Key = "countersign.event"
+	// attrAttempt counts the delivery attempts of an event, this one
 	// included.
-	AttrAttempt attribute.Key = "countersign.attempt"
+	attrAttempt attribute.Key = "countersign.attempt"
 	// AttrErrorType is the semantic conventions' error.type: the kind of
 	// a failure, never its message.
 	AttrErrorType attribute.Key = "error.type"
@@ -117,7 +117,7 @@ func Continued(ctx, from context.Context) context.Context {
 // startCall starts the span of a tool call (name is a registered tool's).
 func (b *Bot) startCall(ctx context.Context, caller *Caller, name string) (context.Context, Span) {
 	attrs := make([]attribute.KeyValue, 0, 3)
-	attrs = append(attrs, AttrTool.String(name))
+	attrs = append(attrs, attrTool.String(name))
 	if caller != nil && caller.Surface != "" {
 		attrs = append(attrs, AttrSurface.String(caller.Surface))
 	} else if s, _ := ctx.Value(surfaceKey{}).(string); s != "" {
@@ -183,7 +183,7 @@ func (o *Outbox) deliver(ctx context.Context, ev Event, d Deliverer) error {
 	}
 	opts := []trace.SpanStartOption{
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(AttrSink.String(ev.Sink), AttrEvent.String(ev.Type), AttrItemID.Int64(int64(ev.ItemID)), AttrAttempt.Int(ev.Attempts+1)),
+		trace.WithAttributes(attrSink.String(ev.Sink), attrEvent.String(ev.Type), AttrItemID.Int64(int64(ev.ItemID)), attrAttempt.Int(ev.Attempts+1)),
 	}
 	if l, ok := linkTo(ev.Trace); ok {
 		opts = append(opts, trace.WithLinks(l))

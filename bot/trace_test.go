@@ -137,7 +137,7 @@ func TestTraceToolCallAndDelivery(t *testing.T) {
 		t.Errorf("the call's span's parent is %s, want the request's %s", call.Parent().SpanID(), parent.SpanContext().SpanID())
 	}
 	wantAttrs(t, call, map[attribute.Key]string{
-		AttrTool: "make_item", AttrSurface: "http", AttrRequestID: "req-e2e-1",
+		attrTool: "make_item", AttrSurface: "http", AttrRequestID: "req-e2e-1",
 		AttrItemID: "1", AttrOutcome: "ok",
 	})
 	if id != 1 {
@@ -172,7 +172,7 @@ func TestTraceToolCallAndDelivery(t *testing.T) {
 	case d.SpanKind() != trace.SpanKindConsumer:
 		t.Errorf("the delivery's span kind is %s, want consumer", d.SpanKind())
 	}
-	wantAttrs(t, d, map[attribute.Key]string{AttrSink: "chat", AttrEvent: EventCreated, AttrItemID: "1", AttrAttempt: "1", AttrOutcome: "delivered"})
+	wantAttrs(t, d, map[attribute.Key]string{attrSink: "chat", attrEvent: EventCreated, AttrItemID: "1", attrAttempt: "1", AttrOutcome: "delivered"})
 	work := spanNamed(t, rec, "renderer work")
 	if work.Parent().SpanID() != d.SpanContext().SpanID() || inDelivery.TraceID() != d.SpanContext().TraceID() {
 		t.Errorf("the renderer's span has parent %s, want the delivery's %s", work.Parent().SpanID(), d.SpanContext().SpanID())
@@ -186,7 +186,7 @@ func TestTraceToolCallAndDelivery(t *testing.T) {
 	}
 	var failed sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
-		if s.Name() == "outbox.deliver chat" && attrsOf(s)[AttrEvent] == EventDecided {
+		if s.Name() == "outbox.deliver chat" && attrsOf(s)[attrEvent] == EventDecided {
 			failed = s
 		}
 	}

@@ -24,7 +24,9 @@ type webConsole struct {
 var ErrNoWebConsole = errors.New("the web console is off here (web.enabled: false)")
 
 // WebLinks is the bot's side of the web console: where it is and how to
-// mint its one-time links. Reach it with Bot.WebLinks.
+// mint its one-time links. Reach it with Bot.WebLinks. It is an accessor,
+// as Items is: the links chat, email and the console mint, grouped apart
+// from the paths every call takes.
 type WebLinks struct{ b *Bot }
 
 // WebLinks returns the bot's web console links.

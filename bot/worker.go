@@ -149,7 +149,7 @@ func (o *Outbox) Drain(ctx context.Context, sink string, deliver Deliverer) erro
 				wait = ra.After
 			}
 			o.b.log.Warn("outbox delivery failed; will retry", "sink", sink, "item", ev.ItemID, "type", ev.Type, "attempt", ev.Attempts+1, "retry_in", wait, "err", derr)
-			if err := o.Retry(ctx, ev, o.b.now().Add(wait), derr); err != nil {
+			if err := o.retry(ctx, ev, o.b.now().Add(wait), derr); err != nil {
 				return err
 			}
 			// Keep order per item: later events of this sink wait for

@@ -31,7 +31,7 @@ const (
 	defaultMemoryLimit   = "512MiB"
 	defaultMaxArgsBytes  = 64 << 10
 	defaultMaxDryRunSize = 64 << 10
-	defaultOpenItems     = 100 // bot.DefaultMaxOpenItems
+	defaultOpenItems     = 100 // the bot's default (limits.open_items_per_requester)
 	maxOpenItems         = 100000
 )
 

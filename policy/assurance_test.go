@@ -63,30 +63,30 @@ func TestAssuranceOrder(t *testing.T) {
 	}
 }
 
-// TestDecisionRefusalAssurance: a minimum is checked last, only for an
+// TestDecideAssurance: a minimum is checked last, only for an
 // approval that passes every other check, and its refusal is a step-up
 // refusal (surfaces offer the console link) naming what is needed and
 // what the decider had.
-func TestDecisionRefusalAssurance(t *testing.T) {
+func TestDecideAssurance(t *testing.T) {
 	at := time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
 	it := Decidable{Ref: "req_1", SpaceUserID: "ward7", MinAssurance: AssuranceOIDC, At: at}
 	chat := person("dr_smith", "chat:dr_smith", RoleMember)
 	chat.Surface = "slack"
-	r := CheckDecision(chat, it)
-	if r.Check != CheckAssurance || !IsStepUpRefusal(r.Message) || !strings.Contains(r.Message, "approved only with a console session opened at the identity provider (OIDC), and dr_smith [chat:dr_smith] decided with chat click") {
+	r := checkDecision(chat, it)
+	if r.Check != CheckAssurance || !strings.HasPrefix(r.Message, "Access denied: "+StepUpRequired) || !strings.Contains(r.Message, "approved only with a console session opened at the identity provider (OIDC), and dr_smith [chat:dr_smith] decided with chat click") {
 		t.Fatalf("a chat click under a minimum of oidc: %+v", r)
 	}
 	web := person("dr_smith", "web:dr_smith", RoleMember)
 	web.Surface, web.SignIn, web.AuthAt, web.AuthMethod = "web", "oidc", at.Add(-time.Hour), "oidc"
-	if r := CheckDecision(web, it); r.Check != CheckAllowed {
+	if r := checkDecision(web, it); r.Check != CheckAllowed {
 		t.Fatalf("an OIDC session under a minimum of oidc: %+v", r)
 	}
 	it.MinAssurance = AssuranceStepUp
-	if r := CheckDecision(web, it); r.Check != CheckAssurance || !strings.Contains(r.Message, "decided with OIDC") {
+	if r := checkDecision(web, it); r.Check != CheckAssurance || !strings.Contains(r.Message, "decided with OIDC") {
 		t.Fatalf("an hour-old OIDC sign-in under a minimum of oidc_step_up: %+v", r)
 	}
 	viewer := person("vic", "prin_v", RoleViewer)
-	if r := CheckDecision(viewer, it); r.Check != CheckCapability {
+	if r := checkDecision(viewer, it); r.Check != CheckCapability {
 		t.Fatalf("the capability is checked before the assurance: %+v", r)
 	}
 }

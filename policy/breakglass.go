@@ -68,7 +68,7 @@ func BreakGlassStepUp(itemStepUp, breakGlass time.Duration) time.Duration {
 	return breakGlass
 }
 
-// checkBreakGlass is CheckDecision for an approval asked for as
+// checkBreakGlass is checkDecision for an approval asked for as
 // break-glass (it.BreakGlass set): the rule's checks in their order, with
 // the requester check replaced by the exception's own, and the step-up
 // made mandatory.
@@ -79,7 +79,7 @@ func checkBreakGlass(d Decider, it Decidable) Refusal {
 	base.RequesterID, base.RequesterName = "", "" // the one check excepted, when the exception holds (below)
 	base.StepUp = BreakGlassStepUp(base.StepUp, bg.StepUp)
 	d.Delegators = nil // the breaker's own rights only, never a delegation's (delegation.go)
-	r := CheckDecision(d, base)
+	r := checkDecision(d, base)
 	switch r.Check {
 	case CheckIdentity, CheckSuspended, CheckPerson, CheckCapability:
 		return r // the checks made before the requester's

@@ -183,39 +183,11 @@ func SteppedUp(authAt time.Time, within time.Duration, at time.Time) bool {
 // CheckStepUp)), not by this text.
 const StepUpRequired = "step-up required: approve in the console after signing in again."
 
-// IsStepUpRefusal reports whether msg starts like the decision rule's
-// step-up refusal.
-//
-// Deprecated: match the refusal's check, errors.Is(err, CheckStepUp).
-func IsStepUpRefusal(msg string) bool {
-	return strings.HasPrefix(msg, "Access denied: "+StepUpRequired)
-}
-
 // SamePrincipal reports whether two principals are the same: the same id,
 // or the same name (case-insensitive), since a person may hold an API key
 // and a chat identity under one name.
 func SamePrincipal(aID, aName, bID, bName string) bool {
 	return (aID != "" && aID == bID) || (strings.TrimSpace(aName) != "" && strings.EqualFold(aName, bName))
-}
-
-// DecisionRefusal is the one rule for who may decide anything Countersign
-// holds for a person (an action request, a consent request, a question, a
-// memory proposal, a write as a trusted source): the decider must be an
-// identified person (never an agent or a service principal), hold the
-// approve capability, not be the item's requester (by id or name), have the
-// item's memory space in scope, and be among the item's eligible approvers.
-// It returns the refusal ("Access denied: …"), or "" when d may decide. The
-// order of the checks is part of the contract: identity, suspension,
-// person, capability, requester, scope, approvers (of the open stage, for
-// an item signed off in stages, with the groups the decider belongs to
-// now; or lent to the decider by a delegation, delegation.go), stage (one
-// person approves at most one stage), delegation (an approval a delegate
-// cast for the decider counts already), step-up (an item that requires
-// step-up is approved only by a decider whose last strong authentication
-// is within it.StepUp of it.At), assurance (an item with MinAssurance is
-// approved only by a decider authenticated at least so, AssuranceOf).
-func DecisionRefusal(d Decider, it Decidable) string {
-	return CheckDecision(d, it).Message
 }
 
 // DecisionCheck names the check of the decision rule that refused.
@@ -289,22 +261,35 @@ func (r *Refusal) Error() string { return r.Message }
 // Unwrap returns the check that refused (errors.Is(err, CheckScope)).
 func (r *Refusal) Unwrap() error { return r.Check }
 
-// Decide is the one decision rule (DecisionRefusal says who may decide,
-// and in which order the checks are made) as a value: nil when d may
-// decide it, else the *Refusal, naming the check that refused.
-// DecisionRefusal and CheckDecision are its older forms, with "" and the
-// zero Refusal meaning allowed; new code calls Decide.
+// Decide is the one rule for who may decide anything Countersign
+// holds for a person (an action request, a consent request, a question, a
+// memory proposal, a write as a trusted source): the decider must be an
+// identified person (never an agent or a service principal), hold the
+// approve capability, not be the item's requester (by id or name), have the
+// item's memory space in scope, and be among the item's eligible approvers.
+// It returns nil when d may decide, else the *Refusal: the check that
+// refused (Check, itself an error: errors.Is(err, CheckStepUp)) and the
+// message to show ("Access denied: …"). The order of the checks is part
+// of the contract: identity, suspension, person, capability, requester,
+// scope, approvers (of the open stage, for
+// an item signed off in stages, with the groups the decider belongs to
+// now; or lent to the decider by a delegation, delegation.go), stage (one
+// person approves at most one stage), delegation (an approval a delegate
+// cast for the decider counts already), step-up (an item that requires
+// step-up is approved only by a decider whose last strong authentication
+// is within it.StepUp of it.At), assurance (an item with MinAssurance is
+// approved only by a decider authenticated at least so, AssuranceOf).
 func Decide(d Decider, it Decidable) *Refusal {
-	r := CheckDecision(d, it)
+	r := checkDecision(d, it)
 	if r.Check == CheckAllowed {
 		return nil
 	}
 	return &r
 }
 
-// CheckDecision is DecisionRefusal with the check that refused, for a
-// surface that says briefly why an item is read-only (see Refusal.Short).
-func CheckDecision(d Decider, it Decidable) Refusal {
+// checkDecision is Decide with the zero Refusal (CheckAllowed) for
+// allowed.
+func checkDecision(d Decider, it Decidable) Refusal {
 	if it.BreakGlass != nil {
 		return checkBreakGlass(d, it)
 	}
@@ -428,7 +413,7 @@ func (r Refusal) Short(role Role) string {
 // Anyone who may read the item sees the details of one that is not
 // sensitive. Of a sensitive one: its requester (the principal that asked,
 // with the item's space in scope), and whoever may decide in the item's
-// space under DecisionRefusal (a person holding approve, the space in
+// space under Decide (a person holding approve, the space in
 // scope; the tool's own approvers are not consulted, as the space is what
 // the details belong to). Everyone else sees that the item exists, its
 // status and who decided it, never what it is about. Every surface

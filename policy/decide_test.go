@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,17 @@ func person(name, id string, role Role) Decider {
 	return Decider{ID: id, Name: name, Display: name + " [" + id + "]", Kind: "person", Role: role}
 }
 
-func TestDecisionRefusal(t *testing.T) {
+// refusalOf is Decide's message, "" when it allows, for the tables of
+// refusals.
+func refusalOf(d Decider, it Decidable) string {
+	if r := Decide(d, it); r != nil {
+		return r.Message
+	}
+	return ""
+}
+
+// TestDecideRefusals: who Decide refuses, and what it says.
+func TestDecideRefusals(t *testing.T) {
 	it := Decidable{
 		Ref: "req_0123456789abcdef", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
 		SpaceUserID: "patient_42", Approvers: Approvers{Roles: []string{"admin"}, Principals: []string{"Bob"}}, ApproversOf: "delete_database requests",
@@ -43,9 +54,9 @@ func TestDecisionRefusal(t *testing.T) {
 		{"a suspended admin", suspended, "carol [prin_c] is suspended from approving (slack account deactivated)"},
 	}
 	for _, tt := range tests {
-		got := DecisionRefusal(tt.d, it)
+		got := refusalOf(tt.d, it)
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-			t.Errorf("%s: DecisionRefusal = %q, want %q", tt.name, got, tt.want)
+			t.Errorf("%s: Decide refused with %q, want %q", tt.name, got, tt.want)
 		}
 		if got != "" && !strings.HasPrefix(got, "Access denied: ") {
 			t.Errorf("%s: refusal %q does not start with the seeds' wording", tt.name, got)
@@ -54,10 +65,10 @@ func TestDecisionRefusal(t *testing.T) {
 	// No approvers declared: anyone holding approve; no requester (a
 	// trusted-source write): the requester check is skipped.
 	open := Decidable{Ref: "#2", SpaceUserID: "patient_42"}
-	if got := DecisionRefusal(person("alice", "prin_a", RoleMember), open); got != "" {
+	if got := refusalOf(person("alice", "prin_a", RoleMember), open); got != "" {
 		t.Errorf("no approvers declared: alice refused: %q", got)
 	}
-	if got := DecisionRefusal(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open); got == "" {
+	if got := refusalOf(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open); got == "" {
 		t.Error("a nameless decider matched an empty requester")
 	}
 }
@@ -79,9 +90,9 @@ func TestSamePrincipal(t *testing.T) {
 	}
 }
 
-// TestCheckDecisionNamesTheCheck: the check that refused, and its short
+// TestDecideNamesTheCheck: the check that refused, and its short
 // form for a list of read-only items, agree with the refusal itself.
-func TestCheckDecisionNamesTheCheck(t *testing.T) {
+func TestDecideNamesTheCheck(t *testing.T) {
 	it := Decidable{Ref: "#7", RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
 		SpaceUserID: "patient_42", Approvers: Approvers{Principals: []string{"bob"}}}
 	scoped := person("carol", "prin_c", RoleMember)
@@ -101,9 +112,9 @@ func TestCheckDecisionNamesTheCheck(t *testing.T) {
 		{"not an approver", person("alice", "prin_a", RoleMember), CheckApprovers, "Access denied: #7 are decided by principals bob"},
 	}
 	for _, tt := range tests {
-		r := CheckDecision(tt.d, it)
-		if r.Check != tt.check || r.Message != DecisionRefusal(tt.d, it) {
-			t.Errorf("%s: CheckDecision = %+v, want check %d and DecisionRefusal's message", tt.name, r, tt.check)
+		r := checkDecision(tt.d, it)
+		if r.Check != tt.check || r.Message != refusalOf(tt.d, it) {
+			t.Errorf("%s: checkDecision = %+v, want check %d and Decide's message", tt.name, r, tt.check)
 		}
 		if got := r.Short(tt.d.Role); !strings.HasPrefix(got, tt.short) || (tt.short == "") != (got == "") {
 			t.Errorf("%s: Short = %q, want %q", tt.name, got, tt.short)
@@ -111,11 +122,12 @@ func TestCheckDecisionNamesTheCheck(t *testing.T) {
 	}
 }
 
-// TestDecisionRefusalStepUp: an item that requires step-up is approved only
+// TestDecideStepUp: an item that requires step-up is approved only
 // by a decider whose last strong sign-in lies within the window at the
 // decision's time; every other check comes first, and the step-up refusal
-// is recognisable (IsStepUpRefusal) so a surface can offer a fresh sign-in.
-func TestDecisionRefusalStepUp(t *testing.T) {
+// is recognisable by its check (errors.Is(err, CheckStepUp)) so a surface
+// can offer a fresh sign-in.
+func TestDecideStepUp(t *testing.T) {
 	at := time.Date(2026, 12, 1, 16, 0, 0, 0, time.UTC)
 	it := Decidable{Ref: "req_1", RequesterID: "prin_agent", RequesterName: "deploy-bot", RequesterDisplay: "deploy-bot [prin_agent]",
 		SpaceUserID: "ops", StepUp: 5 * time.Minute, At: at}
@@ -147,12 +159,13 @@ func TestDecisionRefusalStepUp(t *testing.T) {
 		{"an agent is refused as an agent even when fresh", func() Decider { d := fresh(time.Minute); d.Kind = "agent"; return d }(), it, CheckPerson, "agent principal"},
 	}
 	for _, tt := range tests {
-		r := CheckDecision(tt.d, tt.it)
+		r := checkDecision(tt.d, tt.it)
 		if r.Check != tt.check || !strings.Contains(r.Message, tt.want) || (tt.want == "") != (r.Message == "") {
-			t.Errorf("%s: CheckDecision = %+v, want check %d with %q", tt.name, r, tt.check, tt.want)
+			t.Errorf("%s: checkDecision = %+v, want check %d with %q", tt.name, r, tt.check, tt.want)
 		}
-		if got := IsStepUpRefusal(r.Message); got != (tt.check == CheckStepUp) {
-			t.Errorf("%s: IsStepUpRefusal(%q) = %v", tt.name, r.Message, got)
+		refusal := Decide(tt.d, tt.it)
+		if got := refusal != nil && errors.Is(refusal, CheckStepUp); got != (tt.check == CheckStepUp) {
+			t.Errorf("%s: errors.Is(Decide's refusal %v, CheckStepUp) = %v, want %v", tt.name, refusal, got, tt.check == CheckStepUp)
 		}
 		if tt.check == CheckStepUp {
 			if !strings.HasPrefix(r.Message, "Access denied: step-up required: approve in the console after signing in again.") {
@@ -170,9 +183,9 @@ func TestDecisionRefusalStepUp(t *testing.T) {
 func TestSuspensionComesRightAfterIdentity(t *testing.T) {
 	d := person("deploy-bot", "prin_agent", RoleViewer)
 	d.Suspended = "left the Discord server"
-	r := CheckDecision(d, Decidable{Ref: "#4", RequesterID: "prin_agent", SpaceUserID: "x"})
+	r := checkDecision(d, Decidable{Ref: "#4", RequesterID: "prin_agent", SpaceUserID: "x"})
 	if r.Check != CheckSuspended || !strings.Contains(r.Message, "left the Discord server") {
-		t.Fatalf("CheckDecision = %+v, want the suspension", r)
+		t.Fatalf("checkDecision = %+v, want the suspension", r)
 	}
 	if got := r.Short(RoleViewer); got != "you are suspended from approving" {
 		t.Errorf("Short = %q", got)
@@ -195,22 +208,22 @@ func TestDecisionRuleGroupsAndStages(t *testing.T) {
 	lee := Decider{ID: "prin_lee", Name: "ph_lee", Kind: "person", Role: RoleMember, Groups: []string{"Pharmacists"}}
 	smith := Decider{ID: "prin_smith", Name: "dr_smith", Kind: "person", Role: RoleMember}
 	it := Decidable{Ref: "req_1", Approvers: Approvers{Groups: []string{"pharmacists"}}, Stage: "pharmacist, stage 2 of 2"}
-	if r := CheckDecision(lee, it); r.Check != CheckAllowed {
+	if r := checkDecision(lee, it); r.Check != CheckAllowed {
 		t.Errorf("a pharmacist: %+v", r)
 	}
-	if r := CheckDecision(smith, it); r.Check != CheckApprovers || !strings.Contains(r.Message, "is decided by groups pharmacists") {
+	if r := checkDecision(smith, it); r.Check != CheckApprovers || !strings.Contains(r.Message, "is decided by groups pharmacists") {
 		t.Errorf("not a pharmacist: %+v", r)
 	}
 	it.EarlierStages = []StageApproval{{ID: "prin_other", Name: "PH_LEE", Stage: "prescriber"}}
 	it.StepUp, it.At = time.Minute, time.Now()
-	r := CheckDecision(lee, it)
+	r := checkDecision(lee, it)
 	if r.Check != CheckStage || !strings.Contains(r.Message, "approved the prescriber stage of req_1, and one person approves at most one stage") {
 		t.Errorf("the prescriber at the pharmacist stage: %+v", r)
 	}
 	if got := r.Short(RoleMember); got != "you approved an earlier stage" {
 		t.Errorf("Short = %q", got)
 	}
-	if r := CheckDecision(smith, it); r.Check != CheckApprovers {
+	if r := checkDecision(smith, it); r.Check != CheckApprovers {
 		t.Errorf("approvers come before the stage check: %+v", r)
 	}
 }

@@ -30,8 +30,8 @@ func ExampleCheckBeforeAct() {
 
 // The one rule for who may decide: an agent never decides, a requester
 // never decides their own request, and scope and the item's approvers
-// hold for everyone else. CheckDecision names the check that refused.
-func ExampleCheckDecision() {
+// hold for everyone else. Decide's refusal names the check that refused.
+func ExampleDecide_whoMayDecide() {
 	item := policy.Decidable{
 		Ref:         "req_7",
 		RequesterID: "prin_agent", RequesterName: "ward_bot", RequesterDisplay: "ward_bot [prin_agent]",
@@ -45,8 +45,8 @@ func ExampleCheckDecision() {
 		{ID: "prin_1", Name: "dr_smith", Kind: "person", Role: policy.RoleMember, Scopes: []string{"patient_42"}},
 	}
 	for _, d := range people {
-		r := policy.CheckDecision(d, item)
-		if r.Check == policy.CheckAllowed {
+		r := policy.Decide(d, item)
+		if r == nil {
 			fmt.Printf("%s: may decide\n", d.Name)
 			continue
 		}

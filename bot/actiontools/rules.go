@@ -20,7 +20,7 @@ import (
 // first that matches setting the request's category, approvers, quorum,
 // stages, step-up, timeout or channel; and ordered stages (tools[].stages
 // or a rule's). Conditions choose who must decide; who may decide is
-// still the one decision rule (policy.CheckDecision), which sees the
+// still the one decision rule (policy.Decide), which sees the
 // open stage's approvers (approvals.Request.Decidable).
 
 // RuleSpec is one tools[].rules entry: a CEL condition (When) and the

@@ -83,12 +83,12 @@ func (s session) answer(ctx context.Context, v ScopeVerdict) string {
 	case ScopeCommand:
 		return s.command(ctx, v.Command)
 	case ScopeGreeting:
-		return "Hi, I'm Countersign. " + LaneStatement + "\n\nType `help` to see the commands."
+		return "Hi, I'm Countersign. " + laneStatement + "\n\nType `help` to see the commands."
 	case ScopeCapability:
 		return s.help()
 	case ScopeQuestion:
 		if len(v.Families) > 0 {
-			return "I don't carry out actions myself — that's by design. " + Handoffs(v.Families) + "\n\n" + s.help()
+			return "I don't carry out actions myself — that's by design. " + handoffs(v.Families) + "\n\n" + s.help()
 		}
 		return s.help()
 	case ScopeUsage:
@@ -96,12 +96,12 @@ func (s session) answer(ctx context.Context, v ScopeVerdict) string {
 	case ScopeNotADecision:
 		return notADecision(v.Command)
 	case ScopeTooLong:
-		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", MaxChatText)
+		return fmt.Sprintf("That message is longer than %d bytes, so I did nothing with it. Type `help` to see the commands.", maxChatText)
 	case ScopeOutOfLane:
 		if v.Negated {
-			return NegatedRefusal(v.Families)
+			return negatedRefusal(v.Families)
 		}
-		return Refusal(v.Families)
+		return gateRefusal(v.Families)
 	default: // ScopeUnknown
 		return "I didn't recognise that, so I did nothing with it.\n\n" + s.help()
 	}
@@ -114,7 +114,7 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 	case CmdShow:
 		return s.show(ctx, c.ID)
 	case CmdApprove:
-		if ids := c.BatchIDs(); len(ids) > 1 {
+		if ids := c.batchIDs(); len(ids) > 1 {
 			return s.batch(ctx, ids)
 		}
 		return s.decide(ctx, c.ID, true, "", c.Version, c.Confirm)
@@ -140,7 +140,7 @@ func (s session) command(ctx context.Context, c ChatCommand) string {
 // help is the command list and the lane statement.
 func (s session) help() string {
 	var b strings.Builder
-	b.WriteString("Countersign: " + LaneStatement + "\n\n")
+	b.WriteString("Countersign: " + laneStatement + "\n\n")
 	b.WriteString("Commands (type them after /countersign):\n")
 	b.WriteString("  pending — what awaits a decision, soonest to expire first (`pending after <id>`: the next page)\n")
 	b.WriteString("  show <id> — one item: what is asked, its fields, its version, its status and who decided\n")
@@ -158,7 +158,7 @@ func (s session) help() string {
 	b.WriteString("The space is the memory space's user_id (default \"default\"). ")
 	b.WriteString("Only you see my replies. A decision is only ever `approve <id>`, `reject <id> <reason>` or a button, from a person mapped to a principal; a \"yes\" typed in a channel decides nothing.")
 	if s.caller == nil {
-		b.WriteString("\n\n" + UnmappedNote(s.surface, s.user))
+		b.WriteString("\n\n" + unmappedNote(s.surface, s.user))
 	} else {
 		fmt.Fprintf(&b, "\n\nYou act as %s (role %s).", bot.OneLine(s.caller.Name, 64), s.caller.Role)
 	}
@@ -214,7 +214,7 @@ func (s session) mapped(ctx context.Context, what string) (string, bool) {
 	if err := s.b.Chat().Deny(ctx, s.surface, s.user, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, s.surface, bot.OneLine(s.user, 64))); err != nil {
 		s.b.Logger().Error("chat: auditing a refused command failed; the refusal stands", "surface", s.surface, "err", err)
 	}
-	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, UnmappedNote(s.surface, s.user)), false
+	return fmt.Sprintf("Access denied: I can't run `%s` for you. %s", what, unmappedNote(s.surface, s.user)), false
 }
 
 // audit appends an entry as the mapped caller (a refusal, or a view of
@@ -377,7 +377,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if !detail {
 		b.WriteString("The details of this sensitive item are shown only to its requester and to people who may decide in its space.")
 		if len(it.DecidedBy) > 0 {
-			b.WriteString("\nDecided by: " + JoinLine(it.DecidedBy, 400))
+			b.WriteString("\nDecided by: " + joinLine(it.DecidedBy, 400))
 		}
 		return b.String()
 	}
@@ -402,7 +402,7 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 	if len(it.Args) > 0 {
 		b.WriteString(ArgsLabel + "\n")
 		for _, a := range it.Args {
-			b.WriteString("  " + ArgLine(a) + "\n")
+			b.WriteString("  " + argLine(a) + "\n")
 		}
 	}
 	space := spaceLine(it.Space)
@@ -439,14 +439,14 @@ func renderItem(it bot.Item, detail bool, now time.Time) string {
 		b.WriteString("Tally: " + bot.OneLine(it.Tally, 200) + "\n")
 	}
 	if len(it.Options) > 0 {
-		b.WriteString("Options: " + JoinLine(it.Options, 400))
+		b.WriteString("Options: " + joinLine(it.Options, 400))
 		if it.Multi {
 			b.WriteString(" (choose one or more)")
 		}
 		b.WriteString("\n")
 	}
 	if len(it.DecidedBy) > 0 {
-		b.WriteString("Decided by: " + Names(it.DecidedBy, 400))
+		b.WriteString("Decided by: " + joinNames(it.DecidedBy, 400))
 		if !it.DecidedAt.IsZero() {
 			b.WriteString(" on " + Stamp(it.DecidedAt))
 		}

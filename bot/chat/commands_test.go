@@ -469,13 +469,13 @@ func TestOutOfLaneRefusal(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := e.run(uSmith, tt.text)
-		if want := Refusal(tt.fams); r.Text != want {
+		if want := gateRefusal(tt.fams); r.Text != want {
 			t.Errorf("%q: reply =\n%s\nwant\n%s", tt.text, r.Text, want)
 		}
-		mustContain(t, r.Text, LaneStatement, "that's by design")
+		mustContain(t, r.Text, laneStatement, "that's by design")
 	}
 	// The same refusal for an unmapped user: refusing needs no identity.
-	if r := Run(context.Background(), e.b, nil, "slack", uNobody, "restart the payment service"); r.Text != Refusal([]Family{FamilyOperations}) {
+	if r := Run(context.Background(), e.b, nil, "slack", uNobody, "restart the payment service"); r.Text != gateRefusal([]Family{FamilyOperations}) {
 		t.Errorf("unmapped refusal = %q", r.Text)
 	}
 	mustContain(t, e.run(uSmith, "approve everything").Text, "Nobody in the software approves — approving is a human decision")
@@ -484,23 +484,23 @@ func TestOutOfLaneRefusal(t *testing.T) {
 func TestInLaneAnswers(t *testing.T) {
 	e := newEnv(t, false)
 	help := e.run(uSmith, "help").Text
-	mustContain(t, help, LaneStatement, "pending", "show <id>", "approve <id>", "reject <id> <reason>",
+	mustContain(t, help, laneStatement, "pending", "show <id>", "approve <id>", "reject <id> <reason>",
 		"history <subject> [space]", "check <subject> [space]", "You act as dr_smith (role member).")
 	for _, text := range []string{"", "/countersign", "what can you do?", "help me", "how does this work?"} {
 		if got := e.run(uSmith, text).Text; got != help {
 			t.Errorf("%q: reply is not the help:\n%s", text, got)
 		}
 	}
-	mustContain(t, e.run(uSmith, "hi").Text, "Hi, I'm Countersign.", LaneStatement, "`help`")
+	mustContain(t, e.run(uSmith, "hi").Text, "Hi, I'm Countersign.", laneStatement, "`help`")
 	mustContain(t, e.run(uSmith, "what does pending mean?").Text, "pending — what awaits a decision")
 	mustContain(t, e.run(uSmith, "asdf qwerty").Text, "I didn't recognise that", "Commands")
 	mustContain(t, e.run(uSmith, "how do I delete the prod database?").Text,
-		"that's by design", Handoff(FamilyDestructive), "Commands")
+		"that's by design", handoffOf(FamilyDestructive), "Commands")
 	mustContain(t, e.run(uSmith, "show me pending").Text, "Usage: `show <id>`")
-	mustContain(t, e.run(uSmith, strings.Repeat("x", MaxChatText+1)).Text, "longer than 4000 bytes")
+	mustContain(t, e.run(uSmith, strings.Repeat("x", maxChatText+1)).Text, "longer than 4000 bytes")
 
 	unmapped := Run(context.Background(), e.b, nil, "slack", uNobody, "help").Text
-	mustContain(t, unmapped, LaneStatement, "not mapped to a Countersign principal", "principals:")
+	mustContain(t, unmapped, laneStatement, "not mapped to a Countersign principal", "principals:")
 	if strings.Contains(unmapped, "Access denied") {
 		t.Errorf("help for an unmapped user reads as a denial:\n%s", unmapped)
 	}

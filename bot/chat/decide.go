@@ -23,7 +23,7 @@ const (
 	Reject  Verb = "reject"  // reject or deny it (a question: decline it)
 	Answer  Verb = "answer"  // answer a question with the chosen options
 	// ViewDetails is not a decision: it names a request for a sensitive
-	// item's detail (Details) in refusals and the audit.
+	// item's detail (ShowDetails) in refusals and the audit.
 	ViewDetails Verb = "details"
 )
 
@@ -126,7 +126,7 @@ const (
 	// others (a quorum).
 	Counted
 	// Ready: every check passed and nothing was decided yet (Prepare, and
-	// Details when the detail may be shown).
+	// ShowDetails when the detail may be shown).
 	Ready
 	// Duplicate: this delivery was seen before; nothing was applied again.
 	Duplicate
@@ -225,7 +225,7 @@ func Decide(ctx context.Context, b *bot.Bot, d Decision) (out Outcome) {
 	b.Logger().InfoContext(ctx, "decided from chat", "surface", d.Surface, "item", d.ItemID, "caller", caller.String(), "verb", string(d.Verb), "edited", bd.Edit != nil)
 	out = settled(caller, dec.Item)
 	if d.Grant != nil {
-		out.Reply = GrantMade(dec.Result)
+		out.Reply = grantMade(dec.Result)
 	}
 	return out
 }
@@ -324,7 +324,7 @@ func admit(d Decision, caller *bot.Caller, it bot.Item) (Outcome, string) {
 		return Outcome{Status: Refused, Caller: caller, Reply: msg}, fmt.Sprintf("%s #%d: %s", d.Verb, d.ItemID, msg)
 	}
 	if !it.Pending() {
-		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}, ""
+		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: recordedOutcome(it)}, ""
 	}
 	return Outcome{Status: Ready, Item: it, Caller: caller}, ""
 }
@@ -438,11 +438,11 @@ func editChecks(d Decision, caller *bot.Caller, it bot.Item, bd *bot.Decision) O
 		}
 	case bot.EditValue:
 		if d.Value == nil || d.Arguments != nil {
-			return invalid(ValueInput, fmt.Sprintf("#%d is a memory change: edit its value; nothing was recorded.", it.ID))
+			return invalid(valueInput, fmt.Sprintf("#%d is a memory change: edit its value; nothing was recorded.", it.ID))
 		}
 		v := strings.TrimSpace(*d.Value)
 		if v == "" {
-			return invalid(ValueInput, "Give the value to approve; it cannot be empty. Nothing was recorded.")
+			return invalid(valueInput, "Give the value to approve; it cannot be empty. Nothing was recorded.")
 		}
 		if v != editableValue(it) {
 			edit, _ = json.Marshal(v)
@@ -486,11 +486,11 @@ func Prepare(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	return out
 }
 
-// Details shows a sensitive item's full detail to someone who may decide
-// it (a person holding approve, its space in scope): Ready with the item,
-// the view audited as view_sensitive. Anyone else is refused privately,
+// sensitiveDetails shows a sensitive item's full detail to someone who
+// may decide it (a person holding approve, its space in scope): Ready
+// with the item, the view audited as view_sensitive. Anyone else is refused privately,
 // and audited.
-func Details(ctx context.Context, b *bot.Bot, d Decision) Outcome {
+func sensitiveDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	out, caller := begin(ctx, b, d)
 	if out.Status != Ready {
 		return out
@@ -529,7 +529,7 @@ func begin(ctx context.Context, b *bot.Bot, d Decision) (Outcome, *bot.Caller) {
 	what := fmt.Sprintf("%s #%d", d.Verb, d.ItemID)
 	if caller == nil {
 		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("%s refused: %s user %s is not mapped to a principal", what, d.Surface, bot.OneLine(d.UserID, 64)))
-		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, UnmappedNote(d.Surface, d.UserID))}, nil
+		return Outcome{Status: Refused, Reply: fmt.Sprintf("Access denied: I can't %s for you. %s", what, unmappedNote(d.Surface, d.UserID))}, nil
 	}
 	it, err := b.Items().Get(ctx, d.ItemID)
 	switch {
@@ -559,7 +559,7 @@ func duplicate(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	if err == nil && policy.InScope(caller.Role, caller.Scopes, it.Space.UserID) {
 		out.Item = it
 		if !it.Pending() {
-			out.Reply = RecordedOutcome(it)
+			out.Reply = recordedOutcome(it)
 		}
 	}
 	return out
@@ -579,7 +579,7 @@ func failed(b *bot.Bot, d Decision, caller *bot.Caller, it bot.Item, err error) 
 		// Decided meanwhile, expired, or stale: answer with what was
 		// recorded, not with the tool's conflict wording.
 		if it.ID != 0 && !it.Pending() {
-			return Outcome{Status: Closed, Item: it, Caller: caller, Reply: RecordedOutcome(it)}
+			return Outcome{Status: Closed, Item: it, Caller: caller, Reply: recordedOutcome(it)}
 		}
 		return Outcome{Status: Closed, Item: it, Caller: caller, Reply: be.Msg}
 	case bot.KindDenied, bot.KindUnauthenticated:
@@ -637,8 +637,8 @@ const (
 	couldNotDecide   = "Sorry, I couldn't complete that decision. It may be a temporary fault; check the item with `show <id>` before trying again."
 )
 
-// UnmappedNote says why an unmapped chat user cannot act, and whom to ask.
-func UnmappedNote(surface, userID string) string {
+// unmappedNote says why an unmapped chat user cannot act, and whom to ask.
+func unmappedNote(surface, userID string) string {
 	id := bot.OneLine(userID, 64)
 	switch surface {
 	case bot.SurfaceSlack:
@@ -668,8 +668,8 @@ func stepUpReply(b *bot.Bot, caller *bot.Caller, it bot.Item) string {
 // ShowDetails shows an item's folded detail (bot.Item.Details and its
 // votes: what a Details button opens) to someone who may read the item: a
 // mapped principal whose role holds read, with the item's space in scope,
-// pending or decided. A sensitive item's detail is shown only as Details
-// shows it (to those who may decide it, audited). Ready carries the item.
+// pending or decided. A sensitive item's detail is shown only as
+// sensitiveDetails shows it (to those who may decide it, audited). Ready carries the item.
 func ShowDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	out, caller := begin(ctx, b, d)
 	if out.Status == Closed {
@@ -680,7 +680,7 @@ func ShowDetails(ctx context.Context, b *bot.Bot, d Decision) Outcome {
 	}
 	it := out.Item
 	if it.Sensitive {
-		return Details(ctx, b, Decision{Surface: d.Surface, UserID: d.UserID, Roles: d.Roles, ItemID: d.ItemID, Verb: ViewDetails, Caller: d.Caller})
+		return sensitiveDetails(ctx, b, Decision{Surface: d.Surface, UserID: d.UserID, Roles: d.Roles, ItemID: d.ItemID, Verb: ViewDetails, Caller: d.Caller})
 	}
 	if !caller.MayRead() {
 		msg := policy.DenyCapability(fmt.Sprintf("details #%d", it.ID), policy.CapRead, caller.Role)
@@ -723,7 +723,7 @@ func VoteLine(v bot.VoteView) string {
 	}
 	switch {
 	case v.Approve && !v.Counts && v.Void != "":
-		s += "; no longer counts: " + OneLine(v.Void, 300)
+		s += "; no longer counts: " + bot.OneLine(v.Void, 300)
 	case v.Approve && !v.Counts:
 		s += "; no longer counts (cast on earlier arguments or facts)"
 	}

@@ -24,13 +24,13 @@ import (
 // arguments as a JSON object, when they are not edited one per input.
 const ArgumentsInput = "arguments"
 
-// ValueInput is the name of a memory change's value input.
-const ValueInput = "value"
+// valueInput is the name of a memory change's value input.
+const valueInput = "value"
 
 // EditInput is one text input of an edit form.
 type EditInput struct {
 	// Name is the top-level argument the input edits, ArgumentsInput for
-	// the whole arguments object as JSON, or ValueInput.
+	// the whole arguments object as JSON, or valueInput.
 	Name string
 	// Label is what the input is called on the form (the argument's name,
 	// "Arguments (JSON)" or "Value"); untrusted: the surface escapes it.
@@ -81,7 +81,7 @@ func EditForm(it bot.Item, maxInputs, maxLen int) (EditLayout, string) {
 		if utf8.RuneCountInString(v) > maxLen {
 			return EditLayout{}, tooLong("The value")
 		}
-		lay.Inputs = []EditInput{{Name: ValueInput, Label: "Value", Value: v, Multiline: utf8.RuneCountInString(v) > 60 || strings.Contains(v, "\n"), kind: 's'}}
+		lay.Inputs = []EditInput{{Name: valueInput, Label: "Value", Value: v, Multiline: utf8.RuneCountInString(v) > 60 || strings.Contains(v, "\n"), kind: 's'}}
 		return lay, ""
 	case bot.EditArguments:
 	default:
@@ -180,10 +180,10 @@ func EditBasis(it bot.Item) string {
 // read ("dose must be a number"); the tool validates the rest when the
 // decision is made.
 func (l EditLayout) Apply(d *Decision, values map[string]string) (field, msg string) {
-	if len(l.Inputs) == 1 && l.Inputs[0].Name == ValueInput {
-		v := strings.TrimSpace(values[ValueInput])
+	if len(l.Inputs) == 1 && l.Inputs[0].Name == valueInput {
+		v := strings.TrimSpace(values[valueInput])
 		if v == "" {
-			return ValueInput, "Give the value to approve; it cannot be empty."
+			return valueInput, "Give the value to approve; it cannot be empty."
 		}
 		d.Value = &v
 		return "", ""

@@ -38,9 +38,9 @@ func TestEditFormLayoutAndApply(t *testing.T) {
 			inputs: []string{ArgumentsInput}, prefill: []string{"{\n  \"a\": \"1\",\n  \"b\": \"2\",\n  \"c\": \"3\"\n}"},
 			submit: map[string]string{ArgumentsInput: `["not", "an object"]`}, field: ArgumentsInput},
 		{name: "memory value", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"apixaban 5mg"`)}}, max: 5,
-			inputs: []string{ValueInput}, prefill: []string{"apixaban 5mg"}, submit: map[string]string{ValueInput: " apixaban 2.5mg "}, wantVal: "apixaban 2.5mg"},
+			inputs: []string{valueInput}, prefill: []string{"apixaban 5mg"}, submit: map[string]string{valueInput: " apixaban 2.5mg "}, wantVal: "apixaban 2.5mg"},
 		{name: "an empty memory value is refused", it: bot.Item{ID: 8, Kind: bot.KindMemoryChange, Status: "pending", Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"x"`)}}, max: 5,
-			inputs: []string{ValueInput}, prefill: []string{"x"}, submit: map[string]string{ValueInput: "  "}, field: ValueInput},
+			inputs: []string{valueInput}, prefill: []string{"x"}, submit: map[string]string{valueInput: "  "}, field: valueInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,13 +26,13 @@ import (
 // carries out no action itself, and a decision is taken only through the
 // command grammar below, from a mapped principal holding approve.
 
-// MaxChatText is the longest chat message, in bytes, the gate classifies.
+// maxChatText is the longest chat message, in bytes, the gate classifies.
 // Longer text is ScopeTooLong.
-const MaxChatText = 4000
+const maxChatText = 4000
 
-// LaneStatement is what Countersign does, stated positively. It opens the
+// laneStatement is what Countersign does, stated positively. It opens the
 // help and every refusal.
-const LaneStatement = "I record and route approvals: I show pending memory changes and agent action requests, take decisions from the people allowed to make them, and keep a signed audit trail."
+const laneStatement = "I record and route approvals: I show pending memory changes and agent action requests, take decisions from the people allowed to make them, and keep a signed audit trail."
 
 // ScopeKind is the scope gate's classification of one chat message.
 type ScopeKind string
@@ -59,22 +59,22 @@ const (
 	// ScopeUnknown is in-lane text the gate does not recognise; it is
 	// answered with the help, never refused.
 	ScopeUnknown ScopeKind = "unknown"
-	// ScopeTooLong is a message over MaxChatText bytes.
+	// ScopeTooLong is a message over maxChatText bytes.
 	ScopeTooLong ScopeKind = "too_long"
 	// ScopeOutOfLane is a request outside Countersign's lane: refused.
 	// Families lists every family the message names, in table order.
 	ScopeOutOfLane ScopeKind = "out_of_lane"
 )
 
-// ScopeKinds returns every verdict the gate can return.
-func ScopeKinds() []ScopeKind {
+// scopeKinds returns every verdict the gate can return.
+func scopeKinds() []ScopeKind {
 	return []ScopeKind{ScopeCommand, ScopeGreeting, ScopeCapability, ScopeQuestion, ScopeUsage,
 		ScopeNotADecision, ScopeUnknown, ScopeTooLong, ScopeOutOfLane}
 }
 
-// BatchIDs are the items of a batch approval (Batch), nil for any other
+// batchIDs are the items of a batch approval (Batch), nil for any other
 // command.
-func (c ChatCommand) BatchIDs() []uint64 {
+func (c ChatCommand) batchIDs() []uint64 {
 	var out []uint64
 	for _, w := range strings.Fields(c.Batch) {
 		if n, err := strconv.ParseUint(w, 10, 64); err == nil {
@@ -87,9 +87,6 @@ func (c ChatCommand) BatchIDs() []uint64 {
 // MaxBatch is the most items one approve command decides ("approve 12 13
 // 14").
 const MaxBatch = 20
-
-// InLane reports whether the verdict is answered rather than refused.
-func (v ScopeKind) InLane() bool { return v != ScopeOutOfLane }
 
 // The chat command names.
 const (
@@ -124,7 +121,7 @@ type ChatCommand struct {
 	Reason  string // reject: the rest of the line after the id, as typed
 	// Batch lists the items of a batch approval ("approve 12 13 14"), as
 	// "12 13 14": two to MaxBatch ids, each decided on its own
-	// (BatchIDs). A string, so that a command stays comparable.
+	// (batchIDs). A string, so that a command stays comparable.
 	Batch   string
 	Subject string // history, check
 	Space   string // history, check: the memory space's user_id; "" means default
@@ -165,8 +162,8 @@ const (
 	FamilyGeneral     Family = "general"     // poems, jokes, general assistance
 )
 
-// Families returns every family in table order.
-func Families() []Family {
+// allFamilies returns every family in table order.
+func allFamilies() []Family {
 	out := make([]Family, len(gateFamilies))
 	for i, f := range gateFamilies {
 		out[i] = f.family
@@ -174,9 +171,9 @@ func Families() []Family {
 	return out
 }
 
-// Handoff is the sentence of a refusal that names who does the thing
+// handoffOf is the sentence of a refusal that names who does the thing
 // instead; "" for an unknown family.
-func Handoff(f Family) string {
+func handoffOf(f Family) string {
 	for _, s := range gateFamilies {
 		if s.family == f {
 			return s.handoff
@@ -185,34 +182,34 @@ func Handoff(f Family) string {
 	return ""
 }
 
-// Refusal is the reply to an out-of-lane message naming families: it states
+// gateRefusal is the reply to an out-of-lane message naming families: it states
 // the lane, says the refusal is by design, and hands each family on.
 // Unknown families are skipped; with none left it hands on to the help.
-func Refusal(fams []Family) string {
+func gateRefusal(fams []Family) string {
 	var b strings.Builder
 	b.WriteString("That's outside what Countersign does. ")
-	b.WriteString(LaneStatement)
+	b.WriteString(laneStatement)
 	b.WriteString("\n\nI never carry out actions myself — that's by design.")
 	writeHandoffs(&b, fams, "Type `help` to see what I can do.")
 	return b.String()
 }
 
-// NegatedRefusal is the reply to a negated out-of-lane request ("don't
+// negatedRefusal is the reply to a negated out-of-lane request ("don't
 // delete the prod database"): the same lane and hand-off as Refusal, with
 // nothing that implies Countersign would have acted.
-func NegatedRefusal(fams []Family) string {
+func negatedRefusal(fams []Family) string {
 	var b strings.Builder
 	b.WriteString("I never carry out actions myself — that's by design, so there is nothing for me to hold back. ")
-	b.WriteString(LaneStatement)
-	if h := Handoffs(fams); h != "" {
+	b.WriteString(laneStatement)
+	if h := handoffs(fams); h != "" {
 		b.WriteString("\n\n" + h)
 	}
 	return b.String()
 }
 
-// Handoffs renders the hand-off sentences of fams: one sentence, or
+// handoffs renders the hand-off sentences of fams: one sentence, or
 // "Instead:" and one bulleted line each; "" when no family is known.
-func Handoffs(fams []Family) string {
+func handoffs(fams []Family) string {
 	var b strings.Builder
 	writeHandoffs(&b, fams, "")
 	return strings.TrimSpace(b.String())
@@ -262,7 +259,7 @@ func writeHandoffs(b *strings.Builder, fams []Family, fallback string) {
 //  7. a greeting, another command word with wrong arguments, an
 //     informational question, and finally ScopeUnknown: all in lane.
 func Scope(text string) ScopeVerdict {
-	if len(text) > MaxChatText {
+	if len(text) > maxChatText {
 		return ScopeVerdict{Kind: ScopeTooLong}
 	}
 	body := stripChatAddress(strings.ToValidUTF8(strings.TrimSpace(text), "\uFFFD"))

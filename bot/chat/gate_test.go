@@ -185,7 +185,7 @@ func TestScopeTable(t *testing.T) {
 		// Unknown in-lane text gets the help, not a refusal.
 		{"gibberish", "asdf qwerty", ScopeUnknown, ChatCommand{}, nil},
 		{"system word not at line start", "the billing system: is it up", ScopeUnknown, ChatCommand{}, nil},
-		{"too long", strings.Repeat("a", MaxChatText+1), ScopeTooLong, ChatCommand{}, nil},
+		{"too long", strings.Repeat("a", maxChatText+1), ScopeTooLong, ChatCommand{}, nil},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
@@ -227,15 +227,15 @@ func TestScopeDeterministic(t *testing.T) {
 				t.Fatalf("Scope(%q) = %+v, then %+v", m, first, got)
 			}
 		}
-		if first.Kind == ScopeOutOfLane && Refusal(first.Families) != Refusal(Scope(m).Families) {
+		if first.Kind == ScopeOutOfLane && gateRefusal(first.Families) != gateRefusal(Scope(m).Families) {
 			t.Fatalf("Refusal for %q is not deterministic", m)
 		}
 	}
 }
 
 func TestRefusal(t *testing.T) {
-	one := Refusal(fam(FamilyDestructive))
-	want := "That's outside what Countersign does. " + LaneStatement +
+	one := gateRefusal(fam(FamilyDestructive))
+	want := "That's outside what Countersign does. " + laneStatement +
 		"\n\nI never carry out actions myself — that's by design. " +
 		"To delete or wipe data, the agent that owns that operation requests it with confirm_action, and an approver decides here."
 	if one != want {
@@ -244,19 +244,19 @@ func TestRefusal(t *testing.T) {
 
 	// Every family's refusal states the lane, says it is by design, and
 	// hands the request on to someone.
-	for _, f := range Families() {
-		r := Refusal(fam(f))
-		for _, part := range []string{LaneStatement, "that's by design", Handoff(f)} {
+	for _, f := range allFamilies() {
+		r := gateRefusal(fam(f))
+		for _, part := range []string{laneStatement, "that's by design", handoffOf(f)} {
 			if !strings.Contains(r, part) {
 				t.Errorf("Refusal(%s) lacks %q:\n%s", f, part, r)
 			}
 		}
-		if Handoff(f) == "" {
+		if handoffOf(f) == "" {
 			t.Errorf("family %s has no hand-off", f)
 		}
 	}
 
-	approve := Refusal(fam(FamilyApproval))
+	approve := gateRefusal(fam(FamilyApproval))
 	for _, part := range []string{"nobody in the software approves — approving is a human decision", "approve role", "`approve <id>`", "buttons"} {
 		if !strings.Contains(strings.ToLower(approve), strings.ToLower(part)) {
 			t.Errorf("approval refusal lacks %q:\n%s", part, approve)
@@ -265,16 +265,16 @@ func TestRefusal(t *testing.T) {
 
 	// A union lists each family's hand-off once, in table order, whatever
 	// the order asked.
-	many := Refusal(fam(FamilyOperations, FamilyDestructive, FamilyOperations))
-	wantTail := "that's by design. Instead:\n• " + Handoff(FamilyDestructive) + "\n• " + Handoff(FamilyOperations)
+	many := gateRefusal(fam(FamilyOperations, FamilyDestructive, FamilyOperations))
+	wantTail := "that's by design. Instead:\n• " + handoffOf(FamilyDestructive) + "\n• " + handoffOf(FamilyOperations)
 	if !strings.HasSuffix(many, wantTail) {
 		t.Errorf("Refusal(union) =\n%s\nwant suffix\n%s", many, wantTail)
 	}
 
-	if r := Refusal(nil); !strings.Contains(r, "that's by design") || !strings.Contains(r, "`help`") {
+	if r := gateRefusal(nil); !strings.Contains(r, "that's by design") || !strings.Contains(r, "`help`") {
 		t.Errorf("Refusal(nil) = %q", r)
 	}
-	if got := Handoffs(fam("nonsense")); got != "" {
+	if got := handoffs(fam("nonsense")); got != "" {
 		t.Errorf("Handoffs(unknown) = %q, want empty", got)
 	}
 }
@@ -283,7 +283,7 @@ func TestRefusal(t *testing.T) {
 // to MaxBatch, none twice); anything else after the first id is not.
 func TestScopeBatchApprove(t *testing.T) {
 	got := Scope("approve 12 #13 14")
-	if got.Kind != ScopeCommand || got.Command.Name != CmdApprove || got.Command.Batch != "12 13 14" || !slices.Equal(got.Command.BatchIDs(), []uint64{12, 13, 14}) {
+	if got.Kind != ScopeCommand || got.Command.Name != CmdApprove || got.Command.Batch != "12 13 14" || !slices.Equal(got.Command.batchIDs(), []uint64{12, 13, 14}) {
 		t.Fatalf("Scope(approve 12 #13 14) = %+v", got)
 	}
 	many := "approve"
@@ -331,10 +331,10 @@ func TestScopeInvalidUTF8(t *testing.T) {
 // checkVerdict asserts the invariants every verdict holds.
 func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 	t.Helper()
-	if !slices.Contains(ScopeKinds(), v.Kind) {
+	if !slices.Contains(scopeKinds(), v.Kind) {
 		t.Fatalf("Scope(%q).Kind = %q, not a defined verdict", text, v.Kind)
 	}
-	all := Families()
+	all := allFamilies()
 	last := -1
 	for _, f := range v.Families {
 		i := slices.Index(all, f)
@@ -351,7 +351,7 @@ func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 		if len(v.Families) == 0 {
 			t.Fatalf("Scope(%q) is out of lane with no family", text)
 		}
-		if r := Refusal(v.Families); !strings.Contains(r, "that's by design") {
+		if r := gateRefusal(v.Families); !strings.Contains(r, "that's by design") {
 			t.Fatalf("Refusal for %q lacks the by-design sentence", text)
 		}
 	case ScopeQuestion:
@@ -462,8 +462,8 @@ func TestScopeProximitySeed004(t *testing.T) {
 			t.Errorf("%q: %+v, want a negated refusal", text, v)
 		}
 	}
-	neg := NegatedRefusal([]Family{FamilyDestructive})
-	if !strings.Contains(neg, Handoff(FamilyDestructive)) || strings.Contains(neg, "outside what Countersign does") ||
+	neg := negatedRefusal([]Family{FamilyDestructive})
+	if !strings.Contains(neg, handoffOf(FamilyDestructive)) || strings.Contains(neg, "outside what Countersign does") ||
 		strings.Contains(strings.ToLower(neg), "won't") || strings.Contains(strings.ToLower(neg), "will not") {
 		t.Errorf("negated reply: %q", neg)
 	}

@@ -27,7 +27,7 @@ func (s session) grants(ctx context.Context) string {
 		return s.failure(err, couldNotComplete, "listing grants", "tool", toolListGrants)
 	}
 	text := res.Text
-	if len(GrantIDs(res)) > 0 {
+	if len(grantIDs(res)) > 0 {
 		text += "\nRevoke one with `revoke-grant <n>` (or its Revoke button): the next matching call waits for a person again."
 	}
 	return text
@@ -48,9 +48,9 @@ func (s session) revokeGrant(ctx context.Context, id uint64) string {
 	return res.Text
 }
 
-// GrantIDs are the numbers of the grants a list_grants result lists, in
+// grantIDs are the numbers of the grants a list_grants result lists, in
 // its order (for a surface's Revoke buttons).
-func GrantIDs(res bot.Result) []uint64 {
+func grantIDs(res bot.Result) []uint64 {
 	var out []uint64
 	for _, g := range res.Grants {
 		out = append(out, g.ID)
@@ -80,7 +80,7 @@ func RevokeGrant(ctx context.Context, b *bot.Bot, d Decision, id uint64) string 
 	caller := d.caller(b)
 	if caller == nil {
 		refuse(ctx, b, d, nil, bot.Space{}, fmt.Sprintf("revoke grant #%d refused: %s user %s is not mapped to a principal", id, d.Surface, bot.OneLine(d.UserID, 64)))
-		return fmt.Sprintf("Access denied: I can't revoke grant #%d for you. %s", id, UnmappedNote(d.Surface, d.UserID))
+		return fmt.Sprintf("Access denied: I can't revoke grant #%d for you. %s", id, unmappedNote(d.Surface, d.UserID))
 	}
 	res, err := b.Call(ctx, caller, toolRevokeGrant, fmt.Appendf(nil, `{"grant_id":%d}`, id))
 	if err != nil {
@@ -101,7 +101,7 @@ func ListGrants(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, ch
 	if err != nil {
 		return Reply{Text: s.failure(err, couldNotComplete, "listing grants", "tool", toolListGrants), Private: true}, nil
 	}
-	ids := GrantIDs(res)
+	ids := grantIDs(res)
 	text := res.Text
 	if len(ids) > 0 {
 		text += "\nRevoke one with its button or `revoke-grant <n>`."
@@ -109,9 +109,9 @@ func ListGrants(ctx context.Context, b *bot.Bot, caller *bot.Caller, surface, ch
 	return Reply{Text: text, Private: true}, ids
 }
 
-// GrantMade is the private reply to an approval that made a standing
+// grantMade is the private reply to an approval that made a standing
 // grant (the result's one Grants entry), on one line; "" for none.
-func GrantMade(res bot.Result) string {
+func grantMade(res bot.Result) string {
 	if len(res.Grants) != 1 {
 		return ""
 	}

@@ -37,14 +37,14 @@ func TestGrantCommandsParse(t *testing.T) {
 
 func TestGrantMadeAndIDs(t *testing.T) {
 	made := bot.Result{Text: "✅ approved. You also made grant #2: session calls…", Grants: []bot.GrantView{{ID: 2, Says: "grant #2: session calls\n…"}}}
-	if got, want := GrantMade(made), "Approved. You made grant #2: session calls …"; got != want {
-		t.Errorf("GrantMade = %q, want %q (the grant's own sentence, on one line)", got, want)
+	if got, want := grantMade(made), "Approved. You made grant #2: session calls …"; got != want {
+		t.Errorf("grantMade = %q, want %q (the grant's own sentence, on one line)", got, want)
 	}
-	if got := GrantMade(bot.Result{Text: "✅ approved. You also made grant #2"}); got != "" {
-		t.Errorf("GrantMade without a typed grant = %q, want \"\" (the text is not read)", got)
+	if got := grantMade(bot.Result{Text: "✅ approved. You also made grant #2"}); got != "" {
+		t.Errorf("grantMade without a typed grant = %q, want \"\" (the text is not read)", got)
 	}
 	res := bot.Result{Grants: []bot.GrantView{{ID: 7}, {ID: 3}}}
-	if ids := GrantIDs(res); len(ids) != 2 || ids[0] != 7 || ids[1] != 3 {
-		t.Errorf("GrantIDs = %v, want [7 3]", ids)
+	if ids := grantIDs(res); len(ids) != 2 || ids[0] != 7 || ids[1] != 3 {
+		t.Errorf("grantIDs = %v, want [7 3]", ids)
 	}
 }

@@ -89,22 +89,22 @@ func SensitiveNoun(k bot.ItemKind) string {
 	return "sensitive " + KindNoun(k)
 }
 
-// TimeLayout is how chat shows a time: UTC, to the minute.
-const TimeLayout = "2006-01-02 15:04 UTC"
+// timeLayout is how chat shows a time: UTC, to the minute.
+const timeLayout = "2006-01-02 15:04 UTC"
 
 // Stamp renders t in chat's time format.
-func Stamp(t time.Time) string { return t.UTC().Format(TimeLayout) }
+func Stamp(t time.Time) string { return t.UTC().Format(timeLayout) }
 
-// RecordedOutcome is the sentence for an item that already has its
+// recordedOutcome is the sentence for an item that already has its
 // outcome: what was recorded, by whom, when, and (unless the item is
 // sensitive) why. "#12 was already approved by dr_smith [U0123] at
 // 2026-03-02 08:05 UTC. Nothing was changed."
-func RecordedOutcome(it bot.Item) string {
+func recordedOutcome(it bot.Item) string {
 	_, word := StatusWord(it.Status)
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d was already %s", it.ID, strings.ToLower(word))
 	if len(it.DecidedBy) > 0 {
-		b.WriteString(" by " + JoinLine(it.DecidedBy, 600))
+		b.WriteString(" by " + joinLine(it.DecidedBy, 600))
 	}
 	if !it.DecidedAt.IsZero() {
 		b.WriteString(" at " + Stamp(it.DecidedAt))
@@ -144,15 +144,9 @@ func WithChanges(it bot.Item) string {
 	return bot.OneLine(lead+by+": "+c.Text(), 900)
 }
 
-// OneLine is bot.OneLine, the one sanitiser of untrusted text for one
-// line.
-//
-// Deprecated: call bot.OneLine; kept while other branches move over.
-func OneLine(s string, max int) string { return bot.OneLine(s, max) }
-
-// JoinLine joins several untrusted strings with ", " on one line, each
+// joinLine joins several untrusted strings with ", " on one line, each
 // and the whole capped.
-func JoinLine(ss []string, max int) string {
+func joinLine(ss []string, max int) string {
 	out := make([]string, len(ss))
 	for i, s := range ss {
 		out[i] = bot.OneLine(s, 100)
@@ -235,8 +229,8 @@ func ReopenedLine(it bot.Item) string {
 	return "Back for a new decision: the facts changed after it was approved (" + bot.OneLine(it.Reopened, 400) + "). Nothing ran."
 }
 
-// ArgLine is one argument on one line: "dose: 5 mg twice daily".
-func ArgLine(f bot.Field) string { return bot.OneLine(f.Label, 60) + ": " + bot.OneLine(f.Value, 300) }
+// argLine is one argument on one line: "dose: 5 mg twice daily".
+func argLine(f bot.Field) string { return bot.OneLine(f.Label, 60) + ": " + bot.OneLine(f.Value, 300) }
 
 // NameOf is a principal shown as "name [id]" without its id: the card
 // shows names, and its Details the ids.
@@ -250,19 +244,19 @@ func Deciders(it bot.Item, max int) string {
 	for i, d := range it.DecidedBy {
 		out[i] = NameOf(d)
 		if i < len(it.DecidedVia) && it.DecidedVia[i] != "" {
-			out[i] += " (" + OneLine(it.DecidedVia[i], 40) + ")"
+			out[i] += " (" + bot.OneLine(it.DecidedVia[i], 40) + ")"
 		}
 	}
-	return JoinLine(out, max)
+	return joinLine(out, max)
 }
 
-// Names are several principals' names (NameOf), joined.
-func Names(displays []string, max int) string {
+// joinNames are several principals' names (NameOf), joined.
+func joinNames(displays []string, max int) string {
 	out := make([]string, len(displays))
 	for i, d := range displays {
 		out[i] = NameOf(d)
 	}
-	return JoinLine(out, max)
+	return joinLine(out, max)
 }
 
 // Danger words: a dangerous item's confirmation step on every surface.

@@ -1,65 +1,14 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/nodetest"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// try is taskClient.call that returns a JSON-RPC error instead of failing.
-func (c *taskClient) try(method string, params map[string]any) (map[string]any, map[string]any) {
-	c.t.Helper()
-	if c.conn == nil {
-		tr := &sdk.StreamableClientTransport{Endpoint: c.url, HTTPClient: &http.Client{Transport: bearerTransport{c.key}}, MaxRetries: -1}
-		conn, err := tr.Connect(context.Background())
-		if err != nil {
-			c.t.Fatal(err)
-		}
-		c.conn = conn
-		c.t.Cleanup(func() { conn.Close() })
-	}
-	params["_meta"] = map[string]any{
-		sdk.MetaKeyProtocolVersion:    "2026-07-28",
-		sdk.MetaKeyClientCapabilities: map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
-		sdk.MetaKeyClientInfo:         map[string]any{"name": "go-sdk-tasks", "version": "1"},
-	}
-	c.id++
-	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": c.id, "method": method, "params": params})
-	msg, err := jsonrpc.DecodeMessage(raw)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := c.conn.Write(ctx, msg); err != nil {
-		c.t.Fatalf("%s: %v", method, err)
-	}
-	for {
-		m, err := c.conn.Read(ctx)
-		if err != nil {
-			c.t.Fatalf("%s: %v", method, err)
-		}
-		b, _ := jsonrpc.EncodeMessage(m)
-		var resp struct {
-			ID     int64          `json:"id"`
-			Result map[string]any `json:"result"`
-			Error  map[string]any `json:"error"`
-		}
-		if json.Unmarshal(b, &resp) != nil || resp.ID != c.id {
-			continue
-		}
-		return resp.Result, resp.Error
-	}
-}
 
 // TestAttackGatewayReplayAndTasksArePerPrincipal: agent A's gated write
 // runs once approved. Agent B then sends the identical call (and one

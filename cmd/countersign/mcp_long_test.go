@@ -273,7 +273,8 @@ type taskClient struct {
 	id   int64
 }
 
-func (c *taskClient) call(method string, params map[string]any) map[string]any {
+// try is taskClient.call that returns a JSON-RPC error instead of failing.
+func (c *taskClient) try(method string, params map[string]any) (map[string]any, map[string]any) {
 	c.t.Helper()
 	if c.conn == nil {
 		tr := &sdk.StreamableClientTransport{Endpoint: c.url, HTTPClient: &http.Client{Transport: bearerTransport{c.key}}, MaxRetries: -1}
@@ -314,11 +315,17 @@ func (c *taskClient) call(method string, params map[string]any) map[string]any {
 		if json.Unmarshal(b, &resp) != nil || resp.ID != c.id {
 			continue
 		}
-		if resp.Error != nil {
-			c.t.Fatalf("%s: error %v", method, resp.Error)
-		}
-		return resp.Result
+		return resp.Result, resp.Error
 	}
+}
+
+func (c *taskClient) call(method string, params map[string]any) map[string]any {
+	c.t.Helper()
+	res, rpcErr := c.try(method, params)
+	if rpcErr != nil {
+		c.t.Fatalf("%s: error %v", method, rpcErr)
+	}
+	return res
 }
 
 // Over stdio (`countersign mcp`, this test binary standing in for the

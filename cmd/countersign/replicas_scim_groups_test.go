@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 )
@@ -111,17 +110,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	}
 	click := func(r *replica, user, trigger string) {
 		t.Helper()
-		var msgBlocks any
-		_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
-		p, _ := json.Marshal(map[string]any{
-			"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
-			"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
-			"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
-			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": approveValue, "action_ts": trigger}},
-		})
-		if code, body := postSlack(t, r.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-			t.Fatalf("click answered %d: %s", code, body)
-		}
+		slackClickOnCard(t, r.URL, post, user, trigger, itemID, approveValue)
 	}
 	status := func(r *replica) map[string]any {
 		t.Helper()
@@ -131,17 +120,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 		}
 		return data(m)
 	}
-	counting := func(d map[string]any) []string {
-		var out []string
-		votes, _ := d["votes"].([]any)
-		for _, v := range votes {
-			v, _ := v.(map[string]any)
-			if v["counts"] == true {
-				out = append(out, fmt.Sprint(v["by"]))
-			}
-		}
-		return out
-	}
+	counting := countingVotes
 	ephemeral := func(n int) string {
 		t.Helper()
 		waitFor(t, "the private answer", func() bool { return len(f.Calls("chat.postEphemeral")) > n })

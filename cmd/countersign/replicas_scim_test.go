@@ -81,17 +81,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	ephemerals := func() int { return len(f.Calls("chat.postEphemeral")) }
 	click := func(r *replica, user, trigger string) {
 		t.Helper()
-		var msgBlocks any
-		_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
-		p, _ := json.Marshal(map[string]any{
-			"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
-			"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
-			"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
-			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": approveValue, "action_ts": trigger}},
-		})
-		if code, body := postSlack(t, r.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-			t.Fatalf("click answered %d: %s", code, body)
-		}
+		slackClickOnCard(t, r.URL, post, user, trigger, itemID, approveValue)
 	}
 	status := func(r *replica) map[string]any {
 		t.Helper()
@@ -101,17 +91,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 		}
 		return data(m)
 	}
-	counting := func(d map[string]any) []string {
-		var out []string
-		votes, _ := d["votes"].([]any)
-		for _, v := range votes {
-			v, _ := v.(map[string]any)
-			if v["counts"] == true {
-				out = append(out, fmt.Sprint(v["by"]))
-			}
-		}
-		return out
-	}
+	counting := countingVotes
 
 	// dr_smith approves on replica 0: 1 of 2.
 	click(reps[0], "U0123ABC", "t1")
@@ -171,4 +151,36 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	}
 	click(reps[0], "U0123ABC", "t4")
 	waitFor(t, "the approval", func() bool { return status(reps[0])["status"] == "approved" })
+}
+
+// slackClickOnCard is a signed Approve click of user on the card post
+// (item itemID, the button's value), posted to the replica at base, with
+// the message as the user saw it (what the click's basis is read from).
+func slackClickOnCard(t *testing.T, base string, post slackCall, user, trigger, itemID, value string) {
+	t.Helper()
+	var msgBlocks any
+	_ = json.Unmarshal([]byte(post.Form.Get("blocks")), &msgBlocks)
+	p, _ := json.Marshal(map[string]any{
+		"type": "block_actions", "trigger_id": trigger, "user": map[string]any{"id": user, "team_id": "T1"},
+		"container": map[string]any{"type": "message", "channel_id": "C0DEFAULT", "message_ts": post.TS},
+		"message":   map[string]any{"ts": post.TS, "blocks": msgBlocks},
+		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": trigger}},
+	})
+	if code, body := postSlack(t, base, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
+		t.Fatalf("click answered %d: %s", code, body)
+	}
+}
+
+// countingVotes are the deciders (by) of the votes in action_status's
+// data d that count now.
+func countingVotes(d map[string]any) []string {
+	var out []string
+	votes, _ := d["votes"].([]any)
+	for _, v := range votes {
+		v, _ := v.(map[string]any)
+		if v["counts"] == true {
+			out = append(out, fmt.Sprint(v["by"]))
+		}
+	}
+	return out
 }

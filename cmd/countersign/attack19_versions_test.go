@@ -76,6 +76,10 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 	e.Start()
 	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
 	rid, item, proposal := r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"]), r.Data["args_sha256"].(string)
+	// The card is posted by the outbox, after the call returns: wait for
+	// it, so that it shows the proposal before bob edits it (else the
+	// first card posted may already show the edit).
+	waitFor(t, "the request's card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })
 	ed := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}})
 	edited := ed.Data["edited_args_sha256"].(string)
 

@@ -5,7 +5,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/approvals"
@@ -59,9 +58,12 @@ func checkAnchors(cfg *config.Config, db kv.Store) (approvals.Anchor, error) {
 	return newest, nil
 }
 
-// wireAudit anchors the chain's head outside the store: at start, every
-// audit.anchor.every when it has moved, and at close (after every other
-// writer has stopped). Without an anchor file it warns, once a start.
+// wireAudit anchors the chain's head outside the store
+// (approvals.Anchoring): on bbolt at start, every audit.anchor.every when
+// it has moved, and at close (after every other writer has stopped); on
+// PostgreSQL one stream for the cluster, written by the leader (one of the
+// leader's loops: shareWithReplicas) and checked by every replica. Without
+// an anchor file it warns, once a start.
 func (a *app) wireAudit(ctx context.Context) error {
 	ac := a.cfg.Audit.Anchor
 	if ac.File == "" {
@@ -72,101 +74,16 @@ func (a *app) wireAudit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o := approvals.Anchoring{Store: a.db, Key: a.key, File: ac.File, Every: ac.Every, Now: a.bot.Now, Log: a.log}
 	if _, ok := a.db.(*postgres.DB); ok {
-		a.wireClusterAnchors(ac)
+		a.runners = append(a.runners, runner{name: "audit anchor", run: func(ctx context.Context) error { return o.Lead(ctx, a.bot.Closing()) }})
+		a.replicaRunners = append(a.replicaRunners, runner{name: "audit anchor check", run: o.Watch})
 		return nil
 	}
-	anc := approvals.NewAnchorer(a.db, a.key, ac.File, a.bot.Now, last)
-	anchor := func(ctx context.Context, when string) {
-		if an, wrote, err := anc.Anchor(ctx); err != nil {
-			a.log.Error("audit: could not anchor the chain's head", "when", when, "file", ac.File, "err", err)
-		} else if wrote {
-			a.log.Debug("audit: anchored", "when", when, "seq", an.Seq, "file", ac.File)
-		}
-	}
-	a.runners = append(a.runners, runner{name: "audit anchor", run: func(ctx context.Context) error {
-		anchor(ctx, "start")
-		t := time.NewTicker(ac.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				anchor(ctx, "periodic")
-			}
-		}
-	}})
-	a.closers = append(a.closers, func() error { anchor(context.Background(), "stop"); return nil })
+	run, final := o.Single(last)
+	a.runners = append(a.runners, runner{name: "audit anchor", run: run})
+	a.closers = append(a.closers, func() error { final(); return nil })
 	return nil
-}
-
-// wireClusterAnchors is wireAudit on PostgreSQL: one anchor stream for the
-// cluster, in audit.anchor.file (one file every replica mounts). Only the
-// leader writes it: the anchor loop is one of the leader's loops
-// (shareWithReplicas). Before each anchor it reads the stream's last
-// anchor, whoever wrote it, and checks the chain against it; a chain that
-// disagrees is not anchored. The term that ends with the server's shutdown
-// anchors the final head. Every replica, leader or not, checks the chain
-// against the stream's last anchor every audit.anchor.every and logs an
-// error when they disagree (at start, a disagreement refuses to serve:
-// checkAnchors).
-func (a *app) wireClusterAnchors(ac config.AnchorConfig) {
-	anchor := func(ctx context.Context, when string) {
-		last, err := approvals.CheckLastAnchor(ctx, a.db, ac.File)
-		if err != nil {
-			a.log.Error("audit: not anchoring: the chain disagrees with the cluster's anchor file", "when", when, "file", ac.File, "err", err)
-			return
-		}
-		anc := approvals.NewAnchorer(a.db, a.key, ac.File, a.bot.Now, last)
-		if an, wrote, err := anc.Anchor(ctx); err != nil {
-			a.log.Error("audit: could not anchor the chain's head", "when", when, "file", ac.File, "err", err)
-		} else if wrote {
-			a.log.Debug("audit: anchored", "when", when, "seq", an.Seq, "file", ac.File)
-		}
-	}
-	a.runners = append(a.runners, runner{name: "audit anchor", run: func(ctx context.Context) error {
-		anchor(ctx, "lead")
-		t := time.NewTicker(ac.Every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				select {
-				case <-a.bot.Closing():
-					// The server stops (its calls are done): the final
-					// head, while this replica still leads.
-					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					anchor(actx, "stop")
-					cancel()
-				default: // leadership lost: the next leader goes on
-				}
-				return nil
-			case <-t.C:
-				anchor(ctx, "periodic")
-			}
-		}
-	}})
-	a.replicaRunners = append(a.replicaRunners, runner{name: "audit anchor check", run: func(ctx context.Context) error {
-		t := time.NewTicker(ac.Every)
-		defer t.Stop()
-		var said string
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-			}
-			msg := ""
-			if _, err := approvals.CheckLastAnchor(ctx, a.db, ac.File); err != nil && ctx.Err() == nil {
-				msg = err.Error()
-			}
-			if msg != "" && msg != said {
-				a.log.Error("audit: the chain disagrees with the cluster's anchor file", "file", ac.File, "err", msg)
-			}
-			said = msg
-		}
-	}})
 }
 
 // auditToolOptions are what verify_audit checks besides the chain: the

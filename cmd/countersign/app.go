@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,6 +68,24 @@ type runner struct {
 	// leadership (the work this process acknowledged, the upstream
 	// processes it started), not only on the leader (replicas.go).
 	everyReplica bool
+}
+
+// startRunners starts a's background loops under ctx. A loop that fails
+// is reported to failed (from its own goroutine), its name said; stop
+// ends every loop and waits for them to return.
+func (a *app) startRunners(ctx context.Context, failed func(error)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, r := range a.runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				failed(fmt.Errorf("%s: %w", r.name, err))
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
 }
 
 func fileExists(p string) bool {

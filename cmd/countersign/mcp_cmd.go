@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 
 	"github.com/countersign/countersign/adapters/mcp"
@@ -118,18 +117,8 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	a.setRun(readAudit.Run()) // the owner of the gateway's forwarding markers
-	runCtx, cancelRunners := context.WithCancel(ctx)
-	defer cancelRunners()
-	var rwg sync.WaitGroup
-	for _, r := range a.runners {
-		rwg.Add(1)
-		go func() {
-			defer rwg.Done()
-			if err := r.run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-				logger.Error("background loop stopped", "loop", r.name, "err", err)
-			}
-		}()
-	}
+	stopRunners := a.startRunners(ctx, func(err error) { logger.Error("background loop stopped", "err", err) })
+	defer stopRunners()
 	logger.Info("mcp: serving on stdio", "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
 	err = mcp.ServeStdio(ctx, mcp.Options{
 		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
@@ -144,8 +133,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	// A clean stop, as serve's: the leader's loops see it and do their
 	// last work (the final anchor of the chain's head) before they end.
 	a.bot.BeginShutdown()
-	cancelRunners()
-	rwg.Wait()
+	stopRunners()
 	logger.Info("mcp: stopped")
 	return err
 }

@@ -272,18 +272,8 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
-	runCtx, cancelRunners := context.WithCancel(ctx)
-	defer cancelRunners()
-	var rwg sync.WaitGroup
-	for _, r := range a.runners {
-		rwg.Add(1)
-		go func() {
-			defer rwg.Done()
-			if err := r.run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- fmt.Errorf("%s: %w", r.name, err)
-			}
-		}()
-	}
+	stopRunners := a.startRunners(ctx, func(err error) { errc <- err })
+	defer stopRunners()
 
 	var runErr error
 	select {
@@ -313,8 +303,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", err)
 	}
 	cancelDrain()
-	cancelRunners()
-	rwg.Wait()
+	stopRunners()
 	logger.Info("stopped")
 	return runErr
 }

@@ -152,6 +152,25 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitCountedAnswer waits for the private answer Slack's click worker
+// posts to user after their vote was counted and the item still waits
+// for others ("… is recorded; it still needs others."). It is posted
+// after the deciding transaction commits, so a vote that already shows
+// in action_status may not have its answer yet: a test that next counts
+// the private answers, to read the one a later click gets, waits for it
+// first.
+func waitCountedAnswer(t *testing.T, f *slackFake, user string) {
+	t.Helper()
+	waitFor(t, "the private answer to "+user+"'s counted vote", func() bool {
+		for _, c := range f.Calls("chat.postEphemeral") {
+			if c.Form.Get("user") == user && strings.Contains(c.Form.Get("text"), "is recorded; it still needs others") {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // slackJSON undoes json.Marshal's HTML escapes so that live markup cannot
 // hide from a substring check.
 func slackJSON(s string) string {

@@ -100,6 +100,9 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 	waitFor(t, "dr_smith's approval counted", func() bool {
 		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["tally"] == "1 of 2 approvals: dr_smith"
 	})
+	// The click's private answer is posted after the vote commits: wait
+	// for it, so that the answer read after the next click is that one's.
+	waitCountedAnswer(t, f, "U0123ABC")
 
 	// The Events API endpoint: signed, and it answers Slack's URL check.
 	if code, body := postSlackEvent(t, e.URL, map[string]any{"type": "url_verification", "challenge": "c-42"}, e2eSlackSecret); code != 200 || body != "c-42" {

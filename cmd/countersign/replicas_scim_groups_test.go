@@ -130,8 +130,12 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// dr_smith prescribes, ph_lee is the first pharmacist: on replica 0.
 	click(leader, "U0123ABC", "t1")
 	waitFor(t, "dr_smith's approval", func() bool { return len(counting(status(other))) == 1 })
+	waitCountedAnswer(t, f, "U0123ABC")
 	click(leader, "U0456DEF", "t2")
 	waitFor(t, "ph_lee's approval", func() bool { return len(counting(status(other))) == 2 })
+	// The private answers come after the votes commit: wait for ph_lee's,
+	// so that the answer read after ph_lee's next click is that click's.
+	waitCountedAnswer(t, f, "U0456DEF")
 	if tally := fmt.Sprint(status(other)["tally"]); !strings.Contains(tally, "stage 2 of 2 (pharmacist): 1 of 2 approvals: ph_lee") {
 		t.Fatalf("tally after ph_lee's approval: %s", tally)
 	}

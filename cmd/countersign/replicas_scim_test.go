@@ -96,6 +96,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// dr_smith approves on replica 0: 1 of 2.
 	click(reps[0], "U0123ABC", "t1")
 	waitFor(t, "dr_smith's approval to count", func() bool { return len(counting(status(reps[1]))) == 1 })
+	waitCountedAnswer(t, f, "U0123ABC")
 
 	// The directory provisions and then deactivates dr_smith, on replica 1.
 	base := reps[1].URL + "/scim/v2"
@@ -129,6 +130,9 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// dr_jones approves on replica 0: the first of two, not the second.
 	click(reps[0], "U0456DEF", "t2")
 	waitFor(t, "dr_jones's approval to count", func() bool { return len(counting(status(reps[1]))) == 1 })
+	// Its private answer comes after the vote commits: wait for it, so
+	// that the answer counted next is the refusal of dr_smith's click.
+	waitCountedAnswer(t, f, "U0456DEF")
 	if d := status(reps[1]); d["status"] != "pending" {
 		t.Fatalf("dr_jones's approval decided a request whose other approver was deactivated: %v", d)
 	}

@@ -195,8 +195,12 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 	if discordRespType(r) != 4 {
 		t.Errorf("re-delivery answered %v, want a private reply", r)
 	}
+	// The fake records the PATCH before it stores the edited message:
+	// wait for the message as the edit left it (it names the decider),
+	// not only for the call.
 	d.fake.Wait("the proposal's message to be edited", func() bool {
-		return len(d.fake.CallsTo("PATCH", "channels/"+discordDefault+"/messages/"+memMsg)) > 0
+		return len(d.fake.CallsTo("PATCH", "channels/"+discordDefault+"/messages/"+memMsg)) > 0 &&
+			strings.Contains(string(discordtest.Marshal(t, d.fake.Message(memMsg))), "Decided by")
 	})
 	if r := d.MustOK(d.agent, "pending_changes", map[string]any{"user_id": "patient_7"}); r.Text != "No changes awaiting approval." {
 		t.Errorf("pending_changes after the approval: %s", r.Text)

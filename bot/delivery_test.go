@@ -1,7 +1,6 @@
 package bot
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -11,11 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/kv"
 )
 
@@ -109,24 +108,7 @@ type deliveryEnv struct {
 	b   *Bot
 	now time.Time
 	src brokenSource
-	log *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log *logtest.Buffer
 }
 
 func newDeliveryEnv(t *testing.T) *deliveryEnv {
@@ -137,7 +119,7 @@ func newDeliveryEnv(t *testing.T) *deliveryEnv {
 	}
 	t.Cleanup(func() { db.Close() })
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
-	e := &deliveryEnv{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), src: brokenSource{status: map[string]string{}, down: map[string]int{}}, log: &syncBuffer{}}
+	e := &deliveryEnv{t: t, now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC), src: brokenSource{status: map[string]string{}, down: map[string]int{}}, log: &logtest.Buffer{}}
 	e.b, err = New(Options{Store: db, SigningKey: key, Sinks: []string{"chat"}, Now: func() time.Time { return e.now },
 		Logger: slog.New(slog.NewTextHandler(e.log, nil))})
 	if err != nil {

@@ -1,7 +1,6 @@
 package discord
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -15,13 +14,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
 	"github.com/countersign/countersign/adapters/discord/discordtest"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/kv"
 	"github.com/countersign/countersign/policy"
 )
@@ -270,25 +269,7 @@ type env struct {
 	a     *Adapter
 	url   string // the HTTP interactions endpoint
 	seq   int
-	logs  *lockedBuffer // what the adapter logged
-}
-
-// lockedBuffer is a log destination safe for the adapter's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs  *logtest.Buffer // what the adapter logged
 }
 
 func newEnv(t *testing.T) *env {
@@ -297,7 +278,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: bottest.NewClock(t0), logs: &lockedBuffer{}}
+	e := &env{t: t, path: filepath.Join(t.TempDir(), "cs.db"), key: priv, pub: pub, clock: bottest.NewClock(t0), logs: &logtest.Buffer{}}
 	e.fake = discordtest.New(t, botToken)
 	e.open()
 	return e

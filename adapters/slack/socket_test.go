@@ -1,18 +1,17 @@
 package slack
 
 import (
-	"bytes"
 	"fmt"
 	"github.com/countersign/countersign/adapters/slack/slacktest"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/chat"
+	"github.com/countersign/countersign/internal/logtest"
 )
 
 func socketEnv(t *testing.T) *env {
@@ -162,24 +161,6 @@ func TestSocketModeEditErrorsGoInTheAck(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for the adapter's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestSocketModeLogsNoConnectionTicket: the WebSocket URL Slack hands out
 // carries a one-time ticket that opens the app's event stream; when
 // dialling it fails, the errors slack-go reports (and logs, at debug)
@@ -188,7 +169,7 @@ func (l *lockedBuffer) String() string {
 func TestSocketModeLogsNoConnectionTicket(t *testing.T) {
 	t.Parallel()
 	const ticket = "tkt-0123456789secret"
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	// A fake of its own, set before the socket first opens (newEnv opens
 	// it at once): a URL with a ticket that cannot even be parsed.
 	f := slacktest.New(t)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/internal/nodetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -103,7 +104,7 @@ func gatewayHostIO(t *testing.T, url, key string, calls ...map[string]any) (even
 	dir := nodetest.Dir(t, "@modelcontextprotocol/sdk")
 	b, _ := json.Marshal(map[string]any{"url": url, "key": key, "calls": calls})
 	cmd := nodetest.Cmd(t, dir, "gateway_host.mjs", string(b))
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

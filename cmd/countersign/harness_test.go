@@ -12,11 +12,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/logtest"
 )
 
 // testEnv is a config file and store in a temp dir, and a real server
@@ -29,7 +29,7 @@ type testEnv struct {
 	URL    string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	// scanned is closed when the log reader of the current run has ended.
 	scanned chan struct{}
 	// serveFlags are added to `serve --config FILE` by Start.
@@ -37,24 +37,7 @@ type testEnv struct {
 	// clock, when set, is the server's clock (withClock).
 	clock func() time.Time
 	// mcpLogs is the stderr of the last `countersign mcp` run by runMCP.
-	mcpLogs *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	mcpLogs *logtest.Buffer
 }
 
 // newTestEnv writes yamlText (a config) into a temp dir. listen and
@@ -102,7 +85,7 @@ func (e *testEnv) Start() {
 	if e.clock != nil {
 		ctx = withClock(ctx, e.clock)
 	}
-	logs, done, scanned := &syncBuffer{}, make(chan error, 1), make(chan struct{})
+	logs, done, scanned := &logtest.Buffer{}, make(chan error, 1), make(chan struct{})
 	e.cancel, e.done, e.logs, e.scanned = cancel, done, logs, scanned
 	pr, pw := io.Pipe()
 	go func() {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/receipt"
 )
 
@@ -79,7 +80,7 @@ func payload(t *testing.T, name string, set map[string]any) []byte {
 
 // hookRun runs `countersign hook claude-code ARGS` with env as its whole
 // environment and in on stdin. Its log goes to log.
-func hookRun(env map[string]string, args []string, in []byte, log *syncBuffer) (string, error) {
+func hookRun(env map[string]string, args []string, in []byte, log *logtest.Buffer) (string, error) {
 	var out bytes.Buffer
 	err := run(context.Background(), append([]string{"hook", "claude-code"}, args...), func(k string) string { return env[k] }, bytes.NewReader(in), &out, log)
 	return out.String(), err
@@ -87,7 +88,7 @@ func hookRun(env map[string]string, args []string, in []byte, log *syncBuffer) (
 
 // hookCall is a hook running in the background, waiting for a person.
 type hookCall struct {
-	log  syncBuffer
+	log  logtest.Buffer
 	out  chan string
 	done chan struct{}
 }
@@ -156,7 +157,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 
 	t.Run("read-only tools and commands pass without a request", func(t *testing.T) {
 		for _, p := range []string{"pretooluse_read.json", "pretooluse_bash_git_status.json"} {
-			var log syncBuffer
+			var log logtest.Buffer
 			out, err := hookRun(env, args, payload(t, p, nil), &log)
 			o := parseHookOut(t, out)
 			if err != nil || o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "read-only") || strings.Contains(log.String(), "waiting") {
@@ -214,7 +215,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 			t.Fatalf("npm test: %+v", o.Specific)
 		}
 		// PostToolUse of that call: its receipt is redeemed.
-		var log syncBuffer
+		var log logtest.Buffer
 		if out, err := hookRun(env, args, payload(t, "posttooluse_bash_npm_test.json", nil), &log); err != nil || out != "" {
 			t.Fatalf("PostToolUse: %v %q %s", err, out, log.String())
 		}
@@ -263,7 +264,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 			t.Fatalf("Claude is not told of the edit: %+v", o.Specific)
 		}
 		// Claude Code ran the edited Write: PostToolUse records it.
-		var log syncBuffer
+		var log logtest.Buffer
 		if out, err := hookRun(env, args, payload(t, "posttooluse_write_replicas.json", nil), &log); err != nil || out != "" {
 			t.Fatalf("PostToolUse: %v %q %s", err, out, log.String())
 		}
@@ -296,7 +297,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		}
 		for _, p := range append(events, filepath.Join("testdata", "claude-code", "posttooluse_bash_unapproved.json")) {
 			in, _ := os.ReadFile(p)
-			var log syncBuffer
+			var log logtest.Buffer
 			out, err := hookRun(env, args, in, &log)
 			if err != nil || out != "" {
 				t.Errorf("%s: %v, printed %q, want nothing", filepath.Base(p), err, out)
@@ -309,7 +310,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 
 	t.Run("a Write larger than the server's limit is asked about, not denied", func(t *testing.T) {
 		big := strings.Repeat("x", 70<<10)
-		var log syncBuffer
+		var log logtest.Buffer
 		out, err := hookRun(env, args, payload(t, "pretooluse_write.json", map[string]any{"tool_input": map[string]any{"file_path": "/home/dev/shop/big.txt", "content": big}}), &log)
 		if o := parseHookOut(t, out); err != nil || o.Specific.Decision != "ask" || !strings.Contains(o.Specific.Reason, "413") {
 			t.Fatalf("a 70 KiB Write: %v %q", err, clipTest(out))
@@ -317,7 +318,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 	})
 
 	t.Run("a key the server refuses is asked about", func(t *testing.T) {
-		var log syncBuffer
+		var log logtest.Buffer
 		out, err := hookRun(hookEnv(t, e, "cs_sk_not_a_key"), args, payload(t, "pretooluse_bash_npm_test.json", nil), &log)
 		o := parseHookOut(t, out)
 		if err != nil || o.Specific.Decision != "ask" || !strings.Contains(o.Specific.Reason, "401") || strings.Contains(out+log.String(), "cs_sk_not_a_key") {
@@ -395,7 +396,7 @@ func TestClaudeCodeHookFailsClosed(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var log syncBuffer
+			var log logtest.Buffer
 			out, err := hookRun(c.env, c.args, c.in, &log)
 			if err != nil {
 				t.Fatalf("exit status: %v (Claude Code would go ahead)", err)
@@ -420,7 +421,7 @@ func TestClaudeCodeHookFailsClosed(t *testing.T) {
 		})
 	}
 	// Read-only tools need neither a key nor a server.
-	var log syncBuffer
+	var log logtest.Buffer
 	out, _ := hookRun(with(hookKeyEnv, ""), []string{"--config", good}, payload(t, "pretooluse_read.json", nil), &log)
 	if o := parseHookOut(t, out); o.Specific.Decision != "allow" {
 		t.Fatalf("Read without a key: %q", out)
@@ -434,7 +435,7 @@ func TestClaudeCodeHookAsksWhenTheWaitRunsOut(t *testing.T) {
 	e := newTestEnv(t, "hooks:\n  claude_code:\n    wait: 1s\n")
 	agent := e.CreateKey("claude-code", "agent")
 	e.Start()
-	var log syncBuffer
+	var log logtest.Buffer
 	out, err := hookRun(hookEnv(t, e, agent), []string{"--config", e.cfg}, payload(t, "pretooluse_bash_npm_test.json", nil), &log)
 	o := parseHookOut(t, out)
 	m := hookWaitingRE.FindStringSubmatch(log.String())
@@ -472,7 +473,7 @@ hooks:
 	env, args := hookEnv(t, e, agent), []string{"--config", e.cfg}
 	check := func(name string, in []byte, verdict, reason string) {
 		t.Helper()
-		var log syncBuffer
+		var log logtest.Buffer
 		out, err := hookRun(env, args, in, &log)
 		if o := parseHookOut(t, out); err != nil || o.Specific.Decision != verdict || !strings.Contains(o.Specific.Reason, reason) {
 			t.Errorf("%s: %v %q, want %s with %q", name, err, out, verdict, reason)
@@ -562,7 +563,7 @@ func TestClaudeCodeHookTrustsOnlyAVerifiedReceipt(t *testing.T) {
 		}))
 		env := map[string]string{hookKeyEnv: "cs_sk_agent", hookPubKeyEnv: hex.EncodeToString(pinned.Public().(ed25519.PublicKey)), "HOME": t.TempDir()}
 		for what, in := range attacks {
-			var log syncBuffer
+			var log logtest.Buffer
 			out, err := hookRun(env, []string{"--config", e.cfg, "--url", srv.URL}, in, &log)
 			o := parseHookOut(t, out)
 			want := "ask"

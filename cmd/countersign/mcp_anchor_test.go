@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/approvals"
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/kv"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -34,7 +35,7 @@ func TestStdioMCPLeaderAnchorsAtStop(t *testing.T) {
 	}
 	cmd := exec.Command(self, "mcp", "--config", e.cfg)
 	cmd.Env = append(os.Environ(), "COUNTERSIGN_TEST_AS_MAIN=1", "GOMAXPROCS=2", "COUNTERSIGN_DATABASE_URL="+dsn, "COUNTERSIGN_API_KEY="+agent)
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cmd.Stderr = logs
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "ward-bot", Version: "1"}, nil).Connect(context.Background(), &sdk.CommandTransport{Command: cmd}, nil)
 	if err != nil {

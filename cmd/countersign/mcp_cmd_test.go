@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/policy"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -339,7 +340,7 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 	e.t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	e.mcpLogs = stderr
 	done := make(chan error, 1)
 	getenv := func(k string) string {
@@ -503,7 +504,7 @@ func (e *testEnv) attackKeyless(env map[string]string, id string) error {
 	e.t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	done := make(chan error, 1)
 	getenv := func(k string) string {
 		if k == "COUNTERSIGN_DATABASE_URL" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/internal/nodetest"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -104,7 +105,7 @@ func tsHost(t *testing.T, cfg map[string]any) (<-chan hostEvent, func()) {
 	dir := nodetest.Dir(t, "@modelcontextprotocol/sdk")
 	b, _ := json.Marshal(cfg)
 	cmd := nodetest.Cmd(t, dir, "mcp_host.mjs", string(b))
-	var stderr syncBuffer
+	var stderr logtest.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	countersign "github.com/countersign/countersign"
 	"github.com/countersign/countersign/config"
+	"github.com/countersign/countersign/internal/logtest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -249,7 +250,7 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	e := newTestEnv(t, "auth_required: true\n")
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		// A key that authenticates nobody; the database's URL when the

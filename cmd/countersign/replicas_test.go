@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/logtest"
 )
 
 // replica is one `countersign serve` process: this test binary run as the
@@ -23,7 +25,7 @@ import (
 type replica struct {
 	cmd  *exec.Cmd
 	URL  string
-	logs *syncBuffer
+	logs *logtest.Buffer
 	done chan struct{}
 }
 
@@ -42,7 +44,7 @@ func startReplica(t testing.TB, cfg string, env []string) *replica {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := &replica{cmd: cmd, logs: &syncBuffer{}, done: make(chan struct{})}
+	r := &replica{cmd: cmd, logs: &logtest.Buffer{}, done: make(chan struct{})}
 	addr := make(chan string, 1)
 	go func() {
 		defer close(r.done)

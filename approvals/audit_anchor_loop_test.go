@@ -1,36 +1,18 @@
 package approvals
 
 import (
-	"bytes"
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/kv"
 )
-
-// syncBuffer is a log sink the loops and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // anchorsIn reads the anchor file, failing the test when it cannot.
 func anchorsIn(t *testing.T, path string) []Anchor {
@@ -68,7 +50,7 @@ func TestAnchoringSingleAnchorsAtStartAndStop(t *testing.T) {
 	db, key := openStore(t), testKey(1)
 	appendN(t, db, key, 2)
 	file := filepath.Join(t.TempDir(), "anchors")
-	var log syncBuffer
+	var log logtest.Buffer
 	o := Anchoring{Store: db, Key: key, File: file, Every: time.Hour, Now: func() time.Time { return t0 }, Log: slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	run, final := o.Single(Anchor{})
 	started := func() bool { as, _ := ReadAnchors(file); return len(as) == 1 }
@@ -101,7 +83,7 @@ func TestAnchoringLeadAnchorsTheFinalHeadOnlyWhenTheServerStops(t *testing.T) {
 		db, key := openStore(t), testKey(1)
 		appendN(t, db, key, 1)
 		file := filepath.Join(t.TempDir(), "anchors")
-		o := Anchoring{Store: db, Key: key, File: file, Every: time.Hour, Log: slog.New(slog.NewTextHandler(&syncBuffer{}, nil))}
+		o := Anchoring{Store: db, Key: key, File: file, Every: time.Hour, Log: slog.New(slog.NewTextHandler(&logtest.Buffer{}, nil))}
 		ctx, cancel := context.WithCancel(context.Background())
 		closing := make(chan struct{})
 		done := make(chan error, 1)
@@ -133,20 +115,29 @@ func TestAnchoringLeadAnchorsTheFinalHeadOnlyWhenTheServerStops(t *testing.T) {
 	}
 }
 
-// TestAnchoringLeadRefusesAChainThatDisagrees: the leader checks the chain
-// against the stream's last anchor, whoever wrote it, and anchors nothing
-// on a chain that was replaced.
-func TestAnchoringLeadRefusesAChainThatDisagrees(t *testing.T) {
-	key := testKey(1)
-	file := filepath.Join(t.TempDir(), "anchors")
+// replacedChain is a store whose chain disagrees with the anchor file:
+// the file anchors another history (3 entries) under the same key, and
+// the store holds a new one of 1 entry.
+func replacedChain(t *testing.T) (replaced kv.Store, key ed25519.PrivateKey, file string) {
+	t.Helper()
+	key = testKey(1)
+	file = filepath.Join(t.TempDir(), "anchors")
 	old := openStore(t)
 	appendN(t, old, key, 3)
 	if _, _, err := NewAnchorer(old, key, file, nil, Anchor{}).Anchor(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	replaced := openStore(t) // another history under the same key
+	replaced = openStore(t)
 	appendN(t, replaced, key, 1)
-	var log syncBuffer
+	return replaced, key, file
+}
+
+// TestAnchoringLeadRefusesAChainThatDisagrees: the leader checks the chain
+// against the stream's last anchor, whoever wrote it, and anchors nothing
+// on a chain that was replaced.
+func TestAnchoringLeadRefusesAChainThatDisagrees(t *testing.T) {
+	replaced, key, file := replacedChain(t)
+	var log logtest.Buffer
 	o := Anchoring{Store: replaced, Key: key, File: file, Every: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	said := func() bool { return strings.Contains(log.String(), "not anchoring") }
 	if err := runUntil(t, func(ctx context.Context) error { return o.Lead(ctx, make(chan struct{})) }, said, nil); err != nil {
@@ -163,16 +154,8 @@ func TestAnchoringLeadRefusesAChainThatDisagrees(t *testing.T) {
 // TestAnchoringWatchSaysADisagreementOnce: every replica's check logs a
 // chain that disagrees with the stream, once until it changes.
 func TestAnchoringWatchSaysADisagreementOnce(t *testing.T) {
-	key := testKey(1)
-	file := filepath.Join(t.TempDir(), "anchors")
-	old := openStore(t)
-	appendN(t, old, key, 3)
-	if _, _, err := NewAnchorer(old, key, file, nil, Anchor{}).Anchor(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	replaced := openStore(t)
-	appendN(t, replaced, key, 1)
-	var log syncBuffer
+	replaced, key, file := replacedChain(t)
+	var log logtest.Buffer
 	views := &viewCounter{Store: replaced}
 	o := Anchoring{Store: views, Key: key, File: file, Every: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	// Each check reads the chain once: wait for ten checks of the same

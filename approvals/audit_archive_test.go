@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -127,4 +129,45 @@ func alter(t *testing.T, s Segment, i int, from, to string) Segment {
 	}
 	c.Entries[i] = bytes.Replace(c.Entries[i], []byte(from), []byte(to), 1)
 	return c
+}
+
+// TestArchiveToFile: an existing file is refused and left as it is, with
+// every entry kept; nothing to archive leaves no file behind; an archive
+// writes a new segment (mode 0600) that reads back with the entries moved.
+func TestArchiveToFile(t *testing.T) {
+	key := testKey(1)
+	o := VerifyOptions{Trusted: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}}
+	db := openStore(t)
+	appendDays(t, db, key, 0, 5)
+	ctx, dir := context.Background(), t.TempDir()
+	taken := filepath.Join(dir, "taken.seg")
+	if err := os.WriteFile(taken, []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cut := t0.Add(3 * 24 * time.Hour)
+	if _, err := ArchiveToFile(ctx, db, key, o, cut, t0, taken); err == nil || !strings.Contains(err.Error(), "never overwritten") {
+		t.Fatalf("onto an existing file: %v, want it refused", err)
+	}
+	if b, _ := os.ReadFile(taken); string(b) != "keep me" || len(exportEntries(t, db)) != 6 {
+		t.Fatalf("after the refusal the file holds %q and the store %d entries, want both untouched", b, len(exportEntries(t, db)))
+	}
+	none := filepath.Join(dir, "none.seg")
+	if _, err := ArchiveToFile(ctx, db, key, o, t0, t0, none); !errors.Is(err, ErrNothingToArchive) {
+		t.Fatalf("nothing older than the first entry: %v, want ErrNothingToArchive", err)
+	}
+	if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed archive left %s behind (%v)", none, err)
+	}
+	out := filepath.Join(dir, "2026.seg")
+	res, err := ArchiveToFile(ctx, db, key, o, cut, t0, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	segs, err := ReadSegmentFiles([]string{out})
+	if err != nil || len(segs) != 1 || segs[0].Header.From != 1 || segs[0].Header.To != res.Segment.To || res.Segment.To != 3 {
+		t.Fatalf("the segment read back: %+v %v, want seq 1–3 (the result says %+v)", segs, err, res.Segment)
+	}
+	if st, _ := os.Stat(out); st.Mode().Perm() != 0o600 {
+		t.Fatalf("the segment's mode is %v, want 0600", st.Mode().Perm())
+	}
 }

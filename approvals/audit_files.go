@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/kv"
 )
@@ -100,4 +102,28 @@ func ParsePublicKeys(list string) ([]ed25519.PublicKey, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// ArchiveToFile is Archive into a new segment file at path, which must not
+// exist (an archive is never overwritten). The file and its directory are
+// synced before the store drops the entries; on any failure the file is
+// removed and the store keeps every entry.
+func ArchiveToFile(ctx context.Context, store kv.Store, key ed25519.PrivateKey, o VerifyOptions, before, now time.Time, path string) (ArchiveResult, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return ArchiveResult{}, fmt.Errorf("%w (an archive is never overwritten; name a new file)", err)
+	}
+	res, err := Archive(ctx, store, key, o, before, now, f)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		return ArchiveResult{}, err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return res, nil
 }

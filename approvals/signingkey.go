@@ -175,3 +175,59 @@ func parseSigningKey(path string, b []byte) (ed25519.PrivateKey, error) {
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
 }
+
+// The shared store's record of the chain's public key (PinSigningKey).
+const (
+	bucketStoreMeta = "store_meta"
+	keyPinnedPublic = "audit_pubkey"
+)
+
+// PinSigningKey records pub, the public half of the audit signing key, in
+// a store that replicas share, on its first start, and refuses a key that
+// differs from the one recorded: every replica appends to one chain, which
+// verifies under one key.
+func PinSigningKey(ctx context.Context, db kv.Store, pub ed25519.PublicKey) error {
+	want := []byte(hex.EncodeToString(pub))
+	return db.Update(ctx, func(tx kv.Tx) error {
+		have, err := tx.Get(bucketStoreMeta, []byte(keyPinnedPublic))
+		if err != nil {
+			return err
+		}
+		if have == nil {
+			return tx.Put(bucketStoreMeta, []byte(keyPinnedPublic), want)
+		}
+		if string(have) != string(want) {
+			return fmt.Errorf("audit.signing_key: this key (public %.16s…) is not the one the database's audit chain is signed with (public %.16s…); give every replica the same key file", want, have)
+		}
+		return nil
+	})
+}
+
+// CopyKeyFile gives the key file dst the key in the file src, for a copy
+// of the store whose chain src's key signs: dst is written (mode 0600)
+// when it does not exist, left alone when it holds the same key, and
+// refused when it holds another (the copied chain verifies only under
+// src's key). The same path is nothing to do.
+func CopyKeyFile(src, dst string) error {
+	if src == dst {
+		return nil
+	}
+	want, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("the source's audit.signing_key: %w", err)
+	}
+	have, err := os.ReadFile(dst)
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.WriteFile(dst, want, 0o600); err != nil {
+			return fmt.Errorf("the target's audit.signing_key: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the target's audit.signing_key: %w", err)
+	}
+	if strings.TrimSpace(string(have)) != strings.TrimSpace(string(want)) {
+		return fmt.Errorf("the target's audit.signing_key %s holds another key than the source's %s; the copied chain verifies only under the source's key: point audit.signing_key at it", dst, src)
+	}
+	return nil
+}

@@ -90,3 +90,71 @@ func TestOpenSigningKeyLifecycle(t *testing.T) {
 		t.Fatalf("ReadSigningKey of a missing file: %v, want it refused, not created", err)
 	}
 }
+
+// TestPinSigningKey: the first key is recorded; the same key passes again;
+// another key is refused, naming both public keys' starts and the fix.
+func TestPinSigningKey(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	a := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)).Public().(ed25519.PublicKey)
+	seed := make([]byte, ed25519.SeedSize)
+	seed[0] = 1
+	b := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	for i, c := range []struct {
+		pub     ed25519.PublicKey
+		refused bool
+	}{{a, false}, {a, false}, {b, true}} {
+		err := PinSigningKey(ctx, db, c.pub)
+		if got := err != nil; got != c.refused {
+			t.Fatalf("pin %d: err %v, want refused=%v", i, err, c.refused)
+		}
+		if c.refused && !strings.Contains(err.Error(), "give every replica the same key file") {
+			t.Fatalf("pin %d: %q, want it to say how to fix it", i, err)
+		}
+	}
+}
+
+// TestCopyKeyFile: a missing target gets the source's key (0600); a target
+// with the same key (other whitespace) is left alone; a target with another
+// key is refused and kept; a missing source is an error that names it.
+func TestCopyKeyFile(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.key")
+	if err := os.WriteFile(src, []byte("aa\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		have    string // the target's content; "" for no file
+		wantErr string
+		want    string // the target's content after
+	}{
+		{"no target", "", "", "aa\n"},
+		{"same key", "aa", "", "aa"},
+		{"another key", "bb\n", "holds another key than the source's", "bb\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "dst.key")
+			if c.have != "" {
+				if err := os.WriteFile(dst, []byte(c.have), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := CopyKeyFile(src, dst)
+			if (c.wantErr == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.wantErr) {
+				t.Fatalf("CopyKeyFile: %v, want error %q", err, c.wantErr)
+			}
+			got, err := os.ReadFile(dst)
+			if err != nil || string(got) != c.want {
+				t.Fatalf("the target holds %q (%v), want %q", got, err, c.want)
+			}
+			if st, _ := os.Stat(dst); st.Mode().Perm() != 0o600 {
+				t.Fatalf("the target's mode is %v, want 0600", st.Mode().Perm())
+			}
+		})
+	}
+	if err := CopyKeyFile(filepath.Join(dir, "none.key"), filepath.Join(dir, "dst.key")); err == nil || !strings.Contains(err.Error(), "the source's audit.signing_key") {
+		t.Fatalf("a missing source: %v, want an error naming it", err)
+	}
+}

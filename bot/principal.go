@@ -312,16 +312,86 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// ParseScopes splits a comma-separated scope list. "*" alone means
-// unrestricted; mixed with other scopes it is dropped.
-func ParseScopes(s string) []string {
+// MaxScopes bounds the scope list of one principal.
+const MaxScopes = 256
+
+// ParseScopes reads a key's comma-separated scope list (the user_ids it
+// may touch): "" or "*" is every space, and "*" mixed with user_ids is
+// dropped. A list that names no user_id (",,", " ") is refused rather than
+// widened to every space, as are more than MaxScopes user_ids and a
+// user_id that is no valid space; the error is an *Error of field scopes.
+func ParseScopes(s string) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" && p != "*" {
 			out = append(out, p)
 		}
 	}
-	return out
+	switch {
+	case len(out) == 0 && s != "" && strings.TrimSpace(s) != "*":
+		return nil, Invalid("scopes", "%q names no user_id; list the user_ids the key may touch (a,b), or leave scopes out for a key that may touch every space", s)
+	case len(out) > MaxScopes:
+		return nil, Invalid("scopes", "at most %d user_ids; leave it empty for all", MaxScopes)
+	}
+	for _, sc := range out {
+		if err := ValidateSpace(Space{UserID: sc}); err != nil {
+			return nil, Invalid("scopes", "each user_id must be at most 128 bytes without control characters")
+		}
+	}
+	return out, nil
+}
+
+// NewKey describes a principal to create with an API key (CreateKey): the
+// create_principal tool and `countersign keys create` make keys the same
+// way.
+type NewKey struct {
+	Name string
+	Role policy.Role
+	// Kind is agent, person or service; "" follows the role (admin and
+	// member are people, the others agents): a person decides, an agent
+	// or a service never approves, whatever its role.
+	Kind string
+	// Scopes are the user_ids the key may touch (ParseScopes); none: all.
+	Scopes []string
+	// Via ends the audit entry's detail ("cli": " via cli"); "": nothing.
+	Via string
+}
+
+// CreatedKey is what CreateKey made: the principal, its API key and its
+// own callback signing secret, neither of which is stored or shown again.
+type CreatedKey struct {
+	Principal      Principal
+	Key            string
+	CallbackSecret string
+}
+
+// CreateKey creates the principal k describes in tx, with its API key and
+// its own callback signing secret (so that no other principal can sign the
+// callbacks of its requests), and audits it as create_principal.
+func CreateKey(tx *Tx, now time.Time, k NewKey) (CreatedKey, error) {
+	kind := k.Kind
+	if kind == "" {
+		kind = "agent"
+		if k.Role == policy.RoleAdmin || k.Role == policy.RoleMember {
+			kind = "person"
+		}
+	}
+	p, key, err := CreatePrincipal(tx, now, k.Name, k.Role, kind, k.Scopes)
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	secret, err := tx.NewCallbackSecret(p.ID)
+	if err != nil {
+		return CreatedKey{}, err
+	}
+	detail := fmt.Sprintf("%s %q role=%s kind=%s scopes=%s", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ","))
+	if k.Via != "" {
+		detail += " via " + k.Via
+	}
+	if err := tx.Audit("create_principal", detail); err != nil {
+		return CreatedKey{}, err
+	}
+	return CreatedKey{Principal: p, Key: key, CallbackSecret: secret}, nil
 }
 
 // CreatePrincipal stores a new principal inside tx and returns it with its

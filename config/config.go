@@ -10,6 +10,7 @@ import (
 	"time"
 
 	countersign "github.com/countersign/countersign"
+	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
@@ -213,6 +214,14 @@ func (c *Config) validate(p *problems) {
 	}
 	if c.Slack != nil {
 		c.Slack.validate(p)
+		for i, pr := range c.Principals {
+			if strings.TrimSpace(pr.Slack) == "" {
+				continue
+			}
+			if _, err := slackadapter.QualifiedUser(pr.Slack, strings.TrimSpace(c.Slack.TeamID)); err != nil {
+				p.add(fmt.Sprintf("principals[%d].slack", i), "%v", err)
+			}
+		}
 	}
 	if c.Discord != nil {
 		c.Discord.validate(p)
@@ -830,6 +839,9 @@ func (s SlackConfig) validate(p *problems) {
 	}
 	if s.Channels["default"] == "" {
 		p.add("slack.channels.default", "required: memory proposals and consent requests go there")
+	}
+	if t := strings.TrimSpace(s.TeamID); t != "" && !slackadapter.ValidTeamID(t) {
+		p.add("slack.team_id", "%q is not a Slack workspace id; use your workspace's id (T…, shown in the workspace's settings and in every interaction Slack sends), or an Enterprise Grid org's E… id", s.TeamID)
 	}
 }
 

@@ -352,3 +352,30 @@ func TestConfigAllowedHostsAndOrigins(t *testing.T) {
 		}
 	}
 }
+
+// TestSlackIdentitiesAreCheckedAtLoad: a malformed slack.team_id and a
+// principal's Slack user that names no workspace (or a malformed one) are
+// refused when the file is read, each under its key and saying what to
+// write, before anything starts.
+func TestSlackIdentitiesAreCheckedAtLoad(t *testing.T) {
+	base := "slack:\n  mode: http\n  bot_token_env: SLACK_BOT_TOKEN\n  signing_secret_env: SLACK_SIGNING_SECRET\n  channels: {default: C0DEFAULT}\nTEAM" +
+		"principals:\n  - name: dr_lee\n    role: member\n    slack: USER\n"
+	for _, c := range []struct{ team, user, want string }{
+		{"", "U0123ABC", `principals[0].slack: "U0123ABC" does not say which Slack workspace it belongs to`},
+		{"  team_id: t1\n", "U0123ABC", `slack.team_id: "t1" is not a Slack workspace id`},
+		{"  team_id: T1\n", "X1/U0123ABC", `principals[0].slack: "X1/U0123ABC": "X1" is not a Slack workspace id`},
+		{"  team_id: T1\n", "T1/<!channel>", `principals[0].slack:`},
+		{"  team_id: T1\n", "U0123ABC", ""},
+		{"", "T1/U0123ABC", ""},
+	} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		doc := strings.NewReplacer("TEAM", c.team, "USER", c.user).Replace(base)
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("team %q, user %q: Load said %v, want %q", c.team, c.user, err, c.want)
+		}
+	}
+}

@@ -123,7 +123,7 @@ func toolOf(ti bot.ToolInfo) *sdk.Tool {
 	return &sdk.Tool{
 		Name:        ti.Name,
 		Description: ti.Description,
-		InputSchema: ti.Schema,
+		InputSchema: encodedSchema(ti.Schema),
 		Annotations: &sdk.ToolAnnotations{
 			ReadOnlyHint:    ti.Annotations.ReadOnly,
 			DestructiveHint: &destructive,
@@ -132,6 +132,22 @@ func toolOf(ti bot.ToolInfo) *sdk.Tool {
 		},
 		Meta: sdk.Meta{"countersign/capability": string(ti.Capability)},
 	}
+}
+
+// encodedSchema is schema as the JSON it is sent as, encoded once when
+// the tool is added. The SDK encodes a tool's input schema again for
+// every tools/list, and for every tools/call over HTTP (it reads the
+// schema's x-mcp-header annotations to check the request's headers):
+// bytes are copied there, where a *jsonschema.Schema or a map is walked by
+// reflection each time (BENCHMARKS.md, "The MCP gateway"). A schema that
+// does not encode is given as it is, for the SDK to refuse when it adds
+// the tool.
+func encodedSchema(schema any) any {
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return schema
+	}
+	return json.RawMessage(b)
 }
 
 // handler runs tool name through the application's one call path.

@@ -103,7 +103,7 @@ func upstreamTool(t gateway.Tool) *sdk.Tool {
 		meta["countersign/upstream_annotations"] = t.Annotations
 	}
 	return &sdk.Tool{
-		Name: t.Name, Description: desc, InputSchema: t.InputSchema, Meta: meta,
+		Name: t.Name, Description: desc, InputSchema: encodedSchema(t.InputSchema), Meta: meta,
 		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive, OpenWorldHint: &openWorld},
 	}
 }

@@ -324,9 +324,6 @@ func viewOf(p bot.Principal) PrincipalView {
 	return PrincipalView{ID: p.ID, Name: p.Name, Role: string(p.Role), Kind: p.Kind, Scopes: scopes, Revoked: p.Revoked, CreatedAt: p.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
 }
 
-// maxScopes bounds the scope list of one principal.
-const maxScopes = 256
-
 func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 	a := args.(*CreatePrincipalArgs)
 	roleName := "member"
@@ -337,47 +334,24 @@ func createPrincipal(ctx context.Context, c *bot.Call, args any) (bot.Result, er
 	if err != nil {
 		return bot.Result{}, bot.Invalid("role", "%v", err)
 	}
-	// A person decides; an agent or service never approves, whatever its
-	// role. The default kind follows the role: admin and member are people.
-	kind := "agent"
-	if role == policy.RoleAdmin || role == policy.RoleMember {
-		kind = "person"
-	}
+	kind := ""
 	if a.Kind != nil {
 		kind = *a.Kind
 	}
-	scopes := bot.ParseScopes(a.Scopes)
-	if len(scopes) == 0 && a.Scopes != "" && strings.TrimSpace(a.Scopes) != "*" {
-		// ",,", "  " or a list of blanks names nobody: never widen it to
-		// "all" (leave the argument out for that).
-		return bot.Result{}, bot.Invalid("scopes", "%q names no user_id; list the user_ids the key may touch (a,b), or leave scopes out for all", a.Scopes)
+	scopes, err := bot.ParseScopes(a.Scopes)
+	if err != nil {
+		return bot.Result{}, err
 	}
-	if len(scopes) > maxScopes {
-		return bot.Result{}, bot.Invalid("scopes", "at most %d user_ids; leave it empty for all", maxScopes)
-	}
-	for _, s := range scopes {
-		if err := bot.ValidateSpace(bot.Space{UserID: s}); err != nil {
-			return bot.Result{}, bot.Invalid("scopes", "each user_id must be at most 128 bytes without control characters")
-		}
-	}
-	var p bot.Principal
-	var key, cbSecret string
+	var made bot.CreatedKey
 	err = c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
-		p, key, err = bot.CreatePrincipal(tx, c.Now, a.Name, role, kind, scopes)
-		if err != nil {
-			return err
-		}
-		// Its own callback signing secret: no other principal can sign
-		// the callbacks of its requests.
-		if cbSecret, err = tx.NewCallbackSecret(p.ID); err != nil {
-			return err
-		}
-		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
+		made, err = bot.CreateKey(tx, c.Now, bot.NewKey{Name: a.Name, Role: role, Kind: kind, Scopes: scopes})
+		return err
 	})
 	if err != nil {
 		return bot.Result{}, err
 	}
+	p, key, cbSecret := made.Principal, made.Key, made.CallbackSecret
 	scopeNote := ""
 	if len(p.Scopes) > 0 {
 		scopeNote = ", scopes: " + strings.Join(p.Scopes, ",")

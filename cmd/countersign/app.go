@@ -17,6 +17,7 @@ import (
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
 	"github.com/countersign/countersign/memory"
@@ -120,7 +121,7 @@ func openStore(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		return nil, nil, err
 	}
 	if cfg.Store.Engine == config.EnginePostgres {
-		if err := pinSigningKey(ctx, db, key); err != nil {
+		if err := approvals.PinSigningKey(ctx, db, key.Public().(ed25519.PublicKey)); err != nil {
 			db.Close()
 			return nil, nil, err
 		}

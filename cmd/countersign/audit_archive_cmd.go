@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/countersign/countersign/approvals"
@@ -42,24 +41,12 @@ func auditArchive(ctx context.Context, cfg *config.Config, getenv func(string) s
 		return err
 	}
 	defer db.Close()
-	f, err := os.OpenFile(out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("--out: %w (an archive is never overwritten; name a new file)", err)
-	}
-	res, err := approvals.Archive(ctx, db, key, opts, cutoff, time.Now(), f)
-	if cerr := f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("--out: %w", cerr)
-	}
-	if err != nil {
-		os.Remove(out)
-		if errors.Is(err, approvals.ErrNothingToArchive) {
-			return fmt.Errorf("--before %s: %w", before, err)
-		}
+	res, err := approvals.ArchiveToFile(ctx, db, key, opts, cutoff, time.Now(), out)
+	switch {
+	case errors.Is(err, approvals.ErrNothingToArchive):
+		return fmt.Errorf("--before %s: %w", before, err)
+	case err != nil:
 		return err
-	}
-	if d, err := os.Open(filepath.Dir(out)); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	s := res.Segment
 	fmt.Fprintf(stdout, "Archived seq %d–%d (%d entries) to %s; the store keeps a signed checkpoint at seq %d.\n", s.From, s.To, s.To-s.From+1, out, s.To)

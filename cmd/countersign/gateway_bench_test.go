@@ -3,12 +3,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,6 +76,14 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 	}
 	defer gw.Close()
 
+	stdio := benchStdioGateway(b, `gateway:
+  upstreams:
+    - name: fs
+      command: `+fsBin+`
+      args: [`+dir+`]
+      tools:
+        - `+rule+`
+`, map[string]string{"PATH": os.Getenv("PATH")})
 	sides := []struct {
 		name string
 		call func()
@@ -81,6 +92,7 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 	}{
 		{name: "direct", call: func() { benchTool(b, direct, "read_text_file", args) }},
 		{name: "gateway", call: func() { benchTool(b, gw, "fs__read_text_file", args) }},
+		{name: "stdio", call: func() { benchTool(b, stdio, "fs__read_text_file", args) }},
 		{name: "hop", call: func() { benchTool(b, gw, "export_public_key", map[string]any{}) }},
 	}
 	for i := range sides {
@@ -117,6 +129,7 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 	}
 	b.ReportMetric(float64(p50["gateway"])/float64(p50["direct"]), "p50-ratio")
 	b.ReportMetric(cpu["gateway"]-cpu["direct"], "added-cpu-µs/op")
+	b.ReportMetric(float64(p50["stdio"])/float64(p50["direct"]), "stdio-p50-ratio")
 }
 
 // benchTool calls tool once; an error or a tool error stops the benchmark.
@@ -125,4 +138,41 @@ func benchTool(b *testing.B, cs *sdk.ClientSession, tool string, args map[string
 	if err != nil || r.IsError {
 		b.Fatalf("%s: %v %+v", tool, err, r)
 	}
+}
+
+// benchStdioGateway runs `countersign mcp` in process on a store of its own
+// with config, over pipes, and connects the Go SDK's client to it.
+func benchStdioGateway(b *testing.B, config string, env map[string]string) *sdk.ClientSession {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	full := "store:\n  path: " + filepath.Join(dir, "countersign.db") + "\n" + config + benchConfig
+	if err := os.WriteFile(cfg, []byte(full), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	getenv := func(k string) string { return env[k] }
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"keys", "create", "--config", cfg, "--name", "bench", "--role", "agent"}, getenv, strings.NewReader(""), &out, &errb); err != nil {
+		b.Fatalf("keys create: %v (%s)", err, errb.String())
+	}
+	key := strings.TrimSpace(out.String())
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"mcp", "--config", cfg, "--key", key}, getenv, inR, outW, io.Discard)
+		outW.Close()
+	}()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		cs.Close()
+		inW.Close()
+		cancel()
+		<-done
+	})
+	return cs
 }

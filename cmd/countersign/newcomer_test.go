@@ -171,7 +171,7 @@ func TestMissingStoreDirectoryIsReportedAsSuch(t *testing.T) {
 func TestKeysCreateRefusesEmptyScopesAndAuditsKindAndScopes(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, "")
-	for _, s := range []string{",,", " ", ", ,"} {
+	for _, s := range []string{",,", " ", ", ,", ""} {
 		_, _, err := runWith(t, nil, "keys", "create", "--config", e.cfg, "--name", "w", "--role", "agent", "--scopes", s)
 		if err == nil || !strings.Contains(err.Error(), "--scopes:") || !strings.Contains(err.Error(), "names no user_id") {
 			t.Errorf("--scopes %q: err = %v, want a refusal", s, err)

@@ -329,10 +329,14 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 	if *name == "" {
 		problems = append(problems, "--name: required")
 	}
-	scopeList := bot.ParseScopes(*scopes)
-	if flagSet(fs, "scopes") && len(scopeList) == 0 && strings.TrimSpace(*scopes) != "*" {
-		// An empty list must never widen to "every space".
-		problems = append(problems, fmt.Sprintf("--scopes: %q names no user_id; list the user_ids the key may touch (a,b), or leave --scopes out for a key that may touch every space", *scopes))
+	scopeList, err := bot.ParseScopes(*scopes)
+	switch {
+	case err != nil:
+		problems = append(problems, "--"+err.Error())
+	case flagSet(fs, "scopes") && *scopes == "":
+		// An empty list (an unset shell variable) never widens to
+		// every space: leaving the flag out does.
+		problems = append(problems, `--scopes: "" names no user_id; list the user_ids the key may touch (a,b), or leave --scopes out for a key that may touch every space`)
 	}
 	r, err := policy.ParseRole(*role)
 	if err != nil {
@@ -345,13 +349,6 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	k := *kind
-	if k == "" {
-		k = "agent"
-		if r == policy.RoleAdmin || r == policy.RoleMember {
-			k = "person"
-		}
-	}
 	db, key, err := openStore(ctx, cfg, getenv)
 	if err != nil {
 		return err
@@ -361,28 +358,17 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	var apiKey string
-	sys := b.SystemCall(time.Now())
-	err = b.Update(ctx, sys, func(tx *bot.Tx) error {
-		p, k, err := bot.CreatePrincipal(tx, time.Now(), *name, r, k, scopeList)
-		if err != nil {
-			return err
-		}
-		apiKey = k
-		// Its own callback signing secret, so that no other principal can
-		// sign its callbacks. Only the key is printed (stdout is for
-		// $(…)); keys rotate-callback-secret prints a fresh secret.
-		if _, err := tx.NewCallbackSecret(p.ID); err != nil {
-			return err
-		}
-		// The same detail as the create_principal tool records, plus where
-		// the key was made.
-		return tx.Audit("create_principal", fmt.Sprintf("%s %q role=%s kind=%s scopes=%s via cli", p.ID, p.Name, p.Role, p.Kind, strings.Join(p.Scopes, ",")))
+	var made bot.CreatedKey
+	err = b.Update(ctx, b.SystemCall(time.Now()), func(tx *bot.Tx) error {
+		// Only the key is printed (stdout is for $(…)); keys
+		// rotate-callback-secret prints a fresh callback secret.
+		made, err = bot.CreateKey(tx, time.Now(), bot.NewKey{Name: *name, Role: r, Kind: *kind, Scopes: scopeList, Via: "cli"})
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, apiKey)
+	fmt.Fprintln(stdout, made.Key)
 	return nil
 }
 

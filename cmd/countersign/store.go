@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -57,37 +53,15 @@ func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) str
 	return db, nil
 }
 
-// metaBucket holds facts about the store itself.
-const metaBucket = "store_meta"
-
-// pinSigningKey records the public half of the audit signing key in a
-// shared store on first start, and refuses a replica whose key differs:
-// every replica appends to one chain, which verifies under one key.
-func pinSigningKey(ctx context.Context, db kv.Store, key ed25519.PrivateKey) error {
-	pub := []byte(hex.EncodeToString(key.Public().(ed25519.PublicKey)))
-	return db.Update(ctx, func(tx kv.Tx) error {
-		have, err := tx.Get(metaBucket, []byte("audit_pubkey"))
-		if err != nil {
-			return err
-		}
-		if have == nil {
-			return tx.Put(metaBucket, []byte("audit_pubkey"), pub)
-		}
-		if !bytes.Equal(have, pub) {
-			return fmt.Errorf("audit.signing_key: this key (public %.16s…) is not the one the database's audit chain is signed with (public %.16s…); give every replica the same key file", pub, have)
-		}
-		return nil
-	})
-}
-
 // readiness is /readyz's check: the store answers a read within a short
 // deadline (a database that is down or paused is not ready).
 func readiness(db kv.Store) func() error {
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
+		b, k, _ := approvals.ChainHead()
 		return db.View(ctx, func(tx kv.Tx) error {
-			_, err := tx.Get(metaBucket, []byte("audit_pubkey"))
+			_, err := tx.Get(b, k)
 			return err
 		})
 	}
@@ -149,8 +123,8 @@ func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string)
 	if err != nil {
 		return err
 	}
-	if err := copySigningKey(src, dst); err != nil {
-		return err
+	if err := approvals.CopyKeyFile(src.Audit.SigningKey, dst.Audit.SigningKey); err != nil {
+		return fmt.Errorf("store copy: %w", err)
 	}
 	from, err := openEngine(ctx, src, getenv, true)
 	if err != nil {
@@ -180,32 +154,5 @@ func storeCopy(ctx context.Context, src, dst *config.Config, getenv func(string)
 		return errChainBroken
 	}
 	fmt.Fprintf(stdout, "✓ Copied %d keys in %d buckets (%s → %s). Audit chain INTACT on the target — %d entries verified.\n", total, names, src.Store.Engine, dst.Store.Engine, rep.Entries)
-	return nil
-}
-
-// copySigningKey gives the target the source's audit signing key: written
-// to the target's audit.signing_key when that file does not exist, refused
-// when it holds another key (the chain verifies under one key only).
-func copySigningKey(src, dst *config.Config) error {
-	if src.Audit.SigningKey == dst.Audit.SigningKey {
-		return nil
-	}
-	want, err := os.ReadFile(src.Audit.SigningKey)
-	if err != nil {
-		return fmt.Errorf("--from-config: audit.signing_key: %w", err)
-	}
-	have, err := os.ReadFile(dst.Audit.SigningKey)
-	if errors.Is(err, os.ErrNotExist) {
-		if err := os.WriteFile(dst.Audit.SigningKey, want, 0o600); err != nil {
-			return fmt.Errorf("--to-config: audit.signing_key: %w", err)
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("--to-config: audit.signing_key: %w", err)
-	}
-	if !bytes.Equal(bytes.TrimSpace(have), bytes.TrimSpace(want)) {
-		return fmt.Errorf("--to-config: audit.signing_key %s holds another key than the source's %s; the copied chain verifies only under the source's key: point audit.signing_key at it", dst.Audit.SigningKey, src.Audit.SigningKey)
-	}
 	return nil
 }

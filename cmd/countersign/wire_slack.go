@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
@@ -22,18 +21,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	var errs []error
-	if t := strings.TrimSpace(s.TeamID); t != "" && !slackadapter.ValidTeamID(t) {
-		errs = append(errs, fmt.Errorf("slack.team_id: %q is not a Slack workspace id; use your workspace's id (T…, shown in the workspace's settings and in every interaction Slack sends), or an Enterprise Grid org's E… id", s.TeamID))
-	}
-	for i, p := range a.cfg.Principals {
-		if strings.TrimSpace(p.Slack) == "" {
-			continue
-		}
-		if _, err := slackadapter.QualifiedUser(p.Slack, strings.TrimSpace(s.TeamID)); err != nil {
-			errs = append(errs, fmt.Errorf("principals[%d].slack: %v", i, err))
-		}
-	}
+	var errs []error // slack.team_id and principals[].slack are checked by config.Load
 	secret := func(key, name, what string) string {
 		v := a.getenv(name)
 		if v == "" {

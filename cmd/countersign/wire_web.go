@@ -59,67 +59,15 @@ func (a *app) wireWeb(ctx context.Context) error {
 	}
 	a.mounts["/ui/"] = h
 	a.trust["/ui/"] = webhook.TrustOwnOrigin // every form post checks Origin (adapters/web)
-	// Chat cards link to the item's page when the console has a public URL,
-	// and `/countersign web` answers a mapped person with a one-time link.
-	key, base := o.LinkKey, webBase(a.cfg)
-	// mayLink says why c gets no one-time link: only a configured person
-	// who may sign in does (with a single sign-on identity, for step-up).
-	mayLink := func(c *bot.Caller, sso bool) error {
-		if c == nil {
-			return errors.New("only people sign in to the web console")
-		}
-		if msg := bot.SignInRefusal(c.Principal); msg != "" {
-			return errors.New(msg)
-		}
-		p, ok := o.People[c.Name]
-		switch {
-		case sso && (!ok || p.Web == ""):
-			return fmt.Errorf("%s has no single sign-on identity (principals[].web in the config)", c.Name)
-		case !ok:
-			return fmt.Errorf("%s is not under principals: in the config", c.Name)
-		}
-		return nil
-	}
-	a.bot.WebLinks().Set(w.PublicURL, func(c *bot.Caller) (string, error) {
-		if err := mayLink(c, false); err != nil {
-			return "", err
-		}
-		tok, err := web.MintLink(key, "c:"+c.Name, a.bot.Now())
-		if err != nil {
-			return "", err
-		}
-		return web.SignInURL(base, tok), nil
-	})
-	// An email (adapters/email) carries the same one-time link, landing on
-	// the item's page and lasting email.link_ttl.
-	itemTTL := web.LinkTTL
+	// Chat cards link to the item's page when the console has a public
+	// URL; chat's `/countersign web`, emails and step-up answer with
+	// one-time links (adapters/web/links.go), an email's lasting
+	// email.link_ttl.
+	base, itemTTL := webBase(a.cfg), web.LinkTTL
 	if a.cfg.Email != nil {
 		itemTTL = a.cfg.Email.LinkTTL
 	}
-	a.bot.WebLinks().SetItemLink(func(c *bot.Caller, id uint64) (string, error) {
-		if err := mayLink(c, false); err != nil {
-			return "", err
-		}
-		tok, err := web.MintItemLink(key, "c:"+c.Name, id, a.bot.Now(), itemTTL)
-		if err != nil {
-			return "", err
-		}
-		return web.SignInURL(base, tok), nil
-	})
-	// A chat click on an item that requires step-up answers with a one-time
-	// link to approve it in the console after a fresh OIDC sign-in.
-	if o.OIDC != nil {
-		a.bot.WebLinks().SetStepUp(func(c *bot.Caller, id uint64) (string, error) {
-			if err := mayLink(c, true); err != nil {
-				return "", err
-			}
-			tok, err := web.MintStepUpLink(key, "c:"+c.Name, id, a.bot.Now())
-			if err != nil {
-				return "", err
-			}
-			return web.StepUpURL(base, tok), nil
-		})
-	}
+	h.InstallLinks(base, itemTTL)
 	a.bot.OnSweep("web_sessions", h.Prune)
 	// GET / is the console's front door (a browser opening the server's
 	// address); the API stays under /v1/.

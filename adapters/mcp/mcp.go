@@ -21,9 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/kv"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -62,27 +60,9 @@ type Options struct {
 	ItemURL func(item uint64) string
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
-	// Gateway serves the tools of upstream MCP servers beside the
-	// registry's (gateway.go); nil: none.
-	Gateway *gateway.Gateway
-	// Audit records what the gateway does outside a tool call (a
-	// read-only upstream call passed through, an upstream's answer to an
-	// approved call); it must be set with Gateway.
-	Audit AuditFunc
-	// AuditRead records a read-only call passed straight through (queued
-	// with the read verdicts' audit); nil: Audit.
-	AuditRead AuditFunc
-	// Store keeps the gateway's forwarding markers (forwarding.go); nil:
-	// none, and a crash mid-call is not reported at the next start.
-	Store kv.Store
-	// Run returns the id of this serving run (the read audit's run
-	// claim), written into each forwarding marker so that the marker's
-	// owner can be told alive or dead; nil or "": none known.
-	Run func() string
-	// Alive tells whether another run is still serving (replicas on one
-	// database: bot.Runs' Alive). Nil: one process owns the store, so a
-	// marker of another run is a past run's.
-	Alive AliveFunc
+	// Upstreams serves the tools of upstream MCP servers beside the
+	// registry's (upstreams.go); nil: none.
+	Upstreams *Upstreams
 }
 
 // instructions tell a connecting agent how Countersign is meant to be used.
@@ -109,7 +89,7 @@ func newServer(o Options, w *waiter) *sdk.Server {
 	for _, ti := range o.App.Tools() {
 		s.AddTool(toolOf(ti), handler(o, w, ti.Name))
 	}
-	if o.Gateway != nil {
+	if o.Upstreams != nil && o.Upstreams.Gateway != nil {
 		serveUpstreams(s, o, w)
 	}
 	s.AddReceivingMiddleware(reshape)
@@ -300,13 +280,8 @@ type HTTPOptions struct {
 	StateKey []byte
 	ItemURL  func(item uint64) string
 	Now      func() time.Time
-	// Gateway, Audit, AuditRead, Store, Run and Alive are Options'.
-	Gateway   *gateway.Gateway
-	Audit     AuditFunc
-	AuditRead AuditFunc
-	Store     kv.Store
-	Run       func() string
-	Alive     AliveFunc
+	// Upstreams is Options'.
+	Upstreams *Upstreams
 	// Charge takes the rate token of a tools/call message before the SDK
 	// sees it (the bot's Charge), so that a limited call is answered HTTP
 	// 429 with Retry-After. Nil: the bot's Call still takes it, and a
@@ -330,7 +305,7 @@ func NewHTTPHandler(o HTTPOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Gateway: o.Gateway, Audit: o.Audit, AuditRead: o.AuditRead, Store: o.Store, Run: o.Run, Alive: o.Alive}
+	so := Options{App: o.App, Version: o.Version, Logger: o.Logger, Caller: callerFromToken, MaxCallWait: o.MaxCallWait, StateKey: o.StateKey, ItemURL: o.ItemURL, Now: o.Now, Upstreams: o.Upstreams}
 	w := newWaiter(so)
 	server := sync.OnceValue(func() *sdk.Server { return newServer(so, w) })
 	getServer := func(*http.Request) *sdk.Server { return server() }

@@ -57,7 +57,7 @@ func serveUpstreams(s *sdk.Server, o Options, w *waiter) {
 		mu.Lock()
 		defer mu.Unlock()
 		now := map[string]bool{}
-		for _, t := range o.Gateway.Tools() {
+		for _, t := range o.Upstreams.Gateway.Tools() {
 			now[t.Name] = true
 			s.AddTool(upstreamTool(t), upstreamHandler(o, w, t.Name))
 		}
@@ -73,7 +73,7 @@ func serveUpstreams(s *sdk.Server, o Options, w *waiter) {
 		served = now
 	}
 	resync()
-	o.Gateway.Subscribe(resync)
+	o.Upstreams.Gateway.Subscribe(resync)
 }
 
 // categoryWords says what a category means for a call, for the host.
@@ -148,8 +148,8 @@ func upstreamHandler(o Options, w *waiter, name string) sdk.ToolHandler {
 		if a := bytes.TrimLeft(args, " \t\r\n"); len(a) == 0 || a[0] != '{' {
 			return log(name, bot.Invalid("arguments", "must be a JSON object")), nil
 		}
-		t, ok := o.Gateway.Tool(name)
-		if ok && caller != nil && !o.Gateway.MayCall(t.Upstream, caller.Name) {
+		t, ok := o.Upstreams.Gateway.Tool(name)
+		if ok && caller != nil && !o.Upstreams.Gateway.MayCall(t.Upstream, caller.Name) {
 			err := &bot.Error{Kind: bot.KindDenied, Msg: fmt.Sprintf("Access denied: %s may not call the tools of upstream %s (gateway.upstreams[].principals lists who may). Nothing was run.", caller, t.Upstream)}
 			if w.audit != nil {
 				_ = w.audit(ctx, caller, "gateway_denied", fmt.Sprintf("%s: %s is not among the upstream's principals", name, caller))

@@ -103,13 +103,16 @@ type waiter struct {
 	audit     AuditFunc
 	auditRead AuditFunc
 	store     kv.Store      // the gateway's forwarding markers; nil: none kept
-	run       func() string // this serving run's id (Options.Run)
-	alive     AliveFunc     // other runs' liveness (Options.Alive)
+	run       func() string // this serving run's id (Upstreams.Run)
+	alive     AliveFunc     // other runs' liveness (Upstreams.Alive)
 	logger    *slog.Logger
 }
 
 func newWaiter(o Options) *waiter {
-	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL, gw: o.Gateway, audit: o.Audit, auditRead: o.AuditRead, store: o.Store, run: o.Run, alive: o.Alive}
+	w := &waiter{app: o.App, seal: newSealer(o.StateKey), maxWait: o.MaxCallWait, now: o.Now, itemURL: o.ItemURL}
+	if u := o.Upstreams; u != nil {
+		w.gw, w.audit, w.auditRead, w.store, w.run, w.alive = u.Gateway, u.Audit, u.AuditRead, u.Store, u.Run, u.Alive
+	}
 	if w.auditRead == nil {
 		w.auditRead = w.audit
 	}

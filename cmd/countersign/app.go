@@ -10,10 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
+	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/mcp/gateway"
 	"github.com/countersign/countersign/adapters/tracing"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -56,9 +56,9 @@ type app struct {
 	// gateway serves the tools of gateway.upstreams (wire_gateway.go);
 	// nil: none configured.
 	gateway *gateway.Gateway
-	// run is this serving run's id, for the gateway's forwarding markers
-	// (setRun, wire_gateway.go); nil before it serves.
-	run atomic.Pointer[string]
+	// upstreams serves the gateway on the MCP endpoints (wire_gateway.go);
+	// nil: none configured.
+	upstreams *mcp.Upstreams
 }
 
 // runner is a background loop owned by serve; it returns when ctx ends.

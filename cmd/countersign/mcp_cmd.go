@@ -123,7 +123,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	err = mcp.ServeStdio(ctx, mcp.Options{
 		App: a.bot, Caller: callerOf, Version: version, Logger: logger, MaxCallWait: cfg.MCP.MaxCallWait,
 		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
-		Gateway: a.gateway, Audit: a.gatewayAudit(), AuditRead: a.gatewayAuditRead(), Store: a.gatewayStore(), Run: a.runID, Alive: a.runsAlive(), // wire_gateway.go
+		Upstreams: a.upstreams, // wire_gateway.go
 	}, stdin, stdout)
 	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
 	if cerr := readAudit.Close(dctx); cerr != nil {

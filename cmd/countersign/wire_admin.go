@@ -85,12 +85,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		StateKey:    mcp.StateKey(a.key.Seed()),
 		ItemURL:     a.bot.WebLinks().ItemURL,
 		Now:         a.bot.Now,
-		Gateway:     a.gateway, // wire_gateway.go
-		Audit:       a.gatewayAudit(),
-		AuditRead:   a.gatewayAuditRead(),
-		Store:       a.gatewayStore(),
-		Run:         a.runID, // set once the run is claimed (setRun)
-		Alive:       a.runsAlive(),
+		Upstreams:   a.upstreams,  // wire_gateway.go; its run is set once claimed (setRun)
 		Charge:      a.bot.Charge, // tools/call and tasks/*: the handshake takes no tool token
 		// The handshake and housekeeping: a bucket of their own, ten times
 		// the tool calls', so a client always connects and a flood is cut.

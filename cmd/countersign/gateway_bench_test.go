@@ -30,7 +30,9 @@ import (
 // "hop" is a Countersign tool with no upstream behind it
 // (export_public_key: one read transaction) through the same /mcp: the
 // floor the HTTP hop and the MCP server's request path put under any call
-// through the gateway.
+// through the gateway. "stdio" is the gateway over the direct call's own
+// transport: the same client on `countersign mcp` (in this process, over
+// pipes, on a store of its own) with the same upstream behind it.
 //
 //	go test -run '^$' -bench GatewayReadOnly -benchtime 400x ./cmd/countersign
 func BenchmarkGatewayReadOnly(b *testing.B) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 )
@@ -211,6 +212,31 @@ func (ans *Answer) Message() string {
 		return ans.Text
 	}
 	return strings.TrimRight(string(ans.Raw), "\n")
+}
+
+// DataField is one field of the answer's data as a script reads it: a string
+// as it is, anything else as JSON (numbers as written). A field the data
+// does not hold is an error that names the fields it does hold.
+func (ans *Answer) DataField(name string) (string, error) {
+	v, ok := ans.Data[name]
+	if !ok {
+		names := make([]string, 0, len(ans.Data))
+		for k := range ans.Data {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		return "", fmt.Errorf("the answer's data has no field %q (it has: %s)", name, strings.Join(names, ", "))
+	}
+	if s, ok := v.(string); ok {
+		return s, nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }
 
 // unwrapURLError drops net/http's *url.Error wrapper, which repeats the

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,5 +55,29 @@ func TestAnswerMessage(t *testing.T) {
 		if got := tt.ans.Message(); got != tt.want {
 			t.Errorf("%+v.Message() = %q, want %q", tt.ans, got, tt.want)
 		}
+	}
+}
+
+// TestAnswerDataField: a string field as it is, anything else as JSON
+// with numbers as written and no HTML escaping; a missing field names the
+// fields the data holds.
+func TestAnswerDataField(t *testing.T) {
+	t.Parallel()
+	ans := Answer{Status: 200, Data: map[string]any{
+		"request_id": "req_42", "item_id": json.Number("7"), "args": map[string]any{"cmd": "a<b"}, "approved": true,
+	}}
+	for _, tt := range []struct{ name, want string }{
+		{"request_id", "req_42"},
+		{"item_id", "7"},
+		{"args", `{"cmd":"a<b"}`},
+		{"approved", "true"},
+	} {
+		if got, err := ans.DataField(tt.name); err != nil || got != tt.want {
+			t.Errorf("DataField(%q) = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+	_, err := ans.DataField("status")
+	if err == nil || !strings.Contains(err.Error(), `no field "status" (it has: approved, args, item_id, request_id)`) {
+		t.Errorf("a missing field: %v, want the fields it has named", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -212,4 +213,25 @@ func orDefaultUser(u string) string {
 		return policy.DefaultUserID
 	}
 	return u
+}
+
+// Spec is the hook's policy as client/claudecode takes it. The state
+// directory is state_dir, else $XDG_STATE_HOME/countersign/claude-code,
+// else ~/.local/state/countersign/claude-code (getenv reads the
+// environment; "" when none of them is known).
+func (c ClaudeCodeHookConfig) Spec(getenv func(string) string) claudecode.Config {
+	patterns, _ := claudecode.CompilePatterns(c.DestructivePatterns) // validated by Load
+	dir := c.StateDir
+	switch {
+	case dir != "":
+	case getenv("XDG_STATE_HOME") != "":
+		dir = filepath.Join(getenv("XDG_STATE_HOME"), "countersign", "claude-code")
+	case getenv("HOME") != "":
+		dir = filepath.Join(getenv("HOME"), ".local", "state", "countersign", "claude-code")
+	}
+	return claudecode.Config{
+		ReadOnly: c.ReadOnly, BashTool: c.BashTool, DestructiveTool: c.DestructiveTool,
+		ReadOnlyCommands: c.ReadOnlyCommands, DestructivePatterns: patterns, Wait: c.Wait,
+		UserID: c.UserID, AgentID: c.AgentID, StateDir: dir,
+	}
 }

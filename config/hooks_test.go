@@ -71,3 +71,46 @@ hooks:
 		}
 	}
 }
+
+// TestClaudeCodeSpec: the hook gets the section as its policy, with the
+// destructive patterns compiled (rm -rf matches, a plain ls does not), and
+// its state directory from state_dir, else $XDG_STATE_HOME, else $HOME.
+func TestClaudeCodeSpec(t *testing.T) {
+	t.Parallel()
+	cfg, err := Parse([]byte("{}"), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cfg.Hooks.ClaudeCode
+	env := map[string]string{"XDG_STATE_HOME": "/xdg", "HOME": "/home/lee"}
+	spec := c.Spec(func(k string) string { return env[k] })
+	if spec.BashTool != "bash" || spec.AgentID != "claude-code" || spec.Wait != c.Wait || !slices.Equal(spec.ReadOnly, c.ReadOnly) {
+		t.Errorf("the spec %+v does not carry the section %+v", spec, c)
+	}
+	matches := func(cmd string) bool {
+		for _, re := range spec.DestructivePatterns {
+			if re.MatchString(cmd) {
+				return true
+			}
+		}
+		return false
+	}
+	if len(spec.DestructivePatterns) != len(c.DestructivePatterns) || !matches("rm -rf /var/lib/app") || matches("ls -la") {
+		t.Errorf("the compiled patterns (%d of %d) do not tell rm -rf from ls", len(spec.DestructivePatterns), len(c.DestructivePatterns))
+	}
+	for _, tt := range []struct {
+		stateDir string
+		env      map[string]string
+		want     string
+	}{
+		{"/srv/hook", env, "/srv/hook"},
+		{"", env, "/xdg/countersign/claude-code"},
+		{"", map[string]string{"HOME": "/home/lee"}, "/home/lee/.local/state/countersign/claude-code"},
+		{"", nil, ""},
+	} {
+		c.StateDir = tt.stateDir
+		if got := c.Spec(func(k string) string { return tt.env[k] }).StateDir; got != tt.want {
+			t.Errorf("state_dir %q with %v: %q, want %q", tt.stateDir, tt.env, got, tt.want)
+		}
+	}
+}

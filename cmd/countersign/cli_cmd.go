@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -171,36 +170,16 @@ func cmdCall(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(stdout, "field: %s\n", ans.Field)
 		}
 	case *field != "":
-		return printField(stdout, ans, *field)
+		v, err := ans.DataField(*field)
+		if err != nil {
+			return fmt.Errorf("call: %w", err)
+		}
+		fmt.Fprintln(stdout, v)
 	default:
 		fmt.Fprintln(stdout, ans.Message())
 	}
 	if !ans.OK() {
 		return errExit1
-	}
-	return nil
-}
-
-// printField prints one field of an answer's data: a string as it is,
-// anything else as JSON.
-func printField(stdout io.Writer, ans *client.Answer, name string) error {
-	v, ok := ans.Data[name]
-	if !ok {
-		names := make([]string, 0, len(ans.Data))
-		for k := range ans.Data {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("call: the answer's data has no field %q (it has: %s)", name, strings.Join(names, ", "))
-	}
-	if s, ok := v.(string); ok {
-		fmt.Fprintln(stdout, s)
-		return nil
-	}
-	enc := json.NewEncoder(stdout)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("call: %w", err)
 	}
 	return nil
 }

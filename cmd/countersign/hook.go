@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/countersign/countersign/client"
@@ -70,13 +69,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 		h.Broken = fmt.Errorf("%v; fix the file, or point --config (or $%s) at the server's config", err, hookConfigEnv)
 		return h
 	}
-	c := cfg.Hooks.ClaudeCode
-	patterns, _ := claudecode.CompilePatterns(c.DestructivePatterns) // validated by config.Load
-	h.Config = claudecode.Config{
-		ReadOnly: c.ReadOnly, BashTool: c.BashTool, DestructiveTool: c.DestructiveTool,
-		ReadOnlyCommands: c.ReadOnlyCommands, DestructivePatterns: patterns, Wait: c.Wait,
-		UserID: c.UserID, AgentID: c.AgentID, StateDir: hookStateDir(c.StateDir, getenv),
-	}
+	h.Config = cfg.Hooks.ClaudeCode.Spec(getenv) // config/hooks.go
 
 	key := *keyFlag
 	for _, env := range []string{hookKeyEnv, apiKeyEnv} {
@@ -127,20 +120,4 @@ func hookPublicKey(flagKey string, getenv func(string) string, cfg *config.Confi
 		}
 	}
 	return nil, fmt.Errorf("no public key to verify receipts with: set hooks.claude_code.public_key (or $%s) to what `countersign audit pubkey --config SERVER_CONFIG` prints", hookPubKeyEnv)
-}
-
-// hookStateDir is where the hook keeps receipts between PreToolUse and
-// PostToolUse: hooks.claude_code.state_dir, else
-// $XDG_STATE_HOME/countersign/claude-code, else
-// ~/.local/state/countersign/claude-code.
-func hookStateDir(configured string, getenv func(string) string) string {
-	switch {
-	case configured != "":
-		return configured
-	case getenv("XDG_STATE_HOME") != "":
-		return filepath.Join(getenv("XDG_STATE_HOME"), "countersign", "claude-code")
-	case getenv("HOME") != "":
-		return filepath.Join(getenv("HOME"), ".local", "state", "countersign", "claude-code")
-	}
-	return ""
 }

@@ -345,15 +345,34 @@ func (tx *Tx) recheckMembers(group string, names []string) error {
 	if len(names) == 0 || tx.call == nil || tx.call.bot == nil || tx.call.bot.configuredGroup(group) {
 		return nil
 	}
+	_, err := tx.voidLeavers(group, names, "the directory removed them from the group", "the directory's group")
+	return err
+}
+
+// voidLeavers makes the approvals of each person named in names that
+// counted for approvers naming group, and that no longer include them as
+// they stand now (their configured groups, on-call turns, directory
+// groups and suspension), stop counting on every open item
+// (VoteRechecker); the cards of the items that changed are updated, and
+// each person's is audited as group_votes_void. how says why they left
+// ("the directory removed them from the group"), whose whose group it
+// was ("the directory's group"). It returns the items that changed.
+func (tx *Tx) voidLeavers(group string, names []string, how, whose string) ([]uint64, error) {
 	b := tx.call.bot
 	ps := &people{b: b, tx: tx.Tx}
+	var all []uint64
 	for _, name := range names {
 		p, err := ps.person(name)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		if p != nil {
+			if p, err = withDirectory(tx.Tx, b, p); err != nil {
+				return nil, err
+			}
 		}
 		includes := func(a policy.Approvers) bool { return p != nil && a.Includes(p.Decider()) }
-		why := fmt.Sprintf("no longer an approver: the directory removed them from the group %s", OneLine(group, 100))
+		why := fmt.Sprintf("no longer an approver: %s %s", how, OneLine(group, 100))
 		changed, err := tx.reviseOpen(func(rec ItemRecord) (bool, string, error) {
 			vr, ok := b.kinds[rec.Kind].(VoteRechecker)
 			if !ok {
@@ -362,15 +381,16 @@ func (tx *Tx) recheckMembers(group string, names []string) error {
 			return vr.RecheckVotes(tx.Tx, rec, name, group, includes, why)
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(changed) > 0 {
-			if err := tx.Audit("group_votes_void", fmt.Sprintf("%q left the directory's group %s: their approvals no longer count on #%s", name, OneLine(group, 100), joinIDs(changed))); err != nil {
-				return err
+			if err := tx.Audit("group_votes_void", fmt.Sprintf("%q left %s %s: their approvals no longer count on #%s", name, whose, OneLine(group, 100), joinIDs(changed))); err != nil {
+				return nil, err
 			}
+			all = append(all, changed...)
 		}
 	}
-	return nil
+	return all, nil
 }
 
 // EmptyDirectoryGroups lists the groups approvers a name that are the

@@ -171,6 +171,16 @@ func buildApp(ctx context.Context, cfg *config.Config, getenv func(string) strin
 			return nil, err
 		}
 	}
+	// Who left a group of config.yaml since the last start no longer
+	// counts where the group does (bot/configgroups.go).
+	ids, err := a.bot.RecheckConfiguredGroups(ctx)
+	if err != nil {
+		a.close()
+		return nil, fmt.Errorf("groups: %w", err)
+	}
+	if len(ids) > 0 {
+		a.log.Warn("groups: people config.yaml no longer lists in a group had approvals counting for it; they no longer count (audited group_votes_void)", "items", len(ids))
+	}
 	a.shareWithReplicas()
 	return a, nil
 }

@@ -366,11 +366,7 @@ func (tx *Tx) voidLeavers(group string, names []string, how, whose string) ([]ui
 		if err != nil {
 			return nil, err
 		}
-		if p != nil {
-			if p, err = withDirectory(tx.Tx, b, p); err != nil {
-				return nil, err
-			}
-		}
+
 		includes := func(a policy.Approvers) bool { return p != nil && a.Includes(p.Decider()) }
 		why := fmt.Sprintf("no longer an approver: %s %s", how, OneLine(group, 100))
 		changed, err := tx.reviseOpen(func(rec ItemRecord) (bool, string, error) {

@@ -729,3 +729,43 @@ func TestEscalationNamesTheRoleAndPostsToTheEscalationChannel(t *testing.T) {
 		t.Fatalf("item refs = %+v, %v; want both messages recorded so both are updated", it.Messages, err)
 	}
 }
+
+// TestEscalationMentionsThePersonOnCall: an escalation to the person on
+// call mentions their Discord user, and allows that one mention only (no
+// role, no @everyone); a person on call with no Discord user is named, not
+// pinged.
+func TestEscalationMentionsThePersonOnCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, c := range []struct {
+		person  string
+		mention string
+	}{{"dr_smith", "<@" + uSmith + ">"}, {"oncall", ""}} {
+		id := e.newItem(bot.KindAction, "ops", destructiveAction())
+		e.drain()
+		err := e.bot.Update(context.Background(), e.bot.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
+			return tx.Emit(id, bot.EventEscalated, bot.OnCallNote("ward", c.person))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.drain()
+		posts := e.fake.CallsTo("POST", "channels/"+chOps+"/messages")
+		reply := posts[len(posts)-1].JSON()
+		content := fmt.Sprint(reply["content"])
+		am, _ := reply["allowed_mentions"].(map[string]any)
+		users := fmt.Sprint(am["users"])
+		if !strings.Contains(content, "Escalated to the ward on-call, "+strings.ReplaceAll(c.person, "_", `\_`)+".") { // escaped Markdown
+			t.Errorf("%s: the reply %q does not name the person on call", c.person, content)
+		}
+		switch {
+		case c.mention != "" && (!strings.HasSuffix(content, " "+c.mention) || users != "["+uSmith+"]"):
+			t.Errorf("%s: content %q, allowed users %s; want it to end with %s and allow that user only", c.person, content, users, c.mention)
+		case c.mention == "" && (strings.Contains(content, "<@") || am["users"] != nil):
+			t.Errorf("%s: content %q, allowed users %v; want no mention", c.person, content, am["users"])
+		}
+		if parse, _ := am["parse"].([]any); am == nil || len(parse) != 0 {
+			t.Errorf("%s: allowed_mentions %v, want parse empty (no roles, no @everyone)", c.person, am)
+		}
+	}
+}

@@ -61,12 +61,22 @@ func (r renderer) Update(ctx context.Context, card bot.MessageRef, it bot.Item) 
 }
 
 // Reply posts a reminder, an escalation or a note as a reply to card. An
-// escalation names its role (mentions stay disabled: roles are named,
-// never pinged).
+// escalation names its role (roles are named, never pinged) and mentions
+// the person on call when the config maps them to a Discord user: that
+// user is the only mention the message allows.
 func (r renderer) Reply(ctx context.Context, card bot.MessageRef, it bot.Item, n bot.Note) error {
 	no := false
+	id := r.onCall(n)
+	mention := ""
+	if id != "" {
+		mention = " <@" + id + ">" // the config's mapping, never an item's text
+	}
+	content, allowed := replyContent(it, n, len(mention))+mention, noMentions()
+	if id != "" {
+		allowed.Users = []string{id}
+	}
 	send := &discordgo.MessageSend{
-		Content: replyContent(it, n), AllowedMentions: noMentions(),
+		Content: content, AllowedMentions: allowed,
 		Embeds: []*discordgo.MessageEmbed{}, Components: []discordgo.MessageComponent{},
 		Reference: &discordgo.MessageReference{MessageID: card.MessageID, ChannelID: card.ChannelID, FailIfNotExists: &no},
 	}
@@ -74,11 +84,39 @@ func (r renderer) Reply(ctx context.Context, card bot.MessageRef, it bot.Item, n
 	return err
 }
 
-// replyContent is the text of a reply.
-func replyContent(it bot.Item, n bot.Note) string {
+// onCall is the Discord user id of the person on call an escalation names
+// (principals[].discord), or "" when it names nobody or they have none.
+func (r renderer) onCall(n bot.Note) string {
+	if n.Type != bot.EventEscalated || n.Person == "" {
+		return ""
+	}
+	id := r.a.bot.Chat().Account(bot.SurfaceDiscord, n.Person)
+	if !digits(id) {
+		return ""
+	}
+	return id
+}
+
+// digits reports whether id can be a Discord id (a snowflake: 1 to 20
+// decimal digits), so that nothing else is written into a mention.
+func digits(id string) bool {
+	if len(id) < 1 || len(id) > 20 {
+		return false
+	}
+	for _, c := range id {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// replyContent is the text of a reply, leaving room for reserve more
+// characters (ASCII) within Discord's limit.
+func replyContent(it bot.Item, n bot.Note, reserve int) string {
 	if n.Type == bot.EventNote {
 		lead := fmt.Sprintf("🔁 **Countersign #%d**: ", it.ID)
-		return lead + clip(strings.TrimSpace(n.Text), maxContent-units16(lead), block)
+		return lead + clip(strings.TrimSpace(n.Text), maxContent-reserve-units16(lead), block)
 	}
 	icon, what, note := "⏰", "reminder", n.Text
 	if n.Type == bot.EventEscalated {
@@ -98,7 +136,7 @@ func replyContent(it bot.Item, n bot.Note) string {
 		note = fmt.Sprintf("#%d still %s.", it.ID, waitsFor(it.Kind))
 	}
 	lead := fmt.Sprintf("%s **Countersign #%d** %s: ", icon, it.ID, what)
-	return lead + clip(note, maxContent-units16(lead), block)
+	return lead + clip(note, maxContent-reserve-units16(lead), block)
 }
 
 // messageCreate is discordgo's MessageSend plus a nonce that Discord

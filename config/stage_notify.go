@@ -36,8 +36,8 @@ func (c *Config) checkStageNotify(key string, st StageDecl, p *problems) {
 			p.add(k, "%q is named twice", name)
 		case found == nil:
 			p.add(k, "%q is not a person configured under principals (principals[].name)", name)
-		case found.Slack == "" && found.Discord == "" && found.Email == "":
-			p.add(k, "%q has no slack, discord or email under principals, so a direct message cannot reach them", name)
+		case found.Slack == "" && found.Discord == "" && found.Teams == "" && found.Email == "":
+			p.add(k, "%q has no slack, discord, teams or email under principals, so a direct message cannot reach them", name)
 		}
 		seen[n] = true
 	}

@@ -39,7 +39,7 @@ tools:
 	for _, want := range []string{
 		`stages[1].notify[1]: "PH_KIM" is named twice`,
 		`stages[1].notify[2]: "nobody" is not a person configured under principals`,
-		`stages[1].notify[3]: "ph_web" has no slack, discord or email`,
+		`stages[1].notify[3]: "ph_web" has no slack, discord, teams or email`,
 		`stages[1].notify[4]: empty`,
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -19,8 +19,10 @@ import (
 // give-up. Each failure is classified by the connector.
 func (a *Adapter) Renderer() bot.Renderer { return renderer{a} }
 
-// renderer is the Teams bot.Renderer.
+// renderer is the Teams bot.Renderer, and its bot.DirectMessenger.
 type renderer struct{ a *Adapter }
+
+var _ bot.DirectMessenger = renderer{}
 
 // Channel maps a configured channel name to its Teams conversation id.
 func (r renderer) Channel(name string) string { return r.a.channels[name] }
@@ -36,6 +38,60 @@ func (r renderer) Post(ctx context.Context, channel string, it bot.Item, _ strin
 		return bot.MessageRef{}, fmt.Errorf("posting item %d in %s: %w", it.ID, channel, err)
 	}
 	return bot.MessageRef{ChannelID: channel, MessageID: id}, nil
+}
+
+// DirectChannel opens (or finds) the one-to-one chat of the bot and the
+// configured person named name (principals[].teams), for a stage's notify
+// (bot.DirectMessenger): the card is then posted there like in a
+// channel. Their Teams user id is looked up in the configured channels'
+// rosters, the default one first; "" when the person has no Teams account.
+func (r renderer) DirectChannel(ctx context.Context, name string) (string, error) {
+	oid := r.a.bot.Chat().Account(bot.SurfaceTeams, name)
+	if oid == "" {
+		return "", nil
+	}
+	var mri string
+	var err error
+	for _, conv := range r.a.rosters() {
+		mri, err = r.a.mri(ctx, conv, oid)
+		var perm *bot.PermanentError
+		if err == nil || !errors.As(err, &perm) {
+			break // found, or a failure to retry: not a member elsewhere
+		}
+	}
+	if err == nil && mri == "" {
+		err = &bot.PermanentError{Err: errors.New("no configured channel to look them up in")}
+	}
+	if err != nil {
+		return "", fmt.Errorf("looking %s up in the configured channels: %w", name, err)
+	}
+	dm, err := r.a.api.personal(ctx, "28:"+r.a.appID, mri, r.a.tenant)
+	if err != nil {
+		return "", fmt.Errorf("opening the chat with %s: %w", name, err)
+	}
+	return dm, nil
+}
+
+// rosters are the configured channels' conversations, the default first,
+// then by name.
+func (a *Adapter) rosters() []string {
+	names := make([]string, 0, len(a.channels))
+	for n := range a.channels {
+		if n != "default" {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	out := []string{}
+	if c := a.channels["default"]; c != "" {
+		out = append(out, c)
+	}
+	for _, n := range names {
+		if c := a.channels[n]; c != "" && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Update replaces the card with the item as it is now: for everyone, the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/discord/discordtest"
 	"github.com/countersign/countersign/adapters/email/smtptest"
+	"github.com/countersign/countersign/adapters/teams/teamstest"
 )
 
 // stageNotifyConfig signs order_medication above 10 mg off in two stages:
@@ -214,5 +215,68 @@ slack:
 	}
 	if n := len(srv.Messages()); n != 2 {
 		t.Errorf("%d emails (%v), want 2: dr_jones may not decide the pharmacist stage and is not emailed of it", n, to(srv.Messages()))
+	}
+}
+
+// TestStageNotifyTeamsDirectMessage: on Teams a stage's notify looks the
+// person up in a configured channel's roster, opens the bot's one-to-one
+// chat with them (POST v3/conversations, their Teams user id the one
+// member) and posts the card there, its refresh naming them; their click
+// on that card decides like a channel card's.
+func TestStageNotifyTeamsDirectMessage(t *testing.T) {
+	t.Parallel()
+	fake := teamstest.New(t, teamsAppID, teamsPassword)
+	fake.AddMember(teamsOps, smithOID, smithMRI)
+	conf := strings.Replace(teamsConfig(fake), "tools:\n", `groups:
+  dbas: [dr_smith]
+tools:
+  - name: vacuum_table
+    category: mutating
+    schema: {type: object, required: [table]}
+    channels: [ops]
+    stages:
+      - {name: dba, approvers: {groups: [dbas]}, notify: [dr_smith]}
+`, 1)
+	e := newTestEnv(t, conf)
+	e.env["TEAMS_APP_ID"], e.env["TEAMS_APP_PASSWORD"] = teamsAppID, teamsPassword
+	agent := e.CreateKey("ops_agent", "agent")
+	e.Start()
+	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "vacuum_table", "arguments": map[string]any{"table": "orders"}}).Data["request_id"].(string)
+	dm := "a:personal-" + smithMRI // the fake's id of the chat with smithMRI
+	var msg teamstest.Message
+	fake.Wait("the card posted in dr_smith's chat", func() bool {
+		for _, m := range fake.Messages(dm) {
+			if m.Card() != nil {
+				msg = m
+				return true
+			}
+		}
+		return false
+	})
+	var opened []teamstest.Call
+	for _, c := range fake.CallsTo("POST", "v3/conversations") {
+		if c.Path == "v3/conversations" {
+			opened = append(opened, c)
+		}
+	}
+	if len(opened) != 1 || !strings.Contains(string(opened[0].Body), `"members":[{"id":"`+smithMRI+`"`) {
+		t.Fatalf("chats opened: %d %s, want one with dr_smith's Teams user id", len(opened), func() string {
+			if len(opened) > 0 {
+				return string(opened[0].Body)
+			}
+			return ""
+		}())
+	}
+	ref, _ := msg.Card()["refresh"].(map[string]any)
+	if ids := fmt.Sprint(ref["userIds"]); !strings.Contains(ids, smithMRI) {
+		t.Fatalf("the chat card's refresh.userIds = %s, want dr_smith's %s", ids, smithMRI)
+	}
+	item := fmt.Sprint(ref["action"].(map[string]any)["data"].(map[string]any)["item"])
+	te := &teamsEnv{testEnv: e, fake: fake, agent: agent}
+	click := teamsClick("dm-1", smithOID, smithMRI, dm, msg.ID, "approve", map[string]string{"item": item}, fake.APIURL)
+	click["conversation"] = map[string]any{"id": dm, "conversationType": "personal", "tenantId": teamsTenant}
+	te.invoke(click)
+	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" {
+		t.Fatalf("after dr_smith's click in the chat the request is %v, want approved", st.Data["status"])
 	}
 }

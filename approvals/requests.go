@@ -54,6 +54,11 @@ type Party struct {
 	// Scopes are the requester's scopes when it asked (tools[].rules read
 	// them as requester.scopes); empty on a vote.
 	Scopes []string `json:"scopes,omitempty"`
+	// Groups are the approver groups the requester belonged to when it
+	// asked (configured, the directory's, its sign-in's, on-call turns;
+	// tools[].rules read them as requester.groups), kept so that an edit
+	// is judged by the same rule input; empty on a vote.
+	Groups []string `json:"groups,omitempty"`
 	// For, on a vote, is the delegator the voter decided for, under their
 	// delegation (policy.ActingFor; delegation.go); "" for a vote cast in
 	// the voter's own right. Display then ends "for <For>".

@@ -22,7 +22,7 @@ import (
 // A Condition is a compiled tools[].rules[].when expression: CEL over the
 // call's arguments (args, typed from the tool's JSON Schema where it
 // declares properties), the tool's name (tool), who asks (requester: name,
-// role, kind, scopes), the memory space (space: user_id, agent_id,
+// role, kind, scopes, groups), the memory space (space: user_id, agent_id,
 // run_id), the current values of named subjects in that space (facts: a
 // map from subject to its active values) and the time (now). It is
 // compiled and type-checked once, at start, and evaluated with a cost
@@ -54,6 +54,10 @@ type ConditionInput struct {
 type ConditionRequester struct {
 	Name, Role, Kind string
 	Scopes           []string
+	// Groups are the approver groups the requester belongs to (sorted);
+	// a condition compares them as written (`"night_agents" in
+	// requester.groups`).
+	Groups []string
 }
 
 // Bounds of a condition.
@@ -97,6 +101,7 @@ func CompileCondition(expr string, schema map[string]any) (*Condition, error) {
 	prov.fromSchema(requesterType, map[string]any{"type": "object", "properties": map[string]any{
 		"name": map[string]any{"type": "string"}, "role": map[string]any{"type": "string"}, "kind": map[string]any{"type": "string"},
 		"scopes": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
+		"groups": map[string]any{"type": "array", "items": map[string]any{"type": "string"}},
 	}})
 	prov.fromSchema(spaceType, map[string]any{"type": "object", "properties": map[string]any{
 		"user_id": map[string]any{"type": "string"}, "agent_id": map[string]any{"type": "string"}, "run_id": map[string]any{"type": "string"},
@@ -171,7 +176,7 @@ func (c *Condition) Eval(in ConditionInput) (matched bool, why string, err error
 		"args": args,
 		"tool": in.Tool,
 		"requester": map[string]any{"name": in.Requester.Name, "role": in.Requester.Role, "kind": in.Requester.Kind,
-			"scopes": anyList(in.Requester.Scopes)},
+			"scopes": anyList(in.Requester.Scopes), "groups": anyList(in.Requester.Groups)},
 		"space": map[string]any{"user_id": in.Space.UserID, "agent_id": in.Space.AgentID, "run_id": in.Space.RunID},
 		"facts": facts,
 		"now":   now.UTC(),

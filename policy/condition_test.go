@@ -43,7 +43,7 @@ func TestConditionTable(t *testing.T) {
 	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
 	in := func(args map[string]any) ConditionInput {
 		return ConditionInput{Tool: "order_medication", Args: args,
-			Requester: ConditionRequester{Name: "ward_bot", Role: "agent", Kind: "agent", Scopes: []string{"patient_42"}},
+			Requester: ConditionRequester{Name: "ward_bot", Role: "agent", Kind: "agent", Scopes: []string{"patient_42"}, Groups: []string{"night_agents"}},
 			Space:     Space{UserID: "patient_42", AgentID: "ward"}, Facts: map[string][]string{"allergy": {"penicillin"}}, Now: now}
 	}
 	for _, tc := range []struct {
@@ -60,6 +60,7 @@ func TestConditionTable(t *testing.T) {
 		{"a fact", "'penicillin' in facts.allergy", map[string]any{}, true, `"penicillin" in facts.allergy [penicillin]`, ""},
 		{"a fact not recorded reads empty", "size(facts.active_medication) == 0", map[string]any{}, true, "size(…) 0 == 0", ""},
 		{"requester and space", "requester.kind == 'agent' && space.user_id in requester.scopes", map[string]any{}, true, `requester.kind "agent" == "agent", space.user_id "patient_42" in requester.scopes [patient_42]`, ""},
+		{"the requester's groups", "'night_agents' in requester.groups && !('interns' in requester.groups)", map[string]any{}, true, `"night_agents" in requester.groups [night_agents]`, ""},
 		{"the tool", "tool == 'order_medication'", map[string]any{}, true, `tool "order_medication" == "order_medication"`, ""},
 		{"the time", "now >= timestamp('2026-12-01T00:00:00Z')", map[string]any{}, true, "now 2026-12-02T09:00:00Z >= timestamp(…) 2026-12-01T00:00:00Z", ""},
 		{"no comparison: the expression", "has(args.refills)", map[string]any{"refills": 1.0}, true, "has(args.refills)", ""},

@@ -227,6 +227,7 @@ func (s *Service) confirm(ctx context.Context, c *bot.Call, a any) (bot.Result, 
 			var m ruleMatch
 			if len(def.rules) > 0 {
 				r.Requester.Scopes = slices.Clone(c.Caller.Scopes)
+				r.Requester.Groups = slices.Clone(c.Caller.Decider().Groups)
 				in, err := conditionInput(tx, def, args.Tool, canon, r.Requester, c.Caller.Scopes, c.Space, c.Now)
 				if err != nil {
 					return err

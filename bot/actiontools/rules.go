@@ -200,7 +200,7 @@ func (d *toolDef) match(in policy.ConditionInput) ruleMatch {
 func conditionInput(tx kv.Tx, d *toolDef, tool string, canon json.RawMessage, requester approvals.Party, scopes []string, sp policy.Space, now time.Time) (policy.ConditionInput, error) {
 	in := policy.ConditionInput{
 		Tool:      tool,
-		Requester: policy.ConditionRequester{Name: requester.Name, Role: requester.Role, Kind: requester.Kind, Scopes: scopes},
+		Requester: policy.ConditionRequester{Name: requester.Name, Role: requester.Role, Kind: requester.Kind, Scopes: scopes, Groups: requester.Groups},
 		Space:     sp,
 		Now:       now,
 		Facts:     map[string][]string{},

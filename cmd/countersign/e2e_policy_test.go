@@ -404,3 +404,44 @@ slack:
 		t.Errorf("a batch of decided items: %q", got)
 	}
 }
+
+// TestRuleReadsRequesterGroups: a rule may read the groups of who asks
+// (requester.groups): the night agent's request needs two approvals by the
+// rule, the day agent's one by the tool's own policy; the group is kept
+// with the request, so an edit is judged by the same rule.
+func TestRuleReadsRequesterGroups(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, `groups:
+  night_agents: [night_bot]
+tools:
+  - name: set_dose
+    category: mutating
+    schema: {type: object, required: [dose], properties: {dose: {type: string}}}
+    rules:
+      - when: "'night_agents' in requester.groups"
+        quorum: 2
+`)
+	night := e.CreateKey("night_bot", "agent")
+	day := e.CreateKey("day_bot", "agent")
+	lee := e.CreateKey("dr_lee", "member")
+	e.Start()
+	ask := func(key string) toolResponse {
+		rid := e.MustOK(key, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"dose": "5mg"}}).Data["request_id"].(string)
+		return e.MustOK(key, "action_status", map[string]any{"request_id": rid})
+	}
+	n, d := ask(night), ask(day)
+	if !strings.Contains(fmt.Sprint(n.Data["tally"]), "0 of 2 approvals") || n.Data["rule"] == nil {
+		t.Fatalf("the night agent's request: %s, want the rule's quorum of 2", n)
+	}
+	if !strings.Contains(fmt.Sprint(d.Data["tally"]), "0 of 1 approvals") || d.Data["rule"] != nil {
+		t.Fatalf("the day agent's request: %s, want the tool's own policy", d)
+	}
+	// dr_lee, in no group, edits the night request: the rule still
+	// applies (the requester's groups are the request's), so the edit
+	// stands and the request still needs a second approval.
+	rid := n.Data["request_id"].(string)
+	r := e.MustOK(lee, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"dose": "2.5mg"}})
+	if r.Data["tally"] != "1 of 2 approvals: dr_lee" {
+		t.Fatalf("an edit of the night request: %s, want it counted under the same rule (1 of 2)", r)
+	}
+}

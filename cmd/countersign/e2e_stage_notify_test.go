@@ -109,14 +109,9 @@ func TestStageNotifyDirectMessageEndToEnd(t *testing.T) {
 	}
 }
 
-// TestStageNotifyDiscordDirectMessage: on Discord a stage's notify opens
-// the DM channel with the person (POST users/@me/channels) and posts the
-// card there, against the real server and the Discord fake; the DM card's
-// Approve decides like the channel's.
-func TestStageNotifyDiscordDirectMessage(t *testing.T) {
-	t.Parallel()
-	d := newDiscordEnvConfig(t, "http", func(s string) string {
-		s = strings.Replace(s, "tools:\n", `groups:
+// dbaNotify is put before a chat config's tools: a vacuum_table whose one
+// stage, the DBAs (dr_smith), sends dr_smith the card directly.
+const dbaNotify = `groups:
   dbas: [dr_smith]
 tools:
   - name: vacuum_table
@@ -125,8 +120,16 @@ tools:
     channels: [ops]
     stages:
       - {name: dba, approvers: {groups: [dbas]}, notify: [dr_smith]}
-`, 1)
-		return s
+`
+
+// TestStageNotifyDiscordDirectMessage: on Discord a stage's notify opens
+// the DM channel with the person (POST users/@me/channels) and posts the
+// card there, against the real server and the Discord fake; the DM card's
+// Approve decides like the channel's.
+func TestStageNotifyDiscordDirectMessage(t *testing.T) {
+	t.Parallel()
+	d := newDiscordEnvConfig(t, "http", func(s string) string {
+		return strings.Replace(s, "tools:\n", dbaNotify, 1)
 	})
 	smith := discordtest.Clicker{UserID: "111", GuildID: discordGuild}
 	req := d.MustOK(d.agent, "confirm_action", map[string]any{"tool": "vacuum_table", "arguments": map[string]any{"table": "orders"}})
@@ -227,16 +230,7 @@ func TestStageNotifyTeamsDirectMessage(t *testing.T) {
 	t.Parallel()
 	fake := teamstest.New(t, teamsAppID, teamsPassword)
 	fake.AddMember(teamsOps, smithOID, smithMRI)
-	conf := strings.Replace(teamsConfig(fake), "tools:\n", `groups:
-  dbas: [dr_smith]
-tools:
-  - name: vacuum_table
-    category: mutating
-    schema: {type: object, required: [table]}
-    channels: [ops]
-    stages:
-      - {name: dba, approvers: {groups: [dbas]}, notify: [dr_smith]}
-`, 1)
+	conf := strings.Replace(teamsConfig(fake), "tools:\n", dbaNotify, 1)
 	e := newTestEnv(t, conf)
 	e.env["TEAMS_APP_ID"], e.env["TEAMS_APP_PASSWORD"] = teamsAppID, teamsPassword
 	agent := e.CreateKey("ops_agent", "agent")

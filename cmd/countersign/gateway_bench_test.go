@@ -63,14 +63,15 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 		b.Fatal(err)
 	}
 	defer direct.Close()
-	url, key := benchServerOn(b, `gateway:
+	gatewayConfig := `gateway:
   upstreams:
     - name: fs
-      command: `+fsBin+`
-      args: [`+dir+`]
+      command: ` + fsBin + `
+      args: [` + dir + `]
       tools:
-        - `+rule+`
-`, map[string]string{"PATH": os.Getenv("PATH")})
+        - ` + rule + `
+`
+	url, key := benchServerOn(b, gatewayConfig, map[string]string{"PATH": os.Getenv("PATH")})
 	tr := &sdk.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}}, MaxRetries: -1}
 	gw, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(context.Background(), tr, nil)
 	if err != nil {
@@ -78,14 +79,7 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 	}
 	defer gw.Close()
 
-	stdio := benchStdioGateway(b, `gateway:
-  upstreams:
-    - name: fs
-      command: `+fsBin+`
-      args: [`+dir+`]
-      tools:
-        - `+rule+`
-`, map[string]string{"PATH": os.Getenv("PATH")})
+	stdio := benchStdioGateway(b, gatewayConfig, map[string]string{"PATH": os.Getenv("PATH")})
 	sides := []struct {
 		name string
 		call func()

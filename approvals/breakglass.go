@@ -295,3 +295,36 @@ func OpenReviews(tx kv.Tx, fn func(id string, due time.Time) error) error {
 		return fn(id, time.Unix(0, int64(binary.BigEndian.Uint64(v))))
 	})
 }
+
+// ClearedReviewsBefore returns up to limit reviews cleared before cutoff,
+// for retention: an open review is never among them (it still blocks its
+// breaker). Reviews are few, one per break-glass, so it reads them all.
+func ClearedReviewsBefore(tx kv.Tx, cutoff time.Time, limit int) ([]*Review, error) {
+	var out []*Review
+	err := tx.Ascend(bucketReviews, nil, nil, func(k, v []byte) error {
+		if len(out) >= limit {
+			return nil
+		}
+		var rv Review
+		if err := json.Unmarshal(v, &rv); err != nil {
+			return fmt.Errorf("review %s: %w", k, err)
+		}
+		if rv.Status == ReviewCleared && !rv.ClearedAt.IsZero() && rv.ClearedAt.Before(cutoff) {
+			out = append(out, &rv)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// DeleteReview removes cleared review rv (ClearedReviewsBefore) and its
+// index entry. An open review is never deleted.
+func DeleteReview(tx kv.Tx, rv *Review) error {
+	if rv.Status == ReviewOpen {
+		return fmt.Errorf("review %s is open: it is not deleted before its countersignatures", rv.ID)
+	}
+	if err := tx.Delete(bucketReviewOpen, openKey(rv.Breaker.Name, rv.ID)); err != nil {
+		return err
+	}
+	return tx.Delete(bucketReviews, []byte(rv.ID))
+}

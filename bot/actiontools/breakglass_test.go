@@ -218,3 +218,68 @@ func TestBreakGlassUnderStages(t *testing.T) {
 		t.Fatalf("break-glass of another's stage: %v, want CheckApprovers", be)
 	}
 }
+
+// TestRetentionPrunesClearedReviews: past retention.action_requests a
+// cleared break-glass review is deleted with its item, audited; an open
+// review stays, however old (it blocks its breaker), and is pruned once
+// cleared and old enough.
+func TestRetentionPrunesClearedReviews(t *testing.T) {
+	o := breakGlassOptions()
+	o.Retention = Retention{Actions: 30 * 24 * time.Hour}
+	e := newEnv(t, o)
+	alice := e.principal("alice", policy.RoleMember, "person")
+	bob := e.principal("bob", policy.RoleMember, "person")
+	carol := e.principal("carol", policy.RoleMember, "person")
+	fresh := func(c *bot.Caller) *bot.Caller { return steppedUp(c, e.clock.Now(), time.Minute) }
+	breakGlass := func(service string) *approvals.Review {
+		d, _ := e.ok(alice, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": service}})
+		id := d["request_id"].(string)
+		e.ok(fresh(alice), "approve_action", map[string]any{"request_id": id, "break_glass": true, "reason": "outage"})
+		return e.review(e.request(id).BreakGlass.Review)
+	}
+	cleared, open := breakGlass("api"), breakGlass("payments")
+	for _, c := range []*bot.Caller{bob, carol} {
+		e.ok(c, "countersign_review", map[string]any{"review_id": cleared.ID})
+	}
+	exists := func(rv *approvals.Review) (review, item bool) {
+		err := e.b.View(context.Background(), func(tx kv.Tx) error {
+			got, err := approvals.LoadReview(tx, rv.ID)
+			if err != nil {
+				return err
+			}
+			rec, err := bot.LoadItemRecord(tx, rv.ItemID)
+			review, item = got != nil, rec != nil
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return review, item
+	}
+	e.sweep(29 * 24 * time.Hour)
+	if r, i := exists(cleared); !r || !i {
+		t.Fatalf("before its retention the cleared review is kept: review %v, item %v", r, i)
+	}
+	e.sweep(31 * 24 * time.Hour)
+	if r, i := exists(cleared); r || i {
+		t.Fatalf("past its retention the cleared review: review %v, item %v; want both deleted", r, i)
+	}
+	if r, i := exists(open); !r || !i {
+		t.Fatalf("the open review, however old: review %v, item %v; want it kept", r, i)
+	}
+	found := false
+	for _, a := range e.audits(bot.ActionRetentionPruned) {
+		found = found || strings.Contains(a.Detail, "deleted 1 break-glass reviews cleared before")
+	}
+	if !found {
+		t.Errorf("the review's deletion is not audited")
+	}
+	e.clock.Set(start.Add(31 * 24 * time.Hour))
+	for _, c := range []*bot.Caller{bob, carol} {
+		e.ok(c, "countersign_review", map[string]any{"review_id": open.ID})
+	}
+	e.sweep(62 * 24 * time.Hour)
+	if r, i := exists(open); r || i {
+		t.Fatalf("the late-cleared review past its retention: review %v, item %v; want both deleted", r, i)
+	}
+}

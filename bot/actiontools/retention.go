@@ -85,7 +85,57 @@ func (s *Service) PruneRequests(ctx context.Context, now time.Time) (int, error)
 			}
 		}
 	}
+	if r.Actions > 0 {
+		n, err := s.pruneReviews(ctx, now, now.Add(-r.Actions))
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
 	return total, nil
+}
+
+// pruneReviews deletes the break-glass reviews cleared before cutoff
+// (retention.action_requests, the break-glass approvals' own retention),
+// with their items, in transactions of at most bot.RetentionBatch, each
+// audited. An open review is kept, however old: it blocks its breaker's
+// next break-glass until it is countersigned.
+func (s *Service) pruneReviews(ctx context.Context, now, cutoff time.Time) (int, error) {
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var n int
+		err := s.b.SystemCall(now).Update(ctx, func(tx *bot.Tx) error {
+			rvs, err := approvals.ClearedReviewsBefore(tx, cutoff, bot.RetentionBatch)
+			if err != nil || len(rvs) == 0 {
+				n = 0
+				return err
+			}
+			ids := make([]string, 0, len(rvs))
+			for _, rv := range rvs {
+				if err := approvals.DeleteReview(tx, rv); err != nil {
+					return err
+				}
+				if err := bot.DropItem(tx, rv.ItemID); err != nil {
+					return err
+				}
+				ids = append(ids, rv.ID)
+			}
+			n = len(ids)
+			head := fmt.Sprintf("deleted %d break-glass reviews cleared before %s (retention.action_requests %s)",
+				n, cutoff.UTC().Format(time.RFC3339), s.o.Retention.Actions)
+			return tx.AuditDeleted(sweeperName, bot.ActionRetentionPruned, head, ids)
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < bot.RetentionBatch {
+			return total, nil
+		}
+	}
 }
 
 // PruneActionIDs is the "retention_action_ids" sweep step: it forgets the

@@ -2,11 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/hex"
-	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/countersign/countersign/adapters/discord"
 	"github.com/countersign/countersign/adapters/webhook"
@@ -22,33 +17,13 @@ func (a *app) wireDiscord(ctx context.Context) error {
 	if d == nil {
 		return nil
 	}
-	var problems []error
-	token := strings.TrimSpace(a.getenv(d.BotTokenEnv))
-	if token == "" {
-		problems = append(problems, fmt.Errorf("discord.bot_token_env: the environment variable %s is not set; set it to the bot token from the Discord developer portal (Bot tab)", d.BotTokenEnv))
-	}
-	var pub ed25519.PublicKey
-	if d.Mode == "http" {
-		raw := strings.TrimSpace(a.getenv(d.PublicKeyEnv))
-		key, err := hex.DecodeString(raw)
-		switch {
-		case raw == "":
-			problems = append(problems, fmt.Errorf("discord.public_key_env: the environment variable %s is not set; set it to the application's public key (hex) from the Discord developer portal (General Information)", d.PublicKeyEnv))
-		case err != nil || len(key) != ed25519.PublicKeySize:
-			problems = append(problems, fmt.Errorf("discord.public_key_env: the environment variable %s does not hold a hex Ed25519 public key of %d bytes", d.PublicKeyEnv, ed25519.PublicKeySize))
-		default:
-			pub = key
-		}
-	}
-	if err := errors.Join(problems...); err != nil {
+	o, err := d.Options(a.getenv) // config/chat_options.go: the secrets, each problem named
+	if err != nil {
 		return err
 	}
-	ad, err := discord.New(discord.Options{
-		Bot: a.bot, Token: token, PublicKey: pub,
-		ApplicationID: d.ApplicationID, GuildID: d.GuildID, MemberEvents: d.MemberEvents,
-		APIURL: d.APIURL, Channels: d.Channels, Logger: a.log.With("adapter", "discord"),
-		Transport: a.chatTransport("discord"), // nil: the adapter's own (tracing.go)
-	})
+	o.Bot, o.Logger = a.bot, a.log.With("adapter", "discord")
+	o.Transport = a.chatTransport("discord") // nil: the adapter's own (tracing.go)
+	ad, err := discord.New(o)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
@@ -21,34 +19,13 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	var errs []error // slack.team_id and principals[].slack are checked by config.Load
-	secret := func(key, name, what string) string {
-		v := a.getenv(name)
-		if v == "" {
-			errs = append(errs, fmt.Errorf("slack.%s: the environment variable %s is not set; set it to %s", key, name, what))
-		}
-		return v
+	o, err := s.Options(a.getenv) // config/chat_options.go: the secrets, each problem named
+	if err != nil {
+		return err
 	}
-	o := slackadapter.Options{
-		Bot:         a.bot,
-		Mode:        s.Mode,
-		BotToken:    secret("bot_token_env", s.BotTokenEnv, "the Slack bot token (xoxb-…)"),
-		APIURL:      s.APIURL,
-		Channels:    s.Channels,
-		Approvers:   slackApprovers(a.people),
-		RoleMembers: slackRoleMembers(a.people),
-		Logger:      a.log,
-		HTTPClient:  a.chatClient("slack", 10*time.Second), // nil: the adapter's own (tracing.go)
-	}
-	switch s.Mode {
-	case slackadapter.ModeHTTP:
-		o.SigningSecret = secret("signing_secret_env", s.SigningSecretEnv, "the Slack app's signing secret")
-	case slackadapter.ModeSocket:
-		o.AppToken = secret("app_token_env", s.AppTokenEnv, "the Slack app-level token (xapp-…, scope connections:write)")
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
+	o.Bot, o.Logger = a.bot, a.log
+	o.Approvers, o.RoleMembers = slackApprovers(a.people), slackRoleMembers(a.people)
+	o.HTTPClient = a.chatClient("slack", 10*time.Second) // nil: the adapter's own (tracing.go)
 	ad, err := slackadapter.New(o)
 	if err != nil {
 		return err

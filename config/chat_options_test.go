@@ -1,0 +1,82 @@
+package config
+
+import (
+	"crypto/ed25519"
+	"encoding/hex"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestChatOptions: each chat section's options carry its keys and the
+// secrets its *_env keys name; every missing or malformed secret is an
+// error naming the key and the variable, all of them at once; Teams gets
+// its approvers (roles that approve, by Entra object id, lower-cased) and
+// each role's members from the principals.
+func TestChatOptions(t *testing.T) {
+	t.Parallel()
+	pub := hex.EncodeToString(make([]byte, ed25519.PublicKeySize))
+	const appID = "11111111-2222-3333-4444-555555555555"
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+	s := SlackConfig{Mode: "http", BotTokenEnv: "SLACK_BOT", SigningSecretEnv: "SLACK_SIGN", AppTokenEnv: "SLACK_APP", APIURL: "http://127.0.0.1:1/api/", Channels: map[string]string{"default": "C0DEFAULT"}}
+	so, err := s.Options(env(map[string]string{"SLACK_BOT": "xoxb-1", "SLACK_SIGN": "sig"}))
+	if err != nil || so.BotToken != "xoxb-1" || so.SigningSecret != "sig" || so.AppToken != "" || so.Mode != "http" || so.Channels["default"] != "C0DEFAULT" {
+		t.Errorf("slack, http: %+v %v", so, err)
+	}
+	s.Mode = "socket"
+	if _, err := s.Options(env(nil)); err == nil || !strings.Contains(err.Error(), "slack.bot_token_env: the environment variable SLACK_BOT is not set") || !strings.Contains(err.Error(), "slack.app_token_env: the environment variable SLACK_APP is not set") || strings.Contains(err.Error(), "signing_secret") {
+		t.Errorf("slack, socket, no secrets: %v; want the bot and app tokens named, not the signing secret", err)
+	}
+
+	d := DiscordConfig{Mode: "http", BotTokenEnv: "DISCORD_BOT", PublicKeyEnv: "DISCORD_PUB", ApplicationID: "123", GuildID: "456", Channels: map[string]string{"default": "789"}}
+	do, err := d.Options(env(map[string]string{"DISCORD_BOT": " tok ", "DISCORD_PUB": pub}))
+	if err != nil || do.Token != "tok" || len(do.PublicKey) != ed25519.PublicKeySize || do.ApplicationID != "123" || do.GuildID != "456" || do.Channels["default"] != "789" {
+		t.Errorf("discord, http: %+v %v", do, err)
+	}
+	if _, err := d.Options(env(map[string]string{"DISCORD_PUB": "zz"})); err == nil || !strings.Contains(err.Error(), "discord.bot_token_env: the environment variable DISCORD_BOT is not set") || !strings.Contains(err.Error(), "DISCORD_PUB does not hold a hex Ed25519 public key") {
+		t.Errorf("discord, no token and a bad key: %v; want both named", err)
+	}
+	d.Mode = "gateway"
+	if do, err := d.Options(env(map[string]string{"DISCORD_BOT": "tok"})); err != nil || do.PublicKey != nil {
+		t.Errorf("discord, gateway mode needs no public key: %+v %v", do, err)
+	}
+
+	c := &Config{Teams: &TeamsConfig{AppIDEnv: "TEAMS_ID", AppPasswordEnv: "TEAMS_PW", TenantID: " t1 ", Channels: map[string]string{"default": "19:d@thread.tacv2"}},
+		Principals: []PrincipalDecl{
+			{Name: "dr_smith", Role: "member", Teams: " 00000000-0000-0000-0000-0000000000AB "},
+			{Name: "ward_viewer", Role: "viewer", Teams: "00000000-0000-0000-0000-000000000002"},
+			{Name: "ops", Role: "admin", Slack: "T1/U1"},
+		}}
+	to, err := c.TeamsOptions(env(map[string]string{"TEAMS_ID": appID, "TEAMS_PW": "pw"}))
+	if err != nil || to.AppID != appID || to.AppPassword != "pw" || to.TenantID != "t1" || !slices.Equal(to.Approvers, []string{"00000000-0000-0000-0000-0000000000ab"}) ||
+		len(to.RoleMembers["member"]) != 1 || to.RoleMembers["member"][0].Name != "dr_smith" || len(to.RoleMembers["viewer"]) != 1 || len(to.RoleMembers["admin"]) != 0 {
+		t.Errorf("teams: %+v %v", to, err)
+	}
+	if _, err := c.TeamsOptions(env(map[string]string{"TEAMS_ID": "not-a-guid"})); err == nil || !strings.Contains(err.Error(), "TEAMS_ID does not hold a Microsoft app id") || !strings.Contains(err.Error(), "teams.app_password_env: the environment variable TEAMS_PW is not set") {
+		t.Errorf("teams, a bad app id and no password: %v; want both named", err)
+	}
+}
+
+// TestEmailOptions: the SMTP credentials come from the variables named
+// (both missing: both named), STARTTLS is on unless turned off, and the
+// people are the principals with an address, with their role and scopes.
+func TestEmailOptions(t *testing.T) {
+	t.Parallel()
+	off := false
+	c := &Config{Email: &EmailConfig{From: "countersign@ward7.example", Include: "summary", SMTP: SMTPConfig{Host: " smtp.ward7.example ", Port: 587, UsernameEnv: "SMTP_USER", PasswordEnv: "SMTP_PW"}},
+		Principals: []PrincipalDecl{
+			{Name: "ph_kim", Role: "member", Email: " kim@ward7.example ", Scopes: []string{"patient_42"}},
+			{Name: "ops", Role: "admin", Slack: "T1/U1"},
+		}}
+	o, err := c.EmailOptions(func(k string) string { return map[string]string{"SMTP_USER": "u", "SMTP_PW": "p"}[k] })
+	if err != nil || o.SMTP.Host != "smtp.ward7.example" || !o.SMTP.StartTLS || o.SMTP.Username != "u" || o.SMTP.Password != "p" || o.From != c.Email.From ||
+		len(o.People) != 1 || o.People[0].Address != "kim@ward7.example" || o.People[0].Name != "ph_kim" || !slices.Equal(o.People[0].Scopes, []string{"patient_42"}) {
+		t.Errorf("email: %+v %v", o, err)
+	}
+	c.Email.SMTP.StartTLS = &off
+	if o, err := c.EmailOptions(func(string) string { return "" }); err == nil || o.SMTP.StartTLS ||
+		!strings.Contains(err.Error(), "email.smtp.username_env: the environment variable SMTP_USER is not set") || !strings.Contains(err.Error(), "email.smtp.password_env: the environment variable SMTP_PW is not set") {
+		t.Errorf("email without credentials, STARTTLS off: %+v %v", o.SMTP, err)
+	}
+}

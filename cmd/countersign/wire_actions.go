@@ -6,39 +6,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/bot/actiontools"
-	"github.com/countersign/countersign/memory"
 )
 
 // wireActions wires action-approval tools, soft approval, ask_user, callbacks and the sweeper.
 func (a *app) wireActions(ctx context.Context) error {
 	cfg := a.cfg
-	o := actiontools.Options{
-		ReadOnlyPrefixes:  cfg.ToolPolicy.ReadOnlyPrefixes,
-		DefaultTimeout:    cfg.Approvals.DefaultTimeout,
-		RemindAfter:       cfg.Approvals.RemindAfter,
-		ReminderChannel:   cfg.Approvals.ReminderChannel,
-		EscalateAfter:     cfg.Approvals.EscalateAfter,
-		EscalationChannel: cfg.Approvals.EscalationChannel,
-		EscalationRole:    cfg.Approvals.EscalationRole,
-		EscalationOnCall:  cfg.Approvals.EscalationOnCall,
-		CallbackSecretEnv: cfg.Callbacks.SecretEnv,
-		CallbackHosts:     cfg.Callbacks.AllowedHosts,
-		Retention:         cfg.Retention.Requests(),
-		MaxArgumentsBytes: cfg.Limits.MaxArgumentsBytes,
-		MaxDryRunBytes:    cfg.Limits.MaxDryRunBytes,
-		StepUp:            cfg.StepUp.Spec(),
-		BreakGlass:        cfg.BreakGlass.Spec(),
-		// Context subjects resolve as the memory resolves a subject (a
-		// declared slot's name for an alias, else the folded subject).
-		Subject: func(s string) string { return (&memory.Options{Schema: cfg.Schema()}).Resolve(s).Subject },
-	}
-	o.DefaultApprovalMode, o.SpaceApprovalModes = cfg.SoftApproval.Modes()
-	for _, t := range cfg.Tools {
-		o.Tools = append(o.Tools, t.Spec())
-	}
-	if len(cfg.Gateway.Upstreams) > 0 {
-		o.Lookup = cfg.Gateway.Lookup() // config/gateway.go
-	}
+	o := cfg.ActionOptions() // config/wire_options.go
 	if env := cfg.Callbacks.SecretEnv; env != "" {
 		if v := a.getenv(env); v != "" {
 			secret, err := actiontools.ParseSecret(v)

@@ -2,13 +2,9 @@ package main
 
 import (
 	"context"
-	"strings"
 
 	"github.com/countersign/countersign/adapters/oauth"
 	"github.com/countersign/countersign/adapters/webhook"
-	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/policy"
 )
 
 // wireOAuth makes the HTTP API and MCP over HTTP an OAuth 2.1 resource
@@ -23,7 +19,7 @@ func (a *app) wireOAuth(context.Context) error {
 	}
 	v, err := oauth.New(oauth.Options{
 		Issuer: o.Issuer, Audience: o.Audience, Claim: o.Claim,
-		People: oauthPeople(a.cfg.Principals),
+		People: a.cfg.OAuthPeople(), // config/wire_options.go
 		Stored: a.bot,
 		Now:    a.bot.Now,
 		Logger: a.log,
@@ -38,27 +34,6 @@ func (a *app) wireOAuth(context.Context) error {
 	a.auth = oauth.Authenticator{Keys: a.bot, Verifier: v}
 	a.log.Info("mcp.oauth: accepting access tokens beside API keys", "issuer", o.Issuer, "audience", o.Audience, "claim", o.Claim)
 	return nil
-}
-
-// oauthPeople are the configured principals an access token's subject may
-// name, by their web identity (principals[].web).
-func oauthPeople(ps []config.PrincipalDecl) map[string]bot.Principal {
-	out := map[string]bot.Principal{}
-	for _, p := range ps {
-		if strings.TrimSpace(p.Web) == "" {
-			continue
-		}
-		r, err := policy.ParseRole(p.Role)
-		if err != nil {
-			continue // validate reported it
-		}
-		scopes, err := config.ParseScopes(p.Scopes)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSpace(p.Web)] = bot.Principal{Name: p.Name, Role: r, Scopes: scopes}
-	}
-	return out
 }
 
 var _ webhook.Authenticator = oauth.Authenticator{}

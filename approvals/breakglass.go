@@ -303,7 +303,7 @@ func ClearedReviewsBefore(tx kv.Tx, cutoff time.Time, limit int) ([]*Review, err
 	var out []*Review
 	err := tx.Ascend(bucketReviews, nil, nil, func(k, v []byte) error {
 		if len(out) >= limit {
-			return nil
+			return kv.ErrStop
 		}
 		var rv Review
 		if err := json.Unmarshal(v, &rv); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/countersign/countersign/bot"
 	"io"
 	"net/http"
 	"os"
@@ -175,6 +176,17 @@ func TestKeysCreateRefusesEmptyScopesAndAuditsKindAndScopes(t *testing.T) {
 		_, _, err := runWith(t, nil, "keys", "create", "--config", e.cfg, "--name", "w", "--role", "agent", "--scopes", s)
 		if err == nil || !strings.Contains(err.Error(), "--scopes:") || !strings.Contains(err.Error(), "names no user_id") {
 			t.Errorf("--scopes %q: err = %v, want a refusal", s, err)
+		}
+	}
+	// The same limits as create_principal's (bot.ParseScopes): a user_id
+	// that is no space, and more than bot.MaxScopes of them.
+	for s, want := range map[string]string{
+		"patient_42,bad\x01id": "without control characters",
+		strings.TrimSuffix(strings.Repeat("p,", bot.MaxScopes+1), ","): "at most 256 user_ids",
+	} {
+		_, _, err := runWith(t, nil, "keys", "create", "--config", e.cfg, "--name", "w", "--role", "agent", "--scopes", s)
+		if err == nil || !strings.Contains(err.Error(), "--scopes:") || !strings.Contains(err.Error(), want) {
+			t.Errorf("--scopes %.30q: err = %v, want %q", s, err, want)
 		}
 	}
 	admin := e.CreateKey("ops", "admin")

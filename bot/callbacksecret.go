@@ -10,6 +10,8 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/countersign/countersign/kv"
 )
@@ -144,17 +146,50 @@ func (b *Bot) SealCallbackSecrets(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// PrincipalByName returns the active (not revoked) principal called name,
-// or a KindNotFound error.
+// PrincipalByName returns the one active (not revoked) principal called
+// name: the one answer to "which stored principal is this name" for every
+// command and tool that takes a name. None is a KindNotFound error; a name
+// that two active principals share names neither, a KindConflict error
+// that lists their ids, so that no command acts on a guess.
 func PrincipalByName(tx kv.Tx, name string) (*Principal, error) {
 	ps, err := ListPrincipals(tx)
 	if err != nil {
 		return nil, err
 	}
+	var found *Principal
+	var ids []string
 	for i := range ps {
 		if ps[i].Name == name && !ps[i].Revoked {
-			return &ps[i], nil
+			found = &ps[i]
+			ids = append(ids, ps[i].ID)
 		}
 	}
-	return nil, Errorf(KindNotFound, "no active principal is named '%s'; list_principals lists them", name)
+	switch len(ids) {
+	case 0:
+		return nil, Errorf(KindNotFound, "no active principal is named '%s'; list_principals lists them", name)
+	case 1:
+		return found, nil
+	}
+	return nil, Errorf(KindConflict, "%d active principals are named '%s' (%s): a name two principals share names neither; revoke all but one (revoke_principal with its id)", len(ids), name, strings.Join(ids, ", "))
+}
+
+// RotateCallbackSecret replaces the callback signing secret of the
+// principal called name (PrincipalByName) and audits it, with via ("" for
+// the tool, "cli" for the command); it returns the principal and the new
+// secret, shown once. Callbacks of its requests are signed with it from the
+// next delivery on; the old one stops verifying.
+func RotateCallbackSecret(tx *Tx, name, via string) (Principal, string, error) {
+	p, err := PrincipalByName(tx, name)
+	if err != nil {
+		return Principal{}, "", err
+	}
+	secret, err := tx.NewCallbackSecret(p.ID)
+	if err != nil {
+		return Principal{}, "", err
+	}
+	what := fmt.Sprintf("%s %q", p.ID, p.Name)
+	if via != "" {
+		what += " via " + via
+	}
+	return *p, secret, tx.Audit("rotate_callback_secret", what)
 }

@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/kv"
+	"github.com/countersign/countersign/policy"
 )
 
 // TestCallbackSecretsAreSealed: a callback secret is stored sealed under
@@ -89,5 +91,84 @@ func TestCallbackSecretsAreSealed(t *testing.T) {
 	}
 	if got, err := read(b, "prin_old"); err != nil || !bytes.Equal(got, old) {
 		t.Fatalf("the sealed older secret: %x, %v", got, err)
+	}
+}
+
+// TestRotateCallbackSecretByName: a name is the one active principal of
+// that name (PrincipalByName): a revoked namesake is skipped, nobody is
+// not found, and a name two active principals share names neither, so no
+// secret of theirs is replaced. A rotation replaces the secret (the old one
+// no longer opens) and is audited with how it was asked for (via cli).
+func TestRotateCallbackSecretByName(t *testing.T) {
+	b := newTestBot(t)
+	ctx := context.Background()
+	now := b.Now()
+	ids := map[string]string{}
+	if err := b.Update(ctx, b.SystemCall(now), func(tx *Tx) error {
+		for _, n := range []string{"ward_bot", "old_bot", "old_bot", "twin", "twin"} {
+			p, _, err := CreatePrincipal(tx, now, n, policy.RoleAgent, "agent", nil)
+			if err != nil {
+				return err
+			}
+			if n == "old_bot" && ids[n] == "" {
+				p.Revoked = true // the first old_bot: revoked, so the second is the one
+				if err := SavePrincipal(tx, p); err != nil {
+					return err
+				}
+			}
+			ids[n] = p.ID // old_bot: the active one
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	secretOf := func(id string) []byte {
+		var got []byte
+		_ = b.store.View(ctx, func(tx kv.Tx) error {
+			var err error
+			got, err = b.CallbackSecretOf(tx, id)
+			return err
+		})
+		return got
+	}
+	for _, tc := range []struct {
+		name, via string
+		wantKind  Kind // 0: rotated
+	}{
+		{"ward_bot", "cli", 0}, {"old_bot", "", 0}, {"nobody", "", KindNotFound}, {"twin", "cli", KindConflict},
+	} {
+		before := secretOf(ids[tc.name])
+		var p Principal
+		var shown string
+		err := b.Update(ctx, b.SystemCall(now), func(tx *Tx) error {
+			var err error
+			p, shown, err = RotateCallbackSecret(tx, tc.name, tc.via)
+			return err
+		})
+		if tc.wantKind != 0 {
+			if KindOf(err) != tc.wantKind || shown != "" {
+				t.Errorf("rotate %s: %q, %v (kind %v), want kind %v and no secret", tc.name, shown, err, KindOf(err), tc.wantKind)
+			}
+			continue
+		}
+		after := secretOf(p.ID)
+		if err != nil || p.ID != ids[tc.name] || !strings.HasPrefix(shown, "whsec_") || after == nil || bytes.Equal(before, after) {
+			t.Errorf("rotate %s: %s %q %v, want %s with a new secret", tc.name, p.ID, shown, err, ids[tc.name])
+		}
+	}
+	if s := secretOf(ids["twin"]); s != nil {
+		t.Errorf("a twin's secret was set by a rotation that named both")
+	}
+	var audit bytes.Buffer
+	if _, err := approvals.Export(ctx, b.store, &audit); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{ids["ward_bot"] + ` \"ward_bot\" via cli`, ids["old_bot"] + ` \"old_bot\"`} {
+		if !strings.Contains(audit.String(), want) {
+			t.Errorf("the audit does not record the rotation %s:\n%s", want, audit.String())
+		}
+	}
+	if strings.Contains(audit.String(), ids["old_bot"]+` \"old_bot\" via`) {
+		t.Errorf("the tool's rotation is audited with a via it was not asked for:\n%s", audit.String())
 	}
 }

@@ -509,30 +509,21 @@ func (b *Bot) Authenticate(ctx context.Context, key string) (*Caller, error) {
 }
 
 // PrincipalNamed returns the unrevoked stored principal named name (names
-// compare exactly), or nil when there is none or more than one: an OAuth
-// access token's subject names its principal so, and a name two
-// principals share names neither.
+// compare exactly), or nil when there is none or more than one
+// (PrincipalByName): an OAuth access token's subject names its principal
+// so, and a name two principals share names neither.
 func (b *Bot) PrincipalNamed(ctx context.Context, name string) (*Principal, error) {
 	if ValidateName(name) != nil {
 		return nil, nil
 	}
 	var found *Principal
 	err := b.store.View(ctx, func(tx kv.Tx) error {
-		ps, err := ListPrincipals(tx)
-		if err != nil {
-			return err
+		p, err := PrincipalByName(tx, name)
+		if k := KindOf(err); k == KindNotFound || k == KindConflict {
+			return nil
 		}
-		n := 0
-		for i := range ps {
-			if ps[i].Name == name && !ps[i].Revoked {
-				found = &ps[i]
-				n++
-			}
-		}
-		if n > 1 {
-			found = nil
-		}
-		return nil
+		found = p
+		return err
 	})
 	return found, err
 }

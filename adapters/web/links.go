@@ -59,8 +59,8 @@ func (h *Handler) mayLink(c *bot.Caller, sso bool) error {
 	if c == nil {
 		return errors.New("only people sign in to the web console")
 	}
-	if msg := bot.SignInRefusal(c.Principal); msg != "" {
-		return errors.New(msg)
+	if r := bot.CheckSignIn(c.Principal); r != nil {
+		return r
 	}
 	p, ok := h.o.People[c.Name]
 	switch {

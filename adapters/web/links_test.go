@@ -1,6 +1,8 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"net/url"
 	"strings"
 	"testing"
@@ -81,13 +83,91 @@ func TestInstallLinks(t *testing.T) {
 		want string
 	}{
 		{"nobody", func() (string, error) { return links.SignIn(nil) }, "only people sign in"},
-		{"an agent", func() (string, error) { return links.SignIn(agent) }, bot.SignInRefusal(agent.Principal)},
+		{"an agent", func() (string, error) { return links.SignIn(agent) }, bot.CheckSignIn(agent.Principal).Message},
 		{"an unknown name", func() (string, error) { return links.ItemSignIn(person("dr_who"), 42) }, "dr_who is not under principals: in the config"},
 		{"step-up without single sign-on", func() (string, error) { return links.StepUp(person("dr_shah"), 42) }, "dr_shah has no single sign-on identity"},
 	} {
 		u, err := c.mint()
 		if err == nil || u != "" || c.want == "" || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %q %v, want no link and %q", c.name, u, err, c.want)
+		}
+	}
+}
+
+// TestLinkTarget: the one answer to "whom is a sign-in link for" that the
+// web_link tool and `countersign web link` share: a configured person
+// first (even when a stored principal has the name), else the one stored
+// principal of the name that is not revoked (a name two share names
+// neither); a refusal names its kind, never a link for someone who may not
+// sign in.
+func TestLinkTarget(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	b, err := bot.New(bot.Options{Store: bottest.OpenStore(t), SigningKey: bottest.SigningKey(), Now: bottest.NewClock(t0).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	err = b.Update(ctx, b.SystemCall(t0), func(tx *bot.Tx) error {
+		for _, p := range []struct {
+			name, kind string
+			role       policy.Role
+		}{
+			{"dr_out", "person", policy.RoleMember}, {"ward_bot", "agent", policy.RoleMember},
+			{"dr_lee", "agent", policy.RoleAgent}, {"gone", "person", policy.RoleMember},
+			{"twice", "person", policy.RoleMember}, {"twice", "person", policy.RoleViewer},
+		} {
+			pr, _, err := bot.CreatePrincipal(tx, t0, p.name, p.role, p.kind, nil)
+			if err != nil {
+				return err
+			}
+			ids[p.name] = pr.ID
+			if p.name == "gone" {
+				pr.Revoked = true
+				if err := bot.SavePrincipal(tx, pr); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	people := map[string]Person{
+		"dr_lee": {Principal: bot.Principal{Name: "dr_lee", Role: policy.RoleMember}},
+		"ci_bot": {Principal: bot.Principal{Name: "ci_bot", Role: policy.RoleAgent}},
+	}
+	tests := []struct {
+		name     string
+		store    Viewer
+		wantRef  string
+		wantKind bot.Kind      // 0 with a ref
+		wantBar  bot.SignInBar // for kind conflict
+	}{
+		{"dr_lee", b, "c:dr_lee", 0, 0}, // the config wins over the stored agent of the name
+		{"dr_lee", nil, "c:dr_lee", 0, 0},
+		{"dr_out", b, "p:" + ids["dr_out"], 0, 0},
+		{"twice", b, "", bot.KindConflict, 0}, // two active principals share the name: neither
+		{"ci_bot", b, "", bot.KindConflict, bot.SignInAgentRole},
+		{"ward_bot", b, "", bot.KindConflict, bot.SignInNotAPerson},
+		{"gone", b, "", bot.KindInvalid, 0},
+		{"nobody", b, "", bot.KindInvalid, 0},
+		{"dr_out", nil, "", bot.KindInvalid, 0}, // no store to look in
+	}
+	for _, tc := range tests {
+		ref, who, err := LinkTarget(ctx, tc.store, people, tc.name)
+		if tc.wantKind == 0 {
+			if err != nil || ref != tc.wantRef || who.Name != tc.name || who.Kind != "person" {
+				t.Errorf("LinkTarget(%s, store %v) = %q %q/%q %v, want %q for the person %s", tc.name, tc.store != nil, ref, who.Name, who.Kind, err, tc.wantRef, tc.name)
+			}
+			continue
+		}
+		if ref != "" || bot.KindOf(err) != tc.wantKind {
+			t.Errorf("LinkTarget(%s) = %q, %v (kind %v), want no link and kind %v", tc.name, ref, err, bot.KindOf(err), tc.wantKind)
+		}
+		if tc.wantBar != 0 && !errors.Is(err, tc.wantBar) {
+			t.Errorf("LinkTarget(%s) refused with %v, want the reason %v", tc.name, err, tc.wantBar)
 		}
 	}
 }

@@ -34,22 +34,18 @@ func (h *Handler) LinkTool(base string) bot.Tool {
 			if !self && !c.Caller.MayAdminister() {
 				return bot.Result{}, c.Deny(ctx, fmt.Sprintf("Access denied: a sign-in link for someone else (%s) needs the 'admin' role; your role(s) ['%s'] do not grant it. Ask for your own by leaving out name.", quotedName(name), c.Caller.Role))
 			}
-			var ref string
-			var who bot.Principal
+			ref, who, err := "", c.Caller.Principal, error(nil)
 			if self {
-				who = c.Caller.Principal
 				ref = "p:" + who.ID
 				if strings.HasPrefix(who.ID, "chat:") || strings.HasPrefix(who.ID, "web:") {
 					ref = "c:" + who.Name // a principal of the config
 				}
+				err = signInConflict(who)
 			} else {
-				var err error
-				if ref, who, err = linkTarget(ctx, c, people, name); err != nil {
-					return bot.Result{}, err
-				}
+				ref, who, err = LinkTarget(ctx, c, people, name)
 			}
-			if msg := bot.SignInRefusal(who); msg != "" {
-				return bot.Result{}, bot.Errorf(bot.KindConflict, "%s", msg)
+			if err != nil {
+				return bot.Result{}, err
 			}
 			if strings.HasPrefix(ref, "c:") {
 				if _, ok := people[who.Name]; !ok {
@@ -75,33 +71,62 @@ func (h *Handler) LinkTool(base string) bot.Tool {
 	}
 }
 
-// linkTarget finds the person an admin named: a principal of the config
-// first, else a stored principal that is not revoked (the newest of that
-// name).
-func linkTarget(ctx context.Context, c *bot.Call, people map[string]Person, name string) (string, bot.Principal, error) {
+// Viewer reads a store: a *bot.Bot, a *bot.Call, or a kv.Store opened by
+// a command.
+type Viewer interface {
+	View(ctx context.Context, fn func(kv.Tx) error) error
+}
+
+// LinkTarget is the one answer to "whom is a sign-in link for name for",
+// for the web_link tool and `countersign web link` alike: a person under
+// principals: in the config (people) first, else the principal of that
+// name in the store (v; nil when the command has no store to read) that is
+// not revoked (bot.PrincipalByName: a name two such principals share names
+// neither, a conflict). It returns the reference the link carries ("c:" and
+// the name, or "p:" and the stored id) and the principal, or why there is
+// no link: a *bot.Error of kind invalid (field name) when nobody has the
+// name, of kind conflict carrying the *bot.SignInRefusal when they may not
+// sign in (an agent, a service, the role agent).
+func LinkTarget(ctx context.Context, v Viewer, people map[string]Person, name string) (string, bot.Principal, error) {
 	if p, ok := people[name]; ok {
 		pr := p.Principal
 		pr.Kind = "person"
+		if err := signInConflict(pr); err != nil {
+			return "", bot.Principal{}, err
+		}
 		return "c:" + name, pr, nil
 	}
-	var found []bot.Principal
-	err := c.View(ctx, func(tx kv.Tx) error {
-		ps, err := bot.ListPrincipals(tx)
-		for _, p := range ps {
-			if p.Name == name && !p.Revoked {
-				found = append(found, p)
-			}
-		}
-		return err
-	})
+	var stored *bot.Principal
+	var err error = errNoStored
+	if v != nil {
+		err = v.View(ctx, func(tx kv.Tx) error {
+			var err error
+			stored, err = bot.PrincipalByName(tx, name)
+			return err
+		})
+	}
+	if bot.KindOf(err) == bot.KindNotFound {
+		return "", bot.Principal{}, bot.Invalid("name", "no principal %s: it is neither under principals: in the config nor a stored principal that is not revoked", quotedName(name))
+	}
 	if err != nil {
 		return "", bot.Principal{}, err
 	}
-	if len(found) == 0 {
-		return "", bot.Principal{}, bot.Invalid("name", "no principal %s: it is neither under principals: in the config nor a stored principal that is not revoked", quotedName(name))
+	if err := signInConflict(*stored); err != nil {
+		return "", bot.Principal{}, err
 	}
-	p := found[len(found)-1]
-	return "p:" + p.ID, p, nil
+	return "p:" + stored.ID, *stored, nil
+}
+
+// errNoStored stands for "not found" when there is no store to look in.
+var errNoStored = &bot.Error{Kind: bot.KindNotFound, Msg: "no store"}
+
+// signInConflict is nil when p may sign in, else the refusal as a tool's
+// error (kind conflict: the principal exists, and may not sign in).
+func signInConflict(p bot.Principal) error {
+	if r := bot.CheckSignIn(p); r != nil {
+		return &bot.Error{Kind: bot.KindConflict, Msg: r.Message, Err: r}
+	}
+	return nil
 }
 
 // quotedName quotes a name for a message (Go syntax, so nothing in it

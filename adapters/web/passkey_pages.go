@@ -75,29 +75,17 @@ func (h *Handler) registerFresh(c *bot.Caller) (time.Time, bool) {
 	return c.AuthAt.Add(PasskeyRegisterWithin), true
 }
 
-// registerRefusal is why the session may not register a passkey now, or "".
-func (h *Handler) registerRefusal(c *bot.Caller, ref string) string {
+// mayRegister returns nil when the session may register a passkey now,
+// else why not (the sentence to show).
+func (h *Handler) mayRegister(c *bot.Caller, ref string) error {
 	if _, ok := h.registerFresh(c); ok {
-		return ""
+		return nil
 	}
 	how := "press “Sign in again” on this page"
-	if msg := h.canReauthenticate(ref); msg != "" {
-		how = msg
+	if err := h.mayReauthenticate(ref); err != nil {
+		how = err.Error()
 	}
-	return fmt.Sprintf("Adding a passkey needs a fresh sign-in at your identity provider (OIDC) within the last %s, in this session, so that a passkey is never a way around step-up. Nothing was registered: %s, then add the passkey.", roundMinutes(PasskeyRegisterWithin), how)
-}
-
-// canReauthenticate says why the principal of ref cannot sign in again at
-// the provider here, or "".
-func (h *Handler) canReauthenticate(ref string) string {
-	if h.oidc == nil {
-		return "single sign-on (web.oidc) is not configured here, so no passkey can be registered; an admin sets web.oidc"
-	}
-	kind, name, _ := strings.Cut(ref, ":")
-	if p, ok := h.o.People[name]; kind != "c" || !ok || p.Web == "" {
-		return fmt.Sprintf("%s has no single sign-on identity (principals[].web in the config), so no passkey can be registered for it; an admin adds one", name)
-	}
-	return ""
+	return errSignIn{fmt.Sprintf("Adding a passkey needs a fresh sign-in at your identity provider (OIDC) within the last %s, in this session, so that a passkey is never a way around step-up. Nothing was registered: %s, then add the passkey.", roundMinutes(PasskeyRegisterWithin), how)}
 }
 
 // roundMinutes renders d as "5 minutes".
@@ -109,12 +97,25 @@ func roundMinutes(d time.Duration) string {
 	return fmt.Sprintf("%d minutes", m)
 }
 
+// mayReauthenticate returns nil when the principal of ref can sign in
+// again at the provider here, else why not.
+func (h *Handler) mayReauthenticate(ref string) error {
+	if h.oidc == nil {
+		return errors.New("single sign-on (web.oidc) is not configured here, so no passkey can be registered; an admin sets web.oidc")
+	}
+	kind, name, _ := strings.Cut(ref, ":")
+	if p, ok := h.o.People[name]; kind != "c" || !ok || p.Web == "" {
+		return fmt.Errorf("%s has no single sign-on identity (principals[].web in the config), so no passkey can be registered for it; an admin adds one", name)
+	}
+	return nil
+}
+
 func (h *Handler) passkeysPage(w http.ResponseWriter, r *http.Request) {
 	if h.passkeysOff(w, r) {
 		return
 	}
 	caller, s := callerOf(r), sessionOf(r)
-	d := passkeysData{Max: maxPasskeys, CanSignIn: h.canReauthenticate(s.Ref) == ""}
+	d := passkeysData{Max: maxPasskeys, CanSignIn: h.mayReauthenticate(s.Ref) == nil}
 	if until, ok := h.registerFresh(caller); ok {
 		d.Fresh = until.UTC().Format("15:04 UTC")
 	}
@@ -158,8 +159,8 @@ func (h *Handler) passkeySignIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref := sessionOf(r).Ref
-	if msg := h.canReauthenticate(ref); msg != "" {
-		h.backTo(w, r, "/ui/passkeys", "passkeys", "You cannot sign in again here: "+msg+".")
+	if err := h.mayReauthenticate(ref); err != nil {
+		h.backTo(w, r, "/ui/passkeys", "passkeys", "You cannot sign in again here: "+err.Error()+".")
 		return
 	}
 	h.startOIDC(w, r, pendingOIDC{StepUp: true, Started: h.now(), Expect: ref, Next: "/ui/passkeys"})
@@ -241,9 +242,9 @@ func (h *Handler) passkeyBeginRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, s := callerOf(r), sessionOf(r)
-	if msg := h.registerRefusal(caller, s.Ref); msg != "" {
-		h.deny(r, caller, msg)
-		jsonProblem(w, http.StatusForbidden, msg)
+	if err := h.mayRegister(caller, s.Ref); err != nil {
+		h.deny(r, caller, err.Error())
+		jsonProblem(w, http.StatusForbidden, err.Error())
 		return
 	}
 	origin, msg := h.passkeyOrigin(h.base(r))
@@ -331,8 +332,8 @@ func (h *Handler) passkeyRegister(w http.ResponseWriter, r *http.Request) {
 		back(msg)
 		return
 	}
-	if msg := h.registerRefusal(caller, s.Ref); msg != "" {
-		back(msg)
+	if err := h.mayRegister(caller, s.Ref); err != nil {
+		back(err.Error())
 		return
 	}
 	parsed, err := protocol.ParseCredentialCreationResponseBytes([]byte(r.PostForm.Get("credential")))

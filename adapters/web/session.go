@@ -42,6 +42,16 @@ type Person struct {
 	Web string // the OIDC claim value that signs in as this person
 }
 
+// PeopleOf are the configured people of d, by name, as the console signs
+// them in (Options.People).
+func PeopleOf(d *bot.Directory) map[string]Person {
+	out := map[string]Person{}
+	for _, p := range d.People() {
+		out[p.Name] = Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
+	}
+	return out
+}
+
 // session is the server-side record of a signed-in browser.
 type session struct {
 	Ref     string    `json:"ref"` // c:<name> (configured person) or p:<principal id> (stored)
@@ -106,7 +116,7 @@ const MaxItemLinkTTL = 24 * time.Hour
 // that lands on item's page (item 0: the inbox) and is valid until
 // now+ttl (at most MaxItemLinkTTL): an email sent to an approver carries
 // one, and is read later than a chat answer. It is the same link: signed
-// with the same key, used once, refused for whom bot.SignInRefusal
+// with the same key, used once, refused for whom bot.CheckSignIn
 // refuses; for a person with a single sign-on identity while the console
 // has OIDC, it leads to the identity provider instead of signing in.
 func MintItemLink(key []byte, ref string, item uint64, now time.Time, ttl time.Duration) (string, error) {
@@ -190,7 +200,7 @@ func consumeLink(tx kv.Tx, c linkClaims) error {
 
 // resolve turns a session's principal reference into the caller it acts as,
 // checking on every request that the principal still exists and may sign
-// in (bot.SignInRefusal: not revoked, a person, not the role agent), so a
+// in (bot.CheckSignIn: not revoked, a person, not the role agent), so a
 // principal that was revoked or became an agent is refused at once.
 func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) {
 	kind, id, _ := strings.Cut(ref, ":")
@@ -219,8 +229,8 @@ func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) 
 	default:
 		return nil, errBadLink
 	}
-	if msg := bot.SignInRefusal(p); msg != "" {
-		return nil, errSignIn{msg}
+	if r := bot.CheckSignIn(p); r != nil {
+		return nil, errSignIn{r.Message}
 	}
 	if msg, err := h.suspended(ctx, p.Name); err != nil || msg != "" {
 		if err != nil {

@@ -464,17 +464,12 @@ func (a *RotateCallbackSecretArgs) Validate() error {
 
 func rotateCallbackSecret(ctx context.Context, c *bot.Call, args any) (bot.Result, error) {
 	name := args.(*RotateCallbackSecretArgs).Name
-	var p *bot.Principal
+	var p bot.Principal
 	var secret string
 	err := c.Update(ctx, func(tx *bot.Tx) error {
 		var err error
-		if p, err = bot.PrincipalByName(tx, name); err != nil {
-			return err
-		}
-		if secret, err = tx.NewCallbackSecret(p.ID); err != nil {
-			return err
-		}
-		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q", p.ID, p.Name))
+		p, secret, err = bot.RotateCallbackSecret(tx, name, "")
+		return err
 	})
 	if err != nil {
 		return bot.Result{}, err

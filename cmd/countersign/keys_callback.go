@@ -39,14 +39,8 @@ func cmdKeysRotateCallbackSecret(ctx context.Context, args []string, getenv func
 	}
 	var secret string
 	err = b.Update(ctx, b.SystemCall(time.Now()), func(tx *bot.Tx) error {
-		p, err := bot.PrincipalByName(tx, *name)
-		if err != nil {
-			return err
-		}
-		if secret, err = tx.NewCallbackSecret(p.ID); err != nil {
-			return err
-		}
-		return tx.Audit("rotate_callback_secret", fmt.Sprintf("%s %q via cli", p.ID, p.Name))
+		_, secret, err = bot.RotateCallbackSecret(tx, *name, "cli")
+		return err
 	})
 	if err != nil {
 		return err

@@ -15,17 +15,7 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/kv"
 )
-
-// webPeople are the configured people who may sign in to the console.
-func webPeople(d *bot.Directory) map[string]web.Person {
-	out := map[string]web.Person{}
-	for _, p := range d.People() {
-		out[p.Name] = web.Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
-	}
-	return out
-}
 
 // wireWeb mounts the console under /ui/ and prunes its expired sessions
 // with the sweeper.
@@ -36,7 +26,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	}
 	o := web.Options{
 		Bot:        a.bot,
-		People:     webPeople(a.people),
+		People:     web.PeopleOf(a.people),
 		LinkKey:    web.LinkKey(a.key.Seed()),
 		PublicURL:  w.PublicURL,
 		SessionTTL: w.SessionTTL,
@@ -149,18 +139,25 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
 	}
-	ref := ""
-	if p, ok := dir.Person(*name); ok {
-		if msg := bot.SignInRefusal(bot.Principal{Name: p.Name, Role: p.Role, Kind: "person"}); msg != "" {
-			return fmt.Errorf("--name: %s", msg)
+	configured := web.PeopleOf(dir)
+	var store web.Viewer // a principal not in the config is looked up in the store
+	if _, ok := configured[*name]; !ok {
+		if cfg.Store.Engine != config.EnginePostgres && !fileExists(cfg.Store.Path) {
+			return fmt.Errorf("--name: no principal %q under principals: in the config, and no store at %s", *name, cfg.Store.Path)
 		}
-		ref = "c:" + p.Name
-	}
-	if ref == "" {
-		ref, err = storedPersonRef(ctx, cfg, getenv, *name)
+		db, err := openEngine(ctx, cfg, getenv, true)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; while it runs, ask it: give --key with the person's own key or an admin's)", err)
 		}
+		defer db.Close()
+		store = db
+	}
+	ref, _, err := web.LinkTarget(ctx, store, configured, *name)
+	if be := (*bot.Error)(nil); errors.As(err, &be) {
+		return fmt.Errorf("--name: %s", be.Msg)
+	}
+	if err != nil {
+		return err
 	}
 	sk, err := approvals.ReadSigningKey(cfg.Audit.SigningKey)
 	if err != nil {
@@ -172,38 +169,4 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	fmt.Fprintln(stdout, web.SignInURL(webBase(cfg), tok))
 	return nil
-}
-
-// storedPersonRef finds a stored principal by name and checks that it may
-// sign in.
-func storedPersonRef(ctx context.Context, cfg *config.Config, getenv func(string) string, name string) (string, error) {
-	if cfg.Store.Engine != config.EnginePostgres && !fileExists(cfg.Store.Path) {
-		return "", fmt.Errorf("--name: no principal %q under principals: in the config, and no store at %s", name, cfg.Store.Path)
-	}
-	db, err := openEngine(ctx, cfg, getenv, true)
-	if err != nil {
-		return "", fmt.Errorf("%w (a principal not in the config is looked up in the store, which needs the server stopped; while it runs, ask it: give --key with the person's own key or an admin's)", err)
-	}
-	defer db.Close()
-	var found []bot.Principal
-	err = db.View(ctx, func(tx kv.Tx) error {
-		ps, err := bot.ListPrincipals(tx)
-		for _, p := range ps {
-			if p.Name == name && !p.Revoked {
-				found = append(found, p)
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	if len(found) == 0 {
-		return "", fmt.Errorf("--name: no principal %q: it is neither under principals: in the config nor a stored principal that is not revoked", name)
-	}
-	p := found[len(found)-1]
-	if msg := bot.SignInRefusal(p); msg != "" {
-		return "", fmt.Errorf("--name: %s", msg)
-	}
-	return "p:" + p.ID, nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -67,14 +66,10 @@ func serverURL(flagURL string, load func() (*config.Config, error), getenv func(
 	if err != nil {
 		return "", err
 	}
-	if err := overrideListen(cfg, "", getenv(listenEnv)); err != nil {
+	if err := cfg.OverrideListen("", getenv(config.ListenEnv)); err != nil {
 		return "", err
 	}
-	host, port, _ := net.SplitHostPort(cfg.Listen)
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port), nil
+	return config.LocalURL(cfg.Listen), nil
 }
 
 // cmdReady waits until a running server answers GET /readyz with 200, so

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/adapters/postgres/pgtest"
+	"github.com/countersign/countersign/config"
 )
 
 // TestMain lets the test binary stand in for the countersign binary: the
@@ -121,7 +122,7 @@ func pasteBlocks(t *testing.T, page string, blocks []readmeBlock) {
 	cmd.Stdin = strings.NewReader(script.String())
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "LANG=C.UTF-8",
-		"COUNTERSIGN_TEST_AS_MAIN=1", listenEnv + "=" + addr,
+		"COUNTERSIGN_TEST_AS_MAIN=1", config.ListenEnv + "=" + addr,
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var stdout, stderr bytes.Buffer

@@ -162,26 +162,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// listenEnv names the environment variable that overrides the config's
-// listen address (the --listen flag overrides both).
-const listenEnv = "COUNTERSIGN_LISTEN"
-
-// overrideListen applies --listen (flag) or $COUNTERSIGN_LISTEN (env) to
-// cfg, the flag first; each is checked as host:port under its own name.
-func overrideListen(c *config.Config, flagValue, envValue string) error {
-	for _, o := range []struct{ name, v string }{{"--listen", flagValue}, {"$" + listenEnv, envValue}} {
-		if o.v == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(o.v); err != nil {
-			return fmt.Errorf("%s: %q is not host:port (for example 127.0.0.1:8080)", o.name, o.v)
-		}
-		c.Listen = o.v
-		return nil
-	}
-	return nil
-}
-
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
@@ -195,7 +175,7 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	load := configFlag(fs)
-	listen := fs.String("listen", "", "the address to listen on, host:port (default $"+listenEnv+", else the config's listen)")
+	listen := fs.String("listen", "", "the address to listen on, host:port (default $"+config.ListenEnv+", else the config's listen)")
 	newKey := fs.Bool("new-signing-key", false, "the audit signing key is lost: create a new one and record the rotation in the chain (docs/audit.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -205,7 +185,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	cfg.Audit.NewSigningKey = *newKey
-	if err := overrideListen(cfg, *listen, getenv(listenEnv)); err != nil {
+	if err := cfg.OverrideListen(*listen, getenv(config.ListenEnv)); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
@@ -260,7 +240,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger.Info("listening", "addr", ln.Addr().String(), "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
 	if cfg.Web.Served() {
-		logger.Info("web console", "url", consoleURL(cfg, ln.Addr().String()), "sign_in", "countersign web link --name NAME")
+		logger.Info("web console", "url", cfg.ConsoleURL(ln.Addr().String()), "sign_in", "countersign web link --name NAME")
 	}
 
 	var wg sync.WaitGroup

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/adapters/web"
@@ -53,7 +51,7 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// URL; chat's `/countersign web`, emails and step-up answer with
 	// one-time links (adapters/web/links.go), an email's lasting
 	// email.link_ttl.
-	base, itemTTL := webBase(a.cfg), web.LinkTTL
+	base, itemTTL := a.cfg.LinkBase(), web.LinkTTL
 	if a.cfg.Email != nil {
 		itemTTL = a.cfg.Email.LinkTTL
 	}
@@ -63,30 +61,6 @@ func (a *app) wireWeb(ctx context.Context) error {
 	// address); the API stays under /v1/.
 	a.mounts["GET /{$}"] = http.RedirectHandler("/ui/", http.StatusSeeOther)
 	return a.bot.Register(h.LinkTool(base))
-}
-
-// consoleURL is where serve says the console is: web.public_url, else
-// the address it listens on (a wildcard host as 127.0.0.1).
-func consoleURL(cfg *config.Config, addr string) string {
-	if cfg.Web.PublicURL != "" {
-		return strings.TrimRight(cfg.Web.PublicURL, "/") + "/ui/"
-	}
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "http://" + addr + "/ui/"
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		host = "127.0.0.1"
-	}
-	return "http://" + net.JoinHostPort(host, port) + "/ui/"
-}
-
-// webBase is the base URL printed links start with.
-func webBase(cfg *config.Config) string {
-	if cfg.Web.PublicURL != "" {
-		return strings.TrimRight(cfg.Web.PublicURL, "/")
-	}
-	return "http://" + cfg.Listen
 }
 
 // cmdWebLink prints a one-time, 5-minute sign-in URL for an existing
@@ -167,6 +141,6 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, web.SignInURL(webBase(cfg), tok))
+	fmt.Fprintln(stdout, web.SignInURL(cfg.LinkBase(), tok))
 	return nil
 }

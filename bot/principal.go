@@ -508,6 +508,16 @@ func (b *Bot) Authenticate(ctx context.Context, key string) (*Caller, error) {
 	return &Caller{Principal: *p}, nil
 }
 
+// LocalAgent is the caller of a local session started without a key
+// (`countersign mcp --local-agent`): the principal "local", of kind agent
+// with the agent role, so that the one decision rule refuses every
+// decision it attempts (an agent never decides) and its role holds no
+// approve or admin capability. Nothing local decides or administers
+// without an explicit credential.
+func LocalAgent() *Caller {
+	return &Caller{Principal: Principal{ID: "local", Name: "local", Role: policy.RoleAgent, Kind: "agent"}}
+}
+
 // PrincipalNamed returns the unrevoked stored principal named name (names
 // compare exactly), or nil when there is none or more than one
 // (PrincipalByName): an OAuth access token's subject names its principal

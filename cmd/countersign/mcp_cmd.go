@@ -12,8 +12,6 @@ import (
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/policy"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // apiKeyEnv names the environment variable `countersign mcp` reads a key from.
@@ -23,53 +21,28 @@ const apiKeyEnv = "COUNTERSIGN_API_KEY"
 // key, as the local agent.
 const localAgentFlag = "local-agent"
 
-// localCaller is the caller of a stdio session started with --local-agent
-// and no key: the principal "local", of kind agent with the agent role, so
-// that the one decision rule refuses every decision it attempts (an agent
-// never decides) and its role holds no approve or admin capability. A
-// stdio server never decides or administers without an explicit
-// credential.
-func localCaller() *bot.Caller {
-	return &bot.Caller{Principal: bot.Principal{ID: "local", Name: "local", Role: policy.RoleAgent, Kind: "agent"}, Surface: "mcp"}
-}
-
 // errNoStdioKey is the refusal to start `countersign mcp` without a key.
 var errNoStdioKey = errors.New("mcp: no API key: pass --key or set " + apiKeyEnv + " (an empty variable in an MCP host's config is no key). " +
 	"A stdio server never decides or administers without a credential: create a key with `countersign keys create --name NAME --role agent`, " +
 	"or pass --" + localAgentFlag + " to act as the keyless local agent \"local\" (role agent: it may propose and ask, never approve or administer)")
 
 // stdioCaller returns how `countersign mcp` finds the caller of each call:
-// the key's principal, looked up on every call (so that revoking the key
-// takes effect at once), or, with --local-agent and no key, the local
-// agent, logged whenever it is used. Without either it refuses to start.
+// the key's principal (mcp.KeyCaller), or, with --local-agent and no key,
+// the local agent (mcp.LocalAgentCaller). Without either it refuses to start.
 func stdioCaller(ctx context.Context, a *app, key bot.Secret, localAgent, authRequired bool, logger *slog.Logger) (mcp.CallerFunc, error) {
 	switch {
 	case key != "":
 		if _, err := a.bot.Authenticate(ctx, key.Reveal()); err != nil {
 			logger.Warn("mcp: the API key given does not authenticate; every call will be refused", "err", err)
 		}
-		return func(ctx context.Context, _ *sdk.CallToolRequest) (*bot.Caller, error) {
-			c, err := a.bot.Authenticate(ctx, key.Reveal())
-			if err != nil {
-				return nil, err
-			}
-			c.Surface = "mcp"
-			return c, nil
-		}, nil
+		return mcp.KeyCaller(a.bot, key), nil
 	case !localAgent:
 		return nil, errNoStdioKey
 	case authRequired:
 		return nil, fmt.Errorf("mcp: --%s is refused because the config sets auth_required: true; pass --key or set %s", localAgentFlag, apiKeyEnv)
 	}
 	logger.Warn("mcp: serving without a key as the local agent local [local] (--" + localAgentFlag + "): it may propose and ask, never approve, decide or administer; every call it makes is logged")
-	return func(_ context.Context, req *sdk.CallToolRequest) (*bot.Caller, error) {
-		tool := ""
-		if req != nil && req.Params != nil {
-			tool = req.Params.Name
-		}
-		logger.Warn("mcp: a call as the keyless local agent", "principal", "local [local]", "tool", tool)
-		return localCaller(), nil
-	}, nil
+	return mcp.LocalAgentCaller(logger), nil
 }
 
 // cmdMCP serves MCP over stdin and stdout for a local agent, on the same

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/internal/logtest"
 	"github.com/countersign/countersign/policy"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -462,7 +463,7 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 	}
 	// Were its role ever to hold approve, the one decision rule would still
 	// refuse it: it is an agent, not a person.
-	if got := localCaller().MayDecide(policy.Decidable{Ref: id}); got == nil || got.Check != policy.CheckPerson || !strings.HasPrefix(got.Message, "Access denied: local [local] is an agent principal.") {
+	if got := bot.LocalAgent().MayDecide(policy.Decidable{Ref: id}); got == nil || got.Check != policy.CheckPerson || !strings.HasPrefix(got.Message, "Access denied: local [local] is an agent principal.") {
 		t.Fatalf("the decision rule on the local agent: %+v, want a %v refusal", got, policy.CheckPerson)
 	}
 	text, r = mcpCall(t, cs, "create_principal", map[string]any{"name": "backdoor", "role": "admin"})

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/adapters/postgres"
 	"github.com/countersign/countersign/adapters/webhook"
 	"github.com/countersign/countersign/bot"
+	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/bot/admintools"
 	"github.com/countersign/countersign/policy"
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,7 +31,11 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err := reg.Register(newBreakGlassCollector(a.bot, a.log)); err != nil { // wire_breakglass.go
+	reviews := func(ctx context.Context) (int, int, error) {
+		rc, err := actiontools.CountReviews(ctx, a.bot, a.bot.Now())
+		return rc.Open, rc.Overdue, err
+	}
+	if err := reg.Register(webhook.NewReviewCollector(reviews, a.log)); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	a.bot.SetObserver(func(ctx context.Context, ev bot.CallEvent) {

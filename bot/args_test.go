@@ -1,11 +1,14 @@
 package bot
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/policy"
 )
 
 type testArgs struct {
@@ -139,6 +142,29 @@ func TestFirstDuplicate(t *testing.T) {
 		path, dup := firstDuplicate([]byte(c.raw))
 		if path != c.path || dup != c.dup {
 			t.Errorf("firstDuplicate(%s) = %q, %v; want %q, %v", c.raw, path, dup, c.path, c.dup)
+		}
+	}
+}
+
+// TestWrites: a tool writes unless its capability is read or verify or it
+// is annotated read-only; an unknown tool writes nothing.
+func TestWrites(t *testing.T) {
+	t.Parallel()
+	b := newTestBot(t)
+	type none struct{}
+	h := func(context.Context, *Call, any) (Result, error) { return Result{}, nil }
+	if err := b.Register(
+		Tool{Name: "recall", Capability: policy.CapRead, Args: none{}, Handler: h},
+		Tool{Name: "verify", Capability: policy.CapVerify, Args: none{}, Handler: h},
+		Tool{Name: "list", Capability: policy.CapAdmin, Annotations: Annotations{ReadOnly: true}, Args: none{}, Handler: h},
+		Tool{Name: "propose", Capability: policy.CapWrite, Args: none{}, Handler: h},
+		Tool{Name: "revoke", Capability: policy.CapAdmin, Args: none{}, Handler: h},
+	); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"recall": false, "verify": false, "list": false, "propose": true, "revoke": true, "nothing": false} {
+		if got := b.Writes(name); got != want {
+			t.Errorf("Writes(%s) = %v, want %v", name, got, want)
 		}
 	}
 }

@@ -131,6 +131,16 @@ func (b *Bot) Tools() []ToolInfo {
 	return out
 }
 
+// Writes reports whether the tool called name may change state: its
+// capability is not read or verify, and it is not annotated read-only (as
+// list_principals, an admin tool that changes nothing). An unknown tool
+// writes nothing: a call of it is refused as not found. The HTTP API's
+// Idempotency-Key applies to the tools that write.
+func (b *Bot) Writes(name string) bool {
+	t, ok := b.tools[name]
+	return ok && t.Capability != policy.CapRead && t.Capability != policy.CapVerify && !t.Annotations.ReadOnly
+}
+
 // spaceIn normalises the space embedded in args, a pointer to a struct
 // whose field i is the embedded Space, and returns it.
 func spaceIn(args any, i int) Space {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/countersign/countersign/adapters/mcp"
 	"github.com/countersign/countersign/adapters/postgres"
@@ -12,7 +11,6 @@ import (
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/bot/admintools"
-	"github.com/countersign/countersign/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -74,7 +72,7 @@ func (a *app) wireAdmin(ctx context.Context) error {
 	idem := webhook.NewIdempotency(webhook.IdempotencyOptions{
 		Store:    a.bot.Store(),
 		Now:      a.bot.Now,
-		IsWrite:  writeTools(a.bot),
+		IsWrite:  a.bot.Writes,
 		MaxBody:  h.MaxBodyBytes,
 		Logger:   a.log,
 		OnReplay: metrics.Replayed,
@@ -112,18 +110,3 @@ func (a *app) wireAdmin(ctx context.Context) error {
 // protocolFactor is how many MCP protocol messages (initialize, tools/list,
 // ping, notifications) a principal may send per tool call it may make.
 const protocolFactor = 10
-
-// writeTools returns a test of whether a tool may change state: its
-// capability is not read or verify, and it is not annotated read-only (as
-// list_principals, an admin tool that changes nothing). It reads the
-// registry on first use, when every wiring step has registered its tools.
-func writeTools(b *bot.Bot) func(string) bool {
-	set := sync.OnceValue(func() map[string]bool {
-		m := map[string]bool{}
-		for _, t := range b.Tools() {
-			m[t.Name] = t.Capability != policy.CapRead && t.Capability != policy.CapVerify && !t.Annotations.ReadOnly
-		}
-		return m
-	})
-	return func(name string) bool { return set()[name] }
-}

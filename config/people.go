@@ -9,6 +9,21 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
+// Directory is the directory of people (bot.Directory: who a chat user, a
+// console sign-in or a directory user is) built from principals:, or an
+// error that says what to fix.
+func (c *Config) Directory() (*bot.Directory, error) {
+	ps, err := c.People()
+	if err != nil {
+		return nil, err
+	}
+	d, err := bot.NewDirectory(ps)
+	if err != nil {
+		return nil, fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
+	}
+	return d, nil
+}
+
 // People are the principals: section as the bot's directory of people
 // takes them (bot.NewDirectory), each chat identity in the form its
 // surface reports it. A principal that cannot be one is an error naming

@@ -1,11 +1,6 @@
 package main
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/countersign/countersign/bot"
-)
+import "context"
 
 // wireChat builds the directory of people (who a chat user, a console
 // sign-in or a directory user is: bot.Directory) from principals: in the
@@ -13,18 +8,14 @@ import (
 // Discord adapters through package chat (bot/chat). A directory that
 // cannot be built stops start-up with a message that says what to fix.
 func (a *app) wireChat(ctx context.Context) error {
-	ps, err := a.cfg.People()
+	d, err := a.cfg.Directory() // config/people.go
 	if err != nil {
 		return err
 	}
-	d, err := bot.NewDirectory(ps)
-	if err != nil {
-		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
-	}
 	a.bot.Chat().SetDirectory(d)
 	a.people = d
-	if len(ps) > 0 {
-		a.log.Info("chat directory", "principals", len(ps))
+	if n := len(d.People()); n > 0 {
+		a.log.Info("chat directory", "principals", n)
 	}
 	return nil
 }

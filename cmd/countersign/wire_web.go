@@ -105,13 +105,9 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintln(stdout, u)
 		return nil
 	}
-	people, err := cfg.People()
+	dir, err := cfg.Directory()
 	if err != nil {
 		return err
-	}
-	dir, err := bot.NewDirectory(people)
-	if err != nil {
-		return fmt.Errorf("principals: %v; map each chat identity to exactly one principal in the config file", err)
 	}
 	configured := web.PeopleOf(dir)
 	var store web.Viewer // a principal not in the config is looked up in the store

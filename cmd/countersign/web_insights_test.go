@@ -15,7 +15,12 @@ import (
 	"github.com/countersign/countersign/bot/bottest"
 )
 
-const insightsConfig = `tools:
+// insightsConfig gives unanswered requests 12 h: the set clock moves 3 h
+// past the last ones asked, and a sweep may run at any moment of the
+// test, so with the default 30 min one of them would expire or not as
+// the sweep's timing fell.
+const insightsConfig = `approvals: {default_timeout: 12h}
+tools:
   - name: restart_service
     category: mutating
     grants: {max: 8h, allow: [once, session, duration]}

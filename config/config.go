@@ -244,6 +244,11 @@ func (c *Config) validate(p *problems) {
 		seen[pr.Name] = true
 		pr.validate(key, p)
 	}
+	if ps, err := c.People(); err == nil { // else reported above, by key
+		if _, err := bot.NewDirectory(ps); err != nil {
+			p.add("principals", "%v; map each chat identity to exactly one principal", err)
+		}
+	}
 	c.SoftApproval.validate(p)
 	validateLadder(c, p)       // email.go
 	validateOnCallLadder(c, p) // delegation.go

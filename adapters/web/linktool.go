@@ -96,17 +96,18 @@ func LinkTarget(ctx context.Context, v Viewer, people map[string]Person, name st
 		}
 		return "c:" + name, pr, nil
 	}
-	var stored *bot.Principal
-	var err error = errNoStored
-	if v != nil {
-		err = v.View(ctx, func(tx kv.Tx) error {
-			var err error
-			stored, err = bot.PrincipalByName(tx, name)
-			return err
-		})
+	noOne := bot.Invalid("name", "no principal %s: it is neither under principals: in the config nor a stored principal that is not revoked", quotedName(name))
+	if v == nil {
+		return "", bot.Principal{}, noOne
 	}
+	var stored *bot.Principal
+	err := v.View(ctx, func(tx kv.Tx) error {
+		var err error
+		stored, err = bot.PrincipalByName(tx, name)
+		return err
+	})
 	if bot.KindOf(err) == bot.KindNotFound {
-		return "", bot.Principal{}, bot.Invalid("name", "no principal %s: it is neither under principals: in the config nor a stored principal that is not revoked", quotedName(name))
+		return "", bot.Principal{}, noOne
 	}
 	if err != nil {
 		return "", bot.Principal{}, err
@@ -116,9 +117,6 @@ func LinkTarget(ctx context.Context, v Viewer, people map[string]Person, name st
 	}
 	return "p:" + stored.ID, *stored, nil
 }
-
-// errNoStored stands for "not found" when there is no store to look in.
-var errNoStored = &bot.Error{Kind: bot.KindNotFound, Msg: "no store"}
 
 // signInConflict is nil when p may sign in, else the refusal as a tool's
 // error (kind conflict: the principal exists, and may not sign in).

@@ -19,12 +19,14 @@ import (
 // verify, so that the command exits non-zero.
 var errChainBroken = errors.New("the audit chain is broken")
 
-const auditUsage = `usage:
-  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
+// auditCommands are the audit subcommands' usage lines.
+const auditCommands = `  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
   countersign audit anchor [--config FILE] [--anchors FILE]
   countersign audit archive [--config FILE] --before DATE --out FILE
   countersign audit export [--config FILE]
   countersign audit pubkey [--config FILE]`
+
+const auditUsage = "usage:\n" + auditCommands
 
 // cmdAudit runs the audit subcommands. They read the store while the
 // server is stopped (a running server holds the store's lock).

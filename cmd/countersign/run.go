@@ -22,6 +22,8 @@ import (
 	"github.com/countersign/countersign/policy"
 )
 
+// usage is the program's help; the audit and store lines are those
+// subcommands' own (auditCommands, storeCommands), so the two never differ.
 const usage = `countersign — a chat-ops approval bot for AI agents
 
 Usage:
@@ -33,16 +35,8 @@ Usage:
   countersign keys rotate-callback-secret [--config FILE] --name NAME
   countersign mcp [--config FILE] [--key KEY | --local-agent]
   countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX]
-  countersign audit verify [--config FILE] [--anchors FILE] [--pubkey HEX[,HEX...]] [--archive FILE]...
-  countersign audit anchor [--config FILE] [--anchors FILE]
-  countersign audit archive [--config FILE] --before DATE --out FILE
-  countersign audit export [--config FILE]
-  countersign audit pubkey [--config FILE]
-  countersign store copy --from-config A --to-config B
-  countersign store compact [--config FILE]
-  countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
-  countersign store restore --from FILE [--config FILE]
-  countersign web link [--config FILE] --name NAME
+` + auditCommands + "\n" + storeCommands + `
+  countersign web link [--config FILE] (--name NAME | --key KEY [--name NAME] [--url URL])
   countersign version [--short]
 
 Every command reads --config FILE, else ./config.yaml when it exists, else
@@ -71,7 +65,9 @@ $COUNTERSIGN_API_KEY), checks it and writes it to FILE; store restore makes
 a checked backup the store of a config. mcp, keys, audit and the other
 store commands need the server stopped.
 web link prints a one-time sign-in URL (5 minutes, single use) to the web
-console for a principal under principals: (or a stored person principal).
+console for a principal under principals: (or a stored person principal);
+with --key or $COUNTERSIGN_API_KEY it asks the running server instead (your
+own link, or with an admin key anyone's).
 `
 
 // run is the whole program; main only calls it. Tests call it with their own
@@ -118,7 +114,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "web":
 		if len(args) < 2 || args[1] != "link" {
 			fmt.Fprint(stderr, usage)
-			return errors.New("usage: countersign web link --name NAME")
+			return errors.New("usage: countersign web link (--name NAME | --key KEY [--name NAME])")
 		}
 		return cmdWebLink(ctx, args[2:], getenv, stdout, stderr)
 	case "version", "--version":

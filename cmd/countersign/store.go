@@ -67,11 +67,13 @@ func readiness(db kv.Store) func() error {
 	}
 }
 
-const storeUsage = `usage:
-  countersign store copy --from-config A --to-config B
+// storeCommands are the store subcommands' usage lines.
+const storeCommands = `  countersign store copy --from-config A --to-config B
   countersign store compact [--config FILE] [--full]
   countersign store backup --to FILE [--config FILE] [--url URL] [--key KEY] [--pubkey HEX] [--timeout 30m]
-  countersign store restore --from FILE [--config FILE]
+  countersign store restore --from FILE [--config FILE]`
+
+const storeUsage = "usage:\n" + storeCommands + `
 
 copy copies every bucket of the store of config A into the empty store of
 config B (bbolt to postgres, or back), with the sequences, then verifies the

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestUsageNamesEveryFlag reads each command's flags from its own --help
+// (what the flag package prints) and checks that its line in the
+// program's usage names every one of them, and no flag it does not take:
+// the usage is written by hand, and a flag added to a command without it
+// is one a newcomer never finds.
+func TestUsageNamesEveryFlag(t *testing.T) {
+	t.Parallel()
+	helpFlag := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`)
+	usageFlag := regexp.MustCompile(`--([a-z][a-z-]*)`)
+	lines := map[string]string{} // "store backup" -> its usage line
+	for _, l := range strings.Split(usage, "\n") {
+		rest, ok := strings.CutPrefix(l, "  countersign ")
+		if !ok {
+			continue
+		}
+		var words []string
+		for _, w := range strings.Fields(rest) {
+			if strings.HasPrefix(w, "[") || strings.HasPrefix(w, "--") || strings.ToUpper(w) == w {
+				break
+			}
+			words = append(words, w)
+		}
+		lines[strings.Join(words, " ")] = rest
+	}
+	if len(lines) < 19 {
+		t.Fatalf("read %d command lines from the usage, want every command's (19 or more): %q", len(lines), lines)
+	}
+	for cmd, line := range lines {
+		_, errOut, err := runWith(t, nil, append(strings.Fields(cmd), "--help")...)
+		if err != nil {
+			t.Errorf("countersign %s --help: err = %v, want nil", cmd, err)
+			continue
+		}
+		var takes, named []string
+		for _, m := range helpFlag.FindAllStringSubmatch(errOut, -1) {
+			takes = append(takes, m[1])
+		}
+		for _, m := range usageFlag.FindAllStringSubmatch(line, -1) {
+			named = append(named, m[1])
+		}
+		if len(takes) == 0 {
+			t.Errorf("countersign %s --help printed no flags: %q", cmd, errOut)
+		}
+		slices.Sort(takes)
+		slices.Sort(named)
+		if !slices.Equal(takes, slices.Compact(named)) {
+			t.Errorf("usage line %q names flags %v; countersign %s takes %v", line, slices.Compact(named), cmd, takes)
+		}
+	}
+}

@@ -132,7 +132,7 @@ func (ps *people) person(name string) (*Caller, error) {
 			}
 		}
 		if ok {
-			return withSuspension(tx, b, b.withGroups(&Caller{Principal: Principal{ID: "chat:" + cp.Name, Name: cp.Name, Role: cp.Role, Kind: "person", Scopes: cp.Scopes}}))
+			return withSuspension(tx, b, b.withGroups(&Caller{Principal: cp.Principal()}))
 		}
 	}
 	if !ps.read {

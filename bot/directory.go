@@ -33,6 +33,13 @@ type ChatPrincipal struct {
 	Email string
 }
 
+// Principal is the principal the configured person acts as on every
+// surface (a chat click, a console sign-in, an email's link): id
+// "chat:NAME", kind person, with the role and scopes the config gives.
+func (p ChatPrincipal) Principal() Principal {
+	return Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes}
+}
+
 // Directory is the one answer to "who is this person" for the people the
 // configuration declares, on every surface: chat users to principals
 // (Chat().Caller), a name to the person as configured now (Person,
@@ -146,7 +153,7 @@ func chatCaller(p ChatPrincipal, surface, chatID string) *Caller {
 		chatID = chatID[strings.LastIndexByte(chatID, '/')+1:]
 	}
 	return &Caller{
-		Principal: Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes},
+		Principal: p.Principal(),
 		Surface:   surface,
 		ChatID:    chatID,
 	}

@@ -18,12 +18,18 @@ import (
 // This file turns the chat sections into their adapters' options, next to
 // the keys they read: the secrets are read from the environment variables
 // the section names (getenv), and one that is missing or malformed is an
-// error naming the key and the variable, every problem at once. What only
-// the running process holds (the bot, the logger, the HTTP client, the
-// directory of people) is the caller's to add.
+// error naming the key and the variable, every problem at once. Who the
+// people are on a surface (its approvers, the members of each role, the
+// addresses an email may reach) is read from the directory of people
+// (Directory), the one answer every surface shares. What only the running
+// process holds (the bot, the logger, the HTTP client) is the caller's to
+// add.
 
-// Options are the Slack adapter's options from the slack section.
-func (s SlackConfig) Options(getenv func(string) string) (slackadapter.Options, error) {
+// Options are the Slack adapter's options from the slack section and the
+// people mapped to Slack: the approvers (whose role holds approve), who
+// receive the detail of sensitive items privately, and the members of each
+// role, whom an escalation to the role mentions.
+func (s SlackConfig) Options(getenv func(string) string, people *bot.Directory) (slackadapter.Options, error) {
 	var errs []error
 	secret := func(key, name, what string) string {
 		v := getenv(name)
@@ -36,7 +42,16 @@ func (s SlackConfig) Options(getenv func(string) string) (slackadapter.Options, 
 		Mode:     s.Mode,
 		BotToken: secret("bot_token_env", s.BotTokenEnv, "the Slack bot token (xoxb-…)"),
 		APIURL:   s.APIURL,
-		Channels: s.Channels,
+		Channels: s.Channels, RoleMembers: map[string][]string{},
+	}
+	for _, p := range people.People() {
+		if p.Slack == "" {
+			continue
+		}
+		if policy.Grants(p.Role, policy.CapApprove) {
+			o.Approvers = append(o.Approvers, p.Slack) // qualified (T…/U…): the directory's key
+		}
+		o.RoleMembers[string(p.Role)] = append(o.RoleMembers[string(p.Role)], slackadapter.UserOf(p.Slack))
 	}
 	switch s.Mode {
 	case slackadapter.ModeHTTP:
@@ -73,15 +88,11 @@ func (d DiscordConfig) Options(getenv func(string) string) (discord.Options, err
 	}, errors.Join(errs...)
 }
 
-// TeamsOptions are the Teams adapter's options from the teams section and
-// the principals mapped to Teams: the approvers (whose role holds
-// approve, by Entra object id) and the members of each role, for an
-// escalation's mentions.
-func (c *Config) TeamsOptions(getenv func(string) string) (teamsadapter.Options, error) {
-	t := c.Teams
-	if t == nil {
-		return teamsadapter.Options{}, errors.New("teams: the section is absent")
-	}
+// Options are the Teams adapter's options from the teams section and the
+// people mapped to Teams: the approvers (whose role holds approve, by
+// Entra object id) and the members of each role, for an escalation's
+// mentions.
+func (t TeamsConfig) Options(getenv func(string) string, people *bot.Directory) (teamsadapter.Options, error) {
 	var errs []error
 	appID := strings.TrimSpace(getenv(t.AppIDEnv))
 	switch {
@@ -99,28 +110,23 @@ func (c *Config) TeamsOptions(getenv func(string) string) (teamsadapter.Options,
 		APIURL: t.APIURL, TokenURL: t.TokenURL, OpenIDMetadataURL: t.OpenIDMetadataURL, Issuer: t.Issuer,
 		Channels: t.Channels, RoleMembers: map[string][]teamsadapter.Member{},
 	}
-	for _, p := range c.Principals {
-		r, err := policy.ParseRole(p.Role)
-		id := strings.ToLower(strings.TrimSpace(p.Teams))
-		if err != nil || id == "" {
+	for _, p := range people.People() {
+		if p.Teams == "" { // lower case in the directory, as Teams compares it
 			continue
 		}
-		if policy.Grants(r, policy.CapApprove) {
-			o.Approvers = append(o.Approvers, id)
+		if policy.Grants(p.Role, policy.CapApprove) {
+			o.Approvers = append(o.Approvers, p.Teams)
 		}
-		o.RoleMembers[string(r)] = append(o.RoleMembers[string(r)], teamsadapter.Member{ID: id, Name: p.Name})
+		o.RoleMembers[string(p.Role)] = append(o.RoleMembers[string(p.Role)], teamsadapter.Member{ID: p.Teams, Name: p.Name})
 	}
 	return o, errors.Join(errs...)
 }
 
-// EmailOptions are the email adapter's options from the email section and
-// the principals with an address (the people an email may reach); the
-// SMTP credentials are read from the variables the section names.
-func (c *Config) EmailOptions(getenv func(string) string) (emailadapter.Options, error) {
-	e := c.Email
-	if e == nil {
-		return emailadapter.Options{}, errors.New("email: the section is absent")
-	}
+// Options are the email adapter's options from the email section and the
+// people with an address (the people an email may reach, as the principal
+// each acts as); the SMTP credentials are read from the variables the
+// section names.
+func (e EmailConfig) Options(getenv func(string) string, people *bot.Directory) (emailadapter.Options, error) {
 	s := emailadapter.SMTP{Host: strings.TrimSpace(e.SMTP.Host), Port: e.SMTP.Port, StartTLS: e.SMTP.StartTLS == nil || *e.SMTP.StartTLS}
 	var errs []error
 	if e.SMTP.UsernameEnv != "" {
@@ -132,17 +138,10 @@ func (c *Config) EmailOptions(getenv func(string) string) (emailadapter.Options,
 		}
 	}
 	o := emailadapter.Options{From: e.From, Include: e.Include, SMTP: s, LinkTTL: e.LinkTTL}
-	for _, p := range c.Principals {
-		addr := strings.TrimSpace(p.Email)
-		r, err := policy.ParseRole(p.Role)
-		if addr == "" || err != nil {
-			continue
+	for _, p := range people.People() {
+		if p.Email != "" {
+			o.People = append(o.People, emailadapter.Person{Principal: p.Principal(), Address: p.Email})
 		}
-		scopes, err := ParseScopes(p.Scopes)
-		if err != nil {
-			continue // validate reported it
-		}
-		o.People = append(o.People, emailadapter.Person{Principal: bot.Principal{ID: "chat:" + p.Name, Name: p.Name, Role: r, Kind: "person", Scopes: scopes}, Address: addr})
 	}
 	return o, errors.Join(errs...)
 }

@@ -3,29 +3,56 @@ package config
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/bot"
 )
+
+// directoryOf is the directory of people c's principals make, as serve
+// builds it (Config.Directory).
+func directoryOf(t *testing.T, c *Config) *bot.Directory {
+	t.Helper()
+	d, err := c.Directory()
+	if err != nil {
+		t.Fatalf("Directory: %v", err)
+	}
+	return d
+}
 
 // TestChatOptions: each chat section's options carry its keys and the
 // secrets its *_env keys name; every missing or malformed secret is an
-// error naming the key and the variable, all of them at once; Teams gets
-// its approvers (roles that approve, by Entra object id, lower-cased) and
-// each role's members from the principals.
+// error naming the key and the variable, all of them at once; Slack and
+// Teams get their approvers (roles that approve: Slack's by qualified
+// user, Teams's by Entra object id, lower-cased) and each role's members
+// from the directory of people.
 func TestChatOptions(t *testing.T) {
 	t.Parallel()
 	pub := hex.EncodeToString(make([]byte, ed25519.PublicKeySize))
 	const appID = "11111111-2222-3333-4444-555555555555"
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
-	s := SlackConfig{Mode: "http", BotTokenEnv: "SLACK_BOT", SigningSecretEnv: "SLACK_SIGN", AppTokenEnv: "SLACK_APP", APIURL: "http://127.0.0.1:1/api/", Channels: map[string]string{"default": "C0DEFAULT"}}
-	so, err := s.Options(env(map[string]string{"SLACK_BOT": "xoxb-1", "SLACK_SIGN": "sig"}))
+	s := SlackConfig{Mode: "http", TeamID: "T1", BotTokenEnv: "SLACK_BOT", SigningSecretEnv: "SLACK_SIGN", AppTokenEnv: "SLACK_APP", APIURL: "http://127.0.0.1:1/api/", Channels: map[string]string{"default": "C0DEFAULT"}}
+	sc := &Config{Slack: &s, Principals: []PrincipalDecl{
+		{Name: "dr_smith", Role: "member", Slack: "U0SMITH"},
+		{Name: "ward_viewer", Role: "viewer", Slack: "U0VIEW"},
+		{Name: "ops", Role: "admin", Slack: "T2/U0OPS"},
+		{Name: "nurse_lee", Role: "member", Teams: "00000000-0000-0000-0000-0000000000ab"},
+	}}
+	so, err := s.Options(env(map[string]string{"SLACK_BOT": "xoxb-1", "SLACK_SIGN": "sig"}), directoryOf(t, sc))
 	if err != nil || so.BotToken != "xoxb-1" || so.SigningSecret != "sig" || so.AppToken != "" || so.Mode != "http" || so.Channels["default"] != "C0DEFAULT" {
 		t.Errorf("slack, http: %+v %v", so, err)
 	}
+	if want := []string{"T1/U0SMITH", "T2/U0OPS"}; !slices.Equal(so.Approvers, want) {
+		t.Errorf("slack approvers = %v, want %v (the members and admins mapped to Slack, by qualified user)", so.Approvers, want)
+	}
+	if got, want := so.RoleMembers, map[string][]string{"member": {"U0SMITH"}, "viewer": {"U0VIEW"}, "admin": {"U0OPS"}}; !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("slack role members = %v, want %v (user ids, as a mention takes them)", got, want)
+	}
 	s.Mode = "socket"
-	if _, err := s.Options(env(nil)); err == nil || !strings.Contains(err.Error(), "slack.bot_token_env: the environment variable SLACK_BOT is not set") || !strings.Contains(err.Error(), "slack.app_token_env: the environment variable SLACK_APP is not set") || strings.Contains(err.Error(), "signing_secret") {
+	if _, err := s.Options(env(nil), nil); err == nil || !strings.Contains(err.Error(), "slack.bot_token_env: the environment variable SLACK_BOT is not set") || !strings.Contains(err.Error(), "slack.app_token_env: the environment variable SLACK_APP is not set") || strings.Contains(err.Error(), "signing_secret") {
 		t.Errorf("slack, socket, no secrets: %v; want the bot and app tokens named, not the signing secret", err)
 	}
 
@@ -48,12 +75,12 @@ func TestChatOptions(t *testing.T) {
 			{Name: "ward_viewer", Role: "viewer", Teams: "00000000-0000-0000-0000-000000000002"},
 			{Name: "ops", Role: "admin", Slack: "T1/U1"},
 		}}
-	to, err := c.TeamsOptions(env(map[string]string{"TEAMS_ID": appID, "TEAMS_PW": "pw"}))
+	to, err := c.Teams.Options(env(map[string]string{"TEAMS_ID": appID, "TEAMS_PW": "pw"}), directoryOf(t, c))
 	if err != nil || to.AppID != appID || to.AppPassword != "pw" || to.TenantID != "t1" || !slices.Equal(to.Approvers, []string{"00000000-0000-0000-0000-0000000000ab"}) ||
 		len(to.RoleMembers["member"]) != 1 || to.RoleMembers["member"][0].Name != "dr_smith" || len(to.RoleMembers["viewer"]) != 1 || len(to.RoleMembers["admin"]) != 0 {
 		t.Errorf("teams: %+v %v", to, err)
 	}
-	if _, err := c.TeamsOptions(env(map[string]string{"TEAMS_ID": "not-a-guid"})); err == nil || !strings.Contains(err.Error(), "TEAMS_ID does not hold a Microsoft app id") || !strings.Contains(err.Error(), "teams.app_password_env: the environment variable TEAMS_PW is not set") {
+	if _, err := c.Teams.Options(env(map[string]string{"TEAMS_ID": "not-a-guid"}), nil); err == nil || !strings.Contains(err.Error(), "TEAMS_ID does not hold a Microsoft app id") || !strings.Contains(err.Error(), "teams.app_password_env: the environment variable TEAMS_PW is not set") {
 		t.Errorf("teams, a bad app id and no password: %v; want both named", err)
 	}
 }
@@ -69,13 +96,14 @@ func TestEmailOptions(t *testing.T) {
 			{Name: "ph_kim", Role: "member", Email: " kim@ward7.example ", Scopes: []string{"patient_42"}},
 			{Name: "ops", Role: "admin", Slack: "T1/U1"},
 		}}
-	o, err := c.EmailOptions(func(k string) string { return map[string]string{"SMTP_USER": "u", "SMTP_PW": "p"}[k] })
+	o, err := c.Email.Options(func(k string) string { return map[string]string{"SMTP_USER": "u", "SMTP_PW": "p"}[k] }, directoryOf(t, c))
 	if err != nil || o.SMTP.Host != "smtp.ward7.example" || !o.SMTP.StartTLS || o.SMTP.Username != "u" || o.SMTP.Password != "p" || o.From != c.Email.From ||
-		len(o.People) != 1 || o.People[0].Address != "kim@ward7.example" || o.People[0].Name != "ph_kim" || !slices.Equal(o.People[0].Scopes, []string{"patient_42"}) {
+		len(o.People) != 1 || o.People[0].Address != "kim@ward7.example" || o.People[0].Name != "ph_kim" || !slices.Equal(o.People[0].Scopes, []string{"patient_42"}) ||
+		o.People[0].ID != "chat:ph_kim" || o.People[0].Kind != "person" || o.People[0].Role != "member" {
 		t.Errorf("email: %+v %v", o, err)
 	}
 	c.Email.SMTP.StartTLS = &off
-	if o, err := c.EmailOptions(func(string) string { return "" }); err == nil || o.SMTP.StartTLS ||
+	if o, err := c.Email.Options(func(string) string { return "" }, nil); err == nil || o.SMTP.StartTLS ||
 		!strings.Contains(err.Error(), "email.smtp.username_env: the environment variable SMTP_USER is not set") || !strings.Contains(err.Error(), "email.smtp.password_env: the environment variable SMTP_PW is not set") {
 		t.Errorf("email without credentials, STARTTLS off: %+v %v", o.SMTP, err)
 	}

@@ -58,7 +58,7 @@ func (c *Config) People() ([]bot.ChatPrincipal, error) {
 			Teams:        strings.ToLower(strings.TrimSpace(p.Teams)),
 			Scopes:       scopes,
 			Web:          p.Web,
-			Email:        p.Email,
+			Email:        strings.TrimSpace(p.Email),
 		})
 	}
 	return ps, nil

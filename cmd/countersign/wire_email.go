@@ -15,7 +15,7 @@ func (a *app) wireEmail(ctx context.Context) error {
 	if e == nil {
 		return nil
 	}
-	o, err := a.cfg.EmailOptions(a.getenv) // config/chat_options.go: SMTP credentials, the people with an address
+	o, err := e.Options(a.getenv, a.people) // config/chat_options.go: SMTP credentials, the people with an address
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,6 @@ import (
 
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/adapters/webhook"
-	"github.com/countersign/countersign/bot"
-	"github.com/countersign/countersign/policy"
 )
 
 // wireSlack wires the Slack adapter: in http mode the signed endpoints
@@ -19,12 +17,11 @@ func (a *app) wireSlack(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	o, err := s.Options(a.getenv) // config/chat_options.go: the secrets, each problem named
+	o, err := s.Options(a.getenv, a.people) // config/chat_options.go: the secrets, each problem named; the approvers, the roles' members
 	if err != nil {
 		return err
 	}
 	o.Bot, o.Logger = a.bot, a.log
-	o.Approvers, o.RoleMembers = slackApprovers(a.people), slackRoleMembers(a.people)
 	o.HTTPClient = a.chatClient("slack", 10*time.Second) // nil: the adapter's own (tracing.go)
 	ad, err := slackadapter.New(o)
 	if err != nil {
@@ -44,29 +41,4 @@ func (a *app) wireSlack(ctx context.Context) error {
 		runner{name: "slack clicks", run: ad.RunClicks, everyReplica: true},
 		runner{name: "slack", run: ad.RunOutbox})
 	return nil
-}
-
-// slackRoleMembers maps each role to the Slack user ids of the people
-// holding it: an escalation to a role mentions them.
-func slackRoleMembers(d *bot.Directory) map[string][]string {
-	out := map[string][]string{}
-	for _, p := range d.People() {
-		if p.Slack != "" {
-			out[string(p.Role)] = append(out[string(p.Role)], slackadapter.UserOf(p.Slack))
-		}
-	}
-	return out
-}
-
-// slackApprovers returns the Slack user ids of the mapped people whose
-// role holds the approve capability: they receive the detail of sensitive
-// items privately.
-func slackApprovers(d *bot.Directory) []string {
-	var out []string
-	for _, p := range d.People() {
-		if p.Slack != "" && policy.Grants(p.Role, policy.CapApprove) {
-			out = append(out, p.Slack) // qualified (T…/U…): the directory's key
-		}
-	}
-	return out
 }

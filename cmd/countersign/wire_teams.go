@@ -18,7 +18,7 @@ func (a *app) wireTeams(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	o, err := a.cfg.TeamsOptions(a.getenv) // config/chat_options.go: the secrets, the approvers, the roles' members
+	o, err := t.Options(a.getenv, a.people) // config/chat_options.go: the secrets, the approvers, the roles' members
 	if err != nil {
 		return err
 	}

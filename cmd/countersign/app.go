@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -71,13 +70,13 @@ type runner struct {
 	everyReplica bool
 }
 
-// startRunners starts a's background loops under ctx. A loop that fails
-// is reported to failed (from its own goroutine), its name said; stop
-// ends every loop and waits for them to return.
-func (a *app) startRunners(ctx context.Context, failed func(error)) (stop func()) {
+// startRunners starts loops under ctx. A loop that fails is reported to
+// failed (from its own goroutine), its name said; stop ends every loop and
+// waits for them to return.
+func startRunners(ctx context.Context, loops []runner, failed func(error)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, r := range a.runners {
+	for _, r := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -97,11 +96,6 @@ func fileExists(p string) bool {
 // openStore opens the configured store (store.engine) and the audit
 // signing key, after checking the chain against its newest anchor.
 func openStore(ctx context.Context, cfg *config.Config, getenv func(string) string) (storeHandle, ed25519.PrivateKey, error) {
-	if cfg.Store.Engine != config.EnginePostgres {
-		if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
-			return nil, nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
-		}
-	}
 	db, err := openEngine(ctx, cfg, getenv, false)
 	if errors.Is(err, bolt.ErrLocked) {
 		return nil, nil, fmt.Errorf("%w (%s): is ./countersign serve running on it? Stop it first; while it runs, use the HTTP API instead (an admin key's create_principal makes keys)", err, cfg.Store.Path)

@@ -21,6 +21,19 @@ import (
 // server's base URL from (the --url flag overrides it).
 const urlEnv = "COUNTERSIGN_URL"
 
+// apiKey is the API key a command acts with: its --key flag, else the
+// first of envs that is set, with surrounding white space (a newline
+// pasted with it) taken off.
+func apiKey(flagKey string, getenv func(string) string, envs ...string) string {
+	key := strings.TrimSpace(flagKey)
+	for _, env := range envs {
+		if key == "" {
+			key = strings.TrimSpace(getenv(env))
+		}
+	}
+	return key
+}
+
 // errExit1 makes the program exit 1 without printing anything more: the
 // command has already said what happened.
 var errExit1 = errors.New("")
@@ -129,10 +142,7 @@ func cmdCall(ctx context.Context, args []string, getenv func(string) string, std
 	if fs.NArg() == 2 {
 		body = fs.Arg(1)
 	}
-	key := *keyFlag
-	if key == "" {
-		key = getenv(apiKeyEnv)
-	}
+	key := apiKey(*keyFlag, getenv, apiKeyEnv)
 	if key == "" {
 		return fmt.Errorf("call: no API key: give --key KEY or set $%s (countersign keys create prints one)", apiKeyEnv)
 	}

@@ -71,12 +71,7 @@ func setupHook(args []string, getenv func(string) string, stderr io.Writer) *cla
 	}
 	h.Config = cfg.Hooks.ClaudeCode.Spec(getenv) // config/hooks.go
 
-	key := *keyFlag
-	for _, env := range []string{hookKeyEnv, apiKeyEnv} {
-		if key == "" {
-			key = getenv(env)
-		}
-	}
+	key := apiKey(*keyFlag, getenv, hookKeyEnv, apiKeyEnv)
 	if key == "" {
 		h.NoClient = fmt.Errorf("no API key: set $%s to an agent key (`countersign keys create --role agent`), or pass --key", hookKeyEnv)
 		return h

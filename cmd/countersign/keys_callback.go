@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/countersign/countersign/bot"
 )
@@ -28,17 +27,8 @@ func cmdKeysRotateCallbackSecret(ctx context.Context, args []string, getenv func
 	if err != nil {
 		return err
 	}
-	db, key, err := openStore(ctx, cfg, getenv)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	b, err := bot.New(bot.Options{Store: db, SigningKey: key})
-	if err != nil {
-		return err
-	}
 	var secret string
-	err = b.Update(ctx, b.SystemCall(time.Now()), func(tx *bot.Tx) error {
+	err = updateOffline(ctx, cfg, getenv, func(tx *bot.Tx) error {
 		_, secret, err = bot.RotateCallbackSecret(tx, *name, "cli")
 		return err
 	})

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/countersign/countersign/adapters/mcp"
@@ -59,10 +58,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	if fs.NArg() > 0 {
 		return fmt.Errorf("mcp: unexpected argument %q", fs.Arg(0))
 	}
-	key := bot.Secret(strings.TrimSpace(*keyFlag))
-	if key == "" {
-		key = bot.Secret(strings.TrimSpace(getenv(apiKeyEnv)))
-	}
+	key := bot.Secret(apiKey(*keyFlag, getenv, apiKeyEnv))
 	if key == "" && !*localAgent {
 		return errNoStdioKey // before the store is opened: nothing to undo
 	}
@@ -90,7 +86,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	a.setRun(readAudit.Run()) // the owner of the gateway's forwarding markers
-	stopRunners := a.startRunners(ctx, func(err error) { logger.Error("background loop stopped", "err", err) })
+	stopRunners := startRunners(ctx, a.runners, func(err error) { logger.Error("background loop stopped", "err", err) })
 	defer stopRunners()
 	logger.Info("mcp: serving on stdio", "store", cfg.Store.Path, "tools", len(a.bot.Tools()))
 	err = mcp.ServeStdio(ctx, mcp.Options{
@@ -98,11 +94,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 		StateKey: mcp.StateKey(a.key.Seed()), ItemURL: a.bot.WebLinks().ItemURL, Now: a.bot.Now,
 		Upstreams: a.upstreams, // wire_gateway.go
 	}, stdin, stdout)
-	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
-	if cerr := readAudit.Close(dctx); cerr != nil {
-		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", cerr)
-	}
-	cancelDrain()
+	drainReadAudit(readAudit, logger)
 	// A clean stop, as serve's: the leader's loops see it and do their
 	// last work (the final anchor of the chain's head) before they end.
 	a.bot.BeginShutdown()

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/countersign/countersign/adapters/postgres"
@@ -104,26 +101,13 @@ func (a *app) onReplicaWrite(bucket string, key []byte) {
 // error of one (the others cancelled). A loop that returns nil early (a
 // one-off task) leaves the others running.
 func runAll(ctx context.Context, loops []runner) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
 	errc := make(chan error, len(loops))
-	for _, r := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := r.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				errc <- fmt.Errorf("%s: %w", r.name, err)
-			}
-		}()
-	}
-	var err error
+	stop := startRunners(ctx, loops, func(err error) { errc <- err })
+	defer stop()
 	select {
-	case err = <-errc:
+	case err := <-errc:
+		return err
 	case <-ctx.Done():
-		err = ctx.Err()
+		return ctx.Err()
 	}
-	cancel()
-	wg.Wait()
-	return err
 }

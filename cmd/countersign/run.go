@@ -248,7 +248,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 			errc <- fmt.Errorf("http: %w", err)
 		}
 	}()
-	stopRunners := a.startRunners(ctx, func(err error) { errc <- err })
+	stopRunners := startRunners(ctx, a.runners, func(err error) { errc <- err })
 	defer stopRunners()
 
 	var runErr error
@@ -274,11 +274,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// Every HTTP answer has been given: commit the audit entries still
 	// queued and clear the running marker. Verdicts the runners (chat) give
 	// from now on are audited durably before they are answered.
-	dctx, cancelDrain := context.WithTimeout(context.Background(), drainGrace)
-	if err := readAudit.Close(dctx); err != nil {
-		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", err)
-	}
-	cancelDrain()
+	drainReadAudit(readAudit, logger)
 	stopRunners()
 	logger.Info("stopped")
 	return runErr
@@ -290,6 +286,33 @@ const shutdownGrace = 10 * time.Second
 // drainGrace is how long a stopping server waits for the queue of read
 // audits to be committed (a full queue commits in milliseconds).
 const drainGrace = 10 * time.Second
+
+// drainReadAudit ends a run's audit of read verdicts (serve's, mcp's):
+// it commits the entries still queued and clears the running marker,
+// within drainGrace; past it the next start records unclean_restart.
+func drainReadAudit(ra *bot.ReadAudit, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainGrace)
+	defer cancel()
+	if err := ra.Close(ctx); err != nil {
+		logger.Error("audit: the queue of read verdicts did not drain; the next start records unclean_restart", "err", err)
+	}
+}
+
+// updateOffline runs fn in one system transaction on the configured
+// store, opened here (keys create, keys rotate-callback-secret): on bbolt
+// the server must be stopped, and openStore says so when it is not.
+func updateOffline(ctx context.Context, cfg *config.Config, getenv func(string) string, fn func(tx *bot.Tx) error) error {
+	db, key, err := openStore(ctx, cfg, getenv)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	b, err := bot.New(bot.Options{Store: db, SigningKey: key})
+	if err != nil {
+		return err
+	}
+	return b.Update(ctx, b.SystemCall(time.Now()), fn)
+}
 
 func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("keys create", stderr)
@@ -325,17 +348,8 @@ func cmdKeysCreate(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	db, key, err := openStore(ctx, cfg, getenv)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	b, err := bot.New(bot.Options{Store: db, SigningKey: key})
-	if err != nil {
-		return err
-	}
 	var made bot.CreatedKey
-	err = b.Update(ctx, b.SystemCall(time.Now()), func(tx *bot.Tx) error {
+	err = updateOffline(ctx, cfg, getenv, func(tx *bot.Tx) error {
 		// Only the key is printed (stdout is for $(…)); keys
 		// rotate-callback-secret prints a fresh callback secret.
 		made, err = bot.CreateKey(tx, time.Now(), bot.NewKey{Name: *name, Role: r, Kind: *kind, Scopes: scopeList, Via: "cli"})

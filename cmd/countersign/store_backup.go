@@ -49,10 +49,7 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 		}
 		pinned = b
 	}
-	key := *keyFlag
-	if key == "" {
-		key = getenv(apiKeyEnv)
-	}
+	key := apiKey(*keyFlag, getenv, apiKeyEnv)
 	if key == "" {
 		return fmt.Errorf("store backup: no API key: give --key KEY or set $%s to an admin key (countersign keys create --role admin)", apiKeyEnv)
 	}

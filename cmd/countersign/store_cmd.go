@@ -36,12 +36,8 @@ func cmdStoreCompact(ctx context.Context, args []string, getenv func(string) str
 	if err != nil {
 		return err
 	}
-	saved := 0.0
-	if rep.Before > 0 {
-		saved = 100 * float64(rep.Before-rep.After) / float64(rep.Before)
-	}
 	fmt.Fprintf(stdout, "compacted %s: %s -> %s (%.0f%% smaller), %d keys in %d buckets, in %s\n",
-		rep.Path, mib(rep.Before), mib(rep.After), saved, rep.Keys, rep.Buckets, rep.Took.Round(time.Millisecond))
+		rep.Path, mib(rep.Before), mib(rep.After), smaller(rep.Before, rep.After), rep.Keys, rep.Buckets, rep.Took.Round(time.Millisecond))
 	return nil
 }
 
@@ -60,18 +56,22 @@ func compactPostgres(ctx context.Context, cfg *config.Config, getenv func(string
 	if err != nil {
 		return err
 	}
-	saved := 0.0
-	if rep.Before > 0 {
-		saved = 100 * float64(rep.Before-rep.After) / float64(rep.Before)
-	}
 	how, next := "VACUUM (ANALYZE)", "; the space of deleted rows is reused by later writes. To give it back to the disk, run again with --full in a maintenance window (each table is locked while it is rewritten)"
 	if full {
 		how, next = "VACUUM (FULL, ANALYZE)", ""
 	}
 	fmt.Fprintf(stdout, "compacted postgres ($%s) with %s: %s -> %s (%.0f%% smaller), %d keys, in %s%s\n",
-		cfg.Store.Postgres.DSNEnv, how, mib(rep.Before), mib(rep.After), saved, rep.Keys, rep.Took.Round(time.Millisecond), next)
+		cfg.Store.Postgres.DSNEnv, how, mib(rep.Before), mib(rep.After), smaller(rep.Before, rep.After), rep.Keys, rep.Took.Round(time.Millisecond), next)
 	return nil
 }
 
 // mib renders a byte count in MiB.
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// smaller is how much smaller after is than before, in percent.
+func smaller(before, after int64) float64 {
+	if before <= 0 {
+		return 0
+	}
+	return 100 * float64(before-after) / float64(before)
+}

@@ -57,3 +57,27 @@ func TestUsageNamesEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIKey: the flag wins, then the variables in the order given; white
+// space around a key (a newline pasted with it) is no part of it, and a
+// variable holding only white space is no key.
+func TestAPIKey(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"A": " \n", "B": "csk_b\n", "C": "csk_c"}
+	getenv := func(k string) string { return env[k] }
+	for _, tt := range []struct {
+		flag string
+		envs []string
+		want string
+	}{
+		{" csk_flag ", []string{"B"}, "csk_flag"},
+		{"", []string{"A", "B", "C"}, "csk_b"},
+		{"", []string{"C", "B"}, "csk_c"},
+		{"", []string{"A"}, ""},
+		{"", nil, ""},
+	} {
+		if got := apiKey(tt.flag, getenv, tt.envs...); got != tt.want {
+			t.Errorf("apiKey(%q, %v) = %q, want %q", tt.flag, tt.envs, got, tt.want)
+		}
+	}
+}

@@ -79,10 +79,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	key := *keyFlag
-	if key == "" {
-		key = getenv(apiKeyEnv)
-	}
+	key := apiKey(*keyFlag, getenv, apiKeyEnv)
 	if *name == "" && key == "" {
 		return errors.New("--name: required: the name of a principal under principals: in the config, or of a stored person principal (or give --key KEY to ask the running server for your own link)")
 	}

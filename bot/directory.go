@@ -33,11 +33,21 @@ type ChatPrincipal struct {
 	Email string
 }
 
-// Principal is the principal the configured person acts as on every
-// surface (a chat click, a console sign-in, an email's link): id
-// "chat:NAME", kind person, with the role and scopes the config gives.
+// Principal is the principal the configured person acts as from chat
+// (a click, a command, a delegation made there) and the one an email
+// addresses: id "chat:NAME", kind person, with the role and scopes the
+// config gives.
 func (p ChatPrincipal) Principal() Principal {
 	return Principal{ID: "chat:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes}
+}
+
+// WebPrincipal is the principal the configured person acts as in the web
+// console and with an OAuth access token: id "web:NAME", otherwise as
+// Principal. Chat().Current reads either id back to the person.
+func (p ChatPrincipal) WebPrincipal() Principal {
+	w := p.Principal()
+	w.ID = "web:" + p.Name
+	return w
 }
 
 // Directory is the one answer to "who is this person" for the people the

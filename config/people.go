@@ -57,7 +57,7 @@ func (c *Config) People() ([]bot.ChatPrincipal, error) {
 			DiscordRoles: roles,
 			Teams:        strings.ToLower(strings.TrimSpace(p.Teams)),
 			Scopes:       scopes,
-			Web:          p.Web,
+			Web:          strings.TrimSpace(p.Web),
 			Email:        strings.TrimSpace(p.Email),
 		})
 	}

@@ -2,12 +2,10 @@ package config
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
 	"github.com/countersign/countersign/memory"
-	"github.com/countersign/countersign/policy"
 )
 
 // ActionOptions are the action tools' options from approvals:, tools:,
@@ -45,27 +43,6 @@ func (c *Config) ActionOptions() actiontools.Options {
 		o.Lookup = c.Gateway.Lookup() // gateway.go
 	}
 	return o
-}
-
-// OAuthPeople are the configured principals an access token's subject may
-// name, by their web identity (principals[].web).
-func (c *Config) OAuthPeople() map[string]bot.Principal {
-	out := map[string]bot.Principal{}
-	for _, p := range c.Principals {
-		if strings.TrimSpace(p.Web) == "" {
-			continue
-		}
-		r, err := policy.ParseRole(p.Role)
-		if err != nil {
-			continue // validate reported it
-		}
-		scopes, err := ParseScopes(p.Scopes)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSpace(p.Web)] = bot.Principal{Name: p.Name, Role: r, Scopes: scopes}
-	}
-	return out
 }
 
 // Token is the bearer token the identity provider sends, read from the

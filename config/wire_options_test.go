@@ -4,14 +4,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/countersign/countersign/policy"
 )
 
 // TestWireOptions: the action tools' options carry the sections they are
 // made of (tools, approvals, retention, limits, the slot resolution of
-// context subjects); the OAuth people are the principals with a web
-// identity, by it; the SCIM token is read from its variable, refused
+// context subjects); the SCIM token is read from its variable, refused
 // missing or short.
 func TestWireOptions(t *testing.T) {
 	t.Parallel()
@@ -40,10 +37,6 @@ scim:
 	}
 	if got := o.Subject("meds"); got != "active_medication" {
 		t.Errorf("a context subject's alias resolves to %q, want the slot active_medication", got)
-	}
-	people := cfg.OAuthPeople()
-	if p, ok := people["lee@ward7.example"]; len(people) != 1 || !ok || p.Name != "dr_lee" || p.Role != policy.RoleMember || len(p.Scopes) != 1 {
-		t.Errorf("OAuth people: %+v, want dr_lee alone, by web identity", people)
 	}
 	for _, c := range []struct{ token, want string }{
 		{"", "scim.token_env: the environment variable SCIM_TOKEN is not set"},

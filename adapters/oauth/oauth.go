@@ -64,11 +64,11 @@ type Options struct {
 	// Claim names the claim that holds the subject mapped to a principal
 	// (email, sub, preferred_username…).
 	Claim string
-	// People are the configured persons a subject may name, by their web
-	// identity (principals[].web), compared case-insensitively. A match
-	// is the caller "web:NAME", a person, with the principal's role and
-	// scopes.
-	People map[string]bot.Principal
+	// People is the directory of configured persons: a subject may name
+	// one by their web identity (principals[].web), compared
+	// case-insensitively. A match is the caller the person is in the
+	// console (bot.ChatPrincipal.WebPrincipal: "web:NAME").
+	People *bot.Directory
 	// Stored finds a stored principal named by the subject, when no
 	// configured person matches.
 	Stored Principals
@@ -106,8 +106,10 @@ func New(o Options) (*Verifier, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	v := &Verifier{o: o, people: map[string]bot.Principal{}}
-	for k, p := range o.People {
-		v.people[strings.ToLower(strings.TrimSpace(k))] = p
+	for _, p := range o.People.People() {
+		if k := strings.ToLower(strings.TrimSpace(p.Web)); k != "" {
+			v.people[k] = p.WebPrincipal()
+		}
 	}
 	v.parser = jwt.NewParser(jwt.WithValidMethods(signingAlgs), jwt.WithIssuer(o.Issuer), jwt.WithAudience(o.Audience),
 		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(Leeway), jwt.WithTimeFunc(o.Now))
@@ -224,7 +226,7 @@ func (v *Verifier) Authenticate(ctx context.Context, token string) (*bot.Caller,
 // caller maps a subject to its principal.
 func (v *Verifier) caller(ctx context.Context, subject string) (*bot.Caller, error) {
 	if p, ok := v.people[strings.ToLower(strings.TrimSpace(subject))]; ok {
-		return &bot.Caller{Principal: bot.Principal{ID: "web:" + p.Name, Name: p.Name, Role: p.Role, Kind: "person", Scopes: p.Scopes}}, nil
+		return &bot.Caller{Principal: p}, nil
 	}
 	if v.o.Stored != nil {
 		p, err := v.o.Stored.PrincipalNamed(ctx, subject)

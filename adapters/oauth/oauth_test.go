@@ -49,9 +49,13 @@ func provider(t *testing.T) (*mockoidc.MockOIDC, *Verifier, *clock) {
 	}
 	t.Cleanup(func() { _ = m.Shutdown() })
 	c := &clock{t: time.Now()}
+	people, err := bot.NewDirectory([]bot.ChatPrincipal{{Name: "dr_smith", Role: policy.RoleMember, Web: "Dr.Smith@Hospital.example"}, {Name: "nurse_lee", Role: policy.RoleMember}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	v, err := New(Options{
 		Issuer: m.Issuer(), Audience: audience, Claim: "email",
-		People: map[string]bot.Principal{"Dr.Smith@Hospital.example": {Name: "dr_smith", Role: policy.RoleMember}},
+		People: people,
 		Stored: stored{"ci-agent": {ID: "prin_ci", Name: "ci-agent", Role: policy.RoleAgent, Kind: "agent"}},
 		Now:    c.Now,
 	})
@@ -119,6 +123,8 @@ func TestBadTokensAreRefusedWithTheChallenge(t *testing.T) {
 		{"HMAC", hs, "its algorithm \"HS256\" is not accepted"},
 		{"no subject claim", token(t, m, "", nil), "it carries no email claim"},
 		{"unmapped", token(t, m, "nobody@hospital.example", nil), `email "nobody@hospital.example" is not mapped to a Countersign principal`},
+		// A configured person with no web identity is not reached by name.
+		{"a configured person without a web identity", token(t, m, "nurse_lee", nil), `email "nurse_lee" is not mapped to a Countersign principal`},
 		{"garbage", "a.b.c", "it is not a JWT signed with an asymmetric key"},
 	} {
 		_, err := v.Authenticate(context.Background(), c.token)

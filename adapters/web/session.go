@@ -47,7 +47,7 @@ type Person struct {
 func PeopleOf(d *bot.Directory) map[string]Person {
 	out := map[string]Person{}
 	for _, p := range d.People() {
-		out[p.Name] = Person{Principal: bot.Principal{Name: p.Name, Role: p.Role, Scopes: p.Scopes}, Web: strings.TrimSpace(p.Web)}
+		out[p.Name] = Person{Principal: p.WebPrincipal(), Web: strings.TrimSpace(p.Web)}
 	}
 	return out
 }
@@ -211,7 +211,7 @@ func (h *Handler) resolve(ctx context.Context, ref string) (*bot.Caller, error) 
 		if !ok {
 			return nil, errSignIn{fmt.Sprintf("%s is no longer a principal in Countersign's configuration, so it cannot sign in.", id)}
 		}
-		p = bot.Principal{ID: "web:" + c.Name, Name: c.Name, Role: c.Role, Kind: "person", Scopes: c.Scopes}
+		p = c.Principal // the directory's (PeopleOf): web:NAME
 	case "p":
 		var stored *bot.Principal
 		err := h.o.Bot.View(ctx, func(tx kv.Tx) error {

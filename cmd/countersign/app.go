@@ -159,7 +159,7 @@ func buildApp(ctx context.Context, cfg *config.Config, getenv func(string) strin
 		a.close()
 		return nil, err
 	}
-	for _, wire := range []func(context.Context) error{a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireChat, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireSCIM, a.wireAudit, a.connectGateway} {
+	for _, wire := range []func(context.Context) error{a.wireChat, a.wireMemory, a.wireActions, a.wireOAuth, a.wireGateway, a.wireAdmin, a.wireBackup, a.wireSlack, a.wireDiscord, a.wireTeams, a.wireWeb, a.wireEmail, a.wireSCIM, a.wireAudit, a.connectGateway} {
 		if err := wire(ctx); err != nil {
 			a.close()
 			return nil, err

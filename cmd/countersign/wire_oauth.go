@@ -19,7 +19,7 @@ func (a *app) wireOAuth(context.Context) error {
 	}
 	v, err := oauth.New(oauth.Options{
 		Issuer: o.Issuer, Audience: o.Audience, Claim: o.Claim,
-		People: a.cfg.OAuthPeople(), // config/wire_options.go
+		People: a.people, // wireChat
 		Stored: a.bot,
 		Now:    a.bot.Now,
 		Logger: a.log,

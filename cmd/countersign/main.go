@@ -1,21 +1,11 @@
 // Command countersign is a chat-ops approval bot for AI agents: an agent
 // memory with deterministic safety gates, an approval queue decided from
-// Slack and Discord, an HTTP and MCP tool API, and a signed audit chain.
+// Slack, Discord, Microsoft Teams and the web console, an HTTP and MCP tool
+// API, host hooks and a signed audit chain.
 //
-// Usage:
-//
-//	countersign init [--config FILE]
-//	countersign serve [--config FILE] [--listen ADDR]
-//	countersign ready [--config FILE] [--url URL] [--timeout 30s]
-//	countersign call [--config FILE] [--url URL] [--key KEY] [--json | --field NAME] TOOL [JSON_ARGS]
-//	countersign keys create [--config FILE] --name NAME --role ROLE [--scopes a,b]
-//	countersign mcp [--config FILE] [--key KEY | --local-agent]
-//	countersign hook claude-code [--config FILE] [--key KEY] [--url URL] [--pubkey HEX]
-//	countersign audit verify|anchor|archive|export|pubkey [--config FILE]
-//	countersign store compact [--config FILE]
-//	countersign store backup --to FILE [--url URL] [--key KEY]
-//	countersign store restore --from FILE [--config FILE]
-//	countersign version [--short]
+// `countersign help` prints its commands and their flags (usage, in
+// run.go: the one copy, checked against each command's flags by
+// TestUsageNamesEveryFlag); docs/ describes each.
 package main
 
 import (

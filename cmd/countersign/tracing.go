@@ -47,22 +47,6 @@ func (a *app) tracedStore(db kv.Store) kv.Store {
 	return a.tracing.Store(db, engine)
 }
 
-// traceRequests wraps the HTTP server's handling of each request with its
-// span; nil when tracing is off.
-func (a *app) traceRequests() func(http.Handler) http.Handler {
-	if a.tracing == nil {
-		return nil
-	}
-	return a.tracing.Handler
-}
-
-// chatClient is the HTTP client of a chat platform's API (platform
-// "slack"), with a span per call; nil when tracing is off (the adapter's
-// own default).
-func (a *app) chatClient(platform string, timeout time.Duration) *http.Client {
-	return a.tracing.Client(platform, timeout)
-}
-
 // chatTransport is the HTTP transport of a chat platform's API (platform
 // "discord"), with a span per call; nil when tracing is off (the adapter's
 // own default).

@@ -22,7 +22,7 @@ func (a *app) wireSlack(ctx context.Context) error {
 		return err
 	}
 	o.Bot, o.Logger = a.bot, a.log
-	o.HTTPClient = a.chatClient("slack", 10*time.Second) // nil: the adapter's own (tracing.go)
+	o.HTTPClient = a.tracing.Client("slack", 10*time.Second) // a span per call; nil when off: the adapter's own (tracing.go)
 	ad, err := slackadapter.New(o)
 	if err != nil {
 		return err

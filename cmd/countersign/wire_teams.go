@@ -23,7 +23,7 @@ func (a *app) wireTeams(ctx context.Context) error {
 		return err
 	}
 	o.Bot, o.Logger = a.bot, a.log.With("adapter", "teams")
-	o.HTTPClient = a.chatClient("teams", 10*time.Second) // nil: the adapter's own (tracing.go)
+	o.HTTPClient = a.tracing.Client("teams", 10*time.Second) // a span per call; nil when off: the adapter's own (tracing.go)
 	ad, err := teamsadapter.New(o)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/adapters/web"
+	"github.com/countersign/countersign/bot"
 )
 
 // WebConfig is the web section: the browser console under /ui/.
@@ -41,6 +42,31 @@ type WebOIDCConfig struct {
 
 // Served reports whether the console is served (the default).
 func (w WebConfig) Served() bool { return w.Enabled == nil || *w.Enabled }
+
+// Options are the console's options from the web section, with the people
+// of the directory (web.PeopleOf); the OIDC client secret is read from the
+// variable web.oidc.client_secret_env names, and an unset one is an error
+// naming it. What only the running process holds (the bot, the link key,
+// the logger) is the caller's to add.
+func (w WebConfig) Options(getenv func(string) string, people *bot.Directory) (web.Options, error) {
+	o := web.Options{
+		People:     web.PeopleOf(people),
+		PublicURL:  w.PublicURL,
+		SessionTTL: w.SessionTTL,
+		// Per client: a session, else an address (adapters/web).
+		RatePerMinute: w.RatePerMinute,
+		RateBurst:     w.RateBurst,
+		Passkeys:      w.Passkeys.Options(), // passkeys.go
+	}
+	if oc := w.OIDC; oc != nil {
+		secret := getenv(oc.ClientSecretEnv)
+		if secret == "" {
+			return o, fmt.Errorf("web.oidc.client_secret_env: the environment variable %s is not set; set it to the OIDC client secret", oc.ClientSecretEnv)
+		}
+		o.OIDC = &web.OIDC{Issuer: oc.Issuer, ClientID: oc.ClientID, ClientSecret: secret, Claim: oc.Claim}
+	}
+	return o, nil
+}
 
 // validate reports what is wrong with the web section and the principals'
 // web identities.

@@ -22,25 +22,11 @@ func (a *app) wireWeb(ctx context.Context) error {
 	if !w.Served() {
 		return nil
 	}
-	o := web.Options{
-		Bot:        a.bot,
-		People:     web.PeopleOf(a.people),
-		LinkKey:    web.LinkKey(a.key.Seed()),
-		PublicURL:  w.PublicURL,
-		SessionTTL: w.SessionTTL,
-		Logger:     a.log,
-		// Per client: a session, else an address (web.go).
-		RatePerMinute: w.RatePerMinute,
-		RateBurst:     w.RateBurst,
-		Passkeys:      w.Passkeys.Options(), // config/passkeys.go
+	o, err := w.Options(a.getenv, a.people) // config/web.go: the OIDC secret, the people
+	if err != nil {
+		return err
 	}
-	if oc := w.OIDC; oc != nil {
-		secret := a.getenv(oc.ClientSecretEnv)
-		if secret == "" {
-			return fmt.Errorf("web.oidc.client_secret_env: the environment variable %s is not set; set it to the OIDC client secret", oc.ClientSecretEnv)
-		}
-		o.OIDC = &web.OIDC{Issuer: oc.Issuer, ClientID: oc.ClientID, ClientSecret: secret, Claim: oc.Claim}
-	}
+	o.Bot, o.LinkKey, o.Logger = a.bot, web.LinkKey(a.key.Seed()), a.log
 	h, err := web.New(o)
 	if err != nil {
 		return fmt.Errorf("web: %w", err)

@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/countersign/countersign/adapters/bolt"
@@ -43,11 +41,10 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	}
 	var pinned ed25519.PublicKey
 	if *pubHex != "" {
-		b, err := hex.DecodeString(strings.TrimSpace(*pubHex))
-		if err != nil || len(b) != ed25519.PublicKeySize {
-			return fmt.Errorf("--pubkey: want %d bytes of hex (64 characters), as `countersign audit pubkey` prints it", ed25519.PublicKeySize)
+		var err error
+		if pinned, err = client.ParsePublicKey(*pubHex); err != nil {
+			return fmt.Errorf("--pubkey: %w", err)
 		}
-		pinned = b
 	}
 	key := apiKey(*keyFlag, getenv, apiKeyEnv)
 	if key == "" {
@@ -88,11 +85,10 @@ func cmdStoreBackup(ctx context.Context, args []string, getenv func(string) stri
 	}
 	pub, against := pinned, "the key pinned with --pubkey"
 	if pub == nil {
-		b, err := hex.DecodeString(announced)
-		if err != nil || len(b) != ed25519.PublicKeySize {
+		if pub, err = client.ParsePublicKey(announced); err != nil {
 			return fmt.Errorf("store backup: the server named no audit key (%s: %q); pass --pubkey HEX", client.BackupKeyHeader, announced)
 		}
-		pub, against = b, "the key the server names (pin one with --pubkey)"
+		against = "the key the server names (pin one with --pubkey)"
 	}
 	file, chain, err := checkBackup(ctx, tmp.Name(), pub)
 	if err != nil {

@@ -246,6 +246,17 @@ func TestBackupRefusals(t *testing.T) {
 	if left, _ := os.ReadDir(dir); len(left) != 0 {
 		t.Errorf("a refused backup left %d file(s) in the target directory, want none", len(left))
 	}
+	// A pinned key that cannot be one (not hex, or all zero) is refused
+	// before anything is downloaded.
+	for _, pin := range []string{"not-hex", strings.Repeat("00", 32)} {
+		_, err = e.runCmd("store", "backup", "--to", to, "--url", e.URL, "--key", admin, "--pubkey", pin)
+		if err == nil || !strings.HasPrefix(err.Error(), "--pubkey: ") {
+			t.Errorf("store backup --pubkey %s: %v, want --pubkey refused", pin, err)
+		}
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("a refused --pubkey left %d file(s) in the target directory, want none", len(left))
+	}
 	if err := os.WriteFile(to, []byte("last night's backup"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -93,7 +93,7 @@ func cmdAudit(ctx context.Context, args []string, getenv func(string) string, st
 	} else {
 		pub, err := configuredPublicKey(cfg)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w; or trust a key you hold with --pubkey HEX", err)
 		}
 		trusted = []ed25519.PublicKey{pub}
 	}
@@ -181,10 +181,8 @@ func configuredPublicKey(cfg *config.Config) (ed25519.PublicKey, error) {
 	return key.Public().(ed25519.PublicKey), nil
 }
 
-// configuredSigningKey reads the audit signing key; it never creates one.
+// configuredSigningKey reads the audit signing key; it never creates one
+// (approvals.ReadSigningKey).
 func configuredSigningKey(cfg *config.Config) (ed25519.PrivateKey, error) {
-	if _, err := os.Stat(cfg.Audit.SigningKey); err != nil {
-		return nil, fmt.Errorf("audit.signing_key: no key at %s (%v); pass --pubkey HEX, or point --config at the server's config", cfg.Audit.SigningKey, errors.Unwrap(err))
-	}
-	return approvals.LoadSigningKey(cfg.Audit.SigningKey)
+	return approvals.ReadSigningKey(cfg.Audit.SigningKey)
 }

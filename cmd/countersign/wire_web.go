@@ -10,7 +10,6 @@ import (
 
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/adapters/webhook"
-	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
 )
@@ -112,7 +111,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	sk, err := approvals.ReadSigningKey(cfg.Audit.SigningKey)
+	sk, err := configuredSigningKey(cfg)
 	if err != nil {
 		return err
 	}

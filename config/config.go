@@ -485,6 +485,21 @@ type HTTPConfig struct {
 	MetricsTokenEnv   string        `yaml:"metrics_token_env"`
 }
 
+// MetricsToken is the bearer token GET /metrics asks for, read from the
+// variable metrics_token_env names; empty when the key is not set (the
+// metrics are served without a token). A key that names an empty or unset
+// variable is an error: it never falls open to serving them to anyone.
+func (h HTTPConfig) MetricsToken(getenv func(string) string) (bot.Secret, error) {
+	if h.MetricsTokenEnv == "" {
+		return "", nil
+	}
+	token := bot.Secret(getenv(h.MetricsTokenEnv))
+	if token == "" {
+		return "", fmt.Errorf("http.metrics_token_env: the environment variable %s is empty or unset; set it, or remove the key to serve /metrics without a token", h.MetricsTokenEnv)
+	}
+	return token, nil
+}
+
 func (h *HTTPConfig) defaults() {
 	if h.MaxBodyBytes == 0 {
 		h.MaxBodyBytes = 1 << 20

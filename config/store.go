@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"regexp"
 	"time"
 )
@@ -21,6 +22,16 @@ type PostgresConfig struct {
 	MaxConns int `yaml:"max_conns"`
 	// StatementTimeout bounds every statement on the server. Default 5s.
 	StatementTimeout time.Duration `yaml:"statement_timeout"`
+}
+
+// DSN is the database URL, read from the variable dsn_env names; an unset
+// one is an error naming it.
+func (p PostgresConfig) DSN(getenv func(string) string) (string, error) {
+	dsn := getenv(p.DSNEnv)
+	if dsn == "" {
+		return "", fmt.Errorf("store.postgres.dsn_env: $%s is empty; set it to the database's URL (postgres://user:password@host:5432/db)", p.DSNEnv)
+	}
+	return dsn, nil
 }
 
 // engineDefaults fills the keys of store.engine and store.postgres.

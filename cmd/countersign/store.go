@@ -35,9 +35,9 @@ func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) str
 		return bolt.Open(cfg.Store.Path, storeOptions(cfg))
 	}
 	pc := cfg.Store.Postgres
-	dsn := getenv(pc.DSNEnv)
-	if dsn == "" {
-		return nil, fmt.Errorf("store.postgres.dsn_env: $%s is empty; set it to the database's URL (postgres://user:password@host:5432/db)", pc.DSNEnv)
+	dsn, err := pc.DSN(getenv) // config/store.go
+	if err != nil {
+		return nil, err
 	}
 	hb, hk, hs := approvals.ChainHead()
 	db, err := postgres.Open(ctx, dsn, postgres.Options{

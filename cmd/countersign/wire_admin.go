@@ -41,12 +41,9 @@ func (a *app) wireAdmin(ctx context.Context) error {
 		webhook.LogCall(ctx, a.log, ev)
 	})
 	a.bot.OnSweep("sweeps", metrics.SweepStep)
-	var token bot.Secret
-	if h.MetricsTokenEnv != "" {
-		token = bot.Secret(a.getenv(h.MetricsTokenEnv))
-		if token == "" {
-			return fmt.Errorf("http.metrics_token_env: the environment variable %s is empty or unset; set it, or remove the key to serve /metrics without a token", h.MetricsTokenEnv)
-		}
+	token, err := h.MetricsToken(a.getenv) // config/config.go
+	if err != nil {
+		return err
 	}
 	a.mounts["GET /metrics"] = webhook.MetricsHandler(reg, token, a.log)
 	a.onRequest = metrics.ObserveRequest

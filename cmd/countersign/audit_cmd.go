@@ -181,8 +181,12 @@ func configuredPublicKey(cfg *config.Config) (ed25519.PublicKey, error) {
 	return key.Public().(ed25519.PublicKey), nil
 }
 
-// configuredSigningKey reads the audit signing key; it never creates one
+// configuredSigningKey reads the audit signing key of a store that exists
+// (audit, store restore, the hook); it never creates one
 // (approvals.ReadSigningKey).
 func configuredSigningKey(cfg *config.Config) (ed25519.PrivateKey, error) {
+	if _, err := os.Stat(cfg.Audit.SigningKey); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("audit.signing_key: no key at %s; point --config at the server's config (its audit.signing_key is the key the store is signed with)", cfg.Audit.SigningKey)
+	}
 	return approvals.ReadSigningKey(cfg.Audit.SigningKey)
 }

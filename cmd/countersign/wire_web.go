@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign/adapters/web"
 	"github.com/countersign/countersign/adapters/webhook"
+	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
 )
@@ -111,7 +112,7 @@ func cmdWebLink(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	sk, err := configuredSigningKey(cfg)
+	sk, err := approvals.ReadSigningKey(cfg.Audit.SigningKey) // before serve ever ran: start it once
 	if err != nil {
 		return err
 	}

@@ -225,8 +225,9 @@ func TestAuditExportAndPubkey(t *testing.T) {
 	if _, err := empty.runCmd("audit", "verify", "--config", empty.cfg); err == nil || !strings.Contains(err.Error(), "store.path: no store at") {
 		t.Fatalf("no store: %v", err)
 	}
-	if _, err := empty.runCmd("audit", "pubkey", "--config", empty.cfg); err == nil || !strings.Contains(err.Error(), "audit.signing_key: no key at") {
-		t.Fatalf("no key: %v", err)
+	if _, err := empty.runCmd("audit", "pubkey", "--config", empty.cfg); err == nil || !strings.Contains(err.Error(), "audit.signing_key: no key at") ||
+		!strings.Contains(err.Error(), "point --config at the server's config") || strings.Contains(err.Error(), "start the server once") {
+		t.Fatalf("no key: %v; want it to point at the server's config, never to starting a server (which would make a new key)", err)
 	}
 	if _, err := os.Stat(filepath.Join(empty.dir, "countersign.db.sign.key")); err == nil {
 		t.Fatal("audit pubkey created a signing key")

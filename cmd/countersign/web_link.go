@@ -30,11 +30,7 @@ func askServerForLink(ctx context.Context, cfg *config.Config, base, key, name s
 		return "", fmt.Errorf("web link: %w", err)
 	}
 	if !ans.OK() {
-		msg := ans.Error
-		if msg == "" {
-			msg = ans.Text
-		}
-		return "", fmt.Errorf("web link: the server at %s answered %d: %s", base, ans.Status, msg)
+		return "", fmt.Errorf("web link: the server at %s answered %d: %s", base, ans.Status, ans.Message())
 	}
 	u, _ := ans.Data["url"].(string)
 	tok, _ := ans.Data["token"].(string)

@@ -64,6 +64,12 @@ func virtualAuthenticator(t *testing.T, ctx context.Context) webauthn.Authentica
 	res, err := chromedp.Call(ctx, webauthn.AddVirtualAuthenticator, webauthn.AddVirtualAuthenticatorParams{Options: &webauthn.VirtualAuthenticatorOptions{
 		Protocol: webauthn.AuthenticatorProtocolCtap2, Ctap2version: webauthn.Ctap2versionCtap21, Transport: webauthn.AuthenticatorTransportInternal,
 		HasResidentKey: true, HasUserVerification: true, IsUserVerified: true, AutomaticPresenceSimulation: true,
+		// The CDP client always sends a credential's
+		// generateCmtgKeyOnNextOperation (false), which Chromium
+		// 156.0.8078.114 refuses in WebAuthn.addCredential unless the
+		// authenticator supports the cmtgKey extension; the console
+		// never asks for it, so supporting it changes no ceremony.
+		HasCmtgKey: true,
 	}})
 	if err != nil {
 		t.Fatalf("WebAuthn.addVirtualAuthenticator: %v", err)
@@ -285,6 +291,9 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.SignCount = 0
+	// Chromium 156.0.8078.114 reports activeCmtgKeyIndex 0 beside no
+	// cmtgKeys and refuses that back in addCredential; no key was made.
+	c.CmtgKeys, c.ActiveCmtgKeyIndex = nil, nil
 	if _, err := chromedp.Call(smith, webauthn.AddCredential, webauthn.AddCredentialParams{AuthenticatorID: auth, Credential: &c}); err != nil {
 		t.Fatal(err)
 	}

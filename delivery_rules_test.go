@@ -51,7 +51,7 @@ func TestAdaptersLeaveDeliveryToTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n < 5 {
-		t.Fatalf("checked only %d adapter packages: is the test running at the module root?", n)
+		t.Fatalf("checked only %d adapter packages, want at least 5: is the test running at the module root?", n)
 	}
 }
 

@@ -29,7 +29,7 @@ var pendingImports = map[string]string{}
 func TestImportRules(t *testing.T) {
 	pkgs := modulePackages(t)
 	if len(pkgs) < 10 {
-		t.Fatalf("found only %d packages: is the test running at the module root?", len(pkgs))
+		t.Fatalf("found only %d packages, want at least 10: is the test running at the module root?", len(pkgs))
 	}
 	seenPending := map[string]bool{}
 	for pkg, imports := range pkgs {

@@ -134,7 +134,7 @@ func TestAppendAnchorWaitsForAnotherProcess(t *testing.T) {
 	}
 	out := bufio.NewScanner(stdout)
 	if !out.Scan() || out.Text() != "locked" {
-		t.Fatalf("the other process did not take the lock: %q %s", out.Text(), stderr.String())
+		t.Fatalf("the other process did not take the lock: said %q, want %q\n%s", out.Text(), "locked", stderr.String())
 	}
 
 	ours := SignAnchor(key, 6, hash, time.Now())

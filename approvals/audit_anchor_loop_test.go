@@ -62,7 +62,7 @@ func TestAnchoringSingleAnchorsAtStartAndStop(t *testing.T) {
 	}
 	final() // the head has not moved: nothing written
 	if as := anchorsIn(t, file); len(as) != 1 {
-		t.Fatalf("final on an unmoved head wrote again: %+v", as)
+		t.Fatalf("final on an unmoved head wrote again: %+v, want the one anchor", as)
 	}
 	appendN(t, db, key, 1)
 	final()

@@ -63,33 +63,33 @@ func TestArchiveMovesOldEntriesOutAndVerifies(t *testing.T) {
 	var seg1 syncBuf
 	res, err := Archive(context.Background(), db, key, o, t0.Add(60*time.Hour), t0.Add(10*24*time.Hour), &seg1)
 	if err != nil || !seg1.synced || res.Segment.From != 1 || res.Segment.To != 3 || res.Checkpoint.Seq != 3 {
-		t.Fatalf("archive: %+v %v (synced %v)", res, err, seg1.synced)
+		t.Fatalf("archive: %+v %v (synced %v), want segment 1-3, checkpoint at 3, synced, no error", res, err, seg1.synced)
 	}
 	if rows := exportEntries(t, db); len(rows) != 3 || rows[0].Seq != 4 {
-		t.Fatalf("live rows after the archive: %+v", rows)
+		t.Fatalf("live rows after the archive: %+v, want 3 rows from seq 4", rows)
 	}
 	// The live chain, from the checkpoint (the anchor at an archived seq is
 	// not checked without the archive; one beyond the end still would be).
 	if rep := verifyWith(t, db, o); !rep.Intact || rep.Entries != 3 || rep.Checkpoint != 3 {
-		t.Fatalf("live chain: %+v", rep)
+		t.Fatalf("live chain: %+v, want intact, 3 entries, checkpoint 3", rep)
 	}
 	s1 := readSeg(t, &seg1)
 	// The whole history.
 	o.Archives = []Segment{s1}
 	if rep := verifyWith(t, db, o); !rep.Intact || rep.Entries != 6 {
-		t.Fatalf("with the archive: %+v", rep)
+		t.Fatalf("with the archive: %+v, want intact with 6 entries", rep)
 	}
 
 	// A second archive continues where the first ended.
 	appendDays(t, db, key, 6, 7)
 	var seg2 syncBuf
 	if res, err := Archive(context.Background(), db, key, o, t0.Add(6*24*time.Hour+time.Hour), t0.Add(11*24*time.Hour), &seg2); err != nil || res.Segment.From != 4 || res.Segment.To != 7 {
-		t.Fatalf("second archive: %+v %v", res, err)
+		t.Fatalf("second archive: %+v %v, want segment 4-7, no error", res, err)
 	}
 	s2 := readSeg(t, &seg2)
 	o.Archives = []Segment{s1, s2}
 	if rep := verifyWith(t, db, o); !rep.Intact || rep.Entries != 8 || rep.Checkpoint != 7 {
-		t.Fatalf("with both archives: %+v", rep)
+		t.Fatalf("with both archives: %+v, want intact, 8 entries, checkpoint 7", rep)
 	}
 	// A missing segment, a segment out of order, an altered archived entry.
 	for name, tt := range map[string]struct {
@@ -110,12 +110,12 @@ func TestArchiveMovesOldEntriesOutAndVerifies(t *testing.T) {
 	o.Archives = nil
 	var none syncBuf
 	if _, err := Archive(context.Background(), db, key, o, t0.Add(100*24*time.Hour), t0, &none); !errors.Is(err, ErrNothingToArchive) {
-		t.Fatalf("archive of everything but the newest again: %v", err)
+		t.Fatalf("archive of everything but the newest again: %v, want ErrNothingToArchive", err)
 	}
 	// A broken chain is not archived.
 	putRow(t, db, bucketAudit, kv.U64(8), nil)
 	if _, err := Archive(context.Background(), db, key, o, t0.Add(100*24*time.Hour), t0, &none); err == nil || !strings.Contains(err.Error(), "BROKEN") {
-		t.Fatalf("archive of a broken chain: %v", err)
+		t.Fatalf("archive of a broken chain: %v, want an error saying %q", err, "BROKEN")
 	}
 }
 

@@ -46,16 +46,16 @@ func TestManyAppendsInOneCommit(t *testing.T) {
 			}
 			for i, e := range got {
 				if e.Seq != uint64(3+i) || (i > 0 && e.PrevHash != got[i-1].Hash) {
-					t.Fatalf("entry %d: %+v", i, e)
+					t.Fatalf("entry %d: %+v, want seq %d linked to the entry before", i, e, 3+i)
 				}
 				// Rows are not signed: the head covers them.
 				if e.Sig != "" {
-					t.Fatalf("entry %d returned with sig %q (wrapped %v)", i, e.Sig, wrapped)
+					t.Fatalf("entry %d returned with sig %q (wrapped %v), want no sig", i, e.Sig, wrapped)
 				}
 			}
 			rep := verify(t, db, pub)
 			if !rep.Intact || rep.Entries != n+2 || rep.Head.Seq != n+2 || rep.Head.Hash != got[n-1].Hash {
-				t.Fatalf("report = %+v", rep)
+				t.Fatalf("report = %+v, want intact, %d entries, head at seq %d with hash %s", rep, n+2, n+2, got[n-1].Hash)
 			}
 			// Each stored row holds the entry Append returned, and its hash
 			// follows from its content and the row before it.
@@ -89,14 +89,14 @@ func TestRolledBackAppendsLeaveNothing(t *testing.T) {
 		return boom
 	})
 	if !errors.Is(err, boom) {
-		t.Fatal(err)
+		t.Fatalf("Update = %v, want %v", err, boom)
 	}
 	next := appendN(t, db, key, 1)[0]
 	if next.Seq != 4 || next.PrevHash != es[2].Hash {
 		t.Fatalf("the entry after a rollback = %+v, want seq 4 after %s", next, es[2].Hash)
 	}
 	if rep := verify(t, db, key.Public().(ed25519.PublicKey)); !rep.Intact || rep.Entries != 4 {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want intact with 4 entries", rep)
 	}
 }
 
@@ -119,7 +119,7 @@ func TestAppendNeverSignsARowItDidNotWrite(t *testing.T) {
 	appendN(t, db, key, 2)
 	var e Entry
 	if err := json.Unmarshal(rawRow(t, db, 3), &e); err != nil || e.Sig != "" {
-		t.Fatalf("the forged row was re-signed: %+v %v", e, err)
+		t.Fatalf("the forged row was re-signed: %+v %v, want no sig", e, err)
 	}
 	rep := verify(t, db, key.Public().(ed25519.PublicKey))
 	if rep.Intact || rep.BrokenAt != 4 || rep.Reason != ReasonLink {

@@ -68,16 +68,16 @@ func TestDocumentedVerifierRuns(t *testing.T) {
 		return string(out), err
 	}
 	if out, err := run(export.Bytes()); err != nil || !strings.HasPrefix(out, "OK: 4 entries verified; head seq 4 hash ") {
-		t.Fatalf("intact export: %v %s", err, out)
+		t.Fatalf("intact export: %v %s, want no error and output starting %q", err, out, "OK: 4 entries verified; head seq 4 hash ")
 	}
 	tampered := bytes.Replace(export.Bytes(), []byte("plain"), []byte("plaim"), 1)
 	if out, err := run(tampered); err == nil || out != "BROKEN at seq 1: content tampered\n" {
-		t.Fatalf("tampered export: %v %q", err, out)
+		t.Fatalf("tampered export: %v %q, want an error and %q", err, out, "BROKEN at seq 1: content tampered\n")
 	}
 	lines := bytes.SplitAfter(export.Bytes(), []byte("\n"))
 	reordered := bytes.Join([][]byte{lines[0], lines[2], lines[1], lines[3]}, nil)
 	if out, err := run(reordered); err == nil || out != "BROKEN at seq 3: chain link mismatch\n" {
-		t.Fatalf("reordered export: %v %q", err, out)
+		t.Fatalf("reordered export: %v %q, want an error and %q", err, out, "BROKEN at seq 3: chain link mismatch\n")
 	}
 
 	// An archive segment verifies on its own, and so does the export of
@@ -87,16 +87,16 @@ func TestDocumentedVerifierRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := run(seg.Bytes()); err != nil || !strings.HasPrefix(out, "OK: 3 entries verified; head seq 3 hash ") {
-		t.Fatalf("archive segment: %v %s", err, out)
+		t.Fatalf("archive segment: %v %s, want no error and output starting %q", err, out, "OK: 3 entries verified; head seq 3 hash ")
 	}
 	if out, err := run(bytes.Replace(seg.Bytes(), []byte("plain"), []byte("plaim"), 1)); err == nil || out != "BROKEN at seq 1: content tampered\n" {
-		t.Fatalf("tampered segment: %v %q", err, out)
+		t.Fatalf("tampered segment: %v %q, want an error and %q", err, out, "BROKEN at seq 1: content tampered\n")
 	}
 	export.Reset()
 	if _, err := Export(context.Background(), db, &export); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := run(export.Bytes()); err != nil || !strings.HasPrefix(out, "OK: 1 entries verified; head seq 4 hash ") {
-		t.Fatalf("export from a checkpoint: %v %s", err, out)
+		t.Fatalf("export from a checkpoint: %v %s, want no error and output starting %q", err, out, "OK: 1 entries verified; head seq 4 hash ")
 	}
 }

@@ -31,7 +31,7 @@ func TestCheckAnchorFile(t *testing.T) {
 	appendN(t, db, key, 3)
 	an, wrote, err := NewAnchorer(db, key, path, nil, Anchor{}).Anchor(ctx)
 	if err != nil || !wrote || an.Seq != 3 {
-		t.Fatalf("anchoring: %+v %v %v", an, wrote, err)
+		t.Fatalf("anchoring: %+v wrote=%v err=%v, want one written at seq 3, no error", an, wrote, err)
 	}
 	for name, check := range map[string]func() (Anchor, error){
 		"CheckAnchorFile": func() (Anchor, error) { return CheckAnchorFile(ctx, db, path) },

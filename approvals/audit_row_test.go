@@ -34,14 +34,14 @@ func TestBinaryRowRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			if row[0] != rowV2 {
-				t.Fatalf("row starts with %#x", row[0])
+				t.Fatalf("row starts with %#x, want %#x", row[0], rowV2)
 			}
 			r, err := decodeRow(e.Seq, row)
 			if err != nil {
 				t.Fatalf("%+v: %v", e, err)
 			}
 			if !r.binary || !r.linksTo(prev) || r.linksTo(e.Hash) {
-				t.Fatalf("%+v: link bytes wrong", e)
+				t.Fatalf("%+v: link bytes wrong, want a binary row linking to %s and not to its own hash", e, prev)
 			}
 			got := r.e
 			got.PrevHash = prev
@@ -78,7 +78,7 @@ func TestBinaryRowSize(t *testing.T) {
 		t.Fatalf("row is %d bytes, want %d", len(row), want)
 	}
 	if len(js)-len(row) < 175 {
-		t.Fatalf("row %d bytes, JSON %d", len(row), len(js))
+		t.Fatalf("row %d bytes, JSON %d, want the row at least 175 bytes shorter", len(row), len(js))
 	}
 }
 
@@ -118,24 +118,24 @@ func TestJSONRowsThenBinaryRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if v := rawRow(t, db, 3); v[0] != '{' {
-		t.Fatalf("row 3 is not JSON: %q", v)
+		t.Fatalf("row 3 is not JSON: %q, want it to start with '{'", v)
 	}
 	if v := rawRow(t, db, 4); v[0] != rowV2 {
-		t.Fatalf("row 4 is not binary: %q", v)
+		t.Fatalf("row 4 is not binary: %q, want it to start with %#x", v, rowV2)
 	}
 	if rep := verify(t, db, pub); !rep.Intact || rep.Entries != 6 {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want intact with 6 entries", rep)
 	}
 	// The export: one JSON row per entry, exactly as the JSON rows were.
 	var buf bytes.Buffer
 	if n, err := Export(context.Background(), db, &buf); err != nil || n != 6 {
-		t.Fatalf("export: %d %v", n, err)
+		t.Fatalf("export: %d entries, err %v; want 6, no error", n, err)
 	}
 	sc := bufio.NewScanner(&buf)
 	for i := 0; sc.Scan(); i++ {
 		if i == len(all) {
 			if !strings.HasPrefix(sc.Text(), `{"head":{"seq":6,`) {
-				t.Fatalf("last line %s", sc.Text())
+				t.Fatalf("last line %s, want it to start with %s", sc.Text(), `{"head":{"seq":6,`)
 			}
 			continue
 		}
@@ -152,7 +152,7 @@ func TestJSONRowsThenBinaryRows(t *testing.T) {
 		return err
 	})
 	if err != nil || len(got) != 5 { // 3 later entries + seqs 1 and 3
-		t.Fatalf("list: %d %v", len(got), err)
+		t.Fatalf("list: %d entries, err %v; want 5, no error", len(got), err)
 	}
 	for _, g := range got {
 		if g != all[g.Seq-1] {
@@ -165,7 +165,7 @@ func TestJSONRowsThenBinaryRows(t *testing.T) {
 	v[1] ^= 0xff
 	putRow(t, db, bucketAudit, kv.U64(5), v)
 	if rep := verify(t, db, pub); rep.Intact || rep.BrokenAt != 5 || rep.Reason != ReasonLink {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want broken at 5: %q", rep, ReasonLink)
 	}
 	// A byte of its stored hash flipped instead: its content no longer
 	// gives its hash.
@@ -173,7 +173,7 @@ func TestJSONRowsThenBinaryRows(t *testing.T) {
 	v[rowHashAt+7] ^= 0x01
 	putRow(t, db, bucketAudit, kv.U64(5), v)
 	if rep := verify(t, db, pub); rep.Intact || rep.BrokenAt != 5 || rep.Reason != ReasonTampered {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want broken at 5: %q", rep, ReasonTampered)
 	}
 }
 
@@ -186,12 +186,12 @@ func TestUserIndexHoldsKeysOnly(t *testing.T) {
 		err := tx.Ascend(bucketAuditUser, nil, nil, func(k, v []byte) error {
 			n++
 			if len(v) != 0 {
-				t.Errorf("index %q holds %d bytes", k, len(v))
+				t.Errorf("index %q holds %d bytes, want 0", k, len(v))
 			}
 			return nil
 		})
 		if n != 2 {
-			t.Errorf("%d index keys", n)
+			t.Errorf("%d index keys, want 2", n)
 		}
 		return err
 	})

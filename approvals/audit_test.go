@@ -72,7 +72,7 @@ func rawRow(t *testing.T, db kv.Store, seq uint64) []byte {
 		return err
 	})
 	if err != nil || v == nil {
-		t.Fatalf("row %d: %v", seq, err)
+		t.Fatalf("row %d: %v, want a stored row", seq, err)
 	}
 	return v
 }
@@ -95,7 +95,7 @@ func TestAppendBuildsAVerifiableChain(t *testing.T) {
 	key := testKey(1)
 	es := appendN(t, db, key, 5)
 	if es[0].PrevHash != Genesis || es[0].Seq != 1 || es[0].TS != "2026-09-26T12:20:13Z" {
-		t.Fatalf("first entry = %+v", es[0])
+		t.Fatalf("first entry = %+v, want seq 1 after %s at %s", es[0], Genesis, "2026-09-26T12:20:13Z")
 	}
 	for i := 1; i < len(es); i++ {
 		if es[i].PrevHash != es[i-1].Hash || es[i].Seq != uint64(i+1) {
@@ -104,11 +104,11 @@ func TestAppendBuildsAVerifiableChain(t *testing.T) {
 	}
 	rep := verify(t, db, key.Public().(ed25519.PublicKey))
 	if !rep.Intact || rep.Entries != 5 || rep.Head.Seq != 5 || rep.Head.Hash != es[4].Hash {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want intact, 5 entries, head at seq 5 with hash %s", rep, es[4].Hash)
 	}
 	// Another key's public half does not verify the chain.
 	if rep := verify(t, db, testKey(2).Public().(ed25519.PublicKey)); rep.Intact || rep.BrokenAt != 1 || rep.Reason != ReasonSignature {
-		t.Fatalf("wrong key: %+v", rep)
+		t.Fatalf("wrong key: %+v, want broken at 1: %q", rep, ReasonSignature)
 	}
 }
 
@@ -116,7 +116,7 @@ func TestVerifyEmptyChainIsIntact(t *testing.T) {
 	db := openStore(t)
 	rep := verify(t, db, testKey(1).Public().(ed25519.PublicKey))
 	if !rep.Intact || rep.Entries != 0 {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want intact with 0 entries", rep)
 	}
 }
 
@@ -233,19 +233,19 @@ func TestVerifyCrossesBatches(t *testing.T) {
 	for _, b := range []int{1, batch, 2*batch + 3, 100} { // also a batch that ends exactly at the last row
 		rep, err := verifyBatched(context.Background(), db, VerifyOptions{Trusted: []ed25519.PublicKey{pub}}, b)
 		if err != nil || !rep.Intact || rep.Entries != 2*batch+3 || rep.Head.Seq != 2*batch+3 {
-			t.Fatalf("batch %d: %+v %v", b, rep, err)
+			t.Fatalf("batch %d: %+v %v, want intact, %d entries, head at seq %d, no error", b, rep, err, 2*batch+3, 2*batch+3)
 		}
 	}
 	// A break past the first batch is found at its own sequence number.
 	putRow(t, db, bucketAudit, kv.U64(2*batch+2), nil)
 	rep, err := verifyBatched(context.Background(), db, VerifyOptions{Trusted: []ed25519.PublicKey{pub}}, batch)
 	if err != nil || rep.Intact || rep.BrokenAt != 2*batch+3 || rep.Reason != ReasonLink || rep.Entries != 2*batch+1 {
-		t.Fatalf("report = %+v %v", rep, err)
+		t.Fatalf("report = %+v %v, want broken at %d: %q after %d entries, no error", rep, err, 2*batch+3, ReasonLink, 2*batch+1)
 	}
 	var buf bytes.Buffer
 	got, err := exportBatched(context.Background(), db, &buf, batch)
 	if err != nil || got != 2*batch+2 || strings.Count(buf.String(), "\n") != 2*batch+3 { // and the head
-		t.Fatalf("export wrote %d rows (%v)", got, err)
+		t.Fatalf("export wrote %d rows on %d lines (%v), want %d rows and the head on %d lines", got, strings.Count(buf.String(), "\n"), err, 2*batch+2, 2*batch+3)
 	}
 	var whole bytes.Buffer
 	if _, err := Export(context.Background(), db, &whole); err != nil || whole.String() != buf.String() {
@@ -302,7 +302,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 	appendN(t, db, key, 3)
 	var buf bytes.Buffer
 	if n, err := Export(context.Background(), db, &buf); err != nil || n != 3 {
-		t.Fatalf("export: %d, %v", n, err)
+		t.Fatalf("export: %d, %v, want 3 entries, no error", n, err)
 	}
 	// The procedure of docs/audit.md, with nothing but the lines and the key:
 	// every entry's hash and link, then the signed head on the last line.
@@ -310,7 +310,7 @@ func TestExportVerifiesOffline(t *testing.T) {
 	prev := Genesis
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 4 {
-		t.Fatalf("%d lines for 3 entries and the head", len(lines))
+		t.Fatalf("%d lines for 3 entries and the head, want 4", len(lines))
 	}
 	for i, line := range lines[:3] {
 		var e Entry
@@ -355,7 +355,7 @@ func TestAppendTruncatesLongDetailOnARuneBoundary(t *testing.T) {
 	err := db.Update(context.Background(), func(tx kv.Tx) error {
 		e, err := Append(tx, key, t0, Entry{Action: "x", Detail: long})
 		if err == nil && (len(e.Detail) > MaxDetail || !strings.HasSuffix(e.Detail, "...") || !json.Valid([]byte(`"`+strings.TrimSuffix(e.Detail, "...")+`"`))) {
-			t.Errorf("detail = %q (%d bytes)", e.Detail, len(e.Detail))
+			t.Errorf("detail = %q (%d bytes), want at most %d bytes of valid text ending in %q", e.Detail, len(e.Detail), MaxDetail, "...")
 		}
 		return err
 	})
@@ -363,7 +363,7 @@ func TestAppendTruncatesLongDetailOnARuneBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep := verify(t, db, key.Public().(ed25519.PublicKey)); !rep.Intact {
-		t.Fatalf("report = %+v", rep)
+		t.Fatalf("report = %+v, want intact", rep)
 	}
 }
 
@@ -375,7 +375,7 @@ func TestExportKeepsAnUnreadableRow(t *testing.T) {
 	n, err := Export(context.Background(), db, &buf)
 	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	if err != nil || n != 3 || len(lines) != 4 || !strings.HasPrefix(lines[3], `{"head":`) || lines[1] != `{"seq":2,"invalid_row_base64":"bm90IGpzb24Kew=="}` {
-		t.Fatalf("export: %d %v\n%s", n, err, buf.String())
+		t.Fatalf("export: %d %v, want 3 entries, no error, row 2 as %s and the head on line 4:\n%s", n, err, `{"seq":2,"invalid_row_base64":"bm90IGpzb24Kew=="}`, buf.String())
 	}
 }
 

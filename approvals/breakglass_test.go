@@ -81,11 +81,11 @@ func TestReviewsBlockByBreakerAndClearByQuorum(t *testing.T) {
 		}
 	}
 	if rv.Status != ReviewCleared || rv.Tally() != "2 of 2 countersignatures: bob, carol" {
-		t.Fatalf("after the quorum: %s, %s", rv.Status, rv.Tally())
+		t.Fatalf("after the quorum: %s, %q, want %s, %q", rv.Status, rv.Tally(), ReviewCleared, "2 of 2 countersignatures: bob, carol")
 	}
 	put()
 	if got := blocked("alice", at.Add(2*time.Hour)); got != "" {
-		t.Errorf("a cleared review still blocks: %q", got)
+		t.Errorf("a cleared review still blocks: %q, want no block", got)
 	}
 	var open int
 	if err := db.View(context.Background(), func(tx kv.Tx) error {

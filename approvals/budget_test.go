@@ -42,19 +42,19 @@ func TestGrantBudget(t *testing.T) {
 	g = &Grant{ID: 5}
 	sum := GrantBudget{SumArgument: "amount", SumMax: 500, SumPer: 24 * time.Hour}
 	if why, left := g.Spend(sum, args(300), t0); why != "" || left != "200 of 500 amount left in any 24h" {
-		t.Fatalf("300 of 500: %q %q", why, left)
+		t.Fatalf("300 of 500: %q %q, want no refusal and %q", why, left, "200 of 500 amount left in any 24h")
 	}
 	if why, _ := g.Spend(sum, args(250), t0.Add(time.Hour)); !strings.Contains(why, "amount 250 would bring grant #5's amount to 550, over its budget of 500 in any 24h") {
-		t.Fatalf("250 more: %q", why)
+		t.Fatalf("250 more: %q, want it to contain %q", why, "amount 250 would bring grant #5's amount to 550, over its budget of 500 in any 24h")
 	}
 	if why, left := g.Spend(sum, args(200), t0.Add(time.Hour)); why != "" || left != "0 of 500 amount left in any 24h" {
-		t.Fatalf("200 more: %q %q", why, left)
+		t.Fatalf("200 more: %q %q, want no refusal and %q", why, left, "0 of 500 amount left in any 24h")
 	}
 	if why, _ := g.Spend(sum, json.RawMessage(`{"amount":"lots"}`), t0.Add(2*time.Hour)); why == "" {
 		t.Fatal("a non-numeric amount was spent")
 	}
 	if why, _ := g.Spend(sum, args(100), t0.Add(25*time.Hour)); why != "" {
-		t.Fatalf("a day later: %q", why)
+		t.Fatalf("a day later: %q, want no refusal", why)
 	}
 
 	g = &Grant{ID: 6, Base: map[string]float64{"amount": 100}}
@@ -64,7 +64,7 @@ func TestGrantBudget(t *testing.T) {
 		ok bool
 	}{{110, true}, {90, true}, {110.5, false}, {50, false}} {
 		if why, _ := g.Spend(within, args(tc.v), t0); (why == "") != tc.ok {
-			t.Errorf("within 10%% of 100: %v gives %q", tc.v, why)
+			t.Errorf("within 10%% of 100: %v gives refusal %q, want allowed = %v", tc.v, why, tc.ok)
 		}
 	}
 }

@@ -55,7 +55,7 @@ func FuzzDecisionStateMachine(f *testing.F) {
 				c := *r
 				final = &c
 				if r.Status == StatusApproved && len(r.Approvals()) < r.Quorum {
-					t.Fatalf("approved with %d approvers, quorum %d", len(r.Approvals()), r.Quorum)
+					t.Fatalf("approved with %d approvers, want at least the quorum %d", len(r.Approvals()), r.Quorum)
 				}
 			}
 		}

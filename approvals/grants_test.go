@@ -86,11 +86,11 @@ func TestGrantMatches(t *testing.T) {
 func TestGrantNames(t *testing.T) {
 	g := gtGrant(GrantSession)
 	if got := g.ConfirmedBy(); got != "grant #4 by alice [prin_a]" {
-		t.Fatalf("ConfirmedBy = %q", got)
+		t.Fatalf("ConfirmedBy = %q, want %q", got, "grant #4 by alice [prin_a]")
 	}
 	g.Match = map[string]string{"service": `"payments"`, "region": `"eu"`}
 	if got := g.MatchText(); got != `region="eu", service="payments"` {
-		t.Fatalf("MatchText = %q", got)
+		t.Fatalf("MatchText = %q, want %q", got, `region="eu", service="payments"`)
 	}
 	for _, s := range []string{"once", "session", "duration"} {
 		if _, err := ParseGrantKind(s); err != nil {
@@ -98,7 +98,7 @@ func TestGrantNames(t *testing.T) {
 		}
 	}
 	if _, err := ParseGrantKind("always"); err == nil {
-		t.Fatal("ParseGrantKind accepted always")
+		t.Fatal(`ParseGrantKind("always") err = nil, want an error`)
 	}
 }
 
@@ -160,7 +160,7 @@ func TestGrantStore(t *testing.T) {
 	}
 	use(g, true)
 	if g := find(); g != nil {
-		t.Fatalf("after revocation a grant still matches: #%d", g.ID)
+		t.Fatalf("after revocation a grant still matches: #%d, want none", g.ID)
 	}
 	var live []Grant
 	var indexed int
@@ -193,6 +193,6 @@ func TestGrantStore(t *testing.T) {
 	var back *Grant
 	_ = db.View(ctx, func(tx kv.Tx) error { back, _ = LoadGrant(tx, 2); return nil })
 	if back == nil || !back.Revoked || back.RevokedBy.ID != rqBob.ID {
-		t.Fatalf("grant #2 as stored: %+v", back)
+		t.Fatalf("grant #2 as stored: %+v, want it revoked by %s", back, rqBob.ID)
 	}
 }

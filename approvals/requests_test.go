@@ -80,7 +80,7 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("status %q confirmed_by %q tally %q; want %q %q %q", r.Status, r.ConfirmedBy, r.Tally(), tt.status, tt.confirmedBy, tt.tally)
 			}
 			if tt.status == StatusDenied && (r.Reason != "because" || len(r.DecidedBy) != 1) {
-				t.Fatalf("denied: reason %q decided_by %v", r.Reason, r.DecidedBy)
+				t.Fatalf("denied: reason %q decided_by %v, want reason %q by one decider", r.Reason, r.DecidedBy, "because")
 			}
 		})
 	}
@@ -108,7 +108,7 @@ func TestExpired(t *testing.T) {
 func TestAnswer(t *testing.T) {
 	q := &Request{ID: "ask_0123456789abcdef", Kind: KindQuestionRequest, Requester: rqAgent, Status: StatusPending, Question: &Question{Question: "Which region?", Options: []string{"eu", "us"}}}
 	if got := q.Answer(rqAlice, []string{"eu"}, "", false, rqT0); got != OutcomeDecided || q.Status != StatusAnswered || !slices.Equal(q.Question.Answers, []string{"eu"}) {
-		t.Fatalf("answer: %v %q %v", got, q.Status, q.Question.Answers)
+		t.Fatalf("answer: %v %q %v, want OutcomeDecided, %q, [eu]", got, q.Status, q.Question.Answers, StatusAnswered)
 	}
 	if got := q.Answer(rqAlice, []string{"eu"}, "", false, rqT0); got != OutcomeRepeat {
 		t.Fatalf("same answer again = %v, want repeat", got)
@@ -121,25 +121,25 @@ func TestAnswer(t *testing.T) {
 	}
 	d := &Request{ID: "ask_1", Kind: KindQuestionRequest, Status: StatusPending, Question: &Question{Question: "?"}}
 	if got := d.Answer(rqBob, nil, "not mine to say", true, rqT0); got != OutcomeDecided || d.Status != StatusDeclined || d.Reason != "not mine to say" {
-		t.Fatalf("decline: %v %q %q", got, d.Status, d.Reason)
+		t.Fatalf("decline: %v %q %q, want OutcomeDecided, %q, %q", got, d.Status, d.Reason, StatusDeclined, "not mine to say")
 	}
 }
 
 func TestClose(t *testing.T) {
 	r := rqPending(1)
 	if !r.Close(StatusExpired, "denied by automatic policy: x", rqT0) || r.Status != StatusExpired {
-		t.Fatalf("close pending: %q", r.Status)
+		t.Fatalf("close pending: %q, want closed as %q", r.Status, StatusExpired)
 	}
 	if r.Close(StatusDenied, "again", rqT0) || r.Reason != "denied by automatic policy: x" {
-		t.Fatalf("a closed request changed: %q %q", r.Status, r.Reason)
+		t.Fatalf("a closed request changed: %q %q, want it kept, reason %q", r.Status, r.Reason, "denied by automatic policy: x")
 	}
 	a := rqPending(1)
 	a.Decide(rqAlice, true, "", rqT0)
 	if a.Close(StatusExpired, "late", rqT0) || a.Status != StatusApproved {
-		t.Fatalf("an approved request expired: %q", a.Status)
+		t.Fatalf("an approved request expired: %q, want it kept %q", a.Status, StatusApproved)
 	}
 	if got := a.Decide(rqBob, false, "", rqT0); got != OutcomeConflict || a.Status != StatusApproved {
-		t.Fatalf("a decided request changed: %v %q", got, a.Status)
+		t.Fatalf("a decided request changed: %v %q, want OutcomeConflict and %q", got, a.Status, StatusApproved)
 	}
 }
 
@@ -167,7 +167,7 @@ func TestDueAndNextDue(t *testing.T) {
 	}
 	r.RemindedAt = rqT0.Add(remind)
 	if got := r.Due(rqT0.Add(12*time.Minute), remind, escalate); got != (SweepStep{}) {
-		t.Fatalf("a second reminder is due: %+v", got)
+		t.Fatalf("a second reminder is due: %+v, want nothing due", got)
 	}
 	if got := r.NextDue(remind, escalate); !got.Equal(rqT0.Add(escalate)) {
 		t.Fatalf("NextDue after the reminder = %s, want the escalation", got)
@@ -177,11 +177,11 @@ func TestDueAndNextDue(t *testing.T) {
 		t.Fatalf("NextDue after the escalation = %s, want the expiry", got)
 	}
 	if got := r.NextDue(0, 0); !got.Equal(r.ExpiresAt) {
-		t.Fatalf("NextDue without reminders = %s", got)
+		t.Fatalf("NextDue without reminders = %s, want the expiry %s", got, r.ExpiresAt)
 	}
 	r.Decide(rqAlice, true, "", rqT0)
 	if got := r.NextDue(remind, escalate); !got.IsZero() {
-		t.Fatalf("a decided request is due at %s", got)
+		t.Fatalf("a decided request is due at %s, want never (the zero time)", got)
 	}
 }
 
@@ -191,7 +191,7 @@ func TestRequestIDs(t *testing.T) {
 		id, err := NewRequestID(k)
 		rest, ok := strings.CutPrefix(id, p)
 		if err != nil || !ok || len(rest) != 16 || strings.Trim(rest, "0123456789abcdef") != "" {
-			t.Fatalf("NewRequestID(%s) = %q, %v", k, id, err)
+			t.Fatalf("NewRequestID(%s) = %q, %v, want %q and 16 hex digits, no error", k, id, err, p)
 		}
 	}
 }
@@ -242,20 +242,20 @@ func TestDeadlineIndex(t *testing.T) {
 		t.Fatalf("due at +20m = %v, want earliest first, inclusive", got)
 	}
 	if got := due(2*time.Hour, 2); !slices.Equal(got, []string{"req_b", "req_a"}) {
-		t.Fatalf("limit 2 = %v", got)
+		t.Fatalf("limit 2 = %v, want [req_b req_a]", got)
 	}
 	if err := db.Update(ctx, func(tx kv.Tx) error { return PutRequest(tx, b, time.Time{}) }); err != nil {
 		t.Fatal(err)
 	}
 	if got := due(2*time.Hour, 10); !slices.Equal(got, []string{"req_a", "req_c"}) {
-		t.Fatalf("after unindexing b: %v", got)
+		t.Fatalf("after unindexing b: %v, want [req_a req_c]", got)
 	}
 	var back *Request
 	if err := db.View(ctx, func(tx kv.Tx) error { var err error; back, err = LoadRequest(tx, "req_a"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if back == nil || !back.DueAt.Equal(rqT0.Add(20*time.Minute)) {
-		t.Fatalf("stored due_at = %v", back)
+		t.Fatalf("stored req_a = %+v, want it due at %s", back, rqT0.Add(20*time.Minute))
 	}
 }
 
@@ -290,11 +290,11 @@ func FuzzDecide(f *testing.F) {
 			switch r.Status {
 			case StatusApproved:
 				if n := len(r.Approvals()); n < max(r.Quorum, 1) || r.ConfirmedBy != strings.Join(r.Approvals(), ", ") {
-					t.Fatalf("approved with %d approvers (quorum %d), confirmed_by %q", n, r.Quorum, r.ConfirmedBy)
+					t.Fatalf("approved with %d approvers (quorum %d), confirmed_by %q; want at least %d approvers, confirmed_by %q", n, r.Quorum, r.ConfirmedBy, max(r.Quorum, 1), strings.Join(r.Approvals(), ", "))
 				}
 			default:
 				if r.ConfirmedBy != "" {
-					t.Fatalf("status %q with confirmed_by %q", r.Status, r.ConfirmedBy)
+					t.Fatalf("status %q with confirmed_by %q, want none", r.Status, r.ConfirmedBy)
 				}
 			}
 		}
@@ -390,7 +390,7 @@ func TestEdit(t *testing.T) {
 			}
 			// The proposal is never changed by an edit.
 			if string(a.Arguments) != proposal || a.ArgsSHA256 != hash(proposal) {
-				t.Fatalf("the proposal changed: %s %s", a.Arguments, a.ArgsSHA256)
+				t.Fatalf("the proposal changed: %s %s, want %s %s", a.Arguments, a.ArgsSHA256, proposal, hash(proposal))
 			}
 			// Every vote names the version it was cast on.
 			for i, v := range r.Votes {
@@ -409,10 +409,10 @@ func TestEditLegacyVotes(t *testing.T) {
 	r.Action.Arguments, r.Action.ArgsSHA256 = json.RawMessage(`{"n":1}`), "sha:1"
 	r.Votes = []Vote{{By: rqBob, Approve: true, At: rqT0}}
 	if got := r.Tally(); got != "1 of 2 approvals: bob" {
-		t.Fatalf("legacy vote not counted: %q", got)
+		t.Fatalf("legacy vote not counted: %q, want %q", got, "1 of 2 approvals: bob")
 	}
 	if got := r.Edit(rqAlice, json.RawMessage(`{"n":2}`), "sha:2", "", rqT0); got != OutcomeCounted || r.Tally() != "1 of 2 approvals: alice" {
-		t.Fatalf("edit = %v, tally %q", got, r.Tally())
+		t.Fatalf("edit = %v, tally %q; want OutcomeCounted, %q", got, r.Tally(), "1 of 2 approvals: alice")
 	}
 }
 
@@ -438,10 +438,10 @@ func TestVoteCap(t *testing.T) {
 		t.Fatalf("alice's approval of her own last edit: %v, want a repeat", out)
 	}
 	if after := fmt.Sprintf("%+v %s", *r.Action, r.Tally()); after != before || len(r.Votes) != MaxVotesPerPerson {
-		t.Fatalf("a refused edit changed the request:\n%s\n%s (%d votes)", before, after, len(r.Votes))
+		t.Fatalf("a refused edit changed the request:\n%s\n%s (%d votes, want %d and no change)", before, after, len(r.Votes), MaxVotesPerPerson)
 	}
 	if msg := r.Full(rqAlice); !strings.Contains(msg, "the most one person casts") {
-		t.Fatalf("Full(alice) = %q", msg)
+		t.Fatalf("Full(alice) = %q, want it to contain %q", msg, "the most one person casts")
 	}
 	if r.Full(rqBob) != "" {
 		t.Fatal("bob is refused for alice's votes")
@@ -452,7 +452,7 @@ func TestVoteCap(t *testing.T) {
 		p := rqPerson(fmt.Sprintf("p%d", i), fmt.Sprintf("prin_p%d", i), "member")
 		v := fmt.Sprintf(`{"dose":"%dmg"}`, 100+i)
 		if out := r.Edit(p, []byte(v), "sha:"+v, "", rqT0); out != OutcomeCounted {
-			t.Fatalf("edit by %s: %v", p.Name, out)
+			t.Fatalf("edit by %s: %v, want OutcomeCounted", p.Name, out)
 		}
 	}
 	if out := r.Decide(rqBob, true, "", rqT0); out != OutcomeFull {
@@ -521,7 +521,7 @@ func TestReopen(t *testing.T) {
 			}
 			if tt.want {
 				if r.Reopened != "allergy: none → penicillin" || !r.ReopenedAt.Equal(later) || r.ConfirmedBy != "" || len(r.DecidedBy) != 0 || r.Facts != nil {
-					t.Fatalf("reopened request: %+v", r)
+					t.Fatalf("reopened request: %+v, want reopened %q at %s, no confirmed_by, deciders or facts", r, "allergy: none → penicillin", later)
 				}
 				if !r.ExpiresAt.Equal(tt.expires) {
 					t.Fatalf("expires_at %s, want %s", r.ExpiresAt, tt.expires)
@@ -530,7 +530,7 @@ func TestReopen(t *testing.T) {
 					t.Fatal("the earlier votes were dropped; they stay for the record")
 				}
 			} else if r.Reopened != "" {
-				t.Fatalf("a request that stayed records a reopening: %q", r.Reopened)
+				t.Fatalf("a request that stayed records a reopening: %q, want none", r.Reopened)
 			}
 		})
 	}
@@ -540,7 +540,7 @@ func TestReopen(t *testing.T) {
 	r := rqPending(1)
 	r.DecideOn(rqAlice, true, "", rqT0, Basis{Facts: []Fact{{Subject: "allergy", Value: "none", Version: "1:A"}}})
 	if len(r.Facts) != 1 || r.Facts[0].Version != "1:A" {
-		t.Fatalf("the deciding approval's facts are not the request's: %+v", r.Facts)
+		t.Fatalf("the deciding approval's facts are not the request's: %+v, want one fact at version 1:A", r.Facts)
 	}
 	r.Reopen("allergy: none → penicillin", later, expires)
 	now := []Fact{{Subject: "allergy", Value: "penicillin", Version: "2:A"}}
@@ -548,10 +548,10 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("a new approval after the reopening = %v (%s, facts %+v), want decided on the new facts", got, r.Status, r.Facts)
 	}
 	if v := r.Votes[len(r.Votes)-1]; v.Round != 1 || v.Facts[0].Value != "penicillin" {
-		t.Fatalf("the new vote: %+v", v)
+		t.Fatalf("the new vote: %+v, want round 1 on the fact penicillin", v)
 	}
 	if got := r.Changes(now); len(got) != 0 {
-		t.Fatalf("changes against the facts it was approved on: %v", got)
+		t.Fatalf("changes against the facts it was approved on: %v, want none", got)
 	}
 }
 
@@ -581,7 +581,7 @@ func TestFactChanges(t *testing.T) {
 func TestVoidVotes(t *testing.T) {
 	r := rqPending(2)
 	if got := r.Decide(rqAliceChat, true, "", rqT0); got != OutcomeCounted {
-		t.Fatalf("alice = %v", got)
+		t.Fatalf("alice = %v, want OutcomeCounted", got)
 	}
 	if !r.VoidVotes("Alice", "slack account deactivated") {
 		t.Fatal("VoidVotes changed nothing")
@@ -612,21 +612,21 @@ func TestDecisionAssurance(t *testing.T) {
 	r := rqPending(2)
 	r.DecideOn(rqAlice, true, "", rqT0, Basis{Assurance: policy.AssurancePasskey})
 	if got := r.DecisionAssurance(); got != "" {
-		t.Fatalf("pending: %q", got)
+		t.Fatalf("pending: %q, want no assurance", got)
 	}
 	r.DecideOn(rqBob, true, "", rqT0.Add(time.Minute), Basis{Assurance: policy.AssuranceChat})
 	if r.Status != StatusApproved || r.Votes[0].Assurance != policy.AssurancePasskey || r.DecisionAssurance() != policy.AssuranceChat {
-		t.Fatalf("approved: status %s, votes %+v, assurance %q", r.Status, r.Votes, r.DecisionAssurance())
+		t.Fatalf("approved: status %s, votes %+v, assurance %q; want %s, the first vote %s, assurance %q", r.Status, r.Votes, r.DecisionAssurance(), StatusApproved, policy.AssurancePasskey, policy.AssuranceChat)
 	}
 	d := rqPending(1)
 	d.DecideOn(rqAlice, false, "no", rqT0, Basis{Assurance: policy.AssuranceStepUp})
 	if got := d.DecisionAssurance(); got != policy.AssuranceStepUp {
-		t.Fatalf("denied: %q", got)
+		t.Fatalf("denied: %q, want %q", got, policy.AssuranceStepUp)
 	}
 	old := rqPending(1)
 	old.Decide(rqAlice, true, "", rqT0)
 	if got := old.DecisionAssurance(); got != "" {
-		t.Fatalf("a vote without an assurance: %q", got)
+		t.Fatalf("a vote without an assurance: %q, want none", got)
 	}
 }
 
@@ -673,7 +673,7 @@ func TestVoidApprovalsRestages(t *testing.T) {
 		}
 	}
 	if r.Status != StatusApproved || r.ConfirmedBy != "bob [prin_b], dave [prin_d], carol [prin_c], alice [prin_a]" {
-		t.Fatalf("after the stages signed off again: %s, confirmed by %q", r.Status, r.ConfirmedBy)
+		t.Fatalf("after the stages signed off again: %s, confirmed by %q; want %s, %q", r.Status, r.ConfirmedBy, StatusApproved, "bob [prin_b], dave [prin_d], carol [prin_c], alice [prin_a]")
 	}
 
 	// The open stage's approval voided: the earlier stages keep theirs.

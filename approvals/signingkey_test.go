@@ -84,7 +84,7 @@ func TestOpenSigningKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ReadSigningKey(other); err == nil || !strings.Contains(err.Error(), "does not hold a hex Ed25519 seed") {
-		t.Fatalf("a garbled key file: %v", err)
+		t.Fatalf("a garbled key file: %v, want an error saying %q", err, "does not hold a hex Ed25519 seed")
 	}
 	if _, err := ReadSigningKey(filepath.Join(dir, "none.key")); err == nil || !strings.Contains(err.Error(), "start the server once") {
 		t.Fatalf("ReadSigningKey of a missing file: %v, want it refused, not created", err)

@@ -93,7 +93,7 @@ func FuzzDecodeArgsFastPath(f *testing.F) {
 				t.Fatalf("%v: fast path accepted %q; the full path says %v", spec.t, raw, err)
 			}
 			if !reflect.DeepEqual(fast.Interface(), full.Interface()) {
-				t.Fatalf("%v %q: fast path decoded %+v, full path %+v", spec.t, raw, fast.Interface(), full.Interface())
+				t.Fatalf("%v %q: fast path decoded %+v, want %+v as the full path", spec.t, raw, fast.Interface(), full.Interface())
 			}
 		}
 	})
@@ -106,7 +106,7 @@ func BenchmarkFirstDuplicate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, dup := firstDuplicate(raw); dup {
-			b.Fatal("dup")
+			b.Fatal("firstDuplicate found a duplicate key in ", string(raw), ", want none")
 		}
 	}
 }

@@ -64,7 +64,7 @@ func TestDecodeArgs(t *testing.T) {
 				}
 				a := v.(*testArgs)
 				if a.Subject != "x" || a.UserID != "u" {
-					t.Fatalf("decoded %+v", a)
+					t.Fatalf("decoded %+v, want subject %q and user_id %q", a, "x", "u")
 				}
 				return
 			}

@@ -173,7 +173,7 @@ func (e *readAuditEnv) entries(t *testing.T) []string {
 	t.Helper()
 	rep, err := approvals.Verify(context.Background(), e.db, e.key.Public().(ed25519.PublicKey))
 	if err != nil || !rep.Intact {
-		t.Fatalf("verify: %+v %v", rep, err)
+		t.Fatalf("verify = %+v, %v; want an intact chain", rep, err)
 	}
 	var out []string
 	err = e.db.View(context.Background(), func(tx kv.Tx) error {
@@ -195,10 +195,10 @@ func (e *readAuditEnv) entries(t *testing.T) []string {
 func TestAuditReadWithoutQueueIsDurableAtOnce(t *testing.T) {
 	e := newReadAuditEnv(t, filepath.Join(t.TempDir(), "r.db"))
 	if got := e.peek(t, "x"); !strings.HasPrefix(got, "✅ SAFE") {
-		t.Fatalf("peek = %q", got)
+		t.Fatalf("peek = %q, want it to start with %q", got, "✅ SAFE")
 	}
 	if got := e.entries(t); fmt.Sprint(got) != "[check_before_act x: SAFE]" {
-		t.Fatalf("chain = %v", got)
+		t.Fatalf("chain = %v, want %s", got, "[check_before_act x: SAFE]")
 	}
 }
 
@@ -213,7 +213,7 @@ func TestReadAuditQueueRecordsEveryAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if q.mode != ReadAuditQueued {
-		t.Fatalf("default mode = %q", q.mode)
+		t.Fatalf("default mode = %q, want %q", q.mode, ReadAuditQueued)
 	}
 	const n = 200
 	var wg sync.WaitGroup
@@ -222,7 +222,7 @@ func TestReadAuditQueueRecordsEveryAnswer(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			if got := e.peek(t, fmt.Sprintf("s%03d", i)); !strings.HasPrefix(got, "✅ SAFE") {
-				t.Errorf("peek %d = %q", i, got)
+				t.Errorf("peek %d = %q, want it to start with %q", i, got, "✅ SAFE")
 			}
 		}()
 	}
@@ -245,13 +245,13 @@ func TestReadAuditQueueRecordsEveryAnswer(t *testing.T) {
 	}
 	for i := 0; i < n; i++ {
 		if w := fmt.Sprintf("check_before_act s%03d: SAFE", i); !seen[w] {
-			t.Fatalf("missing %q", w)
+			t.Fatalf("the chain has no %q, want every answer recorded", w)
 		}
 	}
 	// After Close, a read answer is audited durably before it is given.
 	e.peek(t, "late")
 	if got := e.entries(t); got[len(got)-1] != "check_before_act late: SAFE" {
-		t.Fatalf("last entry after Close = %q", got[len(got)-1])
+		t.Fatalf("last entry after Close = %q, want %q", got[len(got)-1], "check_before_act late: SAFE")
 	}
 }
 
@@ -300,11 +300,11 @@ func TestReadAuditBacklogFailsClosed(t *testing.T) {
 	q := e.start(t, ReadAuditOptions{Size: 1, Wait: time.Millisecond})
 	e.store.holdUpdates()
 	if got := e.peek(t, "a"); !strings.HasPrefix(got, "✅ SAFE") {
-		t.Fatalf("first = %q", got)
+		t.Fatalf("first = %q, want it to start with %q", got, "✅ SAFE")
 	}
 	<-e.store.entered // the appender holds "a"
 	if got := e.peek(t, "b"); !strings.HasPrefix(got, "✅ SAFE") {
-		t.Fatalf("second (fills the queue) = %q", got)
+		t.Fatalf("second (fills the queue) = %q, want it to start with %q", got, "✅ SAFE")
 	}
 	want := "⛔ BLOCKED — do NOT act on 'c':\n  • " + ReasonAuditBacklog
 	if got := e.peek(t, "c"); got != want {
@@ -315,7 +315,7 @@ func TestReadAuditBacklogFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := e.entries(t); fmt.Sprint(got) != "[check_before_act a: SAFE check_before_act b: SAFE]" {
-		t.Fatalf("chain = %v (the refused verdict must not be recorded as given)", got)
+		t.Fatalf("chain = %v, want %s (the refused verdict must not be recorded as given)", got, "[check_before_act a: SAFE check_before_act b: SAFE]")
 	}
 }
 
@@ -352,7 +352,7 @@ func TestReadAuditFailureFailsClosed(t *testing.T) {
 	defer q2.Close(ctx)
 	got := e.entries(t)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "unclean_restart the previous run (started 2026-11-30T12:00:00Z) did not stop cleanly") {
-		t.Fatalf("chain = %v", got)
+		t.Fatalf("chain = %v, want one entry starting %q", got, "unclean_restart the previous run (started 2026-11-30T12:00:00Z) did not stop cleanly")
 	}
 }
 
@@ -404,7 +404,7 @@ func TestUncleanRestart(t *testing.T) {
 			}
 			switch {
 			case tt.want == "" && len(unclean) != 0:
-				t.Fatalf("a clean stop was reported: %v", unclean)
+				t.Fatalf("a clean stop was reported: %v, want no unclean_restart", unclean)
 			case tt.want != "" && (len(unclean) != 1 || !strings.HasPrefix(unclean[0], tt.want)):
 				t.Fatalf("unclean_restart = %v, want one starting %q", unclean, tt.want)
 			}
@@ -415,7 +415,7 @@ func TestUncleanRestart(t *testing.T) {
 			var m []byte
 			_ = e.db.View(ctx, func(tx kv.Tx) error { m, _ = tx.Get(bucketRun, []byte(keyRunning)); return nil })
 			if m != nil {
-				t.Fatalf("marker after a clean Close: %s", m)
+				t.Fatalf("marker after a clean Close = %s, want none", m)
 			}
 		})
 	}
@@ -477,7 +477,7 @@ func TestReadAuditCloseRacesWithAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := e.entries(t); len(got) != safe {
-		t.Fatalf("%d SAFE answers but %d entries", safe, len(got))
+		t.Fatalf("%d entries, want %d (one per SAFE answer)", len(got), safe)
 	}
 }
 
@@ -501,7 +501,7 @@ func TestReadAuditWaitsOutAnUnavailableStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := e.peek(t, "after"); !strings.Contains(got, "SAFE") {
-		t.Fatalf("after the store came back: %q", got)
+		t.Fatalf("after the store came back: %q, want it to contain %q", got, "SAFE")
 	}
 	if err := e.b.FlushAudit(ctx); err != nil {
 		t.Fatal(err)
@@ -523,7 +523,7 @@ func TestReadAuditCloseReturnsWhileTheAppenderIsStuck(t *testing.T) {
 	q := e.start(t, ReadAuditOptions{})
 	e.store.holdUpdates()
 	if got := e.peek(t, "stuck"); !strings.HasPrefix(got, "✅ SAFE") {
-		t.Fatalf("peek = %q", got)
+		t.Fatalf("peek = %q, want it to start with %q", got, "✅ SAFE")
 	}
 	<-e.store.entered // the appender is committing it, and stays there
 	ctx, cancel := context.WithCancel(context.Background())

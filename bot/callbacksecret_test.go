@@ -31,7 +31,7 @@ func TestCallbackSecretsAreSealed(t *testing.T) {
 	}
 	secret, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(shown, "whsec_"))
 	if err != nil || len(secret) != 32 {
-		t.Fatalf("shown secret %q: %v", shown, err)
+		t.Fatalf("shown secret %q decodes to %d bytes, %v; want 32 bytes", shown, len(secret), err)
 	}
 	raw := func(id string) []byte {
 		var v []byte
@@ -43,7 +43,7 @@ func TestCallbackSecretsAreSealed(t *testing.T) {
 		return v
 	}
 	if v := raw("prin_a"); bytes.Contains(v, secret) || !bytes.HasPrefix(v, sealedPrefix) {
-		t.Fatalf("stored %x: the secret %x is readable from the store", v, secret)
+		t.Fatalf("stored %x, want it sealed (prefix %x) and without the secret %x", v, sealedPrefix, secret)
 	}
 	read := func(b *Bot, id string) ([]byte, error) {
 		var got []byte
@@ -78,7 +78,7 @@ func TestCallbackSecretsAreSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := read(b, "prin_old"); err != nil || !bytes.Equal(got, old) {
-		t.Fatalf("a plaintext row: %x, %v", got, err)
+		t.Fatalf("a plaintext row: %x, %v; want %x", got, err, old)
 	}
 	if n, err := b.SealCallbackSecrets(ctx); err != nil || n != 1 {
 		t.Fatalf("SealCallbackSecrets = %d, %v; want 1 sealed", n, err)
@@ -90,7 +90,7 @@ func TestCallbackSecretsAreSealed(t *testing.T) {
 		t.Fatal("the plaintext row is still plaintext")
 	}
 	if got, err := read(b, "prin_old"); err != nil || !bytes.Equal(got, old) {
-		t.Fatalf("the sealed older secret: %x, %v", got, err)
+		t.Fatalf("the sealed older secret: %x, %v; want %x", got, err, old)
 	}
 }
 

@@ -41,15 +41,15 @@ func TestDiffArgs(t *testing.T) {
 	}
 	diff, more := DiffArgs(json.RawMessage("{"+strings.Join(from, ",")+"}"), json.RawMessage("{"+strings.Join(to, ",")+"}"))
 	if len(diff) != maxChanges || more != 3 || !strings.HasSuffix((&Changes{Diff: diff, More: more}).Text(), " (+3 more)") {
-		t.Fatalf("bounded diff: %d fields, %d more", len(diff), more)
+		t.Fatalf("bounded diff: %d fields, %d more, text %q; want %d fields, 3 more, text ending %q", len(diff), more, (&Changes{Diff: diff, More: more}).Text(), maxChanges, " (+3 more)")
 	}
 	if diff[0].Field != "k00" || diff[maxChanges-1].Field != fmt.Sprintf("k%02d", maxChanges-1) {
-		t.Fatalf("fields not in key order: %+v", diff)
+		t.Fatalf("fields not in key order: %+v, want k00 first and k%02d last", diff, maxChanges-1)
 	}
 	// A long field name is cut too.
 	d, _ := DiffArgs(json.RawMessage(`{}`), json.RawMessage(`{"`+long+`":1}`))
 	if utf8.RuneCountInString(d[0].Field) != maxChangeValue {
-		t.Fatalf("field name not cut: %d runes", utf8.RuneCountInString(d[0].Field))
+		t.Fatalf("field name not cut: %d runes, want %d", utf8.RuneCountInString(d[0].Field), maxChangeValue)
 	}
 	var nilChanges *Changes
 	if nilChanges.Text() != "" {
@@ -76,7 +76,7 @@ func TestEscapeInvisible(t *testing.T) {
 		raw, _ := json.Marshal(tt.in)
 		var back string
 		if err := json.Unmarshal([]byte(EscapeInvisible(string(raw))), &back); err != nil || back != tt.in {
-			t.Errorf("escaped JSON of %q decodes to %q (%v)", tt.in, back, err)
+			t.Errorf("escaped JSON of %q decodes to %q (%v), want %q", tt.in, back, err, tt.in)
 		}
 	}
 }

@@ -101,6 +101,6 @@ func TestRecheckConfiguredGroups(t *testing.T) {
 	start(policy.Groups{"Pharmacists": {"PH_LEE"}})
 	start(policy.Groups{"pharmacists": {"ph_lee", "ph_roe"}})
 	if len(calls) != 1 {
-		t.Fatalf("starts that took nobody out rechecked %q", calls[1:])
+		t.Fatalf("starts that took nobody out rechecked %q, want no recheck after the first", calls[1:])
 	}
 }

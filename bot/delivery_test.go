@@ -300,7 +300,7 @@ func TestDrainHonoursRetryAfter(t *testing.T) {
 	e.now = start.Add(89 * time.Second)
 	e.drain(r)
 	if n := len(r.calls); n != 1 {
-		t.Fatalf("%d posts: retried before its Retry-After", n)
+		t.Fatalf("%d posts, want 1: retried before its Retry-After", n)
 	}
 	for range GiveUpAfter + 1 {
 		e.now = e.now.Add(2 * time.Minute)
@@ -337,10 +337,10 @@ func TestDrainRetriesAnUnavailablePlatformWithBackoffNeverGivingUp(t *testing.T)
 	}
 	e.drain(r)
 	if q := e.queued(); len(q) != 0 {
-		t.Fatalf("after the platform is back: %+v queued", q)
+		t.Fatalf("after the platform is back: %+v queued, want none", q)
 	}
 	if st, _ := e.b.Outbox().Stats(context.Background()); st["chat"].GivenUp != 0 {
-		t.Fatalf("stats %+v: nothing is given up while the platform is down", st["chat"])
+		t.Fatalf("stats %+v, want GivenUp 0: nothing is given up while the platform is down", st["chat"])
 	}
 }
 
@@ -382,13 +382,13 @@ func TestDrainGivesUpAfterNFaults(t *testing.T) {
 			t.Fatalf("fault %d: queue %+v; want the broken item's event kept, ahead of the other", n, q)
 		}
 		if len(r.calls) != 0 {
-			t.Fatalf("fault %d: %q; the later event must wait its turn", n, r.calls)
+			t.Fatalf("fault %d: posts %q, want none: the later event must wait its turn", n, r.calls)
 		}
 		e.now = q[0].NextAttempt
 	}
 	e.drain(r)
 	if q := e.queued(); len(q) != 0 {
-		t.Fatalf("after %d faults: %+v still queued", GiveUpAfter, q)
+		t.Fatalf("after %d faults: %+v still queued, want none", GiveUpAfter, q)
 	}
 	if !slices.Equal(r.calls, []string{"post C-ops key=post"}) {
 		t.Fatalf("renderer calls %q, want the other item posted in the same pass", r.calls)

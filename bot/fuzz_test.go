@@ -56,13 +56,13 @@ func FuzzDecodeArgs(f *testing.F) {
 		}
 		a, ok := v.(*fuzzArgs)
 		if !ok {
-			t.Fatalf("decoded %T", v)
+			t.Fatalf("decoded %T, want *fuzzArgs", v)
 		}
 		if path, dup := firstDuplicate(raw); dup {
-			t.Fatalf("decoded %q although %s is given twice", raw, path)
+			t.Fatalf("decoded %q although %s is given twice, want it refused", raw, path)
 		}
 		if a.Confidence != nil && (*a.Confidence < 0 || *a.Confidence > 1) {
-			t.Fatalf("the validator was skipped: confidence %v", *a.Confidence)
+			t.Fatalf("the validator was skipped: confidence %v, want it within [0, 1]", *a.Confidence)
 		}
 	})
 }
@@ -109,10 +109,10 @@ func FuzzFirstDuplicate(f *testing.F) {
 			got = "too deep"
 		}
 		if want := problemByTokens(raw); got != want {
-			t.Fatalf("scanJSON(%q) = %s at %q, the tokenizer says %s", raw, got, path, want)
+			t.Fatalf("scanJSON(%q) = %s at %q, want %s as the tokenizer says", raw, got, path, want)
 		}
 		if err := CheckJSON("arguments", raw); (err != nil) != (got != "none") {
-			t.Fatalf("CheckJSON(%q) = %v, but the scan found %s", raw, err, got)
+			t.Fatalf("CheckJSON(%q) = %v, but the scan found %s; want an error exactly when the scan finds a problem", raw, err, got)
 		}
 	})
 }

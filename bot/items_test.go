@@ -68,10 +68,10 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	}
 	it, err := b.Items().Get(ctx, idb)
 	if err != nil || it.Channel != "ops" || it.Title != "item b" || it.Space.UserID != "u" {
-		t.Fatalf("item = %+v, %v", it, err)
+		t.Fatalf("item = %+v, %v; want channel %q, title %q, user %q", it, err, "ops", "item b", "u")
 	}
 	if _, err := b.Items().Get(ctx, 99); !errors.Is(err, ErrNoItem) {
-		t.Fatalf("missing item err = %v", err)
+		t.Fatalf("missing item err = %v, want ErrNoItem", err)
 	}
 	open, _ := b.Items().Pending(ctx, 10)
 	if len(open) != 2 || open[0].ID != 1 {
@@ -83,7 +83,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 	}
 	open, _ = b.Items().Pending(ctx, 10)
 	if len(open) != 1 || open[0].ID != 2 {
-		t.Fatalf("after deciding item 1, pending = %+v", open)
+		t.Fatalf("after deciding item 1, pending = %+v, want only item 2", open)
 	}
 	// The slack sink delivers in order; a failure stops the pass and is retried later.
 	var got []string
@@ -109,7 +109,7 @@ func TestItemsOutboxAndOpenIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 2 {
-		t.Fatalf("the event was retried before its Retry-After: %v", got)
+		t.Fatalf("the event was retried before its Retry-After: delivered %v, want still only the two created events", got)
 	}
 }
 
@@ -118,14 +118,14 @@ func TestFirstDeliveryOnceAndPruned(t *testing.T) {
 	ctx := context.Background()
 	first, err := b.Deliveries().First(ctx, "slack:T1")
 	if err != nil || !first {
-		t.Fatalf("first = %v, %v", first, err)
+		t.Fatalf("first = %v, %v; want true", first, err)
 	}
 	if again, _ := b.Deliveries().First(ctx, "slack:T1"); again {
 		t.Fatal("a replayed delivery was reported as first")
 	}
 	n, err := b.pruneDeliveries(ctx, b.Now().Add(DefaultDeliveryTTL+time.Second))
 	if err != nil || n != 1 {
-		t.Fatalf("pruned %d, %v", n, err)
+		t.Fatalf("pruned %d, %v; want 1", n, err)
 	}
 	if first, _ := b.Deliveries().First(ctx, "slack:T1"); !first {
 		t.Fatal("a pruned id is still remembered")
@@ -146,7 +146,7 @@ func TestEscalationNoteRoundTrip(t *testing.T) {
 		}
 		ch, role, rest := parseEscalation(n + " after 20m")
 		if ch != c.channel || role != c.role || len(rest) != 2 {
-			t.Errorf("parseEscalation(%q) = %q, %q, %v", n, ch, role, rest)
+			t.Errorf("parseEscalation(%q) = %q, %q, %v; want %q, %q and 2 words left", n, ch, role, rest, c.channel, c.role)
 		}
 	}
 }

@@ -59,7 +59,7 @@ func TestAppendJSONFloatMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, x := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		if _, err := AppendJSONFloat(nil, x); err == nil {
-			t.Errorf("%v: no error", x)
+			t.Errorf("AppendJSONFloat(%v): no error, want one", x)
 		}
 	}
 }

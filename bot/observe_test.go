@@ -91,22 +91,22 @@ func TestPendingByKindAndOutboxStats(t *testing.T) {
 	}
 	counts, err := b.Items().PendingByKind(ctx)
 	if err != nil || counts[KindAction] != 2 || counts[KindConsent] != 1 {
-		t.Fatalf("pending = %v, %v", counts, err)
+		t.Fatalf("pending = %v, %v; want 2 of %v and 1 of %v", counts, err, KindAction, KindConsent)
 	}
 	src.status["a"] = "approved" // decided, even if still indexed as open
 	if counts, _ := b.Items().PendingByKind(ctx); counts[KindAction] != 1 {
-		t.Fatalf("after a decision: %v", counts)
+		t.Fatalf("after a decision: %v, want 1 of %v", counts, KindAction)
 	}
 	evs, err := b.Outbox().Due(ctx, "slack", b.Now(), 10)
 	if err != nil || len(evs) != 3 {
-		t.Fatalf("events: %v %v", evs, err)
+		t.Fatalf("events: %v %v; want 3", evs, err)
 	}
 	if err := b.Outbox().retry(ctx, evs[0], b.Now().Add(time.Minute), errors.New("slack down")); err != nil {
 		t.Fatal(err)
 	}
 	stats, err := b.Outbox().Stats(ctx)
 	if err != nil || stats["slack"] != (OutboxStat{Depth: 3, Retrying: 1, Failures: 1}) {
-		t.Fatalf("stats = %+v, %v", stats, err)
+		t.Fatalf("stats = %+v, %v; want slack %+v", stats, err, OutboxStat{Depth: 3, Retrying: 1, Failures: 1})
 	}
 }
 
@@ -117,9 +117,9 @@ func TestSecretNeverPrints(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&buf, nil)).Info("key", "key", s)
 	out := buf.String() + fmt.Sprintf("%v %s %+v %#v", s, s, s, s)
 	if strings.Contains(out, "very-secret") || !strings.Contains(out, "[redacted]") {
-		t.Fatalf("printed: %s", out)
+		t.Fatalf("printed: %s; want %q and no %q in it", out, "[redacted]", "very-secret")
 	}
 	if s.Reveal() != "cs_sk_very-secret" || Secret("").String() != "" {
-		t.Fatal("Reveal")
+		t.Fatalf("Reveal() = %q, Secret(\"\").String() = %q; want %q and \"\"", s.Reveal(), Secret("").String(), "cs_sk_very-secret")
 	}
 }

@@ -26,7 +26,7 @@ func TestDirectoryGroups(t *testing.T) {
 			return err
 		}
 		if err := bot.PutDirectoryGroup(tx, bot.DirectoryGroup{Name: " "}); err == nil || !strings.Contains(err.Error(), "a group needs a name") {
-			t.Errorf("an unnamed group: %v", err)
+			t.Errorf("an unnamed group: %v, want an error saying %q", err, "a group needs a name")
 		}
 		return nil
 	})
@@ -36,18 +36,18 @@ func TestDirectoryGroups(t *testing.T) {
 	err = b.View(ctx, func(tx kv.Tx) error {
 		members, ok, err := bot.DirectoryGroupMembers(tx, "PHARMACISTS")
 		if err != nil || !ok || !slices.Equal(members, []string{"dr_smith", "ph.lee@hospital.example"}) {
-			t.Errorf("members of pharmacists: %v %v %v", members, ok, err)
+			t.Errorf("members of pharmacists: %v %v %v; want [dr_smith ph.lee@hospital.example]", members, ok, err)
 		}
 		if _, ok, _ := bot.DirectoryGroupMembers(tx, "nurses"); ok {
 			t.Error("a group nobody provisioned exists")
 		}
 		groups, err := bot.DirectoryGroupsOf(tx, "Dr_Smith", nil)
 		if err != nil || !slices.Equal(groups, []string{"oncall", "Pharmacists"}) {
-			t.Errorf("dr_smith's groups: %v %v", groups, err)
+			t.Errorf("dr_smith's groups: %v %v; want [oncall Pharmacists]", groups, err)
 		}
 		groups, _ = bot.DirectoryGroupsOf(tx, "dr_smith", func(g string) bool { return strings.EqualFold(g, "pharmacists") })
 		if !slices.Equal(groups, []string{"oncall"}) {
-			t.Errorf("dr_smith's groups beside a configured pharmacists: %v", groups)
+			t.Errorf("dr_smith's groups beside a configured pharmacists: %v, want [oncall]", groups)
 		}
 		return nil
 	})

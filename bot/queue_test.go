@@ -82,7 +82,7 @@ func queueAll(t *testing.T, b *Bot, reader *Caller, q QueueQuery) []uint64 {
 			return ids
 		}
 		if pages > 100 {
-			t.Fatalf("the pages do not end (next %d)", p.Next)
+			t.Fatalf("the pages do not end (next %d), want at most 100 pages", p.Next)
 		}
 		q.After = p.Next
 	}
@@ -210,7 +210,7 @@ func TestQueue(t *testing.T) {
 			}
 			f, err := b.Items().Facets(ctx, person("nurse", "a", "c"), "")
 			if err != nil || f.Kinds[KindAction] != 3 || f.Kinds[KindQuestion] != 2 || !slices.Equal(f.Spaces, []string{"a", "c"}) {
-				t.Errorf("facets of a nurse of a and c: %+v %v", f, err)
+				t.Errorf("facets of a nurse of a and c: %+v %v; want 3 of %v, 2 of %v, spaces [a c]", f, err, KindAction, KindQuestion)
 			}
 			if f, _ := b.Items().Facets(ctx, person("boss"), ""); !slices.Equal(f.Spaces, []string{"a", "b", "c"}) {
 				t.Errorf("spaces of an unscoped reader: %v, want a, b, c", f.Spaces)
@@ -255,7 +255,7 @@ func TestQueue(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := queueAll(t, b, person("boss"), QueueQuery{Limit: 2}); !slices.Equal(got, id("5", "4", "1", "3", "7")) {
-				t.Errorf("after decisions: %v", got)
+				t.Errorf("after decisions: %v, want %v", got, id("5", "4", "1", "3", "7"))
 			}
 			if got, want := queueKeys(t, b); !slices.Equal(got, want) || len(got) != 5*4+5 {
 				t.Errorf("queue keys:\n%q\nwant (one per view of each open item, one per requester):\n%q", got, want)
@@ -267,7 +267,7 @@ func TestQueue(t *testing.T) {
 			// A cursor naming a decided item still goes on from where it was.
 			p, err := b.Items().Queue(ctx, person("boss"), QueueQuery{After: ids["6"], Limit: 500})
 			if err != nil || len(p.Items) == 0 || p.Items[0].ID != ids["4"] {
-				t.Errorf("after decided #6: %+v %v", p.Items, err)
+				t.Errorf("after decided #6: %+v %v; want the page to start at #4 (id %d)", p.Items, err, ids["4"])
 			}
 			if _, err := b.Items().Queue(ctx, person("boss"), QueueQuery{After: 999, Limit: 5}); KindOf(err) != KindInvalid {
 				t.Errorf("after an item that does not exist: %v, want invalid", err)

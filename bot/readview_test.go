@@ -49,7 +49,7 @@ func TestCollectReadsRecordsOneEntryPerView(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := e.entries(t); len(got) != 2 || got[1] != "check_before_act outside: SAFE" {
-				t.Fatalf("an empty Record and a read outside a view: %q", got)
+				t.Fatalf("an empty Record and a read outside a view: %q, want 2 entries, the second %q", got, "check_before_act outside: SAFE")
 			}
 		})
 	}

@@ -38,7 +38,7 @@ func TestDeliveriesPrunedAfterTheirTTLInBatches(t *testing.T) {
 	n := RetentionBatch + 3
 	for i := range n {
 		if first, err := b.Deliveries().First(ctx, "slack:"+string(rune(0x100+i))); err != nil || !first {
-			t.Fatalf("delivery %d: %v %v", i, first, err)
+			t.Fatalf("delivery %d: first = %v, %v; want true", i, first, err)
 		}
 	}
 	clk.Advance(24 * time.Hour)
@@ -47,7 +47,7 @@ func TestDeliveriesPrunedAfterTheirTTLInBatches(t *testing.T) {
 	}
 	rep, err := b.Sweep(ctx, clk.Now())
 	if err != nil || rep["deliveries"] != 0 {
-		t.Fatalf("sweep within the TTL: %v %v", rep, err)
+		t.Fatalf("sweep within the TTL: %v %v; want 0 deliveries", rep, err)
 	}
 	clk.Advance(24*time.Hour + time.Second)
 	rep, err = b.Sweep(ctx, clk.Now())
@@ -95,7 +95,7 @@ func TestExpiryIndexKeepsARewrittenRecord(t *testing.T) {
 	put(t0.Add(10 * time.Hour)) // rewritten: its old entry must not expire it
 	n, err := PruneExpired(context.Background(), db, x, t0.Add(12*time.Hour), 5*time.Hour)
 	if err != nil || n != 0 {
-		t.Fatalf("pruned %d, %v: a record rewritten 2h ago expired", n, err)
+		t.Fatalf("pruned %d, %v; want 0: a record rewritten 2h ago expired", n, err)
 	}
 	n, err = PruneExpired(context.Background(), db, x, t0.Add(16*time.Hour), 5*time.Hour)
 	if err != nil || n != 1 {

@@ -209,7 +209,7 @@ func TestTraceFailedCalls(t *testing.T) {
 	e := tracedEnv(t, rec)
 	ctx := context.Background()
 	if _, err := e.b.Call(ctx, traceAgent, "make_item", []byte(`{"value":"warfarin-secret","fail":"invalid"}`)); KindOf(err) != KindInvalid {
-		t.Fatalf("invalid call: %v", err)
+		t.Fatalf("invalid call: %v, want a KindInvalid error", err)
 	}
 	s := spanNamed(t, rec, "execute_tool make_item")
 	wantAttrs(t, s, map[attribute.Key]string{AttrOutcome: "invalid", AttrErrorType: "invalid"})
@@ -219,7 +219,7 @@ func TestTraceFailedCalls(t *testing.T) {
 	rec2 := tracetest.NewSpanRecorder()
 	e.b.tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec2)).Tracer(tracerName)
 	if _, err := e.b.Call(ctx, traceAgent, "make_item", []byte(`{"value":"warfarin-secret","fail":"internal"}`)); KindOf(err) != KindInternal {
-		t.Fatalf("internal call: %v", err)
+		t.Fatalf("internal call: %v, want a KindInternal error", err)
 	}
 	s = spanNamed(t, rec2, "execute_tool make_item")
 	wantAttrs(t, s, map[attribute.Key]string{AttrOutcome: "internal"})
@@ -227,7 +227,7 @@ func TestTraceFailedCalls(t *testing.T) {
 		t.Errorf("a fault's span status is %+v, want error \"internal\"", s.Status())
 	}
 	if _, err := e.b.Call(ctx, traceAgent, "no_such_tool_secret", []byte(`{}`)); KindOf(err) != KindNotFound {
-		t.Fatalf("unknown tool: %v", err)
+		t.Fatalf("unknown tool: %v, want a KindNotFound error", err)
 	}
 	if n := len(rec2.Ended()); n != 1 {
 		t.Errorf("%d spans after an unknown tool's call, want still 1 (an arbitrary name is never a span)", n)
@@ -274,7 +274,7 @@ func TestContinued(t *testing.T) {
 		t.Errorf("continued: request id %q, span %s; want req-7 and %s", RequestID(got), trace.SpanContextFromContext(got).SpanID(), span.SpanContext().SpanID())
 	}
 	if dl, ok := got.Deadline(); !ok || time.Until(dl) < 59*time.Minute {
-		t.Errorf("continued context lost its own deadline: %v %v", dl, ok)
+		t.Errorf("continued context lost its own deadline: %v %v; want one at least 59m away", dl, ok)
 	}
 	if plain := Continued(ctx, context.Background()); RequestID(plain) != "" || trace.SpanContextFromContext(plain).IsValid() {
 		t.Error("continuing a context without a request added one")

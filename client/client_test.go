@@ -128,7 +128,7 @@ func TestConfirmActionPollsShortAndChecksTheReceipt(t *testing.T) {
 				t.Errorf("approval %+v, want outcome %s with %s", a, c.outcome, c.approved)
 			}
 			if err == nil && c.outcome == ApprovedWithChanges && a.Changes != "drain false → true" {
-				t.Errorf("changes %q", a.Changes)
+				t.Errorf("changes = %q, want %q", a.Changes, "drain false → true")
 			}
 		})
 	}
@@ -189,7 +189,7 @@ func TestConfirmActionOutcomes(t *testing.T) {
 			t.Fatalf("err = %v, want *NeedsClarification for service", err)
 		}
 		if len(f.waits) != 0 {
-			t.Fatalf("polled %v after a clarification", f.waits)
+			t.Fatalf("polled %v after a clarification, want no polls", f.waits)
 		}
 	})
 	t.Run("refused by the server", func(t *testing.T) {
@@ -245,7 +245,7 @@ func TestConfirmActionTimesOutAndResumes(t *testing.T) {
 	f.mu.Unlock()
 	a, err := cl.Resume(context.Background(), p.RequestID, restart)
 	if err != nil || a.RequestID != "req_1" || a.Outcome != Approved {
-		t.Fatalf("Resume: %+v %v", a, err)
+		t.Fatalf("Resume = %+v, %v, want RequestID req_1, outcome %s and no error", a, err, Approved)
 	}
 	if len(f.bodies) != asks+1 || f.bodies[asks]["request_id"] != "req_1" {
 		t.Fatalf("Resume made %d calls (%v), want one action_status", len(f.bodies)-asks, f.bodies[asks:])
@@ -278,10 +278,10 @@ func TestNewChecksItsArguments(t *testing.T) {
 		}
 	}
 	if _, err := ParsePublicKey("zz"); err == nil || !strings.Contains(err.Error(), "not hex") {
-		t.Errorf("ParsePublicKey(zz) = %v", err)
+		t.Errorf("ParsePublicKey(zz) = %v, want an error saying %q", err, "not hex")
 	}
 	if k, err := ParsePublicKey(" " + strings.Repeat("ab", 32) + "\n"); err != nil || len(k) != 32 {
-		t.Errorf("ParsePublicKey: %v", err)
+		t.Errorf("ParsePublicKey(64 hex digits) = %d bytes, %v, want 32 bytes and no error", len(k), err)
 	}
 }
 
@@ -302,6 +302,6 @@ func TestConfirmActionSendsEveryArgument(t *testing.T) {
 		t.Fatalf("confirm_action body\n got %s\nwant %s", got, want)
 	}
 	if _, err := newTestClient(t, srv.URL, pub).ConfirmAction(context.Background(), Action{Tool: "x", Arguments: json.RawMessage(`[1]`)}); err == nil || !strings.Contains(err.Error(), "JSON object") {
-		t.Fatalf("array arguments: %v", err)
+		t.Fatalf("array arguments: err = %v, want an error saying %q", err, "JSON object")
 	}
 }

@@ -20,7 +20,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 		t.Fatalf("a valid minimum: %v", err)
 	}
 	if s := cfg.Tools[0].StepUp; s == nil || s.Method != "OIDC_step_up" {
-		t.Fatalf("tools[0].step_up: %+v", s)
+		t.Fatalf("tools[0].step_up = %+v, want method %q", s, "OIDC_step_up")
 	}
 	const passkeys = "  passkeys: {rp_id: countersign.example.org, origins: [\"https://countersign.example.org\"]}\n"
 	cfg, err = Parse([]byte("tools:\n  - {name: order_medication, category: mutating, step_up: {method: passkey}}\n"+oidc+passkeys), t.TempDir())
@@ -28,7 +28,7 @@ func TestToolStepUpMethodConfig(t *testing.T) {
 		t.Fatalf("passkey with web.passkeys: %v", err)
 	}
 	if pk := cfg.Web.Passkeys.Options(); pk == nil || pk.RPID != "countersign.example.org" || len(pk.Origins) != 1 {
-		t.Fatalf("web.passkeys as the console takes it: %+v", pk)
+		t.Fatalf("web.passkeys as the console takes it = %+v, want rp_id %q and one origin", pk, "countersign.example.org")
 	}
 	for _, tt := range []struct {
 		name, yaml, want string

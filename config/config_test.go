@@ -17,13 +17,13 @@ func TestEmbeddedDefaultConfigIsValid(t *testing.T) {
 		t.Fatalf("the default config.yaml does not load: %v", err)
 	}
 	if cfg.Listen != "127.0.0.1:8080" || filepath.Base(cfg.Store.Path) != "countersign.db" {
-		t.Fatalf("listen %q store %q: the contract defaults changed", cfg.Listen, cfg.Store.Path)
+		t.Fatalf("listen %q store %q, want %q and a file %q: the contract defaults changed", cfg.Listen, cfg.Store.Path, "127.0.0.1:8080", "countersign.db")
 	}
 	if s, ok := cfg.schema.Lookup("Current Medication"); !ok || s.Name != "active_medication" || !s.Confirm {
 		t.Fatalf("the default declares active_medication (confirm) with alias current_medication; got %+v %v", s, ok)
 	}
 	if cfg.Sweep.Schedule != "@every 1m" || cfg.Memory.CriticalBudget != 200 || cfg.Memory.RecallContext != 40 {
-		t.Fatalf("defaults: %+v %+v", cfg.Sweep, cfg.Memory)
+		t.Fatalf("defaults: %+v %+v; want sweep %q, critical budget 200, recall context 40", cfg.Sweep, cfg.Memory, "@every 1m")
 	}
 }
 
@@ -96,7 +96,7 @@ func TestConfigUnknownKeyIsAnError(t *testing.T) {
 	}
 	_, err = Parse([]byte("listen: [\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "not valid YAML") {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("err = %v, want one saying %q", err, "not valid YAML")
 	}
 }
 
@@ -133,7 +133,7 @@ func TestSlotSchemaFileProblemsNameTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s, ok := cfg.schema.Lookup("MEDS"); !ok || s.Name != "active_medication" {
-		t.Fatalf("alias lookup = %+v %v", s, ok)
+		t.Fatalf("alias lookup = %+v %v, want slot %q", s, ok, "active_medication")
 	}
 }
 
@@ -189,7 +189,7 @@ func TestConfigCategoryCaseAgreesWithTheRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Tools[0].Category != "Destructive" {
-		t.Fatalf("category = %q", cfg.Tools[0].Category)
+		t.Fatalf("category = %q, want %q", cfg.Tools[0].Category, "Destructive")
 	}
 	_, err = Parse([]byte("tools:\n  - name: e\n    commands:\n      - {command: \"rm; ls\", category: mutating}\n      - {command: ls}\n"), t.TempDir())
 	for _, want := range []string{"tools[0].commands[0]: command \"rm; ls\" holds the shell character", "tools[0].commands[1]: command \"ls\" needs a category"} {
@@ -211,7 +211,7 @@ func TestConfigValidationReadsNoFile(t *testing.T) {
 	}
 	cfg.loadFiles(p)
 	if err := p.err(); err == nil || !strings.Contains(err.Error(), "memory.slot_schema: cannot read") {
-		t.Fatalf("loadFiles: %v", err)
+		t.Fatalf("loadFiles: %v, want an error saying %q", err, "memory.slot_schema: cannot read")
 	}
 }
 
@@ -256,7 +256,7 @@ func TestConfigurationReferenceListsEveryKey(t *testing.T) {
 	var keys []string
 	configKeyPaths(reflect.TypeOf(Config{}), "", &keys)
 	if len(keys) < 80 {
-		t.Fatalf("found only %d keys: the walk is broken", len(keys))
+		t.Fatalf("found only %d keys, want at least 80: the walk is broken", len(keys))
 	}
 	for _, k := range keys {
 		// Sections are headings, not rows: their keys are listed below them.
@@ -298,7 +298,7 @@ func TestConfigurationReferenceListsOnlyKeys(t *testing.T) {
 		}
 	}
 	if rows < 80 {
-		t.Fatalf("found only %d key rows in docs/configuration.md: the page changed shape", rows)
+		t.Fatalf("found only %d key rows in docs/configuration.md, want at least 80: the page changed shape", rows)
 	}
 }
 

@@ -34,7 +34,7 @@ func TestStageChannelsConfig(t *testing.T) {
 		t.Fatalf("the valid config: %v", err)
 	}
 	if got := cfg.Tools[0].Rules[0].Stages[1].Channels; len(got) != 1 || got[0] != "pharmacy" {
-		t.Fatalf("the pharmacist stage's channels as read: %v", got)
+		t.Fatalf("the pharmacist stage's channels as read: %v, want [pharmacy]", got)
 	}
 	for _, tc := range []struct{ from, to, key string }{
 		{"channels: [pharmacy]}", "channels: [pharmacie]}", `tools[0].rules[0].stages[1].channels[0]: channel "pharmacie" is not defined`},

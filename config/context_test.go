@@ -37,6 +37,6 @@ tools:
 		t.Fatalf("a valid context: %v", err)
 	}
 	if !slices.Equal(cfg.Tools[0].Context, []string{"allergy", "active_medication"}) {
-		t.Fatalf("decoded context: %v", cfg.Tools[0].Context)
+		t.Fatalf("decoded context = %v, want [allergy active_medication]", cfg.Tools[0].Context)
 	}
 }

@@ -18,7 +18,7 @@ func TestOnCallLadderConfig(t *testing.T) {
 		t.Fatalf("a valid on-call ladder: %v", err)
 	}
 	if cfg.Approvals.EscalationOnCall != "OPS" {
-		t.Fatalf("escalation_oncall read as %q", cfg.Approvals.EscalationOnCall)
+		t.Fatalf("escalation_oncall read as %q, want %q", cfg.Approvals.EscalationOnCall, "OPS")
 	}
 	for _, tt := range []struct {
 		name, yaml, want string

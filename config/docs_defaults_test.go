@@ -91,6 +91,6 @@ func TestConfigurationReferenceDefaults(t *testing.T) {
 		}
 	}
 	if checked < 30 {
-		t.Fatalf("checked only %d defaults: the reference changed shape", checked)
+		t.Fatalf("checked only %d defaults, want at least 30: the reference changed shape", checked)
 	}
 }

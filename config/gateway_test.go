@@ -127,6 +127,6 @@ func TestConfigYAMLGatewayExampleLoads(t *testing.T) {
 		t.Fatalf("the example does not load: %v\n%s", err, block)
 	}
 	if len(cfg.Gateway.Upstreams) != 2 || cfg.Gateway.Upstreams[0].Name != "fs" || cfg.Gateway.Upstreams[1].URL == "" {
-		t.Fatalf("the example loaded as %+v", cfg.Gateway)
+		t.Fatalf("the example loaded as %+v, want 2 upstreams, the first fs, the second with a URL", cfg.Gateway)
 	}
 }

@@ -44,13 +44,13 @@ tools:
 	}
 	_, err = Parse([]byte("tools:\n  - name: r\n    grants: {max: 1h, alow: [once]}\n"), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "alow") {
-		t.Fatalf("a misspelt grants key: %v", err)
+		t.Fatalf("a misspelt grants key: %v, want an error naming %q", err, "alow")
 	}
 	cfg, err := Parse([]byte("tools:\n  - name: r\n    category: mutating\n    grants: {max: 8h, allow: [once, session, duration]}\n"), t.TempDir())
 	if err != nil {
 		t.Fatalf("a valid grants config: %v", err)
 	}
 	if g := cfg.Tools[0].Grants; g.Max.Hours() != 8 || len(g.Allow) != 3 {
-		t.Fatalf("decoded grants: %+v", g)
+		t.Fatalf("decoded grants = %+v, want max 8h and 3 allowed", g)
 	}
 }

@@ -40,7 +40,7 @@ func TestShippedConfigCarriesTheCodingAgentPolicy(t *testing.T) {
 		t.Errorf("the shipped tools bash %q, bash_destructive %q: want mutating and destructive", cats["bash"], cats["bash_destructive"])
 	}
 	if granted < 2 {
-		t.Errorf("%d shipped tools take standing grants; the README's headline feature needs one to try (restart_service, bash)", granted)
+		t.Errorf("%d shipped tools take standing grants, want at least 2: the README's headline feature needs one to try (restart_service, bash)", granted)
 	}
 }
 

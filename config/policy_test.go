@@ -35,11 +35,11 @@ tools:
 		t.Fatalf("a valid policy: %v", err)
 	}
 	if got := cfg.Groups["pharmacists"]; len(got) != 1 || got[0] != "ph_lee" {
-		t.Fatalf("groups.pharmacists = %v", got)
+		t.Fatalf("groups.pharmacists = %v, want [ph_lee]", got)
 	}
 	spec := cfg.Tools[0]
 	if len(spec.Rules) != 2 || len(spec.Rules[0].Stages) != 2 || !spec.Rules[0].Stages[1].StepUp || spec.Rules[1].Category != "read-only" {
-		t.Fatalf("rules as read: %+v", spec.Rules)
+		t.Fatalf("rules as read: %+v; want 2 rules, the first of 2 stages with step-up on the second, the second of category read-only", spec.Rules)
 	}
 
 	const bad = `groups:
@@ -94,7 +94,7 @@ func TestBudgetConfig(t *testing.T) {
 		t.Fatalf("a valid budget: %v", err)
 	}
 	if b := cfg.Tools[0].Spec().Grants.Budget; b.Uses != 5 || b.SumArgument != "amount" || b.SumMax != 500 || b.WithinPercent != 10 {
-		t.Fatalf("budget as wired: %+v", b)
+		t.Fatalf("budget as wired: %+v; want 5 uses, sum of amount up to 500, within 10%%", b)
 	}
 	const bad = `tools:
   - name: refund
@@ -135,7 +135,7 @@ tools:
 		t.Fatalf("a valid rotation: %v", err)
 	}
 	if r := cfg.Rotations()["ops"]; len(r.People) != 2 || r.Length != 24*time.Hour || r.Start.Hour() != 9 {
-		t.Fatalf("the rotation as wired: %+v", r)
+		t.Fatalf("the rotation as wired: %+v; want 2 people, 24h shifts starting at 9", r)
 	}
 	const bad = `groups: {ops: [carol]}
 oncall:
@@ -193,6 +193,6 @@ web:
 scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 `), t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "tools[0].approvers.groups[0]: an empty group name") {
-		t.Errorf("an empty group name with scim: on: %v", err)
+		t.Errorf("an empty group name with scim: on: %v, want an error saying %q", err, "tools[0].approvers.groups[0]: an empty group name")
 	}
 }

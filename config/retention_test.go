@@ -16,10 +16,10 @@ func TestRetentionDefaultsKeepDecisions(t *testing.T) {
 	}
 	r := cfg.Retention
 	if r.ActionRequests != 0 || r.ConsentRequests != 0 || r.Questions != 0 || r.MemoryProposals != 0 {
-		t.Fatalf("decisions are pruned by default: %+v", r)
+		t.Fatalf("decisions are pruned by default: %+v; want action, consent, question and memory proposal retention 0 (kept)", r)
 	}
 	if r.Idempotency != 168*time.Hour || r.Deliveries != 168*time.Hour {
-		t.Fatalf("idempotency/deliveries defaults: %+v", r)
+		t.Fatalf("idempotency/deliveries defaults: %+v; want 168h each", r)
 	}
 	// Absent section: the same defaults.
 	cfg, err = Parse([]byte("listen: 127.0.0.1:1\n"), t.TempDir())
@@ -27,10 +27,10 @@ func TestRetentionDefaultsKeepDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Retention.Idempotency != 168*time.Hour || cfg.Retention.Deliveries != 168*time.Hour || cfg.Retention.ActionRequests != 0 {
-		t.Fatalf("no retention section: %+v", cfg.Retention)
+		t.Fatalf("no retention section: %+v; want idempotency and deliveries 168h, action requests 0", cfg.Retention)
 	}
 	if got := cfg.Retention.Requests(); got.ActionIDs != 168*time.Hour || got.Actions != 0 {
-		t.Fatalf("action tools retention: %+v", got)
+		t.Fatalf("action tools retention = %+v, want action ids 168h, actions 0", got)
 	}
 }
 
@@ -55,6 +55,6 @@ func TestRetentionBadValuesNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := cfg.Retention.Requests(); r.Actions != 8760*time.Hour || r.Questions != 720*time.Hour || r.Consents != 0 || r.ActionIDs != 48*time.Hour {
-		t.Fatalf("parsed: %+v", r)
+		t.Fatalf("parsed: %+v; want actions 8760h, questions 720h, consents 0, action ids 48h", r)
 	}
 }

@@ -26,7 +26,7 @@ func TestStepUpConfig(t *testing.T) {
 		t.Fatalf("step_up as wired: %+v (want the 5m default)", s)
 	}
 	if cfg, err := Parse([]byte(tools), t.TempDir()); err != nil || cfg.StepUp.On() {
-		t.Fatalf("without step_up: on=%v, %v", cfg != nil && cfg.StepUp.On(), err)
+		t.Fatalf("without step_up: on=%v, %v; want off, no error", cfg != nil && cfg.StepUp.On(), err)
 	}
 	for _, tt := range []struct {
 		name, yaml string

@@ -33,7 +33,7 @@ scim:
 	}
 	o := cfg.ActionOptions()
 	if len(o.Tools) != 1 || o.Tools[0].Name != "restart_service" || o.RemindAfter != 10*time.Minute || o.Retention.Actions != 720*time.Hour || o.MaxArgumentsBytes != cfg.Limits.MaxArgumentsBytes {
-		t.Errorf("action options: tools %v, remind_after %v, retention %v, max arguments %d", o.Tools, o.RemindAfter, o.Retention.Actions, o.MaxArgumentsBytes)
+		t.Errorf("action options: tools %v, remind_after %v, retention %v, max arguments %d; want restart_service only, 10m, 720h, %d", o.Tools, o.RemindAfter, o.Retention.Actions, o.MaxArgumentsBytes, cfg.Limits.MaxArgumentsBytes)
 	}
 	if got := o.Subject("meds"); got != "active_medication" {
 		t.Errorf("a context subject's alias resolves to %q, want the slot active_medication", got)

@@ -206,7 +206,7 @@ func TestCommitterCommitFailureReachesEveryCaller(t *testing.T) {
 		}
 	}
 	if len(e.committed) != 0 {
-		t.Errorf("committed %v after a failed commit", e.committed)
+		t.Errorf("committed %v after a failed commit, want nothing committed", e.committed)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestCommitterEngineErrorRerunsTheWholeGroup(t *testing.T) {
 		t.Errorf("runs = %v, want both twice (the whole group re-run)", runs.runs)
 	}
 	if e.committed["b/b"] != "1" {
-		t.Errorf("B's write is not committed: %v", e.committed)
+		t.Errorf("committed b/b = %q, want %q (B's write): %v", e.committed["b/b"], "1", e.committed)
 	}
 }
 

@@ -22,7 +22,7 @@ func TestFoldNormalisesCompatibilityFormsAndInvisibles(t *testing.T) {
 	}
 	for _, subject := range []string{"ＭＥＤＳ", "active_medication\u200b", "Active Medication"} {
 		if sl, ok := s.Lookup(subject); !ok || sl.Name != "active_medication" {
-			t.Errorf("Lookup(%q) = %v, %v", subject, sl.Name, ok)
+			t.Errorf("Lookup(%q) = %q, %v, want %q, true", subject, sl.Name, ok, "active_medication")
 		}
 	}
 	if r, ok := FirstInvisible("a\u200bb"); !ok || r != 0x200b {

@@ -240,7 +240,7 @@ func recallIndexMatchesScan(t *testing.T, seed uint64) {
 					want := flatten(recallScan(tx, w.sp, req))
 					sel := flatten(Select(live, req))
 					if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got, sel) {
-						t.Fatalf("seed %d step %d, %+v:\nindex  %+v\nscan   %+v\nselect %+v", seed, step, req, got, want, sel)
+						t.Fatalf("seed %d step %d, %+v: want the index, the scan and Select to agree\nindex  %+v\nscan   %+v\nselect %+v", seed, step, req, got, want, sel)
 					}
 					if st.mode == modeIndexed && st.active > uint64(req.Context) {
 						indexed++
@@ -261,7 +261,7 @@ func recallIndexMatchesScan(t *testing.T, seed uint64) {
 	}
 	t.Logf("indexed %d merged blocks %d", indexed, merged)
 	if indexed < 150 || merged == 0 {
-		t.Fatalf("the index path ran %d times, %d merged blocks: the test does not exercise it", indexed, merged)
+		t.Fatalf("the index path ran %d times, %d merged blocks, want at least 150 runs and a merged block: the test does not exercise it", indexed, merged)
 	}
 }
 
@@ -289,11 +289,11 @@ func checkIndex(t testing.TB, tx kv.Tx, sp Space) {
 		// Nothing is kept: no fact id may be past indexAt.
 		last, err := LastID(tx, sp)
 		if err != nil || last > indexAt {
-			t.Fatalf("small space with fact #%d (%v)", last, err)
+			t.Fatalf("small space with fact #%d (%v), want none past #%d", last, err, indexAt)
 		}
 		if err := kv.Prefix(tx, bucketRecall, sk, func(k, _ []byte) error {
 			if !bytes.Equal(k, tagKey(sk, tagState)) {
-				t.Fatalf("small space holds %q", k)
+				t.Fatalf("small space holds %q, want only its state key %q", k, tagKey(sk, tagState))
 			}
 			return nil
 		}); err != nil {
@@ -371,11 +371,11 @@ func checkIndex(t testing.TB, tx kv.Tx, sp Space) {
 	if st.mode != modeIndexed {
 		// Only counted: nothing else may be stored.
 		if st.active > indexAt {
-			t.Fatalf("%d active facts and no index", st.active)
+			t.Fatalf("%d active facts and no index, want at most %d", st.active, indexAt)
 		}
 		if err := kv.Prefix(tx, bucketRecall, sk, func(k, _ []byte) error {
 			if !bytes.Equal(k, tagKey(sk, tagState)) {
-				t.Fatalf("unindexed space holds %q", k)
+				t.Fatalf("unindexed space holds %q, want only its state key %q", k, tagKey(sk, tagState))
 			}
 			return nil
 		}); err != nil {
@@ -397,7 +397,7 @@ func checkIndex(t testing.TB, tx kv.Tx, sp Space) {
 				return err
 			}
 			if len(ps) == 0 || len(ps) > maxBlock || ps[0].id < start {
-				t.Fatalf("block %q at %d holds %d postings from #%d", prefix, start, len(ps), ps[0].id)
+				t.Fatalf("block %q at %d holds %d postings from #%d, want 1 to %d postings from #%d on", prefix, start, len(ps), ps[0].id, maxBlock, start)
 			}
 			if !slices.IsSortedFunc(ps, func(a, b posting) int { return cmpID(a.id, b.id) }) {
 				t.Fatalf("block %q unsorted", prefix)
@@ -439,7 +439,7 @@ func checkIndex(t testing.TB, tx kv.Tx, sp Space) {
 		switch {
 		case tomb[id] != nil:
 			if !maps.Equal(terms, termsOf(tomb[id])) {
-				t.Fatalf("#%d: the blocks hold %v, its tombstone says %v", id, terms, termsOf(tomb[id]))
+				t.Fatalf("#%d: the blocks hold %v, want %v (its tombstone's)", id, terms, termsOf(tomb[id]))
 			}
 		case pending[id] != nil || contents[id] == nil:
 			t.Fatalf("#%d is merged but pending or not active, and not tombstoned", id)
@@ -593,7 +593,7 @@ func olderStore(t *testing.T, steps int) {
 	err := w.db.View(context.Background(), func(tx kv.Tx) error {
 		_, indexed, err := loadState(tx, spaceKey(w.sp))
 		if indexed || err != nil {
-			t.Fatalf("still indexed after the downgrade (%v)", err)
+			t.Fatalf("after the downgrade: indexed = %v, err %v; want not indexed and no error", indexed, err)
 		}
 		return nil
 	})
@@ -608,7 +608,7 @@ func olderStore(t *testing.T, steps int) {
 	w.update(func(tx kv.Tx) error {
 		p, err := w.o.Write(tx, w.sp, Input{Op: OpRemember, Subject: "zz", Value: "new", Confidence: DefaultConfidence, Kind: KindState}, w.now)
 		if err == nil && p.Action != ActionSupersede {
-			t.Fatalf("action %s", p.Action)
+			t.Fatalf("action %s, want %s", p.Action, ActionSupersede)
 		}
 		return err
 	})
@@ -685,7 +685,7 @@ func TestApplyTerm(t *testing.T) {
 					return err
 				}
 				if len(ps) == 0 || len(ps) > maxBlock || ps[0].id < start || (!first && start <= lastEnd) {
-					t.Fatalf("round %d: block at %d: %d postings, first #%d, previous ended at #%d", round, start, len(ps), ps[0].id, lastEnd)
+					t.Fatalf("round %d: block at %d: %d postings, first #%d, previous ended at #%d; want 1 to %d postings, the first at #%d or later, the block after the previous", round, start, len(ps), ps[0].id, lastEnd, maxBlock, start)
 				}
 				first = false
 				for i, p := range ps {
@@ -702,7 +702,7 @@ func TestApplyTerm(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !maps.Equal(got, model) {
-			t.Fatalf("round %d: the blocks hold %d postings, the model %d", round, len(got), len(model))
+			t.Fatalf("round %d: the blocks hold %d postings, the model %d; want the blocks to hold the model's postings", round, len(got), len(model))
 		}
 	}
 }
@@ -741,7 +741,7 @@ func TestRecallWithoutIndex(t *testing.T) {
 	w.update(dropRecallIndex)
 	err := w.db.View(context.Background(), func(tx kv.Tx) error {
 		return tx.Ascend(bucketRecall, nil, nil, func(k, _ []byte) error {
-			t.Fatalf("key %q left", k)
+			t.Fatalf("key %q left, want the recall index empty", k)
 			return nil
 		})
 	})
@@ -758,7 +758,7 @@ func TestRecallWithoutIndex(t *testing.T) {
 	err = w.db.View(context.Background(), func(tx kv.Tx) error {
 		st, ok, err := loadState(tx, spaceKey(w.sp))
 		if err != nil || !ok || st.mode != modeIndexed {
-			t.Fatalf("not rebuilt: %+v %v %v", st, ok, err)
+			t.Fatalf("not rebuilt: state %+v, found %v, err %v; want mode %d (indexed)", st, ok, err, modeIndexed)
 		}
 		checkIndex(t, tx, w.sp)
 		return nil

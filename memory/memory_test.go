@@ -96,7 +96,7 @@ func (e *env) load(id uint64) *Fact {
 		e.t.Fatal(err)
 	}
 	if f == nil {
-		e.t.Fatalf("no fact #%d", id)
+		e.t.Fatalf("no fact #%d, want one", id)
 	}
 	return f
 }
@@ -172,54 +172,54 @@ func TestReconcileActions(t *testing.T) {
 	e.mustWrite(Input{Subject: "State", Value: "  redux "}, ActionDedup)
 	p := e.mustWrite(Input{Subject: "state", Value: "Zustand", Source: "crm"}, ActionSupersede)
 	if p.New.Supersedes != 1 || e.load(1).Status != StatusSuperseded || e.load(1).RetiredAt.IsZero() {
-		t.Fatalf("supersede: new %+v, old %+v", p.New, e.load(1))
+		t.Fatalf("supersede: new %+v, old %+v; want the new one to supersede #1, and #1 %s with a retirement time", p.New, e.load(1), StatusSuperseded)
 	}
 	if got := e.activeValues("state"); len(got) != 1 || got[0] != "Zustand" {
-		t.Fatalf("active = %q", got)
+		t.Fatalf("active = %q, want [Zustand]", got)
 	}
 
 	// Another scope coexists; the global value stands.
 	e.mustWrite(Input{Subject: "deploy_day", Value: "Tuesday"}, ActionAdd)
 	e.mustWrite(Input{Subject: "deploy_day", Value: "Friday", Scope: "web"}, ActionCoexist)
 	if got := e.activeValues("deploy_day"); len(got) != 2 {
-		t.Fatalf("coexist: active = %q", got)
+		t.Fatalf("coexist: active = %q, want 2 values", got)
 	}
 
 	// Past tense is archived, never current; restated, it dedups.
 	p = e.mustWrite(Input{Subject: "database", Value: "MySQL", TimeRef: TimePast}, ActionArchive)
 	if p.New.Status != StatusHistorical || !p.New.Archived {
-		t.Fatalf("archive: %+v", p.New)
+		t.Fatalf("archive: %+v, want status %s, archived", p.New, StatusHistorical)
 	}
 	e.mustWrite(Input{Subject: "database", Value: "mysql", TimeRef: TimePast}, ActionDedup)
 	if got := e.activeValues("database"); len(got) != 0 {
-		t.Fatalf("archived value is active: %q", got)
+		t.Fatalf("archived value is active: %q, want no active value", got)
 	}
 
 	// Future tense is held, not applied: on an empty slot and on a set one.
 	p = e.mustWrite(Input{Subject: "hosting", Value: "Fly.io", TimeRef: TimeFuture}, ActionFlag)
 	if p.New.Status != StatusFlagged || p.New.Pending != ActionAdd || p.New.Held != HeldFuture {
-		t.Fatalf("future on empty slot: %+v", p.New)
+		t.Fatalf("future on empty slot: %+v, want status %s, pending %s, held %q", p.New, StatusFlagged, ActionAdd, HeldFuture)
 	}
 	p = e.mustWrite(Input{Subject: "state", Value: "Jotai", TimeRef: TimeFuture}, ActionFlag)
 	if p.New.Pending != ActionSupersede || p.New.Supersedes != p.Target.ID {
-		t.Fatalf("future change: %+v", p.New)
+		t.Fatalf("future change: %+v, want pending %s superseding #%d", p.New, ActionSupersede, p.Target.ID)
 	}
 	if got := e.activeValues("state"); got[0] != "Zustand" {
-		t.Fatalf("future change applied: %q", got)
+		t.Fatalf("future change applied: active = %q, want %q first", got, "Zustand")
 	}
 
 	// A change below 0.7 is flagged, not applied; a first value below 0.7 is
 	// stored (the safety gate then blocks it).
 	p = e.mustWrite(Input{Subject: "state", Value: "Recoil", Confidence: 0.5}, ActionFlag)
 	if !strings.Contains(p.New.Held, "confidence 0.5 is below 0.7") {
-		t.Fatalf("low-confidence held = %q", p.New.Held)
+		t.Fatalf("low-confidence held = %q, want it to contain %q", p.New.Held, "confidence 0.5 is below 0.7")
 	}
 	if got := e.activeValues("state"); len(got) != 1 || got[0] != "Zustand" {
-		t.Fatalf("low-confidence change applied: %q", got)
+		t.Fatalf("low-confidence change applied: active = %q, want [Zustand]", got)
 	}
 	p = e.mustWrite(Input{Subject: "api_timeout", Value: "30s", Confidence: 0.5}, ActionAdd)
 	if p.New.Status != StatusActive || p.New.Confidence != 0.5 {
-		t.Fatalf("low-confidence first value: %+v", p.New)
+		t.Fatalf("low-confidence first value: %+v, want status %s with confidence 0.5", p.New, StatusActive)
 	}
 	// A low-confidence COEXIST is held too.
 	e.mustWrite(Input{Subject: "deploy_day", Value: "Monday", Scope: "mobile", Confidence: 0.6}, ActionFlag)
@@ -227,7 +227,7 @@ func TestReconcileActions(t *testing.T) {
 	// Retraction: the value retired, a tombstone, the slot empty; again: nothing.
 	p = e.mustWrite(Input{Op: OpForget, Subject: "api_timeout"}, ActionRetract)
 	if p.New.Value != "(retracted: 30s)" || p.New.Status != StatusHistorical || p.New.Supersedes != p.Target.ID {
-		t.Fatalf("tombstone: %+v", p.New)
+		t.Fatalf("tombstone: %+v, want value %q, status %s, superseding #%d", p.New, "(retracted: 30s)", StatusHistorical, p.Target.ID)
 	}
 	if e.load(p.Target.ID).Status != StatusSuperseded {
 		t.Fatal("retracted value still live")
@@ -243,13 +243,13 @@ func TestEventsAreNeverSuperseded(t *testing.T) {
 	e.mustWrite(Input{Subject: "customer_call", Value: "called on Friday", Kind: KindEvent}, ActionAdd)
 	e.mustWrite(Input{Subject: "customer_call", Value: "called on Friday", Kind: KindEvent}, ActionDedup)
 	if got := e.activeValues("customer_call"); len(got) != 2 {
-		t.Fatalf("events: active = %q", got)
+		t.Fatalf("events: active = %q, want 2 values", got)
 	}
 	// A state value beside events replaces none of them.
 	e.mustWrite(Input{Subject: "customer_call", Value: "none scheduled"}, ActionAdd)
 	e.mustWrite(Input{Subject: "customer_call", Value: "one scheduled"}, ActionSupersede)
 	if got := e.activeValues("customer_call"); len(got) != 3 {
-		t.Fatalf("events retired by a state change: %q", got)
+		t.Fatalf("events retired by a state change: active = %q, want 3 values", got)
 	}
 	// forget never retracts an event.
 	e.mustWrite(Input{Op: OpForget, Subject: "customer_call", Value: "called on Tuesday"}, ActionSkip)
@@ -282,7 +282,7 @@ func TestAliasFoldingAndValues(t *testing.T) {
 	}
 	p = e.mustWrite(Input{Subject: "note", Value: "x", Category: "critical_note"}, ActionAdd)
 	if p.New.Category != "critical_note" {
-		t.Errorf("undeclared category = %q", p.New.Category)
+		t.Errorf("undeclared category = %q, want critical_note", p.New.Category)
 	}
 }
 
@@ -294,42 +294,42 @@ func TestListSlots(t *testing.T) {
 	// A new distinct item joins the list: an ADD, not gated, even from an agent.
 	e.mustWrite(Input{Subject: "active_medication", Value: "metformin 500 mg twice daily"}, ActionAdd)
 	if got := e.activeValues("active_medication"); len(got) != 2 {
-		t.Fatalf("list: %q", got)
+		t.Fatalf("list: active = %q, want 2 items", got)
 	}
 	// A change of dose is a replacement of that item (by identity), from a
 	// trusted source applied at once.
 	p := e.mustWrite(fhir(Input{Subject: "active_medication", Value: "Warfarin 7 mg PO daily"}), ActionSupersede)
 	if p.Target.Value != "warfarin 5mg daily" {
-		t.Fatalf("identity replaced %q", p.Target.Value)
+		t.Fatalf("identity replaced %q, want %q", p.Target.Value, "warfarin 5mg daily")
 	}
 	// "stop the metformin" finds metformin, not warfarin.
 	p = e.mustWrite(fhir(Input{Op: OpForget, Subject: "active_medication", Said: "stop the metformin"}), ActionRetract)
 	if p.Target.Value != "metformin 500 mg twice daily" {
-		t.Fatalf("forget by sentence removed %q", p.Target.Value)
+		t.Fatalf("forget by sentence removed %q, want %q", p.Target.Value, "metformin 500 mg twice daily")
 	}
 	e.mustWrite(fhir(Input{Subject: "active_medication", Value: "metformin 500 mg twice daily"}), ActionAdd)
 	p = e.mustWrite(fhir(Input{Op: OpForget, Subject: "active_medication", Value: "metformin"}), ActionRetract)
 	if p.Target.Value != "metformin 500 mg twice daily" {
-		t.Fatalf("forget by value removed %q", p.Target.Value)
+		t.Fatalf("forget by value removed %q, want %q", p.Target.Value, "metformin 500 mg twice daily")
 	}
 	if got := e.activeValues("active_medication"); len(got) != 1 || got[0] != "Warfarin 7 mg PO daily" {
-		t.Fatalf("after removals: %q", got)
+		t.Fatalf("after removals: active = %q, want only %q", got, "Warfarin 7 mg PO daily")
 	}
 	// Several items and nothing saying which: a clear error naming the field.
 	e.mustWrite(fhir(Input{Subject: "active_medication", Value: "aspirin 81 mg daily"}), ActionAdd)
 	_, err := e.write(fhir(Input{Op: OpForget, Subject: "active_medication"}))
 	var me *policy.Error
 	if !errors.As(err, &me) || me.Kind != policy.KindInvalid || me.Field != "value" {
-		t.Fatalf("ambiguous forget: %v", err)
+		t.Fatalf("ambiguous forget: %v, want an invalid-argument *policy.Error on field %q", err, "value")
 	}
 	// replaces names the item a new value replaces.
 	p = e.mustWrite(fhir(Input{Subject: "active_medication", Value: "apixaban 5mg twice daily", Replaces: "warfarin"}), ActionSupersede)
 	if p.Target.Value != "Warfarin 7 mg PO daily" {
-		t.Fatalf("replaces hit %q", p.Target.Value)
+		t.Fatalf("replaces hit %q, want %q", p.Target.Value, "Warfarin 7 mg PO daily")
 	}
 	_, err = e.write(fhir(Input{Subject: "active_medication", Value: "heparin", Replaces: "insulin"}))
 	if !errors.As(err, &me) || me.Kind != policy.KindConflict {
-		t.Fatalf("replaces nothing: %v", err)
+		t.Fatalf("replaces nothing: %v, want a conflict *policy.Error", err)
 	}
 }
 
@@ -360,13 +360,13 @@ func TestConfirmGate(t *testing.T) {
 	// value is effectively a SUPERSEDE.
 	p := e.mustWrite(Input{Subject: "code_status", Value: "DNR", Said: "She said DNR."}, ActionFlag)
 	if !p.Held || p.New.Pending != ActionSupersede || p.New.Supersedes != 1 || !p.New.Gated() || p.New.Target != "full code" {
-		t.Fatalf("proposal: %+v", p.New)
+		t.Fatalf("proposal: %+v, want held and gated, pending %s superseding #1, target %q", p.New, ActionSupersede, "full code")
 	}
 	if p.New.ProposerID != "prin_agent" || p.New.ProposedAt != t0 {
-		t.Fatalf("proposer: %+v", p.New)
+		t.Fatalf("proposer: %+v, want proposer %q at %v", p.New, "prin_agent", t0)
 	}
 	if got := e.activeValues("code_status"); len(got) != 1 || got[0] != "full code" {
-		t.Fatalf("current value changed: %q", got)
+		t.Fatalf("current value changed: active = %q, want [full code]", got)
 	}
 	// The same change proposed twice is queued once.
 	d := e.mustWrite(Input{Subject: "code_status", Value: "dnr"}, ActionDedup)
@@ -378,7 +378,7 @@ func TestConfirmGate(t *testing.T) {
 	// Removal is gated; the same removal twice is queued once.
 	r := e.mustWrite(Input{Op: OpForget, Subject: "code_status", Said: "drop it"}, ActionFlag)
 	if r.New.Pending != ActionRetract || r.New.Value != "full code" {
-		t.Fatalf("removal proposal: %+v", r.New)
+		t.Fatalf("removal proposal: %+v, want pending %s of %q", r.New, ActionRetract, "full code")
 	}
 	e.mustWrite(Input{Op: OpForget, Subject: "code_status", Said: "drop it please"}, ActionDedup)
 	// A trusted source skips the gate.
@@ -394,21 +394,21 @@ func TestConfirmGate(t *testing.T) {
 	}
 	p = e.mustWrite(Input{Op: OpEdit, Target: cur.ID, Value: "full code"}, ActionFlag)
 	if p.New.Pending != ActionSupersede {
-		t.Fatalf("edit proposal: %+v", p.New)
+		t.Fatalf("edit proposal: %+v, want pending %s", p.New, ActionSupersede)
 	}
 	p = e.mustWrite(Input{Op: OpEdit, Target: cur.ID, Value: "full code", Approver: true, By: "dr_smith [prin_m]"}, ActionSupersede)
 	if p.New.SetBy != "dr_smith [prin_m]" || p.New.Said != "(edit) full code" || p.New.Confidence != cur.Confidence {
-		t.Fatalf("approved edit: %+v", p.New)
+		t.Fatalf("approved edit: %+v, want set by %q, said %q, confidence %v", p.New, "dr_smith [prin_m]", "(edit) full code", cur.Confidence)
 	}
 	// Editing a retired value is refused.
 	_, err := e.write(Input{Op: OpEdit, Target: cur.ID, Value: "x", Approver: true})
 	var me *policy.Error
 	if !errors.As(err, &me) || me.Kind != policy.KindConflict {
-		t.Fatalf("edit of retired: %v", err)
+		t.Fatalf("edit of retired: %v, want a conflict *policy.Error", err)
 	}
 	_, err = e.write(Input{Op: OpEdit, Target: 999, Value: "x"})
 	if !errors.As(err, &me) || me.Kind != policy.KindNotFound || me.Msg != "No memory with id #999." {
-		t.Fatalf("edit of unknown: %v", err)
+		t.Fatalf("edit of unknown: %v, want a not-found *policy.Error saying %q", err, "No memory with id #999.")
 	}
 }
 
@@ -469,35 +469,35 @@ func TestSeedScenario(t *testing.T) {
 
 	d, err := e.confirm(2)
 	if err != nil || d.Closed != "" || d.Applied != ActionSupersede {
-		t.Fatalf("confirm #2: %+v, %v", d, err)
+		t.Fatalf("confirm #2: %+v, %v; want applied %s, not closed, no error", d, err, ActionSupersede)
 	}
 	if f := e.load(2); f.Status != StatusActive || f.Resolved != ResolvedConfirmed || f.DecidedBy != "dr_smith [prin_m]" || f.Note != "dr_smith" {
-		t.Fatalf("#2 after confirm: %+v", f)
+		t.Fatalf("#2 after confirm: %+v, want status %s, resolved %s, decided by %q, note %q", f, StatusActive, ResolvedConfirmed, "dr_smith [prin_m]", "dr_smith")
 	}
 	if f := e.load(1); f.Status != StatusSuperseded {
-		t.Fatalf("#1 after confirm: %s", f.Status)
+		t.Fatalf("#1 after confirm: %s, want %s", f.Status, StatusSuperseded)
 	}
 	// Confirming twice: not awaiting approval.
 	var me *policy.Error
 	if _, err := e.confirm(2); !errors.As(err, &me) || me.Kind != policy.KindConflict || me.Msg != NotAwaiting(2) {
-		t.Fatalf("second confirm: %v", err)
+		t.Fatalf("second confirm: %v, want a conflict *policy.Error saying %q", err, NotAwaiting(2))
 	}
 	// #3 targeted warfarin, now retired: confirming it is refused and closes it.
 	d, err = e.confirm(3)
 	if err != nil || d.Closed != ResolvedStale {
-		t.Fatalf("stale confirm: %+v, %v", d, err)
+		t.Fatalf("stale confirm: %+v, %v; want closed %s, no error", d, err, ResolvedStale)
 	}
 	if f := e.load(3); f.Status != StatusHistorical || f.Resolved != ResolvedStale || f.Open() {
-		t.Fatalf("#3 after stale confirm: %+v", f)
+		t.Fatalf("#3 after stale confirm: %+v, want status %s, resolved %s, not open", f, StatusHistorical, ResolvedStale)
 	}
 	if _, err := e.reject(3); !errors.As(err, &me) || me.Msg != "#3 is not awaiting approval." {
-		t.Fatalf("reject closed: %v", err)
+		t.Fatalf("reject closed: %v, want a *policy.Error saying %q", err, "#3 is not awaiting approval.")
 	}
 	if _, err := e.confirm(99); !errors.As(err, &me) || me.Kind != policy.KindNotFound {
-		t.Fatalf("confirm unknown: %v", err)
+		t.Fatalf("confirm unknown: %v, want a not-found *policy.Error", err)
 	}
 	if got := e.activeValues("active_medication"); len(got) != 1 || got[0] != "apixaban 5mg twice daily" {
-		t.Fatalf("active = %q", got)
+		t.Fatalf("active = %q, want only %q", got, "apixaban 5mg twice daily")
 	}
 }
 
@@ -512,18 +512,18 @@ func TestRejectAndRetractConfirm(t *testing.T) {
 		t.Fatal(err)
 	}
 	if f := e.load(2); f.Status != StatusHistorical || f.Resolved != ResolvedRejected {
-		t.Fatalf("rejected: %+v", f)
+		t.Fatalf("rejected: %+v, want status %s, resolved %s", f, StatusHistorical, ResolvedRejected)
 	}
 	// Confirming the removal retires warfarin and writes the tombstone.
 	d, err := e.confirm(3)
 	if err != nil || d.Applied != ActionRetract || d.Target.ID != 1 {
-		t.Fatalf("confirm removal: %+v %v", d, err)
+		t.Fatalf("confirm removal: %+v %v; want applied %s to #1, no error", d, err, ActionRetract)
 	}
 	if f := e.load(3); f.Value != "(retracted: warfarin 5mg daily)" || f.Status != StatusHistorical {
-		t.Fatalf("tombstone: %+v", f)
+		t.Fatalf("tombstone: %+v, want value %q, status %s", f, "(retracted: warfarin 5mg daily)", StatusHistorical)
 	}
 	if got := e.activeValues("active_medication"); len(got) != 0 {
-		t.Fatalf("active after removal: %q", got)
+		t.Fatalf("active after removal: %q, want none", got)
 	}
 }
 
@@ -540,7 +540,7 @@ func TestReconcilePolicyModes(t *testing.T) {
 		e.mustWrite(Input{Subject: "plan", Value: "Pro", Source: "crm"}, ActionAdd)
 		p := e.mustWrite(Input{Subject: "plan", Value: "Free", Source: "bot"}, ActionFlag)
 		if !strings.Contains(p.New.Held, "does not outrank") {
-			t.Fatalf("held = %q", p.New.Held)
+			t.Fatalf("held = %q, want it to contain %q", p.New.Held, "does not outrank")
 		}
 		e.mustWrite(Input{Subject: "plan", Value: "Enterprise", Source: "crm"}, ActionSupersede) // self-correction
 		e.mustWrite(Input{Subject: "tier", Value: "gold", Source: "bot"}, ActionAdd)
@@ -569,13 +569,13 @@ func TestHeldAddBecomesStaleWhenSlotFills(t *testing.T) {
 	e.mustWrite(Input{Subject: "hosting", Value: "Heroku"}, ActionAdd)
 	d, err := e.confirm(p.New.ID)
 	if err != nil || d.Closed != ResolvedStale {
-		t.Fatalf("confirm held ADD after slot filled: %+v %v", d, err)
+		t.Fatalf("confirm held ADD after slot filled: %+v %v; want closed %s, no error", d, err, ResolvedStale)
 	}
 	// While the slot is empty, a held ADD applies.
 	p = e.mustWrite(Input{Subject: "region", Value: "eu-west", TimeRef: TimeFuture}, ActionFlag)
 	d, err = e.confirm(p.New.ID)
 	if err != nil || d.Closed != "" || e.load(p.New.ID).Status != StatusActive {
-		t.Fatalf("confirm held ADD: %+v %v", d, err)
+		t.Fatalf("confirm held ADD: %+v %v; want it applied (not closed, #%d %s), no error", d, err, p.New.ID, StatusActive)
 	}
 }
 
@@ -610,14 +610,14 @@ func TestSweep(t *testing.T) {
 	}
 	closed := sweep(t0.Add(time.Hour), 1, 1)
 	if len(closed) != 1 || closed[0].ID != 2 || closed[0].Resolved != ResolvedStale {
-		t.Fatalf("first sweep closed %+v", closed)
+		t.Fatalf("first sweep closed %+v, want only #2, resolved %s", closed, ResolvedStale)
 	}
 	if got := sweep(t0.Add(2*time.Hour), 1, 1); len(got) != 0 {
-		t.Fatalf("second sweep closed %d", len(got))
+		t.Fatalf("second sweep closed %d, want 0", len(got))
 	}
 	closed = sweep(t0.Add(48*time.Hour), 10, 10)
 	if len(closed) != 1 || closed[0].ID != 4 || closed[0].Resolved != ResolvedExpired || closed[0].Status != StatusHistorical {
-		t.Fatalf("expiry sweep closed %+v", closed)
+		t.Fatalf("expiry sweep closed %+v, want only #4, resolved %s, status %s", closed, ResolvedExpired, StatusHistorical)
 	}
 	var open []*Fact
 	_ = e.db.View(context.Background(), func(tx kv.Tx) error {
@@ -626,10 +626,10 @@ func TestSweep(t *testing.T) {
 		return err
 	})
 	if len(open) != 0 {
-		t.Fatalf("open after sweeps: %d", len(open))
+		t.Fatalf("open after sweeps: %d, want 0", len(open))
 	}
 	if got := e.activeValues("active_medication"); len(got) != 1 {
-		t.Fatalf("expiry changed the current value: %q", got)
+		t.Fatalf("expiry changed the current value: active = %q, want 1 value", got)
 	}
 }
 
@@ -641,13 +641,13 @@ func TestGateOnEffectiveAction(t *testing.T) {
 	// the warfarin item (same identity), so it is gated like any replacement.
 	p := e.mustWrite(Input{Subject: "meds", Value: "Warfarin 7mg daily"}, ActionFlag)
 	if p.New.Pending != ActionSupersede || p.New.Supersedes != 1 {
-		t.Fatalf("effective replacement not gated: %+v", p.New)
+		t.Fatalf("effective replacement not gated: %+v, want pending %s superseding #1", p.New, ActionSupersede)
 	}
 	// On a single-valued confirm slot, any different value is a replacement.
 	e.mustWrite(Input{Subject: "code_status", Value: "full code", Kind: KindEvent}, ActionAdd)
 	p = e.mustWrite(Input{Subject: "code_status", Value: "DNR", Kind: KindEvent}, ActionFlag)
 	if p.New.Pending != ActionSupersede {
-		t.Fatalf("event on a single-valued confirm slot: %+v", p.New)
+		t.Fatalf("event on a single-valued confirm slot: %+v, want pending %s", p.New, ActionSupersede)
 	}
 	// A low-confidence change to a confirm slot is held as a proposal too
 	// (the confirm gate comes first).
@@ -656,7 +656,7 @@ func TestGateOnEffectiveAction(t *testing.T) {
 		t.Fatalf("held = %q, want the confirm gate", p.New.Held)
 	}
 	if got := e.activeValues("active_medication"); len(got) != 1 || got[0] != "warfarin 5mg daily" {
-		t.Fatalf("active = %q", got)
+		t.Fatalf("active = %q, want only %q", got, "warfarin 5mg daily")
 	}
 }
 
@@ -685,7 +685,7 @@ func BenchmarkRecall10k(b *testing.B) {
 		err := db.View(context.Background(), func(tx kv.Tx) error {
 			r, err := RecallSpace(tx, sp, RecallRequest{Question: "what is subject 42?", Context: 40, Budget: 200})
 			if err == nil && len(r.Facts) == 0 {
-				b.Fatal("no facts")
+				b.Fatal("RecallSpace found no facts, want some")
 			}
 			return err
 		})

@@ -140,7 +140,7 @@ func BenchmarkGateDecision(b *testing.B) {
 				return err
 			}
 			if len(facts) != 10 {
-				return fmt.Errorf("%d facts", len(facts))
+				return fmt.Errorf("Live(allergy) = %d facts, want 10", len(facts))
 			}
 			states := make([]policy.FactState, len(facts))
 			for i, f := range facts {

@@ -42,10 +42,10 @@ func TestSelect(t *testing.T) {
 			t.Fatalf("ids = %v, want %v", got, want)
 		}
 		if !r.Whole || r.Active != 5 {
-			t.Fatalf("whole=%v active=%d", r.Whole, r.Active)
+			t.Fatalf("whole=%v active=%d, want whole=true active=5", r.Whole, r.Active)
 		}
 		if !reflect.DeepEqual(r.FlaggedSubjects, []string{"hosting"}) {
-			t.Fatalf("flagged subjects = %v", r.FlaggedSubjects)
+			t.Fatalf("flagged subjects = %v, want [hosting]", r.FlaggedSubjects)
 		}
 	})
 	t.Run("large space: top-k with a score, plus critical", func(t *testing.T) {
@@ -57,13 +57,13 @@ func TestSelect(t *testing.T) {
 			t.Fatalf("ids = %v, want %v (top 1 ranked, tie broken by id, + critical)", got, want)
 		}
 		if !r.Facts[1].Critical || r.Facts[0].Critical {
-			t.Fatalf("critical flags: %+v", r.Facts)
+			t.Fatalf("critical flags: %+v, want the second fact critical and the first not", r.Facts)
 		}
 	})
 	t.Run("nothing matches in a large space", func(t *testing.T) {
 		r, err := Select(live, RecallRequest{Question: "the moon", Context: 2, Budget: 200})
 		if err != nil || len(r.Facts) != 0 {
-			t.Fatalf("facts = %v, err %v", ids(r), err)
+			t.Fatalf("facts = %v, err %v, want no facts and no error", ids(r), err)
 		}
 	})
 	t.Run("critical over budget fails, dropping nothing", func(t *testing.T) {
@@ -74,10 +74,10 @@ func TestSelect(t *testing.T) {
 		_, err := Select(many, RecallRequest{Question: "x", Context: 40, Budget: 3, Critical: map[string]bool{"allergy": true}})
 		var ce *CriticalOverflowError
 		if !errors.As(err, &ce) || ce.Count != 4 || ce.Budget != 3 {
-			t.Fatalf("err = %v", err)
+			t.Fatalf("err = %v, want a *CriticalOverflowError of 4 critical facts over a budget of 3", err)
 		}
 		if !strings.Contains(err.Error(), "Nothing was dropped") || !strings.Contains(err.Error(), "critical_budget") {
-			t.Fatalf("message does not say nothing was dropped and how to fix: %v", err)
+			t.Fatalf("message = %q, want it to contain %q and %q (nothing was dropped, and how to fix)", err, "Nothing was dropped", "critical_budget")
 		}
 		if _, err := Select(many, RecallRequest{Question: "x", Context: 40, Budget: 4, Critical: map[string]bool{"allergy": true}}); err != nil {
 			t.Fatalf("at budget: %v", err)
@@ -103,7 +103,7 @@ func TestRenderings(t *testing.T) {
 		t.Errorf("ExplainLine = %q, want %q", got, want)
 	}
 	if got, want := RenderStored(ActionSupersede, "state", "Zustand"), "Stored: [SUPERSEDE] state = Zustand"; got != want {
-		t.Errorf("RenderStored = %q", got)
+		t.Errorf("RenderStored = %q, want %q", got, want)
 	}
 	h := []*Fact{
 		{Value: "Sentry", Status: StatusSuperseded, Scope: DefaultScope},
@@ -113,7 +113,7 @@ func TestRenderings(t *testing.T) {
 		t.Errorf("RenderHistory =\n%s\nwant\n%s", got, want)
 	}
 	if got := RenderHistory("nope", nil); got != "No history for 'nope'." {
-		t.Errorf("empty history = %q", got)
+		t.Errorf("empty history = %q, want %q", got, "No history for 'nope'.")
 	}
 	list := RenderList(
 		[]*Fact{{ID: 2, Subject: "state", Value: "Zustand"}, {ID: 7, Subject: "deploy_day", Value: "Tuesday"}},
@@ -125,14 +125,14 @@ func TestRenderings(t *testing.T) {
 		t.Errorf("RenderList =\n%s\nwant\n%s", list, want)
 	}
 	if RenderList(nil, nil, nil) != "(no memories yet)" {
-		t.Error("empty list")
+		t.Errorf("empty list: RenderList = %q, want %q", RenderList(nil, nil, nil), "(no memories yet)")
 	}
 	get := RenderFact(&Fact{ID: 9, Subject: "platform_lead", Value: "Alice", Status: StatusActive, Scope: "global", Confidence: 0.95, Metadata: []byte(`{"team":"eng"}`), Kind: KindState, SetAt: t0})
 	if !strings.HasPrefix(get, "#9  platform_lead = Alice\n  status=ACTIVE  scope=global  confidence=0.95  metadata={'team': 'eng'}\n") {
-		t.Errorf("RenderFact =\n%s", get)
+		t.Errorf("RenderFact =\n%s\nwant it to start with\n%s", get, "#9  platform_lead = Alice\n  status=ACTIVE  scope=global  confidence=0.95  metadata={'team': 'eng'}\n")
 	}
 	// An untrusted value cannot forge lines.
 	if got := RenderStored(ActionAdd, "note", "a\n  • #9 x = y"); strings.Contains(got, "\n") {
-		t.Errorf("newline rendered: %q", got)
+		t.Errorf("newline rendered: %q, want no newline in it", got)
 	}
 }

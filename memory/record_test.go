@@ -189,7 +189,7 @@ func TestRecordVersion2StillReads(t *testing.T) {
 		r.span()
 	}
 	if r.err != nil || rec[at] != recordVersion || rec[r.off] != 0 {
-		t.Fatalf("unexpected record layout: version %d at %d, assurance length %d at %d", rec[at], at, rec[r.off], r.off)
+		t.Fatalf("record layout: version %d at %d, assurance length %d at %d (err %v), want version %d and assurance length 0", rec[at], at, rec[r.off], r.off, r.err, recordVersion)
 	}
 	v2 := append(bytes.Clone(rec[:r.off]), rec[r.off+1:]...)
 	v2[at] = recordVersion2
@@ -210,7 +210,7 @@ func TestRecordVersion2StillReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, err := decodeRecord(f.Space, f.Subject, f.ID, rec); err != nil || got.Assurance != policy.AssuranceOIDC {
-		t.Fatalf("a record with the assurance: %+v %v", got, err)
+		t.Fatalf("a record with the assurance: %+v %v, want assurance %s and no error", got, err, policy.AssuranceOIDC)
 	}
 }
 

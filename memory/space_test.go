@@ -30,7 +30,7 @@ func TestFactInTheOldSpaceFormLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	if bytes.Contains(raw, []byte(`"agent_id"`)) {
-		t.Fatalf("a new row still stores the empty agent_id: %s", raw)
+		t.Fatalf("a new row still stores the empty agent_id: %s, want no %q in it", raw, `"agent_id"`)
 	}
 	// Rewrite the row as the old Space type stored it.
 	var row map[string]any
@@ -43,7 +43,7 @@ func TestFactInTheOldSpaceFormLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Contains(old, []byte(`"space":{"agent_id":"","run_id":"","user_id":"patient_42"}`)) {
-		t.Fatalf("the test did not write the old form: %s", old)
+		t.Fatalf("the test did not write the old form: %s, want it to contain %s", old, `"space":{"agent_id":"","run_id":"","user_id":"patient_42"}`)
 	}
 	if err := e.db.Update(ctx, func(tx kv.Tx) error { return tx.Put(bucketFacts, factKey(e.sp, id), old) }); err != nil {
 		t.Fatal(err)
@@ -53,9 +53,9 @@ func TestFactInTheOldSpaceFormLoads(t *testing.T) {
 	}
 	next := e.mustWrite(Input{Subject: "primary_diagnosis", Value: "sepsis"}, ActionSupersede)
 	if f := e.load(id); f.Status != StatusSuperseded || f.Space != e.sp {
-		t.Fatalf("the old-form row after a supersede: %s in %+v", f.Status, f.Space)
+		t.Fatalf("the old-form row after a supersede: %s in %+v, want %s in %+v", f.Status, f.Space, StatusSuperseded, e.sp)
 	}
 	if got := e.activeValues("primary_diagnosis"); len(got) != 1 || got[0] != "sepsis" || next.New == nil {
-		t.Fatalf("active values %v after the supersede", got)
+		t.Fatalf("active values %v after the supersede (new fact %v), want [sepsis] and a new fact", got, next.New)
 	}
 }

@@ -48,7 +48,7 @@ func TestParseApprovalMode(t *testing.T) {
 
 func TestApprovalPrompt(t *testing.T) {
 	if p := ApprovalPrompt(ApprovalOff); p != "" {
-		t.Fatalf("off adds a prompt: %q", p)
+		t.Fatalf("ApprovalPrompt(off) = %q, want no prompt", p)
 	}
 	for _, m := range []ApprovalMode{ApprovalNormal, ApprovalProtective} {
 		p := ApprovalPrompt(m)
@@ -59,9 +59,9 @@ func TestApprovalPrompt(t *testing.T) {
 		}
 	}
 	if n := ApprovalPrompt(ApprovalNormal); !strings.Contains(n, "force-pushing") || !strings.Contains(n, "spending money") || !strings.Contains(n, "Ordinary edits and local, reversible changes proceed") {
-		t.Errorf("normal prompt does not follow the seed's level table: %q", n)
+		t.Errorf("normal prompt = %q, want it to contain %q, %q and %q (the seed's level table)", n, "force-pushing", "spending money", "Ordinary edits and local, reversible changes proceed")
 	}
 	if p := ApprovalPrompt(ApprovalProtective); !strings.Contains(p, "installing or removing packages") || !strings.Contains(p, "not plainly read-only") {
-		t.Errorf("protective prompt does not follow the seed's level table: %q", p)
+		t.Errorf("protective prompt = %q, want it to contain %q and %q (the seed's level table)", p, "installing or removing packages", "not plainly read-only")
 	}
 }

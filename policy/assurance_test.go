@@ -39,11 +39,11 @@ func TestAssuranceOrder(t *testing.T) {
 	}
 	for _, weak := range []Assurance{AssuranceKey, AssuranceChat, AssuranceLink, "", "bogus"} {
 		if weak.AtLeast(AssuranceOIDC) {
-			t.Errorf("%q satisfies a minimum of oidc", weak)
+			t.Errorf("Assurance(%q).AtLeast(oidc) = true, want false", weak)
 		}
 	}
 	if !Assurance("").AtLeast("") {
-		t.Error("no minimum refused")
+		t.Error(`Assurance("").AtLeast("") = false, want true (no minimum)`)
 	}
 	if got := Weakest([]Assurance{AssurancePasskey, AssuranceOIDC, AssuranceStepUp}); got != AssuranceOIDC {
 		t.Errorf("Weakest = %q, want oidc", got)
@@ -74,19 +74,19 @@ func TestDecideAssurance(t *testing.T) {
 	chat.Surface = "slack"
 	r := checkDecision(chat, it)
 	if r.Check != CheckAssurance || !strings.HasPrefix(r.Message, "Access denied: "+StepUpRequired) || !strings.Contains(r.Message, "approved only with a console session opened at the identity provider (OIDC), and dr_smith [chat:dr_smith] decided with chat click") {
-		t.Fatalf("a chat click under a minimum of oidc: %+v", r)
+		t.Fatalf("a chat click under a minimum of oidc: %+v, want check %s, a message starting %q and containing %q", r, CheckAssurance, "Access denied: "+StepUpRequired, "approved only with a console session opened at the identity provider (OIDC), and dr_smith [chat:dr_smith] decided with chat click")
 	}
 	web := person("dr_smith", "web:dr_smith", RoleMember)
 	web.Surface, web.SignIn, web.AuthAt, web.AuthMethod = "web", "oidc", at.Add(-time.Hour), "oidc"
 	if r := checkDecision(web, it); r.Check != CheckAllowed {
-		t.Fatalf("an OIDC session under a minimum of oidc: %+v", r)
+		t.Fatalf("an OIDC session under a minimum of oidc: %+v, want check %s", r, CheckAllowed)
 	}
 	it.MinAssurance = AssuranceStepUp
 	if r := checkDecision(web, it); r.Check != CheckAssurance || !strings.Contains(r.Message, "decided with OIDC") {
-		t.Fatalf("an hour-old OIDC sign-in under a minimum of oidc_step_up: %+v", r)
+		t.Fatalf("an hour-old OIDC sign-in under a minimum of oidc_step_up: %+v, want check %s saying %q", r, CheckAssurance, "decided with OIDC")
 	}
 	viewer := person("vic", "prin_v", RoleViewer)
 	if r := checkDecision(viewer, it); r.Check != CheckCapability {
-		t.Fatalf("the capability is checked before the assurance: %+v", r)
+		t.Fatalf("a viewer: %+v, want check %s (the capability is checked before the assurance)", r, CheckCapability)
 	}
 }

@@ -66,7 +66,7 @@ func TestDecideRefusals(t *testing.T) {
 	// trusted-source write): the requester check is skipped.
 	open := Decidable{Ref: "#2", SpaceUserID: "patient_42"}
 	if got := refusalOf(person("alice", "prin_a", RoleMember), open); got != "" {
-		t.Errorf("no approvers declared: alice refused: %q", got)
+		t.Errorf("no approvers declared: alice refused with %q, want no refusal", got)
 	}
 	if got := refusalOf(Decider{ID: "x", Name: "", Kind: "person", Role: RoleAdmin}, open); got == "" {
 		t.Error("a nameless decider matched an empty requester")
@@ -85,7 +85,7 @@ func TestSamePrincipal(t *testing.T) {
 		{"", " ", "", " ", false},
 	} {
 		if got := SamePrincipal(tt.aID, tt.aName, tt.bID, tt.bName); got != tt.want {
-			t.Errorf("SamePrincipal(%q,%q,%q,%q) = %v", tt.aID, tt.aName, tt.bID, tt.bName, got)
+			t.Errorf("SamePrincipal(%q,%q,%q,%q) = %v, want %v", tt.aID, tt.aName, tt.bID, tt.bName, got, tt.want)
 		}
 	}
 }
@@ -172,7 +172,7 @@ func TestDecideStepUp(t *testing.T) {
 				t.Errorf("%s: refusal %q does not start with the step-up wording", tt.name, r.Message)
 			}
 			if s := r.Short(RoleMember); s != "approving needs a fresh sign-in (step-up)" {
-				t.Errorf("%s: Short = %q", tt.name, s)
+				t.Errorf("%s: Short = %q, want %q", tt.name, s, "approving needs a fresh sign-in (step-up)")
 			}
 		}
 	}
@@ -188,7 +188,7 @@ func TestSuspensionComesRightAfterIdentity(t *testing.T) {
 		t.Fatalf("checkDecision = %+v, want the suspension", r)
 	}
 	if got := r.Short(RoleViewer); got != "you are suspended from approving" {
-		t.Errorf("Short = %q", got)
+		t.Errorf("Short = %q, want %q", got, "you are suspended from approving")
 	}
 	admin := person("alice", "prin_a", RoleAdmin)
 	if !SeesDetails(admin, Decidable{Ref: "#4", SpaceUserID: "x"}, true) {
@@ -209,22 +209,22 @@ func TestDecisionRuleGroupsAndStages(t *testing.T) {
 	smith := Decider{ID: "prin_smith", Name: "dr_smith", Kind: "person", Role: RoleMember}
 	it := Decidable{Ref: "req_1", Approvers: Approvers{Groups: []string{"pharmacists"}}, Stage: "pharmacist, stage 2 of 2"}
 	if r := checkDecision(lee, it); r.Check != CheckAllowed {
-		t.Errorf("a pharmacist: %+v", r)
+		t.Errorf("a pharmacist: %+v, want check %s", r, CheckAllowed)
 	}
 	if r := checkDecision(smith, it); r.Check != CheckApprovers || !strings.Contains(r.Message, "is decided by groups pharmacists") {
-		t.Errorf("not a pharmacist: %+v", r)
+		t.Errorf("not a pharmacist: %+v, want check %s saying %q", r, CheckApprovers, "is decided by groups pharmacists")
 	}
 	it.EarlierStages = []StageApproval{{ID: "prin_other", Name: "PH_LEE", Stage: "prescriber"}}
 	it.StepUp, it.At = time.Minute, time.Now()
 	r := checkDecision(lee, it)
 	if r.Check != CheckStage || !strings.Contains(r.Message, "approved the prescriber stage of req_1, and one person approves at most one stage") {
-		t.Errorf("the prescriber at the pharmacist stage: %+v", r)
+		t.Errorf("the prescriber at the pharmacist stage: %+v, want check %s saying %q", r, CheckStage, "approved the prescriber stage of req_1, and one person approves at most one stage")
 	}
 	if got := r.Short(RoleMember); got != "you approved an earlier stage" {
-		t.Errorf("Short = %q", got)
+		t.Errorf("Short = %q, want %q", got, "you approved an earlier stage")
 	}
 	if r := checkDecision(smith, it); r.Check != CheckApprovers {
-		t.Errorf("approvers come before the stage check: %+v", r)
+		t.Errorf("not a pharmacist at a later stage: %+v, want check %s (approvers come before the stage check)", r, CheckApprovers)
 	}
 }
 
@@ -242,6 +242,6 @@ func TestRotation(t *testing.T) {
 		}
 	}
 	if got := (Rotation{Start: t0, Length: time.Hour}).OnCall(t0); got != "" {
-		t.Errorf("a rotation without people: %q", got)
+		t.Errorf("a rotation without people: OnCall = %q, want \"\"", got)
 	}
 }

@@ -270,11 +270,11 @@ func TestParseCommandRule(t *testing.T) {
 		}
 	}
 	if r, err := ParseCommandRule("kubectl get", "read-only", []string{" -n ", "--output=json"}); err != nil || !slices.Equal(r.Flags, []string{"-n", "--output=json"}) {
-		t.Fatalf("ParseCommandRule with flags = %+v, %v", r, err)
+		t.Fatalf("ParseCommandRule with flags = %+v, %v, want flags %q and no error", r, err, []string{"-n", "--output=json"})
 	}
 	r, err := ParseCommandRule("  kubectl   rollout restart ", "Mutating", nil)
 	if err != nil || !slices.Equal(r.Tokens, []string{"kubectl", "rollout", "restart"}) || r.Category != CategoryMutating {
-		t.Fatalf("ParseCommandRule = %+v, %v", r, err)
+		t.Fatalf("ParseCommandRule = %+v, %v, want tokens %q, category %s and no error", r, err, []string{"kubectl", "rollout", "restart"}, CategoryMutating)
 	}
 }
 
@@ -286,7 +286,7 @@ func TestRequiredMissing(t *testing.T) {
 		t.Fatalf("RequiredMissing = %v, want %v (schema order)", got, want)
 	}
 	if got := Clarification([]string{"region", "size"}); got != "REQUIRES_CLARIFICATION: Missing required parameters: region, size" {
-		t.Fatalf("Clarification = %q", got)
+		t.Fatalf("Clarification = %q, want %q", got, "REQUIRES_CLARIFICATION: Missing required parameters: region, size")
 	}
 }
 

@@ -5,12 +5,12 @@ import "testing"
 func TestParseReconcileMode(t *testing.T) {
 	for _, in := range []string{"RECENCY", "recency", " Authority ", "REVIEW"} {
 		if _, err := ParseReconcileMode(in); err != nil {
-			t.Errorf("ParseReconcileMode(%q) = %v", in, err)
+			t.Errorf("ParseReconcileMode(%q) = %v, want no error", in, err)
 		}
 	}
 	_, err := ParseReconcileMode("VOTE")
 	if err == nil || err.Error() != "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW." {
-		t.Errorf("VOTE: err = %v", err)
+		t.Errorf("VOTE: err = %v, want %q", err, "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW.")
 	}
 }
 

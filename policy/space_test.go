@@ -49,7 +49,7 @@ func TestSpaceDecodesEveryOldForm(t *testing.T) {
 		}
 	}
 	if b, _ := json.Marshal(want); string(b) != `{"user_id":"u","agent_id":"a"}` {
-		t.Errorf("encodes as %s", b)
+		t.Errorf("encodes as %s, want %s", b, `{"user_id":"u","agent_id":"a"}`)
 	}
 }
 

@@ -69,7 +69,7 @@ func TestVerify(t *testing.T) {
 				t.Errorf("err = %q, want it to mention %q", err, c.message)
 			}
 			if c.want == nil && (got.RequestID != "req_1" || got.Tool != "deploy" || got.ConfirmedBy != "alice [prin_a]") {
-				t.Errorf("payload = %+v", got)
+				t.Errorf("payload = %+v, want RequestID %q, Tool %q, ConfirmedBy %q", got, "req_1", "deploy", "alice [prin_a]")
 			}
 		})
 	}
@@ -85,10 +85,10 @@ func TestArgsHashCanonical(t *testing.T) {
 	c, _ := ArgsHash("deploy", []byte(`{"service":"api","version":"1.3"}`))
 	d, _ := ArgsHash("rollback", []byte(`{"service":"api","version":"1.2"}`))
 	if a != b || a == c || a == d {
-		t.Errorf("hashes: reordered %v, changed value %v, other tool %v", a == b, a != c, a != d)
+		t.Errorf("hashes: reordered same = %v, changed value differs = %v, other tool differs = %v; want all true", a == b, a != c, a != d)
 	}
 	if _, err := ArgsHash("deploy", []byte(`{`)); err == nil {
-		t.Error("invalid JSON hashed")
+		t.Error(`ArgsHash("deploy", "{") err = nil, want an error for invalid JSON`)
 	}
 }
 
@@ -132,7 +132,7 @@ func TestCanonicalKeepsNumbersAndOrdersKeys(t *testing.T) {
 		t.Fatal("ArgsHash and HashCanonical disagree on the same arguments")
 	}
 	if _, err := Canonical([]byte(`{} {}`)); err == nil {
-		t.Fatal("two values accepted")
+		t.Fatal("Canonical(`{} {}`) err = nil, want an error for two values")
 	}
 }
 
@@ -157,7 +157,7 @@ func TestAssuranceField(t *testing.T) {
 		t.Fatalf("a receipt without assurance signs\n%s\nwant the earlier payload\n%s", raw, want)
 	}
 	if got, err := Verify(old, priv.Public().(ed25519.PublicKey), now); err != nil || got.Assurance != "" {
-		t.Fatalf("the earlier receipt: %+v, %v", got, err)
+		t.Fatalf("Verify(the earlier receipt) = %+v, %v, want no error and empty Assurance", got, err)
 	}
 	p.Assurance = "oidc_step_up"
 	rec, err := Sign(p, sign)
@@ -166,6 +166,6 @@ func TestAssuranceField(t *testing.T) {
 	}
 	got, err := Verify(rec, priv.Public().(ed25519.PublicKey), now)
 	if err != nil || got.Assurance != "oidc_step_up" {
-		t.Fatalf("a receipt with assurance: %+v, %v", got, err)
+		t.Fatalf("Verify(a receipt with assurance) = %+v, %v, want no error and Assurance %q", got, err, "oidc_step_up")
 	}
 }

@@ -149,7 +149,7 @@ func TestDoubleDecisions(t *testing.T) {
 				// a sweep: it answers with a count, not a status
 			case o.err == nil:
 				if o.status != final {
-					t.Errorf("%s: a decider was answered %q, but the recorded outcome is %q", id, o.status, final)
+					t.Errorf("%s: a decider was answered %q, want the recorded outcome %q", id, o.status, final)
 				}
 			default:
 				var be *bot.Error
@@ -158,14 +158,14 @@ func TestDoubleDecisions(t *testing.T) {
 					continue
 				}
 				if got, _ := be.Data.(map[string]any)["status"].(string); got != final {
-					t.Errorf("%s: a loser was told %q, but the recorded outcome is %q", id, got, final)
+					t.Errorf("%s: a loser was told %q, want the recorded outcome %q", id, got, final)
 				}
 			}
 		}
 	}
 	rep, err := approvals.Verify(ctx, db, key.Public().(ed25519.PublicKey))
 	if err != nil || !rep.Intact {
-		t.Fatalf("audit chain: %+v, %v", rep, err)
+		t.Fatalf("audit chain = %+v, %v; want intact", rep, err)
 	}
 }
 

@@ -93,7 +93,7 @@ func TestFailedSyncAcknowledgesNothing(t *testing.T) {
 			} {
 				res, err := call(c.tool, c.args)
 				if err == nil {
-					t.Fatalf("%s succeeded after a failed sync: %s", c.tool, res.Text)
+					t.Fatalf("%s succeeded after a failed sync: %s, want an error", c.tool, res.Text)
 				}
 				var be *bot.Error
 				if errors.As(err, &be) && be.Kind != bot.KindInternal {
@@ -105,7 +105,7 @@ func TestFailedSyncAcknowledgesNothing(t *testing.T) {
 				t.Errorf("a write after the fault: %v, want the store's failure", err)
 			}
 			if err := db.Err(); !errors.Is(err, bolt.ErrFailed) {
-				t.Errorf("Err() = %v", err)
+				t.Errorf("Err() = %v, want bolt.ErrFailed", err)
 			}
 			db.Close()
 
@@ -119,7 +119,7 @@ func TestFailedSyncAcknowledgesNothing(t *testing.T) {
 			}
 			rep, err := approvals.Verify(ctx, db, key.Public().(ed25519.PublicKey))
 			if err != nil || !rep.Intact {
-				t.Fatalf("audit chain after the fault: %+v, %v", rep, err)
+				t.Fatalf("audit chain after the fault = %+v, %v; want intact", rep, err)
 			}
 			var values []string
 			_ = db.View(ctx, func(tx kv.Tx) error {
@@ -187,7 +187,7 @@ func TestFullDiskStopsCleanly(t *testing.T) {
 		case a.Status >= 500:
 			failed++
 		default:
-			t.Fatalf("write %d: %d %s", i, a.Status, a.Raw)
+			t.Fatalf("write %d: status %d, want 200 or a 5xx: %s", i, a.Status, a.Raw)
 		}
 		if failed >= 3 {
 			break
@@ -202,7 +202,7 @@ func TestFullDiskStopsCleanly(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode == 200 {
-		t.Errorf("/readyz answers 200 after the store failed")
+		t.Errorf("/readyz answers 200 after the store failed, want an error status")
 	}
 	_ = c.stop() // a failed store may make serve exit non-zero; it must exit
 	c.prefix = ""
@@ -211,7 +211,7 @@ func TestFullDiskStopsCleanly(t *testing.T) {
 			for id, v := range acked {
 				f, err := memory.Load(tx, memory.Space{UserID: "default"}, id)
 				if err != nil || f == nil || f.Value != v {
-					t.Errorf("acknowledged fact #%d is %v after the disk filled (%v)", id, f, err)
+					t.Errorf("acknowledged fact #%d is %v after the disk filled (%v), want the acknowledged value", id, f, err)
 				}
 			}
 			return nil

@@ -69,7 +69,7 @@ func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
 		c.done <- err
 		t.Fatalf("the server exited: %v\n%s", err, c.logs())
 	case <-time.After(60 * time.Second):
-		t.Fatalf("only %d verdicts in a minute\n%s", n.Load(), c.logs())
+		t.Fatalf("only %d verdicts in a minute, want 300\n%s", n.Load(), c.logs())
 	}
 	if err := c.stop(); err != nil {
 		t.Fatalf("stop: %v\n%s", err, c.logs())
@@ -83,7 +83,7 @@ func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
 				recorded[strings.TrimSuffix(strings.TrimSuffix(e.Detail, ": SAFE"), ": BLOCKED")] = true
 			}
 			if e.Action == "unclean_restart" {
-				t.Errorf("unclean_restart after a first clean run: %+v", e)
+				t.Errorf("unclean_restart after a first clean run: %+v, want none", e)
 			}
 		})
 		for _, s := range answered {
@@ -94,7 +94,7 @@ func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
 		var marker []byte
 		_ = db.View(context.Background(), func(tx kv.Tx) error { marker, _ = tx.Get("run", []byte("running")); return nil })
 		if marker != nil {
-			t.Errorf("the running marker survived a clean stop: %s", marker)
+			t.Errorf("the running marker survived a clean stop: %s, want none", marker)
 		}
 	})
 	t.Logf("%d verdicts answered, all recorded", len(answered))
@@ -106,7 +106,7 @@ func TestCleanStopRecordsEveryReadVerdict(t *testing.T) {
 	c.checkStore(func(db *bolt.DB) {
 		forEachEntry(t, db, func(e approvals.Entry) {
 			if e.Action == "unclean_restart" {
-				t.Errorf("unclean_restart after clean stops: %+v", e)
+				t.Errorf("unclean_restart after clean stops: %+v, want none", e)
 			}
 		})
 	})

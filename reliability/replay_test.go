@@ -200,7 +200,7 @@ func TestReplayedDeliveries(t *testing.T) {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 {
-					t.Errorf("%s delivery %d: %d", r.name, i, resp.StatusCode)
+					t.Errorf("%s delivery %d: status %d, want 200", r.name, i, resp.StatusCode)
 				}
 			}()
 		}
@@ -288,7 +288,7 @@ func TestReplayedDeliveries(t *testing.T) {
 		}
 	}
 	if a := c.mustCall(agent, "action_status", map[string]any{"request_id": id}); a.Data["status"] != "pending" {
-		t.Errorf("a rejected delivery changed %s: %s", id, a.Raw)
+		t.Errorf("a rejected delivery changed %s: %s, want status pending", id, a.Raw)
 	}
 	if err := c.stop(); err != nil {
 		t.Errorf("stop: %v", err)
@@ -361,7 +361,7 @@ func TestCallbackSignatureWindow(t *testing.T) {
 		"no signature":        {"", body},
 	} {
 		if err := actiontools.Verify(secret, header(now.Unix(), tc.sig), tc.body, now, 0); err == nil {
-			t.Errorf("%s: accepted", name)
+			t.Errorf("%s: accepted, want the signature refused", name)
 		}
 	}
 	for i := 0; i < 5; i++ {

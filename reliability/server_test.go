@@ -222,7 +222,7 @@ func (c *child) mustCall(key, tool string, args any) answer {
 	c.t.Helper()
 	a, err := c.call(context.Background(), key, tool, args)
 	if err != nil || a.Status != 200 {
-		c.t.Fatalf("%s: %v %d %s", tool, err, a.Status, a.Raw)
+		c.t.Fatalf("%s: err %v, status %d, want 200: %s", tool, err, a.Status, a.Raw)
 	}
 	return a
 }

@@ -92,7 +92,7 @@ func TestRangesAndPrefixes(t *testing.T) {
 		return kv.Prefix(tx, "b", []byte("b"), func(k, _ []byte) error { pre = append(pre, string(k)); return nil })
 	})
 	if strings.Join(pre, ",") != "b,ba,bb" {
-		t.Errorf("prefix b = %v", pre)
+		t.Errorf("prefix b = %v, want [b ba bb]", pre)
 	}
 }
 
@@ -102,7 +102,7 @@ func TestStopMissingBucketAndCopies(t *testing.T) {
 	var got []byte
 	err := db.Update(ctx, func(tx kv.Tx) error {
 		if v, err := tx.Get("none", []byte("k")); err != nil || v != nil {
-			t.Fatalf("get from a missing bucket = %q, %v", v, err)
+			t.Fatalf("get from a missing bucket = %q, %v; want nil, no error", v, err)
 		}
 		if err := tx.Put("b", []byte("k"), []byte("value")); err != nil {
 			return err
@@ -121,12 +121,12 @@ func TestStopMissingBucketAndCopies(t *testing.T) {
 		calls := 0
 		_ = tx.Ascend("b", nil, nil, func(_, _ []byte) error { calls++; return kv.ErrStop })
 		if calls != 1 {
-			t.Errorf("ErrStop did not stop the scan: %d calls", calls)
+			t.Errorf("ErrStop did not stop the scan: %d calls, want 1", calls)
 		}
 		return nil
 	})
 	if string(got) != "value" { // still valid after the transaction: a copy
-		t.Fatalf("value after tx = %q", got)
+		t.Fatalf("value after tx = %q, want %q", got, "value")
 	}
 	boom := errors.New("boom")
 	err = db.Update(ctx, func(tx kv.Tx) error {
@@ -134,7 +134,7 @@ func TestStopMissingBucketAndCopies(t *testing.T) {
 		return boom
 	})
 	if !errors.Is(err, boom) {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("err = %v, want boom", err)
 	}
 	_ = db.View(ctx, func(tx kv.Tx) error {
 		if v, _ := tx.Get("b", []byte("k2")); v != nil {
@@ -214,7 +214,7 @@ func TestSequentialBucketsFillTheirPages(t *testing.T) {
 		return tx.Ascend("seq", nil, nil, func(k, v []byte) error {
 			n++
 			if kv.ParseU64(k) != uint64(n) || !bytes.Equal(v, val) {
-				t.Fatalf("row %d: key %x", n, k)
+				t.Fatalf("row %d: key %x, want key %d and the value written", n, k, n)
 			}
 			return nil
 		})

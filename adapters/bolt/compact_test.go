@@ -64,14 +64,14 @@ func TestCompactReclaimsFreePagesAndKeepsEveryKey(t *testing.T) {
 		t.Fatalf("sizes %d -> %d: less than a third expected after deleting 90%%", rep.Before, rep.After)
 	}
 	if st, _ := os.Stat(path); st.Size() != rep.After {
-		t.Fatalf("reported %d, file is %d", rep.After, st.Size())
+		t.Fatalf("reported %d, want the file's size %d", rep.After, st.Size())
 	}
 	if rep.Keys != n/10 || rep.Buckets != 2 { // b's keys; s holds only a sequence
-		t.Fatalf("report: %+v", rep)
+		t.Fatalf("report = %+v, want %d keys and 2 buckets", rep, n/10)
 	}
 	// Nothing else left in the directory: the temporary file is now the store.
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Fatalf("directory after compaction: %v", ents)
+		t.Fatalf("directory after compaction: %v, want the store only", ents)
 	}
 	db, err := Open(path, Options{})
 	if err != nil {
@@ -120,13 +120,13 @@ func TestCompactRefusesAStoreInUse(t *testing.T) {
 	defer held.Close()
 	_, err = Compact(path, 50e6)
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "stop the server") {
-		t.Fatalf("compact of a held store: %v", err)
+		t.Fatalf("compact of a held store: %v, want ErrLocked saying %q", err, "stop the server")
 	}
 	after, _ := os.ReadFile(path)
 	if !bytes.Equal(before, after) {
 		t.Fatal("the held store was changed")
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Fatalf("left behind: %v", ents)
+		t.Fatalf("left behind: %v, want the store only", ents)
 	}
 }

@@ -71,7 +71,7 @@ func TestGroupCommitIsolatesAFailingFunction(t *testing.T) {
 			var i int
 			fmt.Sscanf(string(k), "k%03d", &i)
 			if i%7 == 0 {
-				t.Errorf("the failed write %s was committed", k)
+				t.Errorf("the failed write %s was committed, want it absent", k)
 			}
 			got++
 			return nil
@@ -168,7 +168,7 @@ func TestGroupCommitRerunsOnlyWhatPrecededAFailure(t *testing.T) {
 		t.Errorf("runs = %v, want A twice (before the failure), B and C once", runs)
 	}
 	if saw[1] != "1" || saw[2] != "1" {
-		t.Errorf("B and C saw a = %q, %q; both must see A's write", saw[1], saw[2])
+		t.Errorf("B and C saw a = %q, %q; want %q for both: both must see A's write", saw[1], saw[2], "1")
 	}
 }
 
@@ -219,7 +219,7 @@ func TestFailedSyncFailsTheStore(t *testing.T) {
 				}
 			}
 			if got := runs.Load(); got > n {
-				t.Errorf("functions ran %d times for %d writes: a failed commit was retried", got, n)
+				t.Errorf("functions ran %d times for %d writes, want at most %d: a failed commit was retried", got, n, n)
 			}
 			fail.Store(false)
 			if err := db.Update(ctx, put("later")); !errors.Is(err, ErrFailed) {

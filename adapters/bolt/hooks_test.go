@@ -127,7 +127,7 @@ func TestPreCommitRunsOncePerGroup(t *testing.T) {
 			errs := queueInOrder(db, fns, release)
 			for i, err := range errs {
 				if tt.fail[i] != errors.Is(err, boom) || (!tt.fail[i] && err != nil) {
-					t.Fatalf("errors = %v", errs)
+					t.Fatalf("errors = %v, want boom where %v is true and nil elsewhere", errs, tt.fail)
 				}
 			}
 			// A failed attempt's hook never runs; the committed one runs once.
@@ -202,7 +202,7 @@ func TestPreCommitPanicIsAnError(t *testing.T) {
 		return nil
 	})
 	if err == nil || !strings.Contains(err.Error(), "pre-commit hook panicked") {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("err = %v, want one saying %q", err, "pre-commit hook panicked")
 	}
 	if err := db.Update(context.Background(), func(tx kv.Tx) error { return tx.Put("b", []byte("k"), nil) }); err != nil {
 		t.Fatalf("the committer did not survive: %v", err)
@@ -284,7 +284,7 @@ func TestAuditChainUnderGroupCommit(t *testing.T) {
 			errs := queueInOrder(db, fns, holdCommitter(t, db))
 			for i, err := range errs {
 				if tt.fails[i] != (err != nil) {
-					t.Fatalf("errors = %v", errs)
+					t.Fatalf("errors = %v, want an error where %v is true and nil elsewhere", errs, tt.fails)
 				}
 			}
 			rep, err := approvals.Verify(context.Background(), db, pub)

@@ -53,7 +53,7 @@ func TestLogWriterKeepsEveryLineWhole(t *testing.T) {
 	seen := map[string]bool{}
 	for _, l := range lines {
 		if !strings.HasPrefix(l, "time=") || !strings.Contains(l, `msg="tool call"`) {
-			t.Fatalf("a torn line: %q", l)
+			t.Fatalf("a torn line: %q, want a whole line starting %q with %s", l, "time=", `msg="tool call"`)
 		}
 		seen[l[strings.Index(l, "g="):]] = true
 	}

@@ -99,7 +99,7 @@ func TestReplayIsClaimedOnceWithinTheWindow(t *testing.T) {
 			now := ran
 			w := forwardingWaiter(t, &now)
 			if ok, err := w.mark(ctx, nil, "req_1", "fs__write_file"); err != nil || !ok {
-				t.Fatalf("mark = %v, %v", ok, err)
+				t.Fatalf("mark = %v, %v, want true, no error", ok, err)
 			}
 			if err := w.finish(ctx, "req_1", tc.answer); err != nil {
 				t.Fatal(err)
@@ -125,7 +125,7 @@ func TestStaleForwardingMarkerIsTakenOver(t *testing.T) {
 	w := forwardingWaiter(t, &now)
 	ctx := context.Background()
 	if ok, err := w.mark(ctx, nil, "req_1", "fs__write_file"); err != nil || !ok {
-		t.Fatalf("mark = %v, %v", ok, err)
+		t.Fatalf("mark = %v, %v, want true, no error", ok, err)
 	}
 	now = now.Add(w.staleAfter() - time.Second)
 	if ok, _ := w.mark(ctx, nil, "req_1", "fs__write_file"); ok {
@@ -208,7 +208,7 @@ func TestForwardingMarkersBelongToTheirRun(t *testing.T) {
 	}
 
 	if ok, err := a.mark(ctx, nil, "req_1", "fs__write_file"); err != nil || !ok {
-		t.Fatalf("mark on run a = %v, %v", ok, err)
+		t.Fatalf("mark on run a = %v, %v, want true, no error", ok, err)
 	}
 	if found, live := b.forwarding(ctx, "req_1"); !found || !live {
 		t.Fatalf("run b sees run a's marker as found %v, live %v; want found and live", found, live)
@@ -255,7 +255,7 @@ func TestForwardingMarkersBelongToTheirRun(t *testing.T) {
 	a.run = func() string { return "run_c" } // a's replacement: a new run
 	runs.alive["run_c"] = true
 	if ok, err := a.mark(ctx, nil, "req_2", "fs__write_file"); err != nil || !ok {
-		t.Fatalf("mark req_2 = %v, %v", ok, err)
+		t.Fatalf("mark req_2 = %v, %v, want true, no error", ok, err)
 	}
 	runs.kill("run_c")
 	if ok, err := b.mark(ctx, nil, "req_2", "fs__write_file"); err != nil || !ok {
@@ -268,10 +268,10 @@ func TestForwardingMarkersBelongToTheirRun(t *testing.T) {
 	// An older binary's marker names no run.
 	legacy := &waiter{store: a.store, now: a.now}
 	if ok, err := legacy.mark(ctx, nil, "req_3", "fs__write_file"); err != nil || !ok {
-		t.Fatalf("legacy mark = %v, %v", ok, err)
+		t.Fatalf("legacy mark = %v, %v, want true, no error", ok, err)
 	}
 	if n := recoverAs(""); n != 0 {
-		t.Fatalf("a fresh marker naming no run was reported (%d); its call may still be forwarding", n)
+		t.Fatalf("a fresh marker naming no run was reported (%d), want 0: its call may still be forwarding", n)
 	}
 	now = now.Add(a.staleAfter())
 	if n := recoverAs(""); n != 1 || rep.got["req_3"] != 1 {
@@ -295,7 +295,7 @@ func TestOneProcessRecoversEveryPastRun(t *testing.T) {
 		id string
 	}{{past, "req_past"}, {cur, "req_cur"}} {
 		if ok, err := m.w.mark(ctx, nil, m.id, "fs__write_file"); err != nil || !ok {
-			t.Fatalf("mark %s = %v, %v", m.id, ok, err)
+			t.Fatalf("mark %s = %v, %v, want true, no error", m.id, ok, err)
 		}
 	}
 	if found, live := cur.forwarding(ctx, "req_past"); !found || live {

@@ -40,7 +40,7 @@ func BenchmarkHTTPToolCall(b *testing.B) {
 	call := func() {
 		r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "list_principals", Arguments: map[string]any{}})
 		if err != nil || r.IsError || !strings.Contains(text(r), "No principals yet") {
-			b.Fatalf("tools/call: %v %+v", err, r)
+			b.Fatalf("tools/call = %+v (err %v), want a text containing %q", r, err, "No principals yet")
 		}
 	}
 	call()

@@ -117,7 +117,7 @@ func TestMRTRPendingConfirmRetriesOnTheSameRequest(t *testing.T) {
 	// request.
 	r2, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "confirm_action", Arguments: restart, RequestState: r.RequestState})
 	if err != nil || !r2.NeedsInput() || r2.RequestState == "" {
-		t.Fatalf("retry while pending: %v %+v", err, r2)
+		t.Fatalf("retry while pending = %+v (err %v), want input_required with a requestState", r2, err)
 	}
 	if got := b.ids(); len(got) != 1 || got[0] != pending[0] {
 		t.Fatalf("after a retry, pending %v, want only %v", got, pending)
@@ -129,7 +129,7 @@ func TestMRTRPendingConfirmRetriesOnTheSameRequest(t *testing.T) {
 	}
 	d := dataOf(r3)
 	if r3.NeedsInput() || r3.IsError || d["status"] != "approved" || d["request_id"] != pending[0] || !strings.Contains(d["confirmed_by"].(string), "alice") {
-		t.Fatalf("after the decision: %v %q", d, resultText(r3))
+		t.Fatalf("after the decision = %v %q (needs input %v, error %v), want status approved on %s, confirmed by alice", d, resultText(r3), r3.NeedsInput(), r3.IsError, pending[0])
 	}
 }
 
@@ -153,7 +153,7 @@ func TestMRTRCallCompletesWhenDecidedDuringTheWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := dataOf(r); r.NeedsInput() || d["status"] != "approved" {
-		t.Fatalf("decided during the wait: needs input %v, %v", r.NeedsInput(), d)
+		t.Fatalf("decided during the wait: needs input %v, %v; want no input_required and status approved", r.NeedsInput(), d)
 	}
 }
 
@@ -195,7 +195,7 @@ func TestMRTRRefusesARequestStateItDidNotIssueForThisCall(t *testing.T) {
 	ctx := context.Background()
 	r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "confirm_action", Arguments: restart})
 	if err != nil || r.RequestState == "" {
-		t.Fatalf("first round: %v %+v", err, r)
+		t.Fatalf("first round = %+v (err %v), want a requestState", r, err)
 	}
 	state := r.RequestState
 	altered := []byte(state)
@@ -269,13 +269,13 @@ func TestMRTRSendsAStepUpItemToTheConsoleByURLElicitation(t *testing.T) {
 	// The SDK answered it and retried; still pending, the second round asks
 	// nothing more and hands the state back to the host.
 	if !r.NeedsInput() || r.RequestState == "" || r.InputRequests != nil {
-		t.Fatalf("after the elicitation: %+v", r)
+		t.Fatalf("after the elicitation = %+v, want input_required with a requestState and no input requests", r)
 	}
 	// A client that does not support URL mode is not sent one.
 	plain := connectWith(t, longOptions(b, callerOf(deployBot)), nil)
 	r, err = plain.CallTool(context.Background(), &sdk.CallToolParams{Name: "confirm_action", Arguments: wipe()})
 	if err != nil || !r.NeedsInput() || r.InputRequests != nil {
-		t.Fatalf("without URL elicitation: %v %+v", err, r)
+		t.Fatalf("without URL elicitation = %+v (err %v), want input_required with no input requests", r, err)
 	}
 }
 
@@ -300,7 +300,7 @@ func TestOlderClientGetsPendingAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := dataOf(r); r.NeedsInput() || d["status"] != "pending" || !strings.Contains(resultText(r), "Poll action_status") {
-		t.Fatalf("older client: %v %q", d, resultText(r))
+		t.Fatalf("older client = %v %q (needs input %v), want status pending at once and a text containing %q", d, resultText(r), r.NeedsInput(), "Poll action_status")
 	}
 }
 
@@ -354,7 +354,7 @@ func (c *rpc) call(method string, params map[string]any) (result map[string]any,
 		Error  map[string]any `json:"error"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
-		c.t.Fatalf("%s: HTTP %d %q", method, resp.StatusCode, raw)
+		c.t.Fatalf("%s: HTTP %d %q, want a JSON-RPC answer (%v)", method, resp.StatusCode, raw, err)
 	}
 	return m.Result, m.Error
 }
@@ -400,15 +400,15 @@ func TestTasksExtensionFollowsTheRequestUntilDecided(t *testing.T) {
 	// A step-up item's task names its console page.
 	su, e := c.call("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": wipe()}, modernMeta))
 	if e != nil || su["resultType"] != "task" || !strings.Contains(fmt.Sprint(su["statusMessage"]), "after a fresh sign-in, in the console: https://cs.example/ui/items/") {
-		t.Fatalf("a step-up item's task: %v %v", su, e)
+		t.Fatalf("a step-up item's task = %v (error %v), want resultType task and a statusMessage containing %q", su, e, "after a fresh sign-in, in the console: https://cs.example/ui/items/")
 	}
 	res, e := c.call("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": restart}, modernMeta))
 	if e != nil || res["resultType"] != "task" || res["status"] != "working" || res["pollIntervalMs"] != float64(5000) {
-		t.Fatalf("task creation: %v %v", res, e)
+		t.Fatalf("task creation = %v (error %v), want resultType task, status working, pollIntervalMs 5000", res, e)
 	}
 	taskID, _ := res["taskId"].(string)
 	if !strings.HasPrefix(taskID, kindTask+".") || res["createdAt"] == "" || res["ttlMs"] != nil {
-		t.Fatalf("task: %v", res)
+		t.Fatalf("task = %v, want a taskId starting %q, a createdAt and ttlMs null", res, kindTask+".")
 	}
 	if _, ok := res["ttlMs"]; !ok {
 		t.Fatalf("ttlMs missing (it is null: the task lives as long as its request): %v", res)
@@ -419,45 +419,45 @@ func TestTasksExtensionFollowsTheRequestUntilDecided(t *testing.T) {
 	}
 	got, e := get("deploy", modernMeta)
 	if e != nil || got["resultType"] != "complete" || got["status"] != "working" || !strings.Contains(got["statusMessage"].(string), "Waiting for a person to decide req_") || got["result"] != nil {
-		t.Fatalf("tasks/get while pending: %v %v", got, e)
+		t.Fatalf("tasks/get while pending = %v (error %v), want resultType complete, status working, a statusMessage containing %q and no result", got, e, "Waiting for a person to decide req_")
 	}
 	// Another principal holding the id learns nothing.
 	if _, e := get("other", modernMeta); e == nil || e["code"] != float64(jsonrpc.CodeInvalidParams) || e["message"] != "Failed to retrieve task: Task not found" {
-		t.Fatalf("another principal's tasks/get: %v", e)
+		t.Fatalf("another principal's tasks/get error = %v, want code %d, message %q", e, jsonrpc.CodeInvalidParams, "Failed to retrieve task: Task not found")
 	}
 	// Not declaring the extension: -32021 naming it.
 	bare := map[string]any{sdk.MetaKeyProtocolVersion: "2026-07-28", sdk.MetaKeyClientCapabilities: map[string]any{}}
 	if _, e := get("deploy", bare); e == nil || e["code"] != float64(sdk.CodeMissingRequiredClientCapabilities) || !strings.Contains(fmt.Sprint(e["data"]), tasksExtension) {
-		t.Fatalf("tasks/get without the extension: %v", e)
+		t.Fatalf("tasks/get without the extension: error %v, want code %d naming %q", e, sdk.CodeMissingRequiredClientCapabilities, tasksExtension)
 	}
 	for _, m := range []string{"tasks/update", "tasks/cancel"} {
 		if r, e := c.call(m, withMeta(map[string]any{"taskId": taskID, "inputResponses": map[string]any{}}, modernMeta)); e != nil || r["resultType"] != "complete" {
-			t.Fatalf("%s: %v %v", m, r, e)
+			t.Fatalf("%s = %v (error %v), want resultType complete", m, r, e)
 		}
 	}
 	// A made-up task id.
 	if r, e := c.call("tasks/get", withMeta(map[string]any{"taskId": kindTask + ".e30.AAAA"}, modernMeta)); e == nil || e["message"] != "Failed to retrieve task: Task not found" {
-		t.Fatalf("forged task id: %v %v", r, e)
+		t.Fatalf("forged task id = %v (error %v), want the error %q", r, e, "Failed to retrieve task: Task not found")
 	}
 	ids := b.ids()
 	if len(ids) != 2 {
-		t.Fatalf("pending: %v", ids)
+		t.Fatalf("pending = %v, want 2 requests", ids)
 	}
 	ids = ids[1:]
 	decide(t, b, ids[0]) // tasks/cancel withdrew nothing: it is still decidable
 	got, e = get("deploy", modernMeta)
 	if e != nil || got["status"] != "completed" {
-		t.Fatalf("tasks/get after the decision: %v %v", got, e)
+		t.Fatalf("tasks/get after the decision = %v (error %v), want status completed", got, e)
 	}
 	result, _ := got["result"].(map[string]any)
 	sc, _ := result["structuredContent"].(map[string]any)
 	if sc["status"] != "approved" || sc["request_id"] != ids[0] || result["isError"] == true || !strings.Contains(got["statusMessage"].(string), "approved") {
-		t.Fatalf("completed task: %v", got)
+		t.Fatalf("completed task = %v, want status approved on %s, no error, a statusMessage containing %q", got, ids[0], "approved")
 	}
 	// A call that needs nobody (read-only) answers its result, no task.
 	res, e = c.call("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "again", "headless": true}}, modernMeta))
 	if e != nil || res["resultType"] == "task" || res["structuredContent"].(map[string]any)["status"] != "denied" {
-		t.Fatalf("a call decided at once: %v %v", res, e)
+		t.Fatalf("a call decided at once = %v (error %v), want no task and status denied", res, e)
 	}
 }
 
@@ -471,7 +471,7 @@ func TestLegacyTasksAreAdvertisedAndAnswered(t *testing.T) {
 	init, e := c.call("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "old", "version": "1"}})
 	caps, _ := init["capabilities"].(map[string]any)
 	if e != nil || fmt.Sprint(caps["tasks"]) != "map[requests:map[tools:map[call:map[]]]]" {
-		t.Fatalf("initialize: %v %v", init, e)
+		t.Fatalf("initialize = %v (error %v), want capabilities.tasks %s", init, e, "map[requests:map[tools:map[call:map[]]]]")
 	}
 	list, _ := c.call("tools/list", map[string]any{})
 	found := false
@@ -480,7 +480,7 @@ func TestLegacyTasksAreAdvertisedAndAnswered(t *testing.T) {
 		if tm["name"] == "confirm_action" {
 			found = fmt.Sprint(tm["execution"]) == "map[taskSupport:optional]"
 		} else if tm["execution"] != nil {
-			t.Errorf("%s advertises %v", tm["name"], tm["execution"])
+			t.Errorf("%s advertises execution %v, want none", tm["name"], tm["execution"])
 		}
 	}
 	if !found {
@@ -489,30 +489,30 @@ func TestLegacyTasksAreAdvertisedAndAnswered(t *testing.T) {
 	res, e := c.call("tools/call", map[string]any{"name": "confirm_action", "arguments": restart, "task": map[string]any{"ttl": 60000}})
 	task, _ := res["task"].(map[string]any)
 	if e != nil || task["status"] != "working" || task["pollInterval"] != float64(5000) || !strings.Contains(fmt.Sprint(res["_meta"]), "Poll action_status") {
-		t.Fatalf("task-augmented call: %v %v", res, e)
+		t.Fatalf("task-augmented call = %v (error %v), want task status working, pollInterval 5000 and _meta containing %q", res, e, "Poll action_status")
 	}
 	id, _ := task["taskId"].(string)
 	got, e := c.call("tasks/get", map[string]any{"taskId": id})
 	if e != nil || got["status"] != "working" || got["taskId"] != id {
-		t.Fatalf("tasks/get: %v %v", got, e)
+		t.Fatalf("tasks/get = %v (error %v), want status working, taskId %q", got, e, id)
 	}
 	if _, e := c.call("tasks/cancel", map[string]any{"taskId": id}); e == nil || e["code"] != float64(jsonrpc.CodeMethodNotFound) {
-		t.Fatalf("tasks/cancel: %v", e)
+		t.Fatalf("tasks/cancel error = %v, want code %d (method not found)", e, jsonrpc.CodeMethodNotFound)
 	}
 	ids := b.ids()
 	decide(t, b, ids[0])
 	if got, e = c.call("tasks/get", map[string]any{"taskId": id}); e != nil || got["status"] != "completed" {
-		t.Fatalf("tasks/get after the decision: %v %v", got, e)
+		t.Fatalf("tasks/get after the decision = %v (error %v), want status completed", got, e)
 	}
 	final, e := c.call("tasks/result", map[string]any{"taskId": id})
 	sc, _ := final["structuredContent"].(map[string]any)
 	if e != nil || sc["status"] != "approved" || !strings.Contains(fmt.Sprint(final["_meta"]), id) {
-		t.Fatalf("tasks/result: %v %v", final, e)
+		t.Fatalf("tasks/result = %v (error %v), want status approved and _meta naming %s", final, e, id)
 	}
 	// A refused call makes no task: a JSON-RPC error with the reason.
 	_, e = c.call("tools/call", map[string]any{"name": "confirm_action", "arguments": map[string]any{"tool": "wipe_disk", "arguments": map[string]any{}, "summary": "x"}, "task": map[string]any{}})
 	if e == nil || !strings.Contains(fmt.Sprint(e["message"]), "dry_run") {
-		t.Fatalf("a refused task-augmented call: %v", e)
+		t.Fatalf("a refused task-augmented call: error %v, want one whose message names %q", e, "dry_run")
 	}
 }
 
@@ -571,16 +571,16 @@ func TestTasksOverStdio(t *testing.T) {
 	send, stop := stdioSession(t, b)
 	res := send("tools/call", withMeta(map[string]any{"name": "confirm_action", "arguments": restart}, modernMeta))["result"].(map[string]any)
 	if res["resultType"] != "task" {
-		t.Fatalf("over stdio: %v", res)
+		t.Fatalf("over stdio = %v, want resultType task", res)
 	}
 	id := res["taskId"].(string)
 	if got := send("tasks/get", withMeta(map[string]any{"taskId": id}, modernMeta)); got["result"].(map[string]any)["status"] != "working" {
-		t.Fatalf("tasks/get over stdio: %v", got)
+		t.Fatalf("tasks/get over stdio = %v, want status working", got)
 	}
 	decide(t, b, b.ids()[0])
 	got := send("tasks/get", withMeta(map[string]any{"taskId": id}, modernMeta))["result"].(map[string]any)
 	if got["status"] != "completed" || got["result"].(map[string]any)["structuredContent"].(map[string]any)["status"] != "approved" {
-		t.Fatalf("tasks/get over stdio after the decision: %v", got)
+		t.Fatalf("tasks/get over stdio after the decision = %v, want status completed, result status approved", got)
 	}
 	stop()
 
@@ -588,15 +588,15 @@ func TestTasksOverStdio(t *testing.T) {
 	defer stop()
 	init := send("initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "old", "version": "1"}})
 	if !strings.Contains(fmt.Sprint(init["result"]), "tasks:map[requests:map[tools:map[call:map[]]]]") {
-		t.Fatalf("initialize over stdio: %v", init)
+		t.Fatalf("initialize over stdio = %v, want a result containing %q", init, "tasks:map[requests:map[tools:map[call:map[]]]]")
 	}
 	send("notifications/initialized", nil)
 	res = send("tools/call", map[string]any{"name": "confirm_action", "arguments": restart, "task": map[string]any{}})["result"].(map[string]any)
 	task, _ := res["task"].(map[string]any)
 	if task["status"] != "working" {
-		t.Fatalf("a 2025-11-25 task over stdio: %v", res)
+		t.Fatalf("a 2025-11-25 task over stdio = %v, want task status working", res)
 	}
 	if got := send("tasks/get", map[string]any{"taskId": task["taskId"]}); got["result"].(map[string]any)["status"] != "working" {
-		t.Fatalf("2025-11-25 tasks/get over stdio: %v", got)
+		t.Fatalf("2025-11-25 tasks/get over stdio = %v, want status working", got)
 	}
 }

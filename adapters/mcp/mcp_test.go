@@ -111,7 +111,7 @@ func TestEveryToolIsListedOnceWithSchemaAndAnnotations(t *testing.T) {
 	}
 	infos := b.Tools()
 	if len(listed) != len(infos) {
-		t.Fatalf("listed %d tools, registry has %d", len(listed), len(infos))
+		t.Fatalf("listed %d tools, want %d (the registry's)", len(listed), len(infos))
 	}
 	for _, ti := range infos {
 		tool := listed[ti.Name]
@@ -127,18 +127,18 @@ func TestEveryToolIsListedOnceWithSchemaAndAnnotations(t *testing.T) {
 		if tool.Description != ti.Description || a == nil || a.ReadOnlyHint != ti.Annotations.ReadOnly ||
 			a.DestructiveHint == nil || *a.DestructiveHint != ti.Annotations.Destructive || a.IdempotentHint != ti.Annotations.Idempotent ||
 			a.OpenWorldHint == nil || *a.OpenWorldHint {
-			t.Fatalf("%s: %+v annotations %+v", ti.Name, tool, a)
+			t.Fatalf("%s: %+v annotations %+v, want the registry's description and annotations %+v, open-world false", ti.Name, tool, a, ti.Annotations)
 		}
 	}
 	// Spot checks against the reference's annotations.
 	if a := listed["revoke_principal"].Annotations; a.ReadOnlyHint || !*a.DestructiveHint || !a.IdempotentHint {
-		t.Fatalf("revoke_principal: %+v", a)
+		t.Fatalf("revoke_principal annotations = %+v, want not read-only, destructive, idempotent", a)
 	}
 	if a := listed["create_principal"].Annotations; a.ReadOnlyHint || *a.DestructiveHint {
-		t.Fatalf("create_principal: %+v", a)
+		t.Fatalf("create_principal annotations = %+v, want not read-only, not destructive", a)
 	}
 	if req := listed["create_principal"].InputSchema.(map[string]any)["required"]; !strings.Contains(mustJSON(req), `"name"`) {
-		t.Fatalf("create_principal requires %v", req)
+		t.Fatalf("create_principal requires %v, want it to list %s", req, `"name"`)
 	}
 }
 
@@ -160,28 +160,28 @@ func TestCallsGoThroughTheRegistry(t *testing.T) {
 	cs := connect(t, b, callerOf(admin), nil)
 	r := call(t, cs, "create_principal", map[string]any{"name": "support-bot", "role": "agent"})
 	if r.IsError || !strings.HasPrefix(text(r), "Created principal prin_") || !strings.Contains(text(r), "'support-bot' (role: agent, kind: agent).") {
-		t.Fatalf("create: %+v %q", r, text(r))
+		t.Fatalf("create = %+v %q, want no error and a text starting %q containing %q", r, text(r), "Created principal prin_", "'support-bot' (role: agent, kind: agent).")
 	}
 	sc, _ := r.StructuredContent.(map[string]any)
 	if sc["name"] != "support-bot" || !strings.HasPrefix(sc["key"].(string), bot.KeyPrefix) {
-		t.Fatalf("structured: %#v", r.StructuredContent)
+		t.Fatalf("structured = %#v, want name %q and a key starting %q", r.StructuredContent, "support-bot", bot.KeyPrefix)
 	}
 	// The same answer as the HTTP API would give, text and data alike.
 	r = call(t, cs, "list_principals", nil)
 	if !strings.HasPrefix(text(r), "• prin_") || r.StructuredContent.(map[string]any)["count"] != float64(1) {
-		t.Fatalf("list: %q %#v", text(r), r.StructuredContent)
+		t.Fatalf("list = %q %#v, want a text starting %q and count 1", text(r), r.StructuredContent, "• prin_")
 	}
 	// Bad arguments: a tool error naming the field.
 	r = call(t, cs, "create_principal", map[string]any{"name": "x", "role": "owner"})
 	if !r.IsError || text(r) != "role: Unknown role 'owner'. Use: admin, member, agent, viewer, auditor." {
-		t.Fatalf("bad role: %+v %q", r, text(r))
+		t.Fatalf("bad role = %+v %q, want a tool error %q", r, text(r), "role: Unknown role 'owner'. Use: admin, member, agent, viewer, auditor.")
 	}
 	if sc := r.StructuredContent.(map[string]any); sc["field"] != "role" || sc["kind"] != "invalid" {
-		t.Fatalf("bad role data: %#v", sc)
+		t.Fatalf("bad role data = %#v, want field %q, kind %q", sc, "role", "invalid")
 	}
 	r = call(t, cs, "create_principal", map[string]any{"nom": "x"})
 	if !r.IsError || !strings.Contains(text(r), "nom: unknown argument") {
-		t.Fatalf("unknown argument: %q", text(r))
+		t.Fatalf("unknown argument = %q (error %v), want a tool error containing %q", text(r), r.IsError, "nom: unknown argument")
 	}
 	// An unknown tool is a protocol error, as the SDK does it.
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "nope"}); err == nil {
@@ -194,17 +194,17 @@ func TestDenialsKeepTheirWording(t *testing.T) {
 	cs := connect(t, b, callerOf(agent), nil)
 	r := call(t, cs, "create_principal", map[string]any{"name": "x"})
 	if !r.IsError || text(r) != "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("denied: %q", text(r))
+		t.Fatalf("denied = %q (error %v), want a tool error %q", text(r), r.IsError, "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it.")
 	}
 	r = call(t, cs, "audit_log", map[string]any{})
 	if !r.IsError || text(r) != admintools.DenyDeploymentAudit {
-		t.Fatalf("audit_log: %q", text(r))
+		t.Fatalf("audit_log = %q (error %v), want a tool error %q", text(r), r.IsError, admintools.DenyDeploymentAudit)
 	}
 	// No caller at all: the reference's authentication-required refusal.
 	cs = connect(t, b, callerOf(nil), nil)
 	r = call(t, cs, "verify_audit", nil)
 	if !r.IsError || !strings.HasPrefix(text(r), "Access denied: authentication required.") {
-		t.Fatalf("anonymous: %q", text(r))
+		t.Fatalf("anonymous = %q (error %v), want a tool error starting %q", text(r), r.IsError, "Access denied: authentication required.")
 	}
 }
 
@@ -215,15 +215,15 @@ func TestFaultsDoNotLeak(t *testing.T) {
 	for _, tool := range []string{"explode", "panic"} {
 		r := call(t, cs, tool, nil)
 		if !r.IsError || !strings.HasPrefix(text(r), "Countersign couldn't complete that (ref ") || strings.Contains(text(r), "secret.db") || strings.Contains(text(r), "boom") {
-			t.Fatalf("%s: %q", tool, text(r))
+			t.Fatalf("%s = %q (error %v), want a tool error starting %q, with no %q or %q in it", tool, text(r), r.IsError, "Countersign couldn't complete that (ref ", "secret.db", "boom")
 		}
 	}
 	if !strings.Contains(logs.String(), "secret.db") || !strings.Contains(logs.String(), "boom") {
-		t.Fatalf("the detail belongs in the server log: %s", logs.String())
+		t.Fatalf("server log = %s, want the detail (%q and %q) in it", logs.String(), "secret.db", "boom")
 	}
 	// The session survives both.
 	if r := call(t, cs, "export_public_key", nil); r.IsError {
-		t.Fatalf("after faults: %q", text(r))
+		t.Fatalf("after faults: export_public_key = %q, a tool error; want a result (the session survives both)", text(r))
 	}
 }
 
@@ -243,10 +243,10 @@ func TestStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r := call(t, cs, "verify_audit", nil); r.IsError || text(r) != "✓ Audit chain INTACT — 0 entries verified." {
-		t.Fatalf("verify: %q", text(r))
+		t.Fatalf("verify = %q (error %v), want %q", text(r), r.IsError, "✓ Audit chain INTACT — 0 entries verified.")
 	}
 	if got := cs.InitializeResult().ServerInfo; got.Name != "countersign" || got.Version != "test" {
-		t.Fatalf("server info: %+v", got)
+		t.Fatalf("server info = %+v, want name %q, version %q", got, "countersign", "test")
 	}
 	cs.Close() // closes stdin: the server ends cleanly
 	select {
@@ -286,10 +286,10 @@ func TestHTTPHandlerUsesTheRequestsCaller(t *testing.T) {
 		return cs
 	}
 	if r := call(t, session("admin"), "list_principals", nil); r.IsError || text(r) != "No principals yet. Create one with create_principal." {
-		t.Fatalf("admin: %q", text(r))
+		t.Fatalf("admin = %q (error %v), want %q", text(r), r.IsError, "No principals yet. Create one with create_principal.")
 	}
 	if r := call(t, session("agent"), "list_principals", nil); !r.IsError || !strings.Contains(text(r), "['agent'] do not grant it") {
-		t.Fatalf("agent: %q", text(r))
+		t.Fatalf("agent = %q (error %v), want a tool error containing %q", text(r), r.IsError, "['agent'] do not grant it")
 	}
 	// GET (a server stream) is not offered: 405, as the protocol allows.
 	req, _ := http.NewRequest("GET", srv.URL, nil)
@@ -301,7 +301,7 @@ func TestHTTPHandlerUsesTheRequestsCaller(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("GET: %d", resp.StatusCode)
+		t.Fatalf("GET status = %d, want %d", resp.StatusCode, http.StatusMethodNotAllowed)
 	}
 }
 

@@ -31,7 +31,7 @@ func TestCapWaitCutsOnlyALongerValidWait(t *testing.T) {
 	}
 	for _, bad := range []string{``, `[1]`, `{"wait_seconds":"soon"}`} {
 		if got := string(capWait([]byte(bad), 45*time.Second)); got != bad {
-			t.Errorf("%q changed to %q", bad, got)
+			t.Errorf("capWait(%q) = %q, want it unchanged", bad, got)
 		}
 	}
 }

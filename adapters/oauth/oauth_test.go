@@ -94,7 +94,7 @@ func TestAnAccessTokenForThisResourceMapsToItsPrincipal(t *testing.T) {
 	// A stored principal by name: its kind stays (an agent never decides).
 	c, err = v.Authenticate(ctx, token(t, m, "ci-agent", nil))
 	if err != nil || c.ID != "prin_ci" || c.Kind != "agent" {
-		t.Fatalf("a stored agent: %+v %v", c, err)
+		t.Fatalf("a stored agent: %+v %v; want prin_ci, kind agent", c, err)
 	}
 	if refusal := c.MayDecide(policy.Decidable{Ref: "req_1"}); refusal == nil || refusal.Check != policy.CheckPerson {
 		t.Fatalf("the agent's token: refusal %+v, want a %v refusal", refusal, policy.CheckPerson)
@@ -134,7 +134,7 @@ func TestBadTokensAreRefusedWithTheChallenge(t *testing.T) {
 			continue
 		}
 		if ch := oe.Challenge(); !strings.HasPrefix(ch, `Bearer resource_metadata="https://countersign.hospital.example/.well-known/oauth-protected-resource", error="invalid_token", error_description="`) {
-			t.Errorf("%s: challenge %s", c.name, ch)
+			t.Errorf("%s: challenge %s, want it to start %s", c.name, ch, `Bearer resource_metadata="https://countersign.hospital.example/.well-known/oauth-protected-resource", error="invalid_token", error_description="`)
 		}
 	}
 	// Signed by a key the issuer does not publish (a made-up kid): refused,
@@ -142,11 +142,11 @@ func TestBadTokensAreRefusedWithTheChallenge(t *testing.T) {
 	// again.
 	clk.Advance(jwks.DefaultMinInterval + time.Second)
 	if _, err := v.Authenticate(context.Background(), forged); err == nil || !strings.Contains(err.Error(), "names a signing key") {
-		t.Fatalf("forged: %v", err)
+		t.Fatalf("forged: %v, want an error saying %q", err, "names a signing key")
 	}
 	forged2, _ := other.SignJWT(jwt.MapClaims{"iss": m.Issuer(), "aud": audience, "email": "x", "exp": time.Now().Add(time.Hour).Unix()})
 	if _, err := v.Authenticate(context.Background(), forged2); err == nil || !strings.Contains(err.Error(), "names a signing key") {
-		t.Fatalf("a second unknown key at once: %v", err)
+		t.Fatalf("a second unknown key at once: %v, want an error saying %q", err, "names a signing key")
 	}
 }
 
@@ -171,22 +171,22 @@ func TestKeyRotationIsFollowed(t *testing.T) {
 func TestProtectedResourceMetadata(t *testing.T) {
 	m, v, _ := provider(t)
 	if got := v.MetadataPaths(); len(got) != 2 || got[0] != "/.well-known/oauth-protected-resource" || got[1] != "/.well-known/oauth-protected-resource/mcp" {
-		t.Fatalf("paths: %v", got)
+		t.Fatalf("paths = %v, want [/.well-known/oauth-protected-resource /.well-known/oauth-protected-resource/mcp]", got)
 	}
 	rec := httptest.NewRecorder()
 	v.MetadataHandler().ServeHTTP(rec, httptest.NewRequest("GET", MetadataPath, nil))
 	var md map[string]any
 	if err := json.Unmarshal(rec.Body.Bytes(), &md); err != nil || rec.Code != http.StatusOK {
-		t.Fatalf("%d %s", rec.Code, rec.Body)
+		t.Fatalf("metadata: status %d, want 200 and JSON: %s", rec.Code, rec.Body)
 	}
 	if md["resource"] != audience || len(md["authorization_servers"].([]any)) != 1 || md["authorization_servers"].([]any)[0] != m.Issuer() {
-		t.Fatalf("metadata: %v", md)
+		t.Fatalf("metadata = %v, want resource %s and the one authorization server %s", md, audience, m.Issuer())
 	}
 	// A missing credential: the challenge names the metadata, no error.
 	_, err := Authenticator{Keys: noKeys{}, Verifier: v}.Authenticate(context.Background(), "")
 	var oe *Error
 	if !errors.As(err, &oe) || oe.Challenge() != `Bearer resource_metadata="https://countersign.hospital.example/.well-known/oauth-protected-resource"` {
-		t.Fatalf("no credential: %v", err)
+		t.Fatalf("no credential: %v, want an *Error challenging %s", err, `Bearer resource_metadata="https://countersign.hospital.example/.well-known/oauth-protected-resource"`)
 	}
 }
 
@@ -207,6 +207,6 @@ func TestAnUnreachableIssuerRefusesTokens(t *testing.T) {
 	}
 	m, _, _ := provider(t)
 	if _, err := v.Authenticate(context.Background(), token(t, m, "x", nil)); err == nil || !strings.Contains(err.Error(), "signing keys of its issuer could not be fetched") {
-		t.Fatalf("unreachable issuer: %v", err)
+		t.Fatalf("unreachable issuer: %v, want an error saying %q", err, "signing keys of its issuer could not be fetched")
 	}
 }

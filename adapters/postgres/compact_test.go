@@ -67,7 +67,7 @@ func TestCompactGivesDeletedSpaceBack(t *testing.T) {
 	plain, err := db.Compact(ctx, false)
 	close(release)
 	if err != nil || plain.Full || plain.Keys != 200 {
-		t.Fatalf("plain compact beside a reader: %+v, %v", plain, err)
+		t.Fatalf("plain compact beside a reader: %+v, %v; want a plain (not full) compaction of 200 keys", plain, err)
 	}
 	if err := other.Update(ctx, func(tx kv.Tx) error { return tx.Put("notes", []byte("after"), []byte("plain")) }); err != nil {
 		t.Fatal(err)

@@ -85,13 +85,13 @@ func TestOutboxOnPostgres(t *testing.T) {
 	}
 	evs, err := b.Outbox().Due(ctx, "slack", now.Add(time.Second), 10)
 	if err != nil || len(evs) != 3 || evs[0].ItemID != 1 || evs[2].ItemID != 3 {
-		t.Fatalf("pending: %+v, %v", evs, err)
+		t.Fatalf("pending: %+v, %v; want 3 events, the first of item 1, the last of item 3", evs, err)
 	}
 	if err := b.Outbox().Delivered(ctx, evs[0]); err != nil {
 		t.Fatal(err)
 	}
 	evs, err = b.Outbox().Due(ctx, "slack", now.Add(time.Second), 10)
 	if err != nil || len(evs) != 2 || evs[0].ItemID != 2 {
-		t.Fatalf("after one delivery: %+v, %v", evs, err)
+		t.Fatalf("after one delivery: %+v, %v; want 2 events, the first of item 2", evs, err)
 	}
 }

@@ -83,7 +83,7 @@ func TestMigrationsUnderConcurrentStarts(t *testing.T) {
 	}
 	_, err := Open(ctx, dsn, Options{})
 	if err == nil || !strings.Contains(err.Error(), "newer than this binary") {
-		t.Fatalf("open on a newer schema: %v", err)
+		t.Fatalf("open on a newer schema: %v, want an error saying %q", err, "newer than this binary")
 	}
 }
 
@@ -122,7 +122,7 @@ func TestUnavailableAndRecovery(t *testing.T) {
 			t.Fatalf("group=%v: read while down: %v, want ErrUnavailable", group, err)
 		}
 		if err := db.Ping(ctx); !errors.Is(err, kv.ErrUnavailable) {
-			t.Fatalf("ping while down: %v", err)
+			t.Fatalf("ping while down: %v, want kv.ErrUnavailable", err)
 		}
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
@@ -130,7 +130,7 @@ func TestUnavailableAndRecovery(t *testing.T) {
 		var v []byte
 		err = db.View(ctx, func(tx kv.Tx) error { v, err = tx.Get("b", key); return err })
 		if err != nil || string(v) != "before" {
-			t.Fatalf("group=%v: after recovery: %q, %v", group, v, err)
+			t.Fatalf("group=%v: after recovery: %q, %v; want %q", group, v, err, "before")
 		}
 		if err := db.Update(ctx, func(tx kv.Tx) error { return tx.Put("b", key, []byte("after")) }); err != nil {
 			t.Fatalf("group=%v: write after recovery: %v", group, err)
@@ -144,6 +144,6 @@ func TestUnavailableAndRecovery(t *testing.T) {
 func TestBadDSNStaysSecret(t *testing.T) {
 	_, err := Open(context.Background(), "postgres://u:s3cret@[bad", Options{})
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("err = %v, want an error without the DSN's password %q", err, "s3cret")
 	}
 }

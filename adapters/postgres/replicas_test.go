@@ -116,7 +116,7 @@ func TestLeadOneAtATimeAndFailover(t *testing.T) {
 	var n int
 	err := dbs[0].Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted`, key).Scan(&n)
 	if err != nil || n != 1 {
-		t.Fatalf("terminate the leader's session: %d, %v", n, err)
+		t.Fatalf("terminate the leader's session: %d ended, %v; want 1", n, err)
 	}
 	waitUntil(t, "another leader", func() bool { mu.Lock(); defer mu.Unlock(); return len(terms) >= 2 && leading.Load() == 1 })
 	cancel()

@@ -66,7 +66,7 @@ func TestRunsClaimIsAliveUntilReleased(t *testing.T) {
 	old := holder()
 	var cut bool
 	if err := b.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, old).Scan(&cut); err != nil || !cut {
-		t.Fatalf("terminate the claim's session (pid %d): %v, %v", old, cut, err)
+		t.Fatalf("terminate the claim's session (pid %d): %v, %v; want true", old, cut, err)
 	}
 	// pg_terminate_backend only signals: the old session holds the lock
 	// until it has exited. The claim is taken again when another session

@@ -139,7 +139,7 @@ func memTracing(t *testing.T) (*Tracing, *tracetest.InMemoryExporter) {
 	exp := tracetest.NewInMemoryExporter()
 	tr, err := FromEnv(context.Background(), envOf(nil), Options{Exporter: exp})
 	if err != nil || tr == nil {
-		t.Fatalf("FromEnv with an exporter: %v %v", tr, err)
+		t.Fatalf("FromEnv with an exporter: %v %v, want tracing on", tr, err)
 	}
 	t.Cleanup(func() { tr.Shutdown(context.Background()) })
 	return tr, exp
@@ -260,7 +260,7 @@ func TestClientSpan(t *testing.T) {
 	}
 	parent.End()
 	if sent.Get("Traceparent") != "" {
-		t.Errorf("the platform was sent a traceparent %q", sent.Get("Traceparent"))
+		t.Errorf("the platform was sent a traceparent %q, want none", sent.Get("Traceparent"))
 	}
 	spans := flushed(t, tr, exp)
 	if len(spans) != 3 {
@@ -270,10 +270,10 @@ func TestClientSpan(t *testing.T) {
 	if call.Name != "PATCH /api/v10/webhooks/{id}/{id}/messages/@original" || call.SpanKind != trace.SpanKindClient ||
 		call.Parent.SpanID() != parent.SpanContext().SpanID() || attrOf(call, "http.response.status_code") != "200" ||
 		attrOf(call, "server.address") != "127.0.0.1" || attrOf(call, "countersign.platform") != "discord" {
-		t.Errorf("client span %q kind %v parent %s attrs %v", call.Name, call.SpanKind, call.Parent.SpanID(), call.Attributes)
+		t.Errorf("client span %q kind %v parent %s attrs %v; want %q, client, the operation's child (%s), status 200, server 127.0.0.1, platform discord", call.Name, call.SpanKind, call.Parent.SpanID(), call.Attributes, "PATCH /api/v10/webhooks/{id}/{id}/messages/@original", parent.SpanContext().SpanID())
 	}
 	if gone.Status.Code.String() != "Error" || attrOf(gone, "error.type") != "404" {
-		t.Errorf("a 404's span: %v %q", gone.Status, attrOf(gone, "error.type"))
+		t.Errorf("a 404's span: status %v, error.type %q; want Error and 404", gone.Status, attrOf(gone, "error.type"))
 	}
 	for _, s := range spans {
 		for _, kv := range s.Attributes {
@@ -321,7 +321,7 @@ func TestStoreSpans(t *testing.T) {
 		t.Fatalf("spans %v, want store.update, store.view, then the operation (none for the untraced update)", names)
 	}
 	if attrOf(spans[0], "countersign.store.runs") != "1" || attrOf(spans[0], "db.system.name") != "bbolt" {
-		t.Errorf("update span attrs %v", spans[0].Attributes)
+		t.Errorf("update span attrs %v, want countersign.store.runs 1, db.system.name bbolt", spans[0].Attributes)
 	}
 }
 
@@ -349,7 +349,7 @@ func TestExportsOverOTLPHTTP(t *testing.T) {
 	rcv := otlptest.Start(t)
 	tr, err := FromEnv(context.Background(), envOf(map[string]string{EnvEndpoint: rcv.URL() + "/", EnvServiceName: "countersign-test"}), Options{Version: "9.9.9"})
 	if err != nil || tr == nil {
-		t.Fatalf("FromEnv: %v %v", tr, err)
+		t.Fatalf("FromEnv: %v %v, want tracing on", tr, err)
 	}
 	ctx, parent := tr.tracer.Start(context.Background(), "outer")
 	_, child := tr.tracer.Start(ctx, "inner")
@@ -369,6 +369,6 @@ func TestExportsOverOTLPHTTP(t *testing.T) {
 		t.Fatalf("received %+v, want inner as outer's child", got)
 	}
 	if r := got[1].Resource; r["service.name"] != "countersign-test" || r["service.version"] != "9.9.9" || got[1].Scope != scope {
-		t.Errorf("resource %v scope %q", r, got[1].Scope)
+		t.Errorf("resource %v scope %q, want service countersign-test 9.9.9, scope %q", r, got[1].Scope, scope)
 	}
 }

@@ -35,15 +35,15 @@ func TestContrastWCAGAA(t *testing.T) {
 	}
 	// The danger button: white text in the light scheme, --accent-text in the dark.
 	if r := contrast(t, "#ffffff", light["danger"]); r < 4.5 {
-		t.Errorf("light danger button: %.2f", r)
+		t.Errorf("light danger button: contrast %.2f, want at least 4.5 (WCAG AA)", r)
 	}
 	if r := contrast(t, dark["accent-text"], dark["danger"]); r < 4.5 {
-		t.Errorf("dark danger button: %.2f", r)
+		t.Errorf("dark danger button: contrast %.2f, want at least 4.5 (WCAG AA)", r)
 	}
 	// The kind badges' literal colours.
 	for _, p := range [][2]string{{"#1d3a8a", "#e8eefc"}, {"#7a2e0b", "#fbe9dd"}, {"#b9ccff", "#1f2c4d"}, {"#ffc7a3", "#45250f"}} {
 		if r := contrast(t, p[0], p[1]); r < 4.5 {
-			t.Errorf("badge %s on %s: %.2f", p[0], p[1], r)
+			t.Errorf("badge %s on %s: contrast %.2f, want at least 4.5 (WCAG AA)", p[0], p[1], r)
 		}
 	}
 }
@@ -79,7 +79,7 @@ func contrast(t *testing.T, a, b string) float64 {
 func luminance(t *testing.T, hex string) float64 {
 	n, err := strconv.ParseUint(strings.TrimPrefix(hex, "#"), 16, 32)
 	if err != nil || len(hex) != 7 {
-		t.Fatalf("colour %q", hex)
+		t.Fatalf("colour %q, want #rrggbb", hex)
 	}
 	ch := func(v uint64) float64 {
 		c := float64(v) / 255

@@ -109,7 +109,7 @@ func TestPasskeyStore(t *testing.T) {
 				}
 				p, err := removePasskey(tx, "c:dr_smith", []byte{1, 1, 2, 3})
 				if err != nil || p.Label != "laptop" {
-					t.Errorf("removing laptop: %+v %v", p, err)
+					t.Errorf("removing laptop: %+v %v, want the passkey %q", p, err, "laptop")
 				}
 				if _, err := removePasskey(tx, "c:dr_smith", []byte{1, 1, 2, 3}); !errors.Is(err, errNoPasskey) {
 					t.Errorf("removing it again: %v, want errNoPasskey", err)
@@ -200,7 +200,7 @@ func TestItemCallerPasskeyForOneItem(t *testing.T) {
 			t.Errorf("%s: got %s at %s, want %s at %s", tt.name, c.AuthMethod, c.AuthAt, tt.wantMethod, tt.wantAt)
 		}
 		if callerOf(r).AuthMethod != "oidc" {
-			t.Errorf("%s: the session's own caller was changed", tt.name)
+			t.Errorf("%s: the session's own caller was changed to %s, want %s", tt.name, callerOf(r).AuthMethod, "oidc")
 		}
 	}
 }

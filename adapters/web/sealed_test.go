@@ -37,7 +37,7 @@ func TestSealedValues(t *testing.T) {
 		"junk": {s, "not-base64!"}, "too long": {s, strings.Repeat("A", maxSealed+1)},
 	} {
 		if c.s.open(c.text, &pendingOIDC{}) {
-			t.Errorf("%s: opened", name)
+			t.Errorf("%s: opened, want it refused", name)
 		}
 	}
 }

@@ -19,13 +19,13 @@ func TestLinkTokens(t *testing.T) {
 	}
 	c, err := parseLink(key, tok, t0.Add(LinkTTL-time.Second))
 	if err != nil || c.Ref != "c:dr_smith" || c.Nonce == "" {
-		t.Fatalf("a fresh link: %+v %v", c, err)
+		t.Fatalf("a fresh link: %+v %v; want ref %q and a nonce", c, err, "c:dr_smith")
 	}
 	if _, err := parseLink(key, tok, t0.Add(LinkTTL)); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("a link at its expiry: %v, want expired", err)
 	}
 	if _, err := parseLink(other, tok, t0); err != errBadLink {
-		t.Errorf("a link under another key: %v", err)
+		t.Errorf("a link under another key: %v, want errBadLink", err)
 	}
 	p64, sig, _ := strings.Cut(tok, ".")
 	payload, _ := base64.RawURLEncoding.DecodeString(p64)
@@ -34,12 +34,12 @@ func TestLinkTokens(t *testing.T) {
 		strings.Replace(string(payload), "|17", "|27", 1), // a later expiry
 	} {
 		if _, err := parseLink(key, base64.RawURLEncoding.EncodeToString([]byte(forged))+"."+sig, t0); err != errBadLink {
-			t.Errorf("forged payload %q: %v", forged, err)
+			t.Errorf("forged payload %q: %v, want errBadLink", forged, err)
 		}
 	}
 	for _, junk := range []string{"", ".", "x.y", strings.Repeat("a", 600)} {
 		if _, err := parseLink(key, junk, t0); err != errBadLink {
-			t.Errorf("parseLink(%q): %v", junk, err)
+			t.Errorf("parseLink(%q): %v, want errBadLink", junk, err)
 		}
 	}
 	if tok2, _ := MintLink(key, "c:dr_smith", t0); tok2 == tok {

@@ -119,19 +119,19 @@ func TestRateLimitAnswers429WithRetryAfter(t *testing.T) {
 	url := srv.URL + "/v1/tools/read"
 	for i := 0; i < 2; i++ {
 		if a := post(t, url, "key-a", `{}`); a.Status != 200 {
-			t.Fatalf("call %d: %+v", i, a)
+			t.Fatalf("call %d = %+v, want status 200", i, a)
 		}
 	}
 	a := post(t, url, "key-a", `{}`)
 	if a.Status != http.StatusTooManyRequests || a.Header.Get("Retry-After") != "2" || !strings.Contains(a.Body, "rate limit exceeded") || a.Header.Get("X-Request-ID") == "" {
-		t.Fatalf("limited: %+v", a)
+		t.Fatalf("limited = %+v, want status %d, Retry-After 2, an X-Request-ID and a body containing %q", a, http.StatusTooManyRequests, "rate limit exceeded")
 	}
 	if a := post(t, url, "key-b", `{}`); a.Status != 200 {
-		t.Fatalf("another principal: %+v", a)
+		t.Fatalf("another principal = %+v, want status 200", a)
 	}
 	clk.Advance(2 * time.Second)
 	if a := post(t, url, "key-a", `{}`); a.Status != 200 {
-		t.Fatalf("after the wait: %+v", a)
+		t.Fatalf("after the wait = %+v, want status 200", a)
 	}
 }
 
@@ -147,14 +147,14 @@ func TestBodyLimit(t *testing.T) {
 	for _, path := range []string{"/v1/tools/write", "/mcp"} {
 		a := post(t, srv.URL+path, "key-a", big)
 		if a.Status != http.StatusRequestEntityTooLarge || !strings.Contains(a.Body, "request body too large: the limit is 2048 bytes") {
-			t.Fatalf("%s: %+v", path, a)
+			t.Fatalf("%s = %+v, want status %d and a body containing %q", path, a, http.StatusRequestEntityTooLarge, "request body too large: the limit is 2048 bytes")
 		}
 	}
 	if a := post(t, srv.URL+"/mcp", "key-a", `{"x":1}`); a.Status != 200 || !strings.Contains(a.Body, `"read":7`) {
-		t.Fatalf("small body: %+v", a)
+		t.Fatalf("small body = %+v, want status 200 and a body containing %s", a, `"read":7`)
 	}
 	if n := app.writes.Load(); n != 0 {
-		t.Fatalf("a too-large call ran %d times", n)
+		t.Fatalf("a too-large call ran %d times, want 0", n)
 	}
 }
 
@@ -175,76 +175,76 @@ func TestIdempotencyReplaysAndRefuses(t *testing.T) {
 
 	first := post(t, url+"write", "key-a", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1")
 	if first.Status != 200 || !strings.Contains(first.Body, "write #1") {
-		t.Fatalf("first: %+v", first)
+		t.Fatalf("first = %+v, want status 200 and a body containing %q", first, "write #1")
 	}
 	// Same key, same arguments (even re-encoded): the first answer, not a second run.
 	for _, body := range []string{`{"a":1,"b":[1,2]}`, "{ \"b\": [1, 2], \"a\": 1 }"} {
 		again := post(t, url+"write", "key-a", body, "Idempotency-Key", `"k1"`)
 		if again.Status != 200 || again.Body != first.Body || again.Header.Get("Idempotent-Replayed") != "true" {
-			t.Fatalf("replay of %s: %+v", body, again)
+			t.Fatalf("replay of %s = %+v, want status 200, the first body %q and Idempotent-Replayed true", body, again, first.Body)
 		}
 	}
 	// Same key, other arguments: 422, nothing run.
 	if a := post(t, url+"write", "key-a", `{"a":2}`, "Idempotency-Key", "k1"); a.Status != http.StatusUnprocessableEntity || !strings.Contains(a.Body, "already used with other arguments") {
-		t.Fatalf("other body: %+v", a)
+		t.Fatalf("other body = %+v, want status %d and a body containing %q", a, http.StatusUnprocessableEntity, "already used with other arguments")
 	}
 	// Same key on another tool is another request too.
 	if a := post(t, url+"key", "key-a", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1"); a.Status != http.StatusUnprocessableEntity {
-		t.Fatalf("other tool: %+v", a)
+		t.Fatalf("other tool = %+v, want status %d", a, http.StatusUnprocessableEntity)
 	}
 	// Keys are per principal.
 	if a := post(t, url+"write", "key-b", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1"); a.Status != 200 || !strings.Contains(a.Body, "write #2") {
-		t.Fatalf("other principal: %+v", a)
+		t.Fatalf("other principal = %+v, want status 200 and a body containing %q", a, "write #2")
 	}
 	// Read tools ignore the header.
 	for i := 0; i < 2; i++ {
 		if a := post(t, url+"read", "key-a", fmt.Sprintf(`{"i":%d}`, i), "Idempotency-Key", "k1"); a.Status != 200 || a.Header.Get("Idempotent-Replayed") != "" {
-			t.Fatalf("read: %+v", a)
+			t.Fatalf("read = %+v, want status 200 and no Idempotent-Replayed", a)
 		}
 	}
 	// A bad key is a 400 naming the header.
 	if a := post(t, url+"write", "key-a", `{}`, "Idempotency-Key", strings.Repeat("x", 256)); a.Status != 400 || !strings.Contains(a.Body, "Idempotency-Key") {
-		t.Fatalf("long key: %+v", a)
+		t.Fatalf("long key = %+v, want status 400 and a body naming %q", a, "Idempotency-Key")
 	}
 	// A 400 is not kept: the corrected request runs under the same key.
 	if a := post(t, url+"bad", "key-a", `{"x":0}`, "Idempotency-Key", "k2"); a.Status != 400 {
-		t.Fatalf("bad: %+v", a)
+		t.Fatalf("bad = %+v, want status 400", a)
 	}
 	if a := post(t, url+"bad", "key-a", `{"x":1}`, "Idempotency-Key", "k2"); a.Status != 400 {
-		t.Fatalf("bad, corrected: %+v", a)
+		t.Fatalf("bad, corrected = %+v, want status 400", a)
 	}
 	// Internal errors are not kept either, and leak nothing.
 	a := post(t, url+"broken", "key-a", `{}`, "Idempotency-Key", "k3")
 	if a.Status != 500 || strings.Contains(a.Body, "disk on fire") || !strings.Contains(a.Body, "ref ") {
-		t.Fatalf("broken: %+v", a)
+		t.Fatalf("broken = %+v, want status 500 and a body with a %q and no %q", a, "ref ", "disk on fire")
 	}
 	if again := post(t, url+"broken", "key-a", `{}`, "Idempotency-Key", "k3"); again.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("a 500 was replayed: %+v", again)
+		t.Fatalf("a 500 was replayed: %+v, want no Idempotent-Replayed", again)
 	}
 	// A key shown once is never stored: its replay withholds it.
 	k := post(t, url+"key", "key-a", `{}`, "Idempotency-Key", "k4")
 	kr := post(t, url+"key", "key-a", `{}`, "Idempotency-Key", "k4")
 	if !strings.Contains(k.Body, "cs_sk_abcdefghij") || strings.Contains(kr.Body, "cs_sk_abcdefghij") || !strings.Contains(kr.Body, "withheld") ||
 		!strings.Contains(k.Body, "whsec_QC/Yw") || strings.Contains(kr.Body, "whsec_QC/Yw") {
-		t.Fatalf("key answer %q, replay %q", k.Body, kr.Body)
+		t.Fatalf("key answer %q, replay %q; want the key and secret (%q, %q) in the answer only, the replay saying %q", k.Body, kr.Body, "cs_sk_abcdefghij", "whsec_QC/Yw", "withheld")
 	}
 	raw := dump(t, db)
 	if strings.Contains(raw, "abcdefghij") {
-		t.Fatalf("a key reached the store: %s", raw)
+		t.Fatalf("a key reached the store, want no %q in it: %s", "abcdefghij", raw)
 	}
 
 	// After the TTL (7 days by default) the key is forgotten: the same request runs again.
 	clk.Advance(DefaultIdempotencyTTL + time.Second)
 	if a := post(t, url+"write", "key-a", `{"a":1,"b":[1,2]}`, "Idempotency-Key", "k1"); a.Status != 200 || !strings.Contains(a.Body, "write #3") {
-		t.Fatalf("after expiry: %+v", a)
+		t.Fatalf("after expiry = %+v, want status 200 and a body containing %q", a, "write #3")
 	}
 	// The sweep prunes what is older than the TTL and keeps the rest.
 	n, err := idem.Prune(context.Background(), clk.Now())
 	if err != nil || n != 2 { // b's k1 and a's k4; k2 and k3 were released, a's k1 is fresh
-		t.Fatalf("pruned %d, %v", n, err)
+		t.Fatalf("pruned %d, %v; want 2", n, err)
 	}
 	if n, _ := idem.Prune(context.Background(), clk.Now()); n != 0 {
-		t.Fatalf("second prune removed %d", n)
+		t.Fatalf("second prune removed %d, want 0", n)
 	}
 }
 
@@ -270,14 +270,14 @@ func TestIdempotencyConflictWhileInFlight(t *testing.T) {
 	<-app.entered // the first call is running
 	a := post(t, url, "key-a", `{}`, "Idempotency-Key", "k1")
 	if a.Status != http.StatusConflict || !strings.Contains(a.Body, "still being processed") {
-		t.Fatalf("while in flight: %+v", a)
+		t.Fatalf("while in flight = %+v, want status %d and a body containing %q", a, http.StatusConflict, "still being processed")
 	}
 	close(app.release)
 	if first := <-done; first.Status != 200 {
-		t.Fatalf("first: %+v", first)
+		t.Fatalf("first = %+v, want status 200", first)
 	}
 	if a := post(t, url, "key-a", `{}`, "Idempotency-Key", "k1"); a.Status != 200 || a.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("after: %+v", a)
+		t.Fatalf("after = %+v, want status 200 and Idempotent-Replayed true", a)
 	}
 }
 
@@ -295,7 +295,7 @@ func TestIdempotencyRunsAgainAfterACrash(t *testing.T) {
 	srv := httptest.NewServer(NewServer(Options{App: app, Middleware: []func(http.Handler) http.Handler{idem.Middleware}}))
 	defer srv.Close()
 	if a := post(t, srv.URL+"/v1/tools/write", "key-a", `{}`, "Idempotency-Key", "k1"); a.Status != 200 || !strings.Contains(a.Body, "write #1") {
-		t.Fatalf("retry after restart: %+v", a)
+		t.Fatalf("retry after restart = %+v, want status 200 and a body containing %q", a, "write #1")
 	}
 }
 
@@ -355,7 +355,7 @@ func TestGuardHosts(t *testing.T) {
 				t.Fatalf("status %d, want %d: %s", w.Code, tt.want, w.Body)
 			}
 			if tt.want == 403 && strings.Contains(w.Body.String(), "evil") {
-				t.Fatalf("refusal echoes the header: %s", w.Body)
+				t.Fatalf("refusal echoes the header, want no %q in it: %s", "evil", w.Body)
 			}
 		})
 	}
@@ -377,12 +377,12 @@ func TestReadyzFailsWhileTheStoreIsNotOpen(t *testing.T) {
 		return answer{resp.StatusCode, resp.Header, string(b)}
 	}
 	if a := get(); a.Status != 200 {
-		t.Fatalf("open: %+v", a)
+		t.Fatalf("open = %+v, want status 200", a)
 	}
 	db.Close()
 	a := get()
 	if a.Status != http.StatusServiceUnavailable || !strings.Contains(a.Body, "the store is not open") || strings.Contains(a.Body, "database") {
-		t.Fatalf("closed: %+v", a)
+		t.Fatalf("closed = %+v, want status %d and a body containing %q, with no %q in it", a, http.StatusServiceUnavailable, "the store is not open", "database")
 	}
 }
 
@@ -394,10 +394,10 @@ func TestRequestIDAndNoLeaks(t *testing.T) {
 	a := post(t, srv.URL+"/v1/tools/broken", "key-a", `{}`)
 	id := a.Header.Get("X-Request-ID")
 	if a.Status != 500 || id == "" || strings.Contains(a.Body, "disk on fire") || !strings.Contains(a.Body, "(ref "+id+")") {
-		t.Fatalf("internal error: %+v", a)
+		t.Fatalf("internal error = %+v, want status 500, an X-Request-ID, a body naming %q and no %q in it", a, "(ref "+id+")", "disk on fire")
 	}
 	if !strings.Contains(logs.String(), "disk on fire") || !strings.Contains(logs.String(), id) {
-		t.Fatalf("the detail belongs in the log under the ref: %s", logs.String())
+		t.Fatalf("the detail belongs in the log under the ref, want %q and %q in: %s", "disk on fire", id, logs.String())
 	}
 	for _, path := range []string{"/healthz", "/nope"} {
 		resp, err := http.Get(srv.URL + path)
@@ -406,11 +406,11 @@ func TestRequestIDAndNoLeaks(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.Header.Get("X-Request-ID") == "" {
-			t.Fatalf("%s: no X-Request-ID", path)
+			t.Fatalf("%s: no X-Request-ID, want one", path)
 		}
 	}
 	if strings.Contains(logs.String(), "key-a") {
-		t.Fatalf("a key reached the log: %s", logs.String())
+		t.Fatalf("a key reached the log, want no %q in it: %s", "key-a", logs.String())
 	}
 }
 
@@ -441,10 +441,10 @@ func TestMetricsHandlerToken(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	if code, _ := get(""); code != 401 {
-		t.Fatalf("no token: %d", code)
+		t.Fatalf("no token: status %d, want 401", code)
 	}
 	if code, _ := get("wrong"); code != 401 {
-		t.Fatalf("wrong token: %d", code)
+		t.Fatalf("wrong token: status %d, want 401", code)
 	}
 	code, body := get("s3cret")
 	for _, want := range []string{
@@ -461,7 +461,7 @@ func TestMetricsHandlerToken(t *testing.T) {
 		`go_goroutines`,
 	} {
 		if code != 200 || !strings.Contains(body, want) {
-			t.Fatalf("scrape (%d) lacks %s:\n%s", code, want, body)
+			t.Fatalf("scrape = status %d, want 200 and a body containing %s:\n%s", code, want, body)
 		}
 	}
 	if strings.Contains(body, `surface="http"`) {

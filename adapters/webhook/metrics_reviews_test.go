@@ -52,6 +52,6 @@ func TestReviewCollector(t *testing.T) {
 		t.Errorf("with the store unreadable: %v, want no series", got)
 	}
 	if !strings.Contains(logs.String(), "reading the break-glass reviews") || !strings.Contains(logs.String(), "store closed") {
-		t.Errorf("no warning for the unreadable store:\n%s", logs.String())
+		t.Errorf("no warning for the unreadable store, want %q and %q in:\n%s", "reading the break-glass reviews", "store closed", logs.String())
 	}
 }

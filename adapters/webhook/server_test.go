@@ -43,7 +43,7 @@ func TestAnswersCarryContentLength(t *testing.T) {
 				t.Fatalf("Transfer-Encoding %v, Content-Length %d for a %d-byte body; want the length and no chunking", resp.TransferEncoding, resp.ContentLength, len(body))
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
-				t.Fatalf("Content-Type %q", ct)
+				t.Fatalf("Content-Type = %q, want %q", ct, "application/json; charset=utf-8")
 			}
 			var v map[string]any
 			if !strings.HasSuffix(string(body), "}\n") || json.Unmarshal(body, &v) != nil {

@@ -35,7 +35,7 @@ func (e *env) review(id string) *approvals.Review {
 		return err
 	})
 	if err != nil || rv == nil {
-		e.t.Fatalf("load review %s: %v %v", id, rv, err)
+		e.t.Fatalf("load review %s = %v, %v, want a review and no error", id, rv, err)
 	}
 	return rv
 }
@@ -86,7 +86,7 @@ func TestBreakGlassInTheService(t *testing.T) {
 		}
 	}
 	if r := e.request(id); r.Status != approvals.StatusPending || len(r.Votes) != 0 {
-		t.Fatalf("after the refusals: %s with %d votes", r.Status, len(r.Votes))
+		t.Fatalf("after the refusals: %s with %d votes, want %s with none", r.Status, len(r.Votes), approvals.StatusPending)
 	}
 	// An agent's request is never broken open, not even by a person.
 	agentReq := ask(agent, map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "api"}})
@@ -100,11 +100,11 @@ func TestBreakGlassInTheService(t *testing.T) {
 	}
 	r := e.request(id)
 	if got["status"] != "approved" || r.BreakGlass == nil || r.ConfirmedBy != fresh(alice).String() {
-		t.Fatalf("break-glass of a quorum-2 request: %v, request %+v", got, r.BreakGlass)
+		t.Fatalf("break-glass of a quorum-2 request: %v, request %+v, confirmed by %q; want approved, a break-glass record, confirmed by %q", got, r.BreakGlass, r.ConfirmedBy, fresh(alice).String())
 	}
 	rv := e.review(r.BreakGlass.Review)
 	if rv.Status != approvals.ReviewOpen || rv.Need() != 2 || !rv.Due.Equal(now.Add(24*time.Hour)) || rv.Reason != "outage, nobody answers" || len(rv.Votes) != 0 {
-		t.Fatalf("the review: %+v", rv)
+		t.Fatalf("the review = %+v, want open, needing 2, due %v, reason %q and no votes", rv, now.Add(24*time.Hour), "outage, nobody answers")
 	}
 	if n := len(e.audits("break_glass")); n != 1 {
 		t.Errorf("%d break_glass audit entries, want 1", n)
@@ -130,7 +130,7 @@ func TestBreakGlassInTheService(t *testing.T) {
 		t.Errorf("the breaker countersigning: %v, want CheckRequester", be)
 	}
 	if be := e.fail(memberAgent, "countersign_review", rid); !errors.Is(be, policy.CheckPerson) {
-		t.Errorf("an agent countersigning: %v", be)
+		t.Errorf("an agent countersigning: %v, want CheckPerson", be)
 	}
 	// A suspended reviewer's countersignature stops counting.
 	dan := e.principal("dan", policy.RoleMember, "person")
@@ -145,28 +145,28 @@ func TestBreakGlassInTheService(t *testing.T) {
 		t.Fatalf("after dan's suspension: %s, %s; want open with none", got.Status, got.Tally())
 	}
 	if _, text := e.ok(bob, "countersign_review", rid); !strings.HasPrefix(text, "Counted: 1 of 2 countersignatures: bob") {
-		t.Errorf("bob's countersignature: %q", text)
+		t.Errorf("bob's countersignature: %q, want it to start with %q", text, "Counted: 1 of 2 countersignatures: bob")
 	}
 	if _, text := e.ok(bob, "countersign_review", rid); !strings.Contains(text, "already counted") {
-		t.Errorf("bob again: %q", text)
+		t.Errorf("bob again: %q, want it to contain %q", text, "already counted")
 	}
 	if be := e.fail(carol, "dispute_review", rid); be.Kind != bot.KindInvalid || be.Field != "reason" {
-		t.Errorf("a dispute without a reason: %v", be)
+		t.Errorf("a dispute without a reason: %v (kind %d), want KindInvalid on field reason", be, be.Kind)
 	}
 	e.ok(carol, "dispute_review", map[string]any{"review_id": rv.ID, "reason": "a rollback was not needed"})
 	if got := e.review(rv.ID); got.Status != approvals.ReviewOpen || got.Tally() != "1 of 2 countersignatures: bob" {
-		t.Fatalf("after the dispute: %s, %s", got.Status, got.Tally())
+		t.Fatalf("after the dispute: %s, %s; want %s, %q", got.Status, got.Tally(), approvals.ReviewOpen, "1 of 2 countersignatures: bob")
 	}
 
 	// Overdue: escalated once; it blocks alice's next break-glass.
 	if rep := e.sweep(23 * time.Hour); rep["break_glass"] != 0 {
-		t.Errorf("sweep before the deadline escalated %d", rep["break_glass"])
+		t.Errorf("sweep before the deadline escalated %d, want 0", rep["break_glass"])
 	}
 	if rep := e.sweep(25 * time.Hour); rep["break_glass"] != 1 {
 		t.Errorf("sweep after the deadline escalated %d, want 1", rep["break_glass"])
 	}
 	if rep := e.sweep(26 * time.Hour); rep["break_glass"] != 0 {
-		t.Errorf("a second sweep escalated %d again", rep["break_glass"])
+		t.Errorf("a second sweep escalated %d again, want 0", rep["break_glass"])
 	}
 	if n := len(e.audits("break_glass_review_overdue")); n != 1 {
 		t.Errorf("%d overdue audit entries, want 1", n)
@@ -182,13 +182,13 @@ func TestBreakGlassInTheService(t *testing.T) {
 		t.Fatalf("break-glass with an overdue review: %v, want refused naming %s", be, rv.ID)
 	}
 	if _, text := e.ok(carol, "countersign_review", rid); !strings.HasPrefix(text, "Cleared: 2 of 2 countersignatures: bob, carol") {
-		t.Errorf("carol's countersignature: %q", text)
+		t.Errorf("carol's countersignature: %q, want it to start with %q", text, "Cleared: 2 of 2 countersignatures: bob, carol")
 	}
 	if be := e.fail(carol, "countersign_review", rid); be.Kind != bot.KindConflict {
-		t.Errorf("countersigning a cleared review: %v", be)
+		t.Errorf("countersigning a cleared review: %v (kind %d), want KindConflict", be, be.Kind)
 	}
 	if got, _ := e.ok(fresh(alice), "approve_action", bg2); got["status"] != "approved" {
-		t.Fatalf("break-glass once the review is cleared: %v", got)
+		t.Fatalf("break-glass once the review is cleared: %v, want status approved", got)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestBreakGlassUnderStages(t *testing.T) {
 	id := d["request_id"].(string)
 	got, _ := e.ok(fresh, "approve_action", map[string]any{"request_id": id, "break_glass": true, "reason": "pharmacy closed, patient bleeding"})
 	if r := e.request(id); got["status"] != "approved" || r.BreakGlass == nil || len(r.Votes) != 1 || r.Votes[0].Stage != 1 {
-		t.Fatalf("break-glass of a staged request: %v, votes %+v", got, r.Votes)
+		t.Fatalf("break-glass of a staged request: %v, votes %+v; want approved by a break-glass, with one vote, on stage 1", got, r.Votes)
 	}
 	// The prescriber stage approved by someone else: the open stage is the
 	// pharmacist's, which alice may not approve, so she may not break it open.
@@ -258,7 +258,7 @@ func TestRetentionPrunesClearedReviews(t *testing.T) {
 	}
 	e.sweep(29 * 24 * time.Hour)
 	if r, i := exists(cleared); !r || !i {
-		t.Fatalf("before its retention the cleared review is kept: review %v, item %v", r, i)
+		t.Fatalf("before its retention the cleared review: review %v, item %v; want both kept", r, i)
 	}
 	e.sweep(31 * 24 * time.Hour)
 	if r, i := exists(cleared); r || i {

@@ -37,31 +37,31 @@ func TestGrantBudgetInTheConfirmingCall(t *testing.T) {
 	grant("refund", map[string]any{"customer": "c1", "amount": 50}, map[string]any{"customer": "c1"})
 	for i, amount := range []float64{200, 250} {
 		if d := call("refund", map[string]any{"customer": "c1", "amount": amount}); d["status"] != "approved" {
-			t.Fatalf("refund %d of %v under the budget: %v", i, amount, d["status"])
+			t.Fatalf("refund %d of %v under the budget: status %v, want approved", i, amount, d["status"])
 		}
 	}
 	notes := e.events("slack", bot.EventNote)
 	if last := notes[len(notes)-1].Note; !strings.Contains(last, "Budget: 1 of 3 uses left over the grant's life; 50 of 500 amount left in any 24h.") {
-		t.Fatalf("the thread note of a use: %q", last)
+		t.Fatalf("the thread note of a use: %q, want it to contain %q", last, "Budget: 1 of 3 uses left over the grant's life; 50 of 500 amount left in any 24h.")
 	}
 	if d := call("refund", map[string]any{"customer": "c1", "amount": 60}); d["status"] != "pending" {
-		t.Fatalf("a refund over the sum: %v", d["status"])
+		t.Fatalf("a refund over the sum: status %v, want pending", d["status"])
 	}
 	if a := e.audits("grant_budget_spent"); len(a) != 1 || !strings.Contains(a[0].Detail, "amount 60 would bring grant #1's amount to 510, over its budget of 500 in any 24h") {
-		t.Fatalf("the refused use audited as %+v", a)
+		t.Fatalf("the refused use audited as %+v, want one entry naming %q", a, "amount 60 would bring grant #1's amount to 510, over its budget of 500 in any 24h")
 	}
 	if d := call("refund", map[string]any{"customer": "c1", "amount": 50}); d["status"] != "approved" {
-		t.Fatalf("the third use, at the cap: %v", d["status"])
+		t.Fatalf("the third use, at the cap: status %v, want approved", d["status"])
 	}
 	if d := call("refund", map[string]any{"customer": "c1", "amount": 0}); d["status"] != "pending" {
-		t.Fatalf("a fourth use: %v", d["status"])
+		t.Fatalf("a fourth use: status %v, want pending", d["status"])
 	}
 
 	grant("set_dose", map[string]any{"drug": "apixaban", "dose_mg": 5}, map[string]any{"drug": "apixaban"})
 	if d := call("set_dose", map[string]any{"drug": "apixaban", "dose_mg": 5.5}); d["status"] != "approved" {
-		t.Fatalf("5.5 mg under a 5 mg grant within 10%%: %v", d["status"])
+		t.Fatalf("5.5 mg under a 5 mg grant within 10%%: status %v, want approved", d["status"])
 	}
 	if d := call("set_dose", map[string]any{"drug": "apixaban", "dose_mg": 6}); d["status"] != "pending" {
-		t.Fatalf("6 mg under a 5 mg grant within 10%%: %v", d["status"])
+		t.Fatalf("6 mg under a 5 mg grant within 10%%: status %v, want pending", d["status"])
 	}
 }

@@ -25,7 +25,7 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	body := []byte(`{"test": 2432232314}`)
 	if got := Sign(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body); got != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
-		t.Fatalf("Sign = %s", got)
+		t.Fatalf("Sign = %s, want %s", got, "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
 	}
 	now := time.Unix(1614265330, 0)
 	h := http.Header{}
@@ -79,11 +79,11 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	for _, bad := range []string{"", "  ", "whsec_", "whsec_***"} {
 		if _, err := ParseSecret(bad); err == nil {
-			t.Errorf("ParseSecret(%q) accepted", bad)
+			t.Errorf("ParseSecret(%q) accepted, want an error", bad)
 		}
 	}
 	if s, err := ParseSecret("plain-secret-value"); err != nil || string(s) != "plain-secret-value" {
-		t.Fatalf("a plain secret: %q %v", s, err)
+		t.Fatalf("a plain secret = %q, %v, want %q and no error", s, err, "plain-secret-value")
 	}
 }
 
@@ -174,7 +174,7 @@ func TestCallbackDelivery(t *testing.T) {
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"callback_url": srv.URL + "/hook?agent=1"}))
 	id := d["request_id"].(string)
 	if n := len(e.events(CallbackSink, bot.EventDecided)); n != 0 {
-		t.Fatalf("a callback was queued before the decision: %d", n)
+		t.Fatalf("a callback was queued before the decision: %d, want 0", n)
 	}
 	e.ok(alice, "approve_action", map[string]any{"request_id": id})
 	drain := func() {
@@ -185,17 +185,17 @@ func TestCallbackDelivery(t *testing.T) {
 	}
 	drain()
 	if ids, ok, _ := rc.snapshot(); len(ids) != 1 || len(ok) != 0 {
-		t.Fatalf("after a 500: %d attempts, %d delivered", len(ids), len(ok))
+		t.Fatalf("after a 500: %d attempts, %d delivered; want 1 attempt, none delivered", len(ids), len(ok))
 	}
 	drain() // not due yet: the backoff holds it
 	if ids, _, _ := rc.snapshot(); len(ids) != 1 {
-		t.Fatalf("retried before its backoff: %d attempts", len(ids))
+		t.Fatalf("retried before its backoff: %d attempts, want 1", len(ids))
 	}
 	rc.set(http.StatusTooManyRequests)
 	e.clock.Set(start.Add(2 * time.Second))
 	drain()
 	if evs := e.events(CallbackSink, bot.EventDecided); len(evs) != 1 || !evs[0].NextAttempt.Equal(start.Add(122*time.Second)) {
-		t.Fatalf("a 429 did not honour Retry-After: %+v", evs)
+		t.Fatalf("a 429 did not honour Retry-After: %+v, want one event with its next attempt at %v", evs, start.Add(122*time.Second))
 	}
 	rc.set(200)
 	e.clock.Set(start.Add(3 * time.Minute))
@@ -207,15 +207,15 @@ func TestCallbackDelivery(t *testing.T) {
 	}
 	for _, got := range ids {
 		if got != CallbackID(id, bot.EventDecided) {
-			t.Fatalf("webhook-id %q changed between attempts", got)
+			t.Fatalf("webhook-id %q changed between attempts, want %q", got, CallbackID(id, bot.EventDecided))
 		}
 	}
 	p := ok[0]
 	if p.Type != "action.decided" || p.Data["request_id"] != id || p.Data["status"] != "approved" || p.Data["confirmed_by"] != "alice ["+alice.ID+"]" || p.Data["args_sha256"] != d["args_sha256"] {
-		t.Fatalf("payload: %+v", p)
+		t.Fatalf("payload = %+v, want type action.decided, request_id %s, status approved, confirmed_by %q and args_sha256 %v", p, id, "alice ["+alice.ID+"]", d["args_sha256"])
 	}
 	if n := len(e.events(CallbackSink, bot.EventDecided)); n != 0 {
-		t.Fatalf("%d callbacks still queued after delivery", n)
+		t.Fatalf("%d callbacks still queued after delivery, want 0", n)
 	}
 
 	// A 4xx other than 408 and 429 is permanent: dropped, not retried.
@@ -224,7 +224,7 @@ func TestCallbackDelivery(t *testing.T) {
 	e.ok(alice, "deny_action", map[string]any{"request_id": d2["request_id"], "reason": "no"})
 	drain()
 	if n := len(e.events(CallbackSink, bot.EventDecided)); n != 0 {
-		t.Fatalf("a 410 was kept for retry: %d", n)
+		t.Fatalf("a 410 was kept for retry: %d queued, want 0", n)
 	}
 	// A denial and a timeout call back too.
 	rc.set(200)
@@ -234,7 +234,7 @@ func TestCallbackDelivery(t *testing.T) {
 	drain()
 	_, ok, _ = rc.snapshot()
 	if last := ok[len(ok)-1]; last.Data["request_id"] != d3["request_id"] || last.Data["status"] != "expired" || !strings.HasPrefix(last.Data["reason"].(string), "denied by automatic policy") {
-		t.Fatalf("timeout callback: %+v", last)
+		t.Fatalf("timeout callback = %+v, want request_id %v, status expired and a reason starting %q", last, d3["request_id"], "denied by automatic policy")
 	}
 }
 
@@ -299,6 +299,6 @@ func TestUndeliveredCallbackSurvivesRestart(t *testing.T) {
 		}
 	}
 	if _, ok, _ := rc.snapshot(); len(ok) != 1 || ok[0].Data["request_id"] != d["request_id"] {
-		t.Fatalf("after restart: %d deliveries, want 1", len(ok))
+		t.Fatalf("after restart: %d deliveries %+v, want 1, of request %v", len(ok), ok, d["request_id"])
 	}
 }

@@ -46,20 +46,20 @@ func TestWhoMayDecide(t *testing.T) {
 	// Only the tool's approvers: isolate_host names secops alone.
 	iso, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "isolate_host", "arguments": map[string]any{"host": "db-1"}, "dry_run": "block all traffic to db-1"})
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": iso["request_id"]}); be.Kind != bot.KindDenied || !strings.Contains(be.Msg, "decided by principals secops") {
-		t.Fatalf("alice on isolate_host: %v", be)
+		t.Fatalf("alice on isolate_host: %v (kind %d), want KindDenied naming %q", be, be.Kind, "decided by principals secops")
 	}
 	if got, _ := e.ok(secops, "approve_action", map[string]any{"request_id": iso["request_id"]}); got["status"] != "approved" {
-		t.Fatalf("secops: %v", got)
+		t.Fatalf("secops: %v, want status approved", got)
 	}
 	// A member who requested cannot decide their own request.
 	mine, _ := e.ok(alice, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}})
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": mine["request_id"]}); be.Kind != bot.KindDenied || !strings.Contains(be.Msg, "never decided by its own requester") {
-		t.Fatalf("self-approval: %v", be)
+		t.Fatalf("self-approval: %v (kind %d), want KindDenied naming %q", be, be.Kind, "never decided by its own requester")
 	}
 	// The same person from a chat account is still the requester.
 	aliceChat := &bot.Caller{Principal: bot.Principal{ID: "chat:alice", Name: "alice", Role: policy.RoleMember, Kind: "person"}, Surface: "slack", ChatID: "U0123ABC"}
 	if be := e.fail(aliceChat, "approve_action", map[string]any{"request_id": mine["request_id"]}); be.Kind != bot.KindDenied {
-		t.Fatalf("self-approval from chat: %v", be)
+		t.Fatalf("self-approval from chat: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	// Every refusal is audited (the capability ones by bot.Call).
 	if n := len(e.audits("access_denied")); n != len(refusals)+3 {
@@ -70,10 +70,10 @@ func TestWhoMayDecide(t *testing.T) {
 	}
 	// Unknown and malformed ids.
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": "req_ffffffffffffffff"}); be.Kind != bot.KindNotFound {
-		t.Fatalf("unknown id: %v", be)
+		t.Fatalf("unknown id: %v (kind %d), want KindNotFound", be, be.Kind)
 	}
 	if be := e.fail(alice, "deny_action", map[string]any{"request_id": "req 1"}); be.Kind != bot.KindInvalid || be.Field != "request_id" {
-		t.Fatalf("malformed id: %v", be)
+		t.Fatalf("malformed id: %v (kind %d), want KindInvalid on field request_id", be, be.Kind)
 	}
 
 	// A chat decision goes through the same path: DecideItem -> approve_action.
@@ -82,7 +82,7 @@ func TestWhoMayDecide(t *testing.T) {
 		t.Fatal(err)
 	}
 	if gd := asMap(t, got.Data); gd["status"] != "approved" || gd["confirmed_by"] != "dr_smith [U0999]" {
-		t.Fatalf("chat approval: %v", gd)
+		t.Fatalf("chat approval = %v, want status approved and confirmed_by %q", gd, "dr_smith [U0999]")
 	}
 }
 
@@ -98,24 +98,24 @@ func TestQuorumAndDenial(t *testing.T) {
 	id := d["request_id"]
 	first, text := e.ok(alice, "approve_action", map[string]any{"request_id": id})
 	if first["status"] != "pending" || first["tally"] != "1 of 2 approvals: alice" || !strings.Contains(text, "Counted") {
-		t.Fatalf("first approval: %v %q", first, text)
+		t.Fatalf("first approval = %v %q, want status pending, tally %q and a text naming %q", first, text, "1 of 2 approvals: alice", "Counted")
 	}
 	if again, text := e.ok(alice, "approve_action", map[string]any{"request_id": id}); again["tally"] != "1 of 2 approvals: alice" || !strings.Contains(text, "already counted") {
-		t.Fatalf("the same approver twice: %v %q", again, text)
+		t.Fatalf("the same approver twice: %v %q, want tally %q and a text naming %q", again, text, "1 of 2 approvals: alice", "already counted")
 	}
 	if n := len(e.events("slack", bot.EventUpdated)); n != 1 {
 		t.Fatalf("%d updated events, want 1 for the counted vote", n)
 	}
 	second, text := e.ok(bob, "approve_action", map[string]any{"request_id": id})
 	if second["status"] != "approved" || second["confirmed_by"] != fmt.Sprintf("alice [%s], bob [%s]", alice.ID, bob.ID) || !strings.Contains(text, "confirmed by") {
-		t.Fatalf("quorum reached: %v %q", second, text)
+		t.Fatalf("quorum reached: %v %q, want status approved, confirmed_by %q and a text naming %q", second, text, fmt.Sprintf("alice [%s], bob [%s]", alice.ID, bob.ID), "confirmed by")
 	}
 	be := e.fail(carol, "deny_action", map[string]any{"request_id": id, "reason": "too late"})
 	if be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "already approved by alice") || asMap(t, be.Data)["status"] != "approved" {
-		t.Fatalf("late deny: %v %v", be, be.Data)
+		t.Fatalf("late deny: %v %v (kind %d), want KindConflict naming %q with status approved", be, be.Data, be.Kind, "already approved by alice")
 	}
 	if same, _ := e.ok(bob, "approve_action", map[string]any{"request_id": id}); same["status"] != "approved" {
-		t.Fatalf("identical retry by a winner: %v", same)
+		t.Fatalf("identical retry by a winner: %v, want status approved", same)
 	}
 
 	// One deny denies, and the reason reaches the agent.
@@ -123,14 +123,14 @@ func TestQuorumAndDenial(t *testing.T) {
 	e.ok(alice, "approve_action", map[string]any{"request_id": d2["request_id"]})
 	denied, _ := e.ok(bob, "deny_action", map[string]any{"request_id": d2["request_id"], "reason": "the v41 migration is not reversible"})
 	if denied["status"] != "denied" || denied["confirmed_by"] != "" {
-		t.Fatalf("deny: %v", denied)
+		t.Fatalf("deny = %v, want status denied and an empty confirmed_by", denied)
 	}
 	st, text := e.ok(agent, "action_status", map[string]any{"request_id": d2["request_id"]})
 	if st["reason"] != "the v41 migration is not reversible" || !strings.Contains(text, "the v41 migration is not reversible") || !strings.Contains(text, "do not work around") {
-		t.Fatalf("the agent sees: %v %q", st, text)
+		t.Fatalf("the agent sees: %v %q, want reason %q, in the text too, and a text naming %q", st, text, "the v41 migration is not reversible", "do not work around")
 	}
 	if be := e.fail(carol, "approve_action", map[string]any{"request_id": d2["request_id"]}); be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "denied by bob") {
-		t.Fatalf("approve after deny: %v", be)
+		t.Fatalf("approve after deny: %v (kind %d), want KindConflict naming %q", be, be.Kind, "denied by bob")
 	}
 	if got := e.audits("action_approved", "action_denied"); len(got) != 2 {
 		t.Fatalf("%d decision audit entries, want 2", len(got))
@@ -200,7 +200,7 @@ func TestConcurrentDecisions(t *testing.T) {
 				case errors.As(r.err, &be) && be.Kind == bot.KindConflict:
 					conflicts++
 				default:
-					t.Fatalf("unexpected answer: %v", r.err)
+					t.Fatalf("unexpected answer: %v, want a result or a KindConflict error", r.err)
 				}
 			}
 			if decided != 1 || counted != quorum-1 || conflicts != 100-quorum {
@@ -217,7 +217,7 @@ func TestConcurrentDecisions(t *testing.T) {
 				t.Fatalf("the long poll: %v", err)
 			}
 			if n := e.s.waits.pendingWaiters(); n != 0 {
-				t.Fatalf("%d waiter entries left behind", n)
+				t.Fatalf("%d waiter entries left behind, want 0", n)
 			}
 		})
 	}
@@ -250,7 +250,7 @@ func TestLongPoll(t *testing.T) {
 	e.ok(alice, "approve_action", map[string]any{"request_id": id})
 	a := <-got
 	if a.err != nil || a.data["status"] != "approved" || a.data["confirmed_by"] != "alice ["+alice.ID+"]" {
-		t.Fatalf("long poll: %v %v", a.data, a.err)
+		t.Fatalf("long poll = %v, %v, want status approved, confirmed_by %q and no error", a.data, a.err, "alice ["+alice.ID+"]")
 	}
 
 	// A cancelled call returns at once with the context's error.
@@ -264,22 +264,22 @@ func TestLongPoll(t *testing.T) {
 	waitFor(t, func() bool { return e.s.waits.pendingWaiters() == 1 })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled long poll: %v", err)
+		t.Fatalf("cancelled long poll: %v, want context.Canceled", err)
 	}
 	if n := e.s.waits.pendingWaiters(); n != 0 {
-		t.Fatalf("%d waiters left after cancel", n)
+		t.Fatalf("%d waiters left after cancel, want 0", n)
 	}
 	// Without wait_seconds it answers at once; a bad wait is a 400.
 	if st, _ := e.ok(agent, "action_status", map[string]any{"request_id": d2["request_id"]}); st["status"] != "pending" {
-		t.Fatalf("status: %v", st)
+		t.Fatalf("status = %v, want status pending", st)
 	}
 	if be := e.fail(agent, "action_status", map[string]any{"request_id": d2["request_id"], "wait_seconds": 61}); be.Field != "wait_seconds" {
-		t.Fatalf("wait 61: %v", be)
+		t.Fatalf("wait 61: %v, want an error on field wait_seconds", be)
 	}
 	// A principal scoped elsewhere cannot read it.
 	scoped := e.principal("nurse-bot", policy.RoleAgent, "agent", "patient_7")
 	if be := e.fail(scoped, "action_status", map[string]any{"request_id": d2["request_id"]}); be.Kind != bot.KindDenied {
-		t.Fatalf("out of scope: %v", be)
+		t.Fatalf("out of scope: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 }
 
@@ -308,7 +308,7 @@ func TestSamePartyMatchesSamePrincipal(t *testing.T) {
 					a := approvals.Party{ID: aID, Name: aName}
 					b := approvals.Party{ID: bID, Name: bName}
 					if got, want := a.Same(b), policy.SamePrincipal(aID, aName, bID, bName); got != want {
-						t.Errorf("Same(%q %q, %q %q) = %v, policy.SamePrincipal = %v", aID, aName, bID, bName, got, want)
+						t.Errorf("Same(%q %q, %q %q) = %v, want %v as policy.SamePrincipal", aID, aName, bID, bName, got, want)
 					}
 				}
 			}

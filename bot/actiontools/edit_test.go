@@ -69,26 +69,26 @@ func TestEditRefusals(t *testing.T) {
 	// approve_action names no space or tool: an edit cannot move the call.
 	for _, extra := range []string{"user_id", "tool"} {
 		if be := e.fail(alice, "approve_action", map[string]any{"request_id": med["request_id"], extra: "other", "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); be.Kind != bot.KindInvalid || be.Field != extra {
-			t.Fatalf("approve_action with %s: %v", extra, be)
+			t.Fatalf("approve_action with %s: %v (kind %d), want KindInvalid on field %s", extra, be, be.Kind, extra)
 		}
 	}
 	// An edit is bounded like a proposal (limits.max_arguments_bytes): 413.
 	big := map[string]any{"drug": "apixaban", "dose": strings.Repeat("9", DefaultMaxArgBytes)}
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": med["request_id"], "arguments": big}); be.Kind != bot.KindTooLarge || be.Field != "arguments" {
-		t.Fatalf("oversized edit: %v", be)
+		t.Fatalf("oversized edit: %v (kind %d), want KindTooLarge on field arguments", be, be.Kind)
 	}
 	// deny_action takes no arguments.
 	if be := e.fail(alice, "deny_action", map[string]any{"request_id": med["request_id"], "arguments": map[string]any{"dose": "1mg"}}); be.Kind != bot.KindInvalid || be.Field != "arguments" {
-		t.Fatalf("deny with arguments: %v", be)
+		t.Fatalf("deny with arguments: %v (kind %d), want KindInvalid on field arguments", be, be.Kind)
 	}
 	// Nothing was recorded: no vote, no decision, the requests untouched.
 	if n := len(e.audits("action_vote", "action_approved", "access_denied")); n != before {
-		t.Fatalf("bad edits recorded %d audit entries", n-before)
+		t.Fatalf("bad edits recorded %d audit entries, want 0", n-before)
 	}
 	for _, id := range []any{med["request_id"], exec["request_id"], destroy["request_id"]} {
 		r := e.request(id.(string))
 		if r.Status != approvals.StatusPending || len(r.Votes) != 0 || r.Action.Edited {
-			t.Fatalf("%s changed by a bad edit: %s votes %d edited %v", id, r.Status, len(r.Votes), r.Action.Edited)
+			t.Fatalf("%s changed by a bad edit: %s votes %d edited %v; want %s, no votes, not edited", id, r.Status, len(r.Votes), r.Action.Edited, approvals.StatusPending)
 		}
 	}
 
@@ -97,17 +97,17 @@ func TestEditRefusals(t *testing.T) {
 	// roles (a 403, audited as a refusal).
 	mine, _ := e.ok(alice, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}})
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": mine["request_id"], "arguments": map[string]any{"service": "api"}}); be.Kind != bot.KindDenied || !strings.Contains(be.Msg, "never decided by its own requester") {
-		t.Fatalf("self-edit: %v", be)
+		t.Fatalf("self-edit: %v (kind %d), want KindDenied naming %q", be, be.Kind, "never decided by its own requester")
 	}
 	scoped := e.principal("bob", policy.RoleMember, "person", "patient_7")
 	if be := e.fail(scoped, "approve_action", map[string]any{"request_id": med["request_id"], "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); be.Kind != bot.KindDenied || !strings.Contains(be.Msg, "outside your assigned scope") {
-		t.Fatalf("edit outside scope: %v", be)
+		t.Fatalf("edit outside scope: %v (kind %d), want KindDenied naming %q", be, be.Kind, "outside your assigned scope")
 	}
 	if be := e.fail(agent, "approve_action", map[string]any{"request_id": med["request_id"], "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); be.Kind != bot.KindDenied {
-		t.Fatalf("agent edit: %v", be)
+		t.Fatalf("agent edit: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	if r := e.request(med["request_id"].(string)); r.Action.Edited || len(r.Votes) != 0 {
-		t.Fatalf("a refused edit changed the request: %+v", r.Action)
+		t.Fatalf("a refused edit changed the request: %+v, %d votes; want it not edited, no votes", r.Action, len(r.Votes))
 	}
 }
 
@@ -126,21 +126,21 @@ func TestEditQuorum(t *testing.T) {
 
 	// carol approves the proposal: 1 of 2.
 	if d, _ := e.ok(carol, "approve_action", map[string]any{"request_id": id}); d["tally"] != "1 of 2 approvals: carol" {
-		t.Fatalf("carol: %v", d["tally"])
+		t.Fatalf("carol: tally %v, want %q", d["tally"], "1 of 2 approvals: carol")
 	}
 	// alice approves with changes: the count restarts on the edited version.
 	d, text := e.ok(alice, "approve_action", map[string]any{"request_id": id, "reason": "renal function", "arguments": map[string]any{"dose": "2.5mg", "drug": "apixaban"}})
 	edited := `{"dose":"2.5mg","drug":"apixaban"}`
 	wantHash := receipt.HashCanonical("give_medication", []byte(edited))
 	if d["status"] != "pending" || d["tally"] != "1 of 2 approvals: alice" || d["edited"] != true || d["edited_args_sha256"] != wantHash || d["args_sha256"] != proposedHash {
-		t.Fatalf("after the edit: %v", d)
+		t.Fatalf("after the edit: %v, want status pending, tally %q, edited true, edited_args_sha256 %s and args_sha256 %s", d, "1 of 2 approvals: alice", wantHash, proposedHash)
 	}
 	if !strings.Contains(text, "dose 5mg → 2.5mg") || !strings.Contains(text, "no longer count") {
-		t.Fatalf("counted text: %s", text)
+		t.Fatalf("counted text: %s, want it to name %q and %q", text, "dose 5mg → 2.5mg", "no longer count")
 	}
 	// The same edit again is no edit: alice's approval is already counted.
 	if d, _ := e.ok(alice, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); d["tally"] != "1 of 2 approvals: alice" {
-		t.Fatalf("the same edit again: %v", d["tally"])
+		t.Fatalf("the same edit again: tally %v, want %q", d["tally"], "1 of 2 approvals: alice")
 	}
 	// The item shows the edit and offers the edited version to edit.
 	it, err := e.b.Items().Get(context.Background(), uint64(med["item_id"].(float64)))
@@ -148,10 +148,10 @@ func TestEditQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	if it.Changes == nil || it.Changes.By != "alice ["+alice.ID+"]" || it.Changes.Text() != "dose 5mg → 2.5mg" || it.Changes.ProposedSHA256 != proposedHash || it.Changes.ApprovedSHA256 != wantHash {
-		t.Fatalf("item changes: %+v", it.Changes)
+		t.Fatalf("item changes: %+v, want by %q, text %q, proposed %s and approved %s", it.Changes, "alice ["+alice.ID+"]", "dose 5mg → 2.5mg", proposedHash, wantHash)
 	}
 	if it.Editable == nil || it.Editable.Kind != bot.EditArguments || string(it.Editable.Current) != edited {
-		t.Fatalf("item editable: %+v", it.Editable)
+		t.Fatalf("item editable: %+v, want kind %s with current %s", it.Editable, bot.EditArguments, edited)
 	}
 	// The card lists the edited version; its Details label the proposal
 	// beside it.
@@ -160,10 +160,10 @@ func TestEditQuorum(t *testing.T) {
 		labels[f.Label] = f.Value
 	}
 	if _, plain := labels["Arguments (JSON)"]; plain || labels["Proposed arguments (JSON)"] != `{"dose":"5mg","drug":"apixaban"}` || labels["Edited arguments (JSON)"] != edited {
-		t.Fatalf("an edited item's argument details: %+v", it.Details)
+		t.Fatalf("an edited item's argument details: %+v, want no %q, proposed %s and edited %s", it.Details, "Arguments (JSON)", `{"dose":"5mg","drug":"apixaban"}`, edited)
 	}
 	if !slices.Contains(it.Args, bot.Field{Label: "dose", Value: "2.5mg"}) {
-		t.Fatalf("the card's arguments are not the edited version: %+v", it.Args)
+		t.Fatalf("the card's arguments are not the edited version: %+v, want dose 2.5mg among them", it.Args)
 	}
 	// bob approves without arguments: since the request was edited, only
 	// naming the version he reviewed (issue 19: a plain approval would
@@ -174,46 +174,46 @@ func TestEditQuorum(t *testing.T) {
 	}
 	d, text = e.ok(bob, "approve_action", map[string]any{"request_id": id, "args_sha256": wantHash})
 	if d["status"] != "approved" || d["confirmed_by"] != "alice ["+alice.ID+"], bob ["+bob.ID+"]" {
-		t.Fatalf("bob: %v", d)
+		t.Fatalf("bob: %v, want status approved and confirmed_by %q", d, "alice ["+alice.ID+"], bob ["+bob.ID+"]")
 	}
 	var approved map[string]any
 	raw, _ := json.Marshal(d["approved_arguments"])
 	_ = json.Unmarshal(raw, &approved)
 	if approved["dose"] != "2.5mg" || d["approved_args_sha256"] != wantHash || d["args_sha256"] != proposedHash || d["edited_by"] != "alice ["+alice.ID+"]" {
-		t.Fatalf("approved outcome: %v", d)
+		t.Fatalf("approved outcome: %v, want approved dose 2.5mg, approved_args_sha256 %s, args_sha256 %s and edited_by %q", d, wantHash, proposedHash, "alice ["+alice.ID+"]")
 	}
 	if !strings.Contains(text, "approved with changes by alice") || !strings.Contains(text, "not the arguments you proposed") {
-		t.Fatalf("approved text: %s", text)
+		t.Fatalf("approved text: %s, want it to name %q and %q", text, "approved with changes by alice", "not the arguments you proposed")
 	}
 	// The receipt binds the approved arguments' hash.
 	p, err := receipt.Verify(d["receipt"].(string), e.b.PublicKey(), e.clock.Now())
 	if err != nil || p.ApprovedArgsSHA256 != wantHash {
-		t.Fatalf("receipt: %+v %v", p, err)
+		t.Fatalf("receipt: %+v %v, want approved args hash %s and no error", p, err, wantHash)
 	}
 	// The audit names both hashes and the editor, on the vote and on the
 	// decision.
 	votes := e.audits("action_vote")
 	if len(votes) != 2 || !strings.Contains(votes[1].Detail, "approve with changes by alice") || !strings.Contains(votes[1].Detail, "args_sha256="+proposedHash) || !strings.Contains(votes[1].Detail, "approved_args_sha256="+wantHash) {
-		t.Fatalf("vote entries: %+v", votes)
+		t.Fatalf("vote entries: %+v, want 2, the second naming %q, %q and %q", votes, "approve with changes by alice", "args_sha256="+proposedHash, "approved_args_sha256="+wantHash)
 	}
 	dec := e.audits("action_approved")
 	if len(dec) != 1 || !strings.Contains(dec[0].Detail, "args_sha256="+proposedHash) || !strings.Contains(dec[0].Detail, "approved_args_sha256="+wantHash) || !strings.Contains(dec[0].Detail, "edited_by=alice") {
-		t.Fatalf("decision entry: %+v", dec)
+		t.Fatalf("decision entry: %+v, want 1 naming %q, %q and %q", dec, "args_sha256="+proposedHash, "approved_args_sha256="+wantHash, "edited_by=alice")
 	}
 	// The decided item: approved with changes; no longer editable.
 	it, _ = e.b.Items().Get(context.Background(), uint64(med["item_id"].(float64)))
 	if it.Editable != nil || it.Changes == nil || it.Status != "approved" {
-		t.Fatalf("decided item: %+v", it)
+		t.Fatalf("decided item: %+v, want status approved, with changes, not editable", it)
 	}
 	// An edit after the decision conflicts.
 	if be := e.fail(carol, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "1mg"}}); be.Kind != bot.KindConflict {
-		t.Fatalf("late edit: %v", be)
+		t.Fatalf("late edit: %v (kind %d), want KindConflict", be, be.Kind)
 	}
 	// The requester redeems the receipt: the executed entry names the
 	// approved hash.
 	e.ok(agent, "redeem_receipt", map[string]any{"receipt": d["receipt"]})
 	if ex := e.audits("action_executed"); len(ex) != 1 || !strings.Contains(ex[0].Detail, "approved_args_sha256 "+wantHash) {
-		t.Fatalf("executed: %+v", ex)
+		t.Fatalf("executed: %+v, want 1 entry naming %q", ex, "approved_args_sha256 "+wantHash)
 	}
 }
 
@@ -226,7 +226,7 @@ func TestEditExecThroughItem(t *testing.T) {
 	d, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": "kubectl rollout restart deploy/web"}})
 	item := uint64(d["item_id"].(float64))
 	if _, err := e.b.EditItem(context.Background(), alice, item, json.RawMessage(`["x"]`), ""); bot.KindOf(err) != bot.KindInvalid {
-		t.Fatalf("non-object edit through the item: %v", err)
+		t.Fatalf("non-object edit through the item: %v (kind %d), want KindInvalid", err, bot.KindOf(err))
 	}
 	res, err := e.b.EditItem(context.Background(), alice, item, json.RawMessage(`{"command":"kubectl rollout restart deploy/api"}`), "web is fine, api is stuck")
 	if err != nil {
@@ -234,11 +234,11 @@ func TestEditExecThroughItem(t *testing.T) {
 	}
 	m := asMap(t, res.Data)
 	if m["status"] != "approved" || m["edited"] != true || m["command"] != "kubectl rollout restart" {
-		t.Fatalf("exec edit: %v", m)
+		t.Fatalf("exec edit: %v, want status approved, edited true and command %q", m, "kubectl rollout restart")
 	}
 	it, _ := e.b.Items().Get(context.Background(), item)
 	if got := it.Changes.Text(); got != "command kubectl rollout restart deploy/web → kubectl rollout restart deploy/api" {
-		t.Fatalf("diff: %q", got)
+		t.Fatalf("diff: %q, want %q", got, "command kubectl rollout restart deploy/web → kubectl rollout restart deploy/api")
 	}
 }
 
@@ -266,18 +266,18 @@ func TestEditCallback(t *testing.T) {
 	}
 	_, ok, bad := rc.snapshot()
 	if len(ok) != 1 || bad != 0 {
-		t.Fatalf("deliveries: %d ok, %d bad", len(ok), bad)
+		t.Fatalf("deliveries: %d ok, %d bad; want 1 ok, 0 bad", len(ok), bad)
 	}
 	cb := ok[0].Data
 	want := receipt.HashCanonical("give_medication", []byte(`{"dose":"2.5mg","drug":"apixaban"}`))
 	approved, _ := json.Marshal(cb["approved_arguments"])
 	if cb["status"] != "approved" || cb["edited"] != true || cb["approved_args_sha256"] != want || cb["args_sha256"] != d["args_sha256"] ||
 		string(approved) != `{"dose":"2.5mg","drug":"apixaban"}` || cb["edited_by"] != "alice ["+alice.ID+"]" {
-		t.Fatalf("callback data: %v", cb)
+		t.Fatalf("callback data: %v, want status approved, edited true, approved_args_sha256 %s, args_sha256 %v, approved_arguments %s and edited_by %q", cb, want, d["args_sha256"], `{"dose":"2.5mg","drug":"apixaban"}`, "alice ["+alice.ID+"]")
 	}
 	p, err := receipt.Verify(cb["receipt"].(string), e.b.PublicKey(), e.clock.Now())
 	if err != nil || p.ApprovedArgsSHA256 != want {
-		t.Fatalf("callback receipt: %+v %v", p, err)
+		t.Fatalf("callback receipt: %+v %v, want approved args hash %s and no error", p, err, want)
 	}
 }
 
@@ -292,9 +292,9 @@ func TestEditNeverChangesTheTool(t *testing.T) {
 	p, err := receipt.Verify(got["receipt"].(string), e.b.PublicKey(), e.clock.Now())
 	r := e.request(d["request_id"].(string))
 	if err != nil || got["tool"] != "restart_service" || p.Tool != "restart_service" || r.Action.Tool != "restart_service" || r.Space.UserID != "shop" || r.Action.Category != "mutating" {
-		t.Fatalf("tool %v, receipt %+v (%v), space %+v", got["tool"], p, err, r.Space)
+		t.Fatalf("tool %v, receipt %+v (%v), space %+v, request tool %s category %s; want restart_service in all three, user shop, category mutating and no error", got["tool"], p, err, r.Space, r.Action.Tool, r.Action.Category)
 	}
 	if p.ApprovedArgsSHA256 != receipt.HashCanonical("restart_service", []byte(`{"service":"web","tool":"delete_database"}`)) {
-		t.Fatalf("receipt hash: %s", p.ApprovedArgsSHA256)
+		t.Fatalf("receipt hash: %s, want %s", p.ApprovedArgsSHA256, receipt.HashCanonical("restart_service", []byte(`{"service":"web","tool":"delete_database"}`)))
 	}
 }

@@ -59,7 +59,7 @@ func TestDirectoryGroupDecides(t *testing.T) {
 
 	setGroup("ph_lee")
 	if got := noApprovers(item); got != "" {
-		t.Fatalf("the card once the group has a member still says %q", got)
+		t.Fatalf("the card once the group has a member still says %q, want nothing", got)
 	}
 	if got, _ := e.ok(lee, "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" {
 		t.Fatalf("ph_lee's approval: %v, want counted (pending, 1 of 2)", got["status"])
@@ -75,10 +75,10 @@ func TestDirectoryGroupDecides(t *testing.T) {
 		t.Fatalf("after ph_lee left the group: counting %v, vote %+v; want none counting, and why", got, r.Votes[0])
 	}
 	if got := e.audits("group_votes_void"); len(got) != 1 || !strings.Contains(got[0].Detail, `"ph_lee" left the directory's group Pharmacists`) {
-		t.Fatalf("group_votes_void entries: %+v", got)
+		t.Fatalf("group_votes_void entries: %+v, want 1 naming %q", got, `"ph_lee" left the directory's group Pharmacists`)
 	}
 	if n := len(e.events("slack", bot.EventUpdated)); n <= updates {
-		t.Errorf("no card update queued when ph_lee's approval stopped counting (%d updates, %d before)", n, updates)
+		t.Errorf("no card update queued when ph_lee's approval stopped counting (%d updates, %d before), want more than before", n, updates)
 	}
 	if be := e.fail(lee, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckApprovers) {
 		t.Fatalf("ph_lee after leaving the group: %v, want refused by the approvers check", be)
@@ -98,7 +98,7 @@ func TestDirectoryGroupDecides(t *testing.T) {
 		t.Fatalf("after the group was deleted, counting: %v, want none", got)
 	}
 	if got := noApprovers(item); !strings.Contains(got, "lists nobody in group pharmacists now") {
-		t.Fatalf("the card once the group is deleted says %q", got)
+		t.Fatalf("the card once the group is deleted says %q, want it to say %q", got, "lists nobody in group pharmacists now")
 	}
 	if be := e.fail(kim, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckApprovers) {
 		t.Fatalf("ph_kim once the group is deleted: %v, want refused by the approvers check", be)
@@ -130,11 +130,11 @@ func TestDirectoryGroupReviews(t *testing.T) {
 	e.ok(steppedUp(alice, e.clock.Now(), time.Minute), "approve_action", map[string]any{"request_id": id, "break_glass": true, "reason": "outage, nobody answers"})
 	rid := map[string]any{"review_id": e.request(id).BreakGlass.Review}
 	if _, text := e.ok(dan, "countersign_review", rid); !strings.HasPrefix(text, "Counted: 1 of 2 countersignatures: dan") {
-		t.Fatalf("dan's countersignature: %q", text)
+		t.Fatalf("dan's countersignature: %q, want it to start with %q", text, "Counted: 1 of 2 countersignatures: dan")
 	}
 	setGroup()
 	if got := e.review(rid["review_id"].(string)); got.Tally() != "0 of 2 countersignatures" || !strings.Contains(got.Votes[0].Void, "removed them from the group pharmacy_leads") {
-		t.Fatalf("after dan left the group: %s, vote %+v", got.Tally(), got.Votes[0])
+		t.Fatalf("after dan left the group: %s, vote %+v; want %q and the vote void, naming %q", got.Tally(), got.Votes[0], "0 of 2 countersignatures", "removed them from the group pharmacy_leads")
 	}
 	if be := e.fail(dan, "countersign_review", rid); !errors.Is(be, policy.CheckApprovers) {
 		t.Fatalf("dan after leaving the group: %v, want refused by the approvers check", be)

@@ -25,20 +25,20 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 
 	be := e.fail(alice, "approve_action", map[string]any{"request_id": id})
 	if be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "expired unanswered (denied by automatic policy)") {
-		t.Fatalf("approve after expiry: %v %q", be.Kind, be.Msg)
+		t.Fatalf("approve after expiry: %v %q, want kind %v (KindConflict) naming %q", be.Kind, be.Msg, bot.KindConflict, "expired unanswered (denied by automatic policy)")
 	}
 	st, text := e.ok(agent, "action_status", map[string]any{"request_id": id})
 	if st["status"] != "expired" || !strings.Contains(text, "denied by automatic policy") {
-		t.Fatalf("status after a refused late approval: %v %q", st, text)
+		t.Fatalf("status after a refused late approval: %v %q, want status expired and a text naming %q", st, text, "denied by automatic policy")
 	}
 	// Later attempts, of any kind, change nothing and record nothing new.
 	e.fail(alice, "deny_action", map[string]any{"request_id": id, "reason": "too late"})
 	e.fail(alice, "approve_action", map[string]any{"request_id": id})
 	if got := e.audits("action_expired"); len(got) != 1 || got[0].Principal != sweeperName {
-		t.Fatalf("expiry audited %d times: %+v", len(got), got)
+		t.Fatalf("expiry audited %d times: %+v, want once, by %s", len(got), got, sweeperName)
 	}
 	if got := e.audits("action_approved", "action_denied"); len(got) != 0 {
-		t.Fatalf("an expired request was decided: %+v", got)
+		t.Fatalf("an expired request was decided: %+v, want no decision entries", got)
 	}
 	if n := len(e.events("slack", bot.EventDecided)); n != 1 {
 		t.Fatalf("chat updates queued: %d, want 1", n)
@@ -48,7 +48,7 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 	}
 	// The sweeper, when it comes, finds nothing left to do.
 	if rep := e.sweep(48 * time.Hour); rep["actions"] != 0 {
-		t.Fatalf("sweep after the recorded expiry changed %d", rep["actions"])
+		t.Fatalf("sweep after the recorded expiry changed %d, want 0", rep["actions"])
 	}
 }
 
@@ -61,17 +61,17 @@ func TestStatusReportsExpiryWithoutSweep(t *testing.T) {
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(nil))
 	id := d["request_id"].(string)
 	if st, _ := e.ok(agent, "action_status", map[string]any{"request_id": id}); st["status"] != "pending" {
-		t.Fatalf("before expiry: %v", st)
+		t.Fatalf("before expiry: %v, want status pending", st)
 	}
 	e.clock.Advance(30 * time.Minute)
 	// wait_seconds would block for a minute if the expiry did not end it.
 	st, _ := e.ok(agent, "action_status", map[string]any{"request_id": id, "wait_seconds": 60})
 	if st["status"] != "expired" {
-		t.Fatalf("at expires_at: %v", st)
+		t.Fatalf("at expires_at: %v, want status expired", st)
 	}
 	e.ok(agent, "action_status", map[string]any{"request_id": id})
 	if got := e.audits("action_expired"); len(got) != 1 {
-		t.Fatalf("expiry audited %d times", len(got))
+		t.Fatalf("expiry audited %d times, want once", len(got))
 	}
 	if n := len(e.events("slack", bot.EventDecided)); n != 1 {
 		t.Fatalf("chat updates queued: %d, want 1", n)

@@ -64,42 +64,42 @@ func TestApprovalRestsOnFacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(it.Facts) != 2 || it.Facts[0].Subject != "allergy" || it.Facts[0].Value != "none" || it.Facts[0].Verdict != "SAFE" {
-		t.Fatalf("the card's facts: %+v", it.Facts)
+		t.Fatalf("the card's facts: %+v, want 2, the first allergy none SAFE", it.Facts)
 	}
 	// Nothing recorded is BLOCKED, with the seeds' reason, before anyone clicks.
 	if f := it.Facts[1]; f.Subject != "active_medication" || f.Value != "none" || f.Verdict != "BLOCKED" || len(f.Reasons) != 1 || f.Reasons[0] != "no active fact for this subject — nothing safe to act on" {
-		t.Fatalf("an unrecorded subject: %+v", f)
+		t.Fatalf("an unrecorded subject: %+v, want active_medication none BLOCKED with the one reason %q", f, "no active fact for this subject — nothing safe to act on")
 	}
 	if !strings.Contains(it.Effect, "If allergy or active_medication changes first, it does not run and comes back for a new decision.") {
-		t.Fatalf("the effect does not say the approval rests on the facts: %q", it.Effect)
+		t.Fatalf("the effect does not say the approval rests on the facts: %q, want it to contain %q", it.Effect, "If allergy or active_medication changes first, it does not run and comes back for a new decision.")
 	}
 
 	d, _ = e.ok(ph, "approve_action", map[string]any{"request_id": id})
 	first := d["receipt"].(string)
 	if r := e.request(id); len(r.Facts) != 2 || r.Facts[0].Value != "none" || len(r.Votes[0].Facts) != 2 {
-		t.Fatalf("the approval did not record its facts: %+v / %+v", r.Facts, r.Votes)
+		t.Fatalf("the approval did not record its facts: %+v / %+v; want 2 facts, the first none, and 2 on the first vote", r.Facts, r.Votes)
 	}
 	if it, _ := e.b.Items().Get(context.Background(), item); it.Status != "approved" || it.Facts[0].Was != "" {
-		t.Fatalf("approved card: %+v", it.Facts)
+		t.Fatalf("approved card: status %s, facts %+v; want approved, the first fact without a Was", it.Status, it.Facts)
 	}
 
 	// An allergy is recorded before the order runs.
 	e.clock.Advance(time.Minute)
 	e.remember("allergy", "penicillin")
 	if it, _ := e.b.Items().Get(context.Background(), item); it.Facts[0].Was != "none" || it.Facts[0].Value != "penicillin" || !strings.Contains(it.Effect, "it will not run") {
-		t.Fatalf("the approved card does not show the change: %+v %q", it.Facts, it.Effect)
+		t.Fatalf("the approved card does not show the change: %+v %q; want the first fact penicillin, was none, and an effect naming %q", it.Facts, it.Effect, "it will not run")
 	}
 	updated, notes := len(e.events("slack", bot.EventUpdated)), len(e.events("slack", bot.EventNote))
 	be := e.fail(agent, "redeem_receipt", map[string]any{"receipt": first})
 	if be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "allergy: none → penicillin") || !strings.Contains(be.Msg, "pending again") {
-		t.Fatalf("redeem after the allergy: %v", be)
+		t.Fatalf("redeem after the allergy: %v (kind %d), want KindConflict naming %q and %q", be, be.Kind, "allergy: none → penicillin", "pending again")
 	}
 	if data, _ := be.Data.(map[string]any); data["status"] != "pending" || data["facts_changed"] != "allergy: none → penicillin" || data["receipt"] != nil {
-		t.Fatalf("the refusal's data: %v", be.Data)
+		t.Fatalf("the refusal's data: %v, want status pending, facts_changed %q and no receipt", be.Data, "allergy: none → penicillin")
 	}
 	r := e.request(id)
 	if r.Status != approvals.StatusPending || r.Round != 1 || r.Reopened != "allergy: none → penicillin" || !r.ExecutedAt.IsZero() || !r.ExpiresAt.Equal(e.clock.Now().Add(30*time.Minute)) {
-		t.Fatalf("the request after the refusal: %+v", r)
+		t.Fatalf("the request after the refusal: %+v, want pending, round 1, reopened %q, not executed, expiring at %v", r, "allergy: none → penicillin", e.clock.Now().Add(30*time.Minute))
 	}
 	if n := len(e.audits("action_reopened")); n != 1 {
 		t.Fatalf("%d action_reopened entries, want 1", n)
@@ -109,15 +109,15 @@ func TestApprovalRestsOnFacts(t *testing.T) {
 	}
 	it, _ = e.b.Items().Get(context.Background(), item)
 	if !it.Pending() || it.Reopened != "allergy: none → penicillin" || it.Facts[0].Value != "penicillin" {
-		t.Fatalf("the reopened card: %+v", it)
+		t.Fatalf("the reopened card: %+v, want pending, reopened %q, the first fact penicillin", it, "allergy: none → penicillin")
 	}
 	if pend, _ := e.b.Items().Pending(context.Background(), 10); len(pend) != 1 || pend[0].ID != item {
-		t.Fatalf("the reopened item is not open: %+v", pend)
+		t.Fatalf("the reopened item is not open: %+v, want it (%d) the only pending item", pend, item)
 	}
 
 	// The old receipt never redeems, before or after a new approval.
 	if be := e.fail(agent, "redeem_receipt", map[string]any{"receipt": first}); be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "earlier approval") {
-		t.Fatalf("the old receipt while pending: %v", be)
+		t.Fatalf("the old receipt while pending: %v (kind %d), want KindConflict naming %q", be, be.Kind, "earlier approval")
 	}
 	d, _ = e.ok(ph, "approve_action", map[string]any{"request_id": id})
 	second := d["receipt"].(string)
@@ -125,11 +125,11 @@ func TestApprovalRestsOnFacts(t *testing.T) {
 		t.Fatal("the new approval issued the old receipt")
 	}
 	if be := e.fail(agent, "redeem_receipt", map[string]any{"receipt": first}); be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "earlier approval") {
-		t.Fatalf("the old receipt after the new approval: %v", be)
+		t.Fatalf("the old receipt after the new approval: %v (kind %d), want KindConflict naming %q", be, be.Kind, "earlier approval")
 	}
 	res, _ := e.ok(agent, "redeem_receipt", map[string]any{"receipt": second})
 	if res["executed_at"] == nil {
-		t.Fatalf("the new receipt did not redeem: %v", res)
+		t.Fatalf("the new receipt did not redeem: %v, want an executed_at", res)
 	}
 }
 
@@ -156,19 +156,19 @@ func TestAnApprovalOnOtherFactsDoesNotCount(t *testing.T) {
 	e.remember("allergy", "penicillin")
 	seen := map[string]any{"sha256": strings.Repeat("a", 64), "surface": "slack", "facts": shown}
 	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id, "seen": seen}); be.Kind != bot.KindConflict || be.Field != "seen.facts" || !strings.Contains(be.Msg, "allergy: penicillin") {
-		t.Fatalf("an approval on facts no longer standing: %v", be)
+		t.Fatalf("an approval on facts no longer standing: %v (kind %d), want KindConflict on field seen.facts naming %q", be, be.Kind, "allergy: penicillin")
 	}
 	d, text := e.ok(bob, "approve_action", map[string]any{"request_id": id, "seen": map[string]any{"sha256": strings.Repeat("b", 64), "surface": "discord"}})
 	if d["status"] != "pending" || d["tally"] != "1 of 2 approvals: bob" || !strings.Contains(text, "allergy: none → penicillin") {
-		t.Fatalf("bob after the allergy: %v %s", d, text)
+		t.Fatalf("bob after the allergy: %v %s, want status pending, tally %q and a text naming %q", d, text, "1 of 2 approvals: bob", "allergy: none → penicillin")
 	}
 	r := e.request(id)
 	if v := r.Votes[len(r.Votes)-1]; v.Seen == nil || v.Seen.Surface != "discord" || v.Round != 1 {
-		t.Fatalf("bob's vote: %+v", v)
+		t.Fatalf("bob's vote: %+v, want seen on discord, round 1", v)
 	}
 	d, _ = e.ok(alice, "approve_action", map[string]any{"request_id": id})
 	if d["status"] != "approved" {
-		t.Fatalf("alice again, on the new facts: %v", d)
+		t.Fatalf("alice again, on the new facts: %v, want status approved", d)
 	}
 
 	// A destructive call approved from a card cut to fit: refused.
@@ -176,10 +176,10 @@ func TestAnApprovalOnOtherFactsDoesNotCount(t *testing.T) {
 	cut := map[string]any{"sha256": strings.Repeat("c", 64), "surface": "slack", "truncated": true}
 	be := e.fail(alice, "approve_action", map[string]any{"request_id": dd["request_id"], "seen": cut})
 	if be.Kind != bot.KindInvalid || be.Field != "seen" || !strings.Contains(be.Msg, "cut to fit") {
-		t.Fatalf("a destructive approval from a truncated card: %v", be)
+		t.Fatalf("a destructive approval from a truncated card: %v (kind %d), want KindInvalid on field seen naming %q", be, be.Kind, "cut to fit")
 	}
 	if st, _ := e.ok(agent, "action_status", map[string]any{"request_id": dd["request_id"]}); st["status"] != "pending" {
-		t.Fatalf("the refused approval was recorded: %v", st)
+		t.Fatalf("the refused approval was recorded: %v, want status pending", st)
 	}
 }
 

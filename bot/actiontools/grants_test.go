@@ -57,29 +57,29 @@ func TestGrantSessionApprovesAndRevokes(t *testing.T) {
 	first, _ := e.ok(e.agent, "confirm_action", restartCall("payments", "run-1"))
 	reqID := first["request_id"].(string)
 	if first["status"] != "pending" {
-		t.Fatalf("first call: %v", first["status"])
+		t.Fatalf("first call: %v, want pending", first["status"])
 	}
 	d, text := e.ok(e.alice, "approve_action", map[string]any{"request_id": reqID, "grant": map[string]any{"kind": "session"}})
 	g, _ := d["grant"].(map[string]any)
 	if d["status"] != "approved" || g == nil || g["name"] != "grant #1" || !strings.Contains(text, "grant #1") {
-		t.Fatalf("approval with grant: %s %v", text, d)
+		t.Fatalf("approval with grant: %s %v, want status approved and grant #1, named in the text too", text, d)
 	}
 	// The grant being made is posted in the original card's thread, as
 	// its uses are.
 	made := e.events("slack", bot.EventNote)
 	if len(made) != 1 || made[0].ItemID == 0 || made[0].Note != "alice granted #1: session, same arguments, until "+e.clock.Now().Add(8*time.Hour).UTC().Format("15:04")+" UTC." {
-		t.Fatalf("thread note of the grant made: %+v", made)
+		t.Fatalf("thread note of the grant made: %+v, want 1 note on the card: %q", made, "alice granted #1: session, same arguments, until "+e.clock.Now().Add(8*time.Hour).UTC().Format("15:04")+" UTC.")
 	}
 	want := "grant #1 by alice [" + e.alice.ID + "]"
 	for i := range 3 {
 		e.clock.Advance(time.Minute)
 		got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", "run-1"))
 		if got["status"] != "approved" || got["confirmed_by"] != want || got["grant_id"] != float64(1) {
-			t.Fatalf("call %d under the grant: %v", i+1, got)
+			t.Fatalf("call %d under the grant: %v, want status approved, confirmed_by %q and grant_id 1", i+1, got, want)
 		}
 		p, err := receipt.Verify(got["receipt"].(string), e.b.PublicKey(), e.clock.Now())
 		if err != nil || p.Grant != "grant #1" || p.ConfirmedBy != want {
-			t.Fatalf("receipt: %+v %v", p, err)
+			t.Fatalf("receipt: %+v %v, want grant %q, confirmed by %q and no error", p, err, "grant #1", want)
 		}
 	}
 	if n := len(e.audits("action_approved_by_grant")); n != 3 {
@@ -107,23 +107,23 @@ func TestGrantSessionApprovesAndRevokes(t *testing.T) {
 		t.Fatalf("the agent lists %d grants, want 1", len(gs))
 	}
 	if l, _ := e.ok(other, "list_grants", map[string]any{}); len(l["grants"].([]any)) != 0 {
-		t.Fatalf("another agent sees grants: %v", l)
+		t.Fatalf("another agent sees grants: %v, want none", l)
 	}
 	if be := e.fail(e.agent, "revoke_grant", map[string]any{"grant_id": 1}); be.Kind != bot.KindDenied {
-		t.Fatalf("agent revoke: %v", be)
+		t.Fatalf("agent revoke: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	// bob's scope is ward9: the grant is not his to see.
 	if be := e.fail(e.bob, "revoke_grant", map[string]any{"grant_id": 1}); be.Kind != bot.KindNotFound {
-		t.Fatalf("out-of-scope revoke: %v", be)
+		t.Fatalf("out-of-scope revoke: %v (kind %d), want KindNotFound", be, be.Kind)
 	}
 	if _, text := e.ok(e.alice, "revoke_grant", map[string]any{"grant_id": 1, "reason": "done"}); !strings.Contains(text, "Revoked grant #1") {
-		t.Fatalf("revoke: %s", text)
+		t.Fatalf("revoke: %s, want it to contain %q", text, "Revoked grant #1")
 	}
 	if got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", "run-1")); got["status"] != "pending" {
 		t.Fatalf("after revocation: %v, want pending", got["status"])
 	}
 	if l, _ := e.ok(e.alice, "list_grants", map[string]any{}); len(l["grants"].([]any)) != 0 {
-		t.Fatalf("a revoked grant is listed as live: %v", l)
+		t.Fatalf("a revoked grant is listed as live: %v, want none", l)
 	}
 	if n := len(e.audits("grant_created", "grant_revoked")); n != 2 {
 		t.Fatalf("%d grant_created/grant_revoked entries, want 2", n)
@@ -148,12 +148,12 @@ func TestGrantExpiryAndOnce(t *testing.T) {
 	approve("payments", map[string]any{"kind": "duration", "for": "1h"})
 	e.clock.Advance(59 * time.Minute)
 	if s := status("payments", "run-7"); s != "approved" {
-		t.Fatalf("inside the hour, another run: %s", s)
+		t.Fatalf("inside the hour, another run: %s, want approved", s)
 	}
 	headless := restartCall("payments", "run-8")
 	headless["headless"] = true
 	if d, _ := e.ok(e.agent, "confirm_action", headless); d["status"] != "approved" {
-		t.Fatalf("a headless call under the grant: %v", d["status"])
+		t.Fatalf("a headless call under the grant: %v, want approved", d["status"])
 	}
 	e.clock.Advance(time.Minute)
 	if d, _ := e.ok(e.agent, "confirm_action", headless); d["status"] != "denied" {
@@ -164,10 +164,10 @@ func TestGrantExpiryAndOnce(t *testing.T) {
 	}
 	approve("search", map[string]any{"kind": "once"})
 	if s := status("search", "run-1"); s != "approved" {
-		t.Fatalf("the once grant's call: %s", s)
+		t.Fatalf("the once grant's call: %s, want approved", s)
 	}
 	if s := status("search", "run-1"); s != "pending" {
-		t.Fatalf("after the once grant was used: %s", s)
+		t.Fatalf("after the once grant was used: %s, want pending", s)
 	}
 	// A constraint: the same service, any reason.
 	d, _ := e.ok(e.agent, "confirm_action", restartCall("ledger", "run-1"))
@@ -175,7 +175,7 @@ func TestGrantExpiryAndOnce(t *testing.T) {
 	call := restartCall("ledger", "run-1")
 	call["arguments"] = map[string]any{"service": "ledger", "reason": "deploy"}
 	if got, _ := e.ok(e.agent, "confirm_action", call); got["status"] != "approved" {
-		t.Fatalf("another reason under a service constraint: %v", got["status"])
+		t.Fatalf("another reason under a service constraint: %v, want approved", got["status"])
 	}
 }
 
@@ -224,12 +224,12 @@ func TestGrantRefusals(t *testing.T) {
 				t.Fatalf("%s: %v (%s), want %v containing %q", tt.name, be.Kind, be.Msg, tt.kind, tt.says)
 			}
 			if r := e.request(tt.args["request_id"].(string)); r.Status != approvals.StatusPending {
-				t.Fatalf("a refused grant left %s %s", r.ID, r.Status)
+				t.Fatalf("a refused grant left %s %s, want %s", r.ID, r.Status, approvals.StatusPending)
 			}
 		})
 	}
 	if n := len(e.audits("grant_created")); n != 0 {
-		t.Fatalf("%d grants made by refused attempts", n)
+		t.Fatalf("%d grants made by refused attempts, want 0", n)
 	}
 }
 
@@ -272,12 +272,12 @@ func TestGrantOptionsOnItem(t *testing.T) {
 		labels = append(labels, o.Kind+"/"+o.For)
 	}
 	if strings.Join(labels, ",") != "once/,session/,duration/1h" {
-		t.Fatalf("grant options: %v", labels)
+		t.Fatalf("grant options: %v, want %q", labels, "once/,session/,duration/1h")
 	}
 	d, _ = e.ok(e.agent, "confirm_action", destroyArgs(nil))
 	it, _ = e.b.Items().Get(t.Context(), uint64(d["item_id"].(float64)))
 	if len(it.Grants) != 0 {
-		t.Fatalf("a destructive item offers grants: %v", it.Grants)
+		t.Fatalf("a destructive item offers grants: %v, want none", it.Grants)
 	}
 }
 
@@ -292,14 +292,14 @@ func TestGrantRefusedOnStepUp(t *testing.T) {
 	d, _ := e.ok(agent, "confirm_action", restartCall("payments", "run-1"))
 	it, err := e.b.Items().Get(t.Context(), uint64(d["item_id"].(float64)))
 	if err != nil || len(it.Grants) != 0 {
-		t.Fatalf("a step-up item offers grants: %v %v", it.Grants, err)
+		t.Fatalf("a step-up item offers grants: %v %v, want none and no error", it.Grants, err)
 	}
 	be := e.fail(alice, "approve_action", map[string]any{"request_id": d["request_id"], "grant": map[string]any{"kind": "session"}})
 	if be.Kind != bot.KindInvalid || !strings.Contains(be.Msg, "step-up") {
-		t.Fatalf("a grant on a step-up request: %v %s", be.Kind, be.Msg)
+		t.Fatalf("a grant on a step-up request: %v %s, want kind %v (KindInvalid) naming step-up", be.Kind, be.Msg, bot.KindInvalid)
 	}
 	if got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]}); got["status"] != "approved" {
-		t.Fatalf("the stepped-up approval without a grant: %v", got["status"])
+		t.Fatalf("the stepped-up approval without a grant: %v, want approved", got["status"])
 	}
 }
 
@@ -312,13 +312,13 @@ func TestGrantSensitiveValuesWithheld(t *testing.T) {
 	e.ok(e.alice, "approve_action", map[string]any{"request_id": d["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"region": "eu-secret-1"}}})
 	created := e.audits("grant_created")
 	if len(created) != 1 || strings.Contains(created[0].Detail, "eu-secret-1") || !strings.Contains(created[0].Detail, "match on region") {
-		t.Fatalf("grant_created: %+v", created)
+		t.Fatalf("grant_created: %+v, want 1 naming %q and not the value %q", created, "match on region", "eu-secret-1")
 	}
 	if _, text := e.ok(e.viewer, "list_grants", map[string]any{}); strings.Contains(text, "eu-secret-1") || !strings.Contains(text, "withheld") {
-		t.Fatalf("a viewer's list: %s", text)
+		t.Fatalf("a viewer's list: %s, want it to say %q and no %q in it", text, "withheld", "eu-secret-1")
 	}
 	if _, text := e.ok(e.alice, "list_grants", map[string]any{}); !strings.Contains(text, `region="eu-secret-1"`) {
-		t.Fatalf("an approver's list: %s", text)
+		t.Fatalf("an approver's list: %s, want it to contain %s", text, `region="eu-secret-1"`)
 	}
 }
 
@@ -332,16 +332,16 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		t.Helper()
 		first, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run))
 		if d, text := e.ok(maker, "approve_action", map[string]any{"request_id": first["request_id"], "grant": map[string]any{"kind": "session"}}); d["grant"] == nil {
-			t.Fatalf("no grant made: %s", text)
+			t.Fatalf("no grant made: %s, want a grant in the answer", text)
 		}
 		if got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run)); got["status"] != "approved" {
-			t.Fatalf("the grant does not apply while its maker holds: %v", got["status"])
+			t.Fatalf("the grant does not apply while its maker holds: %v, want approved", got["status"])
 		}
 	}
 	pending := func(e grantEnv, run, after string) {
 		t.Helper()
 		if got, _ := e.ok(e.agent, "confirm_action", restartCall("payments", run)); got["status"] != "pending" {
-			t.Fatalf("after %s the grant still approves: %v (confirmed_by %v)", after, got["status"], got["confirmed_by"])
+			t.Fatalf("after %s the grant still approves: %v (confirmed_by %v), want pending", after, got["status"], got["confirmed_by"])
 		}
 	}
 	change := func(e grantEnv, id string, edit func(*bot.Principal)) {
@@ -349,7 +349,7 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		err := e.b.Update(context.Background(), e.b.SystemCall(e.clock.Now()), func(tx *bot.Tx) error {
 			p, err := bot.LoadPrincipal(tx, id)
 			if err != nil || p == nil {
-				t.Fatalf("principal %s: %v", id, err)
+				t.Fatalf("load principal %s = %v, %v, want a principal and no error", id, p, err)
 			}
 			edit(p)
 			return bot.SavePrincipal(tx, *p)
@@ -374,7 +374,7 @@ func TestGrantEndsWithItsMaker(t *testing.T) {
 		l, text := e.ok(e.agent, "list_grants", map[string]any{})
 		gs := l["grants"].([]any)
 		if len(gs) != 1 || gs[0].(map[string]any)["inactive"] == nil || !strings.Contains(text, "inactive: its maker may no longer approve") {
-			t.Fatalf("list_grants does not say the grant is inactive: %s %v", text, gs)
+			t.Fatalf("list_grants does not say the grant is inactive: %s %v; want one grant marked inactive, the text naming %q", text, gs, "inactive: its maker may no longer approve")
 		}
 	})
 	t.Run("stored principal rescoped", func(t *testing.T) {
@@ -432,9 +432,9 @@ func TestCardShowsInvisibleCharactersInArguments(t *testing.T) {
 		list += f.Label + "=" + f.Value + ";"
 	}
 	if !strings.Contains(args, `pay\u200bments`) || !strings.Contains(list, `pay\u200bments`) {
-		t.Fatalf("the card's arguments hide the zero-width space: %q", args)
+		t.Fatalf("the card's arguments hide the zero-width space: %q, list %q; want %s in both", args, list, `pay\u200bments`)
 	}
 	if r := e.request(got["request_id"].(string)); !strings.Contains(string(r.Action.Arguments), "pay\u200bments") {
-		t.Fatalf("the stored arguments changed: %s", r.Action.Arguments)
+		t.Fatalf("the stored arguments changed: %s, want them to contain %q", r.Action.Arguments, "pay\u200bments")
 	}
 }

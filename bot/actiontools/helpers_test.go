@@ -144,11 +144,11 @@ func (e *env) fail(c *bot.Caller, tool string, args any) *bot.Error {
 	e.t.Helper()
 	d, text, err := e.call(c, tool, args)
 	if err == nil {
-		e.t.Fatalf("%s(%v) succeeded: %s %v", tool, args, text, d)
+		e.t.Fatalf("%s(%v) succeeded: %s %v, want an error", tool, args, text, d)
 	}
 	var be *bot.Error
 	if !errors.As(err, &be) {
-		e.t.Fatalf("%s(%v): %v is not a *bot.Error", tool, args, err)
+		e.t.Fatalf("%s(%v) = %v (%T), want a *bot.Error", tool, args, err, err)
 	}
 	return be
 }
@@ -208,7 +208,7 @@ func (e *env) request(id string) *approvals.Request {
 	e.t.Helper()
 	r, err := e.s.load(context.Background(), id)
 	if err != nil || r == nil {
-		e.t.Fatalf("load %s: %v %v", id, r, err)
+		e.t.Fatalf("load %s = %v, %v, want a request and no error", id, r, err)
 	}
 	return r
 }

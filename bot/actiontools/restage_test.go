@@ -60,15 +60,15 @@ func TestSuspensionSendsAStagedRequestBack(t *testing.T) {
 	}
 	// The nurse cannot approve now: the prescriber stage is open again.
 	if be := e.fail(ada, "approve_action", map[string]any{"request_id": id}); !strings.Contains(be.Msg, "prescriber, stage 1 of 3") {
-		t.Fatalf("the nurse while the prescriber stage is open again: %v", be)
+		t.Fatalf("the nurse while the prescriber stage is open again: %v, want a refusal naming %q", be, "prescriber, stage 1 of 3")
 	}
 	e.ok(drB, "approve_action", map[string]any{"request_id": id})
 	if got, _ := e.ok(lee, "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" {
-		t.Fatalf("the pharmacist signing off again: %v", got["status"])
+		t.Fatalf("the pharmacist signing off again: %v, want pending", got["status"])
 	}
 	got, _ := e.ok(ada, "approve_action", map[string]any{"request_id": id})
 	if got["status"] != "approved" || got["confirmed_by"] != drB.String()+", "+lee.String()+", "+ada.String() {
-		t.Fatalf("after every stage signed off again: %v confirmed by %v", got["status"], got["confirmed_by"])
+		t.Fatalf("after every stage signed off again: %v confirmed by %v, want approved confirmed by %q", got["status"], got["confirmed_by"], drB.String()+", "+lee.String()+", "+ada.String())
 	}
 }
 
@@ -93,7 +93,7 @@ func TestReadOnlyHintReadsTheOpenStage(t *testing.T) {
 		return it
 	}
 	if why, ro := e.b.Items().ReadOnly(drB, item()); ro {
-		t.Fatalf("a member at the prescriber stage: read-only (%s)", why)
+		t.Fatalf("a member at the prescriber stage: read-only (%s), want them able to decide", why)
 	}
 	e.ok(lee, "approve_action", map[string]any{"request_id": d["request_id"]})
 	it := item()

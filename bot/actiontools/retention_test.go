@@ -47,7 +47,7 @@ func (e *env) verifyChain() approvals.Report {
 		e.t.Fatal(err)
 	}
 	if !rep.Intact {
-		e.t.Fatalf("the audit chain does not verify after the sweep: %+v", rep)
+		e.t.Fatalf("the audit chain does not verify after the sweep: %+v, want it intact", rep)
 	}
 	return rep
 }
@@ -116,10 +116,10 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 	left := e.storedRequests()
 	for what, id := range old {
 		if left[id] {
-			t.Errorf("the %s request %s closed a year ago is still stored", what, id)
+			t.Errorf("the %s request %s closed a year ago is still stored, want it deleted", what, id)
 		}
 		if be := e.fail(agent, "action_status", map[string]any{"request_id": id}); be.Kind != bot.KindNotFound {
-			t.Errorf("action_status of the deleted %s request: %v", what, be)
+			t.Errorf("action_status of the deleted %s request: %v (kind %d), want KindNotFound", what, be, be.Kind)
 		}
 	}
 	if !left[pending] || !left[recent] || len(left) != 2 {
@@ -127,17 +127,17 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 	}
 	// The pending request is untouched: still pending, its item open.
 	if r := e.request(pending); r.Status != approvals.StatusPending {
-		t.Fatalf("pending request became %s", r.Status)
+		t.Fatalf("pending request became %s, want %s", r.Status, approvals.StatusPending)
 	}
 	if it, err := e.b.Items().Get(ctx, pendingItem); err != nil || !it.Pending() {
-		t.Fatalf("pending item after the sweep: %+v %v", it, err)
+		t.Fatalf("pending item after the sweep: %+v %v, want it pending and no error", it, err)
 	}
 	if open, _ := e.b.Items().Pending(ctx, 10); len(open) != 1 || open[0].ID != pendingItem {
-		t.Fatalf("open items after the sweep: %+v", open)
+		t.Fatalf("open items after the sweep: %+v, want only the pending item %d", open, pendingItem)
 	}
 	// Their chat items went with them.
 	if _, err := e.b.Items().Get(ctx, oldItem); err != bot.ErrNoItem {
-		t.Fatalf("the deleted request's item: %v", err)
+		t.Fatalf("the deleted request's item: %v, want %v", err, bot.ErrNoItem)
 	}
 	// approved, denied, answered, consent, expired question; the
 	// auto-approved request never had an item.
@@ -151,7 +151,7 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 	}
 	again, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"action_id": "drop-prod-3"}))
 	if again["request_id"] != pending {
-		t.Fatalf("the pending request's action_id now names %v", again["request_id"])
+		t.Fatalf("the pending request's action_id now names %v, want %s", again["request_id"], pending)
 	}
 	// The sweep said what it deleted, and the chain verifies.
 	var named string
@@ -164,14 +164,14 @@ func TestRetentionDeletesOldClosedRequestsOnly(t *testing.T) {
 		}
 	}
 	if !strings.Contains(named, "retention.action_requests 720h0m0s") {
-		t.Errorf("the audit does not say which setting deleted them:\n%s", named)
+		t.Errorf("the audit does not say which setting deleted them, want %q in it:\n%s", "retention.action_requests 720h0m0s", named)
 	}
 	e.verifyChain()
 
 	// A second sweep at the same time deletes nothing.
 	rep, err = e.b.Sweep(ctx, e.clock.Now())
 	if err != nil || rep["retention_requests"] != 0 || rep["retention_action_ids"] != 0 {
-		t.Fatalf("second sweep: %v %v", rep, err)
+		t.Fatalf("second sweep: %v %v, want nothing deleted and no error", rep, err)
 	}
 }
 
@@ -184,16 +184,16 @@ func TestRetentionZeroKeepsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep["retention_requests"] != 0 || rep["retention_action_ids"] != 0 {
-		t.Fatalf("zero retention deleted: %v", rep)
+		t.Fatalf("zero retention deleted: %v, want no requests and no action ids deleted", rep)
 	}
 	after := e.storedRequests()
 	for _, id := range old {
 		if !after[id] {
-			t.Fatalf("%s was deleted with retention 0", id)
+			t.Fatalf("%s was deleted with retention 0, want it kept", id)
 		}
 	}
 	if len(after) != len(before) || e.count("request_keys") != keys {
-		t.Fatalf("requests %d -> %d, action ids %d -> %d", len(before), len(after), keys, e.count("request_keys"))
+		t.Fatalf("requests %d -> %d, action ids %d -> %d; want both unchanged", len(before), len(after), keys, e.count("request_keys"))
 	}
 }
 
@@ -214,10 +214,10 @@ func TestRetentionActionIDsExpireBeforeTheirRequests(t *testing.T) {
 	// again: never the old approval.
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"action_id": "drop-prod-1"}))
 	if d["request_id"] == old["approved"] || d["status"] != "pending" {
-		t.Fatalf("a forgotten action_id answered %v", d)
+		t.Fatalf("a forgotten action_id answered %v, want a new pending request, not %s", d, old["approved"])
 	}
 	if again, _ := e.ok(agent, "confirm_action", destroyArgs(map[string]any{"action_id": "drop-prod-3"})); again["request_id"] != pending {
-		t.Fatalf("the pending request's action_id was forgotten: %v", again)
+		t.Fatalf("the pending request's action_id was forgotten: %v, want request_id %s", again, pending)
 	}
 	e.verifyChain()
 }
@@ -252,7 +252,7 @@ func TestRetentionIndexesRequestsClosedBeforeItExisted(t *testing.T) {
 		t.Fatalf("deleted %d, want %d", rep["retention_requests"], len(old))
 	}
 	if left := e.storedRequests(); len(left) != 2 || !left[pending] || !left[recent] {
-		t.Fatalf("left %v", left)
+		t.Fatalf("left %v, want exactly the pending %s and the recent %s", left, pending, recent)
 	}
 	e.verifyChain()
 }
@@ -270,10 +270,10 @@ func TestRetentionDeletesInBoundedBatches(t *testing.T) {
 		t.Fatalf("sweep: %v %v, want %d deleted", rep, err, n)
 	}
 	if left := e.count("requests"); left != 0 {
-		t.Fatalf("%d requests left", left)
+		t.Fatalf("%d requests left, want 0", left)
 	}
 	if got := e.count("request_closed"); got != 0 {
-		t.Fatalf("%d retention-index entries left", got)
+		t.Fatalf("%d retention-index entries left, want 0", got)
 	}
 	// Three transactions (256 + 256 + 7), each audited with its head.
 	heads := 0

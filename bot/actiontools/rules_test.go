@@ -172,31 +172,31 @@ func TestStagesInOrder(t *testing.T) {
 	// member counts for it.
 	got, text := e.ok(lee, "approve_action", map[string]any{"request_id": id})
 	if got["status"] != "pending" || !strings.Contains(text, "The pharmacist stage (2 of 2) is open") {
-		t.Fatalf("after the prescriber: %v %s", got["status"], text)
+		t.Fatalf("after the prescriber: %v %s, want pending and a text naming %q", got["status"], text, "The pharmacist stage (2 of 2) is open")
 	}
 	// ph_lee may not approve the pharmacist stage too; dr_b is no pharmacist.
 	if be := e.fail(steppedUp(lee, now, 0), "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied || !strings.Contains(be.Msg, "approved the prescriber stage of "+id+", and one person approves at most one stage") {
-		t.Fatalf("the prescriber at the pharmacist stage: %v", be)
+		t.Fatalf("the prescriber at the pharmacist stage: %v (kind %d), want KindDenied naming %q", be, be.Kind, "approved the prescriber stage of "+id+", and one person approves at most one stage")
 	}
 	if be := e.fail(steppedUp(drB, now, 0), "approve_action", map[string]any{"request_id": id}); !strings.Contains(be.Msg, "the open stage of "+id+" (pharmacist, stage 2 of 2) is decided by groups pharmacists") {
-		t.Fatalf("a member outside pharmacists: %v", be)
+		t.Fatalf("a member outside pharmacists: %v, want a refusal naming %q", be, "the open stage of "+id+" (pharmacist, stage 2 of 2) is decided by groups pharmacists")
 	}
 	// A pharmacist with an API key is refused for step-up; after a fresh
 	// sign-in, approved.
 	if be := e.fail(kim, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) {
-		t.Fatalf("a pharmacist without step-up: %v", be)
+		t.Fatalf("a pharmacist without step-up: %v, want CheckStepUp", be)
 	}
 	got, _ = e.ok(steppedUp(kim, now, time.Minute), "approve_action", map[string]any{"request_id": id})
 	if got["status"] != "approved" || got["confirmed_by"] != lee.String()+", "+steppedUp(kim, now, 0).String() {
-		t.Fatalf("after the pharmacist: %v confirmed_by %v", got["status"], got["confirmed_by"])
+		t.Fatalf("after the pharmacist: %v confirmed_by %v, want approved confirmed by %q", got["status"], got["confirmed_by"], lee.String()+", "+steppedUp(kim, now, 0).String())
 	}
 	stages, _ := got["stages"].([]any)
 	if len(stages) != 2 || stages[0].(map[string]any)["approved_by"].([]any)[0] != lee.String() || stages[1].(map[string]any)["state"] != "done" {
-		t.Fatalf("stages in action_status: %v", got["stages"])
+		t.Fatalf("stages in action_status: %v, want 2, the first approved by %s, the second done", got["stages"], lee.String())
 	}
 	// The signed receipt names every stage's approvers, in order.
 	if p, err := receipt.Verify(got["receipt"].(string), e.b.PublicKey(), e.clock.Now()); err != nil || p.ConfirmedBy != lee.String()+", "+kim.String() {
-		t.Fatalf("the receipt: %+v %v", p, err)
+		t.Fatalf("the receipt: %+v %v, want confirmed by %q and no error", p, err, lee.String()+", "+kim.String())
 	}
 
 	// A deny at stage 2 ends it.
@@ -205,7 +205,7 @@ func TestStagesInOrder(t *testing.T) {
 	e.ok(drB, "approve_action", map[string]any{"request_id": id})
 	got, _ = e.ok(kim, "deny_action", map[string]any{"request_id": id, "reason": "interacts with warfarin"})
 	if got["status"] != "denied" {
-		t.Fatalf("deny at the pharmacist stage: %v", got)
+		t.Fatalf("deny at the pharmacist stage: %v, want status denied", got)
 	}
 
 	// An edit at stage 2 restarts at stage 1: the pharmacist's edit counts
@@ -217,7 +217,7 @@ func TestStagesInOrder(t *testing.T) {
 	edited := map[string]any{"drug": "apixaban", "dose_mg": 40}
 	got, text = e.ok(steppedUp(lee, now, 0), "approve_action", map[string]any{"request_id": id, "arguments": edited})
 	if got["status"] != "pending" || !strings.Contains(text, "starts again at the first stage") || !strings.Contains(text, "The prescriber stage (1 of 2) is open") {
-		t.Fatalf("edit at stage 2: %v %s", got["status"], text)
+		t.Fatalf("edit at stage 2: %v %s, want pending and a text naming %q and %q", got["status"], text, "starts again at the first stage", "The prescriber stage (1 of 2) is open")
 	}
 	sum := got["edited_args_sha256"].(string)
 	if r := e.request(id); r.OpenStage() != 0 {
@@ -226,19 +226,19 @@ func TestStagesInOrder(t *testing.T) {
 	e.ok(drB, "approve_action", map[string]any{"request_id": id, "args_sha256": sum})
 	got, _ = e.ok(steppedUp(lee, now, 0), "approve_action", map[string]any{"request_id": id, "args_sha256": sum})
 	if got["status"] != "approved" || !strings.Contains(got["confirmed_by"].(string), "dr_b") || strings.Contains(got["confirmed_by"].(string), "dr_a") {
-		t.Fatalf("after the edit: %v confirmed_by %v", got["status"], got["confirmed_by"])
+		t.Fatalf("after the edit: %v confirmed_by %v, want approved, confirmed by dr_b and not dr_a", got["status"], got["confirmed_by"])
 	}
 	// An edit that would fall under another rule is refused.
 	d, _ = e.ok(agent, "confirm_action", medCall(high))
 	be := e.fail(drA, "approve_action", map[string]any{"request_id": d["request_id"], "arguments": map[string]any{"drug": "apixaban", "dose_mg": 5}})
 	if be.Kind != bot.KindInvalid || !strings.Contains(be.Msg, "the edited arguments fall under no rule, but") {
-		t.Fatalf("an edit below the threshold: %v", be)
+		t.Fatalf("an edit below the threshold: %v (kind %d), want KindInvalid naming %q", be, be.Kind, "the edited arguments fall under no rule, but")
 	}
 
 	// Below the threshold one prescriber suffices.
 	d, _ = e.ok(agent, "confirm_action", medCall(map[string]any{"drug": "apixaban", "dose_mg": 5}))
 	if got, _ := e.ok(drA, "approve_action", map[string]any{"request_id": d["request_id"]}); got["status"] != "approved" {
-		t.Fatalf("below the threshold: %v", got)
+		t.Fatalf("below the threshold: %v, want status approved", got)
 	}
 }
 
@@ -255,12 +255,12 @@ func TestGroupsAtDecisionTime(t *testing.T) {
 	id := d["request_id"]
 	e.ok(drA, "approve_action", map[string]any{"request_id": id})
 	if be := e.fail(steppedUp(ng, now, 0), "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied {
-		t.Fatalf("ph_ng outside pharmacists: %v", be)
+		t.Fatalf("ph_ng outside pharmacists: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	claimed := steppedUp(ng, now, 0)
 	claimed.Groups = []string{"Pharmacists"} // the OIDC groups claim, any case
 	if got, _ := e.ok(claimed, "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
-		t.Fatalf("ph_ng with the groups claim: %v", got)
+		t.Fatalf("ph_ng with the groups claim: %v, want status approved", got)
 	}
 }
 
@@ -283,21 +283,21 @@ func TestOnCallAtDecisionTime(t *testing.T) {
 	}
 	id := ask()
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); !strings.Contains(be.Msg, "decided by groups ops") {
-		t.Fatalf("before the rotation starts: %v", be)
+		t.Fatalf("before the rotation starts: %v, want a refusal naming %q", be, "decided by groups ops")
 	}
 	e.clock.Advance(2 * time.Hour) // alice's turn
 	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied {
-		t.Fatalf("bob off call: %v", be)
+		t.Fatalf("bob off call: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	if got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
-		t.Fatalf("alice on call: %v", got)
+		t.Fatalf("alice on call: %v, want status approved", got)
 	}
 	e.clock.Advance(24 * time.Hour) // bob's turn
 	id = ask()
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindDenied {
-		t.Fatalf("alice after the hand-over: %v", be)
+		t.Fatalf("alice after the hand-over: %v (kind %d), want KindDenied", be, be.Kind)
 	}
 	if got, _ := e.ok(bob, "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
-		t.Fatalf("bob on call: %v", got)
+		t.Fatalf("bob on call: %v, want status approved", got)
 	}
 }

@@ -48,27 +48,27 @@ func TestStepUpIsInTheOneRule(t *testing.T) {
 		}
 		be := e.fail(alice, "approve_action", map[string]any{"request_id": id})
 		if be.Kind != bot.KindDenied || !strings.HasPrefix(be.Msg, "Access denied: step-up required: approve in the console after signing in again.") || !errors.Is(be, policy.CheckStepUp) {
-			t.Fatalf("%v: approve with a person's key: %v", args["tool"], be)
+			t.Fatalf("%v: approve with a person's key: %v (kind %d), want KindDenied by CheckStepUp, starting %q", args["tool"], be, be.Kind, "Access denied: step-up required: approve in the console after signing in again.")
 		}
 		if r := e.request(id); r.Status != "pending" || len(r.Votes) != 0 {
-			t.Fatalf("%v: after the refusal the request is %s with %d votes", args["tool"], r.Status, len(r.Votes))
+			t.Fatalf("%v: after the refusal the request is %s with %d votes, want pending with none", args["tool"], r.Status, len(r.Votes))
 		}
 	}
 	denied := e.audits("access_denied")
 	if len(denied) != 3 || !strings.Contains(denied[0].Detail, "approve_action: Access denied: step-up required") || denied[0].Principal != alice.String() {
-		t.Fatalf("refusals audited: %+v", denied)
+		t.Fatalf("refusals audited: %+v, want 3, the first by %s naming %q", denied, alice.String(), "approve_action: Access denied: step-up required")
 	}
 
 	// Stale: signed in six minutes ago.
 	d, _ := e.ok(agent, "confirm_action", destroyArgs(nil))
 	id := d["request_id"].(string)
 	if be := e.fail(steppedUp(alice, now, 6*time.Minute), "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) || !strings.Contains(be.Msg, "not within the last 5m0s") {
-		t.Fatalf("a stale sign-in: %v", be)
+		t.Fatalf("a stale sign-in: %v, want CheckStepUp naming %q", be, "not within the last 5m0s")
 	}
 	// Fresh: approved, and the audit entry records how.
 	got, _ := e.ok(steppedUp(alice, now, time.Minute), "approve_action", map[string]any{"request_id": id})
 	if got["status"] != "approved" {
-		t.Fatalf("approved after step-up: %v", got)
+		t.Fatalf("approved after step-up: %v, want status approved", got)
 	}
 	ap := e.audits("action_approved")
 	want := "step-up oidc auth_time=" + now.Add(-time.Minute).UTC().Format(time.RFC3339)
@@ -79,20 +79,20 @@ func TestStepUpIsInTheOneRule(t *testing.T) {
 	// Refusing needs no step-up.
 	d, _ = e.ok(agent, "confirm_action", destroyArgs(nil))
 	if got, _ := e.ok(alice, "deny_action", map[string]any{"request_id": d["request_id"], "reason": "not today"}); got["status"] != "denied" {
-		t.Fatalf("deny without step-up: %v", got)
+		t.Fatalf("deny without step-up: %v, want status denied", got)
 	}
 	// A tool outside step-up is approved with the key as before.
 	d, _ = e.ok(agent, "confirm_action", map[string]any{"tool": "create_server", "arguments": map[string]any{"region": "eu", "size": "small"}})
 	if r := e.request(d["request_id"].(string)); r.StepUp != 0 {
-		t.Fatalf("create_server requires step-up %s", r.StepUp)
+		t.Fatalf("create_server requires step-up %s, want none", r.StepUp)
 	}
 	if got, _ := e.ok(alice, "approve_action", map[string]any{"request_id": d["request_id"]}); got["status"] != "approved" {
-		t.Fatalf("a tool without step-up: %v", got)
+		t.Fatalf("a tool without step-up: %v, want status approved", got)
 	}
 	// The item says so, for cards and the console.
 	it, err := e.b.Items().Get(t.Context(), e.request(id).ItemID)
 	if err != nil || it.StepUp != 5*time.Minute {
-		t.Fatalf("item of a step-up request: StepUp %s, %v", it.StepUp, err)
+		t.Fatalf("item of a step-up request: StepUp %s, %v; want 5m and no error", it.StepUp, err)
 	}
 }
 
@@ -108,17 +108,17 @@ func TestStepUpQuorumEveryApprover(t *testing.T) {
 	d, _ := e.ok(agent, "confirm_action", map[string]any{"tool": "rollback_production", "arguments": map[string]any{"to": "v41"}, "dry_run": "redeploy v41"})
 	id := d["request_id"]
 	if got, _ := e.ok(steppedUp(alice, now, 0), "approve_action", map[string]any{"request_id": id}); got["status"] != "pending" || got["tally"] != "1 of 2 approvals: alice" {
-		t.Fatalf("first stepped-up vote: %v", got)
+		t.Fatalf("first stepped-up vote: %v, want status pending and tally %q", got, "1 of 2 approvals: alice")
 	}
 	if be := e.fail(bob, "approve_action", map[string]any{"request_id": id}); !errors.Is(be, policy.CheckStepUp) {
-		t.Fatalf("second approver without step-up: %v", be)
+		t.Fatalf("second approver without step-up: %v, want CheckStepUp", be)
 	}
 	if got, _ := e.ok(steppedUp(bob, now, 2*time.Minute), "approve_action", map[string]any{"request_id": id}); got["status"] != "approved" {
-		t.Fatalf("second stepped-up vote: %v", got)
+		t.Fatalf("second stepped-up vote: %v, want status approved", got)
 	}
 	votes := e.audits("action_vote")
 	if len(votes) != 1 || !strings.Contains(votes[0].Detail, "step-up oidc auth_time=") {
-		t.Fatalf("vote audited as %+v", votes)
+		t.Fatalf("vote audited as %+v, want 1 naming %q", votes, "step-up oidc auth_time=")
 	}
 }
 

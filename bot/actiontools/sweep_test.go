@@ -67,31 +67,31 @@ func TestSweepRemindsEscalatesAndTimesOutOnce(t *testing.T) {
 	st, text := e.ok(agent, "action_status", map[string]any{"request_id": id})
 	want := "denied by automatic policy: destructive action requires explicit human confirmation"
 	if st["status"] != "expired" || st["reason"] != want || st["confirmed_by"] != "" || !strings.Contains(text, want) {
-		t.Fatalf("timed out: %v %q", st, text)
+		t.Fatalf("timed out: %v %q, want status expired, an empty confirmed_by and reason %q, in the text too", st, text, want)
 	}
 	if st, _ := e.ok(agent, "action_status", map[string]any{"request_id": m["request_id"]}); st["reason"] != "denied by automatic policy: mutating action requires explicit human confirmation" {
-		t.Fatalf("mutating timeout: %v", st)
+		t.Fatalf("mutating timeout: %v, want reason %q", st, "denied by automatic policy: mutating action requires explicit human confirmation")
 	}
 	if esc := e.events("slack", bot.EventEscalated); esc[0].Note != "channel=oncall role=admin" {
-		t.Fatalf("escalation note %q", esc[0].Note)
+		t.Fatalf("escalation note %q, want %q", esc[0].Note, "channel=oncall role=admin")
 	}
 	if got := e.audits("action_reminder"); len(got) != 2 || got[0].Principal != sweeperName {
-		t.Fatalf("reminder audit: %+v", got)
+		t.Fatalf("reminder audit: %+v, want 2, by %s", got, sweeperName)
 	}
 	if got := e.audits("action_escalated"); len(got) != 1 {
-		t.Fatalf("escalation audit: %+v", got)
+		t.Fatalf("escalation audit: %+v, want 1", got)
 	}
 	if got := e.audits("action_expired"); len(got) != 2 || !strings.Contains(got[0].Detail, "denied by automatic policy") {
-		t.Fatalf("expiry audit: %+v", got)
+		t.Fatalf("expiry audit: %+v, want 2, the first naming %q", got, "denied by automatic policy")
 	}
 	// Nothing decided is ever approved by the sweeper, and a late click
 	// gets the recorded outcome.
 	if be := e.fail(alice, "approve_action", map[string]any{"request_id": id}); be.Kind != bot.KindConflict || !strings.Contains(be.Msg, "expired unanswered") {
-		t.Fatalf("approve after expiry: %v", be)
+		t.Fatalf("approve after expiry: %v (kind %d), want KindConflict naming %q", be, be.Kind, "expired unanswered")
 	}
 	it, err := e.b.Items().Get(context.Background(), uint64(d["item_id"].(float64)))
 	if err != nil || it.Status != "expired" || !strings.Contains(it.Reason, "denied by automatic policy") {
-		t.Fatalf("item after expiry: %+v %v", it, err)
+		t.Fatalf("item after expiry: %+v %v, want status expired, a reason naming %q and no error", it, err, "denied by automatic policy")
 	}
 }
 
@@ -136,16 +136,16 @@ func TestSweepWakesLongPollAndDrainsInBatches(t *testing.T) {
 	}()
 	waitFor(t, func() bool { return e.s.waits.pendingWaiters() == 1 })
 	if rep := e.sweep(29 * time.Minute); rep["actions"] != 0 {
-		t.Fatalf("swept early: %v", rep)
+		t.Fatalf("swept early: %v, want no actions", rep)
 	}
 	if rep := e.sweep(30 * time.Minute); rep["actions"] != 300 {
 		t.Fatalf("swept %d, want all 300 in batches of 256", rep["actions"])
 	}
 	if s := <-got; s != "expired" {
-		t.Fatalf("the long poll saw %q", s)
+		t.Fatalf("the long poll saw %q, want expired", s)
 	}
 	if rep := e.sweep(31 * time.Minute); rep["actions"] != 0 {
-		t.Fatalf("swept twice: %v", rep)
+		t.Fatalf("swept twice: %v, want no actions the second time", rep)
 	}
 }
 
@@ -160,14 +160,14 @@ func TestDeadlinesSurviveRestart(t *testing.T) {
 	e.sweep(10 * time.Minute) // the reminder, before the restart
 	e.restart()
 	if r := e.request(id); r.Status != "pending" || !r.ExpiresAt.Equal(start.Add(30*time.Minute)) || r.RemindedAt.IsZero() {
-		t.Fatalf("after restart: %+v", r)
+		t.Fatalf("after restart: %+v, want pending, expiring at %v, reminded", r, start.Add(30*time.Minute))
 	}
 	if rep := e.sweep(10 * time.Minute); rep["actions"] != 0 {
-		t.Fatalf("the reminder was sent again after the restart: %v", rep)
+		t.Fatalf("the reminder was sent again after the restart: %v, want no actions", rep)
 	}
 	e.sweep(45 * time.Minute)
 	if r := e.request(id); r.Status != "expired" {
-		t.Fatalf("after restart and deadline: %s", r.Status)
+		t.Fatalf("after restart and deadline: %s, want expired", r.Status)
 	}
 	if n := len(e.events("slack", bot.EventReminder)); n != 1 {
 		t.Fatalf("%d reminders, want 1", n)

@@ -77,38 +77,38 @@ func TestCreatePrincipal(t *testing.T) {
 	v := r.Data.(PrincipalView)
 	want := fmt.Sprintf("Created principal %s 'support-bot' (role: agent, kind: agent, scopes: patient_42,patient_7).\n  API key (shown once — save it now):\n  %s\n  Callback signing secret (shown once; verifies the callbacks of its requests):\n  %s", v.ID, v.Key.Reveal(), v.CallbackSecret.Reveal())
 	if !strings.HasPrefix(v.CallbackSecret.Reveal(), "whsec_") {
-		t.Fatalf("callback secret %q", v.CallbackSecret.Reveal())
+		t.Fatalf("callback secret %q, want it to start with %q", v.CallbackSecret.Reveal(), "whsec_")
 	}
 	if r.Text != want {
 		t.Fatalf("text:\n%s\nwant:\n%s", r.Text, want)
 	}
 	if !regexp.MustCompile(`^prin_[0-9a-f]{12}$`).MatchString(v.ID) || v.Role != "agent" || v.Kind != "agent" || strings.Join(v.Scopes, ",") != "patient_42,patient_7" {
-		t.Fatalf("data = %+v", v)
+		t.Fatalf("data = %+v; want an id of prin_ and 12 hex digits, role and kind agent, scopes %q", v, "patient_42,patient_7")
 	}
 	// The key works, with the role and scopes given.
 	got, err := e.b.Authenticate(context.Background(), v.Key.Reveal())
 	if err != nil || got.ID != v.ID || got.Role != policy.RoleAgent || len(got.Scopes) != 2 {
-		t.Fatalf("authenticate: %+v, %v", got, err)
+		t.Fatalf("authenticate: %+v, %v; want %s, role agent, 2 scopes", got, err, v.ID)
 	}
 	// The key never reaches a log line through %v or slog.
 	if s := fmt.Sprintf("%v %s", v.Key, v.Key); strings.Contains(s, "cs_sk_") {
-		t.Fatalf("secret printed: %s", s)
+		t.Fatalf("secret printed: %s; want no %q in it", s, "cs_sk_")
 	}
 	// Defaults: role member, kind person (a member is a person), no scopes.
 	r = e.ok(admin, "create_principal", `{"name":"dr_smith"}`)
 	if v := r.Data.(PrincipalView); v.Role != "member" || v.Kind != "person" || len(v.Scopes) != 0 || !strings.Contains(r.Text, "(role: member, kind: person).") {
-		t.Fatalf("defaults: %+v %q", v, r.Text)
+		t.Fatalf("defaults: %+v %q; want role member, kind person, no scopes, text with %q", v, r.Text, "(role: member, kind: person).")
 	}
 	// A scope list that names nobody is refused, never read as "all".
 	for _, sc := range []string{",,", " , ", "  "} {
 		_, err := e.call(admin, "create_principal", `{"name":"w","role":"agent","scopes":"`+sc+`"}`)
 		if bot.KindOf(err) != bot.KindInvalid || !strings.Contains(err.Error(), "names no user_id") {
-			t.Fatalf("scopes %q: %v", sc, err)
+			t.Fatalf("scopes %q: %v, want a KindInvalid error saying %q", sc, err, "names no user_id")
 		}
 	}
 	// Case is folded in the role.
 	if v := e.ok(admin, "create_principal", `{"name":"x","role":"Viewer","kind":"service"}`).Data.(PrincipalView); v.Role != "viewer" || v.Kind != "service" {
-		t.Fatalf("folded role: %+v", v)
+		t.Fatalf("folded role: %+v; want role viewer, kind service", v)
 	}
 }
 
@@ -136,7 +136,7 @@ func TestCreatePrincipalRejectsBadArguments(t *testing.T) {
 	}
 	// Nothing was created.
 	if r := e.ok(admin, "list_principals", `{}`); r.Text != "No principals yet. Create one with create_principal." {
-		t.Fatalf("list = %q", r.Text)
+		t.Fatalf("list = %q, want %q", r.Text, "No principals yet. Create one with create_principal.")
 	}
 }
 
@@ -153,7 +153,7 @@ func TestAdministrationNeedsAdmin(t *testing.T) {
 			_, err := e.call(caller(role), tool, `{"name":"x","principal_id":"prin_1"}`)
 			want := fmt.Sprintf("Access denied: '%s' requires the 'admin' capability; your role(s) ['%s'] do not grant it.", tool, role)
 			if bot.KindOf(err) != bot.KindDenied || err.Error() != want {
-				t.Fatalf("%s by %s: %v", tool, role, err)
+				t.Fatalf("%s by %s: %v, want a KindDenied error %q", tool, role, err, want)
 			}
 		}
 	}
@@ -167,10 +167,10 @@ func TestListAndRevokePrincipals(t *testing.T) {
 
 	r := e.ok(admin, "revoke_principal", fmt.Sprintf(`{"principal_id":%q}`, bot1.ID))
 	if r.Text != fmt.Sprintf("Revoked %s — its API key no longer works.", bot1.ID) {
-		t.Fatalf("revoke: %q", r.Text)
+		t.Fatalf("revoke: %q, want %q", r.Text, fmt.Sprintf("Revoked %s — its API key no longer works.", bot1.ID))
 	}
 	if _, err := e.b.Authenticate(context.Background(), bot1.Key.Reveal()); bot.KindOf(err) != bot.KindUnauthenticated {
-		t.Fatalf("revoked key still authenticates: %v", err)
+		t.Fatalf("revoked key still authenticates: %v, want a KindUnauthenticated error", err)
 	}
 	if _, err := e.b.Authenticate(context.Background(), ops.Key.Reveal()); err != nil {
 		t.Fatalf("other key stopped working: %v", err)
@@ -178,11 +178,11 @@ func TestListAndRevokePrincipals(t *testing.T) {
 	for _, id := range []string{bot1.ID, "prin_000000000000"} {
 		r = e.ok(admin, "revoke_principal", fmt.Sprintf(`{"principal_id":%q}`, id))
 		if r.Text != fmt.Sprintf("No active principal %s (unknown or already revoked).", id) {
-			t.Fatalf("revoke again: %q", r.Text)
+			t.Fatalf("revoke again: %q, want %q", r.Text, fmt.Sprintf("No active principal %s (unknown or already revoked).", id))
 		}
 	}
 	if _, err := e.call(admin, "revoke_principal", `{"principal_id":"<script>"}`); bot.KindOf(err) != bot.KindInvalid {
-		t.Fatalf("junk id: %v", err)
+		t.Fatalf("junk id: %v, want a KindInvalid error", err)
 	}
 
 	r = e.ok(admin, "list_principals", `{}`)
@@ -195,7 +195,7 @@ func TestListAndRevokePrincipals(t *testing.T) {
 	}
 	raw, _ := json.Marshal(r.Data)
 	if strings.Contains(string(raw), "cs_sk_") || !strings.Contains(string(raw), `"revoked":true`) {
-		t.Fatalf("list data: %s", raw)
+		t.Fatalf("list data: %s; want %s and no %q in it", raw, `"revoked":true`, "cs_sk_")
 	}
 
 	// Creation and revocation are audited, the key never.
@@ -208,11 +208,11 @@ func TestListAndRevokePrincipals(t *testing.T) {
 	for _, en := range entries {
 		actions = append(actions, en.Action)
 		if strings.Contains(en.Detail, "cs_sk_") {
-			t.Fatalf("key in audit detail: %s", en.Detail)
+			t.Fatalf("key in audit detail: %s; want no %q in it", en.Detail, "cs_sk_")
 		}
 	}
 	if strings.Join(actions, ",") != "revoke_principal,create_principal,create_principal" {
-		t.Fatalf("audited actions (newest first) = %v", actions)
+		t.Fatalf("audited actions (newest first) = %v, want [revoke_principal create_principal create_principal]", actions)
 	}
 }
 
@@ -260,13 +260,13 @@ func TestAuditLogScope(t *testing.T) {
 	// The denials were audited.
 	r := e.ok(caller(policy.RoleAdmin), "audit_log", `{"limit":1}`)
 	if !strings.Contains(r.Text, "access_denied") || !strings.Contains(r.Text, "audit_log: Access denied: 'audit_log' targets") {
-		t.Fatalf("newest entry: %s", r.Text)
+		t.Fatalf("newest entry: %s; want access_denied with %q", r.Text, "audit_log: Access denied: 'audit_log' targets")
 	}
 	// Lines, newest first, with stored text escaped onto one line.
 	r = e.ok(caller(policy.RoleAdmin), "audit_log", `{"limit":50}`)
 	lines := strings.Split(r.Text, "\n")
 	if len(lines) != 7 {
-		t.Fatalf("%d lines:\n%s", len(lines), r.Text)
+		t.Fatalf("%d lines, want 7:\n%s", len(lines), r.Text)
 	}
 	if want := `#3  2026-09-26T12:00:00Z  create_principal   user=-  by member-key [prin_member]  line one\nline two`; lines[4] != want {
 		t.Fatalf("line:\n%s\nwant:\n%s", lines[4], want)
@@ -275,11 +275,11 @@ func TestAuditLogScope(t *testing.T) {
 		t.Fatalf("line:\n%s\nwant:\n%s", lines[6], want)
 	}
 	if r := e.ok(caller(policy.RoleAdmin), "audit_log", `{"user_id":"nobody"}`); r.Text != "No audit entries." {
-		t.Fatalf("empty: %q", r.Text)
+		t.Fatalf("empty: %q, want %q", r.Text, "No audit entries.")
 	}
 	for _, bad := range []string{`{"limit":0}`, `{"limit":1001}`, `{"limit":"5"}`, `{"user_id":"a\u0007"}`} {
 		if _, err := e.call(caller(policy.RoleAdmin), "audit_log", bad); bot.KindOf(err) != bot.KindInvalid {
-			t.Fatalf("%s: %v", bad, err)
+			t.Fatalf("%s: %v, want a KindInvalid error", bad, err)
 		}
 	}
 }
@@ -288,13 +288,13 @@ func TestVerifyAuditAndPublicKey(t *testing.T) {
 	e := newEnv(t)
 	auditor := caller(policy.RoleAuditor)
 	if r := e.ok(auditor, "verify_audit", `{}`); r.Text != "✓ Audit chain INTACT — 0 entries verified." {
-		t.Fatalf("empty: %q", r.Text)
+		t.Fatalf("empty: %q, want %q", r.Text, "✓ Audit chain INTACT — 0 entries verified.")
 	}
 	for i := 0; i < 3; i++ {
 		e.audit(auditor, "patient_42", "remember", fmt.Sprintf("ADD fact %d", i))
 	}
 	if r := e.ok(auditor, "verify_audit", `{}`); r.Text != "✓ Audit chain INTACT — 3 entries verified." || !r.Data.(approvals.Report).Intact {
-		t.Fatalf("intact: %q", r.Text)
+		t.Fatalf("intact: %q, want %q and an intact report", r.Text, "✓ Audit chain INTACT — 3 entries verified.")
 	}
 	// Tamper with row 2 through the store.
 	err := e.db.Update(context.Background(), func(tx kv.Tx) error {
@@ -306,16 +306,16 @@ func TestVerifyAuditAndPublicKey(t *testing.T) {
 	}
 	r := e.ok(auditor, "verify_audit", `{}`)
 	if r.Text != "⚠ Audit chain BROKEN at seq 2: content tampered (a row's stored bytes were altered)." {
-		t.Fatalf("broken: %q", r.Text)
+		t.Fatalf("broken: %q, want %q", r.Text, "⚠ Audit chain BROKEN at seq 2: content tampered (a row's stored bytes were altered).")
 	}
 
 	r = e.ok(auditor, "export_public_key", `{}`)
 	pub := hex.EncodeToString(e.key.Public().(ed25519.PublicKey))
 	if r.Text != "Ed25519 public key (hex):\n"+pub || len(pub) != 64 {
-		t.Fatalf("public key: %q", r.Text)
+		t.Fatalf("public key: %q, want %q (64 hex digits)", r.Text, "Ed25519 public key (hex):\n"+pub)
 	}
 	if _, err := e.call(auditor, "verify_audit", `{"deep":true}`); bot.KindOf(err) != bot.KindInvalid {
-		t.Fatalf("unknown argument: %v", err)
+		t.Fatalf("unknown argument: %v, want a KindInvalid error", err)
 	}
 }
 
@@ -350,7 +350,7 @@ func TestAnnotations(t *testing.T) {
 			t.Errorf("%s: %s, want %s", ti.Name, got, want[ti.Name])
 		}
 		if ti.Schema == nil || ti.Schema.Type != "object" || ti.Description == "" {
-			t.Errorf("%s: schema %+v", ti.Name, ti.Schema)
+			t.Errorf("%s: schema %+v, description %q; want an object schema and a description", ti.Name, ti.Schema, ti.Description)
 		}
 	}
 }

@@ -73,13 +73,13 @@ func TestCachedKeySeesRevocationAtOnce(t *testing.T) {
 	revoked.Store(true)
 	for range 200 {
 		if _, err := e.b.Authenticate(ctx, key); bot.KindOf(err) != bot.KindUnauthenticated {
-			t.Fatalf("the revoked key still authenticates: %v", err)
+			t.Fatalf("the revoked key still authenticates: %v, want a KindUnauthenticated error", err)
 		}
 	}
 	close(stop)
 	wg.Wait()
 	if n := after.Load(); n != 0 {
-		t.Fatalf("%d authentications succeeded after revoke_principal returned", n)
+		t.Fatalf("%d authentications succeeded after revoke_principal returned, want 0", n)
 	}
 }
 
@@ -94,6 +94,6 @@ func TestCachedCallerIsACopy(t *testing.T) {
 	c1.Scopes[0] = "someone_else"
 	c2, err := e.b.Authenticate(context.Background(), key)
 	if err != nil || c2.Scopes[0] != "p1" {
-		t.Fatalf("a caller's change reached the cache: %v %v", c2.Scopes, err)
+		t.Fatalf("a caller's change reached the cache: %v %v; want scopes starting %q", c2.Scopes, err, "p1")
 	}
 }

@@ -16,7 +16,7 @@ func TestSuspensionTools(t *testing.T) {
 	e := newEnv(t)
 	admin, member := caller(policy.RoleAdmin), caller(policy.RoleMember)
 	if r := e.ok(admin, "list_suspensions", `{}`); r.Text != "Nobody is suspended from approving." {
-		t.Fatalf("list before: %q", r.Text)
+		t.Fatalf("list before: %q, want %q", r.Text, "Nobody is suspended from approving.")
 	}
 	if _, err := e.call(member, "suspend_principal", `{"name":"dr_smith","reason":"x"}`); bot.KindOf(err) != bot.KindDenied {
 		t.Fatalf("a member suspending: %v, want forbidden", err)
@@ -28,14 +28,14 @@ func TestSuspensionTools(t *testing.T) {
 	}
 	r := e.ok(admin, "suspend_principal", `{"name":"dr_smith","reason":"on leave; badge revoked"}`)
 	if data(r)["recorded"] != true || !strings.Contains(r.Text, "Suspended dr_smith") {
-		t.Fatalf("suspend: %q %v", r.Text, data(r))
+		t.Fatalf("suspend: %q %v; want recorded and a text with %q", r.Text, data(r), "Suspended dr_smith")
 	}
 	if r := e.ok(admin, "suspend_principal", `{"name":"DR_SMITH","reason":"again"}`); data(r)["recorded"] != false {
-		t.Fatalf("a second suspension of the same principal (any case) was recorded: %v", data(r))
+		t.Fatalf("a second suspension of the same principal (any case) was recorded: %v, want recorded false", data(r))
 	}
 	r = e.ok(admin, "list_suspensions", `{}`)
 	if !strings.Contains(r.Text, "dr_smith  admin: on leave; badge revoked, 2026-09-26 12:00 UTC") {
-		t.Fatalf("list: %q", r.Text)
+		t.Fatalf("list: %q, want it to contain %q", r.Text, "dr_smith  admin: on leave; badge revoked, 2026-09-26 12:00 UTC")
 	}
 	// The suspended principal's transaction sees the suspension.
 	smith := &bot.Caller{Principal: bot.Principal{ID: "chat:dr_smith", Name: "dr_smith", Role: policy.RoleMember, Kind: "person"}, Surface: "slack", ChatID: "U1"}
@@ -52,10 +52,10 @@ func TestSuspensionTools(t *testing.T) {
 	}
 	r = e.ok(admin, "lift_suspension", `{"name":"dr_smith","reason":"back from leave"}`)
 	if data(r)["lifted"] != true {
-		t.Fatalf("lift: %q %v", r.Text, data(r))
+		t.Fatalf("lift: %q %v; want lifted", r.Text, data(r))
 	}
 	if r := e.ok(admin, "lift_suspension", `{"name":"dr_smith"}`); data(r)["lifted"] != false {
-		t.Fatalf("lifting twice: %v", data(r))
+		t.Fatalf("lifting twice: %v, want lifted false", data(r))
 	}
 	audit := e.ok(admin, "audit_log", `{}`).Text
 	for _, want := range []string{"principal_suspended", `"dr_smith" suspended from approving (admin: on leave; badge revoked`, "suspension_lifted", "back from leave"} {

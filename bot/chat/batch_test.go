@@ -25,7 +25,7 @@ func TestCheckBatch(t *testing.T) {
 
 	items, batch, err := chat.CheckBatch(ctx, e.b, smith, []uint64{a, b, other})
 	if err != nil || batch != "set_dose, no rule" || len(items) != 3 || items[0].ID != a || items[2].ID != other {
-		t.Fatalf("a batch of three set_dose: %v, %q, %v", items, batch, err)
+		t.Fatalf("a batch of three set_dose: %v, %q, %v; want 3 items from #%d to #%d, batch %q", items, batch, err, a, other, "set_dose, no rule")
 	}
 	for _, tc := range []struct {
 		name   string
@@ -58,7 +58,7 @@ func TestCheckBatch(t *testing.T) {
 		t.Fatalf("an approval of the batch: %+v, want decided", out)
 	}
 	if _, _, err := chat.CheckBatch(ctx, e.b, smith, []uint64{b, a}); !isProblem(err, chat.BatchDecided, a) {
-		t.Fatalf("a batch with a decided item: %v", err)
+		t.Fatalf("a batch with a decided item: %v, want problem %d at #%d", err, chat.BatchDecided, a)
 	}
 }
 

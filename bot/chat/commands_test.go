@@ -300,7 +300,7 @@ func (e *env) verifyChain() {
 		e.t.Fatal(err)
 	}
 	if !rep.Intact || rep.Entries == 0 {
-		e.t.Fatalf("audit chain does not verify: %+v", rep)
+		e.t.Fatalf("audit chain does not verify: %+v, want it intact with entries", rep)
 	}
 }
 
@@ -324,7 +324,7 @@ func TestApproveByMappedMember(t *testing.T) {
 	}
 	it := e.item(ids[0])
 	if it.Status != "approved" || len(it.DecidedBy) != 1 || it.DecidedBy[0] != "dr_smith [U0SMITH]" {
-		t.Fatalf("item after approve = %+v", it)
+		t.Fatalf("item after approve = %+v, want approved, decided by %q alone", it, "dr_smith [U0SMITH]")
 	}
 	// A second approval gets the recorded outcome, not a second application
 	// nor a "may be stale" guess.
@@ -337,7 +337,7 @@ func TestApproveByMappedMember(t *testing.T) {
 		if en.Action == "fake_decided" {
 			decided++
 			if en.Principal != "dr_smith [U0SMITH]" {
-				t.Errorf("decision audited as %q", en.Principal)
+				t.Errorf("decision audited as %q, want %q", en.Principal, "dr_smith [U0SMITH]")
 			}
 		}
 	}
@@ -371,7 +371,7 @@ func TestUnmappedUserCannotDecide(t *testing.T) {
 			}
 			mustContain(t, r.Text, "Access denied", "not mapped to a Countersign principal", "principals:", "config.yaml", uNobody, "admin")
 			if it := e.item(1); it.Status != "pending" {
-				t.Fatalf("item status = %q after an unmapped attempt", it.Status)
+				t.Fatalf("item status = %q after an unmapped attempt, want pending", it.Status)
 			}
 			entries := e.audit()
 			if len(entries) != before+1 {
@@ -380,7 +380,7 @@ func TestUnmappedUserCannotDecide(t *testing.T) {
 			last := entries[len(entries)-1]
 			verb := strings.Fields(text)[0]
 			if last.Action != "access_denied" || last.Principal != "unmapped ["+uNobody+"]" || !strings.Contains(last.Detail, verb+" #1 refused") {
-				t.Errorf("audit entry = %+v", last)
+				t.Errorf("audit entry = %+v; want access_denied by %q with %q", last, "unmapped ["+uNobody+"]", verb+" #1 refused")
 			}
 			e.verifyChain()
 		})
@@ -401,11 +401,11 @@ func TestViewerCannotApprove(t *testing.T) {
 		t.Fatalf("reply = %q, want %q", r.Text, want)
 	}
 	if it := e.item(ids[0]); it.Status != "pending" {
-		t.Fatalf("status = %q", it.Status)
+		t.Fatalf("status = %q, want pending", it.Status)
 	}
 	entries := e.audit()
 	if last := entries[len(entries)-1]; last.Action != "access_denied" || last.Principal != "vic ["+uVic+"]" {
-		t.Errorf("last audit entry = %+v", last)
+		t.Errorf("last audit entry = %+v; want access_denied by %q", last, "vic ["+uVic+"]")
 	}
 }
 
@@ -438,17 +438,17 @@ func TestFreeTextNeverDecides(t *testing.T) {
 	} {
 		r := e.run(uSmith, text)
 		if r.Text == "" {
-			t.Errorf("%q: empty reply", text)
+			t.Errorf("%q: empty reply, want an answer", text)
 		}
 		if strings.Contains(r.Text, "Approved") || strings.Contains(r.Text, "Rejected") {
-			t.Errorf("%q: reply reads like a decision: %q", text, r.Text)
+			t.Errorf("%q: reply reads like a decision: %q, want no %q or %q in it", text, r.Text, "Approved", "Rejected")
 		}
 	}
 	if it := e.item(ids[0]); it.Status != "pending" {
-		t.Fatalf("free text changed the item: status %q", it.Status)
+		t.Fatalf("free text changed the item: status %q, want pending", it.Status)
 	}
 	if n := len(e.audit()); n != before {
-		t.Errorf("free text wrote %d audit entries", n-before)
+		t.Errorf("free text wrote %d audit entries, want 0", n-before)
 	}
 	mustContain(t, e.run(uSmith, "yes").Text, "That isn't a decision", "`approve <id>`", "buttons")
 	mustContain(t, e.run(uSmith, "please approve #1").Text, "To approve #1, type `approve 1`.")
@@ -476,7 +476,7 @@ func TestOutOfLaneRefusal(t *testing.T) {
 	}
 	// The same refusal for an unmapped user: refusing needs no identity.
 	if r := Run(context.Background(), e.b, nil, "slack", uNobody, "restart the payment service"); r.Text != gateRefusal([]Family{FamilyOperations}) {
-		t.Errorf("unmapped refusal = %q", r.Text)
+		t.Errorf("unmapped refusal = %q, want %q", r.Text, gateRefusal([]Family{FamilyOperations}))
 	}
 	mustContain(t, e.run(uSmith, "approve everything").Text, "Nobody in the software approves — approving is a human decision")
 }
@@ -488,7 +488,7 @@ func TestInLaneAnswers(t *testing.T) {
 		"history <subject> [space]", "check <subject> [space]", "You act as dr_smith (role member).")
 	for _, text := range []string{"", "/countersign", "what can you do?", "help me", "how does this work?"} {
 		if got := e.run(uSmith, text).Text; got != help {
-			t.Errorf("%q: reply is not the help:\n%s", text, got)
+			t.Errorf("%q: reply is not the help:\n%s\nwant\n%s", text, got, help)
 		}
 	}
 	mustContain(t, e.run(uSmith, "hi").Text, "Hi, I'm Countersign.", laneStatement, "`help`")
@@ -502,7 +502,7 @@ func TestInLaneAnswers(t *testing.T) {
 	unmapped := Run(context.Background(), e.b, nil, "slack", uNobody, "help").Text
 	mustContain(t, unmapped, laneStatement, "not mapped to a Countersign principal", "principals:")
 	if strings.Contains(unmapped, "Access denied") {
-		t.Errorf("help for an unmapped user reads as a denial:\n%s", unmapped)
+		t.Errorf("help for an unmapped user reads as a denial, want no %q in it:\n%s", "Access denied", unmapped)
 	}
 }
 
@@ -530,7 +530,7 @@ func TestPending(t *testing.T) {
 	v := e.run(uVic, "pending").Text
 	mustContain(t, v, fmt.Sprintf("#%d fake — (details withheld: sensitive)", ids[3]))
 	if strings.Contains(v, "wipe_patient_chart") {
-		t.Errorf("viewer sees a sensitive title:\n%s", v)
+		t.Errorf("viewer sees a sensitive title, want no %q in:\n%s", "wipe_patient_chart", v)
 	}
 	// An auditor's role holds no read.
 	if got, want := e.run(uAud, "pending").Text, policy.DenyCapability("pending", policy.CapRead, policy.RoleAuditor); got != want {
@@ -551,7 +551,7 @@ func TestPendingScopedCaller(t *testing.T) {
 	r := Run(context.Background(), e.b, scoped, "slack", "U0NURSE", "pending")
 	mustContain(t, r.Text, "1 item awaits a decision:", "in scope")
 	if strings.Contains(r.Text, "other patient") {
-		t.Errorf("scoped caller sees another space's item:\n%s", r.Text)
+		t.Errorf("scoped caller sees another space's item, want no %q in:\n%s", "other patient", r.Text)
 	}
 	r = Run(context.Background(), e.b, scoped, "slack", "U0NURSE", fmt.Sprintf("show %d", ids[1]))
 	if want := policy.DenyScope("show"); r.Text != want {
@@ -559,7 +559,7 @@ func TestPendingScopedCaller(t *testing.T) {
 	}
 	entries := e.audit()
 	if last := entries[len(entries)-1]; last.Action != "access_denied" || last.Principal != "nurse [U0NURSE]" || last.UserID != "patient_2" {
-		t.Errorf("last audit entry = %+v", last)
+		t.Errorf("last audit entry = %+v; want access_denied by %q in %q", last, "nurse [U0NURSE]", "patient_2")
 	}
 	e.verifyChain()
 }
@@ -577,7 +577,7 @@ func TestPendingPages(t *testing.T) {
 	r := e.run(uSmith, "pending").Text
 	lines := strings.Split(r, "\n")
 	if lines[0] != "More than 1000 items await a decision, soonest to expire first:" {
-		t.Fatalf("first line = %q", lines[0])
+		t.Fatalf("first line = %q, want %q", lines[0], "More than 1000 items await a decision, soonest to expire first:")
 	}
 	var seen []uint64
 	for page := 0; ; page++ {
@@ -630,14 +630,14 @@ func TestShow(t *testing.T) {
 	v := e.run(uVic, fmt.Sprintf("show %d", ids[1])).Text
 	mustContain(t, v, "shown only to its requester and to people who may decide in its space")
 	if strings.Contains(v, "Jane Doe") || strings.Contains(v, "wipe_patient_chart") {
-		t.Errorf("viewer sees sensitive detail:\n%s", v)
+		t.Errorf("viewer sees sensitive detail, want no %q or %q in:\n%s", "Jane Doe", "wipe_patient_chart", v)
 	}
 	before := len(e.audit())
 	m := e.run(uSmith, fmt.Sprintf("show %d", ids[1])).Text
 	mustContain(t, m, "Jane Doe", fmt.Sprintf("`approve %d`", ids[1]))
 	entries := e.audit()
 	if len(entries) != before+1 || entries[len(entries)-1].Action != "view_sensitive" || entries[len(entries)-1].Principal != "dr_smith [U0SMITH]" {
-		t.Errorf("sensitive view audit = %+v", entries[before:])
+		t.Errorf("sensitive view audit = %+v; want one view_sensitive by %q", entries[before:], "dr_smith [U0SMITH]")
 	}
 	e.verifyChain()
 }
@@ -656,7 +656,7 @@ func TestHistoryAndCheck(t *testing.T) {
 			t.Errorf("%q: reply = %q, want %q", tt.text, got, tt.want)
 		}
 		if calls := e.tools.all(); len(calls) != i+1 || calls[i] != tt.call {
-			t.Errorf("%q: tool calls = %q", tt.text, calls)
+			t.Errorf("%q: tool calls = %q, want %d, the last %q", tt.text, calls, i+1, tt.call)
 		}
 	}
 
@@ -679,7 +679,7 @@ func TestHistoryAndCheck(t *testing.T) {
 		t.Error("unmapped check was not audited")
 	}
 	if n := len(e.tools.all()); n != len(tests) {
-		t.Errorf("refused calls reached the tool: %d calls", n)
+		t.Errorf("refused calls reached the tool: %d calls, want %d", n, len(tests))
 	}
 
 	// Without the memory tools the commands say so.
@@ -718,14 +718,14 @@ func TestChatCommandsPayTheRateLimit(t *testing.T) {
 	e.b.SetRateLimiter(bot.NewRateLimiter(1, 2, func() time.Time { return t0 }))
 	for i := 0; i < 2; i++ {
 		if r := e.run(uVic, "history active_medication"); r.Text != "history of 'active_medication' in default" {
-			t.Fatalf("call %d: %q", i, r.Text)
+			t.Fatalf("call %d: %q, want %q", i, r.Text, "history of 'active_medication' in default")
 		}
 	}
 	if r := e.run(uVic, "history active_medication"); !strings.HasPrefix(r.Text, "rate limit exceeded: retry after ") {
-		t.Fatalf("third call: %q", r.Text)
+		t.Fatalf("third call: %q, want it to start with %q", r.Text, "rate limit exceeded: retry after ")
 	}
 	if r := e.run(uSmith, "history active_medication"); r.Text != "history of 'active_medication' in default" {
-		t.Fatalf("another person: %q", r.Text)
+		t.Fatalf("another person: %q, want %q", r.Text, "history of 'active_medication' in default")
 	}
 }
 
@@ -751,6 +751,6 @@ func TestApproveVersionIsCheckedInTheDecidingTransaction(t *testing.T) {
 	}
 	// Without the race, the same approval is recorded.
 	if out := Decide(context.Background(), e.b, Decision{Surface: "slack", UserID: uSmith, ItemID: ids[1], Verb: Approve, ArgsSHA256: v1}); out.Status != Decided {
-		t.Fatalf("an approval of the current version: %v %q", out.Status, out.Reply)
+		t.Fatalf("an approval of the current version: status %v, reply %q; want decided", out.Status, out.Reply)
 	}
 }

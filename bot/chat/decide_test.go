@@ -132,7 +132,7 @@ func (e *env) request(tool, space string) uint64 {
 	b, _ := json.Marshal(res.Data)
 	_ = json.Unmarshal(b, &d)
 	if d.ItemID == 0 {
-		e.t.Fatalf("no item: %s", b)
+		e.t.Fatalf("no item: %s, want an item_id", b)
 	}
 	return d.ItemID
 }
@@ -169,44 +169,44 @@ func TestDecide(t *testing.T) {
 	// Unmapped: refused, audited as the chat identity, nothing revealed.
 	out := chat.Decide(ctx, e.b, click(uNobody, id, chat.Approve, "t1"))
 	if out.Status != chat.Refused || out.Item.ID != 0 || !strings.Contains(out.Reply, "not mapped to a Countersign principal") {
-		t.Fatalf("unmapped: %+v", out)
+		t.Fatalf("unmapped: %+v; want refused, no item, a reply with %q", out, "not mapped to a Countersign principal")
 	}
 	// A viewer: the one rule refuses (capability), audited by the tool.
 	out = chat.Decide(ctx, e.b, click(uViewer, id, chat.Approve, "t2"))
 	if out.Status != chat.Refused || !strings.Contains(out.Reply, "requires the 'approve' capability") {
-		t.Fatalf("viewer: %+v", out)
+		t.Fatalf("viewer: %+v; want refused, a reply with %q", out, "requires the 'approve' capability")
 	}
 	// A rejection needs a reason; nothing recorded.
 	if out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Reject, "t3")); out.Status != chat.Invalid || !strings.Contains(out.Reply, "A reason is required") {
-		t.Fatalf("reject without reason: %+v", out)
+		t.Fatalf("reject without reason: %+v; want invalid, a reply with %q", out, "A reason is required")
 	}
 	// Approve.
 	out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "t4"))
 	if out.Status != chat.Decided || out.Item.Status != "approved" || out.Reply != "" || out.Caller.Name != "dr_smith" {
-		t.Fatalf("approve: %+v", out)
+		t.Fatalf("approve: %+v; want decided, approved by dr_smith, no reply", out)
 	}
 	// The same delivery again: a duplicate, answered with the recorded
 	// outcome, applied once.
 	out = chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "t4"))
 	want := "#1 was already approved by dr_smith [U0SMITH] at 2026-03-02 08:00 UTC. Nothing was changed."
 	if out.Status != chat.Duplicate || out.Reply != want {
-		t.Fatalf("duplicate: %+v", out)
+		t.Fatalf("duplicate: %+v; want duplicate, reply %q", out, want)
 	}
 	// A new click on the decided item: the recorded outcome, not a
 	// "may be stale" guess (issue 14.4).
 	out = chat.Decide(ctx, e.b, click("U0JO", id, chat.Approve, "t5"))
 	if out.Status != chat.Closed || out.Reply != want {
-		t.Fatalf("late click: %+v", out)
+		t.Fatalf("late click: %+v; want closed, reply %q", out, want)
 	}
 	if n := len(e.audits("action_approved")); n != 1 {
-		t.Fatalf("approved %d times", n)
+		t.Fatalf("approved %d times, want 1", n)
 	}
 	if n := len(e.audits("access_denied")); n != 2 {
 		t.Fatalf("%d refusals audited, want 2 (unmapped, viewer)", n)
 	}
 	// No such item.
 	if out = chat.Decide(ctx, e.b, click(uSmith, 999, chat.Approve, "t6")); out.Status != chat.NotFound {
-		t.Fatalf("missing: %+v", out)
+		t.Fatalf("missing: %+v, want not found", out)
 	}
 }
 
@@ -222,25 +222,25 @@ func TestDecideOutOfScope(t *testing.T) {
 		d.Reason = "no"
 		out := chat.Decide(ctx, e.b, d)
 		if out.Status != chat.Refused || out.Item.ID != 0 || out.Reply != "Access denied: #1 belongs to a memory space outside your assigned scope." {
-			t.Fatalf("%s out of scope: %+v", verb, out)
+			t.Fatalf("%s out of scope: %+v; want refused, no item, reply %q", verb, out, "Access denied: #1 belongs to a memory space outside your assigned scope.")
 		}
 	}
 	if out := chat.Prepare(ctx, e.b, click(uScoped, id, chat.Reject, "s9")); out.Status != chat.Refused {
-		t.Fatalf("prepare out of scope: %+v", out)
+		t.Fatalf("prepare out of scope: %+v, want refused", out)
 	}
 	got := e.audits("access_denied")
 	if len(got) != 3 || got[0].Principal != "nurse_42 [U0SCOPED]" || got[0].UserID != "patient_99" {
-		t.Fatalf("refusals audited: %+v", got)
+		t.Fatalf("refusals audited: %+v; want 3, the first by %q in %q", got, "nurse_42 [U0SCOPED]", "patient_99")
 	}
 	// Decided by someone else, it stays hidden from the scoped person.
 	chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "s4"))
 	if out := chat.Decide(ctx, e.b, click(uScoped, id, chat.Approve, "s5")); out.Status != chat.Refused || strings.Contains(out.Reply, "dr_smith") {
-		t.Fatalf("decided item shown out of scope: %+v", out)
+		t.Fatalf("decided item shown out of scope: %+v; want refused, no %q in the reply", out, "dr_smith")
 	}
 	// In scope, the same person decides.
 	in := e.request("delete_database", "patient_42")
 	if out := chat.Decide(ctx, e.b, click(uScoped, in, chat.Approve, "s6")); out.Status != chat.Decided {
-		t.Fatalf("in scope: %+v", out)
+		t.Fatalf("in scope: %+v, want decided", out)
 	}
 }
 
@@ -250,17 +250,17 @@ func TestDecideQuorumAndExpiry(t *testing.T) {
 	id := e.request("rollback", "default")
 	out := chat.Decide(ctx, e.b, click(uSmith, id, chat.Approve, "q1"))
 	if out.Status != chat.Counted || !strings.Contains(out.Reply, "still needs others") || !strings.Contains(out.Reply, "1 of 2 approvals: dr_smith") {
-		t.Fatalf("first of two: %+v", out)
+		t.Fatalf("first of two: %+v; want counted, a reply with %q and %q", out, "still needs others", "1 of 2 approvals: dr_smith")
 	}
 	if out = chat.Decide(ctx, e.b, click("U0JO", id, chat.Approve, "q2")); out.Status != chat.Decided || out.Item.Status != "approved" {
-		t.Fatalf("second of two: %+v", out)
+		t.Fatalf("second of two: %+v; want decided and approved", out)
 	}
 	// Past expires_at, a click is answered with the recorded expiry.
 	late := e.request("delete_database", "default")
 	e.clock.Advance(31 * time.Minute)
 	out = chat.Decide(ctx, e.b, click(uSmith, late, chat.Approve, "q3"))
 	if out.Status != chat.Closed || !strings.HasPrefix(out.Reply, "#2 was already expired at 2026-03-02 08:31 UTC. Nothing was changed.\nReason: denied by automatic policy") {
-		t.Fatalf("after expiry: %+v", out)
+		t.Fatalf("after expiry: %+v; want closed, a reply starting %q", out, "#2 was already expired at 2026-03-02 08:31 UTC. Nothing was changed.\nReason: denied by automatic policy")
 	}
 }
 
@@ -384,10 +384,10 @@ func TestEditDecisionCost(t *testing.T) {
 		}
 		out := chat.Decide(ctx, e.b, d)
 		if out.Status != chat.Decided {
-			t.Fatalf("decide (edit %v): %+v", edit, out)
+			t.Fatalf("decide (edit %v): %+v, want decided", edit, out)
 		}
 		if edit && (out.Item.Changes == nil || !strings.Contains(chat.WithChanges(out.Item), "db prod → staging")) {
-			t.Fatalf("the edited item says %q", chat.WithChanges(out.Item))
+			t.Fatalf("the edited item says %q, want changes with %q", chat.WithChanges(out.Item), "db prod → staging")
 		}
 		return e.store.snapshot()
 	}
@@ -395,6 +395,6 @@ func TestEditDecisionCost(t *testing.T) {
 	t.Logf("approve: %d transactions (%d writes), %d item-record and %d request loads; approve with changes: %d transactions (%d writes), %d item-record and %d request loads",
 		plain.updates+plain.views, plain.updates, plain.records, plain.requests, edited.updates+edited.views, edited.updates, edited.records, edited.requests)
 	if edited.updates+edited.views > plain.updates+plain.views || edited.records+edited.requests > plain.records+plain.requests {
-		t.Fatalf("an edit costs more than a plain approval")
+		t.Fatalf("an edit costs %d transactions and %d loads, want at most a plain approval's %d and %d", edited.updates+edited.views, edited.records+edited.requests, plain.updates+plain.views, plain.records+plain.requests)
 	}
 }

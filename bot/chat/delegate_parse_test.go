@@ -60,7 +60,7 @@ func TestDelegationEnd(t *testing.T) {
 	}
 	for _, bad := range []string{"", "until", "for", "until 25:00", "for 0h", "for 99999999999d", "soon"} {
 		if _, err := delegationEnd(bad, now); err == nil {
-			t.Errorf("delegationEnd(%q) accepted", bad)
+			t.Errorf("delegationEnd(%q) accepted, want an error", bad)
 		}
 	}
 }
@@ -75,7 +75,7 @@ func FuzzDelegationEnd(f *testing.F) {
 	f.Fuzz(func(t *testing.T, phrase string) {
 		got, err := delegationEnd(phrase, now)
 		if err == nil && len(phrase) > 4 && phrase[:4] == "for " && !got.After(now) {
-			t.Fatalf("delegationEnd(%q) = %v, not after now", phrase, got)
+			t.Fatalf("delegationEnd(%q) = %v, want a time after now (%v)", phrase, got, now)
 		}
 	})
 }

@@ -104,7 +104,7 @@ func TestDelegateCommand(t *testing.T) {
 	before := e.updated()
 	reply := e.say(uAlice, "/countersign delegate <@U0BOB> until 18:00")
 	if !strings.HasPrefix(reply, "Delegated: bob decides in your name until 2026-03-02 18:00 UTC") {
-		t.Fatalf("delegate reply: %q", reply)
+		t.Fatalf("delegate reply: %q, want it to start with %q", reply, "Delegated: bob decides in your name until 2026-03-02 18:00 UTC")
 	}
 	it, err := e.b.Items().Get(ctx, id)
 	if err != nil {
@@ -118,10 +118,10 @@ func TestDelegateCommand(t *testing.T) {
 			id, before[id], got[id], other, before[other], got[other], id, other)
 	}
 	if got := fieldOf(e.item(other), "Delegated"); got != "" {
-		t.Fatalf("a card alice may not decide shows %q", got)
+		t.Fatalf("a card alice may not decide shows %q, want no Delegated line", got)
 	}
 	if got := e.audits("delegation_set"); len(got) != 1 || !strings.Contains(got[0].Detail, "alice lends their approvals to bob until 2026-03-02 18:00 UTC") {
-		t.Fatalf("delegation_set audits: %+v", got)
+		t.Fatalf("delegation_set audits: %+v; want one with %q", got, "alice lends their approvals to bob until 2026-03-02 18:00 UTC")
 	}
 
 	out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b1"))
@@ -140,23 +140,23 @@ func TestDelegateCommand(t *testing.T) {
 		t.Fatalf("decided_by: got %q, want %q", got, "bob [U0BOB] for alice, carol [U0CAROL]")
 	}
 	if got := fieldOf(out.Item, "Delegated"); got != "" {
-		t.Fatalf("a decided card still shows %q", got)
+		t.Fatalf("a decided card still shows %q, want no Delegated line", got)
 	}
 
 	// `delegate` shows what runs, to either side.
 	if got := e.say(uBob, "delegate"); !strings.Contains(got, "Lent to you: alice, away; delegated to bob") {
-		t.Fatalf("bob's delegate: %q", got)
+		t.Fatalf("bob's delegate: %q, want it to contain %q", got, "Lent to you: alice, away; delegated to bob")
 	}
 	// bob may hand it back; then he decides only what he may himself.
 	if got := e.say(uBob, "delegate off alice"); !strings.HasPrefix(got, "Ended: alice no longer lends their approvals to bob.") {
-		t.Fatalf("bob hands it back: %q", got)
+		t.Fatalf("bob hands it back: %q, want it to start with %q", got, "Ended: alice no longer lends their approvals to bob.")
 	}
 	id2 := e.request("transfer", "patient_42")
 	if out := chat.Decide(ctx, e.b, click(uBob, id2, chat.Approve, "b2")); out.Status != chat.Refused {
 		t.Fatalf("bob after handing back: %+v, want refused", out)
 	}
 	if got := e.audits("delegation_ended"); len(got) != 1 || !strings.Contains(got[0].Detail, "alice no longer lends their approvals to bob") {
-		t.Fatalf("delegation_ended audits: %+v", got)
+		t.Fatalf("delegation_ended audits: %+v; want one with %q", got, "alice no longer lends their approvals to bob")
 	}
 }
 
@@ -169,20 +169,20 @@ func TestDelegationEnds(t *testing.T) {
 	ctx := context.Background()
 	id := e.request("transfer", "patient_42")
 	if got := e.say(uAlice, "delegate <@U0BOB|bob> for 2h"); !strings.HasPrefix(got, "Delegated: bob") {
-		t.Fatalf("delegate: %q", got)
+		t.Fatalf("delegate: %q, want it to start with %q", got, "Delegated: bob")
 	}
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b1")); out.Status != chat.Counted {
-		t.Fatalf("bob for alice: %+v", out)
+		t.Fatalf("bob for alice: %+v, want counted", out)
 	}
 	if _, recorded, err := e.b.Chat().SuspendAccount(ctx, bot.SurfaceSlack, uAlice, "the Slack account was deactivated"); err != nil || !recorded {
-		t.Fatalf("suspend alice: %v %v", recorded, err)
+		t.Fatalf("suspend alice: recorded = %v, %v; want true", recorded, err)
 	}
 	it, _ := e.b.Items().Get(ctx, id)
 	if it.Tally != "0 of 2 approvals" || fieldOf(it, "Delegated") != "" {
 		t.Fatalf("after alice's suspension: tally %q, card line %q; want 0 of 2 approvals and none", it.Tally, fieldOf(it, "Delegated"))
 	}
 	if got := e.audits("delegation_ended"); len(got) != 1 || !strings.Contains(got[0].Detail, "alice was suspended from approving") {
-		t.Fatalf("delegation_ended audits: %+v", got)
+		t.Fatalf("delegation_ended audits: %+v; want one with %q", got, "alice was suspended from approving")
 	}
 	if out := chat.Decide(ctx, e.b, click(uBob, id, chat.Approve, "b2")); out.Status != chat.Refused {
 		t.Fatalf("bob after alice's suspension: %+v, want refused", out)
@@ -190,7 +190,7 @@ func TestDelegationEnds(t *testing.T) {
 
 	// carol lends hers to ward, who is scoped to patient_7 only.
 	if got := e.say(uCarol, "delegate ward until 2026-03-02 12:00"); !strings.HasPrefix(got, "Delegated: ward") {
-		t.Fatalf("delegate to ward: %q", got)
+		t.Fatalf("delegate to ward: %q, want it to start with %q", got, "Delegated: ward")
 	}
 	if out := chat.Decide(ctx, e.b, click(uWard, id, chat.Approve, "w1")); out.Status != chat.Refused {
 		t.Fatalf("ward outside his scope: %+v, want refused", out)
@@ -212,7 +212,7 @@ func TestDelegationEnds(t *testing.T) {
 		}
 	}
 	if got := e.audits("delegation_ended"); len(got) != 2 || !strings.Contains(got[0].Detail, "carol no longer lends their approvals to ward: its time came (2026-03-02 12:00 UTC)") {
-		t.Fatalf("delegation_ended audits: %+v", got)
+		t.Fatalf("delegation_ended audits: %+v; want 2, the first with %q", got, "carol no longer lends their approvals to ward: its time came (2026-03-02 12:00 UTC)")
 	}
 }
 
@@ -238,17 +238,17 @@ func TestDelegateRefusals(t *testing.T) {
 		}
 	}
 	if got := e.audits("delegation_set"); len(got) != 0 {
-		t.Fatalf("refused delegations audited as set: %+v", got)
+		t.Fatalf("refused delegations audited as set: %+v, want none", got)
 	}
 	if got := e.audits("access_denied"); len(got) != 1 || got[0].Principal != "vic [U0VIEW]" || !strings.Contains(got[0].Detail, "delegate: Access denied: you cannot delegate your approvals") {
-		t.Fatalf("the viewer's refused delegation is not audited as theirs: %+v", got)
+		t.Fatalf("the viewer's refused delegation is not audited as theirs: %+v; want one by %q with %q", got, "vic [U0VIEW]", "delegate: Access denied: you cannot delegate your approvals")
 	}
 	// A delegate who is away too takes nothing: not passed on.
 	if got := e.say(uBob, "delegate carol until 18:00"); !strings.HasPrefix(got, "Delegated") {
-		t.Fatalf("bob to carol: %q", got)
+		t.Fatalf("bob to carol: %q, want it to start with %q", got, "Delegated")
 	}
 	if got := e.say(uAlice, "delegate bob until 18:00"); !strings.Contains(got, "bob is away too") {
-		t.Fatalf("alice to bob, who is away: %q", got)
+		t.Fatalf("alice to bob, who is away: %q, want it to contain %q", got, "bob is away too")
 	}
 	// Only the two people or an admin end a delegation.
 	_, err := e.b.Delegations().End(context.Background(), e.b.Chat().Caller(bot.SurfaceSlack, uAlice, nil), "bob", "")
@@ -257,13 +257,13 @@ func TestDelegateRefusals(t *testing.T) {
 		t.Fatalf("alice ending bob's delegation: %v, want KindDenied", err)
 	}
 	if got := e.audits("access_denied"); len(got) != 2 || got[0].Principal != "alice [U0ALICE]" {
-		t.Fatalf("alice's refused end is not audited: %+v", got)
+		t.Fatalf("alice's refused end is not audited: %+v; want 2, the first by %q", got, "alice [U0ALICE]")
 	}
 	// An admin ends anyone's.
 	if got := e.say("U0ROOT", "delegate off bob"); !strings.HasPrefix(got, "Ended: bob no longer lends their approvals to carol.") {
-		t.Fatalf("the admin's delegate off bob: %q", got)
+		t.Fatalf("the admin's delegate off bob: %q, want it to start with %q", got, "Ended: bob no longer lends their approvals to carol.")
 	}
 	if got := e.audits("delegation_ended"); len(got) != 1 || !strings.Contains(got[0].Detail, "ended from slack by root [U0ROOT]") {
-		t.Fatalf("the admin's end is not audited: %+v", got)
+		t.Fatalf("the admin's end is not audited: %+v; want one with %q", got, "ended from slack by root [U0ROOT]")
 	}
 }

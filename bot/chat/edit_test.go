@@ -56,7 +56,7 @@ func TestEditFormLayoutAndApply(t *testing.T) {
 				t.Fatalf("inputs %q prefilled %q, want %q %q", names, pre, tt.inputs, tt.prefill)
 			}
 			if lay.Basis == "" || lay.Basis != EditBasis(tt.it) {
-				t.Fatalf("basis %q", lay.Basis)
+				t.Fatalf("basis %q, want %q (EditBasis), not empty", lay.Basis, EditBasis(tt.it))
 			}
 			var d Decision
 			field, msg := lay.Apply(&d, tt.submit)
@@ -83,11 +83,11 @@ func TestEditFormLayoutAndApply(t *testing.T) {
 
 func TestEditFormRefusesWhatCannotBeEdited(t *testing.T) {
 	if _, why := EditForm(bot.Item{ID: 3, Kind: bot.KindQuestion}, 5, 3000); !strings.Contains(why, "cannot be edited") {
-		t.Fatalf("a question got an edit form: %q", why)
+		t.Fatalf("a question got an edit form: %q, want a refusal with %q", why, "cannot be edited")
 	}
 	long := bot.Item{ID: 4, Kind: bot.KindMemoryChange, Editable: &bot.Editable{Kind: bot.EditValue, Current: json.RawMessage(`"` + strings.Repeat("x", 101) + `"`)}}
 	if _, why := EditForm(long, 5, 100); !strings.Contains(why, "web console") {
-		t.Fatalf("a value longer than the form holds: %q", why)
+		t.Fatalf("a value longer than the form holds: %q, want a refusal pointing at the %q", why, "web console")
 	}
 	a := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(`{"a":"1"}`)}}
 	b := bot.Item{ID: 5, Kind: bot.KindAction, Editable: &bot.Editable{Kind: bot.EditArguments, Current: json.RawMessage(`{"a":"2"}`)}}

@@ -224,7 +224,7 @@ func TestScopeDeterministic(t *testing.T) {
 		first := Scope(m)
 		for range 100 {
 			if got := Scope(m); !reflect.DeepEqual(got, first) {
-				t.Fatalf("Scope(%q) = %+v, then %+v", m, first, got)
+				t.Fatalf("Scope(%q) = %+v, then %+v; want the same verdict every time", m, first, got)
 			}
 		}
 		if first.Kind == ScopeOutOfLane && gateRefusal(first.Families) != gateRefusal(Scope(m).Families) {
@@ -272,7 +272,7 @@ func TestRefusal(t *testing.T) {
 	}
 
 	if r := gateRefusal(nil); !strings.Contains(r, "that's by design") || !strings.Contains(r, "`help`") {
-		t.Errorf("Refusal(nil) = %q", r)
+		t.Errorf("Refusal(nil) = %q, want it to contain %q and %q", r, "that's by design", "`help`")
 	}
 	if got := handoffs(fam("nonsense")); got != "" {
 		t.Errorf("Handoffs(unknown) = %q, want empty", got)
@@ -284,7 +284,7 @@ func TestRefusal(t *testing.T) {
 func TestScopeBatchApprove(t *testing.T) {
 	got := Scope("approve 12 #13 14")
 	if got.Kind != ScopeCommand || got.Command.Name != CmdApprove || got.Command.Batch != "12 13 14" || !slices.Equal(got.Command.batchIDs(), []uint64{12, 13, 14}) {
-		t.Fatalf("Scope(approve 12 #13 14) = %+v", got)
+		t.Fatalf("Scope(approve 12 #13 14) = %+v, want the command approve with batch %q (ids [12 13 14])", got, "12 13 14")
 	}
 	many := "approve"
 	for i := range MaxBatch + 1 {
@@ -332,14 +332,14 @@ func TestScopeInvalidUTF8(t *testing.T) {
 func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 	t.Helper()
 	if !slices.Contains(scopeKinds(), v.Kind) {
-		t.Fatalf("Scope(%q).Kind = %q, not a defined verdict", text, v.Kind)
+		t.Fatalf("Scope(%q).Kind = %q, not a defined verdict; want one of %q", text, v.Kind, scopeKinds())
 	}
 	all := allFamilies()
 	last := -1
 	for _, f := range v.Families {
 		i := slices.Index(all, f)
 		if i < 0 {
-			t.Fatalf("Scope(%q) family %q is not defined", text, f)
+			t.Fatalf("Scope(%q) family %q is not defined; want one of %q", text, f, all)
 		}
 		if i <= last {
 			t.Fatalf("Scope(%q).Families = %v: not in table order or duplicated", text, v.Families)
@@ -357,7 +357,7 @@ func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 	case ScopeQuestion:
 	default:
 		if len(v.Families) != 0 {
-			t.Fatalf("Scope(%q) is %s with families %v", text, v.Kind, v.Families)
+			t.Fatalf("Scope(%q) is %s with families %v, want none (only out_of_lane and question carry families)", text, v.Kind, v.Families)
 		}
 	}
 	c := v.Command
@@ -370,7 +370,7 @@ func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 			}
 		case CmdShow, CmdApprove:
 			if c.ID == 0 || c.Reason != "" || c.Subject != "" || c.Space != "" {
-				t.Fatalf("Scope(%q) = %+v", text, c)
+				t.Fatalf("Scope(%q) = %+v: %s wants an id and no reason, subject or space", text, c, c.Name)
 			}
 		case CmdReject:
 			if c.ID == 0 || strings.TrimSpace(c.Reason) == "" || c.Reason != strings.TrimSpace(c.Reason) {
@@ -378,14 +378,14 @@ func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 			}
 		case CmdHistory, CmdCheck:
 			if c.Subject == "" || len(c.Subject) > 128 || len(c.Space) > 128 || strings.ContainsFunc(c.Subject+c.Space, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
-				t.Fatalf("Scope(%q) = %+v: bad subject or space", text, c)
+				t.Fatalf("Scope(%q) = %+v: bad subject or space; want a subject of 1 to 128 bytes, a space of at most 128, no control characters", text, c)
 			}
 		default:
 			t.Fatalf("Scope(%q) = unknown command %q", text, c.Name)
 		}
 	case ScopeNotADecision:
 		if c != (ChatCommand{}) && (c.ID == 0 || (c.Name != CmdApprove && c.Name != CmdReject) || c.Reason != "" || c.Subject != "" || c.Space != "") {
-			t.Fatalf("Scope(%q) not_a_decision carries a malformed hint %+v", text, c)
+			t.Fatalf("Scope(%q) not_a_decision carries a malformed hint %+v; want none, or an approve or reject with only an id", text, c)
 		}
 	case ScopeUsage:
 		if !slices.Contains([]string{CmdPending, CmdShow, CmdApprove, CmdReject, CmdHistory, CmdCheck, CmdHelp}, c.Name) {
@@ -393,7 +393,7 @@ func checkVerdict(t *testing.T, text string, v ScopeVerdict) {
 		}
 	default:
 		if c != (ChatCommand{}) {
-			t.Fatalf("Scope(%q) is %s with command %+v", text, v.Kind, c)
+			t.Fatalf("Scope(%q) is %s with command %+v, want no command", text, v.Kind, c)
 		}
 	}
 }
@@ -410,7 +410,7 @@ func FuzzScope(f *testing.F) {
 		v := Scope(text)
 		checkVerdict(t, text, v)
 		if again := Scope(text); !reflect.DeepEqual(again, v) {
-			t.Fatalf("Scope(%q) = %+v, then %+v", text, v, again)
+			t.Fatalf("Scope(%q) = %+v, then %+v; want the same verdict every time", text, v, again)
 		}
 		if v.Kind == ScopeCommand && (v.Command.Name == CmdApprove || v.Command.Name == CmdReject) {
 			// A decision only ever comes from the command grammar: the
@@ -447,7 +447,7 @@ func TestScopeProximitySeed004(t *testing.T) {
 	}
 	// The seed's own adjacency miss.
 	if v := Scope("Classify this supplier invoice and file it"); v.Kind != ScopeOutOfLane {
-		t.Errorf("seed 004's adjacency miss: %+v", v)
+		t.Errorf("seed 004's adjacency miss: %+v, want out_of_lane", v)
 	}
 	// Informational questions are answered, not refused.
 	for _, text := range []string{"what happens if someone deletes the prod database?", "how do I delete a user?"} {
@@ -465,10 +465,10 @@ func TestScopeProximitySeed004(t *testing.T) {
 	neg := negatedRefusal([]Family{FamilyDestructive})
 	if !strings.Contains(neg, handoffOf(FamilyDestructive)) || strings.Contains(neg, "outside what Countersign does") ||
 		strings.Contains(strings.ToLower(neg), "won't") || strings.Contains(strings.ToLower(neg), "will not") {
-		t.Errorf("negated reply: %q", neg)
+		t.Errorf("negated reply: %q; want the destructive hand-off, and no %q, \"won't\" or \"will not\"", neg, "outside what Countersign does")
 	}
 	// A negation beside a real request is a request.
 	if v := Scope("don't wait, delete the prod database now. never mind the backups"); v.Kind != ScopeOutOfLane || v.Negated {
-		t.Errorf("mixed: %+v", v)
+		t.Errorf("mixed: %+v, want out_of_lane, not negated", v)
 	}
 }

@@ -43,7 +43,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	id := e.request("delete_database", "ops")
 	out := chat.Decide(ctx, b, click(uSmith, id, chat.Approve, "nolink"))
 	if out.Status != chat.Refused || !strings.Contains(out.Reply, "could not make you a link") || !strings.Contains(out.Reply, "stays pending") {
-		t.Fatalf("without a console: %+v", out)
+		t.Fatalf("without a console: %+v; want refused, a reply with %q and %q", out, "could not make you a link", "stays pending")
 	}
 
 	var minted []string
@@ -61,20 +61,20 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 	}
 	reply := chat.Run(ctx, b, b.Chat().Caller(bot.SurfaceSlack, uSmith, nil), bot.SurfaceSlack, uSmith, fmt.Sprintf("approve %d confirm prod", id))
 	if !strings.Contains(reply.Text, "https://cs.example/ui/stepup?t=tok-2") || !reply.Private {
-		t.Fatalf("/countersign approve on a step-up item: %+v", reply)
+		t.Fatalf("/countersign approve on a step-up item: %+v; want a private reply with %q", reply, "https://cs.example/ui/stepup?t=tok-2")
 	}
 	denied := e.audits("access_denied")
 	if len(denied) != 3 || !strings.Contains(denied[1].Detail, "Access denied: step-up required") {
-		t.Fatalf("refusals audited: %+v", denied)
+		t.Fatalf("refusals audited: %+v; want 3, the second with %q", denied, "Access denied: step-up required")
 	}
 	if it, err := b.Items().Get(ctx, id); err != nil || !it.Pending() {
-		t.Fatalf("after the refusals: %+v %v", it, err)
+		t.Fatalf("after the refusals: %+v %v; want the item still pending", it, err)
 	}
 	// Rejecting needs no step-up.
 	d := click(uSmith, id, chat.Reject, "d3")
 	d.Reason = "not now"
 	if out := chat.Decide(ctx, b, d); out.Status != chat.Decided {
-		t.Fatalf("reject: %+v", out)
+		t.Fatalf("reject: %+v, want decided", out)
 	}
 	// A person who cannot get a link is told why.
 	id2 := e.request("delete_database", "ops")
@@ -82,7 +82,7 @@ func TestDecideStepUpAnswersWithALink(t *testing.T) {
 		return "", errors.New("dr_smith has no single sign-on identity")
 	})
 	if out := chat.Decide(ctx, b, click(uSmith, id2, chat.Approve, "d4")); out.Status != chat.Refused || !strings.Contains(out.Reply, "no single sign-on identity") {
-		t.Fatalf("no link possible: %+v", out)
+		t.Fatalf("no link possible: %+v; want refused, a reply with %q", out, "no single sign-on identity")
 	}
 }
 
@@ -134,11 +134,11 @@ func TestPrepareEditStepUpAnswersWithTheLink(t *testing.T) {
 		t.Fatalf("%d refused edits audited, want 2: %+v", edits, e.audits("access_denied"))
 	}
 	if it, err := b.Items().Get(ctx, id); err != nil || !it.Pending() || it.Changes != nil {
-		t.Fatalf("after the refused edits: %+v %v", it, err)
+		t.Fatalf("after the refused edits: %+v %v; want the item still pending, without changes", it, err)
 	}
 	// A tool without step-up still opens the form.
 	other := e.request("scale_service", "ops")
 	if out := chat.PrepareEdit(ctx, b, click(uSmith, other, chat.Approve, "e3")); out.Status != chat.Ready {
-		t.Fatalf("Edit & approve without step-up: %+v", out)
+		t.Fatalf("Edit & approve without step-up: %+v, want ready", out)
 	}
 }

@@ -38,11 +38,11 @@ func TestDecideSpan(t *testing.T) {
 	}
 	ctx := bot.WithRequestID(context.Background(), "rid-click")
 	if out := chat.Decide(ctx, b, click(uViewer, 1, chat.Approve, "v1")); out.Status != chat.Refused {
-		t.Fatalf("viewer: %+v", out)
+		t.Fatalf("viewer: %+v, want refused", out)
 	}
 	d := chat.Decision{Surface: bot.SurfaceSlack, UserID: uSmith, ItemID: 1, Verb: chat.Reject, Reason: "not tonight reason-secret", Deliveries: []string{"slack:trigger:s1"}}
 	if out := chat.Decide(ctx, b, d); out.Status != chat.Decided {
-		t.Fatalf("reject: %+v", out)
+		t.Fatalf("reject: %+v, want decided", out)
 	}
 	var decides []sdktrace.ReadOnlySpan
 	calls := map[string]sdktrace.ReadOnlySpan{} // by parent span id

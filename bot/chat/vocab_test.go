@@ -23,11 +23,11 @@ func TestWithChanges(t *testing.T) {
 		}
 	}
 	if got := WithChanges(bot.Item{Status: "approved"}); got != "" {
-		t.Errorf("unedited: %q", got)
+		t.Errorf("unedited: %q, want \"\"", got)
 	}
 	// Untrusted text is cleaned: no line break or bidi control reaches a card.
 	evil := &bot.Changes{By: "mallory\u202e [x]\n@here", Diff: []bot.Change{{Field: "f", From: "a", To: "b"}}}
 	if got := WithChanges(bot.Item{Status: "approved", Changes: evil}); strings.ContainsAny(got, "\n\u202e") || got != "approved with changes by mallory [x] @here: f a → b" {
-		t.Errorf("sanitised: %q", got)
+		t.Errorf("sanitised: %q, want %q", got, "approved with changes by mallory [x] @here: f a → b")
 	}
 }

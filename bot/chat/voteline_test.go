@@ -18,9 +18,9 @@ func TestVoteLineSaysWhyAVoteNoLongerCounts(t *testing.T) {
 	}
 	old := VoteLine(bot.VoteView{By: "nurse_jo [U0456DEF]", Approve: true, At: at})
 	if !strings.HasSuffix(old, "no longer counts (cast on earlier arguments or facts)") {
-		t.Errorf("a vote on earlier arguments: %q", old)
+		t.Errorf("a vote on earlier arguments: %q, want it to end with %q", old, "no longer counts (cast on earlier arguments or facts)")
 	}
 	if got := VoteLine(bot.VoteView{By: "a [b]", Approve: true, At: at, Counts: true}); strings.Contains(got, "no longer counts") {
-		t.Errorf("a counting vote: %q", got)
+		t.Errorf("a counting vote: %q, want no %q in it", got, "no longer counts")
 	}
 }

@@ -33,14 +33,14 @@ func checkAnswer(t testing.TB, d bot.JSONAppender) {
 	want, werr := wantJSON(t, d)
 	got, err := d.AppendJSON(nil)
 	if (err != nil) != (werr != nil) || (err == nil && string(got) != want) {
-		t.Fatalf("AppendJSON:\n%s (%v)\nencoding/json:\n%s (%v)", got, err, want, werr)
+		t.Fatalf("AppendJSON:\n%s (%v)\nwant, as encoding/json:\n%s (%v)", got, err, want, werr)
 	}
 	// And inside the envelope, as the HTTP edge sends it.
 	r := bot.Result{Text: "✅ SAFE <x> & \"y\"\n", Data: d}
 	want, werr = wantJSON(t, r)
 	env, ok, err := bot.AppendResultJSON(nil, r)
 	if !ok || (err != nil) != (werr != nil) || (err == nil && string(env) != want) {
-		t.Fatalf("envelope:\n%s (%v)\nencoding/json:\n%s (%v)", env, err, want, werr)
+		t.Fatalf("envelope (ok %v):\n%s (%v)\nwant, as encoding/json:\n%s (%v)", ok, env, err, want, werr)
 	}
 }
 

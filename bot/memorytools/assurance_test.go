@@ -39,7 +39,7 @@ func TestProposalDecisionsRecordAssurance(t *testing.T) {
 			fact, err = memory.Load(tx, memory.Space{UserID: p42}, tc.memoryID)
 			return err
 		}); err != nil || fact == nil {
-			t.Fatalf("loading #%d: %v", tc.memoryID, err)
+			t.Fatalf("loading #%d: %v, want the fact found", tc.memoryID, err)
 		}
 		if fact.Assurance != tc.want {
 			t.Errorf("#%d stored assurance %q, want %q", tc.memoryID, fact.Assurance, tc.want)

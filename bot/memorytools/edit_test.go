@@ -37,7 +37,7 @@ func TestConfirmEditedValue(t *testing.T) {
 		})
 	}
 	if be := f.fail(f.member, "confirm_change", arg("memory_id", 2, "value", "  "), bot.KindInvalid); be.Field != "value" {
-		t.Fatalf("empty value: %v", be)
+		t.Fatalf("empty value: %v (field %q), want a refusal on %q", be, be.Field, "value")
 	}
 	// reject_change takes no value.
 	f.fail(f.member, "reject_change", arg("memory_id", 2, "value", "x"), bot.KindInvalid)
@@ -53,15 +53,15 @@ func TestConfirmEditedValue(t *testing.T) {
 	if d.Value != "apixaban 2.5mg twice daily" || !d.Edited || d.ProposedValue != "apixaban 5mg twice daily" ||
 		d.ProposedSHA256 != memory.ValueSHA256("apixaban 5mg twice daily") || d.ApprovedSHA256 != memory.ValueSHA256("apixaban 2.5mg twice daily") ||
 		d.EditedBy != "dr_smith [prin_member]" {
-		t.Fatalf("decision: %+v", d)
+		t.Fatalf("decision: %+v; want value %q edited by %q from %q, with both hashes", d, "apixaban 2.5mg twice daily", "dr_smith [prin_member]", "apixaban 5mg twice daily")
 	}
 	if r.Text != "Approved #2 with changes: SUPERSEDE active_medication = apixaban 2.5mg twice daily (proposed: apixaban 5mg twice daily)" {
-		t.Fatalf("text: %q", r.Text)
+		t.Fatalf("text: %q, want %q", r.Text, "Approved #2 with changes: SUPERSEDE active_medication = apixaban 2.5mg twice daily (proposed: apixaban 5mg twice daily)")
 	}
 	// The approved value is current; the proposed one never was.
 	rec := f.ok(f.agent, "recall", arg("question", "which anticoagulant and dose?"))
 	if !strings.Contains(rec.Text, "apixaban 2.5mg twice daily") || strings.Contains(rec.Text, "apixaban 5mg") {
-		t.Fatalf("recall: %s", rec.Text)
+		t.Fatalf("recall: %s\nwant %q in it and no %q", rec.Text, "apixaban 2.5mg twice daily", "apixaban 5mg")
 	}
 	// The audit entry names both values' hashes and the editor.
 	var found bool
@@ -70,7 +70,7 @@ func TestConfirmEditedValue(t *testing.T) {
 			found = strings.Contains(e.Detail, "with changes by dr_smith [prin_member]") &&
 				strings.Contains(e.Detail, memory.ValueSHA256("apixaban 5mg twice daily")) && strings.Contains(e.Detail, memory.ValueSHA256("apixaban 2.5mg twice daily"))
 			if !found {
-				t.Fatalf("audit: %q", e.Detail)
+				t.Fatalf("audit: %q, want it to name %q and both values' hashes", e.Detail, "with changes by dr_smith [prin_member]")
 			}
 		}
 	}
@@ -89,21 +89,21 @@ func TestConfirmEditThroughItem(t *testing.T) {
 	pc := f.ok(f.agent, "pending_changes", arg()).Data.(map[string]any)["changes"].([]pendingData)
 	it, err := f.b.Items().Get(context.Background(), pc[0].ItemID)
 	if err != nil || it.Editable == nil || it.Editable.Kind != bot.EditValue || string(it.Editable.Current) != `"DNR"` {
-		t.Fatalf("editable: %+v %v", it.Editable, err)
+		t.Fatalf("editable: %+v %v; want a value edit of %s", it.Editable, err, `"DNR"`)
 	}
 	res, err := f.b.EditItem(context.Background(), f.member, it.ID, []byte(`"DNR / DNI"`), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := res.Data.(decisionData); d.Value != "DNR / DNI" || !d.Edited {
-		t.Fatalf("edit through the item: %+v", d)
+		t.Fatalf("edit through the item: %+v, want value %q, edited", d, "DNR / DNI")
 	}
 	it, _ = f.b.Items().Get(context.Background(), it.ID)
 	if it.Status != "approved" || it.Editable != nil || it.Changes == nil || it.Changes.Text() != "code_status DNR → DNR / DNI" || it.Changes.By != "dr_smith [prin_member]" {
-		t.Fatalf("item: %+v %+v", it, it.Changes)
+		t.Fatalf("item: %+v %+v; want approved, not editable, changes %q by %q", it, it.Changes, "code_status DNR → DNR / DNI", "dr_smith [prin_member]")
 	}
 	if rec := f.ok(f.agent, "recall", arg("question", "code status?")); !strings.Contains(rec.Text, "DNR / DNI") {
-		t.Fatalf("recall: %s", rec.Text)
+		t.Fatalf("recall: %s\nwant %q in it", rec.Text, "DNR / DNI")
 	}
 }
 
@@ -115,6 +115,6 @@ func TestConfirmSameValueIsNoEdit(t *testing.T) {
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
 	d := f.ok(f.member, "confirm_change", arg("memory_id", 2, "value", "  DNR ")).Data.(decisionData)
 	if d.Edited || d.Value != "DNR" || d.ProposedValue != "" {
-		t.Fatalf("same value: %+v", d)
+		t.Fatalf("same value: %+v; want value %q, not edited, no proposed value", d, "DNR")
 	}
 }

@@ -201,38 +201,38 @@ func TestSeedScenario(t *testing.T) {
 	f.seed()
 	r := f.text(f.agent, "pending_changes", arg(), seedPending)
 	if d := r.Data.(map[string]any); d["count"] != 2 {
-		t.Fatalf("pending data: %+v", d)
+		t.Fatalf("pending data: %+v, want count 2", d)
 	}
 	r = f.text(f.agent, "check_before_act", arg("subject", "active_medication"),
 		"⛔ BLOCKED — do NOT act on 'active_medication':\n  • unresolved conflict (FLAGGED) — the value is disputed")
 	vd := r.Data.(verdictData)
 	if vd.Verdict != policy.VerdictBlocked || !reflect.DeepEqual(vd.Reasons, []string{policy.ReasonFlagged}) || len(vd.Facts) != 3 {
-		t.Fatalf("verdict data: %+v", vd)
+		t.Fatalf("verdict data: %+v; want %v for %v only, with 3 facts", vd, policy.VerdictBlocked, []string{policy.ReasonFlagged})
 	}
 	if a := f.lastAudit(); a.Action != "check_before_act" || a.Detail != "active_medication: BLOCKED" || a.Principal != "ward_bot [prin_agent]" || a.UserID != p42 {
-		t.Fatalf("audit: %+v", a)
+		t.Fatalf("audit: %+v; want check_before_act %q by %q in %s", a, "active_medication: BLOCKED", "ward_bot [prin_agent]", p42)
 	}
 
 	// The agent cannot approve; the member can.
 	e := f.fail(f.agent, "confirm_change", arg("memory_id", 2), bot.KindDenied)
 	if e.Msg != "Access denied: 'confirm_change' requires the 'approve' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("deny: %q", e.Msg)
+		t.Fatalf("deny: %q, want %q", e.Msg, "Access denied: 'confirm_change' requires the 'approve' capability; your role(s) ['agent'] do not grant it.")
 	}
 	f.text(f.member, "confirm_change", arg("memory_id", 2, "decided_by", "dr_smith", "reason", "switch per cardiology"), "Approved #2: SUPERSEDE active_medication = apixaban 5mg twice daily")
 	if a := f.lastAudit(); a.Action != "confirm_change" || !strings.HasPrefix(a.Detail, "#2 SUPERSEDE active_medication by dr_smith [prin_member]") || !strings.Contains(a.Detail, "switch per cardiology") {
-		t.Fatalf("confirm audit: %+v", a)
+		t.Fatalf("confirm audit: %+v; want confirm_change starting %q, with %q", a, "#2 SUPERSEDE active_medication by dr_smith [prin_member]", "switch per cardiology")
 	}
 	// A target-changed proposal may still be discarded.
 	f.text(f.member, "reject_change", arg("memory_id", 3), "Discarded #3. The current value is unchanged.")
 	if a := f.lastAudit(); a.Detail != "#3 REJECT REMOVE active_medication by dr_smith [prin_member]" {
-		t.Fatalf("reject audit: %q", a.Detail)
+		t.Fatalf("reject audit: %q, want %q", a.Detail, "#3 REJECT REMOVE active_medication by dr_smith [prin_member]")
 	}
 	e = f.fail(f.member, "confirm_change", arg("memory_id", 2), bot.KindConflict)
 	if e.Msg != notAwaiting2 {
-		t.Fatalf("second confirm: %q", e.Msg)
+		t.Fatalf("second confirm: %q, want %q", e.Msg, notAwaiting2)
 	}
 	if e := f.fail(f.member, "reject_change", arg("memory_id", 3), bot.KindConflict); e.Msg != "#3 is not awaiting approval." {
-		t.Fatalf("second reject: %q", e.Msg)
+		t.Fatalf("second reject: %q, want %q", e.Msg, "#3 is not awaiting approval.")
 	}
 	f.text(f.agent, "pending_changes", arg(), "No changes awaiting approval.")
 	f.text(f.agent, "check_before_act", arg("subject", "active_medication"), "✅ SAFE to act on 'active_medication'.\n  current: active_medication = apixaban 5mg twice daily")
@@ -262,7 +262,7 @@ func TestItemSource(t *testing.T) {
 	if it.Title != "patient_42's active_medication: warfarin 5mg daily → apixaban 5mg twice daily" || it.Status != "pending" ||
 		it.Requester != "ward_bot [prin_agent]" || !it.Sensitive || it.Channel != "pharmacy" || it.Kind != bot.KindMemoryChange ||
 		!it.ExpiresAt.Equal(t0.Add(24*time.Hour)) {
-		t.Fatalf("item: %+v", it)
+		t.Fatalf("item: %+v; want %q, a pending sensitive memory change by %q in %q, expiring at %v", it, "patient_42's active_medication: warfarin 5mg daily → apixaban 5mg twice daily", "ward_bot [prin_agent]", "pharmacy", t0.Add(24*time.Hour))
 	}
 	// What approving does, computed from the proposal, not its words.
 	if want := "apixaban 5mg twice daily becomes patient_42's active_medication for every agent, replacing warfarin 5mg daily; nothing is ordered or run."; it.Effect != want {
@@ -285,7 +285,7 @@ func TestItemSource(t *testing.T) {
 		delete(wantDetails, fl.Label)
 	}
 	if len(wantDetails) != 0 {
-		t.Errorf("missing details %v", wantDetails)
+		t.Errorf("missing details %v, want every one shown", wantDetails)
 	}
 	for _, fl := range it.Fields {
 		if w, ok := want[fl.Label]; ok && w != fl.Value {
@@ -294,25 +294,25 @@ func TestItemSource(t *testing.T) {
 		delete(want, fl.Label)
 	}
 	if len(want) != 0 {
-		t.Errorf("missing fields %v", want)
+		t.Errorf("missing fields %v, want every one shown", want)
 	}
 	rem, err := f.b.Items().Get(context.Background(), ch[1].ItemID)
 	if err != nil || rem.Title != "Remove warfarin 5mg daily from patient_42's active_medication" ||
 		rem.Effect != "warfarin 5mg daily is removed from patient_42's active_medication for every agent; nothing is ordered or run." {
-		t.Fatalf("remove item: %+v %v", rem, err)
+		t.Fatalf("remove item: %+v %v; want title %q", rem, err, "Remove warfarin 5mg daily from patient_42's active_medication")
 	}
 
 	// A chat decision takes the same path: the agent is refused, the member decides.
 	if _, err := f.b.DecideItem(context.Background(), f.agent, it.ID, true, "", nil); bot.KindOf(err) != bot.KindDenied {
-		t.Fatalf("agent decision from chat: %v", err)
+		t.Fatalf("agent decision from chat: %v, want a KindDenied error", err)
 	}
 	res, err := f.b.DecideItem(context.Background(), f.member, rem.ID, false, "not now", nil)
 	if err != nil || res.Text != "Discarded #3. The current value is unchanged." {
-		t.Fatalf("chat reject: %+v %v", res, err)
+		t.Fatalf("chat reject: %+v %v; want %q", res, err, "Discarded #3. The current value is unchanged.")
 	}
 	rem, _ = f.b.Items().Get(context.Background(), rem.ID)
 	if rem.Status != "rejected" || !reflect.DeepEqual(rem.DecidedBy, []string{"dr_smith [prin_member]"}) || rem.Reason != "not now" {
-		t.Fatalf("decided item: %+v", rem)
+		t.Fatalf("decided item: %+v; want rejected by dr_smith [prin_member], reason %q", rem, "not now")
 	}
 }
 
@@ -324,32 +324,32 @@ func TestStaleProposalIsClosedWhenConfirmed(t *testing.T) {
 	f.text(f.fhir, "remember", arg("subject", "active_medication", "value", "warfarin 7mg daily", "source", "fhir"), "Stored: [SUPERSEDE] active_medication = warfarin 7mg daily")
 	e := f.fail(f.member, "confirm_change", arg("memory_id", 2), bot.KindConflict)
 	if e.Msg != notAwaiting2 {
-		t.Fatalf("stale confirm: %q", e.Msg)
+		t.Fatalf("stale confirm: %q, want %q", e.Msg, notAwaiting2)
 	}
 	// Closed in the same call: gone from the queue, audited, item decided.
 	r := f.ok(f.agent, "pending_changes", arg())
 	// #3 is stale too: listed apart with the value it expected, never as
 	// "(unknown)" awaiting approval (issue 14 item 10).
 	if !strings.HasPrefix(r.Text, "No changes awaiting approval.\n\n1 stale proposal(s): the value each was proposed against is no longer current, so it can no longer be approved; the sweeper closes it (or discard it now with reject_change):\n  #3 REMOVE active_medication: 'warfarin 5mg daily' (no longer current: STALE)") {
-		t.Fatalf("pending after stale confirm:\n%s", r.Text)
+		t.Fatalf("pending after stale confirm:\n%s\nwant it to start with:\n%s", r.Text, "No changes awaiting approval.\n\n1 stale proposal(s): the value each was proposed against is no longer current, so it can no longer be approved; the sweeper closes it (or discard it now with reject_change):\n  #3 REMOVE active_medication: 'warfarin 5mg daily' (no longer current: STALE)")
 	}
 	if ch := r.Data.(map[string]any)["changes"].([]pendingData); len(ch) != 1 || !ch[0].Stale || ch[0].Current != "warfarin 5mg daily" {
-		t.Fatalf("pending data after stale confirm: %+v", ch)
+		t.Fatalf("pending data after stale confirm: %+v; want one, stale, against %q", ch, "warfarin 5mg daily")
 	}
 	if a := f.lastAudit(); a.Action != "confirm_change" || !strings.HasPrefix(a.Detail, "#2 STALE active_medication: #1 is now SUPERSEDED") {
-		t.Fatalf("stale audit: %+v", a)
+		t.Fatalf("stale audit: %+v; want confirm_change starting %q", a, "#2 STALE active_medication: #1 is now SUPERSEDED")
 	}
 	g := f.ok(f.agent, "get_memory", arg("memory_id", 2))
 	if fd := g.Data.(factData); fd.Status != memory.StatusHistorical || fd.Proposal.Status != "stale" {
-		t.Fatalf("#2: %+v", g.Data)
+		t.Fatalf("#2: %+v; want %v with a stale proposal", g.Data, memory.StatusHistorical)
 	}
 	// The sweep closes the other one, as the system.
 	rep, err := f.b.Sweep(context.Background(), f.clock())
 	if err != nil || rep["memory"] != 1 {
-		t.Fatalf("sweep: %v %v", rep, err)
+		t.Fatalf("sweep: %v %v; want memory 1", rep, err)
 	}
 	if a := f.lastAudit(); a.Action != "memory_sweep" || a.Principal != "countersign [system]" || a.UserID != p42 || !strings.HasPrefix(a.Detail, "#3 STALE") {
-		t.Fatalf("sweep audit: %+v", a)
+		t.Fatalf("sweep audit: %+v; want memory_sweep by %q in %s, starting %q", a, "countersign [system]", p42, "#3 STALE")
 	}
 	f.text(f.agent, "pending_changes", arg(), "No changes awaiting approval.")
 	decidedEvents := 0
@@ -372,11 +372,11 @@ func TestSweepExpiresInBatches(t *testing.T) {
 		f.ok(f.agent, "remember", arg("subject", "code_status", "value", "option "+string(rune('a'+i%26))+string(rune('a'+i/26))))
 	}
 	if rep, err := f.b.Sweep(context.Background(), t0.Add(59*time.Minute)); err != nil || rep["memory"] != 0 {
-		t.Fatalf("early sweep: %v %v", rep, err)
+		t.Fatalf("early sweep: %v %v; want memory 0", rep, err)
 	}
 	rep, err := f.b.Sweep(context.Background(), t0.Add(time.Hour))
 	if err != nil || rep["memory"] != n {
-		t.Fatalf("sweep: %v %v", rep, err)
+		t.Fatalf("sweep: %v %v; want memory %d", rep, err, n)
 	}
 	f.text(f.agent, "pending_changes", arg(), "No changes awaiting approval.")
 	// An expired proposal can no longer be confirmed.
@@ -391,7 +391,7 @@ func TestExpiredProposalRefusedAtConfirm(t *testing.T) {
 	f.fail(f.member, "confirm_change", arg("memory_id", 2), bot.KindConflict)
 	g := f.ok(f.agent, "get_memory", arg("memory_id", 2))
 	if fd := g.Data.(factData); fd.Proposal.Status != "expired" {
-		t.Fatalf("#2: %+v", fd.Proposal)
+		t.Fatalf("#2: %+v, want an expired proposal", fd.Proposal)
 	}
 }
 
@@ -402,10 +402,10 @@ func TestProposerCannotConfirmOwnProposal(t *testing.T) {
 	f.text(f.member, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
 	e := f.fail(f.member, "confirm_change", arg("memory_id", 2), bot.KindDenied)
 	if !strings.Contains(e.Msg, "#2 was requested by dr_smith [prin_member], and a request is never decided by its own requester") {
-		t.Fatalf("self-approval: %q", e.Msg)
+		t.Fatalf("self-approval: %q, want it to contain %q", e.Msg, "#2 was requested by dr_smith [prin_member], and a request is never decided by its own requester")
 	}
 	if a := f.lastAudit(); a.Action != "access_denied" {
-		t.Fatalf("self-approval not audited: %+v", a)
+		t.Fatalf("self-approval not audited: %+v, want access_denied", a)
 	}
 	f.text(f.nurse, "confirm_change", arg("memory_id", 2), "Approved #2: SUPERSEDE code_status = DNR")
 }
@@ -416,10 +416,10 @@ func TestTrustedSourceIsBoundToItsKey(t *testing.T) {
 	other := &bot.Caller{Principal: bot.Principal{ID: "prin_other", Name: "other", Role: policy.RoleAgent}}
 	e := f.fail(other, "remember", arg("subject", "allergy", "value", "penicillin", "source", "FHIR"), bot.KindDenied)
 	if e.Msg != "Access denied: 'FHIR' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'FHIR', or a person with the 'approve' capability, may write as it." {
-		t.Fatalf("deny: %q", e.Msg)
+		t.Fatalf("deny: %q, want %q", e.Msg, "Access denied: 'FHIR' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'FHIR', or a person with the 'approve' capability, may write as it.")
 	}
 	if a := f.lastAudit(); a.Action != "access_denied" || !strings.HasPrefix(a.Detail, "remember: Access denied: 'FHIR' is a trusted source") {
-		t.Fatalf("audit: %+v", a)
+		t.Fatalf("audit: %+v; want access_denied starting %q", a, "remember: Access denied: 'FHIR' is a trusted source")
 	}
 	f.fail(other, "forget", arg("subject", "allergy", "source", "fhir"), bot.KindDenied)
 	f.text(f.fhir, "remember", arg("subject", "allergy", "value", "penicillin", "source", "fhir"), "Stored: [ADD] allergy = penicillin")
@@ -437,14 +437,14 @@ func TestUpdateMemory(t *testing.T) {
 	f.text(f.agent, "update_memory", arg("memory_id", 1, "new_value", "Carol"), "Updated #1: 'Alice' → 'Carol' (now #2; old kept in history).")
 	f.text(f.agent, "update_memory", arg("memory_id", 2, "new_value", "carol"), "No change: #2 already holds 'Carol'.")
 	if e := f.fail(f.agent, "update_memory", arg("memory_id", 1, "new_value", "Bob"), bot.KindConflict); !strings.Contains(e.Msg, "#1 is not a current value") {
-		t.Fatalf("edit retired: %q", e.Msg)
+		t.Fatalf("edit retired: %q, want it to contain %q", e.Msg, "#1 is not a current value")
 	}
 	if e := f.fail(f.agent, "update_memory", arg("memory_id", 99, "new_value", "Bob"), bot.KindNotFound); e.Msg != "No memory with id #99." {
-		t.Fatalf("edit unknown: %q", e.Msg)
+		t.Fatalf("edit unknown: %q, want %q", e.Msg, "No memory with id #99.")
 	}
 	g := f.ok(f.agent, "get_memory", arg("memory_id", 2))
 	if !strings.HasPrefix(g.Text, "#2  platform_lead = Carol\n  status=ACTIVE  scope=global  confidence=0.95  metadata={'team': 'eng'}") {
-		t.Fatalf("get_memory:\n%s", g.Text)
+		t.Fatalf("get_memory:\n%s\nwant it to start with:\n%s", g.Text, "#2  platform_lead = Carol\n  status=ACTIVE  scope=global  confidence=0.95  metadata={'team': 'eng'}")
 	}
 
 	// On a confirm slot: the agent proposes, an approver applies.
@@ -454,7 +454,7 @@ func TestUpdateMemory(t *testing.T) {
 	f.text(f.agent, "update_memory", arg("memory_id", 3, "new_value", "DNR"), "Already awaiting approval as #4: 'full code' → 'DNR'.")
 	f.text(f.member, "update_memory", arg("memory_id", 3, "new_value", "DNI"), "Updated #3: 'full code' → 'DNI' (now #5; old kept in history).")
 	if a := f.lastAudit(); a.Principal != "dr_smith [prin_member]" || a.Detail != "#3 -> #5 code_status: 'full code' -> 'DNI'" {
-		t.Fatalf("edit audit: %+v", a)
+		t.Fatalf("edit audit: %+v; want %q by %q", a, "#3 -> #5 code_status: 'full code' -> 'DNI'", "dr_smith [prin_member]")
 	}
 	// The agent's proposal went stale with it.
 	f.fail(f.member, "confirm_change", arg("memory_id", 4), bot.KindConflict)
@@ -480,11 +480,11 @@ func TestCheckBeforeActWindows(t *testing.T) {
 	f.text(f.agent, "check_before_act", arg("subject", "api_timeout"), "⛔ BLOCKED — do NOT act on 'api_timeout':\n  • confidence 0.5 < required 0.7")
 	r := f.text(f.agent, "check_before_act", arg("subject", "nope"), "⛔ BLOCKED — do NOT act on 'nope':\n  • no active fact for this subject — nothing safe to act on")
 	if d := r.Data.(verdictData); d.Verdict != policy.VerdictBlocked || len(d.Reasons) != 1 {
-		t.Fatalf("data: %+v", d)
+		t.Fatalf("data: %+v; want %v with one reason", d, policy.VerdictBlocked)
 	}
 	r = f.ok(f.agent, "check_before_act", arg("subject", "api_timeout", "min_confidence", 0.4))
 	if d := r.Data.(verdictData); d.Verdict != policy.VerdictSafe || d.Reasons == nil || len(d.Reasons) != 0 {
-		t.Fatalf("safe data: %+v", d)
+		t.Fatalf("safe data: %+v; want %v with an empty, non-nil reason list", d, policy.VerdictSafe)
 	}
 }
 
@@ -498,24 +498,24 @@ func TestRecallAndSafeRecall(t *testing.T) {
 		"  • #3 state = Zustand  [conf 0.95, from crm, supersedes #2]\n"+
 		"  • #1 active_medication = warfarin 5mg daily  [conf 0.95, from fhir]")
 	if a := f.lastAudit(); a.Action != "recall" || a.Detail != "which state library?" {
-		t.Fatalf("recall audit: %+v", a)
+		t.Fatalf("recall audit: %+v; want recall %q", a, "which state library?")
 	}
 	_ = r
 	f.text(f.agent, "safe_recall", arg("question", "which state library?"), "Based on these facts:\n"+
 		"  • #3 state = Zustand  [conf 0.95, from crm, supersedes #2]\n"+
 		"  • #1 active_medication = warfarin 5mg daily  [conf 0.95, from fhir]")
 	if a := f.lastAudit(); a.Action != "safe_recall" || a.Detail != "which state library?: ANSWERED" {
-		t.Fatalf("safe_recall audit: %+v", a)
+		t.Fatalf("safe_recall audit: %+v; want safe_recall %q", a, "which state library?: ANSWERED")
 	}
 
 	// One low-confidence fact anywhere in a small space withholds every answer.
 	f.ok(f.agent, "remember", arg("subject", "api_timeout", "value", "30s", "confidence", 0.5))
 	sr := f.text(f.agent, "safe_recall", arg("question", "which state library?"), "⛔ WITHHELD — not safe to act on this answer:\n  • confidence 0.5 < required 0.7")
 	if d := sr.Data.(safeRecallData); d.Verdict != policy.VerdictWithheld || len(d.Facts) != 3 {
-		t.Fatalf("withheld data: %+v", d)
+		t.Fatalf("withheld data: %+v; want %v with 3 facts", d, policy.VerdictWithheld)
 	}
 	if a := f.lastAudit(); a.Detail != "which state library?: WITHHELD" {
-		t.Fatalf("withheld audit: %q", a.Detail)
+		t.Fatalf("withheld audit: %q, want %q", a.Detail, "which state library?: WITHHELD")
 	}
 	// A pending proposal on a subject in context: disputed.
 	f.ok(f.agent, "remember", arg("subject", "active_medication", "value", "warfarin 7mg daily"))
@@ -530,10 +530,10 @@ func TestRecallAndSafeRecall(t *testing.T) {
 	f.ok(f.agent, "remember", arg("subject", "allergy", "value", "latex"))
 	e := f.fail(f.agent, "recall", arg("question", "allergies?"), bot.KindConflict)
 	if !strings.Contains(e.Msg, "Nothing was dropped") || !strings.Contains(e.Msg, "critical_budget") {
-		t.Fatalf("overflow: %q", e.Msg)
+		t.Fatalf("overflow: %q, want it to contain %q and %q", e.Msg, "Nothing was dropped", "critical_budget")
 	}
 	if a := f.lastAudit(); a.Detail != "allergies?: REFUSED (critical overflow)" {
-		t.Fatalf("overflow audit: %q", a.Detail)
+		t.Fatalf("overflow audit: %q, want %q", a.Detail, "allergies?: REFUSED (critical overflow)")
 	}
 	f.fail(f.agent, "safe_recall", arg("question", "allergies?"), bot.KindConflict)
 }
@@ -551,7 +551,7 @@ func TestRecallCriticalCategoriesPerCall(t *testing.T) {
 	r = f.ok(f.agent, "recall", arg("question", "state?", "critical_categories", " dietary , other"))
 	d := r.Data.(recallData)
 	if len(d.Facts) != 2 || d.Facts[1].Value != "vegan" || !d.Facts[1].Critical {
-		t.Fatalf("with per-call critical: %+v", d.Facts)
+		t.Fatalf("with per-call critical: %+v; want 2 facts, the second %q and critical", d.Facts, "vegan")
 	}
 }
 
@@ -574,13 +574,13 @@ func TestRecallPerCallCriticalCategoriesOverrideTheConfiguredSet(t *testing.T) {
 		return out
 	}
 	if got := critical(f.ok(f.agent, "recall", arg("question", "state?"))); !slices.Equal(got, []string{"warfarin 5mg daily"}) {
-		t.Fatalf("configured set: critical = %v", got)
+		t.Fatalf("configured set: critical = %v, want [warfarin 5mg daily]", got)
 	}
 	if got := critical(f.ok(f.agent, "recall", arg("question", "summarise the chart", "critical_categories", "allergy"))); !slices.Equal(got, []string{"penicillin"}) {
-		t.Fatalf("critical_categories=allergy replaces the configured set: critical = %v", got)
+		t.Fatalf("critical_categories=allergy replaces the configured set: critical = %v, want [penicillin]", got)
 	}
 	if got := critical(f.ok(f.agent, "recall", arg("question", "state?", "critical_categories", ""))); len(got) != 0 {
-		t.Fatalf("an explicit empty critical_categories means none: critical = %v", got)
+		t.Fatalf("an explicit empty critical_categories means none: critical = %v, want none", got)
 	}
 }
 
@@ -592,19 +592,19 @@ func TestReconcilePolicyTools(t *testing.T) {
 	f.fail(f.member, "set_reconcile_policy", org("mode", "REVIEW"), bot.KindDenied)
 	e := f.fail(f.admin, "set_reconcile_policy", org("mode", "VOTE"), bot.KindInvalid)
 	if e.Msg != "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW." || e.Field != "mode" {
-		t.Fatalf("VOTE: %+v", e)
+		t.Fatalf("VOTE: %+v; want %q on field mode", e, "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW.")
 	}
 	f.text(f.admin, "set_reconcile_policy", org("mode", "authority", "authority", map[string]int{"agent": 1, "fhir": 10}),
 		"Reconciliation policy for this space set to AUTHORITY.  authority ranks: {'fhir': 10, 'agent': 1}")
 	if a := f.lastAudit(); a.Action != "set_reconcile_policy" || a.Detail != "mode=AUTHORITY authority={'fhir': 10, 'agent': 1}" {
-		t.Fatalf("audit: %+v", a)
+		t.Fatalf("audit: %+v; want set_reconcile_policy %q", a, "mode=AUTHORITY authority={'fhir': 10, 'agent': 1}")
 	}
 	f.text(f.agent, "get_reconcile_policy", org(), "Policy: AUTHORITY\n  authority ranks: {'fhir': 10, 'agent': 1}")
 	f.text(f.fhir, "remember", org("subject", "plan", "value", "Pro", "source", "fhir"), "Stored: [ADD] plan = Pro")
 	f.text(f.agent, "remember", org("subject", "plan", "value", "Free", "source", "agent"), "Stored: [FLAG] plan = Free")
 	r := f.ok(f.agent, "pending_changes", org())
 	if !strings.Contains(r.Text, "#2 REPLACE plan: 'Pro' -> 'Free'\n        held: source 'agent' (rank 1) does not outrank 'fhir' (rank 10) under the AUTHORITY policy") {
-		t.Fatalf("pending:\n%s", r.Text)
+		t.Fatalf("pending:\n%s\nwant it to contain:\n%s", r.Text, "#2 REPLACE plan: 'Pro' -> 'Free'\n        held: source 'agent' (rank 1) does not outrank 'fhir' (rank 10) under the AUTHORITY policy")
 	}
 	f.fail(f.admin, "set_reconcile_policy", org("authority", map[string]int{"a": 1, "A": 2}), bot.KindInvalid)
 	f.text(f.admin, "set_reconcile_policy", org(), "Reconciliation policy for this space set to RECENCY.")
@@ -628,7 +628,7 @@ func TestListMemories(t *testing.T) {
 	f.text(f.agent, "history", arg("subject", "monitoring"), "History for 'monitoring' (oldest → newest):\n  1. Sentry  [SUPERSEDED]\n  2. (retracted: Sentry)  [HISTORICAL]")
 	f.text(f.agent, "history", arg("subject", "nope"), "No history for 'nope'.")
 	if e := f.fail(f.agent, "get_memory", arg("memory_id", 9999), bot.KindNotFound); e.Msg != "No memory with id #9999." {
-		t.Fatalf("get unknown: %q", e.Msg)
+		t.Fatalf("get unknown: %q, want %q", e.Msg, "No memory with id #9999.")
 	}
 }
 
@@ -676,10 +676,10 @@ func TestBadInput(t *testing.T) {
 	f.ok(f.fhir, "remember", arg("subject", "allergy", "value", "penicillin", "source", "fhir"))
 	f.ok(f.fhir, "remember", arg("subject", "allergy", "value", "latex", "source", "fhir"))
 	if e := f.fail(f.fhir, "forget", arg("subject", "allergy", "source", "fhir"), bot.KindInvalid); e.Field != "value" {
-		t.Fatalf("ambiguous forget: %+v", e)
+		t.Fatalf("ambiguous forget: %+v, want field %q", e, "value")
 	}
 	if e := f.fail(f.agent, "remember", arg("subject", "active_medication", "value", "heparin", "replaces", "insulin"), bot.KindConflict); !strings.Contains(e.Msg, "Nothing matching 'insulin' to replace") {
-		t.Fatalf("replaces nothing: %q", e.Msg)
+		t.Fatalf("replaces nothing: %q, want it to contain %q", e.Msg, "Nothing matching 'insulin' to replace")
 	}
 }
 
@@ -690,7 +690,7 @@ func TestScopesDenied(t *testing.T) {
 	f.ok(scoped, "remember", arg("subject", "allergy", "value", "penicillin"))
 	e := f.fail(scoped, "recall", map[string]any{"user_id": "patient_7", "question": "x"}, bot.KindDenied)
 	if e.Msg != "Access denied: 'recall' targets a memory space outside your assigned scope." {
-		t.Fatalf("scope: %q", e.Msg)
+		t.Fatalf("scope: %q, want %q", e.Msg, "Access denied: 'recall' targets a memory space outside your assigned scope.")
 	}
 }
 
@@ -703,14 +703,14 @@ func TestDecisionRecordsWhatWasSeen(t *testing.T) {
 	f.seed()
 	hash := strings.Repeat("ab", 32)
 	if be := f.fail(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": "nope", "surface": "slack"}), bot.KindInvalid); be.Field != "seen.sha256" {
-		t.Fatalf("a malformed seen: %v", be)
+		t.Fatalf("a malformed seen: %v (field %q), want field %q", be, be.Field, "seen.sha256")
 	}
 	f.ok(f.member, "confirm_change", arg("memory_id", 2, "seen", map[string]any{"sha256": hash, "surface": "slack"}))
 	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: slack card sha256 abababababababab… (whole) "+hash) {
-		t.Fatalf("the confirm_change audit entry: %q", d)
+		t.Fatalf("the confirm_change audit entry: %q, want it to contain %q", d, "seen: slack card sha256 abababababababab… (whole) "+hash)
 	}
 	f.ok(f.member, "reject_change", arg("memory_id", 3, "seen", map[string]any{"sha256": hash, "surface": "web", "truncated": true}))
 	if d := f.lastAudit().Detail; !strings.Contains(d, "seen: web page sha256 abababababababab… (cut to fit) "+hash) {
-		t.Fatalf("the reject_change audit entry: %q", d)
+		t.Fatalf("the reject_change audit entry: %q, want it to contain %q", d, "seen: web page sha256 abababababababab… (cut to fit) "+hash)
 	}
 }

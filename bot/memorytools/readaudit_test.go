@@ -84,7 +84,7 @@ func TestReadVerdictsFailClosedOnAuditBacklog(t *testing.T) {
 	for i, want := range []string{"✅ SAFE", "✅ SAFE"} {
 		r, err := call("check_before_act", `{"subject":"allergy"}`)
 		if err != nil || !strings.HasPrefix(r.Text, want) {
-			t.Fatalf("verdict %d: %q %v", i, r.Text, err)
+			t.Fatalf("verdict %d: %q %v; want it to start with %q", i, r.Text, err, want)
 		}
 		if i == 0 {
 			<-store.entered
@@ -98,7 +98,7 @@ func TestReadVerdictsFailClosedOnAuditBacklog(t *testing.T) {
 		t.Fatalf("check_before_act = %q, want %q", r.Text, want)
 	}
 	if d := mustJSON(t, r.Data); !strings.Contains(d, `"verdict":"BLOCKED"`) || !strings.Contains(d, `"facts":[]`) && !strings.Contains(d, `"facts":null`) || strings.Contains(d, "penicillin") {
-		t.Fatalf("check_before_act data = %s", d)
+		t.Fatalf("check_before_act data = %s; want %s, no facts and no %q in it", d, `"verdict":"BLOCKED"`, "penicillin")
 	}
 	r, err = call("safe_recall", `{"question":"what is she allergic to?"}`)
 	if err != nil {
@@ -108,7 +108,7 @@ func TestReadVerdictsFailClosedOnAuditBacklog(t *testing.T) {
 		t.Fatalf("safe_recall = %q, want %q", r.Text, want)
 	}
 	if d := mustJSON(t, r.Data); !strings.Contains(d, `"verdict":"WITHHELD"`) || strings.Contains(d, "penicillin") {
-		t.Fatalf("safe_recall data shows what it withheld: %s", d)
+		t.Fatalf("safe_recall data shows what it withheld: %s; want %s and no %q in it", d, `"verdict":"WITHHELD"`, "penicillin")
 	}
 	_, err = call("recall", `{"question":"what is she allergic to?"}`)
 	if bot.KindOf(err) != bot.KindRateLimited || !strings.Contains(err.Error(), "audit backlog") {
@@ -133,11 +133,11 @@ func TestReadVerdictsFailClosedOnAuditBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := strings.Join(actions, "\n"); got != "remember ADD allergy #1\ncheck_before_act allergy: SAFE\ncheck_before_act allergy: SAFE" {
-		t.Fatalf("chain:\n%s", got)
+		t.Fatalf("chain:\n%s\nwant:\n%s", got, "remember ADD allergy #1\ncheck_before_act allergy: SAFE\ncheck_before_act allergy: SAFE")
 	}
 	rep, err := approvals.Verify(ctx, db, b.PublicKey())
 	if err != nil || !rep.Intact {
-		t.Fatalf("verify: %+v %v", rep, err)
+		t.Fatalf("verify: %+v %v; want an intact chain", rep, err)
 	}
 }
 

@@ -23,7 +23,7 @@ func agedMemory(t *testing.T, o memory.Options) *fixture {
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNR"), "Stored: [FLAG] code_status = DNR")
 	f.advance(48 * time.Hour)
 	if rep, err := f.b.Sweep(context.Background(), f.clock()); err != nil || rep["memory"] != 1 {
-		t.Fatalf("expiry sweep: %v %v", rep, err)
+		t.Fatalf("expiry sweep: %v %v; want memory 1", rep, err)
 	}
 	f.advance(365 * 24 * time.Hour)
 	f.text(f.agent, "remember", arg("subject", "code_status", "value", "DNI"), "Stored: [FLAG] code_status = DNI") // #6, open
@@ -37,7 +37,7 @@ func (f *fixture) has(id uint64) bool {
 		return true
 	}
 	if bot.KindOf(err) != bot.KindNotFound {
-		f.t.Fatalf("get_memory #%d: %v", id, err)
+		f.t.Fatalf("get_memory #%d: %v, want it found or a KindNotFound error", id, err)
 	}
 	return false
 }
@@ -48,11 +48,11 @@ func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
 	ctx := context.Background()
 	open := f.ok(f.agent, "pending_changes", arg()).Data.(map[string]any)["changes"].([]pendingData)
 	if len(open) != 1 || open[0].MemoryID != 6 {
-		t.Fatalf("open proposals before: %+v", open)
+		t.Fatalf("open proposals before: %+v, want only #6", open)
 	}
 	historyBefore := f.ok(f.agent, "history", arg("subject", "active_medication")).Text
 	if !strings.Contains(historyBefore, "3. warfarin 5mg daily  [HISTORICAL]") {
-		t.Fatalf("history before: %s", historyBefore)
+		t.Fatalf("history before: %s\nwant it to contain %q", historyBefore, "3. warfarin 5mg daily  [HISTORICAL]")
 	}
 
 	rep, err := f.b.Sweep(ctx, f.clock())
@@ -74,10 +74,10 @@ func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
 	// The open proposal is untouched and still decidable from its item.
 	after := f.ok(f.agent, "pending_changes", arg()).Data.(map[string]any)["changes"].([]pendingData)
 	if len(after) != 1 || after[0].MemoryID != 6 {
-		t.Fatalf("open proposals after: %+v", after)
+		t.Fatalf("open proposals after: %+v, want only #6", after)
 	}
 	if it, err := f.b.Items().Get(ctx, after[0].ItemID); err != nil || !it.Pending() {
-		t.Fatalf("open item: %+v %v", it, err)
+		t.Fatalf("open item: %+v %v; want it pending", it, err)
 	}
 	// The deleted proposals' items are gone.
 	items := 0
@@ -103,13 +103,13 @@ func TestRetentionDeletesClosedProposalsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(detail, "deleted 2 memory proposals") || !strings.Contains(detail, "patient_42//#3") || !strings.Contains(detail, "patient_42//#5") {
-		t.Fatalf("retention audit: %q", detail)
+		t.Fatalf("retention audit: %q, want %q naming %q and %q", detail, "deleted 2 memory proposals", "patient_42//#3", "patient_42//#5")
 	}
 	if rep, err := approvals.Verify(ctx, f.db, f.b.PublicKey()); err != nil || !rep.Intact {
-		t.Fatalf("chain after the sweep: %+v %v", rep, err)
+		t.Fatalf("chain after the sweep: %+v %v; want it intact", rep, err)
 	}
 	if rep, err := f.b.Sweep(ctx, f.clock()); err != nil || rep["retention_memory_proposals"] != 0 {
-		t.Fatalf("second sweep: %v %v", rep, err)
+		t.Fatalf("second sweep: %v %v; want retention_memory_proposals 0", rep, err)
 	}
 }
 
@@ -117,11 +117,11 @@ func TestRetentionZeroKeepsClosedProposals(t *testing.T) {
 	t.Parallel()
 	f := agedMemory(t, memory.Options{ProposalMaxAge: 24 * time.Hour})
 	if rep, err := f.b.Sweep(context.Background(), f.clock().Add(100*365*24*time.Hour)); err != nil || rep["retention_memory_proposals"] != 0 {
-		t.Fatalf("sweep: %v %v", rep, err)
+		t.Fatalf("sweep: %v %v; want retention_memory_proposals 0", rep, err)
 	}
 	for id := uint64(1); id <= 6; id++ {
 		if !f.has(id) {
-			t.Errorf("#%d deleted with retention 0", id)
+			t.Errorf("#%d deleted with retention 0, want every fact kept", id)
 		}
 	}
 }
@@ -154,6 +154,6 @@ func TestRetentionIndexesProposalsClosedBeforeItExisted(t *testing.T) {
 		t.Fatalf("pruned %d, %v; want 2", n, err)
 	}
 	if f.has(3) || f.has(5) || !f.has(2) || !f.has(6) {
-		t.Fatal("the backfilled sweep deleted the wrong facts")
+		t.Fatal("the backfilled sweep deleted the wrong facts: want #3 and #5 gone, #2 and #6 kept")
 	}
 }

@@ -105,7 +105,7 @@ func TestDestructivePatterns(t *testing.T) {
 		}
 	}
 	if _, err := CompilePatterns([]string{"ok", "(unclosed"}); err == nil || !strings.Contains(err.Error(), "[1]") {
-		t.Errorf("a bad pattern: %v", err)
+		t.Errorf("a bad pattern: %v, want an error naming %q", err, "[1]")
 	}
 	if err := CheckCommandEntry("git status | cat"); err == nil {
 		t.Error("a read-only entry with a pipe was accepted")
@@ -224,16 +224,16 @@ func TestHookShapesTheCallForTheCard(t *testing.T) {
 	bash, destr, write := d.asked[0], d.asked[1], d.asked[2]
 	args, _ := json.Marshal(bash["arguments"])
 	if bash["tool"] != "bash" || string(args) != `{"command":"npm test | tail -5"}` || bash["run_id"] != "sess-1" || bash["user_id"] != "shop" || bash["agent_id"] != "claude-code" {
-		t.Errorf("the Bash request: %v", bash)
+		t.Errorf("the Bash request: %v; want tool bash, arguments %s, run sess-1, user shop, agent claude-code", bash, `{"command":"npm test | tail -5"}`)
 	}
 	if s, _ := bash["summary"].(string); !strings.Contains(s, "npm test | tail -5") || !strings.Contains(s, "Run the tests") || !strings.Contains(s, "Session sess-1") || !strings.Contains(s, "working directory /home/dev/shop") {
-		t.Errorf("the Bash summary: %q", s)
+		t.Errorf("the Bash summary = %q, want it to name %q, %q, %q and %q", s, "npm test | tail -5", "Run the tests", "Session sess-1", "working directory /home/dev/shop")
 	}
 	if destr["tool"] != "bash_destructive" || destr["category"] != "destructive" || !strings.Contains(destr["dry_run"].(string), "rm -rf build") {
-		t.Errorf("the destructive request: %v", destr)
+		t.Errorf("the destructive request: %v; want tool bash_destructive, category destructive, a dry_run containing %q", destr, "rm -rf build")
 	}
 	if write["tool"] != "Write" || write["requested_effects"].([]any)[0] != "Write /home/dev/shop/k8s.yaml" {
-		t.Errorf("the Write request: %v", write)
+		t.Errorf("the Write request: %v; want tool Write, first requested effect %q", write, "Write /home/dev/shop/k8s.yaml")
 	}
 }
 
@@ -249,11 +249,11 @@ func TestHookEditedApprovalIsUpdatedInput(t *testing.T) {
 	h, d, _ := testHook(t, edit)
 	o := decode(t, h.Handle(context.Background(), event(PreToolUse, "Write", `{"file_path": "/home/dev/shop/k8s.yaml", "content": "replicas: 3\n"}`, "toolu_1")))
 	if o.Specific.Decision != "allow" || string(o.Specific.UpdatedInput) != `{"content":"replicas: 2\n","file_path":"/home/dev/shop/k8s.yaml"}` || !strings.Contains(o.Specific.Context, "changed") {
-		t.Fatalf("PreToolUse: %+v", o.Specific)
+		t.Fatalf("PreToolUse: %+v; want allow, updatedInput %s and a context saying %q", o.Specific, `{"content":"replicas: 2\n","file_path":"/home/dev/shop/k8s.yaml"}`, "changed")
 	}
 	o = decode(t, h.Handle(context.Background(), event(PermissionRequest, "Bash", `{"command": "npm test -- --update-snapshots", "description": "Update snapshots"}`, "")))
 	if o.Specific.Behavior.Behavior != "allow" || string(o.Specific.Behavior.UpdatedInput) != `{"command":"npm test","description":"Update snapshots"}` {
-		t.Fatalf("PermissionRequest: %+v", o.Specific)
+		t.Fatalf("PermissionRequest: %+v; want allow, updatedInput %s", o.Specific, `{"command":"npm test","description":"Update snapshots"}`)
 	}
 	// Approved changes a shell call cannot take: denied, with them named.
 	d.answer = func(d *deployment, tool string, args json.RawMessage) (int, map[string]any) {
@@ -261,7 +261,7 @@ func TestHookEditedApprovalIsUpdatedInput(t *testing.T) {
 	}
 	o = decode(t, h.Handle(context.Background(), event(PreToolUse, "Bash", `{"command": "npm test -u"}`, "toolu_9")))
 	if o.Specific.Decision != "deny" || !strings.Contains(o.Specific.Reason, `{"command":"npm test","cwd":"/tmp"}`) {
-		t.Fatalf("an edit Bash cannot take: %+v", o.Specific)
+		t.Fatalf("an edit Bash cannot take: %+v; want deny, a reason naming %s", o.Specific, `{"command":"npm test","cwd":"/tmp"}`)
 	}
 }
 
@@ -313,7 +313,7 @@ func TestHookAnswers(t *testing.T) {
 				t.Fatalf("got %s %q, want %s containing %q", o.Specific.Decision, o.Specific.Reason, c.verdict, c.contains)
 			}
 			if c.verdict == "ask" && !strings.Contains(log.String(), "asking the person") {
-				t.Fatalf("an ask without saying why on stderr: %q", log.String())
+				t.Fatalf("an ask without saying why on stderr: %q, want %q in it", log.String(), "asking the person")
 			}
 		})
 	}
@@ -324,11 +324,11 @@ func TestHookAnswers(t *testing.T) {
 		event(PreToolUse, "Bash", `{"command": "git status"}`, "toolu_g"),
 	} {
 		if o := decode(t, h.Handle(context.Background(), in)); o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "read-only") {
-			t.Fatalf("read-only: %+v", o.Specific)
+			t.Fatalf("read-only: %+v; want allow, a reason saying %q", o.Specific, "read-only")
 		}
 	}
 	if len(d.asked) != 0 {
-		t.Fatalf("read-only calls asked Countersign: %v", d.asked)
+		t.Fatalf("read-only calls asked Countersign: %v, want no ask", d.asked)
 	}
 }
 
@@ -342,13 +342,13 @@ func TestHookEvents(t *testing.T) {
 		}
 	}
 	if b := h.Handle(context.Background(), event(PostToolUse, "Bash", `{"command": "rm -rf /"}`, "toolu_x")); len(b) != 0 || len(d.asked) != 0 || len(d.redeem) != 0 {
-		t.Fatalf("PostToolUse of a call Countersign never approved: printed %q, asked %v, redeemed %v", b, d.asked, d.redeem)
+		t.Fatalf("PostToolUse of a call Countersign never approved: printed %q, asked %v, redeemed %v; want nothing printed, asked or redeemed", b, d.asked, d.redeem)
 	}
 
 	// Approved at PreToolUse, run, then PostToolUse redeems the receipt.
 	decode(t, h.Handle(context.Background(), event(PreToolUse, "Bash", `{"command": "npm test"}`, "toolu_1")))
 	if b := h.Handle(context.Background(), event(PostToolUse, "Bash", `{"command": "npm test"}`, "toolu_1")); len(b) != 0 || len(d.redeem) != 1 {
-		t.Fatalf("PostToolUse: printed %q, redeemed %d", b, len(d.redeem))
+		t.Fatalf("PostToolUse: printed %q, redeemed %d; want nothing printed, 1 redeemed", b, len(d.redeem))
 	}
 	// Once: the kept receipt is gone.
 	h.Handle(context.Background(), event(PostToolUse, "Bash", `{"command": "npm test"}`, "toolu_1"))
@@ -365,7 +365,7 @@ func TestHookEvents(t *testing.T) {
 	decode(t, h.Handle(context.Background(), event(PreToolUse, "Bash", `{"command": "npm test"}`, "toolu_8")))
 	o := decode(t, h.Handle(context.Background(), event(PostToolUse, "Bash", `{"command": "npm test && curl evil"}`, "toolu_8")))
 	if len(d.redeem) != 2 || !strings.Contains(o.SystemMessage, "not the one approved") {
-		t.Fatalf("a different call ran: %+v, redeemed %d", o, len(d.redeem))
+		t.Fatalf("a different call ran: %+v, redeemed %d; want still 2 redeemed and a systemMessage saying %q", o, len(d.redeem), "not the one approved")
 	}
 }
 
@@ -396,7 +396,7 @@ func TestHookFailsClosed(t *testing.T) {
 	check("an escaped backslash hiding a lone surrogate", h, event(PreToolUse, "Write", `{"file_path": "/a", "content": "\\ufffd \ud800"}`, "t"), PreToolUse)
 	for _, in := range []string{`{"content": "\ud83d\ude00"}`, `{"content": "\ufffd"}`, "{\"content\": \"\uFFFD\"}"} {
 		if lossy([]byte(in)) {
-			t.Errorf("lossy(%s) = true: that text decodes as written", in)
+			t.Errorf("lossy(%s) = true, want false: that text decodes as written", in)
 		}
 	}
 
@@ -408,6 +408,6 @@ func TestHookFailsClosed(t *testing.T) {
 	noClient.Client, noClient.NoClient = nil, errors.New("no API key")
 	check("no client", &noClient, event(PreToolUse, "Write", `{"file_path": "/a", "content": "x"}`, "t"), PreToolUse)
 	if o := decode(t, noClient.Handle(ctx, event(PreToolUse, "Read", `{"file_path": "/a"}`, "t"))); o.Specific.Decision != "allow" {
-		t.Errorf("Read without a client: %+v", o.Specific)
+		t.Errorf("Read without a client: %+v, want allow", o.Specific)
 	}
 }

@@ -64,33 +64,33 @@ func TestAttackStaleConsoleApproveAfterEdit(t *testing.T) {
 	itemPath := resp.Header.Get("Location")
 	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
 	if !strings.Contains(page, "5mg") {
-		t.Fatalf("the page does not show the proposal:\n%s", page)
+		t.Fatalf("the page does not show the proposal (want %q in it):\n%s", "5mg", page)
 	}
 	form := approveForm(t, page)
 
 	// bob edits while the page is open: 1 of 2 on the edited version.
 	if r := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}}); r.Data["tally"] != "1 of 2 approvals: bob" {
-		t.Fatalf("bob's edit: %s", r)
+		t.Fatalf("bob's edit: tally = %v, want %q: %s", r.Data["tally"], "1 of 2 approvals: bob", r)
 	}
 	resp, body := webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	if st.Data["status"] != "pending" || st.Data["tally"] != "1 of 2 approvals: bob" {
-		t.Fatalf("a stale Approve (the page showed 5mg) approved the edit to 50mg: %s", st)
+		t.Fatalf("a stale Approve (the page showed 5mg) approved the edit to 50mg: status = %v, tally = %v, want pending, %q: %s", st.Data["status"], st.Data["tally"], "1 of 2 approvals: bob", st)
 	}
 	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the stale Approve answered %d:\n%s", resp.StatusCode, body)
+		t.Fatalf("the stale Approve answered %d, want %d:\n%s", resp.StatusCode, http.StatusSeeOther, body)
 	}
 	_, page = webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
 	if !strings.Contains(page, "changed") {
-		t.Fatalf("the refusal does not say the item changed:\n%s", page)
+		t.Fatalf("the refusal does not say the item changed (want %q in it):\n%s", "changed", page)
 	}
 	// A fresh page (showing 50mg) approves the edited version.
 	_, page = webDo(t, c, "GET", e.URL+itemPath, nil)
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", approveForm(t, page)); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("a fresh Approve answered %d", resp.StatusCode)
+		t.Fatalf("a fresh Approve answered %d, want %d", resp.StatusCode, http.StatusSeeOther)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" || approvedArgs(t, st) != `{"dose":"50mg","drug":"apixaban"}` {
-		t.Fatalf("after a fresh Approve: %s", st)
+		t.Fatalf("after a fresh Approve: status = %v, want approved with arguments %s: %s", st.Data["status"], `{"dose":"50mg","drug":"apixaban"}`, st)
 	}
 }
 
@@ -100,7 +100,7 @@ func approveForm(t *testing.T, page string) url.Values {
 	t.Helper()
 	i := strings.Index(page, `class="approve"`)
 	if i < 0 {
-		t.Fatalf("no Approve form:\n%s", page)
+		t.Fatalf("no Approve form (want %q in the page):\n%s", `class="approve"`, page)
 	}
 	form := page[i:]
 	form = form[:strings.Index(form, "</form>")]
@@ -109,7 +109,7 @@ func approveForm(t *testing.T, page string) url.Values {
 		v.Set(m[1], m[2])
 	}
 	if v.Get("csrf") == "" {
-		t.Fatalf("the Approve form has no CSRF token:\n%s", form)
+		t.Fatalf("the Approve form has no CSRF token (want a hidden csrf input):\n%s", form)
 	}
 	return v
 }
@@ -129,14 +129,14 @@ func TestAttackStaleAPIApproveAfterEdit(t *testing.T) {
 	rid, seen := r.Data["request_id"].(string), r.Data["args_sha256"].(string)
 	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}})
 	if r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "args_sha256": seen}); r.Status != http.StatusConflict || !strings.Contains(r.Text+r.Error, "50mg") {
-		t.Fatalf("a stale approval: %s", r)
+		t.Fatalf("a stale approval: status = %d, want %d naming %q: %s", r.Status, http.StatusConflict, "50mg", r)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	if st.Data["tally"] != "1 of 2 approvals: bob" {
-		t.Fatalf("after a refused stale approval: %s", st)
+		t.Fatalf("after a refused stale approval: tally = %v, want %q: %s", st.Data["tally"], "1 of 2 approvals: bob", st)
 	}
 	if r := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "args_sha256": st.Data["edited_args_sha256"]}); r.Data["status"] != "approved" {
-		t.Fatalf("a current approval: %s", r)
+		t.Fatalf("a current approval: status = %v, want approved: %s", r.Data["status"], r)
 	}
 }
 
@@ -158,11 +158,11 @@ func TestAttackEditBadJSON(t *testing.T) {
 	} {
 		r := e.Call(alice, "approve_action", body)
 		if r.Status < 400 || r.Status >= 500 {
-			t.Errorf("%s edit: %d %.300s", name, r.Status, r.Raw)
+			t.Errorf("%s edit: status = %d, want a 4xx: %.300s", name, r.Status, r.Raw)
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["edited"] != false || st.Data["tally"] != "0 of 2 approvals" {
-		t.Fatalf("after refused edits: %s", st)
+		t.Fatalf("after refused edits: edited = %v, tally = %v, want false, %q: %s", st.Data["edited"], st.Data["tally"], "0 of 2 approvals", st)
 	}
 }
 
@@ -189,7 +189,7 @@ func TestAttackEditEscapesAllowlist(t *testing.T) {
 	} {
 		r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"command": cmd}})
 		if r.Status != http.StatusBadRequest || !strings.HasPrefix(r.Field, "arguments") {
-			t.Errorf("edit to %v: %s", cmd, r)
+			t.Errorf("edit to %v: status = %d, field = %q, want %d on a field under %q: %s", cmd, r.Status, r.Field, http.StatusBadRequest, "arguments", r)
 		}
 	}
 	// The tool and space are the request's: extra fields are not an edit of them.
@@ -198,17 +198,17 @@ func TestAttackEditEscapesAllowlist(t *testing.T) {
 		`{"request_id":"` + rid + `","user_id":"other","arguments":{"command":["kubectl","rollout","restart","deploy/api"]}}`,
 	} {
 		if r := e.Call(alice, "approve_action", body); r.Status != http.StatusBadRequest {
-			t.Errorf("%s: %s", body, r)
+			t.Errorf("%s: status = %d, want %d: %s", body, r.Status, http.StatusBadRequest, r)
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["edited"] != false {
-		t.Fatalf("after refused edits: %s", st)
+		t.Fatalf("after refused edits: status = %v, edited = %v, want pending, false: %s", st.Data["status"], st.Data["edited"], st)
 	}
 	// A destructive request is approved as proposed (its dry run describes
 	// it) or denied: never edited, not even to a narrower command.
 	del := e.MustOK(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "delete", "pod", "web-1"}}, "dry_run": "delete pod web-1"})
 	if r := e.Call(alice, "approve_action", map[string]any{"request_id": del.Data["request_id"], "arguments": map[string]any{"command": []string{"kubectl", "delete", "pod", "web-2"}}}); r.Status != http.StatusBadRequest || r.Field != "arguments" {
-		t.Errorf("an edit of a destructive request: %s", r)
+		t.Errorf("an edit of a destructive request: status = %d, field = %q, want %d on %q: %s", r.Status, r.Field, http.StatusBadRequest, "arguments", r)
 	}
 }
 
@@ -228,15 +228,15 @@ func TestAttackEditByWhoMayNotDecide(t *testing.T) {
 	edit := map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "50mg"}}
 	for name, key := range map[string]string{"requester": agent, "other agent": other} {
 		if r := e.Call(key, "approve_action", edit); r.Status != http.StatusForbidden {
-			t.Errorf("%s: %s", name, r)
+			t.Errorf("%s: status = %d, want %d: %s", name, r.Status, http.StatusForbidden, r)
 		}
 	}
 	clock.Advance(31 * time.Minute)
 	if r := e.Call(alice, "approve_action", edit); r.Status != http.StatusConflict {
-		t.Errorf("an edit after expiry: %s", r)
+		t.Errorf("an edit after expiry: status = %d, want %d: %s", r.Status, http.StatusConflict, r)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "expired" || st.Data["edited"] != false {
-		t.Fatalf("after refused edits: %s", st)
+		t.Fatalf("after refused edits: status = %v, edited = %v, want expired, false: %s", st.Data["status"], st.Data["edited"], st)
 	}
 }
 
@@ -269,7 +269,7 @@ func TestAttackOnceGrantRace(t *testing.T) {
 		}
 	}
 	if n != 1 {
-		t.Fatalf("%d calls approved under a once grant: %v", n, statuses)
+		t.Fatalf("%d calls approved under a once grant, want 1: %v", n, statuses)
 	}
 }
 
@@ -291,7 +291,7 @@ func TestAttackGrantScope(t *testing.T) {
 	// An agent key cannot approve, with or without a grant.
 	pre := e.MustOK(agent, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "payments"}, "user_id": "team_a", "run_id": "r0"}).Data["request_id"]
 	if r := e.Call(other, "approve_action", map[string]any{"request_id": pre, "grant": map[string]any{"kind": "session"}}); r.Status != http.StatusForbidden {
-		t.Errorf("an agent approving with a grant: %s", r)
+		t.Errorf("an agent approving with a grant: status = %d, want %d: %s", r.Status, http.StatusForbidden, r)
 	}
 	rid := e.MustOK(agent, "confirm_action", base).Data["request_id"].(string)
 	g := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"service": "payments"}}})
@@ -305,7 +305,7 @@ func TestAttackGrantScope(t *testing.T) {
 		return m
 	}
 	if s := e.MustOK(agent, "confirm_action", with("run_id", "r2")).Data["status"]; s != "approved" {
-		t.Fatalf("a duration grant in another run of its space: %v", s)
+		t.Fatalf("a duration grant in another run of its space: status = %v, want approved", s)
 	}
 	for name, c := range map[string]struct {
 		key  string
@@ -319,25 +319,25 @@ func TestAttackGrantScope(t *testing.T) {
 		"number":      {agent, with("arguments", map[string]any{"service": 1})},
 	} {
 		if r := e.Call(c.key, "confirm_action", c.args); r.Data["status"] == "approved" {
-			t.Errorf("%s: approved under the grant: %s", name, r)
+			t.Errorf("%s: approved under the grant, want it not approved: %s", name, r)
 		}
 	}
 	// An agent can neither revoke nor make a grant.
 	if r := e.Call(agent, "revoke_grant", map[string]any{"grant_id": gid}); r.Status != http.StatusForbidden {
-		t.Errorf("agent revoke_grant: %s", r)
+		t.Errorf("agent revoke_grant: status = %d, want %d: %s", r.Status, http.StatusForbidden, r)
 	}
 	// Another agent and a person scoped to another space see none of it.
 	for name, key := range map[string]string{"another agent": other, "a person scoped to team_b": carol} {
 		if r := e.MustOK(key, "list_grants", map[string]any{"all": true}); len(r.Data["grants"].([]any)) != 0 {
-			t.Errorf("list_grants of %s: %s", name, r)
+			t.Errorf("list_grants of %s: %d grants, want 0: %s", name, len(r.Data["grants"].([]any)), r)
 		}
 		if r := e.Call(key, "revoke_grant", map[string]any{"grant_id": gid}); r.Status != http.StatusForbidden && r.Status != http.StatusNotFound {
-			t.Errorf("revoke_grant by %s: %s", name, r)
+			t.Errorf("revoke_grant by %s: status = %d, want %d or %d: %s", name, r.Status, http.StatusForbidden, http.StatusNotFound, r)
 		}
 	}
 	clock.Advance(time.Hour)
 	if s := e.MustOK(agent, "confirm_action", with("run_id", "r3")).Data["status"]; s != "pending" {
-		t.Fatalf("at the grant's expiry: %v", s)
+		t.Fatalf("at the grant's expiry: status = %v, want pending", s)
 	}
 }
 
@@ -354,12 +354,12 @@ func TestAttackGrantRevokedThenConfirm(t *testing.T) {
 	gid := g.Data["grant"].(map[string]any)["grant_id"]
 	call["action_id"] = "a1"
 	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
-		t.Fatalf("inside the grant: %v", s)
+		t.Fatalf("inside the grant: status = %v, want approved", s)
 	}
 	e.MustOK(alice, "revoke_grant", map[string]any{"grant_id": gid})
 	call["action_id"] = "a2"
 	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
-		t.Fatalf("after revocation: %v", s)
+		t.Fatalf("after revocation: status = %v, want pending", s)
 	}
 }
 
@@ -394,7 +394,7 @@ web:
 	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}}).Data["request_id"].(string)
 
 	if r := e.Call(alice, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); r.Status != http.StatusForbidden || !strings.Contains(r.Text+r.Error, "step-up required") {
-		t.Fatalf("an API key's edit of a step-up request: %s", r)
+		t.Fatalf("an API key's edit of a step-up request: status = %d, want %d saying %q: %s", r.Status, http.StatusForbidden, "step-up required", r)
 	}
 	c := signInHTTP(t, e, "dr_web")
 	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
@@ -402,10 +402,10 @@ web:
 	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
 	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
 	if csrf == nil || nonce == nil {
-		t.Fatalf("no forms on the item page:\n%s", page)
+		t.Fatalf("no forms on the item page (want a csrf and a nonce input):\n%s", page)
 	}
 	if strings.Contains(page, `name="basis"`) {
-		t.Fatalf("the edit form is offered to a session that cannot approve without a fresh sign-in:\n%s", page)
+		t.Fatalf("the edit form is offered to a session that cannot approve without a fresh sign-in (want no %q in the page):\n%s", `name="basis"`, page)
 	}
 	for name, form := range map[string]url.Values{
 		"edit":  {"csrf": {csrf[1]}, "nonce": {nonce[1] + "e"}, "action": {"edit"}, "edit_0": {"2.5mg"}, "edit_1": {"apixaban"}},
@@ -414,11 +414,11 @@ web:
 		resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
 		_, back := webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
 		if !strings.Contains(back, "step-up required") {
-			t.Errorf("%s from a session without a fresh sign-in: %d %s\n%s", name, resp.StatusCode, resp.Header.Get("Location"), back)
+			t.Errorf("%s from a session without a fresh sign-in: %d %s, want the page to say %q:\n%s", name, resp.StatusCode, resp.Header.Get("Location"), "step-up required", back)
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["edited"] != false || st.Data["tally"] != "0 of 1 approvals" {
-		t.Fatalf("after the refused paths: %s", st)
+		t.Fatalf("after the refused paths: status = %v, edited = %v, tally = %v, want pending, false, %q: %s", st.Data["status"], st.Data["edited"], st.Data["tally"], "0 of 1 approvals", st)
 	}
 }
 
@@ -448,7 +448,7 @@ func TestAttackEditedValuesStayData(t *testing.T) {
 	e.MustOK(agent, "remember", with("subject", "meds", "value", "apixaban 5mg twice daily", "replaces", "warfarin"))
 	for _, v := range []string{"apixaban 2.5mg \u202eylaid eciwt", "apixaban 2.5mg\u200b twice daily", "apixaban 2.5mg\x00"} {
 		if r := e.Call(member, "confirm_change", with("memory_id", 2, "value", v)); r.Status != http.StatusBadRequest || r.Field != "value" {
-			t.Errorf("edited value %q: %s", v, r)
+			t.Errorf("edited value %q: status = %d, field = %q, want %d on %q: %s", v, r.Status, r.Field, http.StatusBadRequest, "value", r)
 		}
 	}
 }
@@ -483,7 +483,7 @@ func TestAttackStaleSlackApproveAfterEdit(t *testing.T) {
 	waitFor(t, "the card's update", func() bool { return len(f.Calls("chat.update")) >= 1 })
 	fresh := slackApproveValue(t, f.Calls("chat.update")[len(f.Calls("chat.update"))-1].Form.Get("blocks"))
 	if fresh == stale {
-		t.Fatalf("the updated card's Approve carries the same version as before the edit: %s", fresh)
+		t.Fatalf("the updated card's Approve carries the same version as before the edit: %s, want a new one", fresh)
 	}
 
 	click := func(value, secret string) int {
@@ -496,20 +496,20 @@ func TestAttackStaleSlackApproveAfterEdit(t *testing.T) {
 		return code
 	}
 	if code := click(fresh, "not-the-secret"); code != http.StatusUnauthorized {
-		t.Fatalf("a forged click answered %d", code)
+		t.Fatalf("a forged click answered %d, want %d", code, http.StatusUnauthorized)
 	}
 	if code := click(stale, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("the stale click answered %d", code)
+		t.Fatalf("the stale click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the private refusal", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	if txt := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(txt, "changed after it was shown to you") {
-		t.Fatalf("the stale click's answer: %s", txt)
+		t.Fatalf("the stale click's answer = %q, want it to contain %q", txt, "changed after it was shown to you")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["tally"] != "1 of 2 approvals: bob" {
-		t.Fatalf("a stale Slack click counted for the edit it never showed: %s", st)
+		t.Fatalf("a stale Slack click counted for the edit it never showed: status = %v, tally = %v, want pending, %q: %s", st.Data["status"], st.Data["tally"], "1 of 2 approvals: bob", st)
 	}
 	if code := click(fresh, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("the fresh click answered %d", code)
+		t.Fatalf("the fresh click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the approval", func() bool {
 		return e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["status"] == "approved"
@@ -521,7 +521,7 @@ func slackApproveValue(t *testing.T, blocks string) string {
 	t.Helper()
 	m := regexp.MustCompile(`"action_id":"countersign\.approve","text":\{[^}]*\},"value":"([^"]+)"|"action_id":"countersign\.approve"[^}]*?"value":"([^"]+)"`).FindStringSubmatch(blocks)
 	if m == nil {
-		t.Fatalf("no Approve button:\n%s", blocks)
+		t.Fatalf("no Approve button (want a countersign.approve action with a value):\n%s", blocks)
 	}
 	return m[1] + m[2]
 }
@@ -541,7 +541,7 @@ func TestAttackGrantAfterReconfig(t *testing.T) {
 	e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "session"}})
 	call["action_id"] = "a1"
 	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
-		t.Fatalf("inside the grant: %v", s)
+		t.Fatalf("inside the grant: status = %v, want approved", s)
 	}
 	e.Stop()
 	raw, err := os.ReadFile(e.cfg)
@@ -558,7 +558,7 @@ func TestAttackGrantAfterReconfig(t *testing.T) {
 	e.Start()
 	call["action_id"] = "a2"
 	if s := e.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
-		t.Fatalf("a session grant after the tool stopped allowing them: %v", s)
+		t.Fatalf("a session grant after the tool stopped allowing them: status = %v, want pending", s)
 	}
 }
 
@@ -577,15 +577,15 @@ func TestAttackDiscordEditFromUnmappedUser(t *testing.T) {
 	data, _ := modal["data"].(map[string]any)
 	custom, _ := data["custom_id"].(string)
 	if !strings.HasPrefix(custom, "cs:edited:"+item+":") {
-		t.Fatalf("no edit modal: %v", modal)
+		t.Fatalf("no edit modal: custom_id = %q, want the prefix %q: %v", custom, "cs:edited:"+item+":", modal)
 	}
 	status, resp := discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(t,
 		discordtest.SubmitForm("e2", stranger, discordOps, msg, custom, map[string]string{"e0": "50mg", "e1": "apixaban"})))
 	if status != 200 || !strings.Contains(fmt.Sprint(resp), "not mapped") {
-		t.Fatalf("the unmapped user's edit answered %d %v", status, resp)
+		t.Fatalf("the unmapped user's edit answered %d %v, want 200 saying %q", status, resp, "not mapped")
 	}
 	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
-		t.Fatalf("after the unmapped user's edit: %s", st)
+		t.Fatalf("after the unmapped user's edit: status = %v, edited = %v, want pending, false: %s", st.Data["status"], st.Data["edited"], st)
 	}
 }
 
@@ -611,12 +611,12 @@ func TestAttackGrantAcrossReplicas(t *testing.T) {
 	gid := a.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "grant": map[string]any{"kind": "session"}}).Data["grant"].(map[string]any)["grant_id"]
 	call["action_id"] = "b1"
 	if s := b.MustOK(agent, "confirm_action", call).Data["status"]; s != "approved" {
-		t.Fatalf("the grant on the other replica: %v", s)
+		t.Fatalf("the grant on the other replica: status = %v, want approved", s)
 	}
 	a.MustOK(alice, "revoke_grant", map[string]any{"grant_id": gid})
 	call["action_id"] = "b2"
 	if s := b.MustOK(agent, "confirm_action", call).Data["status"]; s != "pending" {
-		t.Fatalf("the other replica after revocation: %v", s)
+		t.Fatalf("the other replica after revocation: status = %v, want pending", s)
 	}
 
 	once := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "api"}}
@@ -635,7 +635,7 @@ func TestAttackGrantAcrossReplicas(t *testing.T) {
 	}
 	wg.Wait()
 	if n := strings.Count(strings.Join(statuses, " "), "approved"); n != 1 {
-		t.Fatalf("%d calls approved under a once grant across replicas: %v", n, statuses)
+		t.Fatalf("%d calls approved under a once grant across replicas, want 1: %v", n, statuses)
 	}
 }
 
@@ -678,7 +678,7 @@ web:
 		t.Fatalf("Edit & approve on a step-up request answered %v, want the private step-up link", answer)
 	}
 	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
-		t.Fatalf("after the edit without step-up: %s", st)
+		t.Fatalf("after the edit without step-up: status = %v, edited = %v, want pending, false: %s", st.Data["status"], st.Data["edited"], st)
 	}
 }
 
@@ -706,11 +706,11 @@ func TestAttackEditedValuesInSlackCard(t *testing.T) {
 	up := f.Calls("chat.update")[len(f.Calls("chat.update"))-1]
 	blocks := up.Form.Get("blocks") + up.Form.Get("text")
 	if !strings.Contains(blocks, "50mg") {
-		t.Fatalf("the update does not show the edit:\n%s", blocks)
+		t.Fatalf("the update does not show the edit (want %q in it):\n%s", "50mg", blocks)
 	}
 	for _, bad := range []string{"<!channel>", "@everyone", "\u202e"} {
 		if strings.Contains(blocks, bad) {
-			t.Errorf("the updated card carries %q:\n%s", bad, blocks)
+			t.Errorf("the updated card carries %q, want it absent:\n%s", bad, blocks)
 		}
 	}
 	// The override is shown, as its escape, rather than silently dropped:
@@ -718,6 +718,6 @@ func TestAttackEditedValuesInSlackCard(t *testing.T) {
 	// (bot.EscapeInvisible). In the blocks' JSON the shown backslash is
 	// itself escaped.
 	if !strings.Contains(blocks, `\\u202e`) {
-		t.Errorf("the updated card does not show the override as \\u202e:\n%s", blocks)
+		t.Errorf("the updated card does not show the override as \\u202e (want %s in it):\n%s", `\\u202e`, blocks)
 	}
 }

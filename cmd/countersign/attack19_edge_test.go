@@ -180,7 +180,7 @@ http:
 				t.Errorf("%s %s with Host %s: %d %s, want a 403 saying what to configure", g.method, g.path, host, code, clip(body))
 			}
 			if strings.Contains(body, "evil") {
-				t.Errorf("%s %s: the refusal echoes the Host header: %s", g.method, g.path, clip(body))
+				t.Errorf("%s %s: the refusal echoes the Host header (want no %q in it): %s", g.method, g.path, "evil", clip(body))
 			}
 		}
 	}
@@ -248,7 +248,7 @@ func TestAttackReadOnlyFlagsLoadCode(t *testing.T) {
 			t.Errorf("read-only %v: %s, want a 403 refusing the flag, no request", cmd, clip(r))
 		}
 		if strings.Contains(cmd[3], "kubeconfig") && !strings.Contains(r.Error, "exec credential plugin") {
-			t.Errorf("%v: the refusal does not say why the flag is never accepted: %s", cmd, clip(r))
+			t.Errorf("%v: the refusal does not say why the flag is never accepted (want %q in the error): %s", cmd, "exec credential plugin", clip(r))
 		}
 	}
 	// The same flags on the destructive entry are shown to the person who
@@ -310,7 +310,7 @@ func slackButton(t *testing.T, e *testEnv, post slackCall, item, user, userTeam,
 	}
 	b, _ := json.Marshal(p)
 	if code, body := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(b)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d %s", code, body)
+		t.Fatalf("click answered %d %s, want %d", code, body, http.StatusOK)
 	}
 }
 
@@ -341,7 +341,7 @@ func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
 		post := f.Calls("chat.postMessage")[n]
 		m := regexp.MustCompile(`"value":"(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
 		if m == nil {
-			t.Fatalf("no Approve button:\n%s", post.Form.Get("blocks"))
+			t.Fatalf("no Approve button (want a numeric \"value\" in the blocks):\n%s", post.Form.Get("blocks"))
 		}
 		return post, m[1]
 	}
@@ -371,12 +371,12 @@ func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
 			t.Errorf("click from %+v: refusal %v, want a private 'not mapped' to U0123ABC", c, eph.Form)
 		}
 		if s := status(item); s != "pending" {
-			t.Fatalf("a click by U0123ABC of %+v decided the proposal", c)
+			t.Fatalf("a click by U0123ABC of %+v decided the proposal: it is %s, want pending", c, s)
 		}
 	}
 	log := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
 	if !strings.Contains(log, "unmapped [T2/U0123ABC]") || !strings.Contains(log, "slack user T2/U0123ABC is not mapped") {
-		t.Errorf("the refusals are not audited under the workspace they came from:\n%s", log)
+		t.Errorf("the refusals are not audited under the workspace they came from (want %q and %q in the log):\n%s", "unmapped [T2/U0123ABC]", "slack user T2/U0123ABC is not mapped", log)
 	}
 	// The same user in the configured workspace (slack.team_id T1) decides.
 	slackButton(t, e, post, item, "U0123ABC", "T1", "T1", "", "t-home")
@@ -389,19 +389,19 @@ func TestAttackSlackClickFromAnotherWorkspace(t *testing.T) {
 	slackButton(t, e, post, item, "W0GRID", "E0OTHER", "T9", "E0OTHER", "t-grid-other")
 	waitFor(t, "the other org's refusal", func() bool { return refusals() == before+1 })
 	if status(item) != "pending" {
-		t.Fatal("a click by W0GRID of another Enterprise Grid org decided the proposal")
+		t.Fatal("a click by W0GRID of another Enterprise Grid org decided the proposal, want it pending")
 	}
 	slackButton(t, e, post, item, "W0GRID", "T5", "T5", "E0GRID", "t-grid")
 	waitFor(t, "dr_grid's approval", func() bool { return status(item) == "decided" })
 	if log := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text; !strings.Contains(log, "dr_grid [W0GRID]") {
-		t.Errorf("dr_grid's approval is not audited as dr_grid [W0GRID]:\n%s", log)
+		t.Errorf("dr_grid's approval is not audited as dr_grid [W0GRID] (want %q in the log):\n%s", "dr_grid [W0GRID]", log)
 	}
 
 	// A slash command from the other workspace is refused as well.
 	_, item = propose("DNR")
 	code, body := postSlack(t, e.URL, "/slack/commands", url.Values{"team_id": {"T2"}, "user_id": {"U0123ABC"}, "channel_id": {"C0DEFAULT"}, "command": {"/countersign"}, "text": {"approve " + item}, "trigger_id": {"t-cmd"}}, e2eSlackSecret)
 	if code != http.StatusOK || !strings.Contains(body, "not mapped") || status(item) != "pending" {
-		t.Fatalf("approve from another workspace's command: %d %s (item %s)", code, clip(body), status(item))
+		t.Fatalf("approve from another workspace's command: %d %s (item %s), want 200 saying %q, the item pending", code, clip(body), status(item), "not mapped")
 	}
 }
 

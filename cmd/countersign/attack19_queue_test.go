@@ -67,7 +67,7 @@ func slackText(t *testing.T, e *testEnv, user, text string) string {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK {
-		t.Fatalf("/countersign %s answered %d %s", text, code, body)
+		t.Fatalf("/countersign %s answered %d %s, want %d and a JSON reply", text, code, body, http.StatusOK)
 	}
 	return resp.Text
 }
@@ -168,7 +168,7 @@ func TestAttackFloodHidesOthersItems(t *testing.T) {
 	for pages := 0; ; pages++ {
 		for _, id := range inboxIDs(page) {
 			if seen[id] {
-				t.Fatalf("#%s is listed twice", id)
+				t.Fatalf("#%s is listed twice, want each item once", id)
 			}
 			seen[id] = true
 		}
@@ -177,7 +177,7 @@ func TestAttackFloodHidesOthersItems(t *testing.T) {
 			break
 		}
 		if pages > 20 {
-			t.Fatal("the inbox's pages do not end")
+			t.Fatal("the inbox's pages do not end: more than 20, want the last page to have no next link")
 		}
 		_, page = webDo(t, boss, "GET", e.URL+strings.ReplaceAll(m[1], "&amp;", "&"), nil)
 	}
@@ -204,7 +204,7 @@ func TestAttackOpenItemQuota(t *testing.T) {
 	}
 	first := ask("first")
 	if first.Status != http.StatusOK {
-		t.Fatalf("the first request: %s", first)
+		t.Fatalf("the first request: status = %d, want %d: %s", first.Status, http.StatusOK, first)
 	}
 	flood(t, e, []string{agent}, "ward_b", 99)
 	r := ask("101")
@@ -214,7 +214,7 @@ func TestAttackOpenItemQuota(t *testing.T) {
 	// bob denies the first: the agent may ask once more, and no more.
 	e.MustOK(bob, "deny_action", map[string]any{"request_id": first.Data["request_id"], "reason": "noise"})
 	if r := ask("again"); r.Status != http.StatusOK || r.Data["status"] != "pending" {
-		t.Fatalf("a request once one of its items is decided: %s", r)
+		t.Fatalf("a request once one of its items is decided: status = %d, %v, want %d, pending: %s", r.Status, r.Data["status"], http.StatusOK, r)
 	}
 	if r := ask("once more"); r.Status != http.StatusTooManyRequests {
 		t.Fatalf("the next one: %s, want 429 again", r)
@@ -238,25 +238,25 @@ func TestAttackInboxRevealsOutOfScopeSpaces(t *testing.T) {
 	for _, path := range []string{"/ui/", "/ui/?space=patient_jane_doe", "/ui/?kind=action", "/ui/?space=patient_jane_doe&kind=action"} {
 		_, page := webDo(t, drA, "GET", e.URL+path, nil)
 		if strings.Contains(page, "patient_jane_doe") || strings.Contains(page, fmt.Sprintf(`id="item-%v"`, other.Data["item_id"])) {
-			t.Fatalf("%s shows the out-of-scope space or its item:\n%s", path, page)
+			t.Fatalf("%s shows the out-of-scope space or its item (want no %q, no item-%v in it):\n%s", path, "patient_jane_doe", other.Data["item_id"], page)
 		}
 		want := path == "/ui/" || path == "/ui/?kind=action"
 		if ids := inboxIDs(page); want != (len(ids) == 1 && ids[0] == fmt.Sprint(mine.Data["item_id"])) {
-			t.Errorf("%s lists %v", path, ids)
+			t.Errorf("%s lists %v; want it to list only #%v: %t", path, ids, mine.Data["item_id"], want)
 		}
 	}
 	resp, page := webDo(t, drA, "GET", e.URL+fmt.Sprintf("/ui/items/%v", other.Data["item_id"]), nil)
 	for _, leak := range []string{"patient_jane_doe", "warfarin", "action request", "pending", "set_dose"} {
 		if strings.Contains(page, leak) {
-			t.Errorf("the out-of-scope item's page (%d) shows %q:\n%s", resp.StatusCode, leak, page)
+			t.Errorf("the out-of-scope item's page (%d) shows %q, want nothing of it:\n%s", resp.StatusCode, leak, page)
 		}
 	}
 	if !strings.Contains(page, "outside your scope") {
-		t.Errorf("the out-of-scope item's page does not say why nothing is shown:\n%s", page)
+		t.Errorf("the out-of-scope item's page does not say why nothing is shown (want %q in it):\n%s", "outside your scope", page)
 	}
 	_, poll := webDo(t, drA, "GET", e.URL+fmt.Sprintf("/ui/items/%v/status", other.Data["item_id"]), nil)
 	if !strings.Contains(poll, `"status":"hidden"`) {
-		t.Errorf("the status poll of an out-of-scope item: %s", poll)
+		t.Errorf("the status poll of an out-of-scope item = %s, want it to contain %s", poll, `"status":"hidden"`)
 	}
 }
 
@@ -280,7 +280,7 @@ func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
 	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_a", "tool": "prescribe", "arguments": map[string]any{"drug": secret}, "summary": "Start " + secret})
 	rid := r.Data["request_id"].(string)
 	if !strings.Contains(r.Raw, secret) {
-		t.Fatalf("the requester does not see its own request: %s", r.Raw)
+		t.Fatalf("the requester does not see its own request (want %q in it): %s", secret, r.Raw)
 	}
 	for name, key := range map[string]string{"a viewer key": viewer, "another agent": other} {
 		st := e.MustOK(key, "action_status", map[string]any{"request_id": rid})
@@ -289,29 +289,29 @@ func TestAttackSensitiveArgumentsOverActionStatus(t *testing.T) {
 		}
 	}
 	if st := e.MustOK(bob, "action_status", map[string]any{"request_id": rid}); !strings.Contains(st.Raw, secret) {
-		t.Errorf("an approver of the space does not see the arguments: %s", st.Raw)
+		t.Errorf("an approver of the space does not see the arguments (want %q in it): %s", secret, st.Raw)
 	}
 	// bob edits it; the edit's changes are details too.
 	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid, "arguments": map[string]any{"drug": "methadone-40mg"}})
 	for name, key := range map[string]string{"a viewer key": viewer, "another agent": other} {
 		st := e.MustOK(key, "action_status", map[string]any{"request_id": rid})
 		if strings.Contains(st.Raw, "methadone") {
-			t.Errorf("action_status for %s after the edit: %s", name, st.Raw)
+			t.Errorf("action_status for %s after the edit: %s, want no %q in it", name, st.Raw, "methadone")
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); !strings.Contains(st.Raw, "methadone-40mg") {
-		t.Errorf("the requester does not see the approved arguments: %s", st.Raw)
+		t.Errorf("the requester does not see the approved arguments (want %q in it): %s", "methadone-40mg", st.Raw)
 	}
 	if a := e.MustOK(auditor, "audit_log", map[string]any{"limit": 200}); strings.Contains(a.Raw, "methadone") {
-		t.Errorf("audit_log carries the arguments: %s", a.Raw)
+		t.Errorf("audit_log carries the arguments, want no %q in it: %s", "methadone", a.Raw)
 	}
 	// The console and chat withhold them from vic, the viewer.
 	vic := signInHTTP(t, e, "vic")
 	if _, page := webDo(t, vic, "GET", e.URL+fmt.Sprintf("/ui/items/%v", r.Data["item_id"]), nil); strings.Contains(page, "methadone") {
-		t.Errorf("the console shows vic the arguments:\n%s", page)
+		t.Errorf("the console shows vic the arguments, want no %q in it:\n%s", "methadone", page)
 	}
 	if reply := slackText(t, e, "U0VIC", fmt.Sprintf("show %v", r.Data["item_id"])); strings.Contains(reply, "methadone") {
-		t.Errorf("chat shows vic the arguments:\n%s", reply)
+		t.Errorf("chat shows vic the arguments, want no %q in it:\n%s", "methadone", reply)
 	}
 }
 
@@ -331,11 +331,11 @@ func TestAttackSensitiveDetailToAnotherWardsApprover(t *testing.T) {
 	e.Stop() // every delivery is done
 	for _, c := range f.Calls("chat.postEphemeral") {
 		if c.Form.Get("user") != "U0BOSS" {
-			t.Errorf("the details of a ward_b item went to %s privately: %s", c.Form.Get("user"), c.Form.Get("text"))
+			t.Errorf("the details of a ward_b item went to %s privately, want only to %s: %s", c.Form.Get("user"), "U0BOSS", c.Form.Get("text"))
 		}
 	}
 	if post := f.Calls("chat.postMessage"); len(post) != 1 || strings.Contains(post[0].Form.Get("blocks"), "methadone") {
-		t.Errorf("the channel card: %v", post)
+		t.Errorf("the channel cards = %v, want 1 with no %q in it", post, "methadone")
 	}
 }
 
@@ -356,7 +356,7 @@ func TestAttackDecidingAnotherSpacesExpiredRequest(t *testing.T) {
 	r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": "ward_b", "tool": "set_dose", "arguments": map[string]any{"drug": "warfarin-jane-doe", "dose": "2mg"}})
 	for _, tool := range []string{"approve_action", "deny_action"} {
 		if a := e.Call(nurse, tool, map[string]any{"request_id": r.Data["request_id"], "reason": "x"}); a.Status != http.StatusForbidden || strings.Contains(a.Raw, "warfarin") {
-			t.Fatalf("%s of a pending request of another space: %s", tool, a)
+			t.Fatalf("%s of a pending request of another space: %s, want %d with no %q in it", tool, a, http.StatusForbidden, "warfarin")
 		}
 	}
 	clock.Advance(2 * time.Hour) // past the default timeout
@@ -368,6 +368,6 @@ func TestAttackDecidingAnotherSpacesExpiredRequest(t *testing.T) {
 	q := e.MustOK(agent, "ask_user", map[string]any{"user_id": "ward_b", "question": "Is Jane Doe allergic to penicillin?"})
 	clock.Advance(2 * time.Hour)
 	if a := e.Call(nurse, "answer_question", map[string]any{"request_id": q.Data["request_id"], "text": "no"}); a.Status != http.StatusForbidden || strings.Contains(a.Raw, "Jane") {
-		t.Errorf("answer_question of an expired question of another space: %s", a)
+		t.Errorf("answer_question of an expired question of another space: %s, want %d with no %q in it", a, http.StatusForbidden, "Jane")
 	}
 }

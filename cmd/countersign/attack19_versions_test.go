@@ -52,7 +52,7 @@ func slackApproveClick(t *testing.T, e *testEnv, user, trigger, id, value string
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + id, "value": value, "action_ts": "1.1"}},
 	})
 	if code, body := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d %s", code, body)
+		t.Fatalf("click answered %d %s, want %d", code, body, http.StatusOK)
 	}
 }
 
@@ -85,7 +85,7 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 
 	// Typed `approve N`: refused, saying how to name the version.
 	if reply := slackText(t, e, "U0123ABC", "approve "+item); !strings.Contains(reply, "must name the version") || !strings.Contains(reply, "show "+item) {
-		t.Fatalf("`approve %s` after an edit answered:\n%s", item, reply)
+		t.Fatalf("`approve %s` after an edit answered:\n%s\nwant it to say %q and %q", item, reply, "must name the version", "show "+item)
 	}
 	// The card, updated after the edit, names the edited version in full.
 	waitFor(t, "the card updated after the edit", func() bool {
@@ -97,7 +97,7 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 		return false
 	})
 	if posts := f.Calls("chat.postMessage"); len(posts) == 0 {
-		t.Fatal("the request was not posted")
+		t.Fatal("the request was not posted: no chat.postMessage, want its card")
 	} else if m := approveValueRE.FindStringSubmatch(slackJSON(posts[0].Form.Get("blocks"))); m == nil || m[1] != item || m[2] != proposal {
 		t.Fatalf("the posted card's Approve carries %v, want %s:%s (the full version it shows)", m, item, proposal)
 	}
@@ -106,19 +106,19 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 	slackApproveClick(t, e, "U0123ABC", "t-stale", item, item+":"+proposal)
 	waitFor(t, "the stale click's refusal", func() bool { return len(f.Calls("chat.postEphemeral")) >= 1 })
 	if eph := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(eph, "changed after it was shown") {
-		t.Fatalf("the stale click: %s", eph)
+		t.Fatalf("the stale click's answer = %q, want it to contain %q", eph, "changed after it was shown")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" || st.Data["tally"] != "1 of 2 approvals: bob" {
-		t.Fatalf("after the refused approvals: %s", st)
+		t.Fatalf("after the refused approvals: status = %v, tally = %v, want pending, %q: %s", st.Data["status"], st.Data["tally"], "1 of 2 approvals: bob", st)
 	}
 	// `show` gives the version; `approve N <version>` approves it.
 	show := slackText(t, e, "U0123ABC", "show "+item)
 	if !strings.Contains(show, "Version: "+edited) || !strings.Contains(show, "approve "+item+" "+edited) {
-		t.Fatalf("show after an edit:\n%s", show)
+		t.Fatalf("show after an edit:\n%s\nwant it to contain %q and %q", show, "Version: "+edited, "approve "+item+" "+edited)
 	}
 	slackText(t, e, "U0123ABC", "approve "+item+" "+edited)
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" || approvedArgs(t, st) != `{"dose":"50mg","drug":"apixaban"}` {
-		t.Fatalf("after approving the named version: %s", st)
+		t.Fatalf("after approving the named version: status = %v, want approved with arguments %s: %s", st.Data["status"], `{"dose":"50mg","drug":"apixaban"}`, st)
 	}
 
 	// The API: an approval without args_sha256 of an edited request is a
@@ -130,7 +130,7 @@ func TestAttackApprovalNamesNoVersion(t *testing.T) {
 		t.Fatalf("an API approval naming no version: %s, want 409 on args_sha256", a)
 	}
 	if a := e.MustOK(alice, "approve_action", map[string]any{"request_id": rid, "args_sha256": ed.Data["edited_args_sha256"]}); a.Data["status"] != "approved" {
-		t.Fatalf("an API approval naming the version: %s", a)
+		t.Fatalf("an API approval naming the version: status = %v, want approved: %s", a.Data["status"], a)
 	}
 }
 
@@ -157,10 +157,10 @@ func TestAttackVoteListGrowsByEditing(t *testing.T) {
 		t.Fatalf("bob's 11th edit: %s, want 409 saying the vote list is full", r)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); strings.Contains(st.Raw, "9mg") {
-		t.Fatalf("the refused edit changed the request: %s", st)
+		t.Fatalf("the refused edit changed the request, want no %q in it: %s", "9mg", st)
 	}
 	if d := e.MustOK(alice, "deny_action", map[string]any{"request_id": rid, "reason": "edited too often"}); d.Data["status"] != "denied" {
-		t.Fatalf("a denial after the cap: %s", d)
+		t.Fatalf("a denial after the cap: status = %v, want denied: %s", d.Data["status"], d)
 	}
 }
 
@@ -205,7 +205,7 @@ func TestAttackCallbackSecretInStoreFile(t *testing.T) {
 	}
 	for k, v := range stored {
 		if bytes.Contains(v, secret) {
-			t.Fatalf("the store file holds %s's callback secret as it is (%x)", k, v)
+			t.Fatalf("the store file holds %s's callback secret as it is (%x), want it sealed", k, v)
 		}
 	}
 	// An older store: the agent's secret in plaintext.
@@ -220,11 +220,11 @@ func TestAttackCallbackSecretInStoreFile(t *testing.T) {
 	e.MustOK(bob, "approve_action", map[string]any{"request_id": rid})
 	actWait(t, "the callback", func() bool { _, got, _ := rc.state(); return len(got) == 1 })
 	if _, _, bad := rc.state(); bad != 0 {
-		t.Fatalf("%d callbacks failed verification with the older store's secret", bad)
+		t.Fatalf("%d callbacks failed verification with the older store's secret, want 0", bad)
 	}
 	e.Stop()
 	stored, _ = rows()
 	if bytes.Contains(stored[id], secret) {
-		t.Fatal("the plaintext secret was not sealed at start")
+		t.Fatal("the plaintext secret was not sealed at start: the store file still holds it as it is")
 	}
 }

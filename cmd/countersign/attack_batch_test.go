@@ -55,7 +55,7 @@ func TestAttackBatchFormTampering(t *testing.T) {
 	smith := signInHTTP(t, e, "dr_smith")
 	resp, page := webDo(t, smith, "GET", e.URL+"/ui/batch?"+url.Values{"id": {i1, i2}}.Encode(), nil)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("review of two restarts: %d\n%s", resp.StatusCode, page)
+		t.Fatalf("review of two restarts: %d, want %d:\n%s", resp.StatusCode, http.StatusOK, page)
 	}
 	form := consoleForm(t, page, "approve-batch", nil)
 	form.Del("action")
@@ -80,7 +80,7 @@ func TestAttackBatchFormTampering(t *testing.T) {
 	_, none := webDo(t, smith, "GET", e.URL+"/ui/batch?"+url.Values{"id": {i1, "99999"}}.Encode(), nil)
 	if strings.Contains(hidden, "ward-b-secret") || strings.Contains(hidden, r3) ||
 		strings.Replace(hidden, "#"+i3, "#N", -1) != strings.Replace(none, "#99999", "#N", -1) {
-		t.Errorf("the review tells an item outside the scopes from no item:\n%s\n---\n%s", hidden, none)
+		t.Errorf("the review tells an item outside the scopes from no item (want the same page, with no %q and no %s in it):\n%s\n---\n%s", "ward-b-secret", r3, hidden, none)
 	}
 
 	jones := signInHTTP(t, e, "dr_jones")
@@ -91,11 +91,11 @@ func TestAttackBatchFormTampering(t *testing.T) {
 
 	resp, done := webDo(t, smith, "POST", e.URL+"/ui/batch", form)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(done, "Approved 2 of 2 items") {
-		t.Fatalf("the form as reviewed: %d\n%s", resp.StatusCode, done)
+		t.Fatalf("the form as reviewed: %d, want %d saying %q:\n%s", resp.StatusCode, http.StatusOK, "Approved 2 of 2 items", done)
 	}
 	for _, rid := range []string{r3, rd} {
 		if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}).Data["status"]; st != "pending" {
-			t.Errorf("%s, never in the batch, is %v", rid, st)
+			t.Errorf("%s, never in the batch, is %v, want pending", rid, st)
 		}
 	}
 }

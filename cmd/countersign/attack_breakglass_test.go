@@ -80,12 +80,12 @@ func TestAttackBreakGlassAroundTheReview(t *testing.T) {
 	_, page := webDo(t, alice, "GET", e.URL+"/ui/items/"+itemID, nil)
 	form := consoleForm(t, page, "break-glass-approve", url.Values{"action": {"break_glass"}, "reason": {"payments down, on-call unreachable"}})
 	if resp, body := webDo(t, alice, "POST", e.URL+"/ui/items/"+itemID+"/decide", form); resp.StatusCode >= 400 {
-		t.Fatalf("alice's break-glass answered %d:\n%s", resp.StatusCode, body)
+		t.Fatalf("alice's break-glass answered %d, want below 400:\n%s", resp.StatusCode, body)
 	}
 	st := status(reqID)
 	bg, _ := st.Data["break_glass"].(map[string]any)
 	if st.Data["status"] != "approved" || bg == nil {
-		t.Fatalf("after alice's break-glass: %s", st.Raw)
+		t.Fatalf("after alice's break-glass: status = %v, break_glass = %v, want approved with a break_glass record: %s", st.Data["status"], st.Data["break_glass"], st.Raw)
 	}
 	reviewID := bg["review_id"].(string)
 
@@ -103,7 +103,7 @@ func TestAttackBreakGlassAroundTheReview(t *testing.T) {
 	_, page = webDo(t, bob, "GET", e.URL+"/ui/items/"+itemOfReview, nil)
 	form = consoleForm(t, page, "approve", nil)
 	if resp, body := webDo(t, bob, "POST", e.URL+"/ui/items/"+itemOfReview+"/decide", form); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("bob's console countersignature answered %d:\n%s", resp.StatusCode, body)
+		t.Fatalf("bob's console countersignature answered %d, want %d:\n%s", resp.StatusCode, http.StatusSeeOther, body)
 	}
 	second := e.Call(bobKey, "countersign_review", map[string]any{"review_id": reviewID})
 	if second.Data["status"] != "open" || fmt.Sprint(second.Data["countersigned_by"]) != fmt.Sprint(first.Data["countersigned_by"]) {

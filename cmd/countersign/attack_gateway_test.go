@@ -72,7 +72,7 @@ gateway:
 		}
 		idB := newRequestOf(t, e, admin, "fs__write_file", seen)
 		if idB == idA {
-			t.Fatalf("B's call %d was given A's request %s", i, idA)
+			t.Fatalf("B's call %d was given A's request %s, want a request of its own", i, idA)
 		}
 		st := e.MustOK(admin, "action_status", map[string]any{"request_id": idB})
 		if st.Data["status"] != "pending" {
@@ -80,7 +80,7 @@ gateway:
 		}
 	}
 	if got, _ := os.ReadFile(path); string(got) != "changed by the ward" {
-		t.Fatalf("B's call wrote the file: it holds %q", got)
+		t.Fatalf("B's call wrote the file: it holds %q, want %q", got, "changed by the ward")
 	}
 
 	// B polls A's task, a tampered one and a made-up one.
@@ -95,7 +95,7 @@ gateway:
 		answers = append(answers, strings.ReplaceAll(rerr["message"].(string), id, "ID"))
 	}
 	if answers[0] != answers[1] || answers[1] != answers[2] {
-		t.Errorf("B tells A's task from a made-up one: %q", answers)
+		t.Errorf("B tells A's task from a made-up one: %q, want the same answer for each", answers)
 	}
 	if g := a.call("tasks/get", map[string]any{"taskId": taskA}); g["status"] != "completed" {
 		t.Errorf("A's own task after B's polls: %v, want completed", g)

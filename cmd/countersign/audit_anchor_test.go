@@ -104,7 +104,7 @@ func firstBeyond(t *testing.T, anchors []approvals.Anchor, seq uint64) approvals
 		}
 	}
 	if best.Seq == 0 {
-		t.Fatalf("no anchor beyond seq %d in %+v", seq, anchors)
+		t.Fatalf("no anchor beyond seq %d in %+v, want one", seq, anchors)
 	}
 	return best
 }
@@ -171,7 +171,7 @@ func TestAuditRollbackToAnOldSignedHeadIsDetected(t *testing.T) {
 	// Without anchors the rolled-back chain is consistent with itself: the
 	// attack is faithful, and only the anchors can tell.
 	if out, err := e.runCmd("audit", "verify", "--config", plainConfig(t, e), "--pubkey", pub); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") {
-		t.Fatalf("without anchors: %q %v", out, err)
+		t.Fatalf("without anchors: %q %v, want %q… and no error", out, err, "✓ Audit chain INTACT")
 	}
 	want := fmt.Sprintf("⚠ Audit chain BROKEN at seq %d: rolled back: the chain ends at seq %d, before the head anchored at %s.\n",
 		oldSeq+1, oldSeq, firstBeyond(t, anchors, oldSeq))
@@ -186,10 +186,10 @@ func TestAuditRollbackToAnOldSignedHeadIsDetected(t *testing.T) {
 	}
 	// The server does not go on appending to it.
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "rolled back, truncated or replaced") {
-		t.Fatalf("serve on a rolled-back store: %v", err)
+		t.Fatalf("serve on a rolled-back store: %v, want an error saying %q", err, "rolled back, truncated or replaced")
 	}
 	if got, _ := headSeq(t, e); got != oldSeq {
-		t.Fatalf("the refused server moved the head to %d", got)
+		t.Fatalf("the refused server moved the head to %d, want %d", got, oldSeq)
 	}
 }
 
@@ -210,20 +210,20 @@ func TestAuditWipedChainIsBroken(t *testing.T) {
 	})
 	plain := plainConfig(t, e)
 	if out, err := e.runCmd("audit", "verify", "--config", plain); err == nil || out != "⚠ Audit chain BROKEN at seq 1: "+approvals.ReasonEmptied+".\n" {
-		t.Fatalf("without anchors: %q %v", out, err)
+		t.Fatalf("without anchors: %q %v, want %q and an error", out, err, "⚠ Audit chain BROKEN at seq 1: "+approvals.ReasonEmptied+".\n")
 	}
 	want := fmt.Sprintf("⚠ Audit chain BROKEN at seq 1: rolled back: the chain ends at seq 0, before the head anchored at %s.\n", firstBeyond(t, readAnchorFile(t, anchorPath), 0))
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg); err == nil || out != want {
 		t.Fatalf("with anchors: %q %v, want %q", out, err, want)
 	}
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "rolled back, truncated or replaced") {
-		t.Fatalf("serve with anchors: %v", err)
+		t.Fatalf("serve with anchors: %v, want an error saying %q", err, "rolled back, truncated or replaced")
 	}
 	// Without anchors too, serve refuses to start a fresh chain over it.
 	noAnchors := e.again()
 	noAnchors.cfg = plain
 	if err := noAnchors.serveOnce(); err == nil || !strings.Contains(err.Error(), "the chain was emptied") {
-		t.Fatalf("serve without anchors: %v", err)
+		t.Fatalf("serve without anchors: %v, want an error saying %q", err, "the chain was emptied")
 	}
 }
 
@@ -237,7 +237,7 @@ func TestServeOnAnEmptyStoreNextToItsAnchorsRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "the audit chain ends at seq 0, before the head anchored at line") {
-		t.Fatalf("serve on a truncated store: %v", err)
+		t.Fatalf("serve on a truncated store: %v, want an error saying %q", err, "the audit chain ends at seq 0, before the head anchored at line")
 	}
 	want := fmt.Sprintf("⚠ Audit chain BROKEN at seq 1: rolled back: the chain ends at seq 0, before the head anchored at %s.\n", firstBeyond(t, readAnchorFile(t, anchorPath), 0))
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg); err == nil || out != want {
@@ -304,11 +304,11 @@ func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
 	// On its own, with the swapped key, the forgery holds.
 	plain := plainConfig(t, e)
 	if out, err := e.runCmd("audit", "verify", "--config", plain); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") {
-		t.Fatalf("the forgery against itself: %q %v", out, err)
+		t.Fatalf("the forgery against itself: %q %v, want %q… and no error", out, err, "✓ Audit chain INTACT")
 	}
 	// Against the original key, pinned.
 	if out, err := e.runCmd("audit", "verify", "--config", plain, "--pubkey", strings.TrimSpace(origPub)); err == nil || out != "⚠ Audit chain BROKEN at seq 1: invalid signature.\n" {
-		t.Fatalf("pinned key: %q %v", out, err)
+		t.Fatalf("pinned key: %q %v, want %q and an error", out, err, "⚠ Audit chain BROKEN at seq 1: invalid signature.\n")
 	}
 	// Against the anchors, with the swapped key configured.
 	first := readAnchorFile(t, anchorPath)[0]
@@ -317,7 +317,7 @@ func TestAuditChainResignedWithASwappedKeyIsDetected(t *testing.T) {
 		t.Fatalf("anchors:\n got %q %v\nwant %q", out, err, want)
 	}
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "the chain was re-signed") {
-		t.Fatalf("serve on a re-signed chain: %v", err)
+		t.Fatalf("serve on a re-signed chain: %v, want an error saying %q", err, "the chain was re-signed")
 	}
 }
 
@@ -341,15 +341,15 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 	err = e.again().serveOnce()
 	if err == nil || !strings.Contains(err.Error(), "audit.signing_key: no key at "+keyFile+", but the store already holds an audit chain signed by key "+oldPub) ||
 		!strings.Contains(err.Error(), "--new-signing-key") {
-		t.Fatalf("serve without its key: %v", err)
+		t.Fatalf("serve without its key: %v, want an error saying %q and %q", err, "audit.signing_key: no key at "+keyFile+", but the store already holds an audit chain signed by key "+oldPub, "--new-signing-key")
 	}
 	if fileExists(keyFile) {
-		t.Fatal("the refused start created a key")
+		t.Fatal("the refused start created a key, want no key file at", keyFile)
 	}
 	// keys create appends too: it refuses the same way.
 	var out, errb bytes.Buffer
 	if err := run(context.Background(), []string{"keys", "create", "--config", e.cfg, "--name", "x", "--role", "member"}, e.getenv, strings.NewReader(""), &out, &errb); err == nil || !strings.Contains(err.Error(), "no key at") {
-		t.Fatalf("keys create without the key: %v", err)
+		t.Fatalf("keys create without the key: %v, want an error saying %q", err, "no key at")
 	}
 	rows, _ := headSeq(t, e)
 
@@ -358,7 +358,7 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 	r.Start()
 	newPub := hex.EncodeToString(mustKey(t, keyFile).Public().(ed25519.PublicKey))
 	if newPub == oldPub {
-		t.Fatal("the key was not renewed")
+		t.Fatal("the key was not renewed: the new public key is the old one, want another")
 	}
 	pk := r.MustOK(auditor, "export_public_key", nil)
 	wantKeys := fmt.Sprintf("Ed25519 public key (hex):\n%s\n\nKeys the chain has used (pin every one you trust):\n  seq 1–%d: %s\n  seq %d–now: %s", newPub, rows, oldPub, rows+1, newPub)
@@ -366,21 +366,21 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 		t.Fatalf("export_public_key:\n got %q\nwant %q", pk.Text, wantKeys)
 	}
 	if v := r.MustOK(auditor, "verify_audit", nil); !strings.HasPrefix(v.Text, "✓ Audit chain INTACT") || !strings.Contains(v.Text, "anchors: ") {
-		t.Fatalf("verify_audit after rotation: %q", v.Text)
+		t.Fatalf("verify_audit after rotation: %q, want %q… naming %q", v.Text, "✓ Audit chain INTACT", "anchors: ")
 	}
 	r.Stop()
 	export, err := e.runCmd("audit", "export", "--config", e.cfg)
 	var rot approvals.Entry
 	if lines := strings.Split(strings.TrimSpace(export), "\n"); err != nil || len(lines) <= int(rows) || json.Unmarshal([]byte(lines[rows]), &rot) != nil ||
 		rot.Action != approvals.ActionKeyRotation || rot.Principal != "countersign [system]" || !strings.HasPrefix(rot.Detail, "old ed25519:"+oldPub+" new ed25519:"+newPub+";") {
-		t.Fatalf("no rotation entry at seq %d: %+v %v", rows+1, rot, err)
+		t.Fatalf("no rotation entry at seq %d: %+v %v, want %s by %q with the detail %q…", rows+1, rot, err, approvals.ActionKeyRotation, "countersign [system]", "old ed25519:"+oldPub+" new ed25519:"+newPub+";")
 	}
 
 	// The configured (new) key vouches for the old one through the
 	// rotation entry, signed by it.
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") ||
 		!strings.Contains(out, fmt.Sprintf("  key: seq 1–%d %s\n", rows, oldPub)) {
-		t.Fatalf("verify with the new key: %q %v", out, err)
+		t.Fatalf("verify with the new key: %q %v, want %q… with %q and no error", out, err, "✓ Audit chain INTACT", fmt.Sprintf("  key: seq 1–%d %s\n", rows, oldPub))
 	}
 	// Pinning only the old key: the entries from the rotation on are not
 	// vouched for by anyone the auditor trusts.
@@ -389,11 +389,11 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 		t.Fatalf("old key pinned: %q %v, want %q", out, err, want)
 	}
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg, "--pubkey", oldPub+","+newPub); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") {
-		t.Fatalf("both keys pinned: %q %v", out, err)
+		t.Fatalf("both keys pinned: %q %v, want %q… and no error", out, err, "✓ Audit chain INTACT")
 	}
 	// Starting again with the new key needs no flag; the flag again is refused.
 	if err := e.again().serveOnce("--new-signing-key"); err == nil || !strings.Contains(err.Error(), "already signs the audit chain") {
-		t.Fatalf("second rotation: %v", err)
+		t.Fatalf("second rotation: %v, want an error saying %q", err, "already signs the audit chain")
 	}
 	// A key file that is not the chain's key is refused too.
 	other := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize))
@@ -401,7 +401,7 @@ func TestLostSigningKeyRefusesThenRotates(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "does not sign this store's audit chain") {
-		t.Fatalf("serve with another key: %v", err)
+		t.Fatalf("serve with another key: %v, want an error saying %q", err, "does not sign this store's audit chain")
 	}
 }
 
@@ -429,25 +429,25 @@ func TestAnchorsAreWrittenAndChecked(t *testing.T) {
 	}
 	for i, a := range anchors {
 		if a.Line != i+1 || (i > 0 && a.Seq <= anchors[i-1].Seq) {
-			t.Fatalf("anchor %d: %+v (an unchanged head anchored twice?)", i+1, a)
+			t.Fatalf("anchor %d: %+v, want line %d and a seq above the previous anchor's (an unchanged head anchored twice?)", i+1, a, i+1)
 		}
 	}
 	if out, err := e.runCmd("audit", "anchor", "--config", e.cfg); err != nil || out != fmt.Sprintf("Already anchored: seq %d hash %s in %s\n", seq, newest.Hash, anchorPath) {
-		t.Fatalf("audit anchor: %q %v", out, err)
+		t.Fatalf("audit anchor: %q %v, want %q", out, err, fmt.Sprintf("Already anchored: seq %d hash %s in %s\n", seq, newest.Hash, anchorPath))
 	}
 	other := filepath.Join(t.TempDir(), "elsewhere.anchors")
 	if out, err := e.runCmd("audit", "anchor", "--config", e.cfg, "--anchors", other); err != nil || !strings.HasPrefix(out, fmt.Sprintf("Anchored: seq %d hash ", seq)) {
-		t.Fatalf("audit anchor --anchors: %q %v", out, err)
+		t.Fatalf("audit anchor --anchors: %q %v, want %q…", out, err, fmt.Sprintf("Anchored: seq %d hash ", seq))
 	}
 	out, err := e.runCmd("audit", "verify", "--config", e.cfg)
 	if err != nil || !strings.Contains(out, fmt.Sprintf("  anchors: %d checked, the newest at seq %d (%s)\n", len(anchors), seq, newest.Time)) {
-		t.Fatalf("audit verify: %q %v", out, err)
+		t.Fatalf("audit verify: %q %v, want it to contain %q", out, err, fmt.Sprintf("  anchors: %d checked, the newest at seq %d (%s)\n", len(anchors), seq, newest.Time))
 	}
 	r := e.again()
 	r.Start()
 	v := r.MustOK(auditor, "verify_audit", nil)
 	if !strings.HasPrefix(v.Text, "✓ Audit chain INTACT") || !strings.Contains(v.Text, "\n  anchors: ") {
-		t.Fatalf("verify_audit: %q", v.Text)
+		t.Fatalf("verify_audit: %q, want %q… naming %q", v.Text, "✓ Audit chain INTACT", "\n  anchors: ")
 	}
 	r.Stop()
 
@@ -460,10 +460,10 @@ func TestAnchorsAreWrittenAndChecked(t *testing.T) {
 	f.Close()
 	lines := len(readAnchorFileRaw(t, anchorPath))
 	if _, err := e.runCmd("audit", "verify", "--config", e.cfg); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: not an anchor", lines)) {
-		t.Fatalf("verify with a foreign line: %v", err)
+		t.Fatalf("verify with a foreign line: %v, want an error saying %q", err, fmt.Sprintf("line %d: not an anchor", lines))
 	}
 	if err := e.again().serveOnce(); err == nil || !strings.Contains(err.Error(), "not an anchor") {
-		t.Fatalf("serve with a foreign line: %v", err)
+		t.Fatalf("serve with a foreign line: %v, want an error saying %q", err, "not an anchor")
 	}
 }
 
@@ -482,7 +482,7 @@ func TestNoAnchorFileWarns(t *testing.T) {
 	e := newTestEnv(t, "")
 	e.Start()
 	if !strings.Contains(e.logs.String(), "audit.anchor.file is not set") {
-		t.Fatalf("no warning:\n%s", e.logs.String())
+		t.Fatalf("no warning (want %q in the log):\n%s", "audit.anchor.file is not set", e.logs.String())
 	}
 }
 
@@ -501,7 +501,7 @@ func TestAnchorConfigProblems(t *testing.T) {
 	}
 	cfg, err := config.Parse([]byte("store:\n  path: "+filepath.Join(dir, "c.db")+"\n"), dir)
 	if err != nil || cfg.Audit.Anchor.Every != config.DefaultAnchorEvery || cfg.Audit.Anchor.File != "" {
-		t.Fatalf("defaults: %+v %v", cfg.Audit.Anchor, err)
+		t.Fatalf("defaults: %+v %v, want every %v, no file", cfg.Audit.Anchor, err, config.DefaultAnchorEvery)
 	}
 }
 
@@ -521,7 +521,7 @@ func TestAuditStateBucketsExist(t *testing.T) {
 				continue // only a break-glass fills it: approvals' TestAReviewIsStoredInAnAuditedBucket
 			}
 			if bk := tx.Bucket([]byte(b)); bk == nil || bk.Stats().KeyN == 0 {
-				t.Errorf("bucket %q is empty or missing", b)
+				t.Errorf("bucket %q is empty or missing, want at least one key in it", b)
 			}
 		}
 		return nil

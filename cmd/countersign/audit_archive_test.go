@@ -23,10 +23,10 @@ func TestAuditArchiveThenVerify(t *testing.T) {
 	before := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 
 	if _, err := e.runCmd("audit", "archive", "--config", e.cfg, "--before", "yesterday", "--out", out); err == nil || !strings.Contains(err.Error(), "--before: \"yesterday\" is not a date") {
-		t.Fatalf("bad date: %v", err)
+		t.Fatalf("bad date: %v, want an error saying %q", err, "--before: \"yesterday\" is not a date")
 	}
 	if _, err := e.runCmd("audit", "archive", "--config", e.cfg, "--before", "2000-01-01", "--out", out); err == nil || !strings.Contains(err.Error(), "no live entry is older than that date") || fileExists(out) {
-		t.Fatalf("nothing to archive: %v (file left: %v)", err, fileExists(out))
+		t.Fatalf("nothing to archive: %v (file left: %v), want an error saying %q and no file", err, fileExists(out), "no live entry is older than that date")
 	}
 	got, err := e.runCmd("audit", "archive", "--config", e.cfg, "--before", before, "--out", out)
 	want := fmt.Sprintf("Archived seq 1–%d (%d entries) to %s; the store keeps a signed checkpoint at seq %d.\n", rows-1, rows-1, out, rows-1)
@@ -34,7 +34,7 @@ func TestAuditArchiveThenVerify(t *testing.T) {
 		t.Fatalf("archive: %q %v, want %q", got, err, want)
 	}
 	if _, err := e.runCmd("audit", "archive", "--config", e.cfg, "--before", before, "--out", out); err == nil || !strings.Contains(err.Error(), "never overwritten") {
-		t.Fatalf("overwrite: %v", err)
+		t.Fatalf("overwrite: %v, want an error saying %q", err, "never overwritten")
 	}
 	e.withBolt(func(tx *bbolt.Tx) error {
 		if n := tx.Bucket([]byte("audit")).Stats().KeyN; n != 1 {
@@ -45,18 +45,18 @@ func TestAuditArchiveThenVerify(t *testing.T) {
 
 	live, err := e.runCmd("audit", "verify", "--config", e.cfg)
 	if err != nil || !strings.HasPrefix(live, "✓ Audit chain INTACT — 1 entries verified.\n") || !strings.Contains(live, fmt.Sprintf("  checkpoint: seq 1–%d archived", rows-1)) {
-		t.Fatalf("live chain: %q %v", live, err)
+		t.Fatalf("live chain: %q %v, want %q… with %q", live, err, "✓ Audit chain INTACT — 1 entries verified.\n", fmt.Sprintf("  checkpoint: seq 1–%d archived", rows-1))
 	}
 	whole, err := e.runCmd("audit", "verify", "--config", e.cfg, "--archive", out)
 	if err != nil || !strings.HasPrefix(whole, fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.\n", rows)) {
-		t.Fatalf("with the archive: %q %v", whole, err)
+		t.Fatalf("with the archive: %q %v, want %q…", whole, err, fmt.Sprintf("✓ Audit chain INTACT — %d entries verified.\n", rows))
 	}
 	// An archived entry altered in the segment file.
 	b, _ := os.ReadFile(out)
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte(strings.Replace(string(b), `\"bot1\"`, `\"bot9\"`, 1)), 0o600)
 	if got, err := e.runCmd("audit", "verify", "--config", e.cfg, "--archive", bad); err == nil || !strings.Contains(got, "content tampered") {
-		t.Fatalf("altered archive: %q %v", got, err)
+		t.Fatalf("altered archive: %q %v, want an error and %q in the output", got, err, "content tampered")
 	}
 
 	// The server starts on the archived store (its anchors included) and
@@ -65,10 +65,10 @@ func TestAuditArchiveThenVerify(t *testing.T) {
 	r.Start()
 	v := r.MustOK(auditor, "verify_audit", nil)
 	if !strings.HasPrefix(v.Text, "✓ Audit chain INTACT") || !strings.Contains(v.Text, fmt.Sprintf("checkpoint: seq 1–%d archived", rows-1)) {
-		t.Fatalf("verify_audit: %q", v.Text)
+		t.Fatalf("verify_audit: %q, want %q… with %q", v.Text, "✓ Audit chain INTACT", fmt.Sprintf("checkpoint: seq 1–%d archived", rows-1))
 	}
 	r.Stop()
 	if got, err := e.runCmd("audit", "verify", "--config", e.cfg, "--archive", out); err != nil || !strings.HasPrefix(got, "✓ Audit chain INTACT") {
-		t.Fatalf("after more entries: %q %v", got, err)
+		t.Fatalf("after more entries: %q %v, want %q… and no error", got, err, "✓ Audit chain INTACT")
 	}
 }

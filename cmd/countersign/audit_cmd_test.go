@@ -102,7 +102,7 @@ func TestAuditTamperIsDetected(t *testing.T) {
 			v := append([]byte(nil), b.Get(seqKey(3))...)
 			i := bytes.Index(v, []byte("bot1"))
 			if i < 0 {
-				t.Fatalf("row 3: %s", v)
+				t.Fatalf("row 3: %s, want %q in it", v, "bot1")
 			}
 			v[i] ^= 0x01 // "bot1" becomes "cot1"
 			if err := b.Put(seqKey(3), v); err != nil {
@@ -130,7 +130,7 @@ func TestAuditTamperIsDetected(t *testing.T) {
 			e := newTestEnv(t, "")
 			rows, auditor := seedAudit(t, e, 4)
 			if rows < 5 {
-				t.Fatalf("only %d rows", rows)
+				t.Fatalf("only %d rows, want at least 5", rows)
 			}
 			e.withBolt(func(tx *bbolt.Tx) error { tt.tamper(t, tx, rows); return nil })
 
@@ -144,7 +144,7 @@ func TestAuditTamperIsDetected(t *testing.T) {
 				t.Fatalf("audit verify printed %q, want %q", out, want)
 			}
 			if (tt.at != nil) != (err != nil) {
-				t.Fatalf("audit verify err = %v", err)
+				t.Fatalf("audit verify err = %v, want an error: %t", err, tt.at != nil)
 			}
 			// And through the tool, on the running server.
 			e = e.again()
@@ -163,7 +163,7 @@ func TestAuditExportAndPubkey(t *testing.T) {
 
 	pubHex, err := e.runCmd("audit", "pubkey", "--config", e.cfg)
 	if err != nil || len(strings.TrimSpace(pubHex)) != 64 {
-		t.Fatalf("pubkey: %q, %v", pubHex, err)
+		t.Fatalf("pubkey: %q, %v, want 64 hex digits", pubHex, err)
 	}
 	pub, _ := hex.DecodeString(strings.TrimSpace(pubHex))
 	out, err := e.runCmd("audit", "export", "--config", e.cfg)
@@ -172,12 +172,12 @@ func TestAuditExportAndPubkey(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != rows+1 {
-		t.Fatalf("%d lines for %d rows and the head", len(lines), rows)
+		t.Fatalf("%d lines for %d rows and the head, want %d", len(lines), rows, rows+1)
 	}
 	var head approvals.ExportedHead
 	if err := json.Unmarshal([]byte(lines[rows]), &head); err != nil || head.Head.Seq != uint64(rows) ||
 		!ed25519.Verify(ed25519.PublicKey(pub), []byte(fmt.Sprintf("countersign.audit.head.v1|%d|%s", rows, head.Head.Hash)), mustHex(t, head.Head.Sig)) {
-		t.Fatalf("the last line is not the signed head: %s", lines[rows])
+		t.Fatalf("the last line is not the signed head (want seq %d, signed by the exported key): %s", rows, lines[rows])
 	}
 	lines = lines[:rows]
 	prev := approvals.Genesis
@@ -187,50 +187,50 @@ func TestAuditExportAndPubkey(t *testing.T) {
 			t.Fatalf("line %d: %v", i+1, err)
 		}
 		if en.Seq != uint64(i+1) || en.PrevHash != prev || en.ComputeHash() != en.Hash {
-			t.Fatalf("line %d does not verify: %s", i+1, line)
+			t.Fatalf("line %d does not verify (want seq %d after %s, its hash matching): %s", i+1, i+1, prev, line)
 		}
 		if strings.Contains(line, "cs_sk_") {
-			t.Fatalf("a key in the trail: %s", line)
+			t.Fatalf("a key in the trail, want no %q in it: %s", "cs_sk_", line)
 		}
 		prev = en.Hash
 	}
 	if head.Head.Hash != prev {
-		t.Fatalf("the head names %s, the last entry is %s", head.Head.Hash, prev)
+		t.Fatalf("the head names %s, want the last entry %s", head.Head.Hash, prev)
 	}
 	// The exported key verifies; another key does not.
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg, "--pubkey", strings.TrimSpace(pubHex)); err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") || !strings.Contains(out, "head: seq") {
-		t.Fatalf("verify with exported key: %q %v", out, err)
+		t.Fatalf("verify with exported key: %q %v, want %q… with %q and no error", out, err, "✓ Audit chain INTACT", "head: seq")
 	}
 	other := hex.EncodeToString(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, 32)).Public().(ed25519.PublicKey))
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg, "--pubkey", other); err == nil || out != "⚠ Audit chain BROKEN at seq 1: invalid signature.\n" {
-		t.Fatalf("verify with another key: %q %v", out, err)
+		t.Fatalf("verify with another key: %q %v, want %q and an error", out, err, "⚠ Audit chain BROKEN at seq 1: invalid signature.\n")
 	}
 	if _, err := e.runCmd("audit", "verify", "--config", e.cfg, "--pubkey", "abc"); err == nil || !strings.Contains(err.Error(), "--pubkey") {
-		t.Fatalf("bad pubkey: %v", err)
+		t.Fatalf("bad pubkey: %v, want an error naming %q", err, "--pubkey")
 	}
 	if _, err := e.runCmd("audit", "frobnicate", "--config", e.cfg); err == nil || !strings.Contains(err.Error(), "countersign audit verify") {
-		t.Fatalf("unknown subcommand: %v", err)
+		t.Fatalf("unknown subcommand: %v, want an error saying %q", err, "countersign audit verify")
 	}
 
 	// While the server runs it holds the store: a clear error, not a hang.
 	e = e.again()
 	e.Start()
 	if _, err := e.runCmd("audit", "verify", "--config", e.cfg); err == nil || !strings.Contains(err.Error(), "locked by another process") {
-		t.Fatalf("verify while serving: %v", err)
+		t.Fatalf("verify while serving: %v, want an error saying %q", err, "locked by another process")
 	}
 	e.Stop()
 
 	// No store, no key: clear errors, and nothing created.
 	empty := newTestEnv(t, "")
 	if _, err := empty.runCmd("audit", "verify", "--config", empty.cfg); err == nil || !strings.Contains(err.Error(), "store.path: no store at") {
-		t.Fatalf("no store: %v", err)
+		t.Fatalf("no store: %v, want an error saying %q", err, "store.path: no store at")
 	}
 	if _, err := empty.runCmd("audit", "pubkey", "--config", empty.cfg); err == nil || !strings.Contains(err.Error(), "audit.signing_key: no key at") ||
 		!strings.Contains(err.Error(), "point --config at the server's config") || strings.Contains(err.Error(), "start the server once") {
 		t.Fatalf("no key: %v; want it to point at the server's config, never to starting a server (which would make a new key)", err)
 	}
 	if _, err := os.Stat(filepath.Join(empty.dir, "countersign.db.sign.key")); err == nil {
-		t.Fatal("audit pubkey created a signing key")
+		t.Fatal("audit pubkey created a signing key, want no countersign.db.sign.key")
 	}
 }
 

@@ -24,7 +24,7 @@ func TestServeRefusesBadConfig(t *testing.T) {
 	}
 	err := run(t.Context(), []string{"serve", "--config", p}, func(string) string { return "" }, nil, os.Stdout, os.Stderr)
 	if err == nil || !strings.Contains(err.Error(), "sweep.schedule") {
-		t.Fatalf("serve with a bad config: %v", err)
+		t.Fatalf("serve with a bad config: err = %v, want an error naming %q", err, "sweep.schedule")
 	}
 }
 
@@ -39,17 +39,17 @@ func TestAuditAndStoreTuningKeys(t *testing.T) {
 		{"defaults", "", nil, func(t *testing.T, c *config.Config) {
 			ra := c.Audit.ReadAudit()
 			if ra.Mode != bot.ReadAuditQueued || ra.Size != bot.DefaultReadQueueSize || ra.Wait != bot.DefaultReadQueueWait {
-				t.Fatalf("read audit defaults: %+v", ra)
+				t.Fatalf("read audit defaults: %+v, want mode %v, size %v, wait %v", ra, bot.ReadAuditQueued, bot.DefaultReadQueueSize, bot.DefaultReadQueueWait)
 			}
 			o := storeOptions(c)
 			if !o.GroupCommit || o.NoFreelistSync || !slices.Contains(o.Sequential, "audit") || !slices.Contains(o.Sequential, "mem_facts") {
-				t.Fatalf("store options: %+v", o)
+				t.Fatalf("store options: %+v, want group commit, freelist sync, and audit and mem_facts sequential", o)
 			}
 		}},
 		{"durable reads, scanned freelist", "audit:\n  read_verdicts: durable\n  read_queue_size: 16\n  read_queue_wait: 5ms\nstore:\n  sync_freelist: false\n", nil, func(t *testing.T, c *config.Config) {
 			ra := c.Audit.ReadAudit()
 			if ra.Mode != bot.ReadAuditDurable || ra.Size != 16 || ra.Wait != 5*time.Millisecond {
-				t.Fatalf("read audit: %+v", ra)
+				t.Fatalf("read audit: %+v, want mode %v, size 16, wait 5ms", ra, bot.ReadAuditDurable)
 			}
 			if !storeOptions(c).NoFreelistSync {
 				t.Fatal("sync_freelist: false did not turn the freelist sync off")

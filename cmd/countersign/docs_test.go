@@ -58,7 +58,7 @@ func TestDocsPaste(t *testing.T) {
 			}
 			blocks := docBlocks(t, string(b))
 			if len(blocks) < 5 {
-				t.Fatalf("docs/%s has %d shell blocks; the page changed shape", page, len(blocks))
+				t.Fatalf("docs/%s has %d shell blocks, want at least 5; the page changed shape", page, len(blocks))
 			}
 			pasteBlocks(t, "docs/"+page, blocks)
 		})
@@ -175,6 +175,6 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 	if links < 50 {
-		t.Fatalf("found only %d relative links: the pages changed shape", links)
+		t.Fatalf("found only %d relative links, want at least 50: the pages changed shape", links)
 	}
 }

@@ -79,7 +79,7 @@ func (e *testEnv) RotateCallbackSecret(name string) []byte {
 	}
 	secret, err := actiontools.ParseSecret(strings.TrimSpace(out.String()))
 	if err != nil || !strings.HasPrefix(out.String(), "whsec_") {
-		e.t.Fatalf("keys rotate-callback-secret printed %q: %v", out.String(), err)
+		e.t.Fatalf("keys rotate-callback-secret printed %q: %v, want a whsec_ secret", out.String(), err)
 	}
 	return secret
 }
@@ -135,7 +135,7 @@ func actWait(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s (30s)", what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -210,7 +210,7 @@ func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
 	r := e.MustOK(agent, "confirm_action", actDelete(srv.URL+"/agent/callback"))
 	id, _ := r.Data["request_id"].(string)
 	if r.Data["status"] != "pending" || r.Data["mechanics"] != "dry_run_confirm" || r.Data["confirmed_by"] != "" {
-		t.Fatalf("confirm_action: %s", r)
+		t.Fatalf("confirm_action: %s, want status pending, mechanics dry_run_confirm, confirmed_by empty", r)
 	}
 
 	type polled struct {
@@ -227,44 +227,44 @@ func TestE2EDestructiveActionApprovedByAMember(t *testing.T) {
 	// The agent's own key cannot approve; a member who requested cannot
 	// approve their own request.
 	if a := e.Call(agent, "approve_action", map[string]any{"request_id": id}); a.Status != http.StatusForbidden || !strings.Contains(a.Error, "Access denied") {
-		t.Fatalf("agent approves: %s", a)
+		t.Fatalf("agent approves: %s, want %d saying %q", a, http.StatusForbidden, "Access denied")
 	}
 	own := e.MustOK(alice, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}})
 	if a := e.Call(alice, "approve_action", map[string]any{"request_id": own.Data["request_id"]}); a.Status != http.StatusForbidden || !strings.Contains(a.Error, "own requester") {
-		t.Fatalf("requester approves: %s", a)
+		t.Fatalf("requester approves: %s, want %d saying %q", a, http.StatusForbidden, "own requester")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": id}); st.Data["status"] != "pending" {
-		t.Fatalf("refused approvals changed the request: %s", st)
+		t.Fatalf("refused approvals changed the request: status = %v, want pending: %s", st.Data["status"], st)
 	}
 
 	select {
 	case p := <-poll:
-		t.Fatalf("the long poll answered while the request was pending: %v %v", p.data, p.err)
+		t.Fatalf("the long poll answered while the request was pending: %v %v, want it still waiting", p.data, p.err)
 	default:
 	}
 	ok := e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
 	cb, _ := ok.Data["confirmed_by"].(string)
 	if ok.Data["status"] != "approved" || !actConfirmedBy.MatchString(cb) || ok.Data["args_sha256"] != r.Data["args_sha256"] {
-		t.Fatalf("approve_action: %s", ok)
+		t.Fatalf("approve_action: %s, want approved, confirmed_by matching %s, args_sha256 %v", ok, actConfirmedBy, r.Data["args_sha256"])
 	}
 
 	p := <-poll
 	if p.err != nil || p.status != http.StatusOK || p.data["status"] != "approved" || p.data["confirmed_by"] != cb {
-		t.Fatalf("long poll: %d %v %v", p.status, p.data, p.err)
+		t.Fatalf("long poll: %d %v %v, want %d, approved, confirmed_by %q", p.status, p.data, p.err, http.StatusOK, cb)
 	}
 
 	actWait(t, "the signed callback", func() bool { _, got, _ := rc.state(); return len(got) == 1 })
 	tries, got, bad := rc.state()
 	if bad != 0 || tries[0] != actiontools.CallbackID(id, bot.EventDecided) {
-		t.Fatalf("callback: %d bad signatures, ids %v", bad, tries)
+		t.Fatalf("callback: %d bad signatures, ids %v, want 0 bad, first id %s", bad, tries, actiontools.CallbackID(id, bot.EventDecided))
 	}
 	if d := got[0].Data; got[0].Type != "action.decided" || d["request_id"] != id || d["status"] != "approved" || d["confirmed_by"] != cb {
-		t.Fatalf("callback payload: %+v", got[0])
+		t.Fatalf("callback payload: %+v, want action.decided of %s, approved, confirmed_by %q", got[0], id, cb)
 	}
 
 	// A later decision gets the recorded outcome.
 	if late := e.Call(alice, "deny_action", map[string]any{"request_id": id, "reason": "changed my mind"}); late.Status != http.StatusConflict || !strings.Contains(late.Error, "already approved by bob") || late.Data["confirmed_by"] != cb {
-		t.Fatalf("late deny: %s", late)
+		t.Fatalf("late deny: %s, want %d saying %q, confirmed_by %q", late, http.StatusConflict, "already approved by bob", cb)
 	}
 }
 
@@ -285,13 +285,13 @@ func TestE2EGateRules(t *testing.T) {
 	q := e.MustOK(agent, "confirm_action", rb)
 	qid := q.Data["request_id"]
 	if a := e.MustOK(alice, "approve_action", map[string]any{"request_id": qid}); a.Data["status"] != "pending" || a.Data["tally"] != "1 of 2 approvals: alice" {
-		t.Fatalf("first of two: %s", a)
+		t.Fatalf("first of two: status = %v, tally = %v, want pending, %q: %s", a.Data["status"], a.Data["tally"], "1 of 2 approvals: alice", a)
 	}
 	if a := e.MustOK(alice, "approve_action", map[string]any{"request_id": qid}); a.Data["status"] != "pending" {
-		t.Fatalf("the same member twice: %s", a)
+		t.Fatalf("the same member twice: status = %v, want pending: %s", a.Data["status"], a)
 	}
 	if a := e.MustOK(bob, "approve_action", map[string]any{"request_id": qid}); a.Data["status"] != "approved" || !strings.Contains(a.Data["confirmed_by"].(string), "alice [") || !strings.Contains(a.Data["confirmed_by"].(string), "bob [") {
-		t.Fatalf("second of two: %s", a)
+		t.Fatalf("second of two: %s, want approved, confirmed by alice and bob", a)
 	}
 
 	// One deny denies, and the reason reaches the agent.
@@ -299,53 +299,53 @@ func TestE2EGateRules(t *testing.T) {
 	e.MustOK(alice, "approve_action", map[string]any{"request_id": d.Data["request_id"]})
 	e.MustOK(carol, "deny_action", map[string]any{"request_id": d.Data["request_id"], "reason": "v41 has the billing bug"})
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": d.Data["request_id"]}); st.Data["status"] != "denied" || st.Data["reason"] != "v41 has the billing bug" || st.Data["confirmed_by"] != "" {
-		t.Fatalf("after a deny: %s", st)
+		t.Fatalf("after a deny: %s, want denied with the reason %q, confirmed_by empty", st, "v41 has the billing bug")
 	}
 
 	// Read-only is auto; an undeclared tool is confirm.
 	if r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "read_logs", "arguments": map[string]any{"service": "web"}}); r.Data["status"] != "approved" || r.Data["mechanics"] != "auto" {
-		t.Fatalf("read-only: %s", r)
+		t.Fatalf("read-only: status = %v, mechanics = %v, want approved, auto: %s", r.Data["status"], r.Data["mechanics"], r)
 	}
 	if r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "drop_everything", "category": "read-only"}); r.Data["status"] != "pending" || r.Data["mechanics"] != "confirm" {
-		t.Fatalf("undeclared: %s", r)
+		t.Fatalf("undeclared: status = %v, mechanics = %v, want pending, confirm: %s", r.Data["status"], r.Data["mechanics"], r)
 	}
 	// An exec command not on the allowlist is refused outright.
 	if r := e.Call(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": "rm -rf /"}}); r.Status != http.StatusForbidden || !strings.Contains(r.Error, "not on the command allowlist of exec") {
-		t.Fatalf("not allowlisted: %s", r)
+		t.Fatalf("not allowlisted: %s, want %d saying %q", r, http.StatusForbidden, "not on the command allowlist of exec")
 	}
 	if r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "exec", "arguments": map[string]any{"command": []string{"kubectl", "get", "pods"}}}); r.Data["mechanics"] != "auto" {
-		t.Fatalf("kubectl get: %s", r)
+		t.Fatalf("kubectl get: mechanics = %v, want auto: %s", r.Data["mechanics"], r)
 	}
 	// Missing arguments: REQUIRES_CLARIFICATION, no request.
 	if r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "create_server", "arguments": map[string]any{}}); r.Text != "REQUIRES_CLARIFICATION: Missing required parameters: region, size" || r.Data["status"] != "requires_clarification" {
-		t.Fatalf("clarification: %s", r)
+		t.Fatalf("clarification: %s, want status requires_clarification, text %q", r, "REQUIRES_CLARIFICATION: Missing required parameters: region, size")
 	}
 	// A destructive request without a plan: 400 naming dry_run.
 	noPlan := actDelete("")
 	delete(noPlan, "dry_run")
 	if r := e.Call(agent, "confirm_action", noPlan); r.Status != http.StatusBadRequest || r.Field != "dry_run" {
-		t.Fatalf("no plan: %s", r)
+		t.Fatalf("no plan: status = %d, field = %q, want %d on %q: %s", r.Status, r.Field, http.StatusBadRequest, "dry_run", r)
 	}
 	// Callbacks only to allowed hosts.
 	if r := e.Call(agent, "confirm_action", actDelete("http://169.254.169.254/latest")); r.Status != http.StatusBadRequest || r.Field != "callback_url" {
-		t.Fatalf("callback host: %s", r)
+		t.Fatalf("callback host: status = %d, field = %q, want %d on %q: %s", r.Status, r.Field, http.StatusBadRequest, "callback_url", r)
 	}
 	// action_id: the same body is the same request; another body is a 409.
 	idem := actDelete(srv.URL)
 	idem["action_id"] = "delete_db_prod"
 	first := e.MustOK(agent, "confirm_action", idem)
 	if again := e.MustOK(agent, "confirm_action", idem); again.Data["request_id"] != first.Data["request_id"] {
-		t.Fatalf("same action_id and body: %s vs %s", again, first)
+		t.Fatalf("same action_id and body: %s vs %s, want the same request_id", again, first)
 	}
 	idem["arguments"] = map[string]any{"db_name": "staging"}
 	if r := e.Call(agent, "confirm_action", idem); r.Status != http.StatusConflict || r.Data["request_id"] != first.Data["request_id"] {
-		t.Fatalf("same action_id, other body: %s", r)
+		t.Fatalf("same action_id, other body: %s, want %d naming request %v", r, http.StatusConflict, first.Data["request_id"])
 	}
 	// Headless: denied by automatic policy.
 	h := actDelete("")
 	h["headless"] = true
 	if r := e.MustOK(agent, "confirm_action", h); r.Data["status"] != "denied" || r.Data["reason"] != "denied by automatic policy: destructive action requires explicit human confirmation" {
-		t.Fatalf("headless: %s", r)
+		t.Fatalf("headless: %s, want denied with the reason %q", r, "denied by automatic policy: destructive action requires explicit human confirmation")
 	}
 }
 
@@ -373,7 +373,7 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 	e.Start()
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": pending.Data["request_id"]})
 	if st.Data["status"] != "pending" || st.Data["expires_at"] != pending.Data["expires_at"] || st.Data["item_id"] != pending.Data["item_id"] {
-		t.Fatalf("after restart: %s\nbefore: %s", st, pending)
+		t.Fatalf("after restart: %s\nbefore: %s\nwant it pending with the same expires_at and item_id", st, pending)
 	}
 	actWait(t, "the callback after the restart", func() bool { _, got, _ := rc.state(); return len(got) == 1 })
 	// The receiver has it; wait until the server has recorded the delivery
@@ -391,11 +391,11 @@ func TestE2ERestartKeepsRequestsAndCallbacks(t *testing.T) {
 
 	tries, got, bad := rc.state()
 	if len(got) != 1 || bad != 0 || got[0].Data["request_id"] != decided.Data["request_id"] {
-		t.Fatalf("delivered %d (bad %d): %+v", len(got), bad, got)
+		t.Fatalf("delivered %d (bad %d): %+v, want 1 callback of %v, no bad signatures", len(got), bad, got, decided.Data["request_id"])
 	}
 	for _, id := range tries {
 		if id != tries[0] {
-			t.Fatalf("webhook-id changed across attempts: %v", tries)
+			t.Fatalf("webhook-id changed across attempts: %v, want the same on each", tries)
 		}
 	}
 	// Nothing is left in the callback outbox, so nothing is sent twice.
@@ -432,6 +432,6 @@ sweep:
 		return st.Data["status"] != "pending"
 	})
 	if st.Data["status"] != "expired" || st.Data["reason"] != "denied by automatic policy: mutating action requires explicit human confirmation" || st.Data["confirmed_by"] != "" {
-		t.Fatalf("after the timeout: %s", st)
+		t.Fatalf("after the timeout: %s, want expired with the reason %q, confirmed_by empty", st, "denied by automatic policy: mutating action requires explicit human confirmation")
 	}
 }

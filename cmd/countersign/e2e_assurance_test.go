@@ -97,11 +97,11 @@ func TestAssuranceEndToEnd(t *testing.T) {
 	slackClick(t, e, post, "U0123ABC", slackItemID(t, post), "t-a1")
 	waitFor(t, "the card's update", func() bool { return len(f.Calls("chat.update")) == 1 })
 	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") {
-		t.Fatalf("the decided card does not say how dr_smith decided:\n%s", ub)
+		t.Fatalf("the decided card does not say how dr_smith decided (want %q in it):\n%s", "*Approved* by dr_smith (chat click) on", ub)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": restartID})
 	if got := voteAssurances(st.Data); st.Data["status"] != "approved" || len(got) != 1 || got[0] != "chat" {
-		t.Fatalf("the vote's assurance: %v (%s)", got, st)
+		t.Fatalf("the vote's assurance: %v (%s), want approved with [chat]", got, st)
 	}
 	if a := receiptAssurance(t, st.Data); a != "chat" {
 		t.Fatalf("the receipt's assurance %q, want chat", a)
@@ -113,7 +113,7 @@ func TestAssuranceEndToEnd(t *testing.T) {
 	item := fmt.Sprint(r.Data["item_id"])
 	res := e.Call(smithKey, "approve_action", map[string]any{"request_id": reqID})
 	if res.Status != http.StatusForbidden || !strings.Contains(res.Raw, "is approved only with a console session opened at the identity provider (OIDC), and dr_smith [prin_") || !strings.Contains(res.Raw, "decided with API key") {
-		t.Fatalf("an API key under a minimum of oidc: %s", res)
+		t.Fatalf("an API key under a minimum of oidc: %s, want %d saying %q and %q", res, http.StatusForbidden, "is approved only with a console session opened at the identity provider (OIDC), and dr_smith [prin_", "decided with API key")
 	}
 	waitFor(t, "the second card", func() bool { return len(f.Calls("chat.postMessage")) == 2 })
 	post = f.Calls("chat.postMessage")[1]
@@ -121,7 +121,7 @@ func TestAssuranceEndToEnd(t *testing.T) {
 	waitFor(t, "the step-up answer", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	link := stepUpLinkRE.FindString(f.Calls("chat.postEphemeral")[0].Form.Get("text"))
 	if link == "" {
-		t.Fatalf("the click under a minimum of oidc was answered %q", f.Calls("chat.postEphemeral")[0].Form.Get("text"))
+		t.Fatalf("the click under a minimum of oidc was answered %q, want a step-up link", f.Calls("chat.postEphemeral")[0].Form.Get("text"))
 	}
 	m.QueueUser(stepUpUser{&mockoidc.MockUser{Subject: "u-smith", Email: "dr.smith@hospital.example", EmailVerified: true}, time.Now()})
 	smith := person(t)
@@ -135,7 +135,7 @@ func TestAssuranceEndToEnd(t *testing.T) {
 	)
 	st = e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if got := voteAssurances(st.Data); st.Data["status"] != "pending" || len(got) != 1 || got[0] != "oidc_step_up" {
-		t.Fatalf("after dr_smith's stepped-up approval: %v (%s)", got, st)
+		t.Fatalf("after dr_smith's stepped-up approval: %v (%s), want pending with [oidc_step_up]", got, st)
 	}
 
 	// dr_jones, in a session opened with a sign-in link: refused.
@@ -148,10 +148,10 @@ func TestAssuranceEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".problem")),
 	)
 	if msg := read(t, jones, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "decided with sign-in link") {
-		t.Fatalf("a link session under a minimum of oidc: %q", msg)
+		t.Fatalf("a link session under a minimum of oidc: %q, want it to contain %q", msg, "decided with sign-in link")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || len(voteAssurances(st.Data)) != 1 {
-		t.Fatalf("after the refused link session: %s", st)
+		t.Fatalf("after the refused link session: %s, want pending with 1 vote", st)
 	}
 
 	// dr_jones signed in at the provider ten minutes ago: oidc, enough.
@@ -167,7 +167,7 @@ func TestAssuranceEndToEnd(t *testing.T) {
 	)
 	st = e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if got := voteAssurances(st.Data); st.Data["status"] != "approved" || strings.Join(got, ",") != "oidc_step_up,oidc" {
-		t.Fatalf("after dr_jones's approval: %v (%s)", got, st)
+		t.Fatalf("after dr_jones's approval: %v (%s), want approved with [oidc_step_up oidc]", got, st)
 	}
 	if a := receiptAssurance(t, st.Data); a != "oidc" {
 		t.Fatalf("the receipt's assurance %q, want the weakest of the quorum, oidc", a)

@@ -119,7 +119,7 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 		t.Fatalf("break-glass by an agent: %s, want 403 not a person", res)
 	}
 	if st := status(reqID); st.Data["status"] != "pending" {
-		t.Fatalf("after the refused attempts: %s", st)
+		t.Fatalf("after the refused attempts: status = %v, want pending: %s", st.Data["status"], st)
 	}
 
 	// The console: a fresh sign-in, then the break-glass form.
@@ -132,13 +132,13 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#break-glass-approve")),
 	)
 	if n := read(t, alice, "approve buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve").length`)); n != 0 {
-		t.Fatal("the requester is offered the ordinary Approve on her own request")
+		t.Fatal("the requester is offered the ordinary Approve on her own request, want no #approve button")
 	}
 	// Without a reason (the form's required attribute bypassed) nothing happens.
 	code := read(t, alice, "a break-glass without a reason", chromedp.Evaluate[int](`fetch("/ui/items/`+itemID+`/decide", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "action=break_glass&nonce=noreason&csrf=" + encodeURIComponent(document.querySelector('#break-glass form input[name="csrf"]').value)}).then(r => r.ok ? 200 : r.status)`, chromedp.EvalAwaitPromise))
 	if st := status(reqID); code != 200 || st.Data["status"] != "pending" {
-		t.Fatalf("a break-glass without a reason: answered %d, request %s", code, st)
+		t.Fatalf("a break-glass without a reason: answered %d, request %s; want 200 and the request pending", code, st)
 	}
 	browse(t, alice, "alice breaks glass",
 		chromedp.SendKeys(chromedp.CSS("#break-glass-reason"), "payments down, on-call unreachable"),
@@ -148,7 +148,7 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 	st := status(reqID)
 	bg, _ := st.Data["break_glass"].(map[string]any)
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "alice [web:alice]" || bg == nil || bg["reason"] != "payments down, on-call unreachable" {
-		t.Fatalf("after breaking glass: %s", st)
+		t.Fatalf("after breaking glass: %s, want approved, confirmed_by %q, break_glass with the reason %q", st, "alice [web:alice]", "payments down, on-call unreachable")
 	}
 	reviewID, _ := bg["review_id"].(string)
 	p, err := receipt.Parse(fmt.Sprint(st.Data["receipt"]))
@@ -158,7 +158,7 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
 	if !regexp.MustCompile(reqID+` by alice \[web:alice\] break_glass review=`+reviewID+` restart_service args_sha256=[0-9a-f]{64} step-up oidc auth_time=`).MatchString(audit) ||
 		!strings.Contains(audit, "alice [web:alice] approved their own restart_service request "+reqID+" as break-glass: payments down, on-call unreachable") {
-		t.Fatalf("the audit does not mark the break-glass:\n%s", audit)
+		t.Fatalf("the audit does not mark the break-glass (want the break_glass approval of %s with review %s, and %q):\n%s", reqID, reviewID, "alice [web:alice] approved their own restart_service request "+reqID+" as break-glass: payments down, on-call unreachable", audit)
 	}
 	// Broadcast at once: a note on the request's card for everyone it was
 	// posted to, and the review posted in the review channel.
@@ -166,7 +166,7 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 		return len(posts("C0OPS", "BREAK-GLASS: alice approved their own restart_service request")) == 1
 	})
 	if n := posts("C0OPS", "BREAK-GLASS")[0]; n.Form.Get("thread_ts") != posts("C0OPS", "restart_service")[0].TS {
-		t.Errorf("the note is not in the card's thread: %v", n.Form)
+		t.Errorf("the note is not in the card's thread: %v, want thread_ts %s", n.Form, posts("C0OPS", "restart_service")[0].TS)
 	}
 	waitFor(t, "the card updated, marked break-glass", func() bool {
 		for _, u := range f.Calls("chat.update") {
@@ -180,19 +180,19 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 	review := posts("C0REVIEW", "Break-glass review")[0]
 	reviewItem := slackItemID(t, review)
 	if b := slackJSON(review.Form.Get("blocks")); !strings.Contains(b, "payments down, on-call unreachable") || !strings.Contains(b, reviewID) {
-		t.Fatalf("the review card does not show the reason and the review:\n%s", b)
+		t.Fatalf("the review card does not show the reason and the review (want %q and %s in it):\n%s", "payments down, on-call unreachable", reviewID, b)
 	}
 
 	// Slack clicks on the review: alice never countersigns her own; bob counts.
 	slackClick(t, e, review, "U0ALICE", reviewItem, "t-bg-1")
 	waitFor(t, "alice's refusal", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	if eph := f.Calls("chat.postEphemeral")[0].Form; eph.Get("user") != "U0ALICE" || !strings.Contains(eph.Get("text"), "never decided by its own requester") {
-		t.Fatalf("alice's click on her own review: %v", eph)
+		t.Fatalf("alice's click on her own review: %v, want a private refusal to U0ALICE saying %q", eph, "never decided by its own requester")
 	}
 	slackClick(t, e, review, "U0BOB", reviewItem, "t-bg-2")
 	waitFor(t, "bob's countersignature", auditHas(reviewID+" countersigned by bob [U0BOB]: 1 of 2 countersignatures: bob"))
 	if got := e.scrape(); !strings.Contains(got, "countersign_break_glass_reviews_open 1") || !strings.Contains(got, "countersign_break_glass_reviews_overdue 0") {
-		t.Fatalf("/metrics before the deadline:\n%s", grepLines(got, "break_glass"))
+		t.Fatalf("/metrics before the deadline:\n%s\nwant %q and %q", grepLines(got, "break_glass"), "countersign_break_glass_reviews_open 1", "countersign_break_glass_reviews_overdue 0")
 	}
 
 	// A day later: the sweeper escalates the review once, /metrics shows it.
@@ -201,7 +201,7 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 	waitFor(t, "the overdue escalation", auditHas("break_glass_review_overdue"))
 	waitFor(t, "the overdue note on the review's card", func() bool { return len(posts("C0REVIEW", reviewID+" is overdue")) == 1 })
 	if got := e.scrape(); !strings.Contains(got, "countersign_break_glass_reviews_overdue 1") {
-		t.Fatalf("/metrics after the deadline:\n%s", grepLines(got, "break_glass"))
+		t.Fatalf("/metrics after the deadline:\n%s\nwant %q", grepLines(got, "break_glass"), "countersign_break_glass_reviews_overdue 1")
 	}
 
 	// Her next break-glass is refused, even freshly signed in.
@@ -226,22 +226,22 @@ func TestBreakGlassEndToEnd(t *testing.T) {
 		t.Fatalf("the second break-glass: %q, want the overdue review named", msg)
 	}
 	if st := status(req2); st.Data["status"] != "pending" {
-		t.Fatalf("a blocked break-glass approved the request: %s", st)
+		t.Fatalf("a blocked break-glass approved the request: status = %v, want pending: %s", st.Data["status"], st)
 	}
 	if audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 10}).Text; !strings.Contains(audit, "approve_action: Access denied: alice [web:alice] may not break glass again") {
-		t.Fatalf("the blocked break-glass is not audited:\n%s", audit)
+		t.Fatalf("the blocked break-glass is not audited (want %q in the log):\n%s", "approve_action: Access denied: alice [web:alice] may not break glass again", audit)
 	}
 
 	// carol's click clears the review; alice may break glass again.
 	slackClick(t, e, review, "U0CAROL", reviewItem, "t-bg-3")
 	waitFor(t, "the review cleared", auditHas(reviewID+" countersigned by bob [U0BOB], carol [U0CAROL]"))
 	if got := e.scrape(); !strings.Contains(got, "countersign_break_glass_reviews_overdue 0") || !strings.Contains(got, "countersign_break_glass_reviews_open 0") {
-		t.Fatalf("/metrics after the review was cleared:\n%s", grepLines(got, "break_glass"))
+		t.Fatalf("/metrics after the review was cleared:\n%s\nwant %q and %q", grepLines(got, "break_glass"), "countersign_break_glass_reviews_overdue 0", "countersign_break_glass_reviews_open 0")
 	}
 	m.QueueUser(stepUpUser{&mockoidc.MockUser{Subject: "u-alice", Email: "alice@hospital.example", EmailVerified: true}, clock.Now()})
 	breakGlass("alice breaks glass once the review is cleared", item2, "replica down too")
 	if st := status(req2); st.Data["status"] != "approved" || st.Data["break_glass"] == nil {
-		t.Fatalf("after the review was cleared: %s", st)
+		t.Fatalf("after the review was cleared: %s, want approved with a break_glass record", st)
 	}
 	// The overdue review was escalated once, however many sweeps ran.
 	if n := len(posts("C0REVIEW", reviewID+" is overdue")); n != 1 {

@@ -91,7 +91,7 @@ tools:
 	}
 	dir := scratchModule(t, files)
 	if out, err := goIn(t, dir, nil, "vet", "./..."); err != nil {
-		t.Fatalf("the documentation's Go programs do not build against the client:\n%s", out)
+		t.Fatalf("the documentation's Go programs do not build against the client (go vet: %v, want no error):\n%s", err, out)
 	}
 	out, err := goIn(t, dir, []string{"CS_URL=" + e.URL, "CS_AGENT=" + agent, "CS_ALICE=" + alice, "CS_PUBKEY=" + pub}, "test", "-count=1", "-v", ".")
 	if err != nil {
@@ -99,7 +99,7 @@ tools:
 	}
 	for _, name := range []string{"TestApproved", "TestApprovedWithChanges", "TestDenied", "TestExpired", "TestNeedsClarification", "TestResumeAfterATimeout", "TestScopesAndBadKeys"} {
 		if !strings.Contains(out, "--- PASS: "+name+" ") {
-			t.Errorf("the scratch module's %s did not pass:\n%s", name, out)
+			t.Errorf("the scratch module's %s did not pass (want %q in the output):\n%s", name, "--- PASS: "+name+" ", out)
 		}
 	}
 }

@@ -31,7 +31,7 @@ tools:
 	e.Start()
 	rid := e.MustOK(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}}).Data["request_id"].(string)
 	if r := e.MustOK(kim, "approve_action", map[string]any{"request_id": rid}); r.Data["tally"] != "1 of 2 approvals: ph_kim" {
-		t.Fatalf("ph_kim's approval: %s", r)
+		t.Fatalf("ph_kim's approval: tally = %v, want %q: %s", r.Data["tally"], "1 of 2 approvals: ph_kim", r)
 	}
 	voids := func() int {
 		n := 0
@@ -47,7 +47,7 @@ tools:
 		e.Stop()
 		b, err := os.ReadFile(e.cfg)
 		if err != nil || !strings.Contains(string(b), from) {
-			t.Fatalf("the config does not hold %q (%v)", from, err)
+			t.Fatalf("the config does not hold %q (%v), want it there to replace", from, err)
 		}
 		if err := os.WriteFile(e.cfg, []byte(strings.Replace(string(b), from, to, 1)), 0o600); err != nil {
 			t.Fatal(err)
@@ -65,13 +65,13 @@ tools:
 	}
 	log := e.MustOK(admin, "audit_log", map[string]any{"limit": 5}).Text
 	if !strings.Contains(log, `"ph_kim" left config.yaml's group pharmacists: their approvals no longer count on #`) {
-		t.Fatalf("the audit does not say why:\n%s", log)
+		t.Fatalf("the audit does not say why (want %q in the log):\n%s", `"ph_kim" left config.yaml's group pharmacists: their approvals no longer count on #`, log)
 	}
 	if r := e.MustOK(lee, "approve_action", map[string]any{"request_id": rid}); r.Data["tally"] != "1 of 2 approvals: ph_lee" {
 		t.Fatalf("ph_lee's approval after ph_kim's stopped counting: %s, want 1 of 2", r)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "pending" {
-		t.Fatalf("one counted approval of two approved it: %s", st)
+		t.Fatalf("one counted approval of two approved it: status = %v, want pending: %s", st.Data["status"], st)
 	}
 	// Nothing changed, then a member added: no more voids.
 	restartWith("pharmacists: [ph_lee, ph_roe]", "pharmacists: [ph_lee, ph_roe]")

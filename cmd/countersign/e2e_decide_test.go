@@ -56,7 +56,7 @@ func TestOneDecisionRuleE2E(t *testing.T) {
 	// Nor does an agent-kind member's edit of a confirm slot apply at once.
 	r := e.MustOK(agentMember, "update_memory", p42("memory_id", 1, "new_value", "aspirin 75mg"))
 	if !strings.HasPrefix(r.Text, "Queued #") {
-		t.Fatalf("an agent-kind member's edit of a confirm slot applied: %s", r)
+		t.Fatalf("an agent-kind member's edit of a confirm slot applied: %s, want it %q…", r, "Queued #")
 	}
 	wantText(t, e.MustOK(agent, "check_before_act", p42("subject", "active_medication")), 200,
 		"⛔ BLOCKED — do NOT act on 'active_medication':\n  • unresolved conflict (FLAGGED) — the value is disputed")
@@ -97,24 +97,24 @@ func TestSlackClickOutOfScopeE2E(t *testing.T) {
 			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + item, "value": item, "action_ts": "1.1"}},
 		})
 		if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-			t.Fatalf("click answered %d", code)
+			t.Fatalf("click answered %d, want %d", code, http.StatusOK)
 		}
 	}
 	click("1", "t-out")
 	waitFor(t, "the private refusal", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	eph := f.Calls("chat.postEphemeral")[0]
 	if eph.Form.Get("user") != "U0123ABC" || !strings.Contains(eph.Form.Get("text"), "outside your assigned scope") {
-		t.Fatalf("refusal: %v", eph.Form)
+		t.Fatalf("refusal: %v, want a private one to U0123ABC saying %q", eph.Form, "outside your assigned scope")
 	}
 	if n := len(f.Calls("chat.update")); n != 0 {
-		t.Fatalf("the out-of-scope click updated the message (%d updates)", n)
+		t.Fatalf("the out-of-scope click updated the message (%d updates), want 0", n)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{"user_id": "patient_99"}); !strings.Contains(r.Text, "1 change(s) awaiting approval") {
-		t.Fatalf("patient_99 after the refused click: %s", r.Text)
+		t.Fatalf("patient_99 after the refused click: %q, want it to say %q", r.Text, "1 change(s) awaiting approval")
 	}
 	log := e.MustOK(admin, "audit_log", map[string]any{"limit": 20})
 	if !strings.Contains(log.Text, "access_denied") || !strings.Contains(log.Text, "dr_smith [U0123ABC]") || !strings.Contains(log.Text, "outside your assigned scope") {
-		t.Fatalf("the refusal is not audited as dr_smith:\n%s", log.Text)
+		t.Fatalf("the refusal is not audited as dr_smith (want %q, %q and %q in the log):\n%s", "access_denied", "dr_smith [U0123ABC]", "outside your assigned scope", log.Text)
 	}
 
 	// In scope, the same person decides.
@@ -124,7 +124,7 @@ func TestSlackClickOutOfScopeE2E(t *testing.T) {
 	click("2", "t-in")
 	waitFor(t, "the message to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
 	if r := e.MustOK(agent, "pending_changes", map[string]any{"user_id": "patient_42"}); !strings.Contains(r.Text, "No changes awaiting approval") {
-		t.Fatalf("patient_42 after the click: %s", r.Text)
+		t.Fatalf("patient_42 after the click: %q, want it to say %q", r.Text, "No changes awaiting approval")
 	}
 }
 
@@ -136,7 +136,7 @@ func TestChatPrincipalScopesConfig(t *testing.T) {
 	base := "principals:\n  - name: dr_smith\n    slack: U0123ABC\n"
 	cfg, err := config.Parse([]byte(base+"    role: member\n    scopes: [patient_42, patient_7]\n"), t.TempDir())
 	if err != nil || len(cfg.Principals) != 1 || strings.Join(cfg.Principals[0].Scopes, ",") != "patient_42,patient_7" {
-		t.Fatalf("scoped principal: %v %+v", err, cfg)
+		t.Fatalf("scoped principal: %v %+v, want 1 principal with scopes [patient_42 patient_7]", err, cfg)
 	}
 	for _, tt := range []struct{ yaml, want string }{
 		{"    role: member\n    scopes: []\n", "principals[0].scopes: the list is empty"},
@@ -159,19 +159,19 @@ func TestAdminKeyScopesRefused(t *testing.T) {
 	var out, errb strings.Builder
 	err := run(context.Background(), []string{"keys", "create", "--config", e.cfg, "--name", "root", "--role", "admin", "--scopes", "patient_42"}, e.getenv, strings.NewReader(""), &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "an admin key is never limited by scopes") || out.Len() != 0 {
-		t.Fatalf("keys create --role admin --scopes: err %v, printed %q", err, out.String())
+		t.Fatalf("keys create --role admin --scopes: err %v, printed %q; want an error saying %q, nothing printed", err, out.String(), "an admin key is never limited by scopes")
 	}
 	admin := e.CreateKey("ops", "admin")
 	e.Start()
 	r := e.Call(admin, "create_principal", map[string]any{"name": "root2", "role": "admin", "scopes": "patient_42"})
 	if r.Status != http.StatusBadRequest || !strings.Contains(r.Text, "an admin key is never limited by scopes") {
-		t.Fatalf("create_principal admin with scopes: %s", r)
+		t.Fatalf("create_principal admin with scopes: %s, want %d saying %q", r, http.StatusBadRequest, "an admin key is never limited by scopes")
 	}
 	if r := e.MustOK(admin, "list_principals", map[string]any{}); strings.Contains(r.Text, "root2") {
-		t.Fatalf("a refused admin key was stored: %s", r.Text)
+		t.Fatalf("a refused admin key was stored, want no root2 in the list: %s", r.Text)
 	}
 	// A member key takes scopes.
 	if r := e.Call(admin, "create_principal", map[string]any{"name": "ward", "role": "member", "scopes": "patient_42"}); r.Status != http.StatusOK {
-		t.Fatalf("member with scopes: %s", r)
+		t.Fatalf("member with scopes: status = %d, want %d: %s", r.Status, http.StatusOK, r)
 	}
 }

@@ -60,7 +60,7 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 		waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > before })
 		m := approveValueRE.FindStringSubmatch(slackJSON(f.Calls("chat.postMessage")[before].Form.Get("blocks")))
 		if m == nil {
-			t.Fatalf("the card has no Approve: %s", f.Calls("chat.postMessage")[before].Form.Get("blocks"))
+			t.Fatalf("the card has no Approve (want a countersign.approve button with an item:version value): %s", f.Calls("chat.postMessage")[before].Form.Get("blocks"))
 		}
 		return r.Data["request_id"].(string), fmt.Sprint(r.Data["item_id"]), m[1] + ":" + m[2]
 	}
@@ -83,7 +83,7 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 	_, page := webDo(t, c, "GET", e.URL+"/ui/delegation", nil)
 	csrf := csrfRE.FindStringSubmatch(page)
 	if csrf == nil || !strings.Contains(page, `id="delegate-form"`) || !strings.Contains(page, `id="no-delegation"`) {
-		t.Fatalf("the delegation page:\n%s", page)
+		t.Fatalf("the delegation page:\n%s\nwant a CSRF token, %q and %q", page, `id="delegate-form"`, `id="no-delegation"`)
 	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/delegation", url.Values{"to": {"bob"}, "until": {"2030-01-01T00:00"}}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a delegation without its CSRF token answered %d, want 403", resp.StatusCode)
@@ -95,11 +95,11 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 	until := time.Now().UTC().Add(4 * time.Hour).Truncate(time.Minute)
 	resp, _ = webDo(t, c, "POST", e.URL+"/ui/delegation", url.Values{"csrf": {csrf[1]}, "to": {"bob"}, "until": {until.Format("2006-01-02T15:04")}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/delegation?done=set" {
-		t.Fatalf("the delegation answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("the delegation answered %d %s, want %d %s", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/delegation?done=set")
 	}
 	line := "alice, away; delegated to bob until " + until.Format("2006-01-02 15:04") + " UTC"
 	if _, page = webDo(t, c, "GET", e.URL+"/ui/delegation", nil); !strings.Contains(page, line) || !strings.Contains(page, `id="end-mine"`) {
-		t.Fatalf("the page does not show %q:\n%s", line, page)
+		t.Fatalf("the page lacks %q or %q, want both in it:\n%s", line, `id="end-mine"`, page)
 	}
 	waitFor(t, "the Slack card shows the delegation", func() bool {
 		for _, u := range f.Calls("chat.update") {
@@ -126,27 +126,27 @@ func TestE2EDelegationConsoleThenSlack(t *testing.T) {
 	})
 	a := audit()
 	if !strings.Contains(a, "alice lends their approvals to bob until "+until.Format("2006-01-02 15:04")+" UTC (web)") || !strings.Contains(a, rid+" by bob [U0BOB] for alice") {
-		t.Fatalf("the audit does not record the delegation and the approval under it:\n%s", a)
+		t.Fatalf("the audit does not record the delegation and the approval under it (want %q and %q in it):\n%s", "alice lends their approvals to bob until "+until.Format("2006-01-02 15:04")+" UTC (web)", rid+" by bob [U0BOB] for alice", a)
 	}
 
 	// alice ends it in the console, and lends her approvals again.
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/delegation/end", url.Values{"csrf": {csrf[1]}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/delegation?done=ended" {
-		t.Fatalf("ending it in the console answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("ending it in the console answered %d %s, want %d %s", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/delegation?done=ended")
 	}
 	if a := audit(); !strings.Contains(a, "alice no longer lends their approvals to bob (was until "+until.Format("2006-01-02 15:04")+" UTC): ended in the console by alice") {
-		t.Fatalf("the console's end is not audited:\n%s", a)
+		t.Fatalf("the console's end is not audited (want %q in it):\n%s", "alice no longer lends their approvals to bob (was until "+until.Format("2006-01-02 15:04")+" UTC): ended in the console by alice", a)
 	}
 	if _, page = webDo(t, c, "GET", e.URL+"/ui/delegation", nil); strings.Contains(page, line) || !strings.Contains(page, `id="no-delegation"`) {
-		t.Fatalf("an ended delegation is still shown:\n%s", page)
+		t.Fatalf("an ended delegation is still shown (want no %q, and %q):\n%s", line, `id="no-delegation"`, page)
 	}
 	resp, _ = webDo(t, c, "POST", e.URL+"/ui/delegation", url.Values{"csrf": {csrf[1]}, "to": {"bob"}, "until": {until.Format("2006-01-02T15:04")}})
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/delegation?done=set" {
-		t.Fatalf("delegating again answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("delegating again answered %d %s, want %d %s", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/delegation?done=set")
 	}
 
 	// Slack deactivates alice: the delegation ends at once.
 	if code, body := postSlackEvent(t, e.URL, userDeactivated("Ev1", "T1", "U0ALICE"), e2eSlackSecret); code != 200 {
-		t.Fatalf("the user_change event answered %d %s", code, body)
+		t.Fatalf("the user_change event answered %d %s, want 200", code, body)
 	}
 	waitFor(t, "the delegation ended", func() bool {
 		return strings.Contains(audit(), "alice was suspended from approving")
@@ -222,7 +222,7 @@ func TestE2EOnCallEscalation(t *testing.T) {
 	card := f.Calls("chat.postMessage")[0]
 	m := approveValueRE.FindStringSubmatch(slackJSON(card.Form.Get("blocks")))
 	if m == nil {
-		t.Fatalf("the card has no Approve: %s", card.Form.Get("blocks"))
+		t.Fatalf("the card has no Approve (want a countersign.approve button with an item:version value): %s", card.Form.Get("blocks"))
 	}
 
 	clock.Advance(11 * time.Minute) // past escalate_after, still bob's turn
@@ -231,7 +231,7 @@ func TestE2EOnCallEscalation(t *testing.T) {
 		t.Fatalf("the escalation was emailed to %v, want bob alone", msgs[0].To)
 	}
 	if p := readMail(t, msgs[0].Data); !strings.Contains(p.Text, "Escalated to the ops on-call, bob.") {
-		t.Fatalf("the email does not name the on-call:\n%s", p.Text)
+		t.Fatalf("the email does not name the on-call (want %q in it):\n%s", "Escalated to the ops on-call, bob.", p.Text)
 	}
 	var thread string
 	waitFor(t, "the escalation in the card's thread", func() bool {
@@ -285,12 +285,12 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 
 	e.MustOK(alice, "delegate_approvals", map[string]any{"to": "bob", "for": "8h"})
 	if l := e.MustOK(bob, "list_delegations", map[string]any{}); !strings.Contains(l.Text, "alice, away; delegated to bob until") {
-		t.Fatalf("list_delegations: %s", l)
+		t.Fatalf("list_delegations: %s, want it to say %q", l, "alice, away; delegated to bob until")
 	}
 	r := e.MustOK(agent, "confirm_action", map[string]any{"tool": "transfer_funds", "arguments": map[string]any{"amount": 900}})
 	rid := r.Data["request_id"]
 	if v := e.MustOK(bob, "approve_action", map[string]any{"request_id": rid}); !strings.Contains(v.Text, "1 of 2 approvals: bob for alice") {
-		t.Fatalf("bob for alice: %s", v)
+		t.Fatalf("bob for alice: %s, want it to say %q", v, "1 of 2 approvals: bob for alice")
 	}
 	if v := e.Call(alice, "approve_action", map[string]any{"request_id": rid}); v.Status != http.StatusForbidden || !strings.Contains(v.Error, "would count twice") {
 		t.Fatalf("alice after bob approved for her: %s, want 403 (counts twice)", v)
@@ -299,22 +299,22 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	base := e.URL + "/scim/v2"
 	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"alice@hospital.example","active":true}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create: %d %v", st, user)
+		t.Fatalf("SCIM create: %d %v, want %d", st, user, http.StatusCreated)
 	}
 	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+user["id"].(string), jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":false}}]}`)); st != 200 {
-		t.Fatalf("SCIM deactivate: %d %v", st, body)
+		t.Fatalf("SCIM deactivate: %d %v, want 200", st, body)
 	}
 	entries := scimAudit(t, e, admin)
 	if !hasEntry(entries, "delegation_ended", "alice no longer lends their approvals to bob") || !hasEntry(entries, "delegation_ended", "alice was suspended from approving: scim: deactivated") {
-		t.Fatalf("the delegation's end is not audited:\n%s", strings.Join(entries, "\n"))
+		t.Fatalf("the delegation's end is not audited (want delegation_ended entries saying %q and %q):\n%s", "alice no longer lends their approvals to bob", "alice was suspended from approving: scim: deactivated", strings.Join(entries, "\n"))
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["tally"] != "0 of 2 approvals" || st.Data["status"] != "pending" {
 		t.Fatalf("after alice's deactivation: %s, want 0 of 2 approvals, pending", st)
 	}
 	if v := e.Call(bob, "approve_action", map[string]any{"request_id": rid}); v.Status != http.StatusForbidden || !strings.Contains(v.Error, "not among them") {
-		t.Fatalf("bob after the delegation ended: %s, want 403", v)
+		t.Fatalf("bob after the delegation ended: %s, want 403 saying %q", v, "not among them")
 	}
 	if l := e.MustOK(bob, "list_delegations", map[string]any{}); l.Text != "No delegation is running." {
-		t.Fatalf("list_delegations after the deactivation: %s", l)
+		t.Fatalf("list_delegations after the deactivation: %s, want %q", l, "No delegation is running.")
 	}
 }

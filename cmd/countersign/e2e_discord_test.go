@@ -123,7 +123,7 @@ func (d *discordEnv) click(iid string, who discordtest.Clicker, channel, msgID, 
 	d.t.Helper()
 	status, resp := discordtest.Post(d.t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(d.t, discordtest.Click(iid, who, channel, msgID, custom)))
 	if status != 200 {
-		d.t.Fatalf("click %s: status %d %v", custom, status, resp)
+		d.t.Fatalf("click %s: status %d %v, want 200", custom, status, resp)
 	}
 	return resp
 }
@@ -149,7 +149,7 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 	// PING, and a bad signature, at the real endpoint.
 	status, resp := discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), []byte(`{"id":"p","type":1}`))
 	if status != 200 || discordRespType(resp) != 1 {
-		t.Fatalf("PING answered %d %v", status, resp)
+		t.Fatalf("PING answered %d %v, want 200 type 1 (PONG)", status, resp)
 	}
 	_, other, _ := ed25519.GenerateKey(nil)
 	if status, _ := discordtest.Post(t, d.URL+"/discord/interactions", other, time.Now(), []byte(`{"id":"p","type":1}`)); status != 401 {
@@ -168,14 +168,14 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 	memMsg, memItem := d.posted(discordDefault, "code\\\\_status")
 	actMsg, actItem := d.posted(discordOps, "delete\\\\_database")
 	if !strings.Contains(string(discordtest.Marshal(t, d.fake.Message(memMsg))), "@\u200beveryone") {
-		t.Errorf("the injected @everyone is not neutralised: %v", d.fake.Message(memMsg))
+		t.Errorf("the injected @everyone is not neutralised (want %q in it): %v", "@\u200beveryone", d.fake.Message(memMsg))
 	}
 	for _, c := range d.fake.CallsTo("POST", "channels/") {
 		if am, _ := c.JSON()["allowed_mentions"].(map[string]any); am == nil || fmt.Sprint(am["parse"]) != "[]" {
-			t.Errorf("a post without empty allowed_mentions: %s", c.Body)
+			t.Errorf("a post without empty allowed_mentions (want parse []): %s", c.Body)
 		}
 		if strings.Contains(string(c.Body), "<@123>") {
-			t.Errorf("a live mention was posted: %s", c.Body)
+			t.Errorf("a live mention was posted, want no %q in it: %s", "<@123>", c.Body)
 		}
 	}
 
@@ -203,10 +203,10 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 			strings.Contains(string(discordtest.Marshal(t, d.fake.Message(memMsg))), "Decided by")
 	})
 	if r := d.MustOK(d.agent, "pending_changes", map[string]any{"user_id": "patient_7"}); r.Text != "No changes awaiting approval." {
-		t.Errorf("pending_changes after the approval: %s", r.Text)
+		t.Errorf("pending_changes after the approval: %q, want %q", r.Text, "No changes awaiting approval.")
 	}
 	if m := d.fake.Message(memMsg); strings.Contains(fmt.Sprint(m["components"]), "cs:approve") {
-		t.Errorf("the edited proposal still has buttons: %v", m["components"])
+		t.Errorf("the edited proposal still has buttons: %v, want no cs:approve", m["components"])
 	}
 
 	// The on-call role approves the destructive action: Approve opens
@@ -216,18 +216,18 @@ func TestDiscordHTTPModeEndToEnd(t *testing.T) {
 		t.Fatalf("a dangerous Approve answered %v, want the private confirmation step", r)
 	}
 	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("the first step decided: %s", st.Raw)
+		t.Fatalf("the first step decided: status = %v, want pending: %s", st.Data["status"], st.Raw)
 	}
 	r = d.click("i3b", oncall, discordOps, actMsg, "cs:confirm:"+actItem)
 	if discordRespType(r) != 7 || !strings.Contains(fmt.Sprint(r), "Approved #"+actItem+".") {
-		t.Fatalf("the confirmation answered %v", r)
+		t.Fatalf("the confirmation answered %v, want type 7 saying %q", r, "Approved #"+actItem+".")
 	}
 	d.fake.Wait("the action's message to be edited", func() bool {
 		return len(d.fake.CallsTo("PATCH", "channels/"+discordOps+"/messages/"+actMsg)) > 0
 	})
 	st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || !strings.Contains(fmt.Sprint(st.Data["confirmed_by"]), "oncall [222]") {
-		t.Errorf("action_status after the approval: %s", st.Raw)
+		t.Errorf("action_status after the approval: %s, want approved, confirmed by %q", st.Raw, "oncall [222]")
 	}
 	if strings.Contains(d.logs.String(), discordToken) {
 		t.Errorf("the bot token appears in the logs")
@@ -239,7 +239,7 @@ func TestDiscordGatewayModeEndToEnd(t *testing.T) {
 	d := newDiscordEnv(t, "gateway")
 	d.fake.Wait("identify", func() bool { return len(d.fake.Identifies()) == 1 })
 	if id := d.fake.Identifies()[0]; id.Token != "Bot "+discordToken {
-		t.Errorf("identify token %q", id.Token)
+		t.Errorf("identify token %q, want %q", id.Token, "Bot "+discordToken)
 	}
 	d.MustOK(d.agent, "remember", map[string]any{"user_id": "patient_7", "subject": "code_status", "value": "full code"})
 	d.MustOK(d.agent, "remember", map[string]any{"user_id": "patient_7", "subject": "code_status", "value": "DNR"})
@@ -277,11 +277,11 @@ func TestDiscordMissingSecretsStopStartUp(t *testing.T) {
 				return tc.env[k]
 			}, strings.NewReader(""), &errb, &errb)
 			if err == nil {
-				t.Fatal("serve started without the Discord secrets")
+				t.Fatal("serve started without the Discord secrets, want it refused")
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %s", err, w)
+					t.Errorf("error %q does not name %s, want it named", err, w)
 				}
 			}
 		})

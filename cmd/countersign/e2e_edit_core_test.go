@@ -73,7 +73,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 
 	// carol approves the proposal: 1 of 2.
 	if r := e.MustOK(carol, "approve_action", map[string]any{"request_id": id}); r.Data["tally"] != "1 of 2 approvals: carol" {
-		t.Fatalf("carol: %s", r)
+		t.Fatalf("carol: tally = %v, want %q: %s", r.Data["tally"], "1 of 2 approvals: carol", r)
 	}
 	// Bad edits are 400s naming the field; nothing is recorded.
 	for _, bad := range []struct {
@@ -85,21 +85,21 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 		{[]any{"2.5mg"}, "arguments"},
 	} {
 		if r := e.Call(alice, "approve_action", map[string]any{"request_id": id, "arguments": bad.args}); r.Status != http.StatusBadRequest || r.Field != bad.field {
-			t.Fatalf("bad edit %v: %s", bad.args, r)
+			t.Fatalf("bad edit %v: status = %d, field = %q, want %d on %q: %s", bad.args, r.Status, r.Field, http.StatusBadRequest, bad.field, r)
 		}
 	}
 	// alice approves with changes: the count restarts on the edited version.
 	r := e.MustOK(alice, "approve_action", map[string]any{"request_id": id, "reason": "eGFR 28: reduced dose", "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}})
 	if r.Data["status"] != "pending" || r.Data["tally"] != "1 of 2 approvals: alice" || r.Data["edited"] != true || r.Data["args_sha256"] != proposedHash {
-		t.Fatalf("alice's edit: %s", r)
+		t.Fatalf("alice's edit: %s, want pending, tally %q, edited, args_sha256 %s", r, "1 of 2 approvals: alice", proposedHash)
 	}
 	editedHash := r.Data["edited_args_sha256"].(string)
 	if editedHash == proposedHash || !strings.Contains(r.Text, "dose 5mg → 2.5mg") {
-		t.Fatalf("alice's edit: %s", r)
+		t.Fatalf("alice's edit: %s, want an edited_args_sha256 other than %s and the text to say %q", r, proposedHash, "dose 5mg → 2.5mg")
 	}
 	// The agent sees the edit while it waits.
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": id}); st.Data["status"] != "pending" || st.Data["edited"] != true || st.Data["tally"] != "1 of 2 approvals: alice" {
-		t.Fatalf("pending status: %s", st)
+		t.Fatalf("pending status: %s, want pending, edited, tally %q", st, "1 of 2 approvals: alice")
 	}
 	// bob approves without arguments, naming the version he reviewed (an
 	// edited request takes no approval that names none): the edited
@@ -109,7 +109,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 	}
 	r = e.MustOK(bob, "approve_action", map[string]any{"request_id": id, "args_sha256": editedHash})
 	if r.Data["status"] != "approved" || r.Data["approved_args_sha256"] != editedHash || !strings.Contains(r.Data["confirmed_by"].(string), "alice [") || strings.Contains(r.Data["confirmed_by"].(string), "carol") {
-		t.Fatalf("bob: %s", r)
+		t.Fatalf("bob: %s, want approved, approved_args_sha256 %s, confirmed by alice and not carol", r, editedHash)
 	}
 
 	res := <-done
@@ -119,7 +119,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 	a := res.a
 	var got map[string]string
 	if err := json.Unmarshal(a.Arguments, &got); err != nil || got["dose"] != "2.5mg" || got["drug"] != "apixaban" || !a.Edited {
-		t.Fatalf("the client's approval: %+v (%s)", a, a.Arguments)
+		t.Fatalf("the client's approval: %+v (%s), want edited to %s", a, a.Arguments, `{"drug":"apixaban","dose":"2.5mg"}`)
 	}
 	if a.Payload.ApprovedArgsSHA256 != editedHash || a.RequestID != id {
 		t.Fatalf("receipt payload: %+v, want approved hash %s", a.Payload, editedHash)
@@ -130,7 +130,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 	raw, _ := json.Marshal(st.Data["approved_arguments"])
 	if err := json.Unmarshal(raw, &approved); err != nil || approved["dose"] != "2.5mg" || st.Data["args_sha256"] != proposedHash ||
 		st.Data["approved_args_sha256"] != editedHash || st.Data["edited"] != true || st.Data["receipt"] != a.Receipt {
-		t.Fatalf("action_status: %s", st)
+		t.Fatalf("action_status: %s, want the proposal %s, the approved version %s (dose 2.5mg), edited, the client's receipt", st, proposedHash, editedHash)
 	}
 	if err := cl.Redeem(ctx, a.Receipt); err != nil {
 		t.Fatalf("Redeem: %v", err)
@@ -153,7 +153,7 @@ func TestE2EEditedActionQuorum(t *testing.T) {
 		}
 	}
 	if !vote || !decision {
-		t.Fatalf("audit (vote %v, decision %v):\n%s", vote, decision, log)
+		t.Fatalf("audit (vote %v, decision %v), want both naming args_sha256=%s and approved_args_sha256=%s, the decision edited_by=alice:\n%s", vote, decision, proposedHash, editedHash, log)
 	}
 }
 
@@ -180,23 +180,23 @@ func TestE2EEditedMemoryProposal(t *testing.T) {
 
 	// The agent cannot approve it, edited or not; another drug is not an edit.
 	if r := e.Call(agent, "confirm_change", p42("memory_id", 2, "value", "apixaban 2.5mg twice daily")); r.Status != http.StatusForbidden {
-		t.Fatalf("agent edit: %s", r)
+		t.Fatalf("agent edit: status = %d, want %d: %s", r.Status, http.StatusForbidden, r)
 	}
 	if r := e.Call(member, "confirm_change", p42("memory_id", 2, "value", "rivaroxaban 20mg daily")); r.Status != http.StatusBadRequest || r.Field != "value" {
-		t.Fatalf("another drug: %s", r)
+		t.Fatalf("another drug: status = %d, field = %q, want %d on %q: %s", r.Status, r.Field, http.StatusBadRequest, "value", r)
 	}
 	r := e.MustOK(member, "confirm_change", p42("memory_id", 2, "value", "apixaban 2.5mg twice daily", "reason", "age over 80, weight under 60 kg"))
 	wantText(t, r, 200, "Approved #2 with changes: SUPERSEDE active_medication = apixaban 2.5mg twice daily (proposed: apixaban 5mg twice daily)")
 	if r.Data["edited"] != true || r.Data["proposed_sha256"] != memory.ValueSHA256("apixaban 5mg twice daily") || r.Data["approved_sha256"] != memory.ValueSHA256("apixaban 2.5mg twice daily") {
-		t.Fatalf("confirm_change data: %s", r)
+		t.Fatalf("confirm_change data: %s, want edited, proposed_sha256 and approved_sha256 of the 5mg and 2.5mg values", r)
 	}
 	rec := e.MustOK(agent, "recall", p42("question", "what anticoagulant is she on?"))
 	if !strings.Contains(rec.Text, "apixaban 2.5mg twice daily") || strings.Contains(rec.Text, "apixaban 5mg") {
-		t.Fatalf("recall: %s", rec.Text)
+		t.Fatalf("recall: %q, want %q and no %q", rec.Text, "apixaban 2.5mg twice daily", "apixaban 5mg")
 	}
 	log := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
 	if !strings.Contains(log, "with changes by dr_smith") || !strings.Contains(log, memory.ValueSHA256("apixaban 5mg twice daily")) || !strings.Contains(log, memory.ValueSHA256("apixaban 2.5mg twice daily")) {
-		t.Fatalf("audit:\n%s", log)
+		t.Fatalf("audit:\n%s\nwant %q and both values' SHA-256", log, "with changes by dr_smith")
 	}
 }
 
@@ -226,20 +226,20 @@ func TestE2EEditOverMCP(t *testing.T) {
 		}
 	}
 	if !advertised {
-		t.Fatal("approve_action's input schema does not list arguments")
+		t.Fatal("approve_action's input schema does not list arguments, want an \"arguments\" property")
 	}
 	_, r := mcpCall(t, ag, "confirm_action", map[string]any{"tool": "give_medication", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
 	id := r.StructuredContent.(map[string]any)["request_id"].(string)
 	if text, r := mcpCall(t, al, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban"}}); !r.IsError || !strings.Contains(text, "arguments.dose") {
-		t.Fatalf("bad edit over MCP: %v %q", r.IsError, text)
+		t.Fatalf("bad edit over MCP: isError %v %q, want a tool error naming %q", r.IsError, text, "arguments.dose")
 	}
 	if text := mcpOK(t, al, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"drug": "apixaban", "dose": "2.5mg"}}); !strings.Contains(text, "approved with changes by alice") {
-		t.Fatalf("edit over MCP: %q", text)
+		t.Fatalf("edit over MCP: %q, want it to say %q", text, "approved with changes by alice")
 	}
 	_, st := mcpCall(t, ag, "action_status", map[string]any{"request_id": id})
 	d := st.StructuredContent.(map[string]any)
 	approved, _ := json.Marshal(d["approved_arguments"])
 	if d["status"] != "approved" || d["edited"] != true || string(approved) != `{"dose":"2.5mg","drug":"apixaban"}` {
-		t.Fatalf("action_status over MCP: %v", d)
+		t.Fatalf("action_status over MCP: %v, want approved, edited, approved_arguments %s", d, `{"dose":"2.5mg","drug":"apixaban"}`)
 	}
 }

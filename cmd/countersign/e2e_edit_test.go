@@ -60,7 +60,7 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 	post := f.Calls("chat.postMessage")[0]
 	itemID := regexp.MustCompile(`"block_id":"countersign:(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
 	if itemID == nil || !strings.Contains(post.Form.Get("blocks"), `"countersign.edit"`) {
-		t.Fatalf("the action's card has no Edit & approve button:\n%s", post.Form.Get("blocks"))
+		t.Fatalf("the action's card has no Edit & approve button (want a countersign block_id and %q):\n%s", `"countersign.edit"`, post.Form.Get("blocks"))
 	}
 	interact := func(payload map[string]any) (int, string) {
 		p, _ := json.Marshal(payload)
@@ -71,14 +71,14 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 		"container": map[string]any{"type": "message", "channel_id": "C0OPS", "message_ts": post.TS},
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
 	}); code != http.StatusOK {
-		t.Fatalf("Edit & approve click answered %d", code)
+		t.Fatalf("Edit & approve click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the edit modal to be opened", func() bool { return len(f.Calls("views.open")) == 1 })
 	open := f.Calls("views.open")[0]
 	view, _ := open.JSON["view"].(map[string]any)
 	meta, _ := view["private_metadata"].(string)
 	if open.JSON["trigger_id"] != "t-edit" || view["callback_id"] != "countersign.edit" || !strings.Contains(fmt.Sprint(view["blocks"]), "initial_value:5mg") {
-		t.Fatalf("views.open: %v", open.JSON)
+		t.Fatalf("views.open: %v, want trigger t-edit, callback countersign.edit, the dose prefilled as 5mg", open.JSON)
 	}
 	// Inputs follow the arguments' order: edit_0 is dose, edit_1 drug
 	// (canonical JSON sorts the keys).
@@ -100,22 +100,22 @@ func TestSlackModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 			Errors map[string]string `json:"errors"`
 		}
 		if code != http.StatusOK || json.Unmarshal([]byte(body), &ack) != nil || ack.Action != "errors" || len(ack.Errors) != 1 || ack.Errors[bad.block] == "" {
-			t.Fatalf("an edit the schema refuses (%s) answered %d %s", bad.block, code, body)
+			t.Fatalf("an edit the schema refuses (%s) answered %d %s, want 200 with response_action errors on %s alone", bad.block, code, body, bad.block)
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("a refused edit decided the request: %s", st)
+		t.Fatalf("a refused edit decided the request: status = %v, want pending: %s", st.Data["status"], st)
 	}
 	if code, body := submit("t-s2", "2.5mg", "apixaban"); code != http.StatusOK || body != "" {
 		t.Fatalf("the valid edit answered %d %q, want an empty 200", code, body)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
-		t.Fatalf("action_status after the Slack edit: %s", st)
+		t.Fatalf("action_status after the Slack edit: %s, want approved, edited, arguments %s", st, `{"dose":"2.5mg","drug":"apixaban"}`)
 	}
 	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
 	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "Approved with changes by dr_smith [U0123ABC]: dose 5mg → 2.5mg") {
-		t.Fatalf("updated card:\n%s", ub)
+		t.Fatalf("updated card:\n%s\nwant it to contain %q", ub, "Approved with changes by dr_smith [U0123ABC]: dose 5mg → 2.5mg")
 	}
 }
 
@@ -137,11 +137,11 @@ func TestDiscordModalEditApprovesEditedActionEndToEnd(t *testing.T) {
 	status, resp := discordtest.Post(t, d.URL+"/discord/interactions", d.key, time.Now(), discordtest.Marshal(t,
 		discordtest.SubmitForm("e2", smith, discordOps, msg, custom, map[string]string{"e0": "2.5mg", "e1": "apixaban", "note": "renal function"})))
 	if status != 200 || discordRespType(resp) != 7 || !strings.Contains(fmt.Sprint(resp), "Approved with changes by dr\\_smith \\[111\\]: dose 5mg → 2.5mg") {
-		t.Fatalf("the edit answered %d %v", status, resp)
+		t.Fatalf("the edit answered %d %v, want 200 type 7 saying %q", status, resp, "Approved with changes by dr\\_smith \\[111\\]: dose 5mg → 2.5mg")
 	}
 	st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
-		t.Fatalf("action_status after the Discord edit: %s", st)
+		t.Fatalf("action_status after the Discord edit: %s, want approved, edited, arguments %s", st, `{"dose":"2.5mg","drug":"apixaban"}`)
 	}
 }
 
@@ -166,28 +166,28 @@ func TestWebEditFormApprovesEditedAction(t *testing.T) {
 	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
 	csrf, nonce, in, basis := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page), editInputRE.FindStringSubmatch(page), basisRE.FindStringSubmatch(page)
 	if csrf == nil || nonce == nil || in == nil || basis == nil || in[1] != "5mg" {
-		t.Fatalf("item page has no prefilled edit form:\n%s", page)
+		t.Fatalf("item page has no prefilled edit form (want csrf, nonce, basis and edit_0 = 5mg):\n%s", page)
 	}
 	form := url.Values{"nonce": {nonce[1] + "e"}, "basis": {basis[1]}, "action": {"edit"}, "edit_0": {"2.5mg"}, "edit_1": {"apixaban"}, "reason": {"renal function"}}
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("an edit without its CSRF token answered %d", resp.StatusCode)
+		t.Fatalf("an edit without its CSRF token answered %d, want %d", resp.StatusCode, http.StatusForbidden)
 	}
 	form.Set("csrf", csrf[1])
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=edit-") {
-		t.Fatalf("the edit answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("the edit answered %d %s, want %d to %s…", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/?done=edit-")
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
-		t.Fatalf("action_status after the web edit: %s", st)
+		t.Fatalf("action_status after the web edit: %s, want approved, edited, arguments %s", st, `{"dose":"2.5mg","drug":"apixaban"}`)
 	}
 	if _, page = webDo(t, c, "GET", e.URL+itemPath, nil); !strings.Contains(page, "approved with changes by dr_smith") || !strings.Contains(page, "dose 5mg → 2.5mg") {
-		t.Fatalf("the decided item's page does not show the changes:\n%s", page)
+		t.Fatalf("the decided item's page does not show the changes (want %q and %q in it):\n%s", "approved with changes by dr_smith", "dose 5mg → 2.5mg", page)
 	}
 	// The card lists the edited version; its Details label the proposal
 	// beside it.
 	if !strings.Contains(page, "<dt>Proposed arguments (JSON)</dt>") || strings.Contains(page, "<dt>Arguments (JSON)</dt>") || !strings.Contains(page, "<dt>Edited arguments (JSON)</dt>") ||
 		!strings.Contains(page, "<dt>dose</dt><dd>2.5mg</dd>") {
-		t.Fatalf("the edited item's page does not label the proposal:\n%s", page)
+		t.Fatalf("the edited item's page does not label the proposal (want Proposed and Edited arguments, no plain Arguments, dose 2.5mg):\n%s", page)
 	}
 }
 
@@ -223,15 +223,15 @@ func TestWebEditInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".notice")),
 	)
 	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.Contains(n, "with your changes") {
-		t.Fatalf("after the edit: %q", n)
+		t.Fatalf("after the edit: %q, want it to say %q", n, "with your changes")
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	if st.Data["status"] != "approved" || st.Data["edited"] != true || approvedArgs(t, st) != `{"dose":"2.5mg","drug":"apixaban"}` {
-		t.Fatalf("action_status after the browser edit: %s", st)
+		t.Fatalf("action_status after the browser edit: %s, want approved, edited, arguments %s", st, `{"dose":"2.5mg","drug":"apixaban"}`)
 	}
 	browse(t, doc, "reopen the request", chromedp.Navigate(e.URL+"/ui/requests/"+rid), chromedp.WaitVisible(chromedp.CSS("#changes")))
 	if ch := read(t, doc, "the changes line", chromedp.Text(chromedp.CSS("#changes"))); !strings.Contains(ch, "approved with changes by dr_smith") || !strings.Contains(ch, "dose 5mg → 2.5mg") {
-		t.Fatalf("changes line %q", ch)
+		t.Fatalf("changes line %q, want %q and %q in it", ch, "approved with changes by dr_smith", "dose 5mg → 2.5mg")
 	}
 }
 
@@ -252,7 +252,7 @@ func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
 	post := f.Calls("chat.postMessage")[0]
 	itemID := regexp.MustCompile(`"block_id":"countersign:(\d+)"`).FindStringSubmatch(post.Form.Get("blocks"))
 	if itemID == nil || !strings.Contains(post.Form.Get("blocks"), `"countersign.edit"`) {
-		t.Fatalf("the proposal's card has no Edit & approve button:\n%s", post.Form.Get("blocks"))
+		t.Fatalf("the proposal's card has no Edit & approve button (want a countersign block_id and %q):\n%s", `"countersign.edit"`, post.Form.Get("blocks"))
 	}
 	interact := func(payload map[string]any) (int, string) {
 		p, _ := json.Marshal(payload)
@@ -266,7 +266,7 @@ func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
 	waitFor(t, "the edit modal to be opened", func() bool { return len(f.Calls("views.open")) == 1 })
 	view, _ := f.Calls("views.open")[0].JSON["view"].(map[string]any)
 	if !strings.Contains(fmt.Sprint(view["blocks"]), "initial_value:DNR") {
-		t.Fatalf("the value modal is not prefilled with the proposal: %v", view)
+		t.Fatalf("the value modal is not prefilled with the proposal (want initial_value DNR): %v", view)
 	}
 	code, body := interact(map[string]any{
 		"type": "view_submission", "trigger_id": "t-s", "user": map[string]any{"id": "U0123ABC", "team_id": "T1"},
@@ -274,13 +274,13 @@ func TestSlackModalEditApprovesEditedValueEndToEnd(t *testing.T) {
 			"state": map[string]any{"values": map[string]any{"edit_0": map[string]any{"input": map[string]any{"type": "plain_text_input", "value": "DNR/DNI"}}}}},
 	})
 	if code != http.StatusOK || body != "" {
-		t.Fatalf("the value edit answered %d %q", code, body)
+		t.Fatalf("the value edit answered %d %q, want an empty 200", code, body)
 	}
 	if r := e.MustOK(agent, "check_before_act", map[string]any{"subject": "code_status"}); !strings.Contains(r.Text, "code_status = DNR/DNI") {
-		t.Fatalf("after the edit the memory reads: %s", r.Text)
+		t.Fatalf("after the edit the memory reads: %q, want it to contain %q", r.Text, "code_status = DNR/DNI")
 	}
 	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
 	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "Approved with changes by dr_smith [U0123ABC]") || !strings.Contains(ub, "DNR → DNR/DNI") {
-		t.Fatalf("updated card:\n%s", ub)
+		t.Fatalf("updated card:\n%s\nwant %q and %q in it", ub, "Approved with changes by dr_smith [U0123ABC]", "DNR → DNR/DNI")
 	}
 }

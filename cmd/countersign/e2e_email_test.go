@@ -116,7 +116,7 @@ func TestEmailEscalationEndToEnd(t *testing.T) {
 		}
 	}
 	if p.Header.Get("Message-Id") == "" || p.Header.Get("Date") == "" {
-		t.Errorf("no Message-ID or Date: %v", p.Header)
+		t.Errorf("no Message-ID or Date: %v, want both", p.Header)
 	}
 	subject, _ := new(mime.WordDecoder).DecodeHeader(p.Header.Get("Subject"))
 	if !strings.Contains(subject, "Escalated") || !strings.Contains(subject, "awaits a decision") {
@@ -125,15 +125,15 @@ func TestEmailEscalationEndToEnd(t *testing.T) {
 	all := subject + "\n" + p.Text + "\n" + p.HTML
 	for _, secret := range []string{"patient_42", "payments-ward-7", "restart_service", "warfarin", "ops_agent"} {
 		if strings.Contains(all, secret) {
-			t.Errorf("include: none, yet the message says %q:\n%s", secret, all)
+			t.Errorf("include: none, yet the message says %q, want it left out:\n%s", secret, all)
 		}
 	}
 	if !strings.Contains(p.Text, "replies to it are not read") {
-		t.Errorf("the text does not say replies decide nothing:\n%s", p.Text)
+		t.Errorf("the text does not say replies decide nothing (want %q in it):\n%s", "replies to it are not read", p.Text)
 	}
 	link := linkRE.FindString(p.Text)
 	if link == "" || !strings.Contains(p.HTML, `href="`+strings.ReplaceAll(link, "&", "&amp;")+`"`) {
-		t.Fatalf("no sign-in link in both parts:\ntext %s\nhtml %s", p.Text, p.HTML)
+		t.Fatalf("no sign-in link in both parts, want it in the text and as the HTML's href:\ntext %s\nhtml %s", p.Text, p.HTML)
 	}
 
 	// The link: the console's one-time sign-in, landing on the item.
@@ -147,7 +147,7 @@ func TestEmailEscalationEndToEnd(t *testing.T) {
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "dr_smith") {
-		t.Fatalf("the link's page answered %d:\n%s", resp.StatusCode, page)
+		t.Fatalf("the link's page answered %d, want 200 naming dr_smith:\n%s", resp.StatusCode, page)
 	}
 	tok := u.Query().Get("t")
 	resp, err = browser.PostForm(e.URL+"/ui/signin/link", url.Values{"t": {tok}})
@@ -167,7 +167,7 @@ func TestEmailEscalationEndToEnd(t *testing.T) {
 	page, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(page), "restart_service") || !strings.Contains(string(page), "payments-ward-7") {
-		t.Fatalf("the item page after sign-in answered %d:\n%s", resp.StatusCode, page)
+		t.Fatalf("the item page after sign-in answered %d, want 200 showing %q and %q:\n%s", resp.StatusCode, "restart_service", "payments-ward-7", page)
 	}
 	// Once only.
 	resp, err = http.PostForm(e.URL+"/ui/signin/link", url.Values{"t": {tok}})

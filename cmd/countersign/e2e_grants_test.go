@@ -112,7 +112,7 @@ func (g *grantsEnv) clickSlack(post slackCall, action, value, trigger string) {
 		"actions":   []any{map[string]any{"type": "button", "action_id": action, "block_id": "countersign-grants:1", "value": value, "action_ts": "1.1"}},
 	})
 	if code, _ := postSlack(g.t, g.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		g.t.Fatalf("click answered %d", code)
+		g.t.Fatalf("click answered %d, want %d", code, http.StatusOK)
 	}
 }
 
@@ -135,7 +135,7 @@ var grantByRE = regexp.MustCompile(`^grant #1 by dr_smith \[([^\]]+)\]$`)
 func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 	first := g.restart("payments")
 	if first.Data["status"] != "pending" {
-		t.Fatalf("first call: %s", first)
+		t.Fatalf("first call: %s, want pending", first)
 	}
 	post := g.slackCard(1)
 	blocks := slackJSON(post.Form.Get("blocks"))
@@ -151,7 +151,7 @@ func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 		return st.Data["status"] != "pending"
 	})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
-		t.Fatalf("the clicked request: %s", st)
+		t.Fatalf("the clicked request: %s, want approved, confirmed by %q", st, "dr_smith [U0123ABC]")
 	}
 	var by string
 	for i := range 3 {
@@ -160,7 +160,7 @@ func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 		cb, _ := r.Data["confirmed_by"].(string)
 		m := grantByRE.FindStringSubmatch(cb)
 		if r.Data["status"] != "approved" || m == nil || m[1] == "U0123ABC" || r.Data["grant_id"] != float64(1) || r.Data["receipt"] == nil {
-			t.Fatalf("call %d under the grant: %s", i+1, r)
+			t.Fatalf("call %d under the grant: %s, want approved under grant_id 1 with a receipt, confirmed_by matching `%s` and not naming U0123ABC", i+1, r, grantByRE)
 		}
 		by = cb
 		if i == 0 {
@@ -171,21 +171,21 @@ func sessionGrantFromSlack(t *testing.T, g *grantsEnv) slackCall {
 	waitFor(t, "four thread notes", func() bool { return len(g.threadNotes(post)) == 4 })
 	notes := g.threadNotes(post)
 	if !regexp.MustCompile(`^🔁 dr_smith granted #1: session, same arguments, until (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC\.$`).MatchString(notes[0]) {
-		t.Fatalf("the grant made, in the thread: %q", notes[0])
+		t.Fatalf("the grant made, in the thread: %q, want %q", notes[0], "🔁 dr_smith granted #1: session, same arguments, until [YYYY-MM-DD ]HH:MM UTC.")
 	}
 	for _, n := range notes[1:] {
 		if !strings.Contains(n, "Auto-approved req_") || !strings.Contains(n, "under grant #1 by dr_smith") {
-			t.Fatalf("thread note: %q", n)
+			t.Fatalf("thread note: %q, want it to contain %q and %q", n, "Auto-approved req_", "under grant #1 by dr_smith")
 		}
 	}
 	// Another service is not covered: it waits for a person.
 	if r := g.restart("billing"); r.Data["status"] != "pending" {
-		t.Fatalf("another service under the grant: %s", r)
+		t.Fatalf("another service under the grant: %s, want pending", r)
 	}
 	l := g.MustOK(g.admin, "list_grants", nil)
 	gs, _ := l.Data["grants"].([]any)
 	if len(gs) != 1 || gs[0].(map[string]any)["created_by"] != strings.TrimPrefix(by, "grant #1 by ") || gs[0].(map[string]any)["uses"] != float64(3) {
-		t.Fatalf("list_grants: %s", l)
+		t.Fatalf("list_grants: %s, want one grant created by %q with 3 uses", l, strings.TrimPrefix(by, "grant #1 by "))
 	}
 	audit := g.MustOK(g.admin, "audit_log", map[string]any{"limit": 200})
 	if !strings.Contains(audit.Raw, "by grant #1 by dr_smith") {
@@ -205,7 +205,7 @@ func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
 	sessionGrantFromSlack(t, g)
 	g.clock.Advance(8 * time.Hour)
 	if r := g.restart("payments"); r.Data["status"] != "pending" {
-		t.Fatalf("after the grant expired: %s", r)
+		t.Fatalf("after the grant expired: %s, want pending", r)
 	}
 	if l := g.MustOK(g.admin, "list_grants", nil); len(l.Data["grants"].([]any)) != 0 {
 		t.Fatalf("an expired grant is listed as live: %s", l)
@@ -216,10 +216,10 @@ func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
 		"arguments": map[string]any{"db_name": "orders"}, "dry_run": "DROP DATABASE orders; -- 12 tables"})
 	r := g.Call(g.admin, "approve_action", map[string]any{"request_id": d.Data["request_id"], "grant": map[string]any{"kind": "once"}})
 	if r.Status != 400 || r.Field != "grant" || !strings.Contains(r.Error, "destructive") {
-		t.Fatalf("a grant on a destructive tool: %s", r)
+		t.Fatalf("a grant on a destructive tool: %s, want 400 on field grant, saying %q", r, "destructive")
 	}
 	if st := g.MustOK(g.agent, "action_status", map[string]any{"request_id": d.Data["request_id"]}); st.Data["status"] != "pending" {
-		t.Fatalf("the refused grant recorded an approval: %s", st)
+		t.Fatalf("the refused grant recorded an approval: %s, want pending", st)
 	}
 	card := slackJSON(g.slackCard(int(d.Data["item_id"].(float64))).Form.Get("blocks"))
 	if strings.Contains(card, "approve_grant") {
@@ -229,10 +229,10 @@ func TestE2EGrantSessionStopsAtExpiry(t *testing.T) {
 	// An agent key can neither make nor revoke a grant.
 	p := g.restart("ledger")
 	if r := g.Call(g.agent, "approve_action", map[string]any{"request_id": p.Data["request_id"], "grant": map[string]any{"kind": "session"}}); r.Status != 403 {
-		t.Fatalf("an agent making a grant: %s", r)
+		t.Fatalf("an agent making a grant: %s, want 403", r)
 	}
 	if r := g.Call(g.agent, "revoke_grant", map[string]any{"grant_id": 1}); r.Status != 403 {
-		t.Fatalf("an agent revoking a grant: %s", r)
+		t.Fatalf("an agent revoking a grant: %s, want 403", r)
 	}
 }
 
@@ -248,24 +248,24 @@ func TestE2EGrantRevokedFromDiscord(t *testing.T) {
 		t.Helper()
 		status, resp := discordtest.Post(t, g.URL+"/discord/interactions", g.dkey, g.clock.Now(), discordtest.Marshal(t, body))
 		if status != 200 {
-			t.Fatalf("discord interaction: %d %v", status, resp)
+			t.Fatalf("discord interaction: %d %v, want 200", status, resp)
 		}
 		return resp
 	}
 	list := post2(discordtest.Command("cmd1", smith, discordDefault, "grants"))
 	raw := string(discordtest.Marshal(t, list))
 	if !strings.Contains(raw, "grant #1: session of restart") || !strings.Contains(raw, `"custom_id":"cs:revoke:1"`) {
-		t.Fatalf("/countersign grants in Discord: %s", raw)
+		t.Fatalf("/countersign grants in Discord: %s, want it to contain %q and %q", raw, "grant #1: session of restart", `"custom_id":"cs:revoke:1"`)
 	}
 	rev := post2(discordtest.Click("click1", smith, discordDefault, "", "cs:revoke:1"))
 	if raw := string(discordtest.Marshal(t, rev)); !strings.Contains(raw, "Revoked grant #1") {
-		t.Fatalf("the Revoke button: %s", raw)
+		t.Fatalf("the Revoke button: %s, want it to contain %q", raw, "Revoked grant #1")
 	}
 	if r := g.restart("payments"); r.Data["status"] != "pending" {
-		t.Fatalf("after the revocation: %s", r)
+		t.Fatalf("after the revocation: %s, want pending", r)
 	}
 	if l := g.MustOK(g.agent, "list_grants", map[string]any{"all": true}); !strings.Contains(l.Raw, `"revoked":true`) || !strings.Contains(l.Raw, `"revoked_by":"dr_smith [`) {
-		t.Fatalf("the agent's view of its revoked grant: %s", l)
+		t.Fatalf("the agent's view of its revoked grant: %s, want it to contain %q and %q", l, `"revoked":true`, `"revoked_by":"dr_smith [`)
 	}
 	waitFor(t, "the revocation in the card's thread", func() bool {
 		for _, n := range g.threadNotes(post) {
@@ -308,15 +308,15 @@ principals:
 	}
 	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"approve"}, "grant": {"duration|1h"}}
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=approve-") {
-		t.Fatalf("approve with a grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("approve with a grant answered %d %s, want %d to %s…", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/?done=approve-")
 	}
 	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "approved" || !strings.HasPrefix(next.Data["confirmed_by"].(string), "grant #1 by dr_smith [") {
-		t.Fatalf("the next identical call: %s", next)
+		t.Fatalf("the next identical call: %s, want approved, confirmed_by starting %q", next, "grant #1 by dr_smith [")
 	}
 	_, page = webDo(t, c, "GET", e.URL+"/ui/grants", nil)
 	csrf = csrfRE.FindStringSubmatch(page)
 	if csrf == nil || !strings.Contains(page, `id="grant-1"`) || !strings.Contains(page, `action="/ui/grants/1/revoke"`) {
-		t.Fatalf("the Grants page:\n%s", page)
+		t.Fatalf("the Grants page lacks a CSRF token, %q or %q:\n%s", `id="grant-1"`, `action="/ui/grants/1/revoke"`, page)
 	}
 	// Made in the console by a configured person who may still approve:
 	// in force, not marked inactive (grants end with their maker).
@@ -324,16 +324,16 @@ principals:
 		t.Fatalf("a grant in force is shown inactive:\n%s", page)
 	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/grants/1/revoke", url.Values{}); resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("a revoke without its CSRF token answered %d", resp.StatusCode)
+		t.Fatalf("a revoke without its CSRF token answered %d, want %d", resp.StatusCode, http.StatusForbidden)
 	}
 	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "approved" {
-		t.Fatalf("the refused revoke revoked: %s", next)
+		t.Fatalf("the refused revoke revoked: %s, want approved", next)
 	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/grants/1/revoke", url.Values{"csrf": {csrf[1]}}); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/grants?revoked=1" {
-		t.Fatalf("the revoke answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("the revoke answered %d %s, want %d to %s", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/grants?revoked=1")
 	}
 	if next := e.MustOK(agent, "confirm_action", call); next.Data["status"] != "pending" {
-		t.Fatalf("after the console's revoke: %s", next)
+		t.Fatalf("after the console's revoke: %s, want pending", next)
 	}
 	if _, page = webDo(t, c, "GET", e.URL+"/ui/grants", nil); !strings.Contains(page, "no-grants") {
 		t.Fatalf("a revoked grant is still listed:\n%s", page)
@@ -363,13 +363,13 @@ func TestE2EGrantChatCommands(t *testing.T) {
 	})
 	status, resp := discordtest.Post(t, g.URL+"/discord/interactions", g.dkey, g.clock.Now(), discordtest.Marshal(t, discordtest.Click("c1", smith, discordDefault, msgID, "cs:grant:1:1")))
 	if status != 200 || !strings.Contains(string(discordtest.Marshal(t, resp)), "You made grant #1") {
-		t.Fatalf("the Discord approve-with-grant button: %d %v", status, resp)
+		t.Fatalf("the Discord approve-with-grant button: %d %v, want 200 saying %q", status, resp, "You made grant #1")
 	}
 	if st := g.MustOK(g.agent, "action_status", map[string]any{"request_id": first.Data["request_id"]}); st.Data["status"] != "approved" {
-		t.Fatalf("the clicked request: %s", st)
+		t.Fatalf("the clicked request: %s, want approved", st)
 	}
 	if r := g.restart("payments"); r.Data["status"] != "approved" {
-		t.Fatalf("the next identical call under the Discord grant: %s", r)
+		t.Fatalf("the next identical call under the Discord grant: %s, want approved", r)
 	}
 
 	slash := func(text, trigger string) map[string]any {
@@ -378,14 +378,14 @@ func TestE2EGrantChatCommands(t *testing.T) {
 		code, body := postSlack(t, g.URL, "/slack/commands", form, e2eSlackSecret)
 		var out map[string]any
 		if err := json.Unmarshal([]byte(body), &out); err != nil || code != http.StatusOK {
-			t.Fatalf("/countersign %s answered %d %s", text, code, body)
+			t.Fatalf("/countersign %s answered %d %s, want %d with a JSON body", text, code, body, http.StatusOK)
 		}
 		return out
 	}
 	list := slash("grants", "t-list")
 	raw, _ := json.Marshal(list)
 	if !strings.Contains(list["text"].(string), "grant #1: session of restart") || !strings.Contains(string(raw), `"action_id":"countersign.revoke_grant"`) || !strings.Contains(string(raw), `"value":"1"`) {
-		t.Fatalf("/countersign grants in Slack: %s", raw)
+		t.Fatalf("/countersign grants in Slack: %s, want text with %q and a %q button of value %q", raw, "grant #1: session of restart", "countersign.revoke_grant", "1")
 	}
 	// The Revoke button of the answer.
 	p, _ := json.Marshal(map[string]any{
@@ -394,7 +394,7 @@ func TestE2EGrantChatCommands(t *testing.T) {
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.revoke_grant", "block_id": "countersign-revoke:0", "value": "1", "action_ts": "2.2"}},
 	})
 	if code, _ := postSlack(t, g.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("the Revoke click answered %d", code)
+		t.Fatalf("the Revoke click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the private answer to the Revoke click", func() bool {
 		for _, c := range g.slack.Calls("chat.postEphemeral") {
@@ -405,13 +405,13 @@ func TestE2EGrantChatCommands(t *testing.T) {
 		return false
 	})
 	if r := g.restart("payments"); r.Data["status"] != "pending" {
-		t.Fatalf("after the Revoke button: %s", r)
+		t.Fatalf("after the Revoke button: %s, want pending", r)
 	}
 	if out := slash("revoke-grant 1", "t-revoke"); !strings.Contains(out["text"].(string), "grant #1 was already revoked by dr_smith") {
-		t.Fatalf("/countersign revoke-grant 1: %v", out)
+		t.Fatalf("/countersign revoke-grant 1: %v, want text with %q", out, "grant #1 was already revoked by dr_smith")
 	}
 	if out := slash("grants", "t-list2"); !strings.Contains(out["text"].(string), "No live standing grants") || out["blocks"] != nil {
-		t.Fatalf("/countersign grants after the revocation: %v", out)
+		t.Fatalf("/countersign grants after the revocation: %v, want text with %q and no blocks", out, "No live standing grants")
 	}
 }
 
@@ -449,24 +449,24 @@ principals:
 	// Ticked without a grant: refused, nothing recorded.
 	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"approve"}, "match": {"service"}}
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.Contains(resp.Header.Get("Location"), "problem=") {
-		t.Fatalf("match without a grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("match without a grant answered %d %s, want %d to a Location with %q", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "problem=")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": r.Data["request_id"]}); st.Data["status"] != "pending" {
-		t.Fatalf("match without a grant decided the request: %s", st)
+		t.Fatalf("match without a grant decided the request: %s, want pending", st)
 	}
 	form.Set("grant", "duration|1h")
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=approve-") {
-		t.Fatalf("approve with a match grant answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("approve with a match grant answered %d %s, want %d to %s…", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/?done=approve-")
 	}
 	if next := call("payments", "deploy 42"); next.Data["status"] != "approved" || !strings.HasPrefix(next.Data["confirmed_by"].(string), "grant #1 by dr_smith [") {
-		t.Fatalf("the same service with another reason: %s", next)
+		t.Fatalf("the same service with another reason: %s, want approved, confirmed_by starting %q", next, "grant #1 by dr_smith [")
 	}
 	if next := call("billing", "oom"); next.Data["status"] != "pending" {
-		t.Fatalf("another service under a grant held to payments: %s", next)
+		t.Fatalf("another service under a grant held to payments: %s, want pending", next)
 	}
 	l := e.MustOK(agent, "list_grants", nil)
 	gs, _ := l.Data["grants"].([]any)
 	if cons, _ := gs[0].(map[string]any)["constraint"].(string); len(gs) != 1 || strings.Contains(cons, "args_sha256") || !strings.Contains(cons, "service") || strings.Contains(cons, "reason") {
-		t.Fatalf("list_grants: %s", l)
+		t.Fatalf("list_grants: %s, want one grant whose constraint names service, not reason nor args_sha256", l)
 	}
 }

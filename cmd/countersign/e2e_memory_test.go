@@ -49,19 +49,19 @@ func TestMemoryE2E(t *testing.T) {
 	r := e.Call(other, "remember", p42("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir"))
 	const trustedDeny = "Access denied: 'fhir' is a trusted source (trusted_sources), so its changes skip the confirmation gate. Only a key named 'fhir', or a person with the 'approve' capability, may write as it."
 	if r.Status != http.StatusForbidden || r.Error != trustedDeny || r.Text != trustedDeny {
-		t.Fatalf("other writing as fhir: %s", r)
+		t.Fatalf("other writing as fhir: %s, want 403 %q", r, trustedDeny)
 	}
 	r = e.MustOK(fhir, "remember", p42("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir", "text", "Warfarin 5mg daily (FHIR MedicationStatement)."))
 	wantText(t, r, 200, "Stored: [ADD] active_medication = warfarin 5mg daily")
 	if r.Data["memory_id"] != float64(1) {
-		t.Fatalf("first fact id: %v", r.Data)
+		t.Fatalf("first fact: %v, want memory_id 1", r.Data)
 	}
 
 	// The agent proposes a replacement and a removal: both held.
 	r = e.MustOK(agent, "remember", p42("subject", "meds", "value", "apixaban 5mg twice daily", "replaces", "warfarin", "text", "Switch her to apixaban 5mg twice daily."))
 	wantText(t, r, 200, "Stored: [FLAG] active_medication = apixaban 5mg twice daily")
 	if r.Data["memory_id"] != float64(2) || r.Data["pending"] != true {
-		t.Fatalf("replace proposal data: %v", r.Data)
+		t.Fatalf("replace proposal data: %v, want memory_id 2, pending", r.Data)
 	}
 	r = e.MustOK(agent, "forget", p42("subject", "active_medication", "value", "warfarin", "text", "Maybe stop the warfarin."))
 	wantText(t, r, 200, "Stored: [FLAG] active_medication = warfarin 5mg daily")
@@ -79,31 +79,31 @@ func TestMemoryE2E(t *testing.T) {
 	r = e.MustOK(agent, "check_before_act", p42("subject", "active_medication"))
 	wantText(t, r, 200, "⛔ BLOCKED — do NOT act on 'active_medication':\n  • unresolved conflict (FLAGGED) — the value is disputed")
 	if r.Data["verdict"] != "BLOCKED" || !reflect.DeepEqual(r.Data["reasons"], []any{"unresolved conflict (FLAGGED) — the value is disputed"}) {
-		t.Fatalf("verdict data: %v", r.Data)
+		t.Fatalf("verdict data: %v, want verdict BLOCKED, reasons [%q]", r.Data, "unresolved conflict (FLAGGED) — the value is disputed")
 	}
 	r = e.MustOK(agent, "safe_recall", p42("question", "what anticoagulant is she on?"))
 	wantText(t, r, 200, "⛔ WITHHELD — not safe to act on this answer:\n  • unresolved conflict on 'active_medication' — the value is disputed")
 	if r.Data["verdict"] != "WITHHELD" {
-		t.Fatalf("safe_recall data: %v", r.Data)
+		t.Fatalf("safe_recall data: %v, want verdict WITHHELD", r.Data)
 	}
 
 	// The agent key cannot approve.
 	r = e.Call(agent, "confirm_change", p42("memory_id", 2))
 	const agentDeny = "Access denied: 'confirm_change' requires the 'approve' capability; your role(s) ['agent'] do not grant it."
 	if r.Status != http.StatusForbidden || r.Error != agentDeny || r.Text != agentDeny {
-		t.Fatalf("agent confirm: %s", r)
+		t.Fatalf("agent confirm: %s, want 403 %q", r, agentDeny)
 	}
 	wantText(t, e.MustOK(member, "confirm_change", p42("memory_id", 2, "decided_by", "dr_smith")), 200, "Approved #2: SUPERSEDE active_medication = apixaban 5mg twice daily")
 	wantText(t, e.MustOK(member, "reject_change", p42("memory_id", 3, "reason", "switched instead")), 200, "Discarded #3. The current value is unchanged.")
 	r = e.MustOK(agent, "check_before_act", p42("subject", "active_medication"))
 	wantText(t, r, 200, "✅ SAFE to act on 'active_medication'.\n  current: active_medication = apixaban 5mg twice daily")
 	if r.Data["verdict"] != "SAFE" || !reflect.DeepEqual(r.Data["reasons"], []any{}) {
-		t.Fatalf("safe data: %v", r.Data)
+		t.Fatalf("safe data: %v, want verdict SAFE, reasons []", r.Data)
 	}
 	r = e.MustOK(agent, "safe_recall", p42("question", "what anticoagulant is she on?"))
 	wantText(t, r, 200, "Based on these facts:\n  • #2 active_medication = apixaban 5mg twice daily  [conf 0.95, supersedes #1]")
 	if r.Data["verdict"] != "ANSWERED" {
-		t.Fatalf("answered data: %v", r.Data)
+		t.Fatalf("answered data: %v, want verdict ANSWERED", r.Data)
 	}
 
 	// A stale proposal: the feed changes the value it targets; confirming
@@ -113,7 +113,7 @@ func TestMemoryE2E(t *testing.T) {
 	r = e.Call(member, "confirm_change", p42("memory_id", 4))
 	const stale = "#4 is not awaiting approval. It may have been decided already, or the value it would have replaced has since changed — in which case the proposal is stale and should be re-made against the current value."
 	if r.Status != http.StatusConflict || r.Text != stale || r.Error != stale {
-		t.Fatalf("stale confirm: %s", r)
+		t.Fatalf("stale confirm: %s, want 409 %q", r, stale)
 	}
 	wantText(t, e.MustOK(agent, "pending_changes", p42()), 200, "No changes awaiting approval.")
 	wantText(t, e.MustOK(agent, "history", p42("subject", "active_medication")), 200, "History for 'active_medication' (oldest → newest):\n"+
@@ -127,7 +127,7 @@ func TestMemoryE2E(t *testing.T) {
 	r = e.Call(agent, "remember", map[string]any{"user_id": "patient_7", "subject": "allergy", "value": "penicillin"})
 	const scopeDeny = "Access denied: 'remember' targets a memory space outside your assigned scope."
 	if r.Status != http.StatusForbidden || r.Error != scopeDeny || r.Text != scopeDeny {
-		t.Fatalf("out of scope: %s", r)
+		t.Fatalf("out of scope: %s, want 403 %q", r, scopeDeny)
 	}
 
 	// AUTHORITY: a lower-ranked source is flagged, not applied.
@@ -138,10 +138,10 @@ func TestMemoryE2E(t *testing.T) {
 	}
 	r = e.Call(admin, "set_reconcile_policy", org("mode", "VOTE"))
 	if r.Status != http.StatusBadRequest || r.Text != "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW." || r.Field != "mode" {
-		t.Fatalf("VOTE: %s", r)
+		t.Fatalf("VOTE: %s, want 400 on field mode, %q", r, "Unknown mode 'VOTE'. Use RECENCY, AUTHORITY, or REVIEW.")
 	}
 	if r := e.Call(member, "set_reconcile_policy", org("mode", "REVIEW")); r.Status != http.StatusForbidden {
-		t.Fatalf("member sets policy: %s", r)
+		t.Fatalf("member sets policy: %s, want 403", r)
 	}
 	wantText(t, e.MustOK(member, "get_reconcile_policy", org()), 200, "Policy: RECENCY (default — newer assertion wins).")
 	wantText(t, e.MustOK(admin, "set_reconcile_policy", org("mode", "AUTHORITY", "authority", map[string]int{"crm": 2, "bot": 1})), 200,
@@ -196,7 +196,7 @@ func TestMemoryE2ERestart(t *testing.T) {
 	// Ids continue after the restart, and the proposal can still be decided.
 	r := e.MustOK(agent, "remember", sp("subject", "hosting", "value", "Fly.io"))
 	if r.Data["memory_id"] != float64(4) {
-		t.Fatalf("next id after restart: %v", r.Data)
+		t.Fatalf("next id after restart: %v, want memory_id 4", r.Data)
 	}
 	wantText(t, e.MustOK(member, "confirm_change", sp("memory_id", 2)), 200, "Approved #2: SUPERSEDE active_medication = warfarin 7mg daily")
 }

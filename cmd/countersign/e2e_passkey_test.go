@@ -209,10 +209,10 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	forced := read(t, smith, "an approval forced with the OIDC step-up", chromedp.Evaluate[string](`fetch("/ui/items/`+item+`/decide", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "action=approve&nonce=forced&csrf=" + encodeURIComponent(document.querySelector('form.reject input[name="csrf"]').value)}).then(r => r.text())`, chromedp.EvalAwaitPromise))
 	if !strings.Contains(forced, "is approved only with a fresh passkey step-up in the console") || !strings.Contains(forced, "decided with OIDC step-up") {
-		t.Fatalf("an approval with the OIDC step-up alone: the page says\n%s", forced)
+		t.Fatalf("an approval with the OIDC step-up alone: the page says\n%s\nwant %q and %q", forced, "is approved only with a fresh passkey step-up in the console", "decided with OIDC step-up")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || len(voteAssurances(st.Data)) != 0 {
-		t.Fatalf("after the forced approval: %s", st)
+		t.Fatalf("after the forced approval: %s, want pending with no votes", st)
 	}
 
 	// 4. The passkey step-up, then Approve.
@@ -277,11 +277,11 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	browse(t, smith, "open the fourth item", chromedp.Navigate(base+"/ui/items/"+item4), chromedp.WaitVisible(chromedp.CSS("#passkey-stepup")))
 	got := read(t, smith, "a challenge for one item, answered to another, then replayed", chromedp.Evaluate[[]string](passkeyByHand(item2, item4, 1), chromedp.EvalAwaitPromise))
 	if len(got) != 1 || !strings.Contains(got[0], "That passkey answer was asked for something else") {
-		t.Fatalf("an assertion for #%s posted to #%s: the page says\n%v", item2, item4, got)
+		t.Fatalf("an assertion for #%s posted to #%s: the page says\n%v\nwant one page saying %q", item2, item4, got, "That passkey answer was asked for something else")
 	}
 	got = read(t, smith, "an assertion posted twice", chromedp.Evaluate[[]string](passkeyByHand(item4, item4, 2), chromedp.EvalAwaitPromise))
 	if len(got) != 2 || !strings.Contains(got[0], `id="stepped-up"`) || !strings.Contains(got[1], "No passkey request is open in this session") {
-		t.Fatalf("an assertion posted twice: the pages say\n%v", got)
+		t.Fatalf("an assertion posted twice: the pages say\n%v\nwant two: the first with %q, the second saying %q", got, `id="stepped-up"`, "No passkey request is open in this session")
 	}
 
 	// 7. A copied passkey: the authenticator's counter set back is refused.
@@ -326,12 +326,12 @@ func TestPasskeyStepUpInBrowser(t *testing.T) {
 	scim := e.URL + "/scim/v2"
 	st2, user := scimDo(t, scim, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","active":true}`))
 	if st2 != http.StatusCreated {
-		t.Fatalf("SCIM create: %d %v", st2, user)
+		t.Fatalf("SCIM create: %d %v, want %d", st2, user, http.StatusCreated)
 	}
 	setActive := func(active bool) {
 		t.Helper()
 		if st, body := scimDo(t, scim, e2eSCIMToken, "PATCH", "/Users/"+user["id"].(string), jsonDoc(t, fmt.Sprintf(`{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":%v}}]}`, active))); st != 200 || body["active"] != active {
-			t.Fatalf("SCIM active %v: %d %v", active, st, body)
+			t.Fatalf("SCIM active %v: %d %v, want 200 with active %v", active, st, body, active)
 		}
 	}
 	setActive(false)

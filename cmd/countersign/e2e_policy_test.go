@@ -57,7 +57,7 @@ func oidcSignInHTTP(t *testing.T, e *testEnv, m *mockoidc.MockOIDC, u mockoidc.U
 			return c // the callback's page, which refreshes to the inbox
 		}
 		if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther || loc == "" {
-			t.Fatalf("OIDC sign-in stopped at %s: %d\n%s", next, resp.StatusCode, body)
+			t.Fatalf("OIDC sign-in stopped at %s: %d, want a redirect (302 or 303 with a Location) or 200 %q\n%s", next, resp.StatusCode, "Signed in.", body)
 		}
 		if strings.HasPrefix(loc, "/") {
 			loc = e.URL + loc
@@ -101,7 +101,7 @@ func consoleDecide(t *testing.T, e *testEnv, c *http.Client, reqID, button strin
 	_, page := webDo(t, c, "GET", e.URL+item, nil)
 	resp, body := webDo(t, c, "POST", e.URL+item+"/decide", consoleForm(t, page, button, extra))
 	if resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("%s on %s answered %d:\n%s", button, item, resp.StatusCode, body)
+		t.Fatalf("%s on %s answered %d, want %d:\n%s", button, item, resp.StatusCode, http.StatusSeeOther, body)
 	}
 	loc, _ := url.QueryUnescape(resp.Header.Get("Location"))
 	return loc
@@ -204,7 +204,7 @@ web:
 		return strings.Contains(fmt.Sprint(status(reqID).Data["tally"]), "stage 1 of 2 (prescriber): 1 of 1 approvals: ph_kim")
 	})
 	if st := status(reqID); st.Data["status"] != "pending" {
-		t.Fatalf("after the prescriber: %s", st)
+		t.Fatalf("after the prescriber: %s, want pending", st)
 	}
 	// The card's thread says which stage is open now.
 	waitFor(t, "the note that the pharmacist stage is open", func() bool {
@@ -218,7 +218,7 @@ web:
 	// The same person cannot do both: ph_kim is a pharmacist too.
 	if res := e.Call(kimKey, "approve_action", map[string]any{"request_id": reqID}); res.Status != http.StatusForbidden ||
 		!strings.Contains(res.Raw, "approved the prescriber stage of "+reqID+", and one person approves at most one stage") {
-		t.Fatalf("ph_kim at the pharmacist stage: %s", res)
+		t.Fatalf("ph_kim at the pharmacist stage: %s, want 403 saying %q", res, "approved the prescriber stage of "+reqID+", and one person approves at most one stage")
 	}
 	// A doctor who is no pharmacist sees the item read-only, saying who
 	// decides the open stage, with no form to decide it (the read-only
@@ -232,19 +232,19 @@ web:
 	}
 	forged := url.Values{"action": {"approve"}, "csrf": {csrfRE.FindStringSubmatch(smithPage)[1]}}
 	if resp, _ := webDo(t, smith, "POST", e.URL+"/ui/items/"+itemID+"/decide", forged); !strings.Contains(mustUnescape(resp.Header.Get("Location")), "is decided by groups pharmacists") {
-		t.Fatalf("dr_smith's approval at the pharmacist stage: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("dr_smith's approval at the pharmacist stage: %d %s, want a Location saying %q", resp.StatusCode, resp.Header.Get("Location"), "is decided by groups pharmacists")
 	}
 	// ph_lee, a pharmacist by the groups claim, with a fresh sign-in, approves.
 	if loc := consoleDecide(t, e, lee(), reqID, "approve", nil); strings.Contains(loc, "problem=") {
-		t.Fatalf("ph_lee's approval in the console: %s", loc)
+		t.Fatalf("ph_lee's approval in the console: %s, want no problem=", loc)
 	}
 	st := status(reqID)
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "ph_kim [U0456DEF], ph_lee [web:ph_lee]" {
-		t.Fatalf("after the pharmacist: %s", st)
+		t.Fatalf("after the pharmacist: %s, want approved, confirmed by %q", st, "ph_kim [U0456DEF], ph_lee [web:ph_lee]")
 	}
 	stages, _ := st.Data["stages"].([]any)
 	if len(stages) != 2 || fmt.Sprint(stages[1].(map[string]any)["approved_by"]) != "[ph_lee [web:ph_lee]]" {
-		t.Fatalf("the stages' approvers: %v", st.Data["stages"])
+		t.Fatalf("the stages' approvers: %v, want 2 stages, the second approved by %s", st.Data["stages"], "[ph_lee [web:ph_lee]]")
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 50})
 	if !regexp.MustCompile(reqID + ` by ph_kim \[U0456DEF\], ph_lee \[web:ph_lee\] step-up oidc auth_time=`).MatchString(audit.Text) {
@@ -259,10 +259,10 @@ web:
 		return strings.Contains(fmt.Sprint(status(reqID).Data["tally"]), "1 of 1 approvals: dr_smith")
 	})
 	if loc := consoleDecide(t, e, lee(), reqID, "reject", url.Values{"action": {"reject"}, "reason": {"interacts with warfarin"}}); strings.Contains(loc, "problem=") {
-		t.Fatalf("ph_lee's denial: %s", loc)
+		t.Fatalf("ph_lee's denial: %s, want no problem=", loc)
 	}
 	if st := status(reqID); st.Data["status"] != "denied" || st.Data["reason"] != "interacts with warfarin" {
-		t.Fatalf("after a deny at stage 2: %s", st)
+		t.Fatalf("after a deny at stage 2: %s, want denied with reason %q", st, "interacts with warfarin")
 	}
 
 	// An edit at stage 2 restarts at stage 1.
@@ -285,24 +285,24 @@ web:
 		}
 	}
 	if len(edit) != 3 {
-		t.Fatalf("the edit form's fields: %v\n%s", edit, page)
+		t.Fatalf("the edit form's fields: %v, want 3 (action and the edit_ fields of drug and dose_mg)\n%s", edit, page)
 	}
 	if loc := consoleDecide(t, e, c, reqID, "edit-approve", edit); strings.Contains(loc, "problem=") {
-		t.Fatalf("ph_lee's edit: %s", loc)
+		t.Fatalf("ph_lee's edit: %s, want no problem=", loc)
 	}
 	st = status(reqID)
 	if st.Data["status"] != "pending" || st.Data["edited"] != true || !strings.Contains(fmt.Sprint(st.Data["tally"]), "stage 1 of 2 (prescriber): 0 of 1 approvals, open") {
-		t.Fatalf("after an edit at stage 2: %s", st)
+		t.Fatalf("after an edit at stage 2: %s, want pending, edited, tally with %q", st, "stage 1 of 2 (prescriber): 0 of 1 approvals, open")
 	}
 	// dr_smith approves the edited arguments in the console, then ph_lee.
 	if loc := consoleDecide(t, e, signInHTTP(t, e, "dr_smith"), reqID, "approve", nil); strings.Contains(loc, "problem=") {
-		t.Fatalf("dr_smith after the edit: %s", loc)
+		t.Fatalf("dr_smith after the edit: %s, want no problem=", loc)
 	}
 	if loc := consoleDecide(t, e, c, reqID, "approve", nil); strings.Contains(loc, "problem=") {
-		t.Fatalf("ph_lee after the edit: %s", loc)
+		t.Fatalf("ph_lee after the edit: %s, want no problem=", loc)
 	}
 	if st := status(reqID); st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [web:dr_smith], ph_lee [web:ph_lee]" || !strings.Contains(fmt.Sprint(st.Data["approved_arguments"]), "20") {
-		t.Fatalf("after the edit's sign-off: %s", st)
+		t.Fatalf("after the edit's sign-off: %s, want approved, confirmed by %q, approved_arguments with 20", st, "dr_smith [web:dr_smith], ph_lee [web:ph_lee]")
 	}
 
 	// Below the threshold one prescriber suffices.
@@ -311,7 +311,7 @@ web:
 	slackClick(t, e, cards()[3], "U0123ABC", itemID, "t-st-4")
 	waitFor(t, "the approval below the threshold", func() bool { return status(reqID).Data["status"] == "approved" })
 	if st := status(reqID); st.Data["confirmed_by"] != "dr_smith [U0123ABC]" || st.Data["rule"] != nil {
-		t.Fatalf("below the threshold: %s", st)
+		t.Fatalf("below the threshold: %s, want confirmed by %q and no rule", st, "dr_smith [U0123ABC]")
 	}
 }
 
@@ -381,17 +381,17 @@ slack:
 		}
 	}
 	if st := status(reqs[0]); st != "pending" {
-		t.Fatalf("after the refused batches, %s is %s", reqs[0], st)
+		t.Fatalf("after the refused batches, %s is %s, want pending", reqs[0], st)
 	}
 
 	got := slackText(t, e, "U0123ABC", "approve "+strings.Join(items, " "))
 	if !strings.HasPrefix(got, "Approving 3 items (restart_service, no rule), each on its own:") || strings.Count(got, "Approved #") != 3 {
-		t.Fatalf("the batch's answer: %q", got)
+		t.Fatalf("the batch's answer: %q, want it to start %q and hold 3 %q", got, "Approving 3 items (restart_service, no rule), each on its own:", "Approved #")
 	}
 	for _, id := range reqs {
 		st := e.MustOK(agent, "action_status", map[string]any{"request_id": id})
 		if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
-			t.Fatalf("%s after the batch: %s", id, st)
+			t.Fatalf("%s after the batch: %s, want approved, confirmed by %q", id, st, "dr_smith [U0123ABC]")
 		}
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 100})
@@ -401,7 +401,7 @@ slack:
 		}
 	}
 	if got := slackText(t, e, "U0123ABC", "approve "+items[0]+" "+items[1]); !strings.Contains(got, "is already decided, so I approved none of them") {
-		t.Errorf("a batch of decided items: %q", got)
+		t.Errorf("a batch of decided items: %q, want it to contain %q", got, "is already decided, so I approved none of them")
 	}
 }
 

@@ -32,7 +32,7 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	pk := e.MustOK(agent, "export_public_key", nil)
 	pub, err := hex.DecodeString(pk.Data["public_key"].(string))
 	if err != nil || len(pub) != ed25519.PublicKeySize {
-		t.Fatalf("export_public_key: %s", pk)
+		t.Fatalf("export_public_key: %s, want a hex public key of %d bytes", pk, ed25519.PublicKeySize)
 	}
 	c := mustClient(t, e.URL, agent, ed25519.PublicKey(pub))
 	c.PollWait = 2 * time.Second // several short polls while nobody has approved
@@ -63,7 +63,7 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 		return false
 	})
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": id}); st.Data["status"] != "pending" || st.Data["receipt"] != nil {
-		t.Fatalf("a pending request carries a receipt: %s", st)
+		t.Fatalf("a pending request carries a receipt: %s, want pending with no receipt", st)
 	}
 	e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
 
@@ -73,14 +73,14 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	}
 	a := res.a
 	if a.RequestID != id || a.Tool != "restart_service" || a.Edited || string(a.Arguments) != `{"service":"web"}` || !strings.HasPrefix(a.ConfirmedBy, "bob [") {
-		t.Fatalf("approval: %+v", a)
+		t.Fatalf("approval: %+v, want %s of restart_service, not edited, arguments %s, confirmed by %q…", a, id, `{"service":"web"}`, "bob [")
 	}
 	if a.Payload.ConfirmedBy != a.ConfirmedBy || a.Payload.Grant != "" || a.Payload.ExpiresAt <= a.Payload.IssuedAt {
-		t.Fatalf("receipt payload: %+v", a.Payload)
+		t.Fatalf("receipt payload: %+v, want confirmed_by %q, no grant, expires_at after issued_at", a.Payload, a.ConfirmedBy)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": id})
 	if st.Data["receipt"] != a.Receipt || st.Data["approved_args_sha256"] != a.Payload.ApprovedArgsSHA256 || st.Data["approved_args_sha256"] != st.Data["args_sha256"] {
-		t.Fatalf("action_status: %s", st)
+		t.Fatalf("action_status: %s, want the client's receipt and approved_args_sha256 %s, equal to args_sha256", st, a.Payload.ApprovedArgsSHA256)
 	}
 
 	// Refusals before the real redemption change nothing.
@@ -93,20 +93,20 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	}
 	fHead, _, _ := strings.Cut(forged, ".")
 	if r := e.Call(agent, "redeem_receipt", map[string]any{"receipt": fHead + "." + sig}); r.Status != http.StatusBadRequest || r.Field != "receipt" || !strings.Contains(r.Error, "altered") {
-		t.Fatalf("tampered receipt: %s", r)
+		t.Fatalf("tampered receipt: %s, want 400 on field receipt saying %q", r, "altered")
 	}
 	otherKey := ed25519.NewKeyFromSeed([]byte(strings.Repeat("x", 32)))
 	p = a.Payload
 	p.Key = receipt.KeyID(otherKey.Public().(ed25519.PublicKey))
 	elsewhere, _ := receipt.Sign(p, func(m []byte) []byte { return ed25519.Sign(otherKey, m) })
 	if r := e.Call(agent, "redeem_receipt", map[string]any{"receipt": elsewhere}); r.Status != http.StatusBadRequest || !strings.Contains(r.Error, "issued by key") {
-		t.Fatalf("another deployment's receipt: %s", r)
+		t.Fatalf("another deployment's receipt: %s, want 400 saying %q", r, "issued by key")
 	}
 	if r := e.Call(other, "redeem_receipt", map[string]any{"receipt": a.Receipt}); r.Status != http.StatusForbidden {
-		t.Fatalf("another agent redeems: %s", r)
+		t.Fatalf("another agent redeems: %s, want 403", r)
 	}
 	if _, err := mustClient(t, e.URL, agent, otherKey.Public().(ed25519.PublicKey)).ConfirmAction(ctx, client.Action{Tool: "read_logs"}); !errors.Is(err, client.ErrReceipt) {
-		t.Fatalf("a client pinned to another key accepted a receipt: %v", err)
+		t.Fatalf("a client pinned to another key accepted a receipt: %v, want %v", err, client.ErrReceipt)
 	}
 
 	// Redeemed once; the second redemption is refused naming when.
@@ -116,10 +116,10 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	err = c.Redeem(ctx, a.Receipt)
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusConflict || !strings.Contains(apiErr.Message, "already redeemed at 20") {
-		t.Fatalf("second Redeem: %v", err)
+		t.Fatalf("second Redeem: %v, want a 409 APIError saying %q", err, "already redeemed at 20")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": id}); st.Data["executed_at"] == nil {
-		t.Fatalf("action_status after redemption: %s", st)
+		t.Fatalf("action_status after redemption: %s, want executed_at set", st)
 	}
 
 	// Three audited facts: proposed, approved, executed, once each.
@@ -139,7 +139,7 @@ func TestE2EReceiptVerifiedAndRedeemedOnce(t *testing.T) {
 	// An auto-approved request (read-only) gets a receipt too.
 	auto, err := c.ConfirmAction(ctx, client.Action{Tool: "read_logs", Arguments: json.RawMessage(`{"lines": 10}`)})
 	if err != nil || !strings.Contains(auto.Payload.ConfirmedBy, "auto") {
-		t.Fatalf("auto-approved: %+v %v", auto, err)
+		t.Fatalf("auto-approved: %+v %v, want no error and confirmed_by containing %q", auto, err, "auto")
 	}
 	if err := c.Redeem(ctx, auto.Receipt); err != nil {
 		t.Fatalf("Redeem auto: %v", err)

@@ -120,7 +120,7 @@ func TestSCIMOktaSequence(t *testing.T) {
 	// Okta first asks whether the user exists.
 	st, list := scimDo(t, base, e2eSCIMToken, "GET", "/Users?filter="+url.QueryEscape(`userName eq "dr.smith@hospital.example"`)+"&startIndex=1&count=100", nil)
 	if st != 200 || list["totalResults"] != float64(0) {
-		t.Fatalf("lookup before create: %d %v", st, list)
+		t.Fatalf("lookup before create: %d %v, want 200 with totalResults 0", st, list)
 	}
 	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{
   "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User"],
@@ -135,7 +135,7 @@ func TestSCIMOktaSequence(t *testing.T) {
   "active": true
 }`))
 	if st != http.StatusCreated || user["id"] == nil || user["userName"] != "dr.smith@hospital.example" || user["active"] != true {
-		t.Fatalf("create: %d %v", st, user)
+		t.Fatalf("create: %d %v, want 201 of an active user with an id and userName %q", st, user, "dr.smith@hospital.example")
 	}
 	if _, kept := user["password"]; kept {
 		t.Fatalf("the created user holds the password Okta sent: %v", user)
@@ -143,11 +143,11 @@ func TestSCIMOktaSequence(t *testing.T) {
 	id := user["id"].(string)
 	st, list = scimDo(t, base, e2eSCIMToken, "GET", "/Users?filter="+url.QueryEscape(`userName eq "dr.smith@hospital.example"`), nil)
 	if res, _ := list["Resources"].([]any); st != 200 || list["totalResults"] != float64(1) || len(res) != 1 || res[0].(map[string]any)["id"] != id {
-		t.Fatalf("lookup after create: %d %v", st, list)
+		t.Fatalf("lookup after create: %d %v, want 200 with the one user %s", st, list, id)
 	}
 	// The same userName again: 409.
 	if st, body := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"DR.SMITH@hospital.example"}`)); st != http.StatusConflict {
-		t.Fatalf("a second user with the same userName: %d %v", st, body)
+		t.Fatalf("a second user with the same userName: %d %v, want 409", st, body)
 	}
 
 	// Deactivation, as Okta sends it.
@@ -156,7 +156,7 @@ func TestSCIMOktaSequence(t *testing.T) {
   "Operations": [{"op": "replace", "value": {"active": false}}]
 }`))
 	if st != 200 || user["active"] != false {
-		t.Fatalf("PATCH active false: %d %v", st, user)
+		t.Fatalf("PATCH active false: %d %v, want 200 with active false", st, user)
 	}
 	entries := scimAudit(t, e, admin)
 	if !hasEntry(entries, "principal_suspended", `"dr_smith" suspended from approving (scim: deactivated in the organisation's directory`) {
@@ -172,7 +172,7 @@ func TestSCIMOktaSequence(t *testing.T) {
   "active": true
 }`))
 	if st != 200 || user["active"] != true {
-		t.Fatalf("PUT active true: %d %v", st, user)
+		t.Fatalf("PUT active true: %d %v, want 200 with active true", st, user)
 	}
 	if entries := scimAudit(t, e, admin); !hasEntry(entries, "suspension_lifted", `"dr_smith" may approve again (was suspended: scim: deactivated in the organisation's directory`) {
 		t.Fatalf("no reinstatement in the audit log:\n%s", strings.Join(entries, "\n"))
@@ -182,17 +182,17 @@ func TestSCIMOktaSequence(t *testing.T) {
 	// directory owns, of the role scim.role gives (member).
 	st, other := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"ph.lee@hospital.example","emails":[{"value":"ph.lee@hospital.example","type":"work"}],"active":true}`))
 	if st != http.StatusCreated {
-		t.Fatalf("create ph.lee: %d %v", st, other)
+		t.Fatalf("create ph.lee: %d %v, want 201", st, other)
 	}
 	ps := e.MustOK(admin, "list_principals", map[string]any{})
 	if !strings.Contains(ps.String(), `"name":"ph.lee@hospital.example"`) || !strings.Contains(ps.String(), `"kind":"person"`) {
-		t.Fatalf("the directory's principal is not listed: %s", ps)
+		t.Fatalf("the directory's principal is not listed: %s, want %q of kind person", ps, "ph.lee@hospital.example")
 	}
 
 	// Group push: create, then membership changes.
 	st, group := scimDo(t, base, e2eSCIMToken, "POST", "/Groups", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:Group"],"displayName":"pharmacists","members":[{"value":"`+id+`","display":"dr.smith@hospital.example"}]}`))
 	if st != http.StatusCreated {
-		t.Fatalf("create group: %d %v", st, group)
+		t.Fatalf("create group: %d %v, want 201", st, group)
 	}
 	gid := group["id"].(string)
 	st, group = scimDo(t, base, e2eSCIMToken, "PATCH", "/Groups/"+gid, jsonDoc(t, `{
@@ -204,14 +204,14 @@ func TestSCIMOktaSequence(t *testing.T) {
 }`))
 	members, _ := group["members"].([]any)
 	if st != 200 || len(members) != 1 || members[0].(map[string]any)["value"] != other["id"] {
-		t.Fatalf("PATCH membership: %d %v", st, group)
+		t.Fatalf("PATCH membership: %d %v, want 200 with the one member %v", st, group, other["id"])
 	}
 	if entries := scimAudit(t, e, admin); !hasEntry(entries, "scim_group_updated", "(pharmacists) updated: 1 members") {
 		t.Fatalf("no group update in the audit log:\n%s", strings.Join(entries, "\n"))
 	}
 	// A member that was never provisioned: 400, naming it.
 	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Groups/"+gid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"add","path":"members","value":[{"value":"nobody-1"}]}]}`)); st != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["detail"]), "nobody-1") {
-		t.Fatalf("an unknown member: %d %v", st, body)
+		t.Fatalf("an unknown member: %d %v, want 400 naming nobody-1 in detail", st, body)
 	}
 }
 
@@ -231,7 +231,7 @@ func TestSCIMEntraSequence(t *testing.T) {
 
 	st, list := scimDo(t, base, e2eSCIMToken, "GET", "/Users?filter="+url.QueryEscape(`userName eq "nurse.kim@hospital.example"`), nil)
 	if st != 200 || list["totalResults"] != float64(0) {
-		t.Fatalf("lookup: %d %v", st, list)
+		t.Fatalf("lookup: %d %v, want 200 with totalResults 0", st, list)
 	}
 	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{
   "schemas": ["urn:ietf:params:scim:schemas:core:2.0:User", "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
@@ -245,7 +245,7 @@ func TestSCIMEntraSequence(t *testing.T) {
   "roles": []
 }`))
 	if st != http.StatusCreated || user["externalId"] != "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef" {
-		t.Fatalf("create: %d %v", st, user)
+		t.Fatalf("create: %d %v, want 201 with externalId %q", st, user, "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef")
 	}
 	id := user["id"].(string)
 	st, user = scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+id, jsonDoc(t, `{
@@ -259,7 +259,7 @@ func TestSCIMEntraSequence(t *testing.T) {
 	emails, _ := user["emails"].([]any)
 	name, _ := user["name"].(map[string]any)
 	if st != 200 || user["active"] != false || len(emails) != 1 || emails[0].(map[string]any)["value"] != "min.kim@hospital.example" || name["familyName"] != "Kim-Lee" || name["givenName"] != "Min" {
-		t.Fatalf("PATCH: %d %v", st, user)
+		t.Fatalf("PATCH: %d %v, want 200, active false, the one email min.kim@hospital.example, name Min Kim-Lee", st, user)
 	}
 	// An older Entra application sends active as the string "False":
 	// refused, so nothing is read as a boolean it is not.
@@ -273,34 +273,34 @@ func TestSCIMEntraSequence(t *testing.T) {
 
 	st, group := scimDo(t, base, e2eSCIMToken, "POST", "/Groups", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:Group"],"externalId":"60f1bb27-2e1e-402d-bcc4-ec999564a194","displayName":"Ward 7 nurses","members":[]}`))
 	if st != http.StatusCreated {
-		t.Fatalf("create group: %d %v", st, group)
+		t.Fatalf("create group: %d %v, want 201", st, group)
 	}
 	gid := group["id"].(string)
 	patch := func(op string) map[string]any {
 		t.Helper()
 		st, g := scimDo(t, base, e2eSCIMToken, "PATCH", "/Groups/"+gid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"`+op+`","path":"members","value":[{"$ref":null,"value":"`+id+`"}]}]}`))
 		if st != 200 && st != 204 {
-			t.Fatalf("PATCH %s members: %d %v", op, st, g)
+			t.Fatalf("PATCH %s members: %d %v, want 200 or 204", op, st, g)
 		}
 		return g
 	}
 	if g := patch("Add"); len(g["members"].([]any)) != 1 {
-		t.Fatalf("after Add: %v", g)
+		t.Fatalf("after Add: %v, want 1 member", g)
 	}
 	if g := patch("Remove"); len(g["members"].([]any)) != 0 {
-		t.Fatalf("after Remove by value: %v", g)
+		t.Fatalf("after Remove by value: %v, want no members", g)
 	}
 	// Entra deletes a user it no longer provisions: the directory's
 	// principal is revoked, and the person stays suspended.
 	if st, body := scimDo(t, base, e2eSCIMToken, "DELETE", "/Users/"+id, nil); st != http.StatusNoContent {
-		t.Fatalf("DELETE: %d %v", st, body)
+		t.Fatalf("DELETE: %d %v, want 204", st, body)
 	}
 	if st, _ := scimDo(t, base, e2eSCIMToken, "GET", "/Users/"+id, nil); st != http.StatusNotFound {
 		t.Fatalf("GET after DELETE: %d, want 404", st)
 	}
 	ps := e.MustOK(admin, "list_principals", map[string]any{})
 	if !strings.Contains(ps.String(), `"name":"nurse.kim@hospital.example"`) || !strings.Contains(ps.String(), `"revoked":true`) {
-		t.Fatalf("the deleted user's principal: %s", ps)
+		t.Fatalf("the deleted user's principal: %s, want %q listed, revoked", ps, "nurse.kim@hospital.example")
 	}
 }
 
@@ -334,30 +334,30 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	first := e.MustOK(agent, "confirm_action", call)
 	e.MustOK(smith, "approve_action", map[string]any{"request_id": first.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}})
 	if r := e.MustOK(agent, "confirm_action", call); r.Data["status"] != "approved" {
-		t.Fatalf("under the grant: %s", r)
+		t.Fatalf("under the grant: %s, want approved", r)
 	}
 	web := signInHTTP(t, e, "dr_smith")
 	if resp, body := webDo(t, web, "GET", e.URL+"/ui/", nil); resp.StatusCode != 200 || !strings.Contains(body, "dr_smith") {
-		t.Fatalf("the console before the deactivation: %d", resp.StatusCode)
+		t.Fatalf("the console before the deactivation: %d, want 200 naming dr_smith", resp.StatusCode)
 	}
 
 	base := e.URL + "/scim/v2"
 	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","active":true}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create: %d %v", st, user)
+		t.Fatalf("SCIM create: %d %v, want 201", st, user)
 	}
 	uid := user["id"].(string)
 	setActive := func(active bool) {
 		t.Helper()
 		if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, fmt.Sprintf(`{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":%v}}]}`, active))); st != 200 || body["active"] != active {
-			t.Fatalf("SCIM active %v: %d %v", active, st, body)
+			t.Fatalf("SCIM active %v: %d %v, want 200 with active %v", active, st, body, active)
 		}
 	}
 	setActive(false)
 
 	pending := e.MustOK(agent, "confirm_action", call)
 	if pending.Data["status"] != "pending" {
-		t.Fatalf("the grant of a deactivated person still approved: %s", pending)
+		t.Fatalf("the grant of a deactivated person still approved: %s, want pending", pending)
 	}
 	resp, _ := webDo(t, web, "GET", e.URL+"/ui/", nil)
 	if resp.StatusCode == 200 {
@@ -365,7 +365,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	}
 	r := e.Call(smith, "approve_action", map[string]any{"request_id": pending.Data["request_id"]})
 	if r.Status != http.StatusForbidden || !strings.Contains(r.String(), "dr_smith [prin_") || !strings.Contains(r.String(), "is suspended from approving (scim: deactivated in the organisation's directory, ") {
-		t.Fatalf("a deactivated person's approval: %s", r)
+		t.Fatalf("a deactivated person's approval: %s, want 403 naming %q and saying %q", r, "dr_smith [prin_", "is suspended from approving (scim: deactivated in the organisation's directory, ")
 	}
 	entries := scimAudit(t, e, admin)
 	if !hasEntry(entries, "access_denied", "is suspended") {
@@ -378,10 +378,10 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// Reactivated, dr_smith approves again; the grant stays revoked.
 	setActive(true)
 	if r := e.MustOK(smith, "approve_action", map[string]any{"request_id": pending.Data["request_id"]}); r.Data["status"] != "approved" {
-		t.Fatalf("after the reactivation: %s", r)
+		t.Fatalf("after the reactivation: %s, want approved", r)
 	}
 	if r := e.MustOK(agent, "confirm_action", call); r.Data["status"] != "pending" {
-		t.Fatalf("the grant revoked by the deactivation approved again after the reactivation: %s", r)
+		t.Fatalf("the grant revoked by the deactivation approved again after the reactivation: %s, want pending", r)
 	}
 }
 
@@ -401,7 +401,7 @@ func TestIdentityDocs(t *testing.T) {
 	}
 	blocks := docBlocks(t, string(b))
 	if len(blocks) < 2 {
-		t.Fatalf("docs/identity.md has %d shell blocks; the page changed shape", len(blocks))
+		t.Fatalf("docs/identity.md has %d shell blocks, want at least 2; the page changed shape", len(blocks))
 	}
 	pasteBlocks(t, "docs/identity.md", blocks)
 }

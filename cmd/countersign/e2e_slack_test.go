@@ -239,7 +239,7 @@ func TestSlackStartupNeedsItsSecrets(t *testing.T) {
 	e2.env["SLACK_BOT_TOKEN"] = "xoxb-e2e"
 	err = run(context.Background(), []string{"serve", "--config", e2.cfg}, e2.getenv, strings.NewReader(""), io.Discard, &errb)
 	if err == nil || !strings.Contains(err.Error(), "SLACK_APP_TOKEN") {
-		t.Fatalf("socket mode without the app token: %v", err)
+		t.Fatalf("socket mode without the app token: %v, want an error naming SLACK_APP_TOKEN", err)
 	}
 }
 
@@ -260,7 +260,7 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	post := f.Calls("chat.postMessage")[0]
 	blocks := slackJSON(post.Form.Get("blocks"))
 	if post.Form.Get("channel") != "C0DEFAULT" || post.Form.Get("token") != "xoxb-e2e" {
-		t.Fatalf("posted %v", post.Form)
+		t.Fatalf("posted %v, want channel C0DEFAULT and token xoxb-e2e", post.Form)
 	}
 	for _, bad := range []string{"<!channel>", "@everyone", "<@U0123ABC>"} {
 		if strings.Contains(blocks, bad) {
@@ -301,15 +301,15 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 		t.Fatalf("badly signed click answered %d, want 401", code)
 	}
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {click("U0NOBODY", "t2")}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("unmapped click answered %d", code)
+		t.Fatalf("unmapped click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the unmapped clicker's private refusal", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	if eph := f.Calls("chat.postEphemeral")[0]; eph.Form.Get("user") != "U0NOBODY" || !strings.Contains(eph.Form.Get("text"), "not mapped") {
-		t.Errorf("refusal: %v", eph.Form)
+		t.Errorf("refusal: %v, want a private answer to U0NOBODY saying %q", eph.Form, "not mapped")
 	}
 
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {click("U0123ABC", "t3")}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d", code)
+		t.Fatalf("click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the click to be answered or applied", func() bool {
 		return len(f.Calls("chat.update")) == 1 || len(f.Calls("chat.postEphemeral")) > 1
@@ -320,10 +320,10 @@ func TestSlackApprovesMemoryProposalEndToEnd(t *testing.T) {
 	up := f.Calls("chat.update")[0]
 	ub := slackJSON(up.Form.Get("blocks"))
 	if up.Form.Get("ts") != post.TS || !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") || strings.Contains(ub, `"actions"`) {
-		t.Fatalf("updated message: ts %s\n%s", up.Form.Get("ts"), ub)
+		t.Fatalf("updated message: ts %s, want ts %s with %q and no actions:\n%s", up.Form.Get("ts"), post.TS, "*Approved* by dr_smith (chat click) on", ub)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "No changes awaiting approval") {
-		t.Errorf("pending_changes after the click: %s", r.Text)
+		t.Errorf("pending_changes after the click: %s, want %q", r.Text, "No changes awaiting approval")
 	}
 }
 
@@ -378,11 +378,11 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 				approveValue, _ = el["value"].(string)
 				confirm, _ := el["confirm"].(map[string]any)
 				if el["style"] != "danger" || !strings.Contains(fmt.Sprint(confirm["text"]), "delete_database runs once on db_name orders_prod and cannot be undone") || confirm["style"] != "danger" {
-					t.Errorf("the destructive Approve: %v", el)
+					t.Errorf("the destructive Approve: %v, want style danger and a danger confirm saying %q", el, "delete_database runs once on db_name orders_prod and cannot be undone")
 				}
 			case "countersign.reject":
 				if el["style"] != nil {
-					t.Errorf("the Reject of a destructive request is styled %v", el["style"])
+					t.Errorf("the Reject of a destructive request is styled %v, want no style", el["style"])
 				}
 			}
 		}
@@ -398,7 +398,7 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 			"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": "1.1"}},
 		})
 		if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-			t.Fatalf("click answered %d", code)
+			t.Fatalf("click answered %d, want %d", code, http.StatusOK)
 		}
 	}
 	// A click that did not come through the dialog (a button without its
@@ -406,30 +406,30 @@ func TestSlackApprovesDestructiveActionEndToEnd(t *testing.T) {
 	clickWith("t-bare", itemID)
 	waitFor(t, "the bare click to be answered", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	if msg := f.Calls("chat.postEphemeral")[0].Form.Get("text"); !strings.Contains(msg, "takes a confirmation") {
-		t.Fatalf("a click without the confirmation: %q", msg)
+		t.Fatalf("a click without the confirmation: %q, want it to say %q", msg, "takes a confirmation")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("a click without the confirmation decided: %s", st)
+		t.Fatalf("a click without the confirmation decided: %s, want pending", st)
 	}
 	clickWith("t-act", approveValue)
 	waitFor(t, "the message to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
 	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith (chat click) on") || strings.Contains(ub, "countersign.approve") {
-		t.Fatalf("updated request:\n%s", ub)
+		t.Fatalf("updated request, want %q and no countersign.approve:\n%s", "*Approved* by dr_smith (chat click) on", ub)
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [U0123ABC]" {
-		t.Fatalf("action_status after the click: %s", st)
+		t.Fatalf("action_status after the click: %s, want approved, confirmed by %q", st, "dr_smith [U0123ABC]")
 	}
 	// The vote records what dr_smith was shown: the SHA-256 of the card's
 	// text as Slack sent it back (every text of its blocks, in order, one
 	// a line), whole.
 	votes, _ := st.Data["votes"].([]any)
 	if len(votes) != 1 {
-		t.Fatalf("votes: %v", st.Data["votes"])
+		t.Fatalf("votes: %v, want 1", st.Data["votes"])
 	}
 	seen, _ := votes[0].(map[string]any)["seen"].(map[string]any)
 	if seen["surface"] != "slack" || seen["truncated"] != false || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(fmt.Sprint(seen["sha256"])) {
-		t.Fatalf("the vote's seen: %v", seen)
+		t.Fatalf("the vote's seen: %v, want surface slack, truncated false, a hex sha256", seen)
 	}
 	if want := sha256Hex(strings.Join(slackTexts(t, post.Form.Get("blocks")), "\n")); seen["sha256"] != want {
 		t.Fatalf("the vote's seen sha256 %v, want the hash of the card posted (%s)", seen["sha256"], want)
@@ -499,7 +499,7 @@ func TestSlackSlashCommandEndToEnd(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || resp.Text == "" ||
 		(resp.ResponseType != "ephemeral" && resp.ResponseType != "in_channel") {
-		t.Fatalf("slash command answered %d %s", code, body)
+		t.Fatalf("slash command answered %d %s, want %d, JSON with a text, response_type ephemeral or in_channel", code, body, http.StatusOK)
 	}
 	if code, _ := postSlack(t, e.URL, "/slack/commands", form, "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("badly signed command answered %d, want 401", code)
@@ -516,7 +516,7 @@ func TestSlackSocketModeEndToEnd(t *testing.T) {
 	e.Start()
 	waitFor(t, "the socket to open", func() bool { return len(f.Calls("apps.connections.open")) >= 1 })
 	if a := f.Calls("apps.connections.open")[0].Auth; a != "Bearer xapp-e2e" {
-		t.Errorf("apps.connections.open authorised with %q", a)
+		t.Errorf("apps.connections.open authorised with %q, want %q", a, "Bearer xapp-e2e")
 	}
 	f.frames <- `{"type":"slash_commands","envelope_id":"env-1","accepts_response_payload":true,"payload":{"user_id":"U0123ABC","channel_id":"C0DEFAULT","command":"/countersign","text":"help","trigger_id":"t1"}}`
 	waitFor(t, "the acknowledgement", func() bool {

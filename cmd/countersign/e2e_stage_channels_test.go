@@ -94,7 +94,7 @@ func TestStageChannelsEndToEnd(t *testing.T) {
 	slackClick(t, e, docs, "U0123ABC", itemID, "t-sc-1")
 	waitFor(t, "the card in the pharmacist stage's channel", func() bool { _, ok := cards()["C0PHARM"]; return ok })
 	if st := status(reqID); st.Data["status"] != "pending" {
-		t.Fatalf("after the prescriber: %s", st)
+		t.Fatalf("after the prescriber: %s, want pending", st)
 	}
 	pharm := cards()["C0PHARM"]
 	progress := "stage 1 of 2 (prescriber): 1 of 1 approvals: dr_smith"

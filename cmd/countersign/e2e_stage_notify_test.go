@@ -94,7 +94,7 @@ func TestStageNotifyDirectMessageEndToEnd(t *testing.T) {
 		t.Errorf("the direct card is not the item's card with its buttons:\n%s", b)
 	}
 	if st := status(reqID); st.Data["status"] != "pending" {
-		t.Fatalf("after the prescriber: %s", st)
+		t.Fatalf("after the prescriber: %s, want pending", st)
 	}
 
 	// ph_kim approves from the direct message.

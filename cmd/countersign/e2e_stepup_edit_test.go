@@ -43,7 +43,7 @@ web:
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.edit", "block_id": "countersign:" + itemID[1], "value": itemID[1], "action_ts": "1.1"}},
 	})
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("Edit & approve click answered %d", code)
+		t.Fatalf("Edit & approve click answered %d, want %d", code, http.StatusOK)
 	}
 	waitFor(t, "the private answer", func() bool { return len(f.Calls("chat.postEphemeral")) == 1 })
 	text := f.Calls("chat.postEphemeral")[0].Form.Get("text")
@@ -51,10 +51,10 @@ web:
 		t.Fatalf("the private answer: %q, want the step-up link", text)
 	}
 	if n := len(f.Calls("views.open")); n != 0 {
-		t.Fatalf("an edit form was opened (%d views.open) on a step-up request", n)
+		t.Fatalf("an edit form was opened (%d views.open, want 0) on a step-up request", n)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
-		t.Fatalf("after the Edit click: %s", st)
+		t.Fatalf("after the Edit click: %s, want pending, not edited", st)
 	}
 }
 
@@ -85,14 +85,14 @@ web:
 	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
 	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
 	if csrf == nil || nonce == nil || !strings.Contains(page, `id="stepup"`) || strings.Contains(page, `id="edit"`) || strings.Contains(page, `name="edit_0"`) {
-		t.Fatalf("a step-up request's page without a fresh sign-in:\n%s", page)
+		t.Fatalf("a step-up request's page without a fresh sign-in, want a CSRF token, a nonce, the step-up button and no edit form:\n%s", page)
 	}
 	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1] + "e"}, "action": {"edit"}, "edit_0": {"2.5mg"}, "edit_1": {"apixaban"}}
 	resp, _ = webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
 	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc, "problem=") || !strings.Contains(loc, "step-up") {
-		t.Fatalf("an edit posted without the fresh sign-in answered %d %s", resp.StatusCode, loc)
+		t.Fatalf("an edit posted without the fresh sign-in answered %d %s, want %d to a problem= naming step-up", resp.StatusCode, loc, http.StatusSeeOther)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" || st.Data["edited"] != false {
-		t.Fatalf("after the refused edit: %s", st)
+		t.Fatalf("after the refused edit: %s, want pending, not edited", st)
 	}
 }

@@ -156,7 +156,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 
 	// The person's API key is refused by the one rule.
 	if res := e.Call(smithKey, "approve_action", map[string]any{"request_id": reqID}); res.Status != http.StatusForbidden || !strings.Contains(res.Raw, "step-up required: approve in the console after signing in again") {
-		t.Fatalf("approve_action with a person's key: %s", res)
+		t.Fatalf("approve_action with a person's key: %s, want 403 saying %q", res, "step-up required: approve in the console after signing in again")
 	}
 
 	// A Slack click is refused privately with a one-time link.
@@ -166,10 +166,10 @@ func TestStepUpEndToEnd(t *testing.T) {
 	text := eph.Form.Get("text")
 	link := stepUpLinkRE.FindString(text)
 	if eph.Form.Get("user") != "U0123ABC" || !strings.Contains(text, "Step-up required") || link == "" || !strings.Contains(text, "stays pending") {
-		t.Fatalf("the step-up answer to the click: %v", eph.Form)
+		t.Fatalf("the step-up answer to the click: %v, want a private answer to U0123ABC with %q, a step-up link and %q", eph.Form, "Step-up required", "stays pending")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("after the refused click: %s", st)
+		t.Fatalf("after the refused click: %s, want pending", st)
 	}
 	if len(f.Calls("chat.update")) != 0 {
 		t.Fatal("the card was updated after a refused click")
@@ -201,7 +201,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [web:dr_smith]" {
-		t.Fatalf("after approving in the console: %s", st)
+		t.Fatalf("after approving in the console: %s, want approved, confirmed by %q", st, "dr_smith [web:dr_smith]")
 	}
 	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 50})
 	if !regexp.MustCompile(reqID + ` by dr_smith \[web:dr_smith\] step-up oidc auth_time=\d{4}-`).MatchString(audit.Text) {
@@ -215,7 +215,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 	browse(t, other, "reuse the step-up link", chromedp.Navigate(e.URL+link), chromedp.WaitVisible(chromedp.CSS("#stepup-continue")),
 		chromedp.Click(chromedp.CSS("#stepup-continue")), chromedp.WaitVisible(chromedp.CSS(".problem")))
 	if msg := read(t, other, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "already used") {
-		t.Errorf("second use of a step-up link: %q", msg)
+		t.Errorf("second use of a step-up link: %q, want it to say %q", msg, "already used")
 	}
 
 	// A stale auth_time: dr_jones signed in at the provider ten minutes ago
@@ -239,10 +239,10 @@ func TestStepUpEndToEnd(t *testing.T) {
 	status := read(t, jones, "a forced approval", chromedp.Evaluate[int](`fetch("/ui/items/`+item2+`/decide", {method: "POST", headers: {"Content-Type": "application/x-www-form-urlencoded"},
 		body: "action=approve&nonce=forced&csrf=" + encodeURIComponent(document.querySelector('form.stepup input[name="csrf"]').value)}).then(r => r.ok ? 200 : r.status)`, chromedp.EvalAwaitPromise))
 	if status != 200 {
-		t.Fatalf("the forced approval answered %d", status)
+		t.Fatalf("the forced approval answered %d, want 200", status)
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": req2}); st.Data["status"] != "pending" {
-		t.Fatalf("an approval from a stale session went through: %s", st)
+		t.Fatalf("an approval from a stale session went through: %s, want pending", st)
 	}
 	m.QueueUser(stepUpUser{&mockoidc.MockUser{Subject: "u-jones", Email: "dr.jones@hospital.example", EmailVerified: true}, stale})
 	browse(t, jones, "step up against a provider that ignores prompt=login",
@@ -250,10 +250,10 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".problem")),
 	)
 	if msg := read(t, jones, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "answered with an earlier sign-in") {
-		t.Fatalf("a stale auth_time: %q", msg)
+		t.Fatalf("a stale auth_time: %q, want it to say %q", msg, "answered with an earlier sign-in")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": req2}); st.Data["status"] != "pending" {
-		t.Fatalf("after a stale step-up: %s", st)
+		t.Fatalf("after a stale step-up: %s, want pending", st)
 	}
 	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 50})
 	if !strings.Contains(audit.Text, "step-up refused: The identity provider answered with an earlier sign-in") ||
@@ -275,7 +275,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".notice")),
 	)
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": req3}); st.Data["status"] != "pending" || !strings.Contains(fmt.Sprint(st.Data["tally"]), "1 of 2") {
-		t.Fatalf("after the first stepped-up vote: %s", st)
+		t.Fatalf("after the first stepped-up vote: %s, want pending at %q", st, "1 of 2")
 	}
 	waitFor(t, "the rollback to be posted", func() bool { return len(f.Calls("chat.postMessage")) >= 3 })
 	post3 := f.Calls("chat.postMessage")[2]
@@ -297,7 +297,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 	)
 	st = e.MustOK(agent, "action_status", map[string]any{"request_id": req3})
 	if st.Data["status"] != "approved" || st.Data["confirmed_by"] != "dr_smith [web:dr_smith], dr_jones [web:dr_jones]" {
-		t.Fatalf("the quorum after both stepped up: %s", st)
+		t.Fatalf("the quorum after both stepped up: %s, want approved, confirmed by %q", st, "dr_smith [web:dr_smith], dr_jones [web:dr_jones]")
 	}
 	audit = e.MustOK(admin, "audit_log", map[string]any{"limit": 50})
 	if !regexp.MustCompile(req3+` approve by dr_smith \[web:dr_smith\]: 1 of 2 approvals: dr_smith step-up oidc auth_time=`).MatchString(audit.Text) ||
@@ -323,7 +323,7 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".problem")),
 	)
 	if msg := read(t, stranger, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "You signed in at the identity provider as dr_jones, but this step-up was started for dr_smith") {
-		t.Fatalf("a link completed as someone else: %q", msg)
+		t.Fatalf("a link completed as someone else: %q, want it to say %q", msg, "You signed in at the identity provider as dr_jones, but this step-up was started for dr_smith")
 	}
 	// A provider that sends no auth_time cannot complete a step-up.
 	plain := person(t)
@@ -338,10 +338,10 @@ func TestStepUpEndToEnd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(".problem")),
 	)
 	if msg := read(t, plain, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "no auth_time claim in the ID token") {
-		t.Fatalf("no auth_time: %q", msg)
+		t.Fatalf("no auth_time: %q, want it to say %q", msg, "no auth_time claim in the ID token")
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": req4}); st.Data["status"] != "pending" {
-		t.Fatalf("after the refused step-ups: %s", st)
+		t.Fatalf("after the refused step-ups: %s, want pending", st)
 	}
 }
 
@@ -382,7 +382,7 @@ func slackClick(t *testing.T, e *testEnv, post slackCall, user, itemID, trigger 
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": "1.1"}},
 	})
 	if code, _ := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d", code)
+		t.Fatalf("click answered %d, want %d", code, http.StatusOK)
 	}
 }
 
@@ -422,7 +422,7 @@ web:
 		t.Fatalf("a Discord click on a step-up item answered %v, want a private reply with the step-up link", r)
 	}
 	if st := d.MustOK(d.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("after the click: %s", st)
+		t.Fatalf("after the click: %s, want pending", st)
 	}
 	if a := d.MustOK(admin, "audit_log", map[string]any{"limit": 20}); !strings.Contains(a.Text, "approve_action: Access denied: step-up required") {
 		t.Fatalf("the refused click is not audited:\n%s", a.Text)

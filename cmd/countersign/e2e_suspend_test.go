@@ -106,20 +106,20 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 
 	// The Events API endpoint: signed, and it answers Slack's URL check.
 	if code, body := postSlackEvent(t, e.URL, map[string]any{"type": "url_verification", "challenge": "c-42"}, e2eSlackSecret); code != 200 || body != "c-42" {
-		t.Fatalf("url_verification answered %d %q", code, body)
+		t.Fatalf("url_verification answered %d %q, want 200 %q", code, body, "c-42")
 	}
 	if code, _ := postSlackEvent(t, e.URL, userDeactivated("Ev0", "T1", "U0123ABC"), "forged-secret"); code != http.StatusUnauthorized {
 		t.Fatalf("an unsigned event answered %d, want 401", code)
 	}
 	if n := len(e.MustOK(admin, "list_suspensions", map[string]any{}).Data["suspensions"].([]any)); n != 0 {
-		t.Fatalf("a forged event suspended someone (%d suspensions)", n)
+		t.Fatalf("a forged event suspended someone (%d suspensions, want 0)", n)
 	}
 
 	// The workspace deactivates dr_smith: suspended, and the approval
 	// already given stops counting, at once.
 	for range 2 { // Slack retries an event: it is recorded once
 		if code, body := postSlackEvent(t, e.URL, userDeactivated("Ev1", "T1", "U0123ABC"), e2eSlackSecret); code != 200 {
-			t.Fatalf("the user_change event answered %d %s", code, body)
+			t.Fatalf("the user_change event answered %d %s, want 200", code, body)
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["tally"] != "0 of 2 approvals" || st.Data["status"] != "pending" {
@@ -127,7 +127,7 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 	}
 	sus := e.MustOK(admin, "list_suspensions", map[string]any{})
 	if !strings.Contains(sus.Text, "dr_smith  slack: the Slack account was deactivated") {
-		t.Fatalf("list_suspensions: %s", sus.Text)
+		t.Fatalf("list_suspensions: %s, want it to contain %q", sus.Text, "dr_smith  slack: the Slack account was deactivated")
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw
 	if n := strings.Count(audit, `"action":"principal_suspended"`); n != 1 || !strings.Contains(audit, "account T1/U0123ABC") || !strings.Contains(audit, "approvals no longer counting on #"+item) {
@@ -148,10 +148,10 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 	slackApproveClick(t, e, "U0123ABC", "t-2", item, value)
 	waitFor(t, "the refusal", func() bool { return len(f.Calls("chat.postEphemeral")) > before })
 	if eph := f.Calls("chat.postEphemeral")[before].Form.Get("text"); !strings.Contains(eph, "is suspended from approving") {
-		t.Fatalf("the suspended approver's click answered %q", eph)
+		t.Fatalf("the suspended approver's click answered %q, want it to say %q", eph, "is suspended from approving")
 	}
 	if reply := slackText(t, e, "U0123ABC", "approve "+item); !strings.Contains(reply, "suspended from approving") {
-		t.Fatalf("a typed approval by the suspended approver answered %q", reply)
+		t.Fatalf("a typed approval by the suspended approver answered %q, want it to say %q", reply, "suspended from approving")
 	}
 	// nurse_jo's approval is the first that counts: not yet a quorum.
 	slackApproveClick(t, e, "U0456DEF", "t-3", item, value)
@@ -162,11 +162,11 @@ func TestSlackDeactivatedApproverIsSuspended(t *testing.T) {
 	// An admin lifts the suspension: dr_smith approves again, and that
 	// approval counts.
 	if r := e.MustOK(admin, "lift_suspension", map[string]any{"name": "dr_smith", "reason": "account reactivated"}); r.Data["lifted"] != true {
-		t.Fatalf("lift_suspension: %s", r)
+		t.Fatalf("lift_suspension: %s, want lifted true", r)
 	}
 	slackText(t, e, "U0123ABC", "approve "+item)
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid}); st.Data["status"] != "approved" || st.Data["confirmed_by"] != "nurse_jo [U0456DEF], dr_smith [U0123ABC]" {
-		t.Fatalf("after the suspension was lifted: %s", st)
+		t.Fatalf("after the suspension was lifted: %s, want approved, confirmed by %q", st, "nurse_jo [U0456DEF], dr_smith [U0123ABC]")
 	}
 	if audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw; !strings.Contains(audit, `"action":"suspension_lifted"`) || !strings.Contains(audit, "account reactivated") {
 		t.Errorf("the lift is not audited:\n%s", audit)
@@ -211,10 +211,10 @@ func TestDiscordMemberWhoLeavesIsSuspended(t *testing.T) {
 	d.fake.Dispatch(discordtest.Click("g1", discordtest.Clicker{UserID: "111", GuildID: discordGuild}, discordDefault, msg, "cs:approve:"+item))
 	d.fake.Wait("the interaction callback", func() bool { return len(d.fake.CallsTo("POST", "interactions/g1/")) == 1 })
 	if r := d.fake.CallsTo("POST", "interactions/g1/")[0].JSON(); !strings.Contains(fmt.Sprint(r), "suspended from approving") {
-		t.Fatalf("the departed member's click answered %v", r)
+		t.Fatalf("the departed member's click answered %v, want it to say %q", r, "suspended from approving")
 	}
 	if r := d.MustOK(d.agent, "pending_changes", map[string]any{"user_id": "patient_7"}); !strings.Contains(r.Text, "DNR") {
-		t.Fatalf("the proposal was decided: %s", r.Text)
+		t.Fatalf("the proposal was decided: %s, want the DNR change still awaiting approval", r.Text)
 	}
 	audit := d.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw
 	if !strings.Contains(audit, `"action":"principal_suspended"`) || !strings.Contains(audit, "account 111") {
@@ -232,7 +232,7 @@ func TestDiscordMemberEventsNeedGatewayMode(t *testing.T) {
 	var errb bytes.Buffer
 	err := run(t.Context(), []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), io.Discard, &errb)
 	if err == nil || !strings.Contains(err.Error(), "discord.member_events") || !strings.Contains(err.Error(), "needs mode: gateway") {
-		t.Fatalf("member_events in http mode: %v", err)
+		t.Fatalf("member_events in http mode: %v, want an error naming discord.member_events and saying %q", err, "needs mode: gateway")
 	}
 }
 
@@ -272,7 +272,7 @@ func slackClickAt(t *testing.T, base, user, trigger, id, value string) {
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + id, "value": value, "action_ts": "1.1"}},
 	})
 	if code, body := postSlack(t, base, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d %s", code, body)
+		t.Fatalf("click answered %d %s, want %d", code, body, http.StatusOK)
 	}
 }
 
@@ -329,13 +329,13 @@ func TestReplicasHoldASuspension(t *testing.T) {
 		t.Helper()
 		st, m, err := r.call(agent, "action_status", map[string]any{"request_id": rid})
 		if err != nil || st != 200 {
-			t.Fatalf("action_status: %d %v %v", st, m, err)
+			t.Fatalf("action_status: %d %v %v, want 200", st, m, err)
 		}
 		return data(m)
 	}
 	st, m, err := other.call(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
 	if err != nil || st != 200 {
-		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+		t.Fatalf("confirm_action: %d %v %v, want 200", st, m, err)
 	}
 	rid, item := data(m)["request_id"].(string), fmt.Sprint(data(m)["item_id"])
 	waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })
@@ -347,23 +347,23 @@ func TestReplicasHoldASuspension(t *testing.T) {
 	slackClickAt(t, leader.URL, "U0123ABC", "t-1", item, value)
 	waitFor(t, "an answer to dr_smith's click", func() bool { return len(f.Calls("chat.postEphemeral")) > 0 })
 	if d := status(leader, rid); d["tally"] != "1 of 2 approvals: dr_smith" {
-		t.Fatalf("after dr_smith's click (%s): %v", f.Calls("chat.postEphemeral")[0].Form.Get("text"), d)
+		t.Fatalf("after dr_smith's click (%s): %v, want tally %q", f.Calls("chat.postEphemeral")[0].Form.Get("text"), d, "1 of 2 approvals: dr_smith")
 	}
 
 	if code, body := postSlackEvent(t, other.URL, userDeactivated("Ev1", "T1", "U0123ABC"), e2eSlackSecret); code != 200 {
-		t.Fatalf("the event on the other replica answered %d %s", code, body)
+		t.Fatalf("the event on the other replica answered %d %s, want 200", code, body)
 	}
 	if d := status(leader, rid); d["tally"] != "0 of 2 approvals" {
-		t.Fatalf("the leader right after the suspension on the other replica: %v", d)
+		t.Fatalf("the leader right after the suspension on the other replica: %v, want tally %q", d, "0 of 2 approvals")
 	}
 	before := len(f.Calls("chat.postEphemeral"))
 	slackClickAt(t, leader.URL, "U0123ABC", "t-2", item, value)
 	waitFor(t, "the refusal", func() bool { return len(f.Calls("chat.postEphemeral")) > before })
 	if eph := f.Calls("chat.postEphemeral")[before].Form.Get("text"); !strings.Contains(eph, "is suspended from approving") {
-		t.Fatalf("the suspended approver's click on the leader answered %q", eph)
+		t.Fatalf("the suspended approver's click on the leader answered %q, want it to say %q", eph, "is suspended from approving")
 	}
 	if d := status(leader, rid); d["status"] != "pending" || d["tally"] != "0 of 2 approvals" {
-		t.Fatalf("after the refused click: %v", d)
+		t.Fatalf("after the refused click: %v, want pending, tally %q", d, "0 of 2 approvals")
 	}
 }
 
@@ -383,13 +383,13 @@ func TestReplicasDecideClicksOnEveryReplica(t *testing.T) {
 		t.Helper()
 		st, m, err := leader.call(agent, "action_status", map[string]any{"request_id": rid})
 		if err != nil || st != 200 {
-			t.Fatalf("action_status: %d %v %v", st, m, err)
+			t.Fatalf("action_status: %d %v %v, want 200", st, m, err)
 		}
 		return data(m)
 	}
 	st, m, err := leader.call(agent, "confirm_action", map[string]any{"tool": "set_dose", "arguments": map[string]any{"drug": "apixaban", "dose": "5mg"}})
 	if err != nil || st != 200 {
-		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+		t.Fatalf("confirm_action: %d %v %v, want 200", st, m, err)
 	}
 	rid, item := data(m)["request_id"].(string), fmt.Sprint(data(m)["item_id"])
 	waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > 0 })

@@ -116,7 +116,7 @@ func (e *teamsEnv) invoke(activity map[string]any) (kind string, card map[string
 		_ = json.Unmarshal(r.Value, &text)
 		return "message", nil, text
 	}
-	e.t.Fatalf("invoke response of type %q", r.Type)
+	e.t.Fatalf("invoke response of type %q, want an adaptive card or a message", r.Type)
 	return
 }
 
@@ -328,7 +328,7 @@ func TestTeamsDangerousApprovalEndToEnd(t *testing.T) {
 		t.Fatalf("Approve answered %s %s, want the confirmation step", kind, raw)
 	}
 	if st := e.MustOK(e.agent, "action_status", map[string]any{"request_id": reqID}); st.Data["status"] != "pending" {
-		t.Fatalf("Approve alone decided the destructive call: %v", st.Data["status"])
+		t.Fatalf("Approve alone decided the destructive call: %v, want pending", st.Data["status"])
 	}
 	seen := fmt.Sprint(confirm["seen"])
 	if len(seen) != 64 {

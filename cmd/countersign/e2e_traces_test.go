@@ -131,7 +131,7 @@ func TestTracesOfASlackClickEndToEnd(t *testing.T) {
 	})
 	code, rid := signedSlackPost(t, e.URL, "/slack/interactions", url.Values{"payload": {string(payload)}}, e2eSlackSecret)
 	if code != http.StatusOK || rid == "" {
-		t.Fatalf("click answered %d with request id %q", code, rid)
+		t.Fatalf("click answered %d with request id %q, want %d with a request id", code, rid, http.StatusOK)
 	}
 	waitFor(t, "the card to be updated", func() bool { return len(f.Calls("chat.update")) == 1 })
 	// Slack has the update; wait until the server has recorded the

@@ -61,23 +61,23 @@ func TestMCPBatchIsRefusedAndRunsNoWrites(t *testing.T) {
 			} `json:"error"`
 		}
 		if resp.StatusCode != http.StatusBadRequest || json.Unmarshal([]byte(body), &rpc) != nil || rpc.Error.Code != -32600 || !strings.Contains(rpc.Error.Message, "batches are not supported") {
-			t.Fatalf("version %q: %d %s", version, resp.StatusCode, body)
+			t.Fatalf("version %q: %d %s, want %d and JSON-RPC error %d containing %q", version, resp.StatusCode, body, http.StatusBadRequest, -32600, "batches are not supported")
 		}
 	}
 	// A batch of one is a batch too.
 	if resp, body := e.mcpPost(key, "["+rememberMsg(1, "single_in_batch")+"]"); resp.StatusCode != http.StatusBadRequest {
-		t.Fatalf("batch of one: %d %s", resp.StatusCode, body)
+		t.Fatalf("batch of one: %d %s, want %d", resp.StatusCode, body, http.StatusBadRequest)
 	}
 	r := e.MustOK(key, "list_memories", map[string]any{"user_id": "p1"})
 	if strings.Contains(r.Raw, "batch_subject_") || strings.Contains(r.Raw, "single_in_batch") {
-		t.Fatalf("a refused batch wrote: %s", r.Raw)
+		t.Fatalf("a refused batch wrote, want no %q or %q in: %s", "batch_subject_", "single_in_batch", r.Raw)
 	}
 	// One message per POST still works.
 	if resp, body := e.mcpPost(key, rememberMsg(7, "one_by_one")); resp.StatusCode != 200 || strings.Contains(body, `"isError":true`) {
-		t.Fatalf("single message: %d %s", resp.StatusCode, body)
+		t.Fatalf("single message: %d %s, want 200 and no %s", resp.StatusCode, body, `"isError":true`)
 	}
 	if r := e.MustOK(key, "list_memories", map[string]any{"user_id": "p1"}); !strings.Contains(r.Raw, "one_by_one") {
-		t.Fatalf("single message did not write: %s", r.Raw)
+		t.Fatalf("single message did not write, want %q in: %s", "one_by_one", r.Raw)
 	}
 }
 
@@ -96,13 +96,13 @@ func TestRateLimitCountsToolCallsOnEverySurface(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		resp, body := e.mcpPost(a, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"export_public_key","arguments":{}}}`)
 		if resp.StatusCode != 200 || strings.Contains(body, `"isError":true`) {
-			t.Fatalf("mcp call %d: %d %s", i, resp.StatusCode, body)
+			t.Fatalf("mcp call %d: %d %s, want 200 and no %s", i, resp.StatusCode, body, `"isError":true`)
 		}
 	}
 	// The bucket of a is empty: HTTP and MCP both refuse with 429.
 	resp, body := e.postRaw("/v1/tools/export_public_key", a, []byte(`{}`))
 	if secs, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || secs < 1 || !strings.Contains(body, "rate limit exceeded") {
-		t.Fatalf("http beyond the burst: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		t.Fatalf("http beyond the burst: %d, Retry-After %q, %s; want %d, Retry-After >= 1 and %q", resp.StatusCode, resp.Header.Get("Retry-After"), body, http.StatusTooManyRequests, "rate limit exceeded")
 	}
 	resp, body = e.mcpPost(a, `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"remember","arguments":{"subject":"x","value":"y"}}}`)
 	var rpc struct {
@@ -114,7 +114,7 @@ func TestRateLimitCountsToolCallsOnEverySurface(t *testing.T) {
 	}
 	if secs, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != http.StatusTooManyRequests || secs < 1 ||
 		json.Unmarshal([]byte(body), &rpc) != nil || rpc.ID != 9 || !strings.Contains(rpc.Error.Message, "rate limit exceeded") {
-		t.Fatalf("mcp beyond the burst: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		t.Fatalf("mcp beyond the burst: %d, Retry-After %q, %s; want %d, Retry-After >= 1 and id 9 with an error containing %q", resp.StatusCode, resp.Header.Get("Retry-After"), body, http.StatusTooManyRequests, "rate limit exceeded")
 	}
 	// Another principal has its own bucket.
 	e.MustOK(b, "export_public_key", nil)
@@ -136,7 +136,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 			t.Fatalf("tools/list %d: %v", i, err)
 		}
 		if resp, body := e.mcpPost(key, `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 200 {
-			t.Fatalf("ping %d: %d %s", i, resp.StatusCode, body)
+			t.Fatalf("ping %d: %d %s, want 200", i, resp.StatusCode, body)
 		}
 		cs.Close()
 	}
@@ -145,7 +145,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 	mcpOK(t, cs, "export_public_key", map[string]any{})
 	_, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "export_public_key", Arguments: map[string]any{}})
 	if err == nil || !strings.Contains(err.Error(), "Too Many Requests") {
-		t.Fatalf("third tool call: %v", err)
+		t.Fatalf("third tool call: err = %v, want an error containing %q", err, "Too Many Requests")
 	}
 	if _, err := cs.ListTools(context.Background(), nil); err != nil {
 		t.Fatalf("tools/list with an empty bucket: %v", err)
@@ -157,7 +157,7 @@ func TestMCPHandshakeTakesNoRateToken(t *testing.T) {
 		resp, body := e.mcpPost(key, `{"jsonrpc":"2.0","id":5,"method":"ping"}`)
 		if resp.StatusCode == http.StatusTooManyRequests {
 			if !strings.Contains(body, `"id":5`) || !strings.Contains(body, "rate limit exceeded") || resp.Header.Get("Retry-After") == "" {
-				t.Fatalf("limited ping: %s", body)
+				t.Fatalf("limited ping: %s, Retry-After %q; want %s, %q and a Retry-After", body, resp.Header.Get("Retry-After"), `"id":5`, "rate limit exceeded")
 			}
 			limited = i + 1
 		}
@@ -182,7 +182,7 @@ func TestRateLimitOverStdioMCP(t *testing.T) {
 	mcpOK(t, cs, "export_public_key", map[string]any{})
 	text, r := mcpCall(t, cs, "export_public_key", map[string]any{})
 	if !r.IsError || !strings.HasPrefix(text, "rate limit exceeded: retry after ") {
-		t.Fatalf("third call over stdio: %v %q", r.IsError, text)
+		t.Fatalf("third call over stdio: IsError = %v, text = %q; want an error with prefix %q", r.IsError, text, "rate limit exceeded: retry after ")
 	}
 }
 
@@ -204,7 +204,7 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 		calls[i] = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_memories","arguments":{"user_id":"p1"}}}`, i)
 	}
 	if resp, body := e.mcpPost(key, "["+strings.Join(calls, ",")+"]"); resp.StatusCode != http.StatusBadRequest || len(body) > 1024 {
-		t.Fatalf("batch of lists: %d, %d bytes", resp.StatusCode, len(body))
+		t.Fatalf("batch of lists: %d, %d bytes; want %d in at most 1024 bytes", resp.StatusCode, len(body), http.StatusBadRequest)
 	}
 	seen := map[string]bool{}
 	cursor, pages := "", 0
@@ -222,7 +222,7 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 		for _, f := range active {
 			s := f.(map[string]any)["subject"].(string)
 			if seen[s] {
-				t.Fatalf("%s listed twice", s)
+				t.Fatalf("%s listed twice, want once", s)
 			}
 			seen[s] = true
 		}
@@ -231,7 +231,7 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 			break
 		}
 		if !strings.Contains(r.Text, `… more: call list_memories again with cursor "`+cursor+`"`) {
-			t.Fatalf("page %d text does not say how to go on: %q", pages, r.Text[len(r.Text)-80:])
+			t.Fatalf("page %d text does not say how to go on, want %q in: %q", pages, `… more: call list_memories again with cursor "`+cursor+`"`, r.Text[len(r.Text)-80:])
 		}
 	}
 	if len(seen) != n || pages != 3 {
@@ -252,7 +252,7 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 		{"recall", map[string]any{"user_id": "p1", "question": "note", "limit": 0}, "limit"},
 	} {
 		if r := e.Call(key, bad.tool, bad.args); r.Status != 400 || r.Field != bad.field {
-			t.Fatalf("%s %v: %d %s", bad.tool, bad.args, r.Status, r.Raw)
+			t.Fatalf("%s %v: %d %s, want 400 on field %q", bad.tool, bad.args, r.Status, r.Raw, bad.field)
 		}
 	}
 	// audit_log pages the same way, newest first, without overlap.
@@ -260,18 +260,18 @@ func TestListingsAreBoundedAndPaged(t *testing.T) {
 	first := r.Data["entries"].([]any)
 	next := r.Data["next_cursor"].(string)
 	if len(first) != 100 || next == "" {
-		t.Fatalf("audit_log page 1: %d entries, cursor %q", len(first), next)
+		t.Fatalf("audit_log page 1: %d entries, cursor %q; want 100 entries and a cursor", len(first), next)
 	}
 	r = e.MustOK(key, "audit_log", map[string]any{"limit": 100, "cursor": next})
 	second := r.Data["entries"].([]any)
 	lastSeq := first[len(first)-1].(map[string]any)["seq"].(float64)
 	if len(second) == 0 || second[0].(map[string]any)["seq"].(float64) >= lastSeq {
-		t.Fatalf("audit_log page 2 starts at %v after %v", second[0], lastSeq)
+		t.Fatalf("audit_log page 2 starts at %v, want a seq below page 1's last %v", second[0], lastSeq)
 	}
 	// recall's limit narrows the ranked context, never widens it.
 	r = e.MustOK(key, "recall", map[string]any{"user_id": "p1", "question": "note x", "limit": 5})
 	if facts := r.Data["facts"].([]any); len(facts) > 5 {
-		t.Fatalf("recall limit 5 returned %d facts", len(facts))
+		t.Fatalf("recall limit 5 returned %d facts, want at most 5", len(facts))
 	}
 }
 
@@ -334,7 +334,7 @@ func TestLargeArgumentsAreRefusedAndTheHeapStaysSmall(t *testing.T) {
 		if a.status != http.StatusRequestEntityTooLarge || !strings.Contains(a.body, "the limit is 65536 bytes") ||
 			!(strings.Contains(a.body, `"field":"arguments"`) && strings.Contains(a.body, "limits.max_arguments_bytes") ||
 				strings.Contains(a.body, `"field":"dry_run"`) && strings.Contains(a.body, "limits.max_dry_run_bytes")) {
-			t.Fatalf("a 1 MiB argument: %d %.300s", a.status, a.body)
+			t.Fatalf("a 1 MiB argument: %d %.300s; want %d, %q and the field with its limits key", a.status, a.body, http.StatusRequestEntityTooLarge, "the limit is 65536 bytes")
 		}
 	}
 	bodies = nil
@@ -372,20 +372,20 @@ func TestMemoryLimitFromConfig(t *testing.T) {
 		t.Fatalf("memory limit %d, want 300 MiB", got)
 	}
 	if !strings.Contains(e.logs.String(), "msg=\"memory limit\" bytes=314572800 from=limits.memory_limit") {
-		t.Fatalf("start log: %s", e.logs.String())
+		t.Fatalf("start log lacks %s:\n%s", `msg="memory limit" bytes=314572800 from=limits.memory_limit`, e.logs.String())
 	}
 	e.Stop()
 	debug.SetMemoryLimit(123 << 20)
 	e.env["GOMEMLIMIT"] = "123MiB"
 	e.Start()
 	if got := debug.SetMemoryLimit(-1); got != 123<<20 {
-		t.Fatalf("with GOMEMLIMIT set, the limit became %d", got)
+		t.Fatalf("with GOMEMLIMIT set, the limit became %d, want %d (GOMEMLIMIT=123MiB)", got, 123<<20)
 	}
 	e.Stop()
 	for _, bad := range []string{"lots", "1MiB", "-5GiB"} {
 		_, err := loadConfigText(t, "limits:\n  memory_limit: "+bad+"\n  max_arguments_bytes: 10\n")
 		if err == nil || !strings.Contains(err.Error(), "limits.memory_limit: ") || !strings.Contains(err.Error(), "limits.max_arguments_bytes: must be at least 256") {
-			t.Fatalf("memory_limit %s: %v", bad, err)
+			t.Fatalf("memory_limit %s: err = %v, want an error containing %q and %q", bad, err, "limits.memory_limit: ", "limits.max_arguments_bytes: must be at least 256")
 		}
 	}
 }
@@ -414,12 +414,12 @@ func TestStrictArgumentsOverHTTP(t *testing.T) {
 	} {
 		r := e.Call(key, c.tool, c.body)
 		if r.Status != 400 || r.Field != c.field || !strings.Contains(r.Error, "is given more than once") {
-			t.Fatalf("%s: %d %s", c.body, r.Status, r.Raw)
+			t.Fatalf("%s: %d %s, want 400 on field %q containing %q", c.body, r.Status, r.Raw, c.field, "is given more than once")
 		}
 	}
 	r := e.Call(key, "get_memory", `{"memory_id":-1}`)
 	if r.Status != 400 || r.Error != "memory_id: must be a positive integer, not -1" {
-		t.Fatalf("memory_id -1: %d %s", r.Status, r.Raw)
+		t.Fatalf("memory_id -1: %d %s, want 400 and error %q", r.Status, r.Raw, "memory_id: must be a positive integer, not -1")
 	}
 	// dry_run: any JSON value, and the schema says so.
 	e.MustOK(key, "confirm_action", map[string]any{"tool": "deploy", "summary": "s", "dry_run": map[string]any{"steps": []int{1, 2}}})
@@ -433,13 +433,13 @@ func TestStrictArgumentsOverHTTP(t *testing.T) {
 		} `json:"tools"`
 	}
 	if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &list) != nil {
-		t.Fatalf("tools: %d %s", resp.StatusCode, body)
+		t.Fatalf("tools: %d %s, want 200 and JSON", resp.StatusCode, body)
 	}
 	for _, tl := range list.Tools {
 		if tl.Name == "confirm_action" {
 			got := string(tl.Schema.Properties["dry_run"])
 			if !strings.Contains(got, `"type":["string","object","array","number","boolean","null"]`) || !strings.Contains(got, "dry-run plan") {
-				t.Fatalf("dry_run schema: %s", got)
+				t.Fatalf("dry_run schema = %s, want it to contain %s and %q", got, `"type":["string","object","array","number","boolean","null"]`, "dry-run plan")
 			}
 			return
 		}
@@ -481,24 +481,24 @@ func TestInvisibleAndCompatibilitySubjects(t *testing.T) {
 	for _, subject := range []string{"active_medication\u200b", "active\u200d_medication", "\u202eactive_medication", "active_medication\ufeff"} {
 		r := e.Call(agent, "remember", p("subject", subject, "value", "apixaban 5mg twice daily"))
 		if r.Status != 400 || r.Field != "subject" || !strings.Contains(r.Error, "must not contain invisible characters") {
-			t.Fatalf("subject %q: %d %s", subject, r.Status, r.Raw)
+			t.Fatalf("subject %q: %d %s, want 400 on field subject containing %q", subject, r.Status, r.Raw, "must not contain invisible characters")
 		}
 	}
 	if r := e.Call(agent, "remember", p("subject", "allergy", "value", "none", "scope", "web\u200b")); r.Status != 400 || r.Field != "scope" {
-		t.Fatalf("scope with a zero-width space: %d %s", r.Status, r.Raw)
+		t.Fatalf("scope with a zero-width space: %d %s, want 400 on field scope", r.Status, r.Raw)
 	}
 	// Fullwidth letters and low line: the declared slot, gated.
 	r := e.MustOK(agent, "remember", p("subject", "ａｃｔｉｖｅ＿ｍｅｄｉｃａｔｉｏｎ", "value", "apixaban 5mg twice daily", "replaces", "warfarin"))
 	if r.Text != "Stored: [FLAG] active_medication = apixaban 5mg twice daily" || r.Data["pending"] != true {
-		t.Fatalf("fullwidth subject: %s", r.Raw)
+		t.Fatalf("fullwidth subject: %s, want text %q and pending true", r.Raw, "Stored: [FLAG] active_medication = apixaban 5mg twice daily")
 	}
 	// An alias in fullwidth letters too.
 	if r := e.MustOK(agent, "forget", p("subject", "ＭＥＤＳ", "value", "warfarin")); r.Text != "Stored: [FLAG] active_medication = warfarin 5mg daily" {
-		t.Fatalf("fullwidth alias: %s", r.Raw)
+		t.Fatalf("fullwidth alias: %s, want text %q", r.Raw, "Stored: [FLAG] active_medication = warfarin 5mg daily")
 	}
 	list := e.MustOK(agent, "list_memories", p())
 	if !strings.Contains(list.Text, "• active_medication = warfarin 5mg daily") || strings.Contains(list.Text, "\u200b") {
-		t.Fatalf("list after the attempts: %q", list.Text)
+		t.Fatalf("list after the attempts = %q, want %q in it and no U+200B", list.Text, "• active_medication = warfarin 5mg daily")
 	}
 }
 
@@ -546,7 +546,7 @@ func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
 		s, _ := r.Data["callback_secret"].(string)
 		b, err := actiontools.ParseSecret(s)
 		if err != nil || !strings.HasPrefix(s, "whsec_") || !strings.Contains(r.Text, s) {
-			t.Fatalf("create_principal: %s", r.Raw)
+			t.Fatalf("create_principal: %s, want a whsec_ callback_secret that parses and is shown in the text", r.Raw)
 		}
 		return b
 	}
@@ -562,7 +562,7 @@ func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
 	for _, u := range []string{fmt.Sprintf("http://127.0.0.1:%d/b", n+1), "http://127.0.0.1/b", "http://localhost:" + port + "/b"} {
 		r := e.Call(keyOf(rb), "confirm_action", actDelete(u))
 		if r.Status != 400 || r.Field != "callback_url" || !strings.Contains(r.Error, "scheme, host and port") {
-			t.Fatalf("callback to %s: %d %s", u, r.Status, r.Raw)
+			t.Fatalf("callback to %s: %d %s, want 400 on field callback_url containing %q", u, r.Status, r.Raw, "scheme, host and port")
 		}
 	}
 
@@ -584,7 +584,7 @@ func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
 	forged.Set(actiontools.HeaderTimestamp, strconv.FormatInt(ts, 10))
 	forged.Set(actiontools.HeaderSignature, actiontools.Sign(secretA, forged.Get(actiontools.HeaderID), ts, hit.body))
 	if err := actiontools.Verify(secretB, forged, hit.body, time.Now(), 0); err != actiontools.ErrSignature {
-		t.Fatalf("A's forgery against B's secret: %v", err)
+		t.Fatalf("A's forgery against B's secret: err = %v, want %v", err, actiontools.ErrSignature)
 	}
 
 	// Rotation: a new secret, shown once; the old one stops verifying the
@@ -602,7 +602,7 @@ func TestCallbacksSignedPerPrincipalAndMatchedByPort(t *testing.T) {
 	for _, bad := range []string{"127.0.0.1:99999", "agent.example/cb", "ftp://agent.example/", "*.example", "https://u:p@agent.example/"} {
 		_, err := loadConfigText(t, "callbacks:\n  allowed_hosts: [\""+bad+"\"]\n")
 		if err == nil || !strings.Contains(err.Error(), "callbacks.allowed_hosts[0]: ") {
-			t.Fatalf("allowed_hosts %q: %v", bad, err)
+			t.Fatalf("allowed_hosts %q: err = %v, want an error containing %q", bad, err, "callbacks.allowed_hosts[0]: ")
 		}
 	}
 }

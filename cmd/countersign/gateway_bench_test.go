@@ -132,7 +132,7 @@ func benchGatewayReadOnly(b *testing.B, rule string) {
 func benchTool(b *testing.B, cs *sdk.ClientSession, tool string, args map[string]any) {
 	r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: tool, Arguments: args})
 	if err != nil || r.IsError {
-		b.Fatalf("%s: %v %+v", tool, err, r)
+		b.Fatalf("%s: %v %+v, want no error and no tool error", tool, err, r)
 	}
 }
 

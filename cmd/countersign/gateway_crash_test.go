@@ -120,7 +120,7 @@ gateway:
 
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Raw
 	if !strings.Contains(audit, "gateway_outcome_unknown") || !strings.Contains(audit, id+" lying__hang: outcome unknown") {
-		t.Fatalf("the restart did not record the outcome of %s as unknown:\n%s", id, audit)
+		t.Fatalf("the restart did not record the outcome of %s as unknown, want %q and %q in:\n%s", id, "gateway_outcome_unknown", id+" lying__hang: outcome unknown", audit)
 	}
 	waitFor(t, "the outcome-unknown note in the card's thread", func() bool {
 		for _, c := range f.Calls("chat.postMessage") {
@@ -184,6 +184,6 @@ gateway:
 		t.Fatalf("the retry after the restart answered %v %q (meta %v), want the approved %s run", r.IsError, text, r.Meta, id)
 	}
 	if b, _ := os.ReadFile(target); string(b) != "wiped\n" {
-		t.Fatalf("the call's effect: %q", b)
+		t.Fatalf("the call's effect: %q, want %q", b, "wiped\n")
 	}
 }

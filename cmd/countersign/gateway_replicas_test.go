@@ -123,7 +123,7 @@ gateway:
 	// A replica starting while a's call is at the upstream.
 	c := startReplica(t, cfg, env)
 	if got := e.auditOf("gateway_outcome_unknown", heldID); len(got) != 0 {
-		t.Fatalf("a replica starting beside a live one reported its call in flight: %q", got)
+		t.Fatalf("a replica starting beside a live one reported its call in flight: gateway_outcome_unknown %q, want none", got)
 	}
 	text, r := mcpCall(t, session(c), "lying__hold", map[string]any{"path": held})
 	if sc, _ := r.StructuredContent.(map[string]any); !r.IsError || sc["status"] != "running" || sc["request_id"] != heldID {
@@ -141,7 +141,7 @@ gateway:
 		t.Fatalf("the killed replica's call %s: gateway_outcome_unknown %q, want one entry", hungID, got)
 	}
 	if got := e.auditOf("gateway_outcome_unknown", heldID); len(got) != 0 {
-		t.Fatalf("the sweep that found the killed replica's call also reported the live one %s: %q", heldID, got)
+		t.Fatalf("the sweep that found the killed replica's call also reported the live one %s: gateway_outcome_unknown %q, want none", heldID, got)
 	}
 
 	// a's call completes normally, once.
@@ -176,6 +176,6 @@ gateway:
 		t.Fatalf("after another start: gateway_outcome_unknown of %s %q, want still one", hungID, got)
 	}
 	if got := e.auditOf("gateway_outcome_unknown", heldID); len(got) != 0 {
-		t.Fatalf("after another start: %s reported outcome unknown: %q", heldID, got)
+		t.Fatalf("after another start: %s reported outcome unknown: %q, want none", heldID, got)
 	}
 }

@@ -124,7 +124,7 @@ func TestGatewayTSHostRetryAfterTheRunGetsTheRecordedAnswer(t *testing.T) {
 		t.Fatalf("the retry answered %v %q (meta %v), want the recorded answer of %s, replayed", again.Result.IsError, again.text(), again.Result.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed by the ward" {
-		t.Fatalf("the retry wrote the file again: it holds %q", b)
+		t.Fatalf("the retry wrote the file again: it holds %q, want %q", b, "changed by the ward")
 	}
 	if n := forwardedRuns(t, e, admin, id, "fs__write_file"); n != 1 {
 		t.Fatalf("request %s was forwarded %d times, want once", id, n)
@@ -138,7 +138,7 @@ func TestGatewayTSHostRetryAfterTheRunGetsTheRecordedAnswer(t *testing.T) {
 		t.Fatalf("the new identical call answered %v %q, want its denial", third.Result.IsError, third.text())
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed by the ward" {
-		t.Fatalf("a denied call wrote the file: it holds %q", b)
+		t.Fatalf("a denied call wrote the file: it holds %q, want %q", b, "changed by the ward")
 	}
 }
 
@@ -168,7 +168,7 @@ func TestGatewayTSHostTaskRunsOnceAfterApproval(t *testing.T) {
 		t.Fatalf("the task's result: %v %q (meta %v), want the upstream's answer under %s", res.Result.IsError, res.text(), res.Result.Meta, id)
 	}
 	if strings.Contains(res.text(), "nothing ran again") {
-		t.Errorf("the task's result is marked as a replay: %q", res.text())
+		t.Errorf("the task's result is marked as a replay: %q, want no %q in it", res.text(), "nothing ran again")
 	}
 	if b, _ := os.ReadFile(path); string(b) != "by task" {
 		t.Fatalf("the file holds %q, want %q", b, "by task")
@@ -219,7 +219,7 @@ func TestGatewayTasksExtensionGivesTheUpstreamAnswer(t *testing.T) {
 		t.Fatalf("tasks/get polled again: %v, want the same completed answer", g)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
-		t.Fatalf("polling the task again ran the write again: the file holds %q", b)
+		t.Fatalf("polling the task again ran the write again: the file holds %q, want %q", b, "changed since")
 	}
 	if n := forwardedRuns(t, e, admin, id, "fs__write_file"); n != 1 {
 		t.Fatalf("request %s was forwarded %d times, want once", id, n)
@@ -280,7 +280,7 @@ func TestGatewayStdioTaskRunsAfterASlackClick(t *testing.T) {
 		t.Fatalf("fs__write_file over stdio is listed with execution %s, want taskSupport optional", tools.Execution)
 	}
 	if created := next(t, events, "taskCreated"); created.Status != "working" {
-		t.Fatalf("task: %+v", created)
+		t.Fatalf("task: %+v, want status working", created)
 	}
 	waitFor(t, "the socket to open", func() bool { return len(f.Calls("apps.connections.open")) >= 1 })
 	waitFor(t, "the card to be posted", func() bool { return len(f.Calls("chat.postMessage")) >= 1 })
@@ -318,7 +318,7 @@ func TestGatewayReplayThenAGrantRunsTheNextCall(t *testing.T) {
 	}
 	e.MustOK(lead, "approve_action", map[string]any{"request_id": id, "grant": map[string]any{"kind": "once"}})
 	if text, r := mcpCall(t, cs, "fs__write_file", args); r.IsError || !strings.Contains(text, "Successfully wrote") {
-		t.Fatalf("the approved call answered %v %q", r.IsError, text)
+		t.Fatalf("the approved call answered %v %q, want success with %q", r.IsError, text, "Successfully wrote")
 	}
 	if err := os.WriteFile(path, []byte("changed by the ward"), 0o600); err != nil {
 		t.Fatal(err)
@@ -328,7 +328,7 @@ func TestGatewayReplayThenAGrantRunsTheNextCall(t *testing.T) {
 		t.Fatalf("the identical call right after the run answered %v %q (meta %v), want the replay of %s", r.IsError, text, r.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed by the ward" {
-		t.Fatalf("the replay wrote the file: it holds %q", b)
+		t.Fatalf("the replay wrote the file: it holds %q, want %q", b, "changed by the ward")
 	}
 	text, r = mcpCall(t, cs, "fs__write_file", args)
 	m, _ := r.Meta["io.countersign/request"].(map[string]any)
@@ -336,7 +336,7 @@ func TestGatewayReplayThenAGrantRunsTheNextCall(t *testing.T) {
 		t.Fatalf("the next identical call answered %v %q (meta %v), want a new request run at once under the grant", r.IsError, text, r.Meta)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "obs every hour" {
-		t.Fatalf("the call under the grant did not write: the file holds %q", b)
+		t.Fatalf("the call under the grant did not write: the file holds %q, want %q", b, "obs every hour")
 	}
 	if n := forwardedRuns(t, e, admin, id, "fs__write_file"); n != 1 {
 		t.Fatalf("request %s was forwarded %d times, want once", id, n)

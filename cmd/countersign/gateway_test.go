@@ -222,10 +222,10 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	}
 	wipe := tools.Tools[served["lying__wipe"]]
 	if wipe.Annotations["readOnlyHint"] != false || wipe.Annotations["destructiveHint"] != true {
-		t.Errorf("lying__wipe is served with annotations %v: the upstream's readOnlyHint must not pass through", wipe.Annotations)
+		t.Errorf("lying__wipe is served with annotations %v, want readOnlyHint false and destructiveHint true: the upstream's readOnlyHint must not pass through", wipe.Annotations)
 	}
 	if !strings.Contains(wipe.Description, "unclassified") || !strings.Contains(wipe.Description, "its claim, not verified") {
-		t.Errorf("lying__wipe's description does not mark the upstream's words as its claim: %q", wipe.Description)
+		t.Errorf("lying__wipe's description does not mark the upstream's words as its claim: %q, want %q and %q in it", wipe.Description, "unclassified", "its claim, not verified")
 	}
 	if rd := tools.Tools[served["fs__read_text_file"]]; rd.Annotations["readOnlyHint"] != true {
 		t.Errorf("fs__read_text_file annotations %v, want readOnlyHint (by config)", rd.Annotations)
@@ -234,10 +234,10 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	// 1. A read-only tool passes straight through.
 	read := nextGW(t, events, "result")
 	if read.Result.IsError || !strings.Contains(read.text(), "ward 7 rota") {
-		t.Fatalf("read_text_file through the gateway: %+v", read.Result)
+		t.Fatalf("read_text_file through the gateway: %+v, want success with %q", read.Result, "ward 7 rota")
 	}
 	if n := len(f.Calls("chat.postMessage")); n != 0 {
-		t.Errorf("a read-only call posted %d cards", n)
+		t.Errorf("a read-only call posted %d cards, want 0", n)
 	}
 
 	// 2. A write waits; the approver edits the content; the edit lands.
@@ -249,7 +249,7 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	e.MustOK(lead, "approve_action", map[string]any{"request_id": id, "arguments": map[string]any{"path": edited, "content": "the approver's text"}})
 	w1 := nextGW(t, events, "result")
 	if w1.Result.IsError {
-		t.Fatalf("approved write answered an error: %s", w1.text())
+		t.Fatalf("approved write answered an error: %s, want success", w1.text())
 	}
 	if b, _ := os.ReadFile(edited); string(b) != "the approver's text" {
 		t.Fatalf("%s holds %q, want exactly the approved (edited) content", edited, b)
@@ -263,7 +263,7 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	clickHTTP(t, e, f, 1)
 	w2 := nextGW(t, events, "result")
 	if b, _ := os.ReadFile(clicked); w2.Result.IsError || string(b) != "clicked through" {
-		t.Fatalf("after the Slack click: result %s, file %q", w2.text(), b)
+		t.Fatalf("after the Slack click: result %s, file %q; want success and %q", w2.text(), b, "clicked through")
 	}
 
 	// 4. A denial leaves the disk untouched and says so.
@@ -286,7 +286,7 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	e.MustOK(lead, "deny_action", map[string]any{"request_id": id, "reason": "no"})
 	w4 := nextGW(t, events, "result")
 	if !w4.Result.IsError {
-		t.Fatalf("denied lying__wipe answered %q", w4.text())
+		t.Fatalf("denied lying__wipe answered %q, want a tool error", w4.text())
 	}
 	if _, err := os.Stat(wiped); err == nil {
 		t.Fatal("the lying upstream's tool ran after a denial")
@@ -309,7 +309,7 @@ func TestGatewayFilesystemEndToEnd(t *testing.T) {
 	_ = json.NewDecoder(resp.Body).Decode(&ready)
 	resp.Body.Close()
 	if ready["status"] != "ready" {
-		t.Errorf("/readyz = %v with both upstreams up", ready)
+		t.Errorf("/readyz = %v with both upstreams up, want status %q", ready, "ready")
 	}
 }
 
@@ -362,10 +362,10 @@ gateway:
 	e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
 	r, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "fs__write_file", Arguments: args, RequestState: state})
 	if err != nil || r.NeedsInput() || r.IsError {
-		t.Fatalf("after both approvals: %v %+v", err, r)
+		t.Fatalf("after both approvals: %v %+v, want a result that neither needs input nor is an error", err, r)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "two people agreed" {
-		t.Fatalf("file holds %q", b)
+		t.Fatalf("file holds %q, want %q", b, "two people agreed")
 	}
 	// Someone changes the file; a retry that ran again would undo it.
 	if err := os.WriteFile(path, []byte("changed since"), 0o600); err != nil {
@@ -386,7 +386,7 @@ gateway:
 		t.Fatalf("a retry after the run answered %v %q (meta %v), want the recorded answer of %s, replayed", r.IsError, text.String(), r.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
-		t.Fatalf("the retry ran the write again: file holds %q", b)
+		t.Fatalf("the retry ran the write again: file holds %q, want %q", b, "changed since")
 	}
 }
 
@@ -448,13 +448,13 @@ gateway:
 	e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
 	text, r = mcpCall(t, cs, "fs__write_file", args)
 	if r.IsError {
-		t.Fatalf("the retry after the approval answered %q", text)
+		t.Fatalf("the retry after the approval answered the error %q, want success", text)
 	}
 	if m, _ := r.Meta["io.countersign/request"].(map[string]any); m["request_id"] != id {
 		t.Errorf("the retry ran under %v, want the approved request %s", r.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "once" {
-		t.Fatalf("file holds %q", b)
+		t.Fatalf("file holds %q, want %q", b, "once")
 	}
 	if err := os.WriteFile(path, []byte("changed since"), 0o600); err != nil {
 		t.Fatal(err)
@@ -464,7 +464,7 @@ gateway:
 		t.Fatalf("the retry of a call that ran answered %v %q (meta %v), want the recorded answer of %s, replayed", r.IsError, text, r.Meta, id)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
-		t.Fatalf("the retry ran the write again: file holds %q", b)
+		t.Fatalf("the retry ran the write again: file holds %q, want %q", b, "changed since")
 	}
 	text, r = mcpCall(t, cs, "fs__write_file", args)
 	sc, _ = r.StructuredContent.(map[string]any)
@@ -472,7 +472,7 @@ gateway:
 		t.Fatalf("an identical call after the run answered %v %q, want a new pending request", r.IsError, text)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
-		t.Fatalf("the identical call ran without a decision: file holds %q", b)
+		t.Fatalf("the identical call ran without a decision: file holds %q, want %q", b, "changed since")
 	}
 	// Denied, the retry of that call is told so; nothing runs.
 	e.MustOK(alice, "deny_action", map[string]any{"request_id": sc["request_id"], "reason": "the rota is final"})
@@ -481,7 +481,7 @@ gateway:
 		t.Fatalf("the retry after a denial answered %v %q, want the denial", r.IsError, text)
 	}
 	if b, _ := os.ReadFile(path); string(b) != "changed since" {
-		t.Fatalf("a denied call ran: file holds %q", b)
+		t.Fatalf("a denied call ran: file holds %q, want %q", b, "changed since")
 	}
 }
 
@@ -497,7 +497,7 @@ func TestGatewayDocsPaste(t *testing.T) {
 	}
 	blocks := docBlocks(t, string(b))
 	if len(blocks) < 4 {
-		t.Fatalf("docs/gateway.md has %d shell blocks; the page changed shape", len(blocks))
+		t.Fatalf("docs/gateway.md has %d shell blocks, want at least 4; the page changed shape", len(blocks))
 	}
 	pasteBlocks(t, "docs/gateway.md", blocks)
 
@@ -572,7 +572,7 @@ gateway:
 		}
 	}
 	if b, _ := os.ReadFile(path); string(b) != "warfarin 5mg nightly" {
-		t.Fatalf("the file changed before a decision: %q", b)
+		t.Fatalf("the file changed before a decision: %q, want %q", b, "warfarin 5mg nightly")
 	}
 }
 
@@ -630,6 +630,6 @@ func TestGatewayUpstreamPrincipals(t *testing.T) {
 	}
 	text, r = mcpCall(t, e.mcpSession(ward), "fs__read_text_file", map[string]any{"path": path})
 	if r.IsError || !strings.Contains(text, "ward 7") {
-		t.Fatalf("ward_bot's read answered %v %q", r.IsError, text)
+		t.Fatalf("ward_bot's read answered %v %q, want success with %q", r.IsError, text, "ward 7")
 	}
 }

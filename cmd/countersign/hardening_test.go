@@ -50,17 +50,17 @@ func TestRateLimitPerPrincipal(t *testing.T) {
 	resp, body := e.postRaw("/v1/tools/export_public_key", a, []byte(`{}`))
 	secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 	if resp.StatusCode != http.StatusTooManyRequests || secs < 1 || secs > 60 || !strings.Contains(body, "rate limit exceeded") {
-		t.Fatalf("third call: %d %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		t.Fatalf("third call: %d, Retry-After %q, %s; want %d, Retry-After 1-60 and %q", resp.StatusCode, resp.Header.Get("Retry-After"), body, http.StatusTooManyRequests, "rate limit exceeded")
 	}
 	e.MustOK(b, "export_public_key", nil)
 	// MCP tool calls draw on the same bucket; its handshake takes nothing.
 	resp, _ = e.postRaw("/mcp", a, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`), "Accept", "application/json, text/event-stream")
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("mcp ping: %d", resp.StatusCode)
+		t.Fatalf("mcp ping: status %d, want %d", resp.StatusCode, http.StatusOK)
 	}
 	resp, _ = e.postRaw("/mcp", a, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"export_public_key","arguments":{}}}`), "Accept", "application/json, text/event-stream")
 	if resp.StatusCode != http.StatusTooManyRequests {
-		t.Fatalf("mcp tool call: %d", resp.StatusCode)
+		t.Fatalf("mcp tool call: status %d, want %d", resp.StatusCode, http.StatusTooManyRequests)
 	}
 }
 
@@ -73,11 +73,11 @@ func TestBodyLimitOverHTTP(t *testing.T) {
 	for _, h := range [][]string{nil, {"Idempotency-Key", "k1"}} {
 		resp, body := e.postRaw("/v1/tools/create_principal", key, big, h...)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "request body too large: the limit is 1024 bytes") {
-			t.Fatalf("%v: %d %s", h, resp.StatusCode, body)
+			t.Fatalf("%v: %d %s, want %d and %q", h, resp.StatusCode, body, http.StatusRequestEntityTooLarge, "request body too large: the limit is 1024 bytes")
 		}
 	}
 	if list := e.MustOK(key, "list_principals", nil); strings.Count(list.Text, "\n") != 0 {
-		t.Fatalf("a too-large call created something: %s", list.Text)
+		t.Fatalf("a too-large call created something, want a one-line list: %s", list.Text)
 	}
 }
 
@@ -90,25 +90,25 @@ func TestIdempotencyKeyOverHTTP(t *testing.T) {
 	r1, b1 := e.postRaw("/v1/tools/create_principal", key, body, "Idempotency-Key", "7f1d3c1e-create")
 	r2, b2 := e.postRaw("/v1/tools/create_principal", key, []byte(`{"role":"agent", "name":"support-bot"}`), "Idempotency-Key", "7f1d3c1e-create")
 	if r1.StatusCode != 200 || r2.StatusCode != 200 || r2.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("first %d, replay %d %v", r1.StatusCode, r2.StatusCode, r2.Header)
+		t.Fatalf("first %d, replay %d %v; want 200, 200 and Idempotent-Replayed: true", r1.StatusCode, r2.StatusCode, r2.Header)
 	}
 	id := regexp.MustCompile(`prin_[0-9a-f]{12}`).FindString(b1)
 	if id == "" || !strings.Contains(b2, id) || !strings.Contains(b1, "cs_sk_") || strings.Contains(b2, "\\n  cs_sk_"+strings.Split(strings.Split(b1, "cs_sk_")[1], "\"")[0]) {
 		t.Fatalf("replay must name the same principal and withhold the key:\n%s\n%s", b1, b2)
 	}
 	if !strings.Contains(b2, "withheld") {
-		t.Fatalf("replay: %s", b2)
+		t.Fatalf("replay = %s, want it to contain %q", b2, "withheld")
 	}
 	list := e.MustOK(key, "list_principals", nil)
 	if strings.Count(list.Text, "support-bot") != 1 {
-		t.Fatalf("created twice:\n%s", list.Text)
+		t.Fatalf("created twice: support-bot listed %d times, want 1:\n%s", strings.Count(list.Text, "support-bot"), list.Text)
 	}
 	if resp, body := e.postRaw("/v1/tools/create_principal", key, []byte(`{"name":"other"}`), "Idempotency-Key", "7f1d3c1e-create"); resp.StatusCode != http.StatusUnprocessableEntity {
-		t.Fatalf("other body: %d %s", resp.StatusCode, body)
+		t.Fatalf("other body: %d %s, want %d", resp.StatusCode, body, http.StatusUnprocessableEntity)
 	}
 	// Read tools ignore the key.
 	if resp, _ := e.postRaw("/v1/tools/list_principals", key, []byte(`{}`), "Idempotency-Key", "7f1d3c1e-create"); resp.StatusCode != 200 || resp.Header.Get("Idempotent-Replayed") != "" {
-		t.Fatalf("read tool: %d", resp.StatusCode)
+		t.Fatalf("read tool: status %d, Idempotent-Replayed %q; want 200 and no Idempotent-Replayed", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"))
 	}
 }
 
@@ -134,7 +134,7 @@ func TestMalformedBurstLeavesNoGoroutines(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode >= 500 {
-			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+			t.Fatalf("%s %s: status %d, want below 500", method, path, resp.StatusCode)
 		}
 	}
 	raw := func(payload string) {
@@ -184,7 +184,7 @@ func TestMalformedBurstLeavesNoGoroutines(t *testing.T) {
 	}
 	if after > before {
 		buf := make([]byte, 1<<20)
-		t.Fatalf("goroutines: %d before the burst, %d after\n%s", before, after, buf[:runtime.Stack(buf, true)])
+		t.Fatalf("goroutines: %d before the burst, %d after, want no more after\n%s", before, after, buf[:runtime.Stack(buf, true)])
 	}
 }
 
@@ -208,7 +208,7 @@ func TestMetricsScrape(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	if code, _ := scrape(""); code != http.StatusUnauthorized {
-		t.Fatalf("no token: %d", code)
+		t.Fatalf("no token: status %d, want %d", code, http.StatusUnauthorized)
 	}
 	value := func(body, series string) float64 {
 		sc := bufio.NewScanner(strings.NewReader(body))
@@ -228,7 +228,7 @@ func TestMetricsScrape(t *testing.T) {
 	e.Call(agent, "list_principals", nil)
 	code, after := scrape("scrape-secret")
 	if code != 200 {
-		t.Fatalf("scrape: %d", code)
+		t.Fatalf("scrape: status %d, want 200", code)
 	}
 	for _, c := range []struct {
 		series string
@@ -251,10 +251,10 @@ func TestMetricsScrape(t *testing.T) {
 	// Per-call logs carry request id, principal and tool, never the key.
 	logs := e.logs.String()
 	if !regexp.MustCompile(`msg="tool call" request_id=[0-9a-f]{16} principal="ops \[prin_[0-9a-f]+\]" surface=http tool=create_principal outcome=ok`).MatchString(logs) {
-		t.Fatalf("no per-call log line:\n%s", logs)
+		t.Fatalf("no per-call log line matching %s:\n%s", `msg="tool call" request_id=[0-9a-f]{16} principal="ops \[prin_[0-9a-f]+\]" surface=http tool=create_principal outcome=ok`, logs)
 	}
 	if strings.Contains(logs, "cs_sk_") || strings.Contains(logs, "scrape-secret") {
-		t.Fatalf("a secret reached the log:\n%s", logs)
+		t.Fatalf("a secret reached the log, want no %q or %q in:\n%s", "cs_sk_", "scrape-secret", logs)
 	}
 }
 
@@ -264,7 +264,7 @@ func TestMetricsTokenEnvMustBeSet(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"serve", "--config", e.cfg}, e.getenv, strings.NewReader(""), &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), "http.metrics_token_env: the environment variable METRICS_TOKEN is empty or unset") {
-		t.Fatalf("err = %v", err)
+		t.Fatalf("err = %v, want an error containing %q", err, "http.metrics_token_env: the environment variable METRICS_TOKEN is empty or unset")
 	}
 }
 
@@ -286,7 +286,7 @@ func TestShutdownFinishesAnInFlightCall(t *testing.T) {
 		strings.TrimPrefix(e.URL, "http://"), key, len(body))
 	br := bufio.NewReader(c)
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusContinue {
-		t.Fatalf("100 Continue: %v %v", resp, err)
+		t.Fatalf("100 Continue: %v %v, want status %d", resp, err, http.StatusContinue)
 	}
 	e.cancel()
 	pollUntil(t, func() bool { return strings.Contains(e.logs.String(), "shutting down") })
@@ -309,7 +309,7 @@ func TestShutdownFinishesAnInFlightCall(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "'late-bot' (role: agent, kind: agent)") {
-		t.Fatalf("in-flight call: %d %s", resp.StatusCode, b)
+		t.Fatalf("in-flight call: %d %s, want 200 and %q", resp.StatusCode, b, "'late-bot' (role: agent, kind: agent)")
 	}
 	if err := <-e.done; err != nil {
 		t.Fatalf("serve: %v", err)
@@ -317,12 +317,12 @@ func TestShutdownFinishesAnInFlightCall(t *testing.T) {
 	e.cancel = nil
 	logs := e.logs.String()
 	if !strings.Contains(logs, "msg=stopped") {
-		t.Fatalf("no clean stop:\n%s", logs)
+		t.Fatalf("no clean stop, want %q in:\n%s", "msg=stopped", logs)
 	}
 	// The store was closed cleanly, with the call in it.
 	out, err := e.runCmd("audit", "export", "--config", e.cfg)
 	if err != nil || !strings.Contains(out, `\"late-bot\"`) {
-		t.Fatalf("after restart: %v\n%s", err, out)
+		t.Fatalf("after restart: %v, want an export containing %s:\n%s", err, `\"late-bot\"`, out)
 	}
 }
 
@@ -333,7 +333,7 @@ func pollUntil(t *testing.T, cond func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
+			t.Fatal("condition not reached within 20s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

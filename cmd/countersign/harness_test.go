@@ -118,7 +118,7 @@ func (e *testEnv) Start() {
 	e.URL = "http://" + a
 	resp, err := http.Get(e.URL + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
-		e.t.Fatalf("healthz: %v", err)
+		e.t.Fatalf("healthz: err %v, want status 200", err)
 	}
 	resp.Body.Close()
 }

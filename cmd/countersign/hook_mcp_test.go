@@ -33,7 +33,7 @@ func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
 	args := map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"}
 	mr, err := modern.CallTool(host, &sdk.CallToolParams{Name: "confirm_action", Arguments: args})
 	if err != nil || !mr.NeedsInput() || mr.RequestState == "" {
-		t.Fatalf("confirm_action over MRTR did not answer input_required inside the host's limit: %v %+v", err, mr)
+		t.Fatalf("confirm_action over MRTR did not answer input_required inside the host's limit: %v %+v, want input_required with a requestState", err, mr)
 	}
 
 	// 2025-11-25: pending at once, with the poll instruction.
@@ -42,7 +42,7 @@ func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
 	data, _ := r.StructuredContent.(map[string]any)
 	id, _ := data["request_id"].(string)
 	if r.IsError || data["status"] != "pending" || !strings.HasPrefix(id, "req_") || !strings.Contains(text, "Poll action_status") {
-		t.Fatalf("confirm_action over MCP 2025-11-25: %q %v", text, r.StructuredContent)
+		t.Fatalf("confirm_action over MCP 2025-11-25: %q %v; want pending with a req_ id and %q", text, r.StructuredContent, "Poll action_status")
 	}
 	// The host: a call it abandons after 55 seconds. wait_seconds 60 would
 	// outlast it; the server cuts the wait to max_call_wait and answers.
@@ -53,21 +53,21 @@ func TestMCPLongPollAnswersPendingBeforeTheHostGivesUp(t *testing.T) {
 	sd, _ := st.StructuredContent.(map[string]any)
 	stText := st.Content[0].(*sdk.TextContent).Text
 	if st.IsError || sd["status"] != "pending" || sd["request_id"] != id || !strings.Contains(stText, "Poll action_status with request_id "+id) {
-		t.Fatalf("action_status: %q %v", stText, st.StructuredContent)
+		t.Fatalf("action_status: %q %v; want pending %s with %q", stText, st.StructuredContent, id, "Poll action_status with request_id "+id)
 	}
 
 	// Nothing was lost: a person approves it, and the next poll says so.
 	if a := e.MustOK(alice, "approve_action", map[string]any{"request_id": id}); a.Data["status"] != "approved" {
-		t.Fatalf("approve: %s", a)
+		t.Fatalf("approve: %s, want status approved", a)
 	}
 	_, after := mcpCall(t, cs, "action_status", map[string]any{"request_id": id, "wait_seconds": 60})
 	if ad, _ := after.StructuredContent.(map[string]any); after.IsError || ad["status"] != "approved" || !strings.Contains(ad["confirmed_by"].(string), "alice") {
-		t.Fatalf("after approval: %v", after.StructuredContent)
+		t.Fatalf("after approval: %v, want status approved, confirmed by alice", after.StructuredContent)
 	}
 	// A bad wait is still refused by name, not cut.
 	bad, badR := mcpCall(t, cs, "action_status", map[string]any{"request_id": id, "wait_seconds": 61})
 	if !badR.IsError || !strings.Contains(bad, "wait_seconds") {
-		t.Fatalf("wait_seconds 61: %q", bad)
+		t.Fatalf("wait_seconds 61: %q, want an error naming wait_seconds", bad)
 	}
 }
 
@@ -84,6 +84,6 @@ func TestMCPMaxCallWaitMustStayBelowTheHostLimit(t *testing.T) {
 	}
 	cfg, err := config.Load("")
 	if err != nil || cfg.MCP.MaxCallWait != 45*time.Second {
-		t.Fatalf("default: %v %v", cfg, err)
+		t.Fatalf("default: %v %v, want max_call_wait %v", cfg, err, 45*time.Second)
 	}
 }

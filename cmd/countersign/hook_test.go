@@ -161,7 +161,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 			out, err := hookRun(env, args, payload(t, p, nil), &log)
 			o := parseHookOut(t, out)
 			if err != nil || o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "read-only") || strings.Contains(log.String(), "waiting") {
-				t.Fatalf("%s: %v %q %s", p, err, out, log.String())
+				t.Fatalf("%s: err %v, out %q, log %s; want allow with a %q reason and no waiting", p, err, out, log.String(), "read-only")
 			}
 		}
 	})
@@ -171,14 +171,14 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		id := h.request(t)
 		st := e.MustOK(alice, "action_status", map[string]any{"request_id": id})
 		if st.Data["status"] != "pending" || st.Data["tool"] != "bash" || st.Data["mechanics"] != "confirm" {
-			t.Fatalf("the pipeline's request: %s", st)
+			t.Fatalf("the pipeline's request: %s, want status pending, tool bash, mechanics confirm", st)
 		}
 		if a, _ := st.Data["arguments"].(map[string]any); len(a) != 1 || a["command"] != "npm test 2>&1 | tail -20" {
-			t.Fatalf("the pipeline's arguments: %v", st.Data["arguments"])
+			t.Fatalf("the pipeline's arguments = %v, want only command %q", st.Data["arguments"], "npm test 2>&1 | tail -20")
 		}
 		e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
 		if o := h.result(t); o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "approved by alice") || !strings.Contains(o.Specific.Reason, id) {
-			t.Fatalf("approved pipeline: %+v", o.Specific)
+			t.Fatalf("approved pipeline: %+v, want allow with a reason containing %q and %s", o.Specific, "approved by alice", id)
 		}
 	})
 
@@ -187,13 +187,13 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		id := h.request(t)
 		st := e.MustOK(alice, "action_status", map[string]any{"request_id": id})
 		if st.Data["tool"] != "mcp__github__create_issue" {
-			t.Fatalf("the MCP call's request: %s", st)
+			t.Fatalf("the MCP call's request: %s, want tool %q", st, "mcp__github__create_issue")
 		}
 		n, _ := st.Data["item_id"].(float64)
 		web := webClient(t)
 		tok, _ := url.QueryUnescape(strings.TrimPrefix(link, "/ui/signin/link?t="))
 		if resp, body := webDo(t, web, "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != 200 {
-			t.Fatalf("alice's sign-in: %d\n%s", resp.StatusCode, body)
+			t.Fatalf("alice's sign-in: status %d, want 200\n%s", resp.StatusCode, body)
 		}
 		resp, card := webDo(t, web, "GET", fmt.Sprintf("%s/ui/items/%d", e.URL, int(n)), nil)
 		for _, want := range []string{"Session sess-7f3c21", "working directory /home/dev/shop", "run sess-7f3c21", "Flaky test in cart"} {
@@ -203,7 +203,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		}
 		e.MustOK(alice, "deny_action", map[string]any{"request_id": id, "reason": "not this repo"})
 		if o := h.result(t); o.Specific.Decision != "deny" || !strings.Contains(o.Specific.Reason, "not this repo") {
-			t.Fatalf("denied MCP call: %+v", o.Specific)
+			t.Fatalf("denied MCP call: %+v, want deny with a reason containing %q", o.Specific, "not this repo")
 		}
 	})
 
@@ -212,12 +212,12 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		first := h.request(t)
 		e.MustOK(alice, "approve_action", map[string]any{"request_id": first, "grant": map[string]any{"kind": "session"}})
 		if o := h.result(t); o.Specific.Decision != "allow" {
-			t.Fatalf("npm test: %+v", o.Specific)
+			t.Fatalf("npm test: %+v, want allow", o.Specific)
 		}
 		// PostToolUse of that call: its receipt is redeemed.
 		var log logtest.Buffer
 		if out, err := hookRun(env, args, payload(t, "posttooluse_bash_npm_test.json", nil), &log); err != nil || out != "" {
-			t.Fatalf("PostToolUse: %v %q %s", err, out, log.String())
+			t.Fatalf("PostToolUse: err %v, out %q, want no error and no output; log %s", err, out, log.String())
 		}
 		if st := e.MustOK(agent, "action_status", map[string]any{"request_id": first}); st.Data["executed_at"] == nil {
 			t.Fatalf("PostToolUse did not record %s as executed: %s\n%s", first, st, log.String())
@@ -225,14 +225,14 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		// The same command later in the session: approved at once, under the grant.
 		out, err := hookRun(env, args, payload(t, "pretooluse_bash_npm_test.json", map[string]any{"tool_use_id": "toolu_01NPMTEST2"}), &log)
 		if o := parseHookOut(t, out); err != nil || o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "approved under grant #") {
-			t.Fatalf("npm test again in the session: %v %q", err, out)
+			t.Fatalf("npm test again in the session: %v %q, want allow with a reason containing %q", err, out, "approved under grant #")
 		}
 		// Another session is not covered: it waits for a person.
 		h = startHook(t, env, args, payload(t, "pretooluse_bash_npm_test.json", map[string]any{"session_id": "sess-other", "tool_use_id": "toolu_01NPMTEST3"}))
 		other := h.request(t)
 		e.MustOK(alice, "deny_action", map[string]any{"request_id": other, "reason": "another session"})
 		if o := h.result(t); o.Specific.Decision != "deny" {
-			t.Fatalf("npm test in another session: %+v", o.Specific)
+			t.Fatalf("npm test in another session: %+v, want deny", o.Specific)
 		}
 	})
 
@@ -241,11 +241,11 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		id := h.request(t)
 		st := e.MustOK(alice, "action_status", map[string]any{"request_id": id})
 		if st.Data["tool"] != "bash_destructive" || st.Data["mechanics"] != "dry_run_confirm" || st.Data["category"] != "destructive" {
-			t.Fatalf("rm -rf's request: %s", st)
+			t.Fatalf("rm -rf's request: %s, want tool bash_destructive, mechanics dry_run_confirm, category destructive", st)
 		}
 		e.MustOK(alice, "deny_action", map[string]any{"request_id": id, "reason": "keep the build cache"})
 		if o := h.result(t); o.Specific.Decision != "deny" || !strings.Contains(o.Specific.Reason, "keep the build cache") {
-			t.Fatalf("denied rm -rf: %+v", o.Specific)
+			t.Fatalf("denied rm -rf: %+v, want deny with a reason containing %q", o.Specific, "keep the build cache")
 		}
 	})
 
@@ -261,12 +261,12 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 			t.Fatalf("edited Write: decision %q, updatedInput %s (want replicas: 2)", o.Specific.Decision, o.Specific.UpdatedInput)
 		}
 		if !strings.Contains(o.Specific.Context, "changed") {
-			t.Fatalf("Claude is not told of the edit: %+v", o.Specific)
+			t.Fatalf("Claude is not told of the edit, want %q in the context: %+v", "changed", o.Specific)
 		}
 		// Claude Code ran the edited Write: PostToolUse records it.
 		var log logtest.Buffer
 		if out, err := hookRun(env, args, payload(t, "posttooluse_write_replicas.json", nil), &log); err != nil || out != "" {
-			t.Fatalf("PostToolUse: %v %q %s", err, out, log.String())
+			t.Fatalf("PostToolUse: err %v, out %q, want no error and no output; log %s", err, out, log.String())
 		}
 		audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 50}).Text
 		for _, want := range []string{"action_requested", "action_approved", "action_executed"} {
@@ -285,7 +285,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		var got map[string]any
 		json.Unmarshal(o.Specific.Behavior.UpdatedInput, &got)
 		if o.Specific.Event != "PermissionRequest" || o.Specific.Behavior.Behavior != "allow" || got["content"] != "replicas: 2\n" || o.Specific.Decision != "" {
-			t.Fatalf("edited PermissionRequest: %+v", o.Specific)
+			t.Fatalf("edited PermissionRequest: %+v, want event PermissionRequest, behavior allow with content %q, no permissionDecision", o.Specific, "replicas: 2\n")
 		}
 	})
 
@@ -293,7 +293,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		before := strings.Count(e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Text, "action_requested")
 		events, err := filepath.Glob(filepath.Join("testdata", "claude-code", "events", "*.json"))
 		if err != nil || len(events) < 25 {
-			t.Fatalf("recorded events: %v %v", events, err)
+			t.Fatalf("recorded events: %v %v, want at least 25", events, err)
 		}
 		for _, p := range append(events, filepath.Join("testdata", "claude-code", "posttooluse_bash_unapproved.json")) {
 			in, _ := os.ReadFile(p)
@@ -304,7 +304,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 			}
 		}
 		if after := strings.Count(e.MustOK(admin, "audit_log", map[string]any{"limit": 200}).Text, "action_requested"); after != before {
-			t.Fatalf("events that are not tool calls to decide made %d requests", after-before)
+			t.Fatalf("events that are not tool calls to decide made %d requests, want 0", after-before)
 		}
 	})
 
@@ -313,7 +313,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		var log logtest.Buffer
 		out, err := hookRun(env, args, payload(t, "pretooluse_write.json", map[string]any{"tool_input": map[string]any{"file_path": "/home/dev/shop/big.txt", "content": big}}), &log)
 		if o := parseHookOut(t, out); err != nil || o.Specific.Decision != "ask" || !strings.Contains(o.Specific.Reason, "413") {
-			t.Fatalf("a 70 KiB Write: %v %q", err, clipTest(out))
+			t.Fatalf("a 70 KiB Write: %v %q, want ask with a reason containing %q", err, clipTest(out), "413")
 		}
 	})
 
@@ -322,7 +322,7 @@ func TestClaudeCodeHookWithTheShippedConfig(t *testing.T) {
 		out, err := hookRun(hookEnv(t, e, "cs_sk_not_a_key"), args, payload(t, "pretooluse_bash_npm_test.json", nil), &log)
 		o := parseHookOut(t, out)
 		if err != nil || o.Specific.Decision != "ask" || !strings.Contains(o.Specific.Reason, "401") || strings.Contains(out+log.String(), "cs_sk_not_a_key") {
-			t.Fatalf("bad key: %v %q %s", err, out, log.String())
+			t.Fatalf("bad key: err %v, out %q, log %s; want ask with a reason containing %q and the key nowhere", err, out, log.String(), "401")
 		}
 	})
 	if strings.Contains(e.logs.String(), agent) {
@@ -416,7 +416,7 @@ func TestClaudeCodeHookFailsClosed(t *testing.T) {
 			}
 			out, err = hookRun(c.env, c.args, pr, &log)
 			if o := parseHookOut(t, out); err != nil || (bytes.HasPrefix(c.in, []byte("{\n")) && (o.Specific.Behavior.Behavior != "" || o.Specific.Decision != "" || !strings.Contains(o.SystemMessage, c.why))) {
-				t.Fatalf("PermissionRequest: %v %q", err, out)
+				t.Fatalf("PermissionRequest: %v %q, want no error, no decision and a systemMessage naming %q", err, out, c.why)
 			}
 		})
 	}
@@ -424,7 +424,7 @@ func TestClaudeCodeHookFailsClosed(t *testing.T) {
 	var log logtest.Buffer
 	out, _ := hookRun(with(hookKeyEnv, ""), []string{"--config", good}, payload(t, "pretooluse_read.json", nil), &log)
 	if o := parseHookOut(t, out); o.Specific.Decision != "allow" {
-		t.Fatalf("Read without a key: %q", out)
+		t.Fatalf("Read without a key: %q, want allow", out)
 	}
 }
 
@@ -440,10 +440,10 @@ func TestClaudeCodeHookAsksWhenTheWaitRunsOut(t *testing.T) {
 	o := parseHookOut(t, out)
 	m := hookWaitingRE.FindStringSubmatch(log.String())
 	if err != nil || m == nil || o.Specific.Decision != "ask" || !strings.Contains(o.Specific.Reason, m[1]+" is still pending") {
-		t.Fatalf("wait ran out: %v %q %s", err, out, log.String())
+		t.Fatalf("wait ran out: err %v, out %q, log %s; want ask with a reason saying the request it waited on is still pending", err, out, log.String())
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": m[1]}); st.Data["status"] != "pending" {
-		t.Fatalf("after the hook gave up: %s", st)
+		t.Fatalf("after the hook gave up: %s, want status pending", st)
 	}
 }
 
@@ -485,11 +485,11 @@ hooks:
 	h := startHook(t, env, args, payload(t, "pretooluse_bash.json", nil))
 	id := h.request(t)
 	if st := e.MustOK(alice, "action_status", map[string]any{"request_id": id}); st.Data["command"] != "kubectl rollout restart" {
-		t.Fatalf("the request: %s", st)
+		t.Fatalf("the request: %s, want command %q", st, "kubectl rollout restart")
 	}
 	e.MustOK(alice, "approve_action", map[string]any{"request_id": id})
 	if o := h.result(t); o.Specific.Decision != "allow" || !strings.Contains(o.Specific.Reason, "approved by alice") {
-		t.Fatalf("approved kubectl rollout restart: %+v", o.Specific)
+		t.Fatalf("approved kubectl rollout restart: %+v, want allow with a reason containing %q", o.Specific, "approved by alice")
 	}
 }
 

@@ -29,11 +29,11 @@ func TestTeamsForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
 	e := newTeamsEnv(t)
 	act := teamsClick("jwks-0", smithOID, smithMRI, teamsOps, "1", "refresh", map[string]string{"item": "1"}, e.fake.APIURL)
 	if status, body := e.fake.Send(e.URL+"/teams/messages", act, e.fake.Sign(e.fake.Claims(time.Now()))); status != http.StatusOK {
-		t.Fatalf("a genuine token answered %d %s", status, body)
+		t.Fatalf("a genuine token answered %d %s, want %d", status, body, http.StatusOK)
 	}
 	before := e.fake.KeyFetches()
 	if before < 1 {
-		t.Fatalf("the genuine token was checked without reading the JWKS (%d reads)", before)
+		t.Fatalf("the genuine token was checked without reading the JWKS (%d reads, want at least 1)", before)
 	}
 	for i := range forgedTokens {
 		tok := e.fake.ForgedKID(e.fake.Claims(time.Now()), fmt.Sprintf("forged-%d", i))
@@ -45,7 +45,7 @@ func TestTeamsForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
 		t.Fatalf("%d forged key ids made %d JWKS reads, want at most 1", forgedTokens, n)
 	}
 	if status, body := e.fake.Send(e.URL+"/teams/messages", act, e.fake.Sign(e.fake.Claims(time.Now()))); status != http.StatusOK {
-		t.Fatalf("a genuine token after the attack answered %d %s", status, body)
+		t.Fatalf("a genuine token after the attack answered %d %s, want %d", status, body, http.StatusOK)
 	}
 }
 
@@ -82,11 +82,11 @@ func TestOAuthForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
 	e.Start()
 
 	if resp, body := e.post("/v1/tools/pending_changes", accessToken(t, m, "deploy-bot", nil), map[string]any{}); resp.StatusCode != http.StatusOK {
-		t.Fatalf("a genuine token answered %d %s", resp.StatusCode, body)
+		t.Fatalf("a genuine token answered %d %s, want %d", resp.StatusCode, body, http.StatusOK)
 	}
 	before := reads.Load()
 	if before < 1 {
-		t.Fatalf("the genuine token was checked without reading the JWKS (%d reads)", before)
+		t.Fatalf("the genuine token was checked without reading the JWKS (%d reads, want at least 1)", before)
 	}
 	forger, err := mockoidc.RandomKeypair(2048)
 	if err != nil {
@@ -118,6 +118,6 @@ func TestOAuthForgedKeyIDsDoNotFloodTheIssuer(t *testing.T) {
 		t.Fatalf("%d forged key ids made %d JWKS reads, want at most 1", forgedTokens, n)
 	}
 	if resp, body := e.post("/v1/tools/pending_changes", accessToken(t, m, "deploy-bot", nil), map[string]any{}); resp.StatusCode != http.StatusOK {
-		t.Fatalf("a genuine token after the attack answered %d %s", resp.StatusCode, body)
+		t.Fatalf("a genuine token after the attack answered %d %s, want %d", resp.StatusCode, body, http.StatusOK)
 	}
 }

@@ -74,7 +74,7 @@ func mcpOK(t *testing.T, cs *sdk.ClientSession, tool string, args any) string {
 	t.Helper()
 	text, r := mcpCall(t, cs, tool, args)
 	if r.IsError {
-		t.Fatalf("mcp %s: error %q", tool, text)
+		t.Fatalf("mcp %s: error result %q, want success", tool, text)
 	}
 	return text
 }
@@ -116,12 +116,12 @@ func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 		if listed[tool.Name] != nil {
-			t.Fatalf("%s listed twice", tool.Name)
+			t.Fatalf("%s listed twice, want once", tool.Name)
 		}
 		listed[tool.Name] = tool
 	}
 	if len(listed) != len(api.Tools) || len(listed) < 6 {
-		t.Fatalf("MCP lists %d tools, the API %d", len(listed), len(api.Tools))
+		t.Fatalf("MCP lists %d tools, want the API's %d (and at least 6)", len(listed), len(api.Tools))
 	}
 	for _, at := range api.Tools {
 		tool := listed[at.Name]
@@ -133,11 +133,11 @@ func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
 		_ = json.Unmarshal(at.Schema, &x)
 		_ = json.Unmarshal(got, &y)
 		if a, b := mustMarshal(x), mustMarshal(y); a != b {
-			t.Fatalf("%s schema differs:\n api %s\n mcp %s", at.Name, a, b)
+			t.Fatalf("%s schema differs:\n mcp %s\n want the API's %s", at.Name, b, a)
 		}
 		ann := tool.Annotations
 		if tool.Description != at.Description || ann.ReadOnlyHint != at.Annotations.ReadOnly || *ann.DestructiveHint != at.Annotations.Destructive || ann.IdempotentHint != at.Annotations.Idempotent {
-			t.Fatalf("%s: annotations %+v, api %+v", at.Name, ann, at.Annotations)
+			t.Fatalf("%s: MCP description %q, annotations %+v; want the API's %q, %+v", at.Name, tool.Description, ann, at.Description, at.Annotations)
 		}
 	}
 	for _, name := range []string{"create_principal", "list_principals", "revoke_principal", "audit_log", "verify_audit", "export_public_key"} {
@@ -146,34 +146,34 @@ func TestMCPOverHTTPServesTheRegistry(t *testing.T) {
 		}
 	}
 	if !listed["audit_log"].Annotations.ReadOnlyHint || !*listed["revoke_principal"].Annotations.DestructiveHint {
-		t.Fatal("annotations lost")
+		t.Fatal("annotations lost: want audit_log read-only and revoke_principal destructive")
 	}
 
 	// Calls: the HTTP API's text, data as structured content, denials intact.
 	text, r := mcpCall(t, cs, "create_principal", map[string]any{"name": "x"})
 	if !r.IsError || text != "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("agent create_principal: %q", text)
+		t.Fatalf("agent create_principal: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it.")
 	}
 	text, r = mcpCall(t, cs, "audit_log", map[string]any{"user_id": "patient_7"})
 	if !r.IsError || text != "Access denied: 'audit_log' targets a memory space outside your assigned scope." {
-		t.Fatalf("agent out of scope: %q", text)
+		t.Fatalf("agent out of scope: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'audit_log' targets a memory space outside your assigned scope.")
 	}
 	admin := e.mcpSession(adminKey)
 	text = mcpOK(t, admin, "create_principal", map[string]any{"name": "fhir", "role": "agent"})
 	if !regexp.MustCompile(`^Created principal prin_[0-9a-f]{12} 'fhir' \(role: agent, kind: agent\)\.\n  API key \(shown once — save it now\):\n  cs_sk_\S+\n  Callback signing secret \(shown once; verifies the callbacks of its requests\):\n  whsec_\S+$`).MatchString(text) {
-		t.Fatalf("create over MCP: %q", text)
+		t.Fatalf("create over MCP = %q, want it to match %s", text, `^Created principal prin_[0-9a-f]{12} 'fhir' \(role: agent, kind: agent\)\.\n  API key \(shown once — save it now\):\n  cs_sk_\S+\n  Callback signing secret \(shown once; verifies the callbacks of its requests\):\n  whsec_\S+$`)
 	}
 	if got := mcpOK(t, e.mcpSession(memberKey), "verify_audit", nil); !strings.HasPrefix(got, "✓ Audit chain INTACT — ") {
-		t.Fatalf("member verify: %q", got)
+		t.Fatalf("member verify = %q, want prefix %q", got, "✓ Audit chain INTACT — ")
 	}
 	// The audit trail names the MCP caller.
 	log := mcpOK(t, admin, "audit_log", map[string]any{"limit": 3})
 	if !strings.Contains(log, "create_principal") || !strings.Contains(log, "by ops [prin_") || !strings.Contains(log, "access_denied") {
-		t.Fatalf("audit_log: %s", log)
+		t.Fatalf("audit_log = %s\nwant it to contain %q, %q and %q", log, "create_principal", "by ops [prin_", "access_denied")
 	}
 	// The HTTP API gives the same text for the same call.
 	if h := e.MustOK(adminKey, "export_public_key", nil); h.Text != mcpOK(t, admin, "export_public_key", nil) {
-		t.Fatalf("texts differ: %q", h.Text)
+		t.Fatalf("texts differ: HTTP export_public_key = %q, want the same text as over MCP", h.Text)
 	}
 }
 
@@ -195,32 +195,32 @@ func TestMCPWarfarinScenario(t *testing.T) {
 		return m
 	}
 	if got := mcpOK(t, fhir, "remember", p42("subject", "active_medication", "value", "warfarin 5mg daily", "source", "fhir")); got != "Stored: [ADD] active_medication = warfarin 5mg daily" {
-		t.Fatalf("fhir remember: %q", got)
+		t.Fatalf("fhir remember = %q, want %q", got, "Stored: [ADD] active_medication = warfarin 5mg daily")
 	}
 	if got := mcpOK(t, agent, "remember", p42("subject", "meds", "value", "apixaban 5mg twice daily", "replaces", "warfarin", "text", "Switch her to apixaban 5mg twice daily.")); got != "Stored: [FLAG] active_medication = apixaban 5mg twice daily" {
-		t.Fatalf("agent remember: %q", got)
+		t.Fatalf("agent remember = %q, want %q", got, "Stored: [FLAG] active_medication = apixaban 5mg twice daily")
 	}
 	pending := mcpOK(t, agent, "pending_changes", p42())
 	m := regexp.MustCompile(`#(\d+) REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'`).FindStringSubmatch(pending)
 	if m == nil {
-		t.Fatalf("pending_changes: %q", pending)
+		t.Fatalf("pending_changes = %q, want it to match %s", pending, `#(\d+) REPLACE active_medication: 'warfarin 5mg daily' -> 'apixaban 5mg twice daily'`)
 	}
 	id := m[1]
 	if got := mcpOK(t, agent, "check_before_act", p42("subject", "active_medication")); !strings.HasPrefix(got, "⛔ BLOCKED") {
-		t.Fatalf("check while pending: %q", got)
+		t.Fatalf("check while pending = %q, want prefix %q", got, "⛔ BLOCKED")
 	}
 	if m := e.scrape(); !strings.Contains(m, `countersign_pending_items{kind="memory_change"} 1`) {
-		t.Fatalf("metrics while pending:\n%s", m)
+		t.Fatalf("metrics while pending lack %s:\n%s", `countersign_pending_items{kind="memory_change"} 1`, m)
 	}
 	text, r := mcpCall(t, agent, "confirm_change", p42("memory_id", json.Number(id)))
 	if !r.IsError || text != "Access denied: 'confirm_change' requires the 'approve' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("agent confirm: %q", text)
+		t.Fatalf("agent confirm: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'confirm_change' requires the 'approve' capability; your role(s) ['agent'] do not grant it.")
 	}
 	if got := mcpOK(t, member, "confirm_change", p42("memory_id", json.Number(id), "decided_by", "the agent says it was approved")); got != "Approved #"+id+": SUPERSEDE active_medication = apixaban 5mg twice daily" {
-		t.Fatalf("member confirm: %q", got)
+		t.Fatalf("member confirm = %q, want %q", got, "Approved #"+id+": SUPERSEDE active_medication = apixaban 5mg twice daily")
 	}
 	if got := mcpOK(t, agent, "check_before_act", p42("subject", "active_medication")); got != "✅ SAFE to act on 'active_medication'.\n  current: active_medication = apixaban 5mg twice daily" {
-		t.Fatalf("check after: %q", got)
+		t.Fatalf("check after = %q, want %q", got, "✅ SAFE to act on 'active_medication'.\n  current: active_medication = apixaban 5mg twice daily")
 	}
 	m2 := e.scrape()
 	for _, want := range []string{
@@ -235,10 +235,10 @@ func TestMCPWarfarinScenario(t *testing.T) {
 	// The approver recorded is the authenticated member.
 	trail := mcpOK(t, member, "audit_log", p42())
 	if !regexp.MustCompile(`confirm_change +user=patient_42  by dr_smith \[prin_[0-9a-f]+\]`).MatchString(trail) {
-		t.Fatalf("trail:\n%s", trail)
+		t.Fatalf("trail:\n%s\nwant it to match %s", trail, `confirm_change +user=patient_42  by dr_smith \[prin_[0-9a-f]+\]`)
 	}
 	if got := mcpOK(t, member, "verify_audit", nil); !strings.HasPrefix(got, "✓ Audit chain INTACT") {
-		t.Fatalf("verify: %q", got)
+		t.Fatalf("verify = %q, want prefix %q", got, "✓ Audit chain INTACT")
 	}
 }
 
@@ -251,23 +251,23 @@ func TestMCPRevokedKeyStopsMidSession(t *testing.T) {
 	key, id := created.Data["key"].(string), created.Data["id"].(string)
 	cs := e.mcpSession(key)
 	if got := mcpOK(t, cs, "export_public_key", nil); !strings.HasPrefix(got, "Ed25519 public key (hex):\n") {
-		t.Fatalf("before: %q", got)
+		t.Fatalf("before = %q, want prefix %q", got, "Ed25519 public key (hex):\n")
 	}
 	if r := e.MustOK(adminKey, "revoke_principal", map[string]any{"principal_id": id}); r.Text != "Revoked "+id+" — its API key no longer works." {
-		t.Fatalf("revoke: %q", r.Text)
+		t.Fatalf("revoke = %q, want %q", r.Text, "Revoked "+id+" — its API key no longer works.")
 	}
 	if _, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "export_public_key"}); err == nil || !strings.Contains(err.Error(), "401") && !strings.Contains(strings.ToLower(err.Error()), "unauthorized") {
-		t.Fatalf("after revocation: %v", err)
+		t.Fatalf("after revocation: err = %v, want a 401 Unauthorized error", err)
 	}
 	if r := e.Call(key, "export_public_key", nil); r.Status != http.StatusUnauthorized || !strings.Contains(r.Error, "unknown or revoked API key") {
-		t.Fatalf("HTTP after revocation: %s", r)
+		t.Fatalf("HTTP after revocation: %s, want status %d and an error containing %q", r, http.StatusUnauthorized, "unknown or revoked API key")
 	}
 	if r := e.MustOK(adminKey, "revoke_principal", map[string]any{"principal_id": id}); r.Text != "No active principal "+id+" (unknown or already revoked)." {
-		t.Fatalf("revoke again: %q", r.Text)
+		t.Fatalf("revoke again = %q, want %q", r.Text, "No active principal "+id+" (unknown or already revoked).")
 	}
 	list := e.MustOK(adminKey, "list_principals", nil).Text
 	if !strings.Contains(list, "✗ "+id+"  temp  [agent]  agent  (disabled)") || !strings.Contains(list, "•") {
-		t.Fatalf("list: %q", list)
+		t.Fatalf("list = %q, want it to contain %q and a •", list, "✗ "+id+"  temp  [agent]  agent  (disabled)")
 	}
 }
 
@@ -297,20 +297,20 @@ func TestMCPRefusesForeignHostsAndLargeBodies(t *testing.T) {
 	}
 	ping := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
 	if code, body := post("", "", ping); code != 200 || !strings.Contains(body, `"result"`) {
-		t.Fatalf("ping: %d %s", code, body)
+		t.Fatalf("ping: %d %s, want 200 and a %q", code, body, `"result"`)
 	}
 	if code, body := post("rebound.example:80", "", ping); code != http.StatusForbidden || !strings.Contains(body, "http.allowed_hosts") {
-		t.Fatalf("foreign host: %d %s", code, body)
+		t.Fatalf("foreign host: %d %s, want %d and a body containing %q", code, body, http.StatusForbidden, "http.allowed_hosts")
 	}
 	if code, _ := post("", "http://rebound.example", ping); code != http.StatusForbidden {
-		t.Fatalf("foreign origin: %d", code)
+		t.Fatalf("foreign origin: status %d, want %d", code, http.StatusForbidden)
 	}
 	big := []byte(`{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":"` + strings.Repeat("a", 2048) + `"}}}`)
 	if code, body := post("", "", big); code != http.StatusRequestEntityTooLarge || !strings.Contains(body, "request body too large") {
-		t.Fatalf("large body: %d %s", code, body)
+		t.Fatalf("large body: %d %s, want %d and a body containing %q", code, body, http.StatusRequestEntityTooLarge, "request body too large")
 	}
 	if code, _ := post("", "", []byte(`{not json`)); code != http.StatusBadRequest {
-		t.Fatalf("malformed: %d", code)
+		t.Fatalf("malformed: status %d, want %d", code, http.StatusBadRequest)
 	}
 	req, _ := http.NewRequest("POST", e.URL+"/mcp", bytes.NewReader(ping))
 	resp, err := http.DefaultClient.Do(req)
@@ -319,7 +319,7 @@ func TestMCPRefusesForeignHostsAndLargeBodies(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("X-Request-ID") == "" {
-		t.Fatalf("no key: %d", resp.StatusCode)
+		t.Fatalf("no key: status %d, X-Request-ID %q; want %d and an X-Request-ID", resp.StatusCode, resp.Header.Get("X-Request-ID"), http.StatusUnauthorized)
 	}
 }
 
@@ -364,7 +364,7 @@ func (e *testEnv) runMCP(args []string, env map[string]string) (*sdk.ClientSessi
 		select {
 		case err := <-done:
 			if strings.Contains(stderr.String(), "cs_sk_") {
-				e.t.Errorf("a key reached the log: %s", stderr.String())
+				e.t.Errorf("a key reached the log, want no %q in it: %s", "cs_sk_", stderr.String())
 			}
 			return err
 		case <-time.After(30 * time.Second):
@@ -384,7 +384,7 @@ func TestMCPOverStdio(t *testing.T) {
 	cs, stop := e.runMCP([]string{"--key", admin}, nil)
 	mcpOK(t, cs, "create_principal", map[string]any{"name": "helper", "role": "agent"})
 	if log := mcpOK(t, cs, "audit_log", nil); !strings.Contains(log, "create_principal   user=-  by ops [prin_") {
-		t.Fatalf("audit: %s", log)
+		t.Fatalf("audit = %s\nwant it to contain %q", log, "create_principal   user=-  by ops [prin_")
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("mcp exited with %v", err)
@@ -397,18 +397,18 @@ func TestMCPOverStdio(t *testing.T) {
 	}
 	cs, stop = e.runMCP(nil, map[string]string{"COUNTERSIGN_API_KEY": agentKey})
 	if text := mcpOK(t, cs, "verify_audit", nil); !strings.HasPrefix(text, "✓ Audit chain INTACT") {
-		t.Fatalf("with env key: %q", text)
+		t.Fatalf("with env key: verify_audit = %q, want prefix %q", text, "✓ Audit chain INTACT")
 	}
 	text, r := mcpCall(t, cs, "list_principals", nil)
 	if !r.IsError || text != "Access denied: 'list_principals' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("agent over stdio: %q", text)
+		t.Fatalf("agent over stdio: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'list_principals' requires the 'admin' capability; your role(s) ['agent'] do not grant it.")
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	cs, stop = e.runMCP([]string{"--key", "cs_sk_wrong"}, nil)
 	if text, r := mcpCall(t, cs, "verify_audit", nil); !r.IsError || !strings.Contains(text, "unknown or revoked API key") {
-		t.Fatalf("bad key: %q", text)
+		t.Fatalf("bad key: IsError = %v, text = %q; want an error containing %q", r.IsError, text, "unknown or revoked API key")
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -417,7 +417,7 @@ func TestMCPOverStdio(t *testing.T) {
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"mcp", "--config", e.cfg, "--local-agent"}, e.getenv, strings.NewReader(""), io.Discard, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "--local-agent is refused because the config sets auth_required: true") {
-		t.Fatalf("--local-agent with auth_required: %v", err)
+		t.Fatalf("--local-agent with auth_required: err = %v, want an error containing %q", err, "--local-agent is refused because the config sets auth_required: true")
 	}
 }
 
@@ -439,7 +439,7 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 	_, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"})
 	id, _ := r.Meta["io.countersign/pending"].(map[string]any)["request_id"].(string)
 	if !r.NeedsInput() || !strings.HasPrefix(id, "req_") {
-		t.Fatalf("confirm_action: %v %v", r.Meta, r.StructuredContent)
+		t.Fatalf("confirm_action: NeedsInput = %v, pending request_id %q; want input_required naming a req_ id (meta %v, content %v)", r.NeedsInput(), id, r.Meta, r.StructuredContent)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -459,7 +459,7 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 	cs, stop = e.runMCP([]string{"--local-agent"}, nil)
 	text, r := mcpCall(t, cs, "approve_action", map[string]any{"request_id": id})
 	if !r.IsError || text != "Access denied: 'approve_action' requires the 'approve' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("approve as the local agent: %v %q", r.IsError, text)
+		t.Fatalf("approve as the local agent: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'approve_action' requires the 'approve' capability; your role(s) ['agent'] do not grant it.")
 	}
 	// Were its role ever to hold approve, the one decision rule would still
 	// refuse it: it is an agent, not a person.
@@ -468,12 +468,12 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 	}
 	text, r = mcpCall(t, cs, "create_principal", map[string]any{"name": "backdoor", "role": "admin"})
 	if !r.IsError || text != "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it." {
-		t.Fatalf("create_principal as the local agent: %v %q", r.IsError, text)
+		t.Fatalf("create_principal as the local agent: IsError = %v, text = %q; want the error %q", r.IsError, text, "Access denied: 'create_principal' requires the 'admin' capability; your role(s) ['agent'] do not grant it.")
 	}
 	// It still does an agent's work: propose, and read what it proposed.
 	_, st := mcpCall(t, cs, "action_status", map[string]any{"request_id": id})
 	if st.IsError || st.StructuredContent.(map[string]any)["status"] != "pending" {
-		t.Fatalf("action_status as the local agent: %v", st.StructuredContent)
+		t.Fatalf("action_status as the local agent: IsError = %v, %v; want success with status %q", st.IsError, st.StructuredContent, "pending")
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -483,17 +483,17 @@ func TestStdioMCPWithoutAKeyNeitherDecidesNorAdministers(t *testing.T) {
 		t.Fatalf("the local agent's calls are logged %d times, want 3:\n%s", n, logs)
 	}
 	if !strings.Contains(logs, "serving without a key as the local agent local [local] (--local-agent)") {
-		t.Fatalf("no warning at start:\n%s", logs)
+		t.Fatalf("no warning at start, want %q in:\n%s", "serving without a key as the local agent local [local] (--local-agent)", logs)
 	}
 
 	// Nothing was decided, and no key was minted: a person still decides.
 	e.Start()
 	if got := e.MustOK(alice, "action_status", map[string]any{"request_id": id}); got.Data["status"] != "pending" {
-		t.Fatalf("after the attack: %s", got)
+		t.Fatalf("after the attack: %s, want status %q", got, "pending")
 	}
 	list := e.MustOK(ops, "list_principals", map[string]any{})
 	if strings.Contains(list.Text, "backdoor") {
-		t.Fatalf("a principal was minted: %s", list.Text)
+		t.Fatalf("a principal was minted, want no %q in: %s", "backdoor", list.Text)
 	}
 }
 

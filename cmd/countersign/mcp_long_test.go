@@ -76,7 +76,7 @@ func cardApproveClick(t *testing.T, f *slackFake, n int) string {
 func clickHTTP(t *testing.T, e *testEnv, f *slackFake, n int) {
 	t.Helper()
 	if code, body := postSlack(t, e.URL, "/slack/interactions", url.Values{"payload": {cardApproveClick(t, f, n)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d %s", code, body)
+		t.Fatalf("click answered %d %s, want %d", code, body, http.StatusOK)
 	}
 }
 
@@ -184,11 +184,11 @@ func TestMCPLongWaitsCompleteAfterASlackClick(t *testing.T) {
 		events, wait := tsHost(t, map[string]any{"transport": "http", "url": e.URL + "/mcp", "key": agent, "mode": "task", "tool": "confirm_action", "arguments": restartArgs("web")})
 		tools := next(t, events, "tools")
 		if string(tools.Execution) != `{"taskSupport":"optional"}` || !strings.Contains(string(tools.ServerTasks), `"call"`) {
-			t.Fatalf("the SDK was not told of tasks: execution %s, server tasks %s", tools.Execution, tools.ServerTasks)
+			t.Fatalf("the SDK was not told of tasks: execution %s, server tasks %s; want execution %s and server tasks with %s", tools.Execution, tools.ServerTasks, `{"taskSupport":"optional"}`, `"call"`)
 		}
 		created := next(t, events, "taskCreated")
 		if created.Status != "working" || created.PollInterval != 5000 {
-			t.Fatalf("task: %+v", created)
+			t.Fatalf("task: %+v, want status working and pollInterval 5000", created)
 		}
 		clickHTTP(t, e, f, card)
 		card++
@@ -200,7 +200,7 @@ func TestMCPLongWaitsCompleteAfterASlackClick(t *testing.T) {
 	t.Run("typescript sdk bounded poll", func(t *testing.T) {
 		events, wait := tsHost(t, map[string]any{"transport": "http", "url": e.URL + "/mcp", "key": agent, "mode": "poll", "tool": "confirm_action", "arguments": restartArgs("api")})
 		if p := next(t, events, "pending"); p.Status != "pending" || !strings.Contains(p.Text, "Poll action_status") {
-			t.Fatalf("pending: %+v", p)
+			t.Fatalf("pending: %+v, want status pending and a text containing %q", p, "Poll action_status")
 		}
 		clickHTTP(t, e, f, card)
 		card++
@@ -242,7 +242,7 @@ func TestMCPLongWaitsCompleteAfterASlackClick(t *testing.T) {
 		c := &taskClient{t: t, url: e.URL + "/mcp", key: agent}
 		res := c.call("tools/call", map[string]any{"name": "confirm_action", "arguments": restartArgs("cache")})
 		if res["resultType"] != "task" || res["status"] != "working" {
-			t.Fatalf("task creation: %v", res)
+			t.Fatalf("task creation: %v, want resultType task, status working", res)
 		}
 		id := res["taskId"].(string)
 		clickHTTP(t, e, f, card)
@@ -256,7 +256,7 @@ func TestMCPLongWaitsCompleteAfterASlackClick(t *testing.T) {
 				break
 			}
 			if got["status"] != "working" || polls > 100 {
-				t.Fatalf("tasks/get: %v", got)
+				t.Fatalf("tasks/get after %d polls: %v, want working, then completed within 100 polls", polls, got)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -324,7 +324,7 @@ func (c *taskClient) call(method string, params map[string]any) map[string]any {
 	c.t.Helper()
 	res, rpcErr := c.try(method, params)
 	if rpcErr != nil {
-		c.t.Fatalf("%s: error %v", method, rpcErr)
+		c.t.Fatalf("%s: JSON-RPC error %v, want a result", method, rpcErr)
 	}
 	return res
 }
@@ -351,7 +351,7 @@ func TestStdioMCPTaskCompletesAfterASlackClick(t *testing.T) {
 		"mode": "task", "tool": "confirm_action", "arguments": restartArgs("web")})
 	next(t, events, "tools")
 	if created := next(t, events, "taskCreated"); created.Status != "working" {
-		t.Fatalf("task: %+v", created)
+		t.Fatalf("task: %+v, want status working", created)
 	}
 	waitFor(t, "the socket to open", func() bool { return len(f.Calls("apps.connections.open")) >= 1 })
 	frame, _ := json.Marshal(map[string]any{"type": "interactive", "envelope_id": "env-click", "accepts_response_payload": false, "payload": json.RawMessage(cardApproveClick(t, f, 0))})

@@ -35,7 +35,7 @@ func TestHelpExitsZeroAndExtraArgumentsAreRefused(t *testing.T) {
 			t.Errorf("%v: err = %v, want nil (help is no failure)", cmd, err)
 		}
 		if !strings.Contains(errOut, "-config") {
-			t.Errorf("%v printed no usage: %q", cmd, errOut)
+			t.Errorf("%v printed no usage: %q, want it to contain %q", cmd, errOut, "-config")
 		}
 	}
 	e := newTestEnv(t, "")
@@ -58,17 +58,17 @@ func TestListenFlagAndEnvironmentOverrideTheConfig(t *testing.T) {
 	// The file says 127.0.0.1:0; the environment and the flag win, in
 	// that order, and each is checked under its own name.
 	if _, _, err := runWith(t, map[string]string{config.ListenEnv: "nowhere"}, "serve", "--config", e.cfg); err == nil || !strings.Contains(err.Error(), `$COUNTERSIGN_LISTEN: "nowhere" is not host:port`) {
-		t.Fatalf("bad env: %v", err)
+		t.Fatalf("bad env: err = %v, want an error containing %q", err, `$COUNTERSIGN_LISTEN: "nowhere" is not host:port`)
 	}
 	if _, _, err := runWith(t, map[string]string{config.ListenEnv: "nowhere"}, "serve", "--config", e.cfg, "--listen", "nope"); err == nil || !strings.Contains(err.Error(), `--listen: "nope" is not host:port`) {
-		t.Fatalf("bad flag: %v", err)
+		t.Fatalf("bad flag: err = %v, want an error containing %q", err, `--listen: "nope" is not host:port`)
 	}
 	// (config.TestOverrideListen: which of them wins.)
 	// The real server listens where the environment says.
 	e.env[config.ListenEnv] = "127.0.0.1:0"
 	e.Start()
 	if !strings.Contains(e.logs.String(), "msg=listening addr=127.0.0.1:") {
-		t.Fatalf("logs: %s", e.logs.String())
+		t.Fatalf("logs lack %q:\n%s", "msg=listening addr=127.0.0.1:", e.logs.String())
 	}
 }
 
@@ -98,7 +98,7 @@ func TestStartupSaysWhatRunsAndWarnsWhenNothingIsGated(t *testing.T) {
 		}
 	}
 	if strings.Contains(logs, "NOTHING IS GATED") {
-		t.Errorf("warned with gated slots:\n%s", logs)
+		t.Errorf("warned with gated slots, want no %q in:\n%s", "NOTHING IS GATED", logs)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestInitWritesTheDefaultAndNeverOverwrites(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
 	out, _, err := runWith(t, nil, "init", "--config", p)
 	if err != nil || !strings.Contains(out, "wrote "+p) {
-		t.Fatalf("init: %v %q", err, out)
+		t.Fatalf("init: %v %q, want no error and %q", err, out, "wrote "+p)
 	}
 	b, _ := os.ReadFile(p)
 	if !bytes.Equal(b, countersign.DefaultConfig) {
@@ -139,10 +139,10 @@ func TestInitWritesTheDefaultAndNeverOverwrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, _, err := runWith(t, nil, "init", "--config", p); err == nil || !strings.Contains(err.Error(), "already exists and is left as it is") {
-		t.Fatalf("second init: %v", err)
+		t.Fatalf("second init: err = %v, want an error containing %q", err, "already exists and is left as it is")
 	}
 	if b, _ := os.ReadFile(p); string(b) != "listen: 127.0.0.1:1\n" {
-		t.Fatalf("init overwrote the file: %q", b)
+		t.Fatalf("init overwrote the file: %q, want %q", b, "listen: 127.0.0.1:1\n")
 	}
 }
 
@@ -192,7 +192,7 @@ func TestKeysCreateRefusesEmptyScopesAndAuditsKindAndScopes(t *testing.T) {
 	// The scoped key really is scoped: the refusal is the proof the
 	// scopes were stored, not only audited.
 	if got := e.Call(ward, "list_memories", map[string]any{"user_id": "patient_1"}); got.Status != 403 {
-		t.Errorf("a scoped key read another space: %s", got)
+		t.Errorf("a scoped key read another space: %s, want status 403", got)
 	}
 	e.MustOK(ward, "list_memories", map[string]any{"user_id": "patient_7"})
 }
@@ -219,7 +219,7 @@ func TestDecisionsTotalDoesNotCountIdenticalRetries(t *testing.T) {
 	first := e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
 	again := e.MustOK(bob, "approve_action", map[string]any{"request_id": id})
 	if first.Data["status"] != "approved" || !strings.HasPrefix(again.Text, "Already decided, as you decided it") {
-		t.Fatalf("approve twice: %s / %s", first, again)
+		t.Fatalf("approve twice: %s / %s; want status approved, then a text with prefix %q", first, again, "Already decided, as you decided it")
 	}
 	m := scrapeMetrics(t, e)
 	for _, want := range []string{
@@ -240,11 +240,11 @@ func TestAccessDeniedAuditKeepsTheSpaceTheCallNamed(t *testing.T) {
 	e.Start()
 	// A capability denial (a viewer may not write), naming patient_42.
 	if r := e.Call(viewer, "remember", map[string]any{"user_id": "patient_42", "agent_id": "ward", "subject": "allergy", "value": "latex"}); r.Status != 403 {
-		t.Fatalf("viewer remember: %s", r)
+		t.Fatalf("viewer remember: %s, want status 403", r)
 	}
 	log := e.MustOK(admin, "audit_log", map[string]any{"user_id": "patient_42", "agent_id": "ward"})
 	if !strings.Contains(log.Text, "access_denied") || !strings.Contains(log.Text, "user=patient_42") || !strings.Contains(log.Text, "remember: Access denied") {
-		t.Fatalf("the space's audit log hides its denial:\n%s", log.Text)
+		t.Fatalf("the space's audit log hides its denial, want %q, %q and %q in:\n%s", "access_denied", "user=patient_42", "remember: Access denied", log.Text)
 	}
 }
 
@@ -274,7 +274,7 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, stderr.String())
 	}
 	if text, r := mcpCall(t, cs, "verify_audit", nil); !r.IsError || !strings.Contains(text, "unknown or revoked API key") {
-		t.Fatalf("bad key: %q", text)
+		t.Fatalf("bad key: IsError = %v, text = %q; want an error containing %q", r.IsError, text, "unknown or revoked API key")
 	}
 	cs.Close()
 	if err := <-done; err != nil {
@@ -282,7 +282,7 @@ func TestStdioMCPLogsUnauthenticatedCallsUnderItsSurface(t *testing.T) {
 	}
 	logs := stderr.String()
 	if !strings.Contains(logs, "mcp: the API key given does not authenticate; every call will be refused") || strings.Contains(logs, "surface=none") || strings.Contains(logs, "cs_sk_nobody") {
-		t.Fatalf("the refused key is not logged as such (or the key is):\n%s", logs)
+		t.Fatalf("the refused key is not logged as such (or the key is), want %q and no surface=none or cs_sk_nobody in:\n%s", "mcp: the API key given does not authenticate; every call will be refused", logs)
 	}
 }
 
@@ -297,15 +297,15 @@ func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
 	}
 	con, err := call("--field", "request_id", "request_approval", `{"action": "force-push main"}`)
 	if err != nil || !strings.HasPrefix(con, "con_") || strings.Count(con, "\n") != 1 {
-		t.Fatalf("--field request_id: %q %v", con, err)
+		t.Fatalf("--field request_id: %q %v, want one con_ line and no error", con, err)
 	}
 	out, err := call("record_approval", `{"action": "force-push main", "request_id": "`+strings.TrimSpace(con)+`"}`)
 	if err != nil || !strings.HasPrefix(out, "Recorded "+strings.TrimSpace(con)) {
-		t.Fatalf("text: %q %v", out, err)
+		t.Fatalf("text: %q %v, want no error and prefix %q", out, err, "Recorded "+strings.TrimSpace(con))
 	}
 	out, err = call("list_principals")
 	if !errors.Is(err, errExit1) || !strings.HasPrefix(out, "403 Forbidden\nAccess denied: 'list_principals' requires the 'admin' capability") {
-		t.Fatalf("a 403: %q %v", out, err)
+		t.Fatalf("a 403: %q %v, want errExit1 and prefix %q", out, err, "403 Forbidden\nAccess denied: 'list_principals' requires the 'admin' capability")
 	}
 	// A 400 names the argument at fault: the error, then the field.
 	out, err = call("confirm_action", `{"tool": "restart_service", "arguments": {"service": "web"}, "summary": "a\u0007b"}`)
@@ -314,19 +314,19 @@ func TestCallPrintsTextStatusJSONAndFields(t *testing.T) {
 	}
 	out, err = call("--json", "get_approval_mode", `{}`)
 	if err != nil || !strings.HasPrefix(out, `{"text":"Approval mode for user default: normal.`) {
-		t.Fatalf("--json: %q %v", out, err)
+		t.Fatalf("--json: %q %v, want no error and prefix %q", out, err, `{"text":"Approval mode for user default: normal.`)
 	}
 	if _, err := call("--field", "nope", "get_approval_mode", `{}`); err == nil || !strings.Contains(err.Error(), `no field "nope" (it has: mode, prompt, source, space)`) {
-		t.Fatalf("--field nope: %v", err)
+		t.Fatalf("--field nope: err = %v, want an error containing %q", err, `no field "nope" (it has: mode, prompt, source, space)`)
 	}
 	if _, _, err := runWith(t, nil, "call", "--url", e.URL, "get_approval_mode"); err == nil || !strings.Contains(err.Error(), "no API key") {
-		t.Fatalf("no key: %v", err)
+		t.Fatalf("no key: err = %v, want an error containing %q", err, "no API key")
 	}
 	e.Stop()
 	if _, err := call("get_approval_mode"); err == nil || !strings.Contains(err.Error(), "no answer from") {
-		t.Fatalf("server stopped: %v", err)
+		t.Fatalf("server stopped: err = %v, want an error containing %q", err, "no answer from")
 	}
 	if _, _, err := runWith(t, nil, "ready", "--url", e.URL, "--timeout", "300ms"); err == nil || !strings.Contains(err.Error(), "did not become ready") {
-		t.Fatalf("ready with no server: %v", err)
+		t.Fatalf("ready with no server: err = %v, want an error containing %q", err, "did not become ready")
 	}
 }

@@ -102,7 +102,7 @@ func TestOAuthTokensOverMCPAndHTTP(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&md)
 		resp.Body.Close()
 		if resp.StatusCode != 200 || md["resource"] != oauthAudience || md["authorization_servers"].([]any)[0] != m.Issuer() {
-			t.Fatalf("GET %s: %d %v", path, resp.StatusCode, md)
+			t.Fatalf("GET %s: %d %v; want 200, resource %q, authorization_servers[0] %q", path, resp.StatusCode, md, oauthAudience, m.Issuer())
 		}
 	}
 
@@ -114,28 +114,28 @@ func TestOAuthTokensOverMCPAndHTTP(t *testing.T) {
 	text, r := mcpCall(t, cs, "confirm_action", map[string]any{"tool": "restart_service", "arguments": map[string]any{"service": "web"}, "summary": "restart web"})
 	id, _ := r.StructuredContent.(map[string]any)["request_id"].(string)
 	if r.IsError || !strings.HasPrefix(id, "req_") || !strings.Contains(r.StructuredContent.(map[string]any)["requester"].(string), "deploy-bot [prin_") {
-		t.Fatalf("confirm_action with the agent's token: %q %v", text, r.StructuredContent)
+		t.Fatalf("confirm_action with the agent's token: %q %v; want success with a req_ id and a requester containing %q", text, r.StructuredContent, "deploy-bot [prin_")
 	}
 	// An agent's token never approves, over either surface.
 	if text, r := mcpCall(t, cs, "approve_action", map[string]any{"request_id": id}); !r.IsError || !strings.Contains(text, "Access denied") {
-		t.Fatalf("the agent's token approved over MCP: %q", text)
+		t.Fatalf("the agent's token approved over MCP: %q, want an error containing %q", text, "Access denied")
 	}
 	if resp, body := e.post("/v1/tools/approve_action", agent, map[string]any{"request_id": id}); resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("the agent's token approving over HTTP: %d %s", resp.StatusCode, body)
+		t.Fatalf("the agent's token approving over HTTP: %d %s, want %d", resp.StatusCode, body, http.StatusForbidden)
 	}
 	// The person's token over HTTP decides, as dr_smith.
 	resp, body := e.post("/v1/tools/approve_action", person, map[string]any{"request_id": id})
 	if resp.StatusCode != 200 || !strings.Contains(body, `"confirmed_by":"dr_smith [web:dr_smith]"`) {
-		t.Fatalf("the person's token over HTTP: %d %s", resp.StatusCode, body)
+		t.Fatalf("the person's token over HTTP: %d %s, want 200 and %s", resp.StatusCode, body, `"confirmed_by":"dr_smith [web:dr_smith]"`)
 	}
 	// And over MCP.
 	ps := e.mcpSession(person)
 	if text := mcpOK(t, ps, "action_status", map[string]any{"request_id": id}); !strings.Contains(text, "approved") {
-		t.Fatalf("the person's token over MCP: %q", text)
+		t.Fatalf("the person's token over MCP: %q, want it to contain %q", text, "approved")
 	}
 	// Keys still work beside tokens.
 	if resp, body := e.post("/v1/tools/verify_audit", key, map[string]any{}); resp.StatusCode != 200 {
-		t.Fatalf("an API key: %d %s", resp.StatusCode, body)
+		t.Fatalf("an API key: %d %s, want 200", resp.StatusCode, body)
 	}
 
 	other, err := mockoidc.RandomKeypair(2048)
@@ -198,7 +198,7 @@ func TestMCPOAuthConfigIsChecked(t *testing.T) {
 	}
 	cfg, err := config.Load(path)
 	if err != nil || cfg.MCP.OAuth.Claim != "email" {
-		t.Fatalf("defaults: %v %+v", err, cfg)
+		t.Fatalf("defaults: %v %+v, want no error and claim %q", err, cfg, "email")
 	}
 }
 

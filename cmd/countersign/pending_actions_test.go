@@ -30,7 +30,7 @@ tools:
 		r := e.MustOK(agent, "confirm_action", map[string]any{"user_id": space, "tool": tool, "arguments": args, "summary": summary, "dry_run": "plan"})
 		id, _ := r.Data["request_id"].(string)
 		if r.Data["status"] != "pending" || id == "" {
-			t.Fatalf("confirm_action in %s: %s", space, r)
+			t.Fatalf("confirm_action in %s: %s, want status pending with a request_id", space, r)
 		}
 		return id
 	}
@@ -63,10 +63,10 @@ tools:
 		t.Fatalf("nurse_a (ward_a) sees %v next %q, want %v (soonest to expire first)\n%s", ids(got), next, want, r.Text)
 	}
 	if got[0]["destructive"] != true || got[1]["destructive"] != false || got[0]["tool"] != "delete_database" || got[1]["summary"] != "Restart the infusion pump service" {
-		t.Errorf("the rows: %v", got)
+		t.Errorf("the rows: %v; want delete_database destructive first, then the non-destructive %q", got, "Restart the infusion pump service")
 	}
 	if strings.Contains(r.Raw, "ward_b") || strings.Contains(r.Raw, restartB) || !strings.Contains(r.Text, "⚠ cannot be undone: Drop the scratch database") {
-		t.Errorf("nurse_a's answer:\n%s", r.Raw)
+		t.Errorf("nurse_a's answer:\n%s\nwant %q in the text and nothing of ward_b (%s)", r.Raw, "⚠ cannot be undone: Drop the scratch database", restartB)
 	}
 
 	all, _, _ := list(admin, map[string]any{})

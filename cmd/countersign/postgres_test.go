@@ -88,19 +88,19 @@ func TestServeOnPostgresAndCopyBetweenEngines(t *testing.T) {
 	agent := e.CreateKey("ward_bot", "agent")
 	e.Start()
 	if r, err := http.Get(e.URL + "/readyz"); err != nil || r.StatusCode != 200 {
-		t.Fatalf("readyz on a live database: %v %v", r, err)
+		t.Fatalf("readyz on a live database: %v %v, want 200", r, err)
 	}
 	for _, v := range []string{"apixaban 5mg twice daily", "metformin 500mg"} {
 		e.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy_" + strings.Fields(v)[0], "value": v})
 	}
 	r := e.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "allergy_apixaban"})
 	if !strings.Contains(r.Text, "SAFE") {
-		t.Fatalf("verdict on PostgreSQL: %s", r)
+		t.Fatalf("verdict on PostgreSQL: %s, want SAFE", r)
 	}
 	e.Stop()
 	out, err := e.cli("audit", "verify", "--config", e.cfg)
 	if err != nil || !strings.Contains(out, "INTACT") {
-		t.Fatalf("audit verify on PostgreSQL: %v\n%s", err, out)
+		t.Fatalf("audit verify on PostgreSQL: %v, want INTACT:\n%s", err, out)
 	}
 	entries := strings.Fields(out[strings.Index(out, "—"):])[1]
 
@@ -112,33 +112,33 @@ func TestServeOnPostgresAndCopyBetweenEngines(t *testing.T) {
 	}
 	out, err = e.cli("store", "copy", "--from-config", e.cfg, "--to-config", boltCfg)
 	if err != nil || !strings.Contains(out, "INTACT on the target — "+entries+" entries") {
-		t.Fatalf("copy to bbolt: %v\n%s", err, out)
+		t.Fatalf("copy to bbolt: %v, want %q:\n%s", err, "INTACT on the target — "+entries+" entries", out)
 	}
 	out, err = e.cli("audit", "verify", "--config", boltCfg)
 	if err != nil || !strings.Contains(out, entries+" entries verified") {
-		t.Fatalf("audit verify on the bbolt copy: %v\n%s", err, out)
+		t.Fatalf("audit verify on the bbolt copy: %v, want %q:\n%s", err, entries+" entries verified", out)
 	}
 	// Copying again into the same (now full) store is refused.
 	if out, err = e.cli("store", "copy", "--from-config", e.cfg, "--to-config", boltCfg); err == nil || !strings.Contains(err.Error(), "not empty") {
-		t.Fatalf("copy into a full store: %v\n%s", err, out)
+		t.Fatalf("copy into a full store: err = %v, want an error containing %q\n%s", err, "not empty", out)
 	}
 
 	// bbolt → another database, and a server there carries on.
 	e2 := pgEnv(t, testDSN(t), memoryConfig)
 	out, err = e2.cli("store", "copy", "--from-config", boltCfg, "--to-config", e2.cfg)
 	if err != nil || !strings.Contains(out, "INTACT on the target — "+entries+" entries") {
-		t.Fatalf("copy back to PostgreSQL: %v\n%s", err, out)
+		t.Fatalf("copy back to PostgreSQL: %v, want %q:\n%s", err, "INTACT on the target — "+entries+" entries", out)
 	}
 	e2.Start()
 	r = e2.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "allergy_metformin"})
 	if !strings.Contains(r.Text, "SAFE") {
-		t.Fatalf("verdict after the round trip: %s", r)
+		t.Fatalf("verdict after the round trip: %s, want SAFE", r)
 	}
 	e2.MustOK(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy_x", "value": "y"})
 	e2.Stop()
 	out, err = e2.cli("audit", "verify", "--config", e2.cfg)
 	if err != nil || !strings.Contains(out, "INTACT") {
-		t.Fatalf("audit verify after new writes on the copy: %v\n%s", err, out)
+		t.Fatalf("audit verify after new writes on the copy: %v, want INTACT:\n%s", err, out)
 	}
 }
 
@@ -186,7 +186,7 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 				}
 				text, _ := m["text"].(string)
 				if st == http.StatusOK && tool == "check_before_act" && !strings.Contains(text, "SAFE") {
-					t.Errorf("verdict %q", text)
+					t.Errorf("verdict %q with status 200, want SAFE", text)
 				}
 				mu.Lock()
 				statuses[st]++
@@ -211,7 +211,7 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 	}
 	resp, err := http.Get(e.URL + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("readyz while the database is down: %v %v", resp, err)
+		t.Fatalf("readyz while the database is down: %v %v, want %d", resp, err, http.StatusServiceUnavailable)
 	}
 	resp.Body.Close()
 	for _, call := range []struct {
@@ -232,12 +232,12 @@ func TestDatabaseDownFailsClosed(t *testing.T) {
 	}
 	resp, err = http.Get(e.URL + "/readyz")
 	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("readyz after the database is back: %v %v", resp, err)
+		t.Fatalf("readyz after the database is back: %v %v, want 200", resp, err)
 	}
 	resp.Body.Close()
 	r := e.MustOK(agent, "check_before_act", map[string]any{"user_id": "p1", "subject": "diet"})
 	if !strings.Contains(r.Text, "SAFE") {
-		t.Fatalf("verdict after recovery: %s", r)
+		t.Fatalf("verdict after recovery: %s, want SAFE", r)
 	}
 	if strings.Contains(e.logs.String(), dsn) {
 		t.Fatal("the DSN is in the log")
@@ -264,10 +264,10 @@ func TestPostgresConfigProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	if p := cfg.Store.Postgres; p.DSNEnv != "COUNTERSIGN_DATABASE_URL" || p.MaxConns != 10 || p.StatementTimeout != 5*time.Second {
-		t.Fatalf("defaults: %+v", p)
+		t.Fatalf("defaults: %+v, want DSNEnv COUNTERSIGN_DATABASE_URL, MaxConns 10, StatementTimeout 5s", p)
 	}
 	_, err = openEngine(context.Background(), cfg, func(string) string { return "" }, false)
 	if err == nil || !strings.Contains(err.Error(), "$COUNTERSIGN_DATABASE_URL is empty") {
-		t.Fatalf("no DSN in the environment: %v", err)
+		t.Fatalf("no DSN in the environment: err = %v, want an error containing %q", err, "$COUNTERSIGN_DATABASE_URL is empty")
 	}
 }

@@ -67,7 +67,7 @@ func walkthroughBlocks(t *testing.T, readme string) []readmeBlock {
 		}
 	}
 	if len(blocks) < 4 {
-		t.Fatalf("found %d shell blocks under ## Walk-through; the README changed shape", len(blocks))
+		t.Fatalf("found %d shell blocks under ## Walk-through, want at least 4; the README changed shape", len(blocks))
 	}
 	return blocks
 }

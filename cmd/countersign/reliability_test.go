@@ -159,10 +159,10 @@ func TestBadInputIsRefusedAndLeavesNothing(t *testing.T) {
 	}
 	if g1 > g0 || f1 > f0 {
 		buf := make([]byte, 1<<20)
-		t.Errorf("after the bad input: goroutines %d -> %d, open files %d -> %d\n%s", g0, g1, f0, f1, buf[:runtime.Stack(buf, true)])
+		t.Errorf("after the bad input: goroutines %d -> %d, open files %d -> %d; want no more after\n%s", g0, g1, f0, f1, buf[:runtime.Stack(buf, true)])
 	}
 	if strings.Contains(e.logs.String(), "panic") {
-		t.Errorf("the server logged a panic:\n%s", e.logs.String())
+		t.Errorf("the server logged a panic, want none:\n%s", e.logs.String())
 	}
 	// The server still works.
 	e.MustOK(agent, "remember", map[string]any{"subject": "allergy", "value": "latex"})

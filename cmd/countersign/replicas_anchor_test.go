@@ -59,14 +59,14 @@ func TestReplicasWriteOneAnchorStream(t *testing.T) {
 		}
 		for i := 1; i < len(as); i++ {
 			if as[i].Seq <= as[i-1].Seq {
-				t.Fatalf("the anchor stream goes back: %s after %s", as[i], as[i-1])
+				t.Fatalf("the anchor stream goes back: %s after %s, want rising seqs", as[i], as[i-1])
 			}
 		}
 		return as
 	}
 	for i, r := range []*replica{leader, follower, leader, follower} {
 		if st, m, err := r.call(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy", "value": "penicillin " + string(rune('a'+i))}); err != nil || st != 200 {
-			t.Fatalf("remember: %d %v %v", st, m, err)
+			t.Fatalf("remember: %d %v %v, want 200 and no error", st, m, err)
 		}
 	}
 	want := head()
@@ -77,7 +77,7 @@ func TestReplicasWriteOneAnchorStream(t *testing.T) {
 	before := len(stream())
 	follower.stop()
 	if got := stream(); len(got) != before {
-		t.Fatalf("the follower's clean stop wrote to the cluster's anchor file: %d anchors, then %d: %s", before, len(got), got[len(got)-1])
+		t.Fatalf("the follower's clean stop wrote to the cluster's anchor file: %d anchors, then %d, want still %d: %s", before, len(got), before, got[len(got)-1])
 	}
 
 	// The database is rolled back under the running cluster: the stream
@@ -97,12 +97,12 @@ func TestReplicasWriteOneAnchorStream(t *testing.T) {
 		})
 	}
 	if st, m, err := leader.call(agent, "remember", map[string]any{"user_id": "p1", "subject": "allergy", "value": "latex"}); err != nil || st != 200 {
-		t.Fatalf("remember: %d %v %v", st, m, err)
+		t.Fatalf("remember: %d %v %v, want 200 and no error", st, m, err)
 	}
 	n := len(stream())
 	leader.stop()
 	if got := stream(); len(got) != n {
-		t.Fatalf("the leader anchored a chain that disagrees with the stream: %s", got[len(got)-1])
+		t.Fatalf("the leader anchored a chain that disagrees with the stream: %d anchors, then %d, want still %d: %s", n, len(got), n, got[len(got)-1])
 	}
 	if err := e.serveOnce(); err == nil || !strings.Contains(err.Error(), "before the head anchored at") {
 		t.Fatalf("a replica starting on a chain behind the stream: %v, want the refusal", err)

@@ -53,11 +53,11 @@ tools:
 	}
 	st, m, err := reps[0].call(agent, "confirm_action", refund(100))
 	if err != nil || st != 200 {
-		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+		t.Fatalf("confirm_action: %d %v %v, want 200 and no error", st, m, err)
 	}
 	if st, m, err := reps[0].call(alice, "approve_action", map[string]any{"request_id": data(m)["request_id"],
 		"grant": map[string]any{"kind": "duration", "for": "1h", "match": map[string]any{"customer": "c1"}}}); err != nil || st != 200 {
-		t.Fatalf("approve with a grant: %d %v %v", st, m, err)
+		t.Fatalf("approve with a grant: %d %v %v, want 200 and no error", st, m, err)
 	}
 
 	const calls = 20
@@ -87,7 +87,7 @@ tools:
 		case d["status"] == "pending":
 			pending++
 		default:
-			t.Fatalf("call %d: %v", i, d)
+			t.Fatalf("call %d: %v, want approved by grant 1 or pending", i, d)
 		}
 	}
 	if granted != 8 || pending != calls-8 {
@@ -99,6 +99,6 @@ tools:
 		t.Fatal(err)
 	}
 	if got := fmt.Sprint(data(m)["grants"]); !strings.Contains(got, "uses:8") {
-		t.Fatalf("list_grants after the burst: %s", got)
+		t.Fatalf("list_grants after the burst: %s, want it to contain %q", got, "uses:8")
 	}
 }

@@ -26,7 +26,7 @@ func TestReplicasHoldADelegation(t *testing.T) {
 		t.Helper()
 		st, m, err := leader.call(agent, "action_status", map[string]any{"request_id": rid})
 		if err != nil || st != 200 {
-			t.Fatalf("action_status: %d %v %v", st, m, err)
+			t.Fatalf("action_status: %d %v %v, want 200 and no error", st, m, err)
 		}
 		return data(m)
 	}
@@ -35,7 +35,7 @@ func TestReplicasHoldADelegation(t *testing.T) {
 		before := len(f.Calls("chat.postMessage"))
 		st, m, err := other.call(agent, "confirm_action", map[string]any{"tool": "transfer_funds", "arguments": map[string]any{"amount": amount}})
 		if err != nil || st != 200 {
-			t.Fatalf("confirm_action: %d %v %v", st, m, err)
+			t.Fatalf("confirm_action: %d %v %v, want 200 and no error", st, m, err)
 		}
 		waitFor(t, "the card posted", func() bool { return len(f.Calls("chat.postMessage")) > before })
 		v := approveValueRE.FindStringSubmatch(slackJSON(f.Calls("chat.postMessage")[before].Form.Get("blocks")))
@@ -51,7 +51,7 @@ func TestReplicasHoldADelegation(t *testing.T) {
 		Text string `json:"text"`
 	}
 	if err := json.Unmarshal([]byte(body), &resp); err != nil || code != http.StatusOK || !strings.HasPrefix(resp.Text, "Delegated: bob decides in your name until") {
-		t.Fatalf("/countersign delegate on one replica answered %d %s", code, body)
+		t.Fatalf("/countersign delegate on one replica answered %d %s, want 200 with JSON text starting %q", code, body, "Delegated: bob decides in your name until")
 	}
 
 	rid, item, value := request(120)
@@ -62,16 +62,16 @@ func TestReplicasHoldADelegation(t *testing.T) {
 	}
 
 	if code, body := postSlackEvent(t, other.URL, userDeactivated("Ev1", "T1", "U0ALICE"), e2eSlackSecret); code != 200 {
-		t.Fatalf("the deactivation on one replica answered %d %s", code, body)
+		t.Fatalf("the deactivation on one replica answered %d %s, want 200", code, body)
 	}
 	rid2, item2, value2 := request(80)
 	before := len(f.Calls("chat.postEphemeral"))
 	slackClickAt(t, leader.URL, "U0BOB", "t-2", item2, value2)
 	waitFor(t, "the refusal", func() bool { return len(f.Calls("chat.postEphemeral")) > before })
 	if eph := f.Calls("chat.postEphemeral")[before].Form.Get("text"); !strings.Contains(eph, "not among them") {
-		t.Fatalf("bob's click after alice's deactivation on the other replica answered %q", eph)
+		t.Fatalf("bob's click after alice's deactivation on the other replica answered %q, want it to contain %q", eph, "not among them")
 	}
 	if d := status(rid2); d["status"] != "pending" {
-		t.Fatalf("after the refused click: %v", d)
+		t.Fatalf("after the refused click: %v, want status pending", d)
 	}
 }

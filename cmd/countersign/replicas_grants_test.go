@@ -39,21 +39,21 @@ tools:
 		t.Helper()
 		st, m, err := r.call(agent, "confirm_action", call)
 		if err != nil || st != 200 {
-			t.Fatalf("confirm_action: %d %v %v", st, m, err)
+			t.Fatalf("confirm_action: %d %v %v, want 200 and no error", st, m, err)
 		}
 		return data(m)
 	}
 	first := confirm(reps[0])
 	if st, m, err := reps[0].call(alice, "approve_action", map[string]any{"request_id": first["request_id"], "grant": map[string]any{"kind": "duration", "for": "1h"}}); err != nil || st != 200 {
-		t.Fatalf("approve with a grant on replica 0: %d %v %v", st, m, err)
+		t.Fatalf("approve with a grant on replica 0: %d %v %v, want 200 and no error", st, m, err)
 	}
 	if d := confirm(reps[1]); d["status"] != "approved" || d["grant_id"] != float64(1) {
-		t.Fatalf("replica 1 under the grant: %v", d)
+		t.Fatalf("replica 1 under the grant: %v, want status approved with grant_id 1", d)
 	}
 	if st, m, err := reps[0].call(alice, "revoke_grant", map[string]any{"grant_id": 1}); err != nil || st != 200 {
-		t.Fatalf("revoke on replica 0: %d %v %v", st, m, err)
+		t.Fatalf("revoke on replica 0: %d %v %v, want 200 and no error", st, m, err)
 	}
 	if d := confirm(reps[1]); d["status"] != "pending" {
-		t.Fatalf("replica 1 right after the revocation on replica 0: %v", d)
+		t.Fatalf("replica 1 right after the revocation on replica 0: %v, want status pending", d)
 	}
 }

@@ -71,7 +71,7 @@ func TestReplicaStartsRecordNoFalseUncleanRestart(t *testing.T) {
 	a := startReplica(t, cfg, env)
 	b := startReplica(t, cfg, env)
 	if got := e.uncleanEntries(); len(got) != 0 {
-		t.Fatalf("a second replica starting beside a healthy one recorded unclean_restart: %q", got)
+		t.Fatalf("a second replica starting beside a healthy one recorded unclean_restart: %q, want none", got)
 	}
 	cs, stopMCP := e.runMCP([]string{"--key", agent}, nil)
 	mcpOK(t, cs, "check_before_act", map[string]any{"user_id": "ward7", "subject": "allergy"})
@@ -79,7 +79,7 @@ func TestReplicaStartsRecordNoFalseUncleanRestart(t *testing.T) {
 		t.Fatalf("countersign mcp: %v\n%s", err, e.mcpLogs.String())
 	}
 	if got := e.uncleanEntries(); len(got) != 0 {
-		t.Fatalf("countersign mcp starting beside two replicas recorded unclean_restart: %q", got)
+		t.Fatalf("countersign mcp starting beside two replicas recorded unclean_restart: %q, want none", got)
 	}
 
 	// b dies without stopping; the next run to start (its replacement)
@@ -93,7 +93,7 @@ func TestReplicaStartsRecordNoFalseUncleanRestart(t *testing.T) {
 	}
 	for _, r := range []*replica{a, c} {
 		if st, m, err := r.call(agent, "check_before_act", map[string]any{"user_id": "ward7", "subject": "allergy"}); err != nil || st != 200 {
-			t.Fatalf("check_before_act on a replica that stayed up: %d %v %v", st, m, err)
+			t.Fatalf("check_before_act on a replica that stayed up: %d %v %v, want 200 and no error", st, m, err)
 		}
 	}
 

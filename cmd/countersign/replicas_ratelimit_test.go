@@ -41,7 +41,7 @@ func TestReplicasShareOneRateLimit(t *testing.T) {
 		case st == 429:
 			limited++
 		default:
-			t.Fatalf("call %d on replica %d: %d %v", i, i%3, st, m)
+			t.Fatalf("call %d on replica %d: %d %v, want 200 or 429", i, i%3, st, m)
 		}
 	}
 	if answered != 6 || limited != 12 {
@@ -54,6 +54,6 @@ func TestReplicasShareOneRateLimit(t *testing.T) {
 		t.Fatalf("a limited call: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if st, m, err := reps[2].call(other, "check_before_act", args); err != nil || st != 200 {
-		t.Fatalf("another key on the same replicas: %d %v %v", st, m, err)
+		t.Fatalf("another key on the same replicas: %d %v %v, want 200 and no error", st, m, err)
 	}
 }

@@ -61,22 +61,22 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// The directory provisions the pharmacists and their group, on replica 1.
 	st, lee := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"ph.lee@hospital.example","name":{"givenName":"Li","familyName":"Lee"},"emails":[{"primary":true,"value":"ph.lee@hospital.example","type":"work"}],"active":true}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create ph.lee (Okta): %d %v", st, lee)
+		t.Fatalf("SCIM create ph.lee (Okta): %d %v, want %d", st, lee, http.StatusCreated)
 	}
 	st, kim := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User","urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],"externalId":"4a5b","userName":"ph.kim@hospital.example","active":true,"displayName":"Kim, Pat","emails":[{"primary":true,"type":"work","value":"ph.kim@hospital.example"}],"urn:ietf:params:scim:schemas:extension:enterprise:2.0:User":{"department":"Pharmacy"}}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create ph.kim (Entra): %d %v", st, kim)
+		t.Fatalf("SCIM create ph.kim (Entra): %d %v, want %d", st, kim, http.StatusCreated)
 	}
 	leeID, kimID := lee["id"].(string), kim["id"].(string)
 	st, group := scimDo(t, base, e2eSCIMToken, "POST", "/Groups", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:Group"],"displayName":"pharmacists","members":[]}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create group: %d %v", st, group)
+		t.Fatalf("SCIM create group: %d %v, want %d", st, group, http.StatusCreated)
 	}
 	gid := group["id"].(string)
 	patch := func(what, ops string) {
 		t.Helper()
 		if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Groups/"+gid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":`+ops+`}`)); st != http.StatusOK && st != http.StatusNoContent {
-			t.Fatalf("SCIM %s: %d %v", what, st, body)
+			t.Fatalf("SCIM %s: %d %v, want %d or %d", what, st, body, http.StatusOK, http.StatusNoContent)
 		}
 	}
 	patch("add ph.lee (Okta)", `[{"op":"add","path":"members","value":[{"value":"`+leeID+`","display":"ph.lee@hospital.example"}]}]`)
@@ -84,7 +84,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 
 	st, m, err := leader.call(agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "order_medication", "arguments": map[string]any{"drug": "warfarin", "dose_mg": 5}})
 	if err != nil || st != 200 || data(m)["status"] != "pending" {
-		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+		t.Fatalf("confirm_action: %d %v %v, want 200 with status pending and no error", st, m, err)
 	}
 	reqID := data(m)["request_id"].(string)
 	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
@@ -137,7 +137,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// so that the answer read after ph_lee's next click is that click's.
 	waitCountedAnswer(t, f, "U0456DEF")
 	if tally := fmt.Sprint(status(other)["tally"]); !strings.Contains(tally, "stage 2 of 2 (pharmacist): 1 of 2 approvals: ph_lee") {
-		t.Fatalf("tally after ph_lee's approval: %s", tally)
+		t.Fatalf("tally after ph_lee's approval: %s, want it to contain %q", tally, "stage 2 of 2 (pharmacist): 1 of 2 approvals: ph_lee")
 	}
 
 	// The directory removes ph_lee from the group (Okta's form), on replica 1.
@@ -146,14 +146,14 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// At once, read on replica 0: ph_lee's approval no longer counts, and says why.
 	d := status(leader)
 	if d["status"] != "pending" || len(counting(d)) != 1 {
-		t.Fatalf("after the removal, on replica 0: %v", d)
+		t.Fatalf("after the removal, on replica 0: %v, want status pending with 1 counting vote", d)
 	}
 	votes, _ := d["votes"].([]any)
 	if len(votes) != 2 || !strings.Contains(fmt.Sprint(votes[1].(map[string]any)["void"]), "the directory removed them from the group pharmacists") {
-		t.Fatalf("ph_lee's vote after the removal: %v", d["votes"])
+		t.Fatalf("ph_lee's votes after the removal: %v, want 2, the second's void containing %q", d["votes"], "the directory removed them from the group pharmacists")
 	}
 	if tally := fmt.Sprint(d["tally"]); !strings.Contains(tally, "stage 2 of 2 (pharmacist): 0 of 2 approvals") {
-		t.Fatalf("tally after the removal: %s", tally)
+		t.Fatalf("tally after the removal: %s, want it to contain %q", tally, "stage 2 of 2 (pharmacist): 0 of 2 approvals")
 	}
 	waitFor(t, "the card's tally to drop", func() bool {
 		for _, c := range f.Calls("chat.update") {
@@ -168,13 +168,13 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	n := len(f.Calls("chat.postEphemeral"))
 	click(leader, "U0456DEF", "t3")
 	if msg := ephemeral(n); !strings.Contains(msg, "decided by groups pharmacists") || !strings.Contains(msg, "ph_lee") || !strings.Contains(msg, "is not among them") {
-		t.Fatalf("ph_lee's click after the removal was answered %q", msg)
+		t.Fatalf("ph_lee's click after the removal was answered %q, want it to contain %q, %q and %q", msg, "decided by groups pharmacists", "ph_lee", "is not among them")
 	}
 	// ph_kim's approval is the first of two, not the second.
 	click(leader, "U0789GHI", "t4")
 	waitFor(t, "ph_kim's approval", func() bool { return len(counting(status(other))) == 2 })
 	if d := status(other); d["status"] != "pending" {
-		t.Fatalf("ph_kim's approval decided a request whose other pharmacist left the group: %v", d)
+		t.Fatalf("ph_kim's approval decided a request whose other pharmacist left the group: %v, want status pending", d)
 	}
 
 	// Added back (Entra's form, on replica 1), ph_lee's click approves it.

@@ -54,7 +54,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 
 	st, m, err := reps[0].call(agent, "confirm_action", map[string]any{"user_id": "ward7", "tool": "order_medication", "arguments": map[string]any{"drug": "amoxicillin", "dose_mg": 500}})
 	if err != nil || st != 200 || data(m)["status"] != "pending" {
-		t.Fatalf("confirm_action: %d %v %v", st, m, err)
+		t.Fatalf("confirm_action: %d %v %v, want 200 with status pending and no error", st, m, err)
 	}
 	reqID := data(m)["request_id"].(string)
 	waitFor(t, "the card", func() bool { return len(f.Calls("chat.postMessage")) == 1 })
@@ -102,21 +102,21 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	base := reps[1].URL + "/scim/v2"
 	st, user := scimDo(t, base, e2eSCIMToken, "POST", "/Users", jsonDoc(t, `{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"dr.smith@hospital.example","emails":[{"primary":true,"value":"dr.smith@hospital.example","type":"work"}],"active":true}`))
 	if st != http.StatusCreated {
-		t.Fatalf("SCIM create: %d %v", st, user)
+		t.Fatalf("SCIM create: %d %v, want %d", st, user, http.StatusCreated)
 	}
 	uid := user["id"].(string)
 	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"replace","value":{"active":false}}]}`)); st != 200 || body["active"] != false {
-		t.Fatalf("SCIM deactivate: %d %v", st, body)
+		t.Fatalf("SCIM deactivate: %d %v, want 200 with active false", st, body)
 	}
 	// At once, read on the other replica: the vote no longer counts, and
 	// it says why.
 	d := status(reps[0])
 	if d["status"] != "pending" || len(counting(d)) != 0 {
-		t.Fatalf("after the deactivation, on replica 0: %v", d)
+		t.Fatalf("after the deactivation, on replica 0: %v, want status pending with no counting vote", d)
 	}
 	votes, _ := d["votes"].([]any)
 	if len(votes) != 1 || !strings.Contains(fmt.Sprint(votes[0].(map[string]any)["void"]), "suspended from approving: scim: deactivated in the organisation's directory") {
-		t.Fatalf("the void vote: %v", d["votes"])
+		t.Fatalf("votes after the deactivation: %v, want 1, its void containing %q", d["votes"], "suspended from approving: scim: deactivated in the organisation's directory")
 	}
 	waitFor(t, "the card's tally to drop", func() bool {
 		for _, c := range f.Calls("chat.update") {
@@ -134,7 +134,7 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	// that the answer counted next is the refusal of dr_smith's click.
 	waitCountedAnswer(t, f, "U0456DEF")
 	if d := status(reps[1]); d["status"] != "pending" {
-		t.Fatalf("dr_jones's approval decided a request whose other approver was deactivated: %v", d)
+		t.Fatalf("dr_jones's approval decided a request whose other approver was deactivated: %v, want status pending", d)
 	}
 
 	// dr_smith clicks again, on replica 1: refused, privately, saying why.
@@ -142,16 +142,16 @@ scim: {token_env: COUNTERSIGN_SCIM_TOKEN}
 	click(reps[0], "U0123ABC", "t3")
 	waitFor(t, "the refusal", func() bool { return ephemerals() > n })
 	if msg := f.Calls("chat.postEphemeral")[n].Form.Get("text"); !strings.Contains(msg, "suspended") || !strings.Contains(msg, "deactivated in the organisation's directory") {
-		t.Fatalf("dr_smith's click after the deactivation was answered %q", msg)
+		t.Fatalf("dr_smith's click after the deactivation was answered %q, want it to contain %q and %q", msg, "suspended", "deactivated in the organisation's directory")
 	}
 	if d := status(reps[0]); d["status"] != "pending" || len(counting(d)) != 1 {
-		t.Fatalf("after the refused click: %v", d)
+		t.Fatalf("after the refused click: %v, want status pending with 1 counting vote", d)
 	}
 
 	// Reactivated (Entra's form of the PATCH, on replica 0), dr_smith's
 	// click is the second approval.
 	if st, body := scimDo(t, base, e2eSCIMToken, "PATCH", "/Users/"+uid, jsonDoc(t, `{"schemas":["urn:ietf:params:scim:api:messages:2.0:PatchOp"],"Operations":[{"op":"Replace","path":"active","value":true}]}`)); st != 200 || body["active"] != true {
-		t.Fatalf("SCIM reactivate: %d %v", st, body)
+		t.Fatalf("SCIM reactivate: %d %v, want 200 with active true", st, body)
 	}
 	click(reps[0], "U0123ABC", "t4")
 	waitFor(t, "the approval", func() bool { return status(reps[0])["status"] == "approved" })
@@ -171,7 +171,7 @@ func slackClickOnCard(t *testing.T, base string, post slackCall, user, trigger, 
 		"actions":   []any{map[string]any{"type": "button", "action_id": "countersign.approve", "block_id": "countersign:" + itemID, "value": value, "action_ts": trigger}},
 	})
 	if code, body := postSlack(t, base, "/slack/interactions", url.Values{"payload": {string(p)}}, e2eSlackSecret); code != http.StatusOK {
-		t.Fatalf("click answered %d: %s", code, body)
+		t.Fatalf("click answered %d: %s, want %d", code, body, http.StatusOK)
 	}
 }
 

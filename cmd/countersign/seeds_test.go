@@ -47,13 +47,13 @@ func TestSoftApprovalConfiguredModeAndItsOverride(t *testing.T) {
 	}
 	r := e.MustOK(agent, "set_approval_mode", map[string]any{"user_id": "patient_7", "mode": "normal"})
 	if !strings.Contains(r.Text, "is now normal (was protective), from the next call on") {
-		t.Fatalf("set: %s", r.Text)
+		t.Fatalf("set: %s, want it to contain %q", r.Text, "is now normal (was protective), from the next call on")
 	}
 	if m, src := mode("patient_7"); m != "normal" || src != "set" {
-		t.Fatalf("after set_approval_mode: %s (%s)", m, src)
+		t.Fatalf("after set_approval_mode: %s (%s), want normal (set)", m, src)
 	}
 	if m, _ := mode("patient_8"); m != "protective" {
-		t.Fatalf("another space changed: %s", m)
+		t.Fatalf("another space changed: %s, want protective", m)
 	}
 }
 
@@ -82,6 +82,6 @@ func TestRecordApprovalDetailIsInItsAuditEntry(t *testing.T) {
 		}
 	}
 	if strings.Contains(line, "\u202e") || strings.Contains(line, strings.Repeat("x", 600)) || !strings.Contains(line, `…"`) {
-		t.Errorf("the detail is not escaped and bounded: %q", line)
+		t.Errorf("the detail is not escaped and bounded: %q, want no U+202E, no run of 600 x and a closing %q", line, `…"`)
 	}
 }

@@ -15,13 +15,13 @@ func TestServeRejectsMissingAndUnknownKeys(t *testing.T) {
 	e.Start()
 
 	if r := e.Call("", "get_memory", `{"memory_id": 1}`); r.Status != http.StatusUnauthorized || !strings.Contains(r.Error, "authentication required") {
-		t.Fatalf("no key: %s", r)
+		t.Fatalf("no key: %s, want %d with %q", r, http.StatusUnauthorized, "authentication required")
 	}
 	if r := e.Call("cs_sk_not-a-key", "get_memory", `{"memory_id": 1}`); r.Status != http.StatusUnauthorized {
-		t.Fatalf("unknown key: %s", r)
+		t.Fatalf("unknown key: %s, want %d", r, http.StatusUnauthorized)
 	}
 	if r := e.Call(key, "no_such_tool", `{}`); r.Status != http.StatusNotFound || !strings.Contains(r.Error, "unknown tool 'no_such_tool'") {
-		t.Fatalf("unknown tool: %s", r)
+		t.Fatalf("unknown tool: %s, want %d with %q", r, http.StatusNotFound, "unknown tool 'no_such_tool'")
 	}
 }
 
@@ -36,7 +36,7 @@ func TestKeysCreateFailsWhileServerHoldsStore(t *testing.T) {
 		t.Fatalf("keys create while serving: err = %v, want a lock error", err)
 	}
 	if out.Len() != 0 {
-		t.Fatalf("printed %q on failure", out.String())
+		t.Fatalf("printed %q on failure, want nothing", out.String())
 	}
 }
 

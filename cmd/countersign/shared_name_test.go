@@ -38,7 +38,7 @@ func TestANameTwoPrincipalsShareNamesNeither(t *testing.T) {
 			}
 			return err
 		}); err != nil || newID == "" {
-			t.Fatalf("the second dr_out: %q, %v", newID, err)
+			t.Fatalf("the second dr_out: id %q, %v; want a principal named dr_out besides %s", newID, err, oldID)
 		}
 	}()
 

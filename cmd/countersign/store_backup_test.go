@@ -153,11 +153,11 @@ func TestBackupRestoreDrill(t *testing.T) {
 	t.Cleanup(r.Stop)
 	out, err = r.runCmd("store", "restore", "--from", backup, "--config", cfg)
 	if err != nil || !strings.HasPrefix(out, "✓ Restored ") {
-		t.Fatalf("store restore: %v\n%s", err, out)
+		t.Fatalf("store restore: %v, want no error and output starting %q:\n%s", err, "✓ Restored ", out)
 	}
 	out, err = r.runCmd("audit", "verify", "--config", cfg)
 	if err != nil || !strings.HasPrefix(out, "✓ Audit chain INTACT") {
-		t.Fatalf("audit verify of the restored store: %v\n%s", err, out)
+		t.Fatalf("audit verify of the restored store: %v, want no error and output starting %q:\n%s", err, "✓ Audit chain INTACT", out)
 	}
 	out, err = r.runCmd("audit", "export", "--config", cfg)
 	if err != nil || !strings.Contains(out, `"store_backup"`) || !strings.Contains(out, "ops [") {
@@ -265,7 +265,7 @@ func TestBackupRefusals(t *testing.T) {
 		t.Errorf("store backup onto an existing file: %v, want a refusal", err)
 	}
 	if b, _ := os.ReadFile(to); string(b) != "last night's backup" {
-		t.Errorf("the existing file now holds %q", b)
+		t.Errorf("the existing file now holds %q, want %q", b, "last night's backup")
 	}
 	good := filepath.Join(dir, "good.db")
 	if _, err := e.runCmd("store", "backup", "--to", good, "--url", e.URL, "--key", admin); err != nil {

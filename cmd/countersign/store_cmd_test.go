@@ -28,7 +28,7 @@ func TestStoreCompactOfflineOnARealStore(t *testing.T) {
 	}
 	_, err = e.runCmd("store", "compact", "--config", e.cfg)
 	if err == nil || !strings.Contains(err.Error(), bolt.ErrLocked.Error()) || !strings.Contains(err.Error(), "stop the server") {
-		t.Fatalf("compact with the server running: %v", err)
+		t.Fatalf("compact with the server running: %v, want an error containing %q and %q", err, bolt.ErrLocked.Error(), "stop the server")
 	}
 	if st, _ := os.Stat(storePath); st.Size() != int64(len(before)) {
 		t.Fatal("the store changed size under a refused compaction")
@@ -41,13 +41,13 @@ func TestStoreCompactOfflineOnARealStore(t *testing.T) {
 	}
 	m := regexp.MustCompile(`^compacted (\S+): ([0-9.]+) MiB -> ([0-9.]+) MiB \((-?\d+)% smaller\), (\d+) keys in (\d+) buckets, in \S+\n$`).FindStringSubmatch(out)
 	if m == nil || m[1] != storePath {
-		t.Fatalf("output %q", out)
+		t.Fatalf("store compact printed %q, want one line starting %q with the sizes, keys and buckets", out, "compacted "+storePath+": ")
 	}
 	var b, a float64
 	fmt.Sscan(m[2], &b)
 	fmt.Sscan(m[3], &a)
 	if a > b {
-		t.Fatalf("compaction grew the store: %s", out)
+		t.Fatalf("compaction grew the store: %s, want %v MiB or less", out, b)
 	}
 	// The compacted store verifies and serves what was written.
 	if out, err := e.runCmd("audit", "verify", "--config", e.cfg); err != nil {
@@ -56,7 +56,7 @@ func TestStoreCompactOfflineOnARealStore(t *testing.T) {
 	e.Start()
 	r := e.MustOK(key, "get_memory", map[string]any{"user_id": "p1", "memory_id": 200})
 	if !strings.Contains(r.Raw, "note_199") {
-		t.Fatalf("fact #200 after compaction: %s", r)
+		t.Fatalf("fact #200 after compaction: %s, want it to contain %q", r, "note_199")
 	}
 	e.MustOK(key, "remember", map[string]any{"user_id": "p1", "subject": "after", "value": "compaction"})
 }
@@ -86,16 +86,16 @@ func TestStoreCompactOnPostgresWhileServing(t *testing.T) {
 		}
 		m := line.FindStringSubmatch(out)
 		if m == nil || m[1] != tt.how || (m[3] != "") != (tt.how == "VACUUM (ANALYZE)") || m[2] == "0" {
-			t.Fatalf("store compact %v: output %q", tt.args, out)
+			t.Fatalf("store compact %v: output %q, want one line with %s, a nonzero key count, and the --full hint only after VACUUM (ANALYZE)", tt.args, out, tt.how)
 		}
 		e.MustOK(key, "remember", map[string]any{"user_id": "p1", "subject": "after_" + strings.Join(tt.args, ""), "value": "compaction"})
 	}
 	r := e.MustOK(key, "get_memory", map[string]any{"user_id": "p1", "memory_id": 100})
 	if !strings.Contains(r.Raw, "note_99") {
-		t.Fatalf("fact #100 after compaction: %s", r)
+		t.Fatalf("fact #100 after compaction: %s, want it to contain %q", r, "note_99")
 	}
 	e.Stop()
 	if out, err := e.cli("audit", "verify", "--config", e.cfg); err != nil || !strings.Contains(out, "INTACT") {
-		t.Fatalf("audit verify after compaction: %v %s", err, out)
+		t.Fatalf("audit verify after compaction: %v %s, want no error and %q", err, out, "INTACT")
 	}
 }

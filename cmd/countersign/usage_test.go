@@ -53,7 +53,7 @@ func TestUsageNamesEveryFlag(t *testing.T) {
 		slices.Sort(takes)
 		slices.Sort(named)
 		if !slices.Equal(takes, slices.Compact(named)) {
-			t.Errorf("usage line %q names flags %v; countersign %s takes %v", line, slices.Compact(named), cmd, takes)
+			t.Errorf("usage line %q names flags %v, want %v (what countersign %s takes)", line, slices.Compact(named), takes, cmd)
 		}
 	}
 }

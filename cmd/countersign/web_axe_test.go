@@ -103,7 +103,7 @@ principals:
 	check := func(where string) {
 		t.Helper()
 		for _, v := range axeRun(t, doc, string(src)) {
-			t.Errorf("%s: %s (%s): %s\n  %s", where, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+			t.Errorf("%s: axe-core violation %s (%s), want none: %s\n  %s", where, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
 		}
 	}
 	check("the sign-in page")
@@ -111,7 +111,7 @@ principals:
 	// the page, is found (image-alt, critical).
 	read(t, doc, "add an image without alt", chromedp.Evaluate[bool](`document.querySelector('main').insertAdjacentHTML('beforeend', '<img src="/ui/static/none.png">'), true`))
 	if v := axeRun(t, doc, string(src)); len(v) == 0 || v[0].ID != "image-alt" {
-		t.Fatalf("axe-core did not find an image without alt: %v", v)
+		t.Fatalf("axe-core did not find an image without alt: %v, want the first violation to be %q", v, "image-alt")
 	}
 	link := e.webLink("dr_smith")
 	browse(t, doc, "open the link page", chromedp.Navigate(e.URL+link), chromedp.WaitVisible(chromedp.CSS("#continue")))

@@ -132,7 +132,7 @@ func TestWebBatchApproveOverHTTP(t *testing.T) {
 	ids := []string{items["restart0"], items["restart1"], items["restart2"]}
 	status, page := review(ids...)
 	if status != http.StatusOK || !strings.Contains(page, "Approve 3 items together") || !strings.Contains(page, "restart_service, no rule") {
-		t.Fatalf("review of the three restarts: %d\n%s", status, page)
+		t.Fatalf("review of the three restarts: %d, want %d with %q and %q:\n%s", status, http.StatusOK, "Approve 3 items together", "restart_service, no rule", page)
 	}
 	for _, svc := range []string{"api", "web", "worker"} {
 		if !strings.Contains(page, svc) {
@@ -143,7 +143,7 @@ func TestWebBatchApproveOverHTTP(t *testing.T) {
 	form.Del("action")
 	form["id"] = ids // the hidden inputs repeat id; consoleForm keeps one
 	if len(form.Get("nonce")) == 0 || len(form.Get("seen_"+ids[0])) != 64 {
-		t.Fatalf("the approving form lacks its nonce or a card's hash: %v", form)
+		t.Fatalf("the approving form lacks its nonce or a card's hash: %v, want a nonce and a 64-character seen_%s", form, ids[0])
 	}
 
 	noCSRF := cloneForm(form)
@@ -162,7 +162,7 @@ func TestWebBatchApproveOverHTTP(t *testing.T) {
 
 	resp, done := webDo(t, c, "POST", e.URL+"/ui/batch", form)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(done, "Approved 3 of 3 items, each on its own, as dr_smith (member).") {
-		t.Fatalf("the batch answered %d:\n%s", resp.StatusCode, done)
+		t.Fatalf("the batch answered %d, want %d with %q:\n%s", resp.StatusCode, http.StatusOK, "Approved 3 of 3 items, each on its own, as dr_smith (member).", done)
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{"limit": 200})
 	for i, id := range ids {
@@ -179,14 +179,14 @@ func TestWebBatchApproveOverHTTP(t *testing.T) {
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqs["scale"]}).Data["status"]; st != "pending" {
-		t.Errorf("scale_service, not selected, is %v", st)
+		t.Errorf("scale_service, not selected, is %v, want pending", st)
 	}
 
 	// The same form again: refused whole (the items are decided), nothing
 	// recorded twice.
 	resp, again := webDo(t, c, "POST", e.URL+"/ui/batch", form)
 	if resp.StatusCode != http.StatusConflict || !strings.Contains(again, "is already decided") {
-		t.Fatalf("the form sent again answered %d:\n%s", resp.StatusCode, again)
+		t.Fatalf("the form sent again answered %d, want %d with %q:\n%s", resp.StatusCode, http.StatusConflict, "is already decided", again)
 	}
 	audit2 := e.MustOK(admin, "audit_log", map[string]any{"limit": 200})
 	if n := strings.Count(audit2.Text, reqs["restart0"]+" by dr_smith ["); n != 1 {
@@ -228,7 +228,7 @@ func TestWebBatchApproveInBrowser(t *testing.T) {
 	check := func(where string) {
 		t.Helper()
 		for _, v := range axeRun(t, doc, string(src)) {
-			t.Errorf("%s: %s (%s): %s\n  %s", where, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
+			t.Errorf("%s: axe-core violation %s (%s), want none: %s\n  %s", where, v.ID, v.Impact, v.Help, strings.Join(v.Nodes, "\n  "))
 		}
 	}
 	browse(t, doc, "tick two restarts and review them",
@@ -238,13 +238,13 @@ func TestWebBatchApproveInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#approve-batch")),
 	)
 	if h := read(t, doc, "the review heading", chromedp.Text(chromedp.CSS("h1"))); h != "Approve 2 items together" {
-		t.Fatalf("the review page's heading is %q", h)
+		t.Fatalf("the review page's heading is %q, want %q", h, "Approve 2 items together")
 	}
 	check("the batch review page")
 	browse(t, doc, "approve them", chromedp.Click(chromedp.CSS("#approve-batch")), chromedp.WaitVisible(chromedp.CSS("#results")))
 	notice := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice")))
 	if !strings.HasPrefix(notice, "Approved 2 of 2 items, each on its own") {
-		t.Fatalf("the notice after the batch is %q", notice)
+		t.Fatalf("the notice after the batch is %q, want it to start with %q", notice, "Approved 2 of 2 items, each on its own")
 	}
 	check("the batch results page")
 	for _, name := range []string{"restart0", "restart2"} {
@@ -253,6 +253,6 @@ func TestWebBatchApproveInBrowser(t *testing.T) {
 		}
 	}
 	if st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqs["restart1"]}).Data["status"]; st != "pending" {
-		t.Errorf("restart1, not ticked, is %v", st)
+		t.Errorf("restart1, not ticked, is %v, want pending", st)
 	}
 }

@@ -210,7 +210,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	signInWithLink(t, doc, e.URL, link, "dr_smith")
 	inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items")))
 	if !strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "⚠ cannot be undone I will delete the prod database.") || strings.Contains(inbox, "read-only") {
-		t.Fatalf("dr_smith's inbox:\n%s", inbox)
+		t.Fatalf("dr_smith's inbox, want %q and %q, and no %q:\n%s", "memory change", "⚠ cannot be undone I will delete the prod database.", "read-only", inbox)
 	}
 	if n := read(t, doc, "the count", chromedp.Text(chromedp.CSS("#decidable"))); n != "2" {
 		t.Errorf("decidable count %q, want 2", n)
@@ -219,7 +219,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	other := person(t)
 	browse(t, other, "reuse the link", chromedp.Navigate(e.URL+link), chromedp.WaitVisible(chromedp.CSS("#continue")), chromedp.Click(chromedp.CSS("#continue")), chromedp.WaitVisible(chromedp.CSS(".problem")))
 	if msg := read(t, other, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "already used") {
-		t.Errorf("second use of a link: %q", msg)
+		t.Errorf("second use of a link: %q, want it to contain %q", msg, "already used")
 	}
 
 	// Open the memory proposal: current -> proposed, escaped; approve it.
@@ -228,21 +228,21 @@ func TestWebConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#approve")),
 	)
 	if cur, prop := read(t, doc, "current", chromedp.Text(chromedp.CSS("#current"))), read(t, doc, "proposed", chromedp.Text(chromedp.CSS("#proposed"))); cur != "full code" || prop != "DNR <script>alert(1)</script>" {
-		t.Fatalf("diff shows %q -> %q", cur, prop)
+		t.Fatalf("diff shows %q -> %q, want %q -> %q", cur, prop, "full code", "DNR <script>alert(1)</script>")
 	}
 	browse(t, doc, "approve", chromedp.Click(chromedp.CSS("#approve")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	if n := read(t, doc, "the notice", chromedp.Text(chromedp.CSS(".notice"))); !strings.HasPrefix(n, "Approved #") {
-		t.Fatalf("after approving: %q", n)
+		t.Fatalf("after approving: %q, want a notice starting %q", n, "Approved #")
 	}
 	if inbox := read(t, doc, "the inbox", chromedp.Text(chromedp.CSS("#items"))); strings.Contains(inbox, "memory change") || !strings.Contains(inbox, "I will delete the prod database.") {
-		t.Fatalf("the approved proposal is still in the inbox:\n%s", inbox)
+		t.Fatalf("the approved proposal is still in the inbox, want no %q, with %q still listed:\n%s", "memory change", "I will delete the prod database.", inbox)
 	}
 	waitFor(t, "the Slack card to be updated", func() bool { return len(f.Calls("chat.update")) >= 1 })
 	if ub := slackJSON(f.Calls("chat.update")[0].Form.Get("blocks")); !strings.Contains(ub, "*Approved* by dr_smith") || strings.Contains(ub, `"actions"`) {
-		t.Fatalf("the Slack card after a web approval:\n%s", ub)
+		t.Fatalf("the Slack card after a web approval, want %q and no %q:\n%s", "*Approved* by dr_smith", `"actions"`, ub)
 	}
 	if r := e.MustOK(agent, "check_before_act", map[string]any{"subject": "code_status"}); !strings.Contains(r.Text, "code_status = DNR") {
-		t.Errorf("after approval the memory reads: %s", r.Text)
+		t.Errorf("after approval the memory reads: %s, want it to contain %q", r.Text, "code_status = DNR")
 	}
 
 	// Reject the action with a reason.
@@ -252,7 +252,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#reject")),
 	)
 	if args := read(t, doc, "the arguments", chromedp.Text(chromedp.CSS("#args"))); args != "db_name\nprod" {
-		t.Errorf("arguments shown: %q", args)
+		t.Errorf("arguments shown: %q, want %q", args, "db_name\nprod")
 	}
 	browse(t, doc, "reject with a reason",
 		chromedp.SendKeys(chromedp.CSS("#reason"), "wrong database: use staging"),
@@ -261,7 +261,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	)
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": reqID})
 	if reason, _ := st.Data["reason"].(string); st.Data["status"] != "denied" || !strings.Contains(reason, "wrong database: use staging") {
-		t.Fatalf("action after the web rejection: %s", st)
+		t.Fatalf("action after the web rejection: %s, want status denied with a reason containing %q", st, "wrong database: use staging")
 	}
 
 	// The decided item's page shows the outcome; a form without its CSRF
@@ -275,18 +275,18 @@ func TestWebConsoleInBrowser(t *testing.T) {
 		t.Fatalf("decision without a CSRF token answered %d, want 403", status)
 	}
 	if r := e.MustOK(agent, "pending_changes", map[string]any{}); !strings.Contains(r.Text, "Back to full code") && !strings.Contains(r.Text, "full code") {
-		t.Fatalf("the proposal is no longer pending after a refused POST: %s", r.Text)
+		t.Fatalf("the proposal is no longer pending after a refused POST: %s, want %q or %q in it", r.Text, "Back to full code", "full code")
 	}
 
 	// A viewer sees the pending item read-only, with why, and no buttons.
 	nurse := person(t)
 	signInWithLink(t, nurse, e.URL, e.webLink("nurse_v"), "nurse_v")
 	if why := read(t, nurse, "the viewer's row", chromedp.Text(chromedp.CSS("#item-"+id+" .why"))); !strings.Contains(why, "needs role member or admin") {
-		t.Errorf("viewer's row: %q", why)
+		t.Errorf("viewer's row: %q, want it to contain %q", why, "needs role member or admin")
 	}
 	browse(t, nurse, "open the item as the viewer", chromedp.Navigate(e.URL+"/ui/items/"+id), chromedp.WaitVisible(chromedp.CSS("#readonly")))
 	if n := read(t, nurse, "buttons", chromedp.Evaluate[int](`document.querySelectorAll("#approve, #reject").length`)); n != 0 {
-		t.Errorf("the viewer's page has %d decision buttons", n)
+		t.Errorf("the viewer's page has %d decision buttons, want none", n)
 	}
 
 	// An out-of-scope member is not shown the item at all (issue 19.5),
@@ -294,11 +294,11 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	outside := person(t)
 	signInWithLink(t, outside, e.URL, outLink, "dr_out")
 	if n := read(t, outside, "the out-of-scope rows", chromedp.Evaluate[int](`document.querySelectorAll("#item-`+id+`").length`)); n != 0 {
-		t.Errorf("the out-of-scope item is listed (%d rows)", n)
+		t.Errorf("the out-of-scope item is listed (%d rows), want none", n)
 	}
 	browse(t, outside, "open the item out of scope", chromedp.Navigate(e.URL+"/ui/items/"+id), chromedp.WaitVisible(chromedp.CSS("#withheld")))
 	if n := read(t, outside, "the out-of-scope page's kind and status", chromedp.Evaluate[int](`document.querySelectorAll(".kind, #status").length`)); n != 0 {
-		t.Errorf("the out-of-scope page shows its kind or status (%d elements)", n)
+		t.Errorf("the out-of-scope page shows its kind or status (%d elements), want none", n)
 	}
 
 	// Revoking dr_out ends the open session at once.
@@ -316,7 +316,7 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	e.MustOK(admin, "revoke_principal", map[string]any{"principal_id": outID})
 	browse(t, outside, "reload after revocation", chromedp.Navigate(e.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("h1")))
 	if loc := read(t, outside, "where the revoked session lands", chromedp.Location()); !strings.Contains(loc, "/ui/signin") {
-		t.Fatalf("a revoked principal's session still opens %s", loc)
+		t.Fatalf("a revoked principal's session still opens %s, want a location with %q", loc, "/ui/signin")
 	}
 
 	// The viewer's open item page reloads itself when dr_smith decides the
@@ -336,11 +336,11 @@ func TestWebConsoleInBrowser(t *testing.T) {
 	browse(t, doc, "open the audit log", chromedp.Navigate(e.URL+"/ui/audit?space=default"), chromedp.WaitVisible(chromedp.CSS("table.audit")))
 	trail := read(t, doc, "the trail", chromedp.Text(chromedp.CSS("table.audit")))
 	if !strings.Contains(trail, "confirm_change") || !strings.Contains(trail, "dr_smith") {
-		t.Errorf("audit trail of space default:\n%s", trail)
+		t.Errorf("audit trail of space default, want %q and %q in it:\n%s", "confirm_change", "dr_smith", trail)
 	}
 	browse(t, doc, "verify the chain", chromedp.Click(chromedp.CSS("#verify")), chromedp.WaitVisible(chromedp.CSS("#verify-result")))
 	if v := read(t, doc, "the verdict", chromedp.Text(chromedp.CSS("#verify-result"))); !strings.Contains(v, "INTACT") {
-		t.Errorf("verify chain: %q", v)
+		t.Errorf("verify chain: %q, want it to contain %q", v, "INTACT")
 	}
 }
 
@@ -392,13 +392,13 @@ web:
 		chromedp.WaitVisible(chromedp.CSS(".problem")),
 	)
 	if msg := read(t, stranger, "the refusal", chromedp.Text(chromedp.CSS(".problem"))); !strings.Contains(msg, "stranger@elsewhere.example is not mapped to a Countersign principal") {
-		t.Errorf("unmapped account: %q", msg)
+		t.Errorf("unmapped account: %q, want it to contain %q", msg, "stranger@elsewhere.example is not mapped to a Countersign principal")
 	}
 	if n := read(t, stranger, "signed-in marker", chromedp.Evaluate[int](`document.querySelectorAll(".me").length`)); n != 0 {
 		t.Error("an unmapped account was signed in")
 	}
 	audit := e.MustOK(admin, "audit_log", map[string]any{})
 	if !strings.Contains(audit.Text, "web_sign_in") || !strings.Contains(audit.Text, "via oidc") {
-		t.Errorf("the OIDC sign-in is not audited:\n%s", audit.Text)
+		t.Errorf("the OIDC sign-in is not audited, want %q and %q in the log:\n%s", "web_sign_in", "via oidc", audit.Text)
 	}
 }

@@ -69,7 +69,7 @@ func TestWebFirstRun(t *testing.T) {
 			t.Fatalf("the link's page: %d, want Continue as %s\n%s", resp.StatusCode, want, body)
 		}
 		if resp, body := webDo(t, b, "POST", e.URL+"/ui/signin/link", url.Values{"t": {u.Query().Get("t")}}); resp.StatusCode != 200 {
-			t.Fatalf("signing in with the link: %d\n%s", resp.StatusCode, body)
+			t.Fatalf("signing in with the link: %d, want 200\n%s", resp.StatusCode, body)
 		}
 		if _, body := webDo(t, b, "GET", e.URL+"/ui/", nil); !strings.Contains(body, `class="me"`) || !strings.Contains(body, want) {
 			t.Fatalf("after signing in, the inbox does not show %s:\n%s", want, body)

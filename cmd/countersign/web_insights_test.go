@@ -68,7 +68,7 @@ func TestWebInsights(t *testing.T) {
 	r := ask("ward_a", "restart_service", map[string]any{"service": "pumps"})
 	clock.Advance(2 * time.Second)
 	if loc := consoleDecide(t, e, signInHTTP(t, e, "dr_smith"), r.Data["request_id"].(string), "approve", nil); strings.Contains(loc, "problem=") {
-		t.Fatalf("dr_smith's approval in the console: %s", loc)
+		t.Fatalf("dr_smith's approval in the console went to %q, want no %q in it", loc, "problem=")
 	}
 	r = ask("ward_a", "restart_service", map[string]any{"service": "fans"})
 	clock.Advance(time.Second)
@@ -84,7 +84,7 @@ func TestWebInsights(t *testing.T) {
 	clock.Advance(20 * time.Minute)
 	e.MustOK(lee, "approve_action", map[string]any{"request_id": r.Data["request_id"], "grant": map[string]any{"kind": "duration", "for": "8h"}})
 	if g := ask("ward_a", "restart_service", map[string]any{"service": "xray"}); g.Data["status"] != "approved" {
-		t.Fatalf("the grant did not approve the identical call: %s", g)
+		t.Fatalf("the grant did not approve the identical call: %s, want status approved", g)
 	}
 	ask("ward_a", "restart_service", map[string]any{"service": "lab"})
 	clock.Advance(3 * time.Hour)
@@ -112,7 +112,7 @@ func TestWebInsights(t *testing.T) {
 		}
 	}
 	if g := desc("grants"); !strings.Contains(g, "restart_service, duration for ward_bot) used 1 time(s)") {
-		t.Errorf("the grants chart's text: %q", g)
+		t.Errorf("the grants chart's text: %q, want it to contain %q", g, "restart_service, duration for ward_bot) used 1 time(s)")
 	}
 	for _, id := range []string{"queue", "decisions", "latency", "quick", "grants"} {
 		role := read(t, doc, "the chart's role", chromedp.AttributeValue(chromedp.CSS("#chart-"+id), "role"))
@@ -122,7 +122,7 @@ func TestWebInsights(t *testing.T) {
 		}
 	}
 	if f := read(t, doc, "the flag", chromedp.Text(chromedp.CSS("#flagged"))); !strings.Contains(f, "Possible rubber-stamping") || !strings.Contains(f, "dr_smith: 1 of 1 approval(s) within 5s") || strings.Contains(f, "ph_lee") {
-		t.Errorf("the rubber-stamping flag: %q", f)
+		t.Errorf("the rubber-stamping flag: %q, want %q and %q in it, and no %q", f, "Possible rubber-stamping", "dr_smith: 1 of 1 approval(s) within 5s", "ph_lee")
 	}
 	browse(t, doc, "a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateTouch), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#chart-queue")))
 	if wide := read(t, doc, "sideways scroll", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth`)); wide {
@@ -133,7 +133,7 @@ func TestWebInsights(t *testing.T) {
 	b := signInHTTP(t, e, "nurse_b")
 	_, body := webDo(t, b, "GET", e.URL+"/ui/insights", nil)
 	if !strings.Contains(body, "1 item(s) await a decision: 1 under 5 min.") || !strings.Contains(body, "No decisions in the last 14 days.") || strings.Contains(body, "delete_database") || strings.Contains(body, "ph_lee") {
-		t.Errorf("nurse_b's insights show more than ward_b:\n%s", body)
+		t.Errorf("nurse_b's insights show more than ward_b, want %q and %q, and no delete_database or ph_lee:\n%s", "1 item(s) await a decision: 1 under 5 min.", "No decisions in the last 14 days.", body)
 	}
 	if resp, _ := webDo(t, b, "GET", e.URL+"/ui/insights?days=0", nil); resp.StatusCode != http.StatusBadRequest {
 		t.Errorf("days=0 answered %d, want 400", resp.StatusCode)
@@ -188,6 +188,6 @@ principals:
 		t.Errorf("an approver of the space does not see the tool's name:\n%s", approver)
 	}
 	if strings.Contains(viewer, "release_records") || strings.Contains(viewer, "jane") || !strings.Contains(viewer, "(sensitive action) median") || !strings.Contains(viewer, "1 decision in the last 14 days: 1 approved.") {
-		t.Errorf("the viewer's insights:\n%s", viewer)
+		t.Errorf("the viewer's insights, want %q and %q, and no release_records or jane:\n%s", "(sensitive action) median", "1 decision in the last 14 days: 1 approved.", viewer)
 	}
 }

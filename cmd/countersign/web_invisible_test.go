@@ -56,7 +56,7 @@ principals:
 	}
 	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1] + "e"}, "action": {"edit"}, "basis": {basis[1]}, "edit_0": {html.UnescapeString(m[1])}}
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=edit-") {
-		t.Fatalf("approving the edit form unchanged answered %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("approving the edit form unchanged answered %d %q, want %d to a location starting %q", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/?done=edit-")
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	approved, _ := st.Data["approved_arguments"].(map[string]any)

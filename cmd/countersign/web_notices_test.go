@@ -37,7 +37,7 @@ principals:
 		}
 	}
 	if _, page := webDo(t, webClient(t), "GET", e.URL+"/ui/oidc/callback?error=access_denied", nil); !strings.Contains(page, "declined") {
-		t.Errorf("a known provider error is not explained:\n%s", page)
+		t.Errorf("a known provider error is not explained, want %q in the page:\n%s", "declined", page)
 	}
 
 	item := func(service string) string {
@@ -78,10 +78,10 @@ principals:
 	resp, _ = webDo(t, smith, "POST", e.URL+"/ui/grants/99/revoke", url.Values{"csrf": {csrf[1]}})
 	gloc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(gloc, "problem=") {
-		t.Fatalf("revoking an unknown grant answered %d %s", resp.StatusCode, gloc)
+		t.Fatalf("revoking an unknown grant answered %d %q, want %d to a location with %q", resp.StatusCode, gloc, http.StatusSeeOther, "problem=")
 	}
 	if _, page := webDo(t, smith, "GET", e.URL+gloc, nil); !strings.Contains(page, "No grant #99") {
-		t.Errorf("the grants page does not show the person's own problem:\n%s", page)
+		t.Errorf("the grants page does not show the person's own problem, want %q in it:\n%s", "No grant #99", page)
 	}
 	if _, page := webDo(t, jones, "GET", e.URL+gloc, nil); strings.Contains(page, "No grant #99") {
 		t.Errorf("dr_smith's grants problem URL shows its message to dr_jones")

@@ -24,7 +24,7 @@ func TestWebOIDCNeedsVerifiedEmail(t *testing.T) {
 		t.Errorf("an ID token without email_verified answered %d:\n%s\nwant 403, not verified", resp.StatusCode, page)
 	}
 	if resp, _ := webDo(t, c, "GET", e.URL+"/ui/", nil); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("after the unverified sign-in the inbox answered %d", resp.StatusCode)
+		t.Errorf("after the unverified sign-in the inbox answered %d, want %d", resp.StatusCode, http.StatusSeeOther)
 	}
 }
 

@@ -65,7 +65,7 @@ func TestWebOnlyPeopleSignIn(t *testing.T) {
 	// A person's open session, after their role became agent.
 	smith := signInHTTP(t, e, "dr_smith")
 	if resp, _ := webDo(t, smith, "GET", e.URL+"/ui/", nil); resp.StatusCode != http.StatusOK {
-		t.Fatalf("dr_smith's inbox: %d", resp.StatusCode)
+		t.Fatalf("dr_smith's inbox: %d, want %d", resp.StatusCode, http.StatusOK)
 	}
 	e.Stop()
 	rewriteConfig(t, e.cfg, "{name: dr_smith, role: member,", "{name: dr_smith, role: agent,")

@@ -65,7 +65,7 @@ func TestWebRoughEdges(t *testing.T) {
 	for range 4 {
 		resp, body := webDo(t, smith, "GET", e.URL+"/ui/memory?space=patient_42", nil)
 		if resp.StatusCode != 200 || !strings.Contains(body, "verdict-BLOCKED") || !strings.Contains(body, "verdict-SAFE") {
-			t.Fatalf("the memory page: %d\n%s", resp.StatusCode, body)
+			t.Fatalf("the memory page: %d, want 200 with %q and %q:\n%s", resp.StatusCode, "verdict-BLOCKED", "verdict-SAFE", body)
 		}
 	}
 	after := auditActions(t, e, admin)
@@ -77,17 +77,17 @@ func TestWebRoughEdges(t *testing.T) {
 	}
 	views := e.MustOK(admin, "audit_log", map[string]any{"user_id": "patient_42", "limit": 1})
 	if entries, _ := views.Data["entries"].([]any); len(entries) != 1 || !strings.Contains(fmt.Sprint(entries[0]), "web: memory page: check_before_act active_medication: BLOCKED") {
-		t.Errorf("the newest entry of patient_42 is not the view with its verdicts: %s", views.Raw)
+		t.Errorf("the newest entry of patient_42 is not the view with its verdicts: %s, want one entry containing %q", views.Raw, "web: memory page: check_before_act active_medication: BLOCKED")
 	}
 
 	// Audit: an unscoped member is asked for a space, not refused.
 	resp, body := webDo(t, smith, "GET", e.URL+"/ui/audit", nil)
 	if resp.StatusCode != 200 || !strings.Contains(body, `id="choose-space"`) || strings.Contains(body, `class="problem"`) || !strings.Contains(body, `href="/ui/audit?space=patient_42"`) {
-		t.Errorf("an unscoped member's first look at Audit: %d\n%s", resp.StatusCode, body)
+		t.Errorf("an unscoped member's first look at Audit: %d, want 200 with %q and %q, and no %q:\n%s", resp.StatusCode, `id="choose-space"`, `href="/ui/audit?space=patient_42"`, `class="problem"`, body)
 	}
 	_, body = webDo(t, smith, "GET", e.URL+"/ui/audit?space=patient_42", nil)
 	if strings.Contains(body, "web: memory page") || !strings.Contains(body, `id="views-hidden"`) || !strings.Contains(body, "remember") {
-		t.Errorf("patient_42's trail must show the writes and hide the page views by default:\n%s", body)
+		t.Errorf("patient_42's trail must show the writes and hide the page views by default, want %q and %q, and no %q:\n%s", `id="views-hidden"`, "remember", "web: memory page", body)
 	}
 	_, body = webDo(t, smith, "GET", e.URL+"/ui/audit?space=patient_42&views=1", nil)
 	if n := strings.Count(body, "web: memory page"); n != 4 {
@@ -120,7 +120,7 @@ func TestWebRoughEdges(t *testing.T) {
 		t.Errorf("%d verdicts on the phone, %v of them off screen; want every SAFE/BLOCKED visible", n, offscreen)
 	}
 	if r := read(t, doc, "a BLOCKED reason", chromedp.Text(chromedp.CSS("table.facts .reasons"))); !strings.Contains(r, "FLAGGED") && !strings.Contains(r, "conflict") {
-		t.Errorf("the BLOCKED reason shown on the phone: %q", r)
+		t.Errorf("the BLOCKED reason shown on the phone: %q, want it to contain %q or %q", r, "FLAGGED", "conflict")
 	}
 }
 
@@ -162,6 +162,6 @@ principals:
 		t.Errorf("chat pending lists %v, want %v (soonest to expire first):\n%s", chat, want, reply)
 	}
 	if !strings.Contains(reply, "#"+want[0]+" action request — ⚠ cannot be undone: Drop cache b") || strings.Count(inbox, `class="danger-badge"`) != 1 {
-		t.Errorf("the destructive request is not flagged on both:\n%s\n%s", reply, inbox)
+		t.Errorf("the destructive request is not flagged on both, want %q in chat and one danger badge in the inbox:\n%s\n%s", "#"+want[0]+" action request — ⚠ cannot be undone: Drop cache b", reply, inbox)
 	}
 }

@@ -108,7 +108,7 @@ func TestWebUnauthenticatedRequestsWriteNothing(t *testing.T) {
 				t.Fatalf("a 429 without Retry-After")
 			}
 		default:
-			t.Fatalf("GET /ui/signin/oidc answered %d", resp.StatusCode)
+			t.Fatalf("GET /ui/signin/oidc answered %d, want %d or %d", resp.StatusCode, http.StatusFound, http.StatusTooManyRequests)
 		}
 	}
 	t.Logf("1000 sign-in starts from one client: %d started, %d refused", started, limited)
@@ -137,7 +137,7 @@ func TestWebUnauthenticatedRequestsWriteNothing(t *testing.T) {
 			}
 			resp.Body.Close()
 			if resp.StatusCode >= 500 {
-				t.Errorf("%s %s answered %d", r.method, r.path, resp.StatusCode)
+				t.Errorf("%s %s answered %d, want below 500", r.method, r.path, resp.StatusCode)
 			}
 		}
 	}
@@ -173,7 +173,7 @@ func TestWebRateLimitPerClient(t *testing.T) {
 				t.Fatal("a 429 without Retry-After")
 			}
 		default:
-			t.Fatalf("GET /ui/signin answered %d", resp.StatusCode)
+			t.Fatalf("GET /ui/signin answered %d, want %d or %d", resp.StatusCode, http.StatusOK, http.StatusTooManyRequests)
 		}
 	}
 	if ok == 0 || limited == 0 || ok+limited != 200 {

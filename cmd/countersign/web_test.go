@@ -76,10 +76,10 @@ func TestWebSessionsOverHTTP(t *testing.T) {
 	csp := resp.Header.Get("Content-Security-Policy")
 	if resp.StatusCode != 200 || !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") ||
 		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-		t.Fatalf("sign-in page headers: %d %v", resp.StatusCode, resp.Header)
+		t.Fatalf("sign-in page headers: %d %v, want 200 with a CSP of script-src 'self' and frame-ancestors 'none' (no unsafe-inline), X-Frame-Options DENY and X-Content-Type-Options nosniff", resp.StatusCode, resp.Header)
 	}
 	if strings.Contains(page, "<script>") || strings.Contains(page, " style=") {
-		t.Errorf("a page carries inline script or style:\n%s", page)
+		t.Errorf("a page carries inline script or style, want no %q or %q:\n%s", "<script>", " style=", page)
 	}
 
 	link := e.webLink("dr_smith")
@@ -87,10 +87,10 @@ func TestWebSessionsOverHTTP(t *testing.T) {
 	tok, _ = url.QueryUnescape(tok)
 	tampered := tok[:len(tok)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(tok, "AA")]
 	if resp, body := webDo(t, c, "POST", e.URL+"/ui/signin/link", url.Values{"t": {tampered}}); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "not valid") {
-		t.Fatalf("tampered link: %d", resp.StatusCode)
+		t.Fatalf("tampered link: %d, want %d with %q", resp.StatusCode, http.StatusForbidden, "not valid")
 	}
 	if resp, body := webDo(t, c, "GET", e.URL+link, nil); resp.StatusCode != 200 || !strings.Contains(body, "Continue as dr_smith") {
-		t.Fatalf("opening the link: %d\n%s", resp.StatusCode, body)
+		t.Fatalf("opening the link: %d, want 200 with %q\n%s", resp.StatusCode, "Continue as dr_smith", body)
 	}
 	resp, _ = webDo(t, c, "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}})
 	var cookie *http.Cookie
@@ -103,36 +103,36 @@ func TestWebSessionsOverHTTP(t *testing.T) {
 		t.Fatalf("sign-in answer %d, cookie %+v: want HttpOnly, SameSite=Strict (not Secure over http)", resp.StatusCode, cookie)
 	}
 	if resp, body := webDo(t, webClient(t), "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "already used") {
-		t.Fatalf("reused link: %d", resp.StatusCode)
+		t.Fatalf("reused link: %d, want %d with %q", resp.StatusCode, http.StatusForbidden, "already used")
 	}
 
 	resp, inbox := webDo(t, c, "GET", e.URL+"/ui/", nil)
 	m := csrfRE.FindStringSubmatch(inbox)
 	if resp.StatusCode != 200 || m == nil || !strings.Contains(inbox, "Nothing awaits a decision") {
-		t.Fatalf("inbox: %d\n%s", resp.StatusCode, inbox)
+		t.Fatalf("inbox: %d, want 200 with a CSRF token and %q\n%s", resp.StatusCode, "Nothing awaits a decision", inbox)
 	}
 	csrf := m[1]
 	if resp, body := webDo(t, c, "POST", e.URL+"/ui/signout", url.Values{}); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "security token") {
-		t.Fatalf("sign-out without the CSRF token: %d", resp.StatusCode)
+		t.Fatalf("sign-out without the CSRF token: %d, want %d with %q", resp.StatusCode, http.StatusForbidden, "security token")
 	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/signout", url.Values{"csrf": {"x" + csrf}}); resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("sign-out with a wrong CSRF token: %d", resp.StatusCode)
+		t.Fatalf("sign-out with a wrong CSRF token: %d, want %d", resp.StatusCode, http.StatusForbidden)
 	}
 	if resp, body := webDo(t, c, "POST", e.URL+"/ui/signout", url.Values{"csrf": {csrf}}, "Origin", "http://evil.example"); resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "another site") {
-		t.Fatalf("cross-origin sign-out: %d", resp.StatusCode)
+		t.Fatalf("cross-origin sign-out: %d, want %d with %q", resp.StatusCode, http.StatusForbidden, "another site")
 	}
 	if resp, _ := webDo(t, c, "GET", e.URL+"/ui/", nil); resp.StatusCode != 200 {
-		t.Fatalf("the session ended after refused forms: %d", resp.StatusCode)
+		t.Fatalf("the session ended after refused forms: GET /ui/ answered %d, want 200", resp.StatusCode)
 	}
 	if resp, _ := webDo(t, c, "POST", e.URL+"/ui/signout", url.Values{"csrf": {csrf}}, "Origin", e.URL); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("sign-out: %d", resp.StatusCode)
+		t.Fatalf("sign-out: %d, want %d", resp.StatusCode, http.StatusSeeOther)
 	}
 	if resp, _ := webDo(t, c, "GET", e.URL+"/ui/", nil); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("after signing out GET /ui/ answered %d, want 303 to sign-in", resp.StatusCode)
 	}
 	// The old cookie is dead server-side, not only in this jar.
 	if resp, _ := webDo(t, webClient(t), "GET", e.URL+"/ui/", nil, "Cookie", "countersign_session="+cookie.Value); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("a signed-out session's cookie still opens the inbox: %d", resp.StatusCode)
+		t.Fatalf("a signed-out session's cookie still opens the inbox: %d, want %d", resp.StatusCode, http.StatusSeeOther)
 	}
 }
 
@@ -166,7 +166,7 @@ func signInHTTP(t *testing.T, e *testEnv, name string) *http.Client {
 	c := webClient(t)
 	tok, _ := url.QueryUnescape(strings.TrimPrefix(e.webLink(name), "/ui/signin/link?t="))
 	if resp, body := webDo(t, c, "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != 200 {
-		t.Fatalf("sign-in of %s: %d\n%s", name, resp.StatusCode, body)
+		t.Fatalf("sign-in of %s: %d, want 200\n%s", name, resp.StatusCode, body)
 	}
 	return c
 }
@@ -202,11 +202,11 @@ func TestWebAuditPages(t *testing.T) {
 		}
 		resp, body := webDo(t, boss, "GET", e.URL+strings.ReplaceAll(next, "&amp;", "&"), nil)
 		if resp.StatusCode != 200 {
-			t.Fatalf("GET %s: %d", next, resp.StatusCode)
+			t.Fatalf("GET %s: %d, want 200", next, resp.StatusCode)
 		}
 		rows := auditRowRE.FindAllStringSubmatch(body, -1)
 		if len(rows) > 50 || len(rows) == 0 {
-			t.Fatalf("page %d shows %d rows", pages, len(rows))
+			t.Fatalf("page %d shows %d rows, want 1 to 50", pages, len(rows))
 		}
 		for _, r := range rows {
 			if seen[r[1]] {
@@ -236,7 +236,7 @@ func TestWebAuditPages(t *testing.T) {
 	for _, l := range lines {
 		var entry map[string]any
 		if err := json.Unmarshal([]byte(l), &entry); err != nil || entry["user_id"] != "ward_a" || entry["sig"] == "" {
-			t.Fatalf("export line %q", l)
+			t.Fatalf("export line %q, want a JSON entry of user_id ward_a with a sig", l)
 		}
 	}
 
@@ -244,11 +244,11 @@ func TestWebAuditPages(t *testing.T) {
 	_, body = webDo(t, member, "GET", e.URL+"/ui/audit?space=", nil)
 	// A member's default is their first scope; asking for another space is refused as over the API.
 	if n := len(auditRowRE.FindAllString(body, -1)); n == 0 || !strings.Contains(body, "ward_a") {
-		t.Errorf("a scoped member's audit page shows %d rows", n)
+		t.Errorf("a scoped member's audit page shows %d rows, want some and %q in the page", n, "ward_a")
 	}
 	_, body = webDo(t, member, "GET", e.URL+"/ui/audit?space=ward_b", nil)
 	if !strings.Contains(body, "outside your assigned scope") || len(auditRowRE.FindAllString(body, -1)) != 0 {
-		t.Errorf("another space's trail for a scoped member:\n%s", body)
+		t.Errorf("another space's trail for a scoped member, want %q and no rows:\n%s", "outside your assigned scope", body)
 	}
 	if resp, _ := webDo(t, member, "GET", e.URL+"/ui/audit/export", nil); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a member's deployment-wide export answered %d, want 403", resp.StatusCode)
@@ -272,21 +272,21 @@ func TestWebAnswersAQuestionOnce(t *testing.T) {
 	resp, _ := webDo(t, c, "GET", e.URL+"/ui/requests/"+rid, nil)
 	itemPath := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(itemPath, "/ui/items/") {
-		t.Fatalf("/ui/requests/%s: %d %s", rid, resp.StatusCode, itemPath)
+		t.Fatalf("/ui/requests/%s: %d %s, want %d to a location starting %q", rid, resp.StatusCode, itemPath, http.StatusSeeOther, "/ui/items/")
 	}
 	_, page := webDo(t, c, "GET", e.URL+itemPath, nil)
 	csrf, nonce := csrfRE.FindStringSubmatch(page), nonceRE.FindStringSubmatch(page)
 	if csrf == nil || nonce == nil || !strings.Contains(page, "ward 5") {
-		t.Fatalf("question page:\n%s", page)
+		t.Fatalf("question page, want a CSRF token, a nonce and %q:\n%s", "ward 5", page)
 	}
 	form := url.Values{"csrf": {csrf[1]}, "nonce": {nonce[1]}, "action": {"answer"}, "answer": {"1"}}
 	if resp, _ := webDo(t, c, "POST", e.URL+itemPath+"/decide", form); resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/ui/?done=answer-") {
-		t.Fatalf("answering: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("answering: %d %s, want %d to a location starting %q", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "/ui/?done=answer-")
 	}
 	resp, _ = webDo(t, c, "POST", e.URL+itemPath+"/decide", form)
 	loc, _ := url.Parse(resp.Header.Get("Location"))
 	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(loc.Query().Get("problem"), "already answered by dr_smith") {
-		t.Fatalf("the same form again: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+		t.Fatalf("the same form again: %d %s, want %d with a problem containing %q", resp.StatusCode, resp.Header.Get("Location"), http.StatusSeeOther, "already answered by dr_smith")
 	}
 	_, page = webDo(t, c, "GET", e.URL+resp.Header.Get("Location"), nil)
 	if !strings.Contains(page, "Nothing was changed") {
@@ -298,7 +298,7 @@ func TestWebAnswersAQuestionOnce(t *testing.T) {
 	}
 	st := e.MustOK(agent, "action_status", map[string]any{"request_id": rid})
 	if ans, _ := st.Data["answers"].([]any); st.Data["status"] != "answered" || len(ans) != 1 || ans[0] != "ward 5" {
-		t.Fatalf("question after the web answer: %s", st)
+		t.Fatalf("question after the web answer: %s, want status answered with the one answer %q", st, "ward 5")
 	}
 }
 
@@ -332,7 +332,7 @@ func TestWebLinksFromSlack(t *testing.T) {
 		return resp.Text
 	}
 	if text := ask("U0NOBODY"); strings.Contains(text, "/ui/signin/link") || !strings.Contains(text, "not mapped") {
-		t.Fatalf("an unmapped user got: %s", text)
+		t.Fatalf("an unmapped user got: %s, want %q and no sign-in link", text, "not mapped")
 	}
 	text := ask("U0123ABC")
 	m := regexp.MustCompile(`https://countersign\.hospital\.example(/ui/signin/link\?t=[^\s>|]+)`).FindStringSubmatch(text)
@@ -349,7 +349,7 @@ func TestWebLinksFromSlack(t *testing.T) {
 		t.Fatalf("signing in with the chat link: %d %v; want a Secure __Host- cookie (public_url is https)", resp.StatusCode, resp.Cookies())
 	}
 	if resp, _ := webDo(t, webClient(t), "POST", e.URL+"/ui/signin/link", url.Values{"t": {tok}}); resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("the chat link worked twice: %d", resp.StatusCode)
+		t.Fatalf("the chat link worked twice: %d, want %d", resp.StatusCode, http.StatusForbidden)
 	}
 }
 
@@ -378,21 +378,21 @@ func TestWebOIDCCallbackBoundToBrowser(t *testing.T) {
 	resp, _ = webDo(t, webClient(t), "GET", authz.String(), nil) // the provider signs the user in and redirects back
 	callback := resp.Header.Get("Location")
 	if !strings.HasPrefix(callback, e.URL+"/ui/oidc/callback?") {
-		t.Fatalf("the provider answered %d %q", resp.StatusCode, callback)
+		t.Fatalf("the provider answered %d %q, want a location starting %q", resp.StatusCode, callback, e.URL+"/ui/oidc/callback?")
 	}
 
 	victim := webClient(t)
 	if resp, body := webDo(t, victim, "GET", callback, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "started in this browser") {
-		t.Fatalf("the callback in another browser: %d", resp.StatusCode)
+		t.Fatalf("the callback in another browser: %d, want %d with %q", resp.StatusCode, http.StatusBadRequest, "started in this browser")
 	}
 	if resp, _ := webDo(t, victim, "GET", e.URL+"/ui/", nil); resp.StatusCode != http.StatusSeeOther {
-		t.Fatalf("the other browser was signed in: %d", resp.StatusCode)
+		t.Fatalf("the other browser was signed in: GET /ui/ answered %d, want %d", resp.StatusCode, http.StatusSeeOther)
 	}
 	if resp, body := webDo(t, starter, "GET", callback, nil); resp.StatusCode != 200 || !strings.Contains(body, "Signed in") {
-		t.Fatalf("the starting browser's callback: %d\n%s", resp.StatusCode, body)
+		t.Fatalf("the starting browser's callback: %d, want 200 with %q\n%s", resp.StatusCode, "Signed in", body)
 	}
 	if resp, _ := webDo(t, starter, "GET", e.URL+"/ui/", nil); resp.StatusCode != 200 {
-		t.Fatalf("after the OIDC sign-in the inbox answered %d", resp.StatusCode)
+		t.Fatalf("after the OIDC sign-in the inbox answered %d, want 200", resp.StatusCode)
 	}
 	if resp, _ := webDo(t, starter, "GET", callback, nil); resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("a replayed callback answered %d, want 400", resp.StatusCode)
@@ -416,6 +416,6 @@ func TestWebLinkNeverCreatesTheSigningKey(t *testing.T) {
 		t.Fatalf("web link without a key: %v, printed %q; want the missing key named", err, out.String())
 	}
 	if _, statErr := os.Stat(cfg.Audit.SigningKey); !errors.Is(statErr, os.ErrNotExist) {
-		t.Fatalf("web link left a key file at %s (%v)", cfg.Audit.SigningKey, statErr)
+		t.Fatalf("web link left a key file at %s (%v), want none", cfg.Audit.SigningKey, statErr)
 	}
 }

@@ -131,7 +131,7 @@ func TestChartLints(t *testing.T) {
 	res := lint.Run([]string{chartDir}, required())
 	for _, m := range res.Messages {
 		if m.Severity >= support.WarningSev {
-			t.Errorf("helm lint: %s", m)
+			t.Errorf("helm lint: %s, want no warning", m)
 		}
 	}
 	for _, err := range res.Errors {
@@ -182,7 +182,7 @@ func TestChartObjects(t *testing.T) {
 		t.Errorf("image %q, want the repository at the chart's appVersion", c.Image)
 	}
 	if strings.Join(c.Args, " ") != "serve --config /etc/countersign/config.yaml" {
-		t.Errorf("args %q", c.Args)
+		t.Errorf("args %q, want %q", c.Args, "serve --config /etc/countersign/config.yaml")
 	}
 	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
 		t.Errorf("ports %+v, want http 8080", c.Ports)
@@ -445,7 +445,7 @@ func TestChartConfigServes(t *testing.T) {
 		}
 		resp, err := http.Get(url + "/readyz")
 		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("replica %d /readyz: %v %v", replica, err, resp)
+			t.Fatalf("replica %d /readyz: %v %v, want status 200", replica, err, resp)
 		}
 		resp.Body.Close()
 	}

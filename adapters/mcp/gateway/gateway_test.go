@@ -42,7 +42,7 @@ func TestClassifyFirstMatchWinsAndDefaultFailsClosed(t *testing.T) {
 	}
 	u.Default = "mutating"
 	if got := u.Category("delete_everything"); got != "mutating" {
-		t.Errorf("with default mutating, Category(delete_everything) = %q", got)
+		t.Errorf("with default mutating, Category(delete_everything) = %q, want %q", got, "mutating")
 	}
 	if err := CheckRule("read_["); err == nil {
 		t.Error("CheckRule(read_[) = nil, want a bad-glob error")
@@ -53,7 +53,7 @@ func TestClassifyFirstMatchWinsAndDefaultFailsClosed(t *testing.T) {
 		}
 	}
 	if up, tool, ok := Split("fs__read__file"); !ok || up != "fs" || tool != "read__file" {
-		t.Errorf("Split(fs__read__file) = %q %q %v", up, tool, ok)
+		t.Errorf("Split(fs__read__file) = %q %q %v, want %q %q true", up, tool, ok, "fs", "read__file")
 	}
 	if _, _, ok := Split("confirm_action"); ok {
 		t.Error("Split(confirm_action) is an upstream tool")
@@ -106,7 +106,7 @@ func TestFilesystemUpstream(t *testing.T) {
 	args, _ := json.Marshal(map[string]any{"path": path, "content": "exactly this"})
 	res, err := g.Forward(ctx, "fs__write_file", args)
 	if err != nil || res.IsError {
-		t.Fatalf("Forward(write_file) = %v, %v", res, err)
+		t.Fatalf("Forward(write_file) = %v, %v, want a result that is no error", res, err)
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != "exactly this" {
 		t.Fatalf("file holds %q (%v), want the forwarded content", b, err)
@@ -135,7 +135,7 @@ func TestFilesystemUpstream(t *testing.T) {
 	// While it sleeps (this test's Sleep returns at once, so the restart
 	// may already have happened): the down state was recorded.
 	if !strings.Contains(logs.String(), "upstream stopped; restarting with backoff") {
-		t.Errorf("no log of the stop:\n%s", logs.String())
+		t.Errorf("no log of the stop, want %q in:\n%s", "upstream stopped; restarting with backoff", logs.String())
 	}
 	select {
 	case <-changes:
@@ -147,7 +147,7 @@ func TestFilesystemUpstream(t *testing.T) {
 	}
 	res, err = g.Forward(ctx, "fs__read_text_file", mustJSON(map[string]any{"path": path}))
 	if err != nil || res.IsError || !strings.Contains(text(res), "exactly this") {
-		t.Errorf("read after restart = %v %v", res, err)
+		t.Errorf("read after restart = %v %v, want a result containing %q", res, err, "exactly this")
 	}
 	if strings.Contains(logs.String(), "s3cret-token-value") {
 		t.Errorf("a configured secret reached the log:\n%s", logs.String())

@@ -59,7 +59,7 @@ func TestHTTPUpstreamHostileAnswersAndListChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	if down := g.Down(); len(down) != 0 {
-		t.Fatalf("Down() = %v: the header did not reach the upstream?", down)
+		t.Fatalf("Down() = %v, want none: the header did not reach the upstream?", down)
 	}
 	changed := make(chan struct{}, 4)
 	g.Subscribe(func() { changed <- struct{}{} })
@@ -95,11 +95,11 @@ func TestHTTPUpstreamHostileAnswersAndListChanged(t *testing.T) {
 	}
 	tl, ok := g.Tool("web__late")
 	if !ok || tl.Category != "read-only" {
-		t.Fatalf("web__late after list_changed: served %v, category %q", ok, tl.Category)
+		t.Fatalf("web__late after list_changed: served %v, category %q; want served, %q", ok, tl.Category, "read-only")
 	}
 	res, err := g.Forward(ctx, "web__late", []byte("{}"))
 	if err != nil || text(res) != "late answer" {
-		t.Fatalf("web__late = %v, %v", res, err)
+		t.Fatalf("web__late = %v, %v, want %q", res, err, "late answer")
 	}
 }
 
@@ -163,6 +163,6 @@ func TestKilledUpstreamAnswersDownThenComesBack(t *testing.T) {
 		t.Fatalf("after the restart: %v", err)
 	}
 	if names := g.DownNames(); len(names) != 0 {
-		t.Fatalf("DownNames() = %v after the restart", names)
+		t.Fatalf("DownNames() = %v after the restart, want none", names)
 	}
 }

@@ -53,7 +53,8 @@ var slots = []memory.Slot{
 
 // NewEnv opens (creating) the store at path and wires the tools.
 func NewEnv(path string, o EnvOptions) (*Env, error) {
-	// The options of cmd/countersign's storeOptions.
+	// The options serve opens a bbolt store with (config's
+	// StoreConfig.BoltOptions), group commit as asked.
 	db, err := bolt.Open(path, bolt.Options{GroupCommit: o.GroupCommit, Sequential: append(bot.SequentialBuckets(), memory.SequentialBuckets()...)})
 	if err != nil {
 		return nil, err

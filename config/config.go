@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	countersign "github.com/countersign/countersign"
+	"github.com/countersign/countersign/adapters/bolt"
 	slackadapter "github.com/countersign/countersign/adapters/slack"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/bot/actiontools"
@@ -403,6 +406,18 @@ func (s StoreConfig) GroupCommitOn() bool { return s.GroupCommit == nil || *s.Gr
 // SyncFreelistOn reports whether the freelist is written with every commit
 // (the default).
 func (s StoreConfig) SyncFreelistOn() bool { return s.SyncFreelist == nil || *s.SyncFreelist }
+
+// BoltOptions are the bbolt options of serve and of every command that
+// writes the store: group commit and the freelist's sync as the section
+// says, and the append-only buckets bot and memory name
+// (SequentialBuckets), whose pages are filled instead of split in half.
+func (s StoreConfig) BoltOptions() bolt.Options {
+	return bolt.Options{
+		GroupCommit:    s.GroupCommitOn(),
+		NoFreelistSync: !s.SyncFreelistOn(),
+		Sequential:     append(bot.SequentialBuckets(), memory.SequentialBuckets()...),
+	}
+}
 
 // ---- audit ----
 
@@ -988,6 +1003,18 @@ func (l *LogConfig) defaults() {
 	if l.Level == "" {
 		l.Level = "info"
 	}
+}
+
+// Handler is the log handler the section asks for, writing to w: text or
+// JSON lines at the level given (both checked when the file is read).
+func (l LogConfig) Handler(w io.Writer) slog.Handler {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(l.Level)) // validate refused any other word
+	opts := &slog.HandlerOptions{Level: lvl}
+	if l.Format == "json" {
+		return slog.NewJSONHandler(w, opts)
+	}
+	return slog.NewTextHandler(w, opts)
 }
 
 func (l LogConfig) validate(p *problems) {

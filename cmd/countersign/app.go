@@ -19,7 +19,6 @@ import (
 	"github.com/countersign/countersign/approvals"
 	"github.com/countersign/countersign/bot"
 	"github.com/countersign/countersign/config"
-	"github.com/countersign/countersign/memory"
 )
 
 // app is everything serve wires together.
@@ -121,16 +120,6 @@ func openStore(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		}
 	}
 	return db, key, nil
-}
-
-// storeOptions are the bbolt options of serve and of every command that
-// writes the store.
-func storeOptions(cfg *config.Config) bolt.Options {
-	return bolt.Options{
-		GroupCommit:    cfg.Store.GroupCommitOn(),
-		NoFreelistSync: !cfg.Store.SyncFreelistOn(),
-		Sequential:     append(bot.SequentialBuckets(), memory.SequentialBuckets()...),
-	}
 }
 
 // buildApp opens the store and wires the bot, its tools and the edges.

@@ -68,7 +68,7 @@ func cmdMCP(ctx context.Context, args []string, getenv func(string) string, stdi
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	logger := newLogger(cfg, stderr)
+	logger := slog.New(cfg.Log.Handler(stderr))
 	a, err := buildApp(ctx, cfg, getenv, logger)
 	if err != nil {
 		return err

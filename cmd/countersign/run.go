@@ -158,16 +158,6 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.Log.Level))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
-}
-
 func cmdServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	load := configFlag(fs)
@@ -201,7 +191,7 @@ func cmdServe(ctx context.Context, args []string, getenv func(string) string, st
 	// before serve returns.
 	logw := logwriter.New(stderr)
 	defer logw.Close()
-	logger := slog.New(logwriter.Flushing(newLogger(cfg, logw).Handler(), logw))
+	logger := slog.New(logwriter.Flushing(cfg.Log.Handler(logw), logw))
 	logStartup(logger, cfg)
 	// A soft memory limit: near it the collector runs whatever GOGC says
 	// and returns freed memory to the system, so a burst of large calls

@@ -32,7 +32,7 @@ func openEngine(ctx context.Context, cfg *config.Config, getenv func(string) str
 		if dir := filepath.Dir(cfg.Store.Path); !fileExists(dir) {
 			return nil, fmt.Errorf("store.path: the directory %s does not exist; create it (mkdir -p %s) or point store.path at a file in an existing directory", dir, dir)
 		}
-		return bolt.Open(cfg.Store.Path, storeOptions(cfg))
+		return bolt.Open(cfg.Store.Path, cfg.Store.BoltOptions())
 	}
 	pc := cfg.Store.Postgres
 	dsn, err := pc.DSN(getenv) // config/store.go

@@ -34,7 +34,8 @@ func TestLogHandler(t *testing.T) {
 		if got := strings.Contains(out, "d-line"); got != tt.debugKept {
 			t.Errorf("%q: debug line kept = %v, want %v:\n%s", tt.yaml, got, tt.debugKept, out)
 		}
-		last := strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		last := lines[len(lines)-1]
 		var line map[string]any
 		isJSON := json.Unmarshal([]byte(last), &line) == nil
 		if isJSON != tt.json || !strings.Contains(last, "w-line") {
